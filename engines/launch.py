@@ -1,0 +1,41 @@
+"""What it takes to start one server process: the engine-neutral contract between engines/ and
+the ServerActor. An engine module builds a LaunchSpec from plain values; the actor adds the
+ports it chose, starts the process on the GPUs Ray gave it, and waits for readiness."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class LogPhase:
+    """A line pattern in the server log that marks a start-up phase (shown as progress)."""
+
+    pattern: str
+    """Regular expression searched in each log line."""
+    label: str
+    """What the phase is called in progress output, e.g. 'loading weights'."""
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """One server process to start. Everything here is decided before any process starts."""
+
+    argv: list[str]
+    """Full command line without the port flags (the actor appends those)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Variables set over the node's environment (NCCL_*, CUDA_*, SGLANG_* grid factors)."""
+    port_flag: str = "--port"
+    """Flag that receives the HTTP port the actor chose."""
+    extra_port_flags: tuple[str, ...] = ()
+    """Flags that each receive a further free port (e.g. SGLang's --nccl-port)."""
+    health_path: str = "/health"
+    """GET path that answers 200 once the server can serve."""
+    ready_timeout_s: float = 1800.0
+    """How long start-up may take before the server is declared never-ready."""
+    stop_timeout_s: float = 20.0
+    """How long SIGTERM may take before the whole process group gets SIGKILL."""
+    log_phases: tuple[LogPhase, ...] = ()
+    """Start-up phases recognised in the log, for progress lines."""
+    api_key: str | None = None
+    """Bearer token the server expects (sent with health checks); never logged."""

@@ -1,0 +1,158 @@
+"""Owning a server process: ports, spawning into its own process group, killing the whole tree.
+Plain functions over pids and sockets; no Ray."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import psutil
+
+_PR_SET_PDEATHSIG = 1
+
+
+class PortBusyError(RuntimeError):
+    """A port the server needs is already taken."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS reports free right now (bound to 0, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+        return True
+
+
+def wait_ports_free(ports: Sequence[int], timeout_s: float, host: str = "127.0.0.1") -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if all(port_is_free(p, host) for p in ports):
+            return True
+        time.sleep(0.1)
+    return all(port_is_free(p, host) for p in ports)
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: SIGKILL when the parent (the actor's worker)
+    # dies, so an actor crash cannot leak a server that holds GPUs.
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def spawn(argv: Sequence[str], env: Mapping[str, str], log_path: Path) -> subprocess.Popen:
+    """Start `argv` in a new process group (so the tree can be signalled as one), output to
+    `log_path`, dying with its parent."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    log = open(log_path, "ab", buffering=0)  # noqa: SIM115 - handed to the child
+    try:
+        return subprocess.Popen(
+            list(argv), env=dict(env), stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+        )
+    finally:
+        log.close()
+
+
+def process_tree(pid: int) -> list[psutil.Process]:
+    """The process and all its descendants that are still alive."""
+    try:
+        root = psutil.Process(pid)
+        return [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def kill_tree(pid: int, pgid: int | None, grace_s: float,
+              popen: subprocess.Popen | None = None) -> None:
+    """SIGTERM the process group and every descendant, wait up to `grace_s`, then SIGKILL the
+    group and whatever is still alive (children that left the group included). Pass `popen`
+    when `pid` is our child, so it is reaped through it and keeps its exit code."""
+    tree = process_tree(pid)
+    _signal_group(pgid, signal.SIGTERM)
+    for proc in tree:
+        _signal(proc, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    if popen is not None:
+        tree = [p for p in tree if p.pid != pid]
+        try:
+            popen.wait(timeout=grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    _, alive = psutil.wait_procs(tree, timeout=max(0.0, deadline - time.monotonic()))
+    root_alive = popen is not None and popen.poll() is None
+    if alive or root_alive or _group_alive(pgid):
+        _signal_group(pgid, signal.SIGKILL)
+        for proc in alive:
+            _signal(proc, signal.SIGKILL)
+        if popen is not None:
+            popen.kill()
+            popen.wait(timeout=10)
+        psutil.wait_procs(alive, timeout=5)
+
+
+def _signal(proc: psutil.Process, sig: int) -> None:
+    try:
+        proc.send_signal(sig)
+    except psutil.NoSuchProcess:
+        pass
+
+
+def _signal_group(pgid: int | None, sig: int) -> None:
+    if pgid is None or pgid <= 1:
+        return
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _group_alive(pgid: int | None) -> bool:
+    if pgid is None or pgid <= 1:
+        return False
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def kill_recorded(pid: int, pgid: int) -> bool:
+    """Kill a server recorded by an earlier driver if it is still alive. Servers lead their own
+    process group (pid == pgid), so a reused pid of an unrelated process is left alone; group
+    members whose leader already died are killed through the group. True if anything was."""
+    try:
+        if os.getpgid(pid) == pgid:
+            kill_tree(pid, pgid, grace_s=5)
+            return True
+    except ProcessLookupError:
+        pass
+    if _group_alive(pgid):
+        _signal_group(pgid, signal.SIGKILL)
+        return True
+    return False
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,126 @@
+"""ServerActor: owns one engine process on the GPUs Ray gave it.
+
+Ray sets CUDA_VISIBLE_DEVICES for an actor created with num_gpus=N; the process inherits it
+(SGLang then runs with --base-gpu-id 0 among the visible devices). The process leads its own
+process group and dies with the actor's worker; stop() kills the whole tree and waits until
+its ports are free. Never restarted by Ray (max_restarts=0): a silently restarted server would
+corrupt a cell."""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import ray
+
+from actors import _process
+from engines.launch import LaunchSpec
+
+
+class ServerStartError(RuntimeError):
+    """The server exited or never became ready; the message carries the log tail."""
+
+
+@ray.remote(max_restarts=0, max_concurrency=4)
+class ServerActor:
+    def __init__(self, spec: LaunchSpec, log_path: str, host: str = "127.0.0.1") -> None:
+        self.spec = spec
+        self.log_path = Path(log_path)
+        self.host = host
+        self.proc = None
+        self.ports: list[int] = []
+        self.env: dict[str, str] = {}
+        self.argv: list[str] = []
+        self.phase = "not started"
+        self._lock = threading.Lock()
+
+    def start(self, ports: list[int] | None = None) -> dict[str, Any]:
+        """Start the process on `ports` (default: free ones chosen now), each checked free
+        right before launch; return what was started: pid, pgid, url, argv, env,
+        CUDA_VISIBLE_DEVICES."""
+        wanted = 1 + len(self.spec.extra_port_flags)
+        ports = list(ports or [_process.free_port(self.host) for _ in range(wanted)])
+        if len(ports) != wanted:
+            raise ValueError(f"need {wanted} ports, got {ports}")
+        for port in ports:
+            if not _process.port_is_free(port, self.host):
+                raise _process.PortBusyError(f"port {port} on {self.host} is already taken")
+        argv = list(self.spec.argv) + [self.spec.port_flag, str(ports[0])]
+        for flag, port in zip(self.spec.extra_port_flags, ports[1:], strict=True):
+            argv += [flag, str(port)]
+        env = dict(os.environ)
+        env.update(self.spec.env)
+        with self._lock:
+            self.proc = _process.spawn(argv, env, self.log_path)
+            self.ports, self.env, self.argv = ports, env, argv
+            self.phase = "starting"
+        return {
+            "pid": self.proc.pid,
+            "pgid": os.getpgid(self.proc.pid),
+            "url": f"http://{self.host}:{ports[0]}",
+            "argv": argv,
+            "env": env,
+            "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES", ""),
+            "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
+        }
+
+    def poll_ready(self, wait_s: float = 2.0) -> dict[str, Any]:
+        """Check readiness for up to `wait_s`: {'ready', 'phase', 'exit_code'}. Raises
+        ServerStartError with the log tail if the process has exited."""
+        deadline = time.monotonic() + wait_s
+        headers = {"Authorization": f"Bearer {self.spec.api_key}"} if self.spec.api_key else {}
+        url = f"http://{self.host}:{self.ports[0]}{self.spec.health_path}"
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0), headers=headers) as client:
+            while True:
+                code = self.proc.poll()
+                if code is not None:
+                    raise ServerStartError(
+                        f"server exited with code {code} before it was ready; log tail:\n"
+                        + _process.log_tail(self.log_path))
+                self._update_phase()
+                try:
+                    if client.get(url).status_code == 200:
+                        self.phase = "ready"
+                        return {"ready": True, "phase": self.phase, "exit_code": None}
+                except httpx.HTTPError:
+                    pass
+                if time.monotonic() >= deadline:
+                    return {"ready": False, "phase": self.phase, "exit_code": None}
+                time.sleep(0.1)
+
+    def _update_phase(self) -> None:
+        if not self.spec.log_phases:
+            return
+        tail = _process.log_tail(self.log_path, lines=200)
+        for phase in self.spec.log_phases:
+            if re.search(phase.pattern, tail):
+                self.phase = phase.label
+
+    def exit_code(self) -> int | None:
+        """None while the process runs."""
+        return None if self.proc is None else self.proc.poll()
+
+    def log_tail(self, lines: int = 40) -> str:
+        return _process.log_tail(self.log_path, lines)
+
+    def stop(self) -> dict[str, Any]:
+        """SIGTERM the tree, SIGKILL after the grace period, wait until the ports are free."""
+        with self._lock:
+            if self.proc is None:
+                return {"stopped": False}
+            pid = self.proc.pid
+            code = self.proc.poll()
+            if code is None:
+                _process.kill_tree(pid, pid, self.spec.stop_timeout_s, popen=self.proc)
+                code = self.proc.poll()
+            else:
+                _process.kill_tree(pid, pid, 0.5)  # grandchildren of a server that died
+            ports_free = _process.wait_ports_free(self.ports, timeout_s=30, host=self.host)
+            self.proc = None
+            self.phase = "stopped"
+        return {"stopped": True, "exit_code": code, "ports_free": ports_free}

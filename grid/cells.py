@@ -1,0 +1,225 @@
+"""Cell expansion: the sweep's axes -> cells, each with a stable id, grouped by server.
+
+Pure: no Hydra, no Ray, no files. `expand_axes` makes the axis combinations; the caller
+composes one resolved config per combination (`axis_overrides` gives the Hydra overrides) and
+`make_cell` turns it into a Cell. A cell id is a hash of what the cell measures (engine, model,
+variant, workload, load) — never paths, timeouts or timestamps — so the same cell has the same
+id in every run and a changed cell gets a new one."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+GROUP_AXES = ("variant", "workload", "model", "engine")
+"""Axes whose values name a config option (conf/<axis>/<value>.yaml)."""
+KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate"}
+"""Short axis names for load settings."""
+
+# Fields that change how a run is operated, not what a cell measures.
+_NOT_IDENTITY = {
+    "engine": ("python", "ready_timeout_s", "stop_timeout_s", "api_key"),
+    "load": ("request_timeout_s",),
+}
+# Shorter labels for variant factors that appear in variant names.
+_FACTOR_ABBREV = {"speculative_disable_above_batch": "off_above"}
+
+
+def stable_hash(obj: Any, length: int = 16) -> str:
+    """sha256 of canonical JSON (sorted keys): equal for equal content, whatever the key order."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def axis_key(axis: str) -> str:
+    """The config key an axis sets (`concurrency` -> `load.concurrency`)."""
+    return KEY_ALIASES.get(axis, axis)
+
+
+def expand_axes(
+    axes: Mapping[str, Sequence[Any]],
+    include: Iterable[Mapping[str, Any]] = (),
+    exclude: Iterable[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """Cartesian product of the axes (in the order given), minus excluded, plus included.
+
+    An exclude rule drops a combination that matches every key of the rule (a rule value may
+    be a list of values). Included combinations are appended unless already present."""
+    names = list(axes)
+    for name in names:
+        values = axes[name]
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            raise ValueError(f"grid.axes.{name} must be a list, got {values!r}")
+        if len(values) == 0:
+            raise ValueError(f"grid.axes.{name} is empty: the grid has no cells")
+    combos = [dict(zip(names, values, strict=True)) for values in itertools.product(
+        *(axes[n] for n in names))]
+    rules = [dict(rule) for rule in exclude]
+    combos = [c for c in combos if not any(_matches(c, rule) for rule in rules)]
+    for extra in include:
+        extra = dict(extra)
+        if extra not in combos:
+            combos.append(extra)
+    return combos
+
+
+def _matches(combo: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:
+    for key, wanted in rule.items():
+        if key not in combo:
+            return False
+        options = wanted if isinstance(wanted, list | tuple) else [wanted]
+        if combo[key] not in options:
+            return False
+    return True
+
+
+def axis_overrides(combo: Mapping[str, Any]) -> list[str]:
+    """Hydra overrides that select one combination: `variant=eagle3`, `++load.concurrency=8`."""
+    out = []
+    for axis, value in combo.items():
+        if axis in GROUP_AXES:
+            out.append(f"{axis}={value}")
+        else:
+            out.append(f"++{axis_key(axis)}={_hydra_value(value)}")
+    return out
+
+
+def _hydra_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def requests_for_cell(load: Mapping[str, Any]) -> int:
+    """Measured requests of a cell: num_requests if set, else requests_per_stream per stream
+    (concurrency, or arrivals per second for an open-loop cell), at least min_requests."""
+    if load.get("num_requests") is not None:
+        return int(load["num_requests"])
+    streams = load.get("concurrency") or load.get("rate") or 1
+    return max(int(load["min_requests"]), math.ceil(load["requests_per_stream"] * streams))
+
+
+def variant_label(name: str, combo: Mapping[str, Any]) -> str:
+    """The variant's name plus the variant factors this cell sets, as a path-safe slug:
+    `eagle3` with `variant.speculative_disable_above_batch=16` -> `eagle3__off_above-16`."""
+    parts = []
+    for axis, value in combo.items():
+        if axis.startswith("variant.") and value is not None:
+            leaf = axis.rsplit(".", 1)[-1]
+            leaf = _FACTOR_ABBREV.get(leaf, leaf).lower()
+            parts.append(f"{leaf}-{_slug(value)}")
+    return "__".join([_slug(name), *parts])
+
+
+def _slug(value: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "none"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid: a server configuration under one load and workload."""
+
+    cell_id: str
+    server_key: str
+    variant: str
+    """Variant label (name plus the variant factors of this cell)."""
+    workload: str
+    concurrency: int | None
+    rate: float | None
+    num_requests: int
+    tp_size: int
+    factors: dict[str, Any]
+    """The axis values that define this cell (axis -> value)."""
+    config: dict[str, Any] = field(repr=False)
+    """The resolved config (plain containers)."""
+
+
+def identity(config: Mapping[str, Any], prompts_digest: str) -> dict[str, Any]:
+    """What a cell measures. The prompt file's path is replaced by a digest of its content."""
+    ident: dict[str, Any] = {}
+    for part in ("engine", "model", "variant", "workload", "load"):
+        node = dict(config[part])
+        for drop in _NOT_IDENTITY.get(part, ()):
+            node.pop(drop, None)
+        ident[part] = node
+    ident["workload"]["prompts"] = prompts_digest
+    return ident
+
+
+def server_identity(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Everything that needs a distinct server process (not the variant's label)."""
+    variant = {k: v for k, v in config["variant"].items() if k != "name"}
+    variant["tp_size"] = resolved_tp_size(config)
+    engine = {k: v for k, v in config["engine"].items() if k not in _NOT_IDENTITY["engine"]}
+    return {"engine": engine, "model": dict(config["model"]), "variant": variant}
+
+
+def resolved_tp_size(config: Mapping[str, Any]) -> int:
+    tp = config["variant"].get("tp_size")
+    return int(tp if tp is not None else config["model"]["tp_size"])
+
+
+def make_cell(combo: Mapping[str, Any], config: Mapping[str, Any], prompts_digest: str) -> Cell:
+    load = config["load"]
+    return Cell(
+        cell_id=stable_hash(identity(config, prompts_digest)),
+        server_key=stable_hash(server_identity(config)),
+        variant=variant_label(config["variant"]["name"], combo),
+        workload=str(config["workload"]["name"]),
+        concurrency=load.get("concurrency"),
+        rate=load.get("rate"),
+        num_requests=requests_for_cell(load),
+        tp_size=resolved_tp_size(config),
+        factors=dict(combo),
+        config=dict(config),
+    )
+
+
+@dataclass(frozen=True)
+class ServerGroup:
+    """Cells that share one server process, in grid order."""
+
+    server_key: str
+    cells: tuple[Cell, ...]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.cells[0].config
+
+    @property
+    def tp_size(self) -> int:
+        return self.cells[0].tp_size
+
+    @property
+    def variant(self) -> str:
+        return self.cells[0].variant
+
+
+def group_by_server(cells: Sequence[Cell]) -> list[ServerGroup]:
+    """Groups in order of first appearance; within a group, cells keep grid order."""
+    groups: dict[str, list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(cell.server_key, []).append(cell)
+    return [ServerGroup(key, tuple(members)) for key, members in groups.items()]
+
+
+def dedupe(cells: Iterable[Cell]) -> list[Cell]:
+    """Drop repeated cell ids (two axis combinations that resolve to the same cell)."""
+    seen: set[str] = set()
+    out = []
+    for cell in cells:
+        if cell.cell_id not in seen:
+            seen.add(cell.cell_id)
+            out.append(cell)
+    return out

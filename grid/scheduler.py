@@ -1,0 +1,360 @@
+"""The driver loop: for each server group, reserve its GPUs (a STRICT_PACK placement group on one
+node), start its ServerActor and LoadGenActors there, run its cells one after another, commit each
+cell's Parquet and mark it done; the server is stopped in a `finally`. Only the driver writes."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import ray
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from actors.loadgen.actor import LoadGenActor
+from actors.loadgen.spec import LoadSpec, Prompt
+from actors.server import ServerActor
+from engines.launch import LaunchSpec
+from grid.cells import Cell, ServerGroup, group_by_server
+from grid.ledger import Ledger
+from grid.metrics import summarize_cell
+from grid.provenance import recorded_env
+from grid.results import write_cell
+from grid.servers import launch_spec
+
+_PG_CPU = 0.01  # actors reserve a sliver of CPU: placement needs a resource per bundle
+
+
+class Interrupted(BaseException):
+    """The driver got SIGINT/SIGTERM."""
+
+
+class ServerDown(RuntimeError):
+    """The server could not be started or died; carries its log tail."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+@dataclass
+class RunContext:
+    run_id: str
+    run_dir: Path
+    ledger: Ledger
+    prompts: dict[str, tuple[Prompt, ...]]
+    """Workload name -> prompts."""
+    max_error_rate: float
+    total_cells: int
+    echo: Callable[[str], None] = print
+
+
+@dataclass
+class _Server:
+    actor: Any
+    info: dict[str, Any]
+    ledger_id: int | None
+    url: str
+
+
+def run_groups(ctx: RunContext, cells: Sequence[Cell]) -> None:
+    """Run `cells` (the ones still to do), grouped by server, in grid order."""
+    done = 0
+    for group in group_by_server(cells):
+        done = _run_group(ctx, group, done)
+
+
+def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
+    config = group.config
+    spec = launch_spec(config, ctx.run_dir)
+    clients = int(config["load"]["clients"])
+    bundles = ([{"GPU": group.tp_size, "CPU": _PG_CPU}] if spec else [])
+    bundles += [{"CPU": _PG_CPU}] * clients
+    pg = placement_group(bundles, strategy="STRICT_PACK")
+    server: _Server | None = None
+    loadgens: list[Any] = []
+    try:
+        if not pg.wait(timeout_seconds=60):
+            raise ServerDown(
+                f"cannot place {group.variant}: {group.tp_size} GPU(s) plus {clients} client(s)"
+                " do not fit on one node of the Ray cluster")
+        first = 1 if spec else 0
+        loadgens = [LoadGenActor.options(
+            num_cpus=_PG_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
+                pg, placement_group_bundle_index=first + i)).remote() for i in range(clients)]
+        for cell in group.cells:
+            done += 1
+            prefix = f"[{done}/{ctx.total_cells}] {_cell_name(cell)}"
+            attempt = ctx.ledger.start_attempt(cell.cell_id)
+            try:
+                if server is None:
+                    server = _start_server(ctx, group, spec, pg, prefix)
+                row, requests = _run_cell(ctx, cell, attempt, server, loadgens)
+            except ServerDown as e:
+                ctx.ledger.finish(cell.cell_id, "failed", str(e), e.log_tail)
+                _write_failed(ctx, cell, attempt, server, str(e))
+                ctx.echo(f"{prefix}: FAILED: {e}")
+                if server is not None:
+                    _stop_server(ctx, server)
+                    server = None
+                continue
+            except (Interrupted, KeyboardInterrupt):
+                ctx.ledger.finish(cell.cell_id, "interrupted", "driver interrupted")
+                raise
+            write_cell(ctx.run_dir, variant=cell.variant, workload=cell.workload,
+                       cell_id=cell.cell_id, attempt=attempt, requests=requests, cell_row=row)
+            ctx.ledger.finish(cell.cell_id, row["status"], row["error"])
+            ctx.echo(f"{prefix}: {_describe(row)}")
+    finally:
+        if server is not None:
+            _stop_server(ctx, server)
+        for actor in loadgens:
+            ray.kill(actor)
+        remove_placement_group(pg)
+    return done
+
+
+def _cell_name(cell: Cell) -> str:
+    load = f"c={cell.concurrency}" if cell.rate is None else f"rate={cell.rate}/s"
+    if cell.rate is not None and cell.concurrency:
+        load += f" c<={cell.concurrency}"
+    return f"{cell.variant} {load} {cell.workload}"
+
+
+def _describe(row: dict[str, Any]) -> str:
+    parts = [f"{row['output_tok_s']:.1f} tok/s" if row.get("output_tok_s") is not None else "",
+             _ms("TTFT p50", row.get("ttft_p50_s")), _ms("TPOT p50", row.get("tpot_p50_s"))]
+    if row.get("accept_length") is not None:
+        parts.append(f"accept {row['accept_length']:.2f}")
+    if row.get("requests_error"):
+        parts.append(f"{row['requests_error']} errors")
+    if row.get("client_saturated"):
+        parts.append(f"CLIENT SATURATED ({row.get('saturation_reason')})")
+    status = row["status"] if row["status"] != "done" else "done"
+    text = ", ".join(p for p in parts if p)
+    if row["status"] != "done":
+        text += f" — {status.upper()}: {row.get('error')}"
+    return f"{text} ({row['duration_s']:.1f} s)" if row.get("duration_s") else text
+
+
+def _ms(label: str, seconds: float | None) -> str:
+    return "" if seconds is None else f"{label} {seconds * 1000:.1f} ms"
+
+
+# --- servers ---------------------------------------------------------------------------------
+def _start_server(ctx: RunContext, group: ServerGroup, spec: LaunchSpec | None, pg: Any,
+                  prefix: str) -> _Server:
+    config = group.config
+    if spec is None:
+        url = str(config["engine"]["url"]).rstrip("/")
+        _wait_external(url, float(config["engine"]["ready_timeout_s"]), config["engine"])
+        return _Server(actor=None, info={"url": url, "argv": [], "env": {}}, ledger_id=None,
+                       url=url)
+    log = ctx.run_dir / "logs" / f"server-{group.server_key}.log"
+    actor = ServerActor.options(
+        num_gpus=group.tp_size, num_cpus=_PG_CPU,
+        scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0),
+    ).remote(spec, str(log))
+    info = ray.get(actor.start.remote())
+    ledger_id = ctx.ledger.server_started(group.server_key, info["pid"], info["pgid"])
+    server = _Server(actor=actor, info=info, ledger_id=ledger_id, url=info["url"])
+    ctx.echo(f"{prefix}: starting server {group.variant} (pid {info['pid']}, GPUs "
+             f"{info['cuda_visible_devices'] or '-'}, log {log})")
+    deadline = time.monotonic() + spec.ready_timeout_s
+    phase = ""
+    try:
+        while True:
+            status = ray.get(actor.poll_ready.remote(2.0))
+            if status["phase"] != phase:
+                phase = status["phase"]
+                if phase not in ("starting", "ready"):
+                    ctx.echo(f"{prefix}: server {phase}")
+            if status["ready"]:
+                return server
+            if time.monotonic() > deadline:
+                tail = ray.get(actor.log_tail.remote())
+                raise ServerDown(f"server not ready after {spec.ready_timeout_s:.0f} s", tail)
+    except ray.exceptions.RayTaskError as e:
+        cause = e.cause if hasattr(e, "cause") else e
+        _stop_server(ctx, server)
+        raise ServerDown(str(cause).splitlines()[0], str(cause)) from None
+    except ServerDown:
+        _stop_server(ctx, server)
+        raise
+
+
+def _wait_external(url: str, timeout_s: float, engine: dict[str, Any]) -> None:
+    deadline = time.monotonic() + timeout_s
+    headers = _auth(engine)
+    while True:
+        try:
+            if httpx.get(f"{url}/health", timeout=5, headers=headers).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise ServerDown(f"external server {url} did not answer /health within "
+                             f"{timeout_s:.0f} s")
+        time.sleep(1)
+
+
+def _auth(engine: dict[str, Any]) -> dict[str, str]:
+    key = engine.get("api_key")
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def _stop_server(ctx: RunContext, server: _Server) -> None:
+    if server.actor is None:
+        return
+    try:
+        ray.get(server.actor.stop.remote(), timeout=120)
+    finally:
+        ray.kill(server.actor)
+        if server.ledger_id is not None:
+            ctx.ledger.server_stopped(server.ledger_id)
+
+
+# --- cells -----------------------------------------------------------------------------------
+def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: _Server,
+              loadgens: Sequence[Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    config = cell.config
+    started = time.time()
+    _flush_cache(server.url, config["engine"])
+    specs = _load_specs(ctx, cell, server.url, len(loadgens))
+    refs = [actor.run.remote(spec) for actor, spec in zip(loadgens, specs, strict=True)]
+    try:
+        results = ray.get(refs)
+    except ray.exceptions.RayActorError as e:
+        raise ServerDown(f"load generator died: {e}") from None
+    _check_alive(server)
+    rows = [row for result in results for row in result.rows]
+    stats = _merge_stats([result.stats for result in results])
+    window_s = max(stats["window_end"] - stats["window_start"], 1e-9)
+    summary = summarize_cell(rows, window_s, stats)
+    status, error = "done", None
+    if summary["error_rate"] > ctx.max_error_rate:
+        status = "failed"
+        error = (f"error rate {summary['error_rate']:.0%} above run.max_error_rate "
+                 f"{ctx.max_error_rate:.0%}; first error: "
+                 f"{next((r['error'] for r in rows if r['status'] != 'ok'), None)}")
+    row = _cell_row(ctx, cell, attempt, server, status, error, started)
+    row.update(summary)
+    row["status"], row["error"] = status, error
+    return row, [_request_row(ctx, cell, attempt, r) for r in rows]
+
+
+def _flush_cache(url: str, engine: dict[str, Any], timeout_s: float = 60.0) -> None:
+    """POST /flush_cache; SGLang answers 400 while requests still run, so retry until drained."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            response = httpx.post(f"{url}/flush_cache", timeout=30, headers=_auth(engine))
+            if response.status_code == 200:
+                return
+        except httpx.HTTPError as e:
+            raise ServerDown(f"/flush_cache failed: {e}") from None
+        if time.monotonic() > deadline:
+            raise ServerDown(f"/flush_cache still {response.status_code} after {timeout_s} s")
+        time.sleep(0.2)
+
+
+def _check_alive(server: _Server) -> None:
+    if server.actor is None:
+        return
+    code = ray.get(server.actor.exit_code.remote())
+    if code is not None:
+        raise ServerDown(f"server exited with code {code} during the cell",
+                         ray.get(server.actor.log_tail.remote()))
+
+
+def _load_specs(ctx: RunContext, cell: Cell, url: str, clients: int) -> list[LoadSpec]:
+    config = cell.config
+    load, workload, model = config["load"], config["workload"], config["model"]
+    base = LoadSpec(
+        url=url,
+        prompts=ctx.prompts[cell.workload],
+        endpoint=workload["endpoint"],
+        concurrency=load["concurrency"],
+        rate=load["rate"],
+        arrival=load["arrival"],
+        burstiness=float(load["burstiness"]),
+        num_requests=cell.num_requests,
+        duration_s=load["duration_s"],
+        warmup_requests=int(load["warmup_requests"]),
+        max_new_tokens=int(workload["max_new_tokens"]),
+        temperature=float(workload["temperature"]),
+        ignore_eos=bool(workload["ignore_eos"]),
+        request_timeout_s=float(load["request_timeout_s"]),
+        model=model.get("served_model_name") or model["model_path"],
+        api_key=config["engine"].get("api_key"),
+        seed=int(load["seed"]),
+        num_clients=clients,
+    )
+    return [replace(base, client_index=i) for i in range(clients)]
+
+
+def _merge_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One cell's client stats from several clients: the window spans all of them; lags and
+    saturation take the worst client."""
+    merged = dict(stats[0])
+    merged["window_start"] = min(s["window_start"] for s in stats)
+    merged["window_end"] = max(s["window_end"] for s in stats)
+    for key in ("dispatch_lag_p50_s", "dispatch_lag_p99_s", "loop_lag_p99_s",
+                "client_cpu_percent"):
+        values = [s[key] for s in stats if s.get(key) is not None]
+        merged[key] = max(values) if values else None
+    reasons = [s["saturation_reason"] for s in stats if s.get("client_saturated")]
+    merged["client_saturated"] = bool(reasons)
+    merged["saturation_reason"] = "; ".join(reasons) if reasons else None
+    return merged
+
+
+def _cell_row(ctx: RunContext, cell: Cell, attempt: int, server: _Server | None, status: str,
+              error: str | None, started: float) -> dict[str, Any]:
+    config = cell.config
+    info: dict[str, Any] = {}
+    if server is not None:
+        try:
+            info = httpx.get(f"{server.url}/server_info", timeout=10,
+                             headers=_auth(config["engine"])).json()
+        except (httpx.HTTPError, ValueError):
+            info = {}
+    return {
+        "run_id": ctx.run_id, "cell_id": cell.cell_id, "server_key": cell.server_key,
+        "attempt": attempt, "status": status, "error": error,
+        "engine": config["engine"]["name"], "simulated": config["engine"]["name"] == "sim",
+        "model": config["model"]["name"], "concurrency": cell.concurrency, "rate": cell.rate,
+        "num_requests": cell.num_requests, "factors": json.dumps(cell.factors, default=str),
+        "started_at": started, "finished_at": time.time(),
+        "server_command": shlex.join(server.info["argv"]) if server else None,
+        "server_env": json.dumps(recorded_env(server.info["env"], config["variant"]["env"]))
+        if server else None,
+        "engine_version": str(info.get("version")) if info.get("version") else None,
+        "server_info": json.dumps(info, default=str) if info else None,
+        "cuda_visible_devices": server.info.get("cuda_visible_devices") if server else None,
+    }
+
+
+def _request_row(ctx: RunContext, cell: Cell, attempt: int, row: dict[str, Any]) -> dict:
+    out = dict(row)
+    out.update(run_id=ctx.run_id, cell_id=cell.cell_id, attempt=attempt,
+               engine=cell.config["engine"]["name"],
+               simulated=cell.config["engine"]["name"] == "sim",
+               concurrency=cell.concurrency, rate=cell.rate)
+    return out
+
+
+def _write_failed(ctx: RunContext, cell: Cell, attempt: int, server: _Server | None,
+                  error: str) -> None:
+    """A failed attempt still gets its cell row (status failed, the error) for the record."""
+    row = _cell_row(ctx, cell, attempt, None, "failed", error, time.time())
+    if server is not None:
+        row["server_command"] = shlex.join(server.info["argv"])
+    write_cell(ctx.run_dir, variant=cell.variant, workload=cell.workload, cell_id=cell.cell_id,
+               attempt=attempt, requests=[], cell_row=row)

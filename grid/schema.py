@@ -1,0 +1,77 @@
+"""The data contract of results/<run_id>/ as Arrow schemas (see DESIGN.md).
+
+Times are float seconds: `*_at` columns are Unix epoch seconds, `*_s` columns are durations.
+`variant` and `workload` are hive partition columns (folder names), not stored in the files."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+PARTITION_SCHEMA = pa.schema([("variant", pa.string()), ("workload", pa.string())])
+
+REQUEST_FIELDS = pa.schema([
+    ("run_id", pa.string()),
+    ("cell_id", pa.string()),
+    ("engine", pa.string()),
+    ("simulated", pa.bool_()),
+    ("concurrency", pa.int64()),
+    ("rate", pa.float64()),
+    ("attempt", pa.int64()),
+    ("request_id", pa.string()),
+    ("prompt_id", pa.string()),
+    ("domain", pa.string()),
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("input_tokens", pa.int64()),
+    ("output_tokens", pa.int64()),
+    ("scheduled_at", pa.float64()),
+    ("sent_at", pa.float64()),
+    ("ttft_s", pa.float64()),
+    ("e2e_s", pa.float64()),
+    ("tpot_s", pa.float64()),
+    ("itl_s", pa.list_(pa.float64())),
+    ("accept_length", pa.float64()),
+    ("spec_verify_ct", pa.int64()),
+    ("finish_reason", pa.string()),
+])
+
+CELL_FIELDS = pa.schema([
+    ("run_id", pa.string()),
+    ("cell_id", pa.string()),
+    ("server_key", pa.string()),
+    ("attempt", pa.int64()),
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("engine", pa.string()),
+    ("simulated", pa.bool_()),
+    ("model", pa.string()),
+    ("concurrency", pa.int64()),
+    ("rate", pa.float64()),
+    ("num_requests", pa.int64()),
+    ("factors", pa.string()),
+    ("requests_ok", pa.int64()),
+    ("requests_error", pa.int64()),
+    ("error_rate", pa.float64()),
+    ("output_tok_s", pa.float64()),
+    ("req_s", pa.float64()),
+    *[(f"{m}_{q}_s", pa.float64()) for m in ("ttft", "tpot", "itl", "e2e")
+      for q in ("p50", "p90", "p99")],
+    ("accept_length", pa.float64()),
+    ("duration_s", pa.float64()),
+    ("client_saturated", pa.bool_()),
+    ("saturation_reason", pa.string()),
+    ("dispatch_lag_p50_s", pa.float64()),
+    ("dispatch_lag_p99_s", pa.float64()),
+    ("started_at", pa.float64()),
+    ("finished_at", pa.float64()),
+    ("server_command", pa.string()),
+    ("server_env", pa.string()),
+    ("engine_version", pa.string()),
+    ("server_info", pa.string()),
+    ("cuda_visible_devices", pa.string()),
+])
+
+
+def with_partitions(fields: pa.Schema) -> pa.Schema:
+    """The schema a reader sees: file columns plus the partition columns."""
+    return pa.schema(list(fields) + list(PARTITION_SCHEMA))

@@ -1,0 +1,51 @@
+"""A small stand-in engine for ServerActor life-cycle tests: `python fake_engine.py MODE --port P`.
+
+Modes: ok (serves /health), crash (logs and exits 3 at start), never (never listens),
+ignore-sigterm (serves /health, ignores SIGTERM), grandchild (serves /health and starts a
+grandchild that writes its pid to --pid-file and sleeps)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+
+class Health(BaseHTTPRequestHandler):
+    def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+        self.send_response(200 if self.path == "/health" else 404)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--pid-file")
+    args = parser.parse_args()
+    print(f"fake engine {args.mode} starting", flush=True)
+    if args.mode == "crash":
+        print("RuntimeError: CUDA out of memory (fake)", flush=True)
+        sys.exit(3)
+    if args.mode == "never":
+        while True:
+            time.sleep(1)
+    if args.mode == "ignore-sigterm":
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.mode == "grandchild":
+        child = subprocess.Popen([sys.executable, "-c",
+                                  "import time\nwhile True: time.sleep(1)"])
+        with open(args.pid_file, "w") as f:
+            f.write(str(child.pid))
+    print("The server is fired up and ready to roll!", flush=True)
+    HTTPServer(("127.0.0.1", args.port), Health).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,124 @@
+"""ServerActor life cycle against fake engine programs, through real Ray."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import ray
+
+from actors._process import port_is_free
+from actors.server import ServerActor
+from engines.launch import LaunchSpec, LogPhase
+
+FAKE = str(Path(__file__).with_name("fake_engine.py"))
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+def _actor(tmp_path, mode, *extra, ready_timeout_s=30.0, stop_timeout_s=2.0):
+    spec = LaunchSpec(argv=[sys.executable, FAKE, mode, *extra], env={"NCCL_ALGO": "Ring"},
+                      ready_timeout_s=ready_timeout_s, stop_timeout_s=stop_timeout_s,
+                      log_phases=(LogPhase("fired up", "ready to roll"),))
+    return ServerActor.options(num_gpus=2, num_cpus=0).remote(spec, str(tmp_path / "s.log"))
+
+
+def _wait_ready(actor, timeout_s):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if ray.get(actor.poll_ready.remote(1.0))["ready"]:
+            return True
+    return False
+
+
+def test_child_sees_the_gpus_ray_assigned_and_the_variant_env(tmp_path):
+    actor = _actor(tmp_path, "ok")
+    info = ray.get(actor.start.remote())
+    try:
+        assert _wait_ready(actor, 20)
+        env = psutil.Process(info["pid"]).environ()
+        assert env["CUDA_VISIBLE_DEVICES"] == info["cuda_visible_devices"]
+        assert len(env["CUDA_VISIBLE_DEVICES"].split(",")) == 2
+        assert sorted(env["CUDA_VISIBLE_DEVICES"].split(",")) == sorted(info["gpu_ids"])
+        assert env["NCCL_ALGO"] == "Ring"
+        assert info["pgid"] == info["pid"]  # leads its own process group
+    finally:
+        result = ray.get(actor.stop.remote())
+        ray.kill(actor)
+    assert result["ports_free"] and not psutil.pid_exists(info["pid"])
+
+
+def test_crash_on_start_fails_fast_with_log_tail(tmp_path):
+    actor = _actor(tmp_path, "crash")
+    ray.get(actor.start.remote())
+    started = time.monotonic()
+    with pytest.raises(ray.exceptions.RayTaskError, match="CUDA out of memory"):
+        for _ in range(20):
+            ray.get(actor.poll_ready.remote(1.0))
+    assert time.monotonic() - started < 10
+    ray.kill(actor)
+
+
+def test_never_ready_is_stopped_cleanly(tmp_path):
+    actor = _actor(tmp_path, "never")
+    info = ray.get(actor.start.remote())
+    assert not _wait_ready(actor, 3)
+    ray.get(actor.stop.remote())
+    ray.kill(actor)
+    assert not psutil.pid_exists(info["pid"])
+
+
+def test_sigterm_ignored_escalates_to_sigkill(tmp_path):
+    actor = _actor(tmp_path, "ignore-sigterm", stop_timeout_s=1.0)
+    info = ray.get(actor.start.remote())
+    assert _wait_ready(actor, 20)
+    result = ray.get(actor.stop.remote())
+    ray.kill(actor)
+    assert result["exit_code"] == -9
+    assert not psutil.pid_exists(info["pid"])
+    assert port_is_free(int(info["url"].rsplit(":", 1)[1]))
+
+
+def test_grandchildren_are_killed(tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    actor = _actor(tmp_path, "grandchild", "--pid-file", str(pid_file))
+    ray.get(actor.start.remote())
+    assert _wait_ready(actor, 20)
+    grandchild = int(pid_file.read_text())
+    assert psutil.pid_exists(grandchild)
+    ray.get(actor.stop.remote())
+    ray.kill(actor)
+    assert not _alive(grandchild)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_server_dies_with_its_actor(tmp_path):
+    actor = _actor(tmp_path, "ok")
+    info = ray.get(actor.start.remote())
+    assert _wait_ready(actor, 20)
+    ray.kill(actor)  # the actor's worker dies; the server must not outlive it
+    gone, _ = psutil.wait_procs([psutil.Process(info["pid"])], timeout=10)
+    assert gone
+
+
+def test_port_taken_is_a_clear_error(tmp_path):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        spec = LaunchSpec(argv=[sys.executable, FAKE, "ok"])
+        actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec, str(tmp_path / "l"))
+        with pytest.raises(ray.exceptions.RayTaskError, match=f"port {port} .* already taken"):
+            ray.get(actor.start.remote([port]))
+        assert ray.get(actor.exit_code.remote()) is None  # nothing was launched
+        ray.kill(actor)
+        assert not (tmp_path / "l").exists()

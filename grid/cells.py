@@ -24,7 +24,7 @@ KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate"}
 
 # Fields that change how a run is operated, not what a cell measures.
 _NOT_IDENTITY = {
-    "engine": ("python", "ready_timeout_s", "stop_timeout_s", "api_key"),
+    "engine": ("python", "validate_python", "ready_timeout_s", "stop_timeout_s", "api_key"),
     "load": ("request_timeout_s",),
 }
 # Shorter labels for variant factors that appear in variant names.
@@ -157,12 +157,17 @@ def identity(config: Mapping[str, Any], prompts_digest: str) -> dict[str, Any]:
     return ident
 
 
+def engine_identity(engine: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine settings that change what is measured (not paths, timeouts or secrets)."""
+    return {k: v for k, v in engine.items() if k not in _NOT_IDENTITY["engine"]}
+
+
 def server_identity(config: Mapping[str, Any]) -> dict[str, Any]:
     """Everything that needs a distinct server process (not the variant's label)."""
     variant = {k: v for k, v in config["variant"].items() if k != "name"}
     variant["tp_size"] = resolved_tp_size(config)
-    engine = {k: v for k, v in config["engine"].items() if k not in _NOT_IDENTITY["engine"]}
-    return {"engine": engine, "model": dict(config["model"]), "variant": variant}
+    return {"engine": engine_identity(config["engine"]), "model": dict(config["model"]),
+            "variant": variant}
 
 
 def resolved_tp_size(config: Mapping[str, Any]) -> int:

@@ -35,6 +35,9 @@ class EngineConfig:
     """SGLang version the flags are built for; None = read it from `python`."""
     url: str | None = None
     """External only: base URL of a server someone else runs (http://host:port)."""
+    validate_python: str | None = None
+    """A Python with SGLang installed whose own parser checks every server command before
+    anything starts (default: `python` for engine=sglang; unset for the simulator = not checked)."""
     api_key: str | None = None
     """Bearer token the server expects (passed as --api-key to launched servers)."""
     ready_timeout_s: float = 1800.0

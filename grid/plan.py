@@ -5,9 +5,11 @@ checks that fail with one clear line, and a rough duration estimate."""
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import shlex
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,19 +19,22 @@ from omegaconf import DictConfig, OmegaConf
 
 from actors.loadgen.spec import Prompt
 from engines.launch import LaunchSpec
+from engines.sglang.command import concurrency_warnings, threshold_warnings
+from engines.sglang.validate import ValidationUnavailable, check_batch, sglang_available
 from grid.cells import (
     Cell,
     ServerGroup,
     axis_key,
     axis_overrides,
     dedupe,
+    engine_identity,
     expand_axes,
     group_by_server,
     make_cell,
     stable_hash,
 )
 from grid.config import ConfigError, check_choices
-from grid.servers import launch_spec
+from grid.servers import launch_spec, sglang_equivalent
 from grid.workloads import load_prompts
 
 LOGICAL_GPUS = 8
@@ -47,6 +52,10 @@ class Plan:
     prompts: dict[str, tuple[Prompt, ...]]
     cluster_gpus: int | None
     warnings: list[str]
+    validation: str
+    """What checked the server flags (or that nothing could)."""
+    created_run_dir: bool
+    """Planning created the run folder (for adaptive configs); a dry run removes it again."""
 
 
 def compose_cells(base: DictConfig, task_overrides: Sequence[str],
@@ -93,9 +102,7 @@ def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:
 def default_run_id(cfg: DictConfig) -> str:
     """Derived from the sweep, engine and model, so the same command finds the same run folder
     and resumes; adding cells to a sweep extends that run."""
-    engine = OmegaConf.to_container(cfg.engine, resolve=True)
-    for operational in ("python", "ready_timeout_s", "stop_timeout_s", "api_key"):
-        engine.pop(operational, None)
+    engine = engine_identity(OmegaConf.to_container(cfg.engine, resolve=True))
     digest = stable_hash({"engine": engine, "model": OmegaConf.to_container(cfg.model)}, 6)
     return f"{cfg.sweep}-{cfg.engine.name}-{cfg.model.name}-{digest}"
 
@@ -133,16 +140,71 @@ def cluster_gpus(cfg: DictConfig) -> int | None:
 
 def build_plan(cfg: DictConfig, cells: list[Cell], prompts: dict,
                results_dir: Path) -> Plan:
+    """Everything decided before anything starts. A threshold's adaptive config is written
+    into the run folder here; if planning fails, a run folder it created is removed again."""
     if not cells:
         raise ConfigError("the grid has no cells (every combination was excluded)")
     run_id = resolve_run_id(cfg)
     run_dir = results_dir / run_id
     groups = group_by_server(cells)
     gpus = cluster_gpus(cfg)
+    if cfg.plan and gpus == 0:
+        gpus = None  # planning for a GPU node from a machine without GPUs
     check_gpus(groups, gpus)
     check_engine(cfg, groups)
-    launches = {g.server_key: launch_spec(g.config, run_dir) for g in groups}
-    return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, plan_warnings(groups))
+    created = not run_dir.exists()
+    try:
+        version, validator = _sglang_version(cfg)
+        launches = {g.server_key: launch_spec(g.config, run_dir, version) for g in groups}
+        validation = validate_flags(groups, run_dir, version, validator)
+    except Exception:
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, plan_warnings(groups),
+                validation, created and run_dir.exists())
+
+
+def _sglang_version(cfg: DictConfig) -> tuple[str | None, str | None]:
+    """(SGLang version the flags are spelled for, Python whose SGLang parser validates them).
+    engine=sglang reads the version where the server will run unless engine.version says."""
+    engine = cfg.engine
+    validator = engine.validate_python
+    if validator is None and engine.name == "sglang":
+        validator = engine.python or sys.executable
+    found = _importable_sglang(validator) if validator else None
+    if validator and engine.validate_python and found is None:
+        raise ConfigError(f"engine.validate_python={validator} cannot import SGLang")
+    version = engine.version or (found if engine.name == "sglang" else None)
+    return version, (validator if found else None)
+
+
+@functools.lru_cache(maxsize=8)
+def _importable_sglang(python: str) -> str | None:
+    """SGLang's version importable with `python` (a ~4 s import, so asked once)."""
+    return sglang_available(python)
+
+
+def validate_flags(groups: Sequence[ServerGroup], run_dir: Path, version: str | None,
+                   validator: str | None) -> str:
+    """Check every server command with SGLang's own parser (one subprocess for all); a
+    rejected flag is a ConfigError naming the variant and the flag."""
+    engine = groups[0].config["engine"]["name"]
+    if engine == "external":
+        return "external server: no command to validate"
+    if validator is None:
+        return ("note: server flags were NOT validated (SGLang is not importable; set "
+                "engine.validate_python to a Python with SGLang)")
+    argvs = {g.variant: sglang_equivalent(g.config, run_dir, version).argv for g in groups}
+    try:
+        found, _, problems = check_batch(argvs, validator)
+    except ValidationUnavailable as e:
+        raise ConfigError(str(e).splitlines()[0]) from None
+    if problems:
+        p = problems[0]
+        first = p.message.strip().splitlines()[-1] if p.message.strip() else p.message
+        raise ConfigError(f"variant {p.label}: SGLang rejects {p.flag or 'its flags'}: {first}")
+    return f"server flags validated by SGLang {found}'s own parser ({len(argvs)} commands)"
 
 
 def check_gpus(groups: Sequence[ServerGroup], gpus: int | None) -> None:
@@ -167,12 +229,19 @@ def check_engine(cfg: DictConfig, groups: Sequence[ServerGroup]) -> None:
 def plan_warnings(groups: Sequence[ServerGroup]) -> list[str]:
     warnings = []
     for group in groups:
-        cap = group.config["variant"]["args"].get("max_running_requests")
-        top = max((c.concurrency or 0) for c in group.cells)
-        if cap is not None and top > cap:
-            warnings.append(f"{group.variant}: concurrency {top} exceeds max_running_requests "
-                            f"{cap}; requests above the cap queue in the server")
-    return warnings
+        variant = group.config["variant"]
+        cap = variant["args"].get("max_running_requests")
+        if isinstance(cap, int):
+            concurrencies = [c.concurrency for c in group.cells if c.concurrency]
+            warnings += [f"{group.variant}: {w}" for w in concurrency_warnings(cap, concurrencies)]
+            if variant.get("speculative_disable_above_batch") is not None:
+                warnings += [f"{group.variant}: {w}" for w in threshold_warnings(
+                    variant["speculative_disable_above_batch"], cap)]
+        if (group.config["engine"]["name"] == "sglang"
+                and "CUDA_DEVICE_MAX_CONNECTIONS" in variant["env"]):
+            warnings.append(f"{group.variant}: SGLang overwrites CUDA_DEVICE_MAX_CONNECTIONS=8 "
+                            "at start-up; this setting has no effect on the server")
+    return list(dict.fromkeys(warnings))
 
 
 def estimate_seconds(plan: Plan) -> float:
@@ -194,7 +263,7 @@ def estimate_seconds(plan: Plan) -> float:
 def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
     lines = [f"run {plan.run_id} -> {plan.run_dir}",
              f"{len(plan.cells)} cells in {len(plan.groups)} server groups; cluster GPUs: "
-             f"{plan.cluster_gpus if plan.cluster_gpus is not None else 'from the cluster'}"]
+             f"{plan.cluster_gpus if plan.cluster_gpus is not None else 'not checked here'}"]
     gpu = 0
     for n, group in enumerate(plan.groups, 1):
         spec = plan.launches[group.server_key]
@@ -220,6 +289,7 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
     lines.append("")
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
+    lines.append(plan.validation)
     minutes = estimate_seconds(plan) / 60
     lines.append(f"estimate: ~{minutes:.1f} min (rough; servers run one after another)")
     return "\n".join(lines)

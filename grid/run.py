@@ -8,6 +8,7 @@ Running the same command again resumes: done cells are skipped."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -57,7 +58,8 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
         return RunOutcome(EXIT_BAD_INPUT)
     if plan.cfg.plan:
         echo(format_plan(plan.plan))
-        echo(_validation_note(plan))
+        if plan.plan.created_run_dir:
+            shutil.rmtree(plan.plan.run_dir, ignore_errors=True)
         return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in plan.plan.cells])
     try:
         return execute(plan, echo)
@@ -83,12 +85,6 @@ def make_plan(overrides: list[str]) -> _Planned:
             cfg, overrides, lambda o: compose(config_name="config", overrides=o))
     results_dir = Path(cfg.results_dir).expanduser().resolve()
     return _Planned(cfg, build_plan(cfg, cells, prompts, results_dir), overrides)
-
-
-def _validation_note(planned: _Planned) -> str:
-    if planned.cfg.engine.name == "sglang":
-        return "note: SGLang flags were not validated (SGLang's parser is not importable here)"
-    return ""
 
 
 # --- 2. execute ------------------------------------------------------------------------------

@@ -1,0 +1,131 @@
+"""Pure, seeded request plans: prompt order, open-loop arrival schedules, and the split of a
+cell's requests over N client processes. No clocks, no sockets.
+
+A cell's requests are numbered globally: warmup requests take prompt positions 0..W-1 of the
+seeded prompt order, measured request n takes position W + n (cycling). Arrival offsets are
+absolute (seconds from the start of the measured phase), computed once from the seed, so a late
+wake-up never shifts later arrivals (no accumulating sleeps). Splitting over N clients assigns
+each global index to exactly one client by smooth weighted round-robin (weights = concurrency
+shares in closed loop, equal in open loop): deterministic, disjoint, and the union is the
+single-client plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator, Sequence
+
+
+def prompt_order(n_prompts: int, seed: int) -> list[int]:
+    """Seeded shuffle of prompt indices; requests cycle through it in order."""
+    order = list(range(n_prompts))
+    random.Random(f"specgrid-prompts-{seed}").shuffle(order)
+    return order
+
+
+def interarrival_times(
+    rate: float, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
+) -> Iterator[float]:
+    """Endless seeded inter-arrival gaps (s) with mean 1/rate.
+
+    ``poisson``: exponential (CV 1); ``gamma``: shape ``burstiness``, scale 1/(rate*burstiness)
+    (CV = 1/sqrt(burstiness): < 1 burstier, > 1 smoother; 1 = Poisson); ``constant``: 1/rate.
+    """
+    if not rate > 0:
+        raise ValueError(f"rate must be > 0, got {rate}")
+    if arrival == "constant":
+        gap = 1.0 / rate
+        while True:
+            yield gap
+    rng = random.Random(f"specgrid-arrivals-{seed}")
+    if arrival == "poisson":
+        while True:
+            yield rng.expovariate(rate)
+    if arrival == "gamma":
+        if not burstiness > 0:
+            raise ValueError(f"burstiness must be > 0, got {burstiness}")
+        scale = 1.0 / (rate * burstiness)
+        while True:
+            yield rng.gammavariate(burstiness, scale)
+    raise ValueError(f"unknown arrival law {arrival!r}")
+
+
+def arrival_offsets(
+    rate: float, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
+) -> Iterator[float]:
+    """Endless absolute arrival offsets (s from the phase start): the first request at 0, then
+    the running sum of :func:`interarrival_times` (``constant``: exactly n / rate)."""
+    if arrival == "constant":
+        if not rate > 0:
+            raise ValueError(f"rate must be > 0, got {rate}")
+        for n in itertools.count():
+            yield n / rate
+        return
+    t = 0.0
+    yield t
+    for gap in interarrival_times(rate, arrival, burstiness, seed):
+        t += gap
+        yield t
+
+
+def schedule(
+    n: int, rate: float, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
+) -> list[float]:
+    """The first n absolute arrival offsets (see :func:`arrival_offsets`)."""
+    return list(itertools.islice(arrival_offsets(rate, arrival, burstiness, seed), n))
+
+
+def assignment(weights: Sequence[int]) -> Iterator[int]:
+    """Endless sequence of client indices by smooth weighted round-robin: over any window of
+    Σweights consecutive indices client j appears weights[j] times; equal weights give
+    0, 1, ..., N-1, 0, 1, ...; weight 0 never appears."""
+    if not weights or any(w < 0 for w in weights) or sum(weights) == 0:
+        raise ValueError(f"weights must be >= 0 with a positive sum, got {list(weights)}")
+    total = sum(weights)
+    current = [0] * len(weights)
+    while True:
+        best = 0
+        for j, w in enumerate(weights):
+            current[j] += w
+            if current[j] > current[best]:
+                best = j
+        current[best] -= total
+        yield best
+
+
+def client_indices(total: int | None, weights: Sequence[int], client: int) -> Iterator[int]:
+    """Global request indices (0..total-1, or endless for None) assigned to ``client``."""
+    if len(weights) == 1:
+        yield from (range(total) if total is not None else itertools.count())
+        return
+    if weights[client] == 0:
+        return
+    for n, owner in zip(
+        range(total) if total is not None else itertools.count(), assignment(weights), strict=False
+    ):
+        if owner == client:
+            yield n
+
+
+def client_arrivals(
+    total: int | None,
+    weights: Sequence[int],
+    client: int,
+    rate: float,
+    arrival: str = "poisson",
+    burstiness: float = 1.0,
+    seed: int = 0,
+    horizon_s: float | None = None,
+) -> Iterator[tuple[int, float]]:
+    """(global index, absolute offset) of this client's open-loop arrivals: the cell's single
+    schedule (``rate`` = the cell's total rate) restricted to this client's indices, stopping
+    at ``total`` requests or at offsets >= ``horizon_s``."""
+    offsets = arrival_offsets(rate, arrival, burstiness, seed)
+    owners = assignment(weights)
+    indices = range(total) if total is not None else itertools.count()
+    for n, off, owner in zip(indices, offsets, owners, strict=False):
+        if horizon_s is not None and off >= horizon_s:
+            return
+        if owner == client:
+            yield n, off

@@ -1,0 +1,206 @@
+"""What one load generator is asked to do (``LoadSpec``) and what it hands back (``LoadResult``).
+
+Plain frozen dataclasses: no Ray, no sockets. ``LoadSpec`` validates itself on construction so a
+bad cell fails before any request is sent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+Endpoint = Literal["generate", "chat"]
+"""``generate``: SGLang native ``POST /generate`` streaming; ``chat``: OpenAI
+``POST /v1/chat/completions`` streaming with ``stream_options.include_usage``."""
+
+Arrival = Literal["poisson", "gamma", "constant"]
+"""Open-loop inter-arrival law: exponential, gamma with shape ``burstiness``, or fixed."""
+
+TransportName = Literal["raw", "aiohttp", "httpcore"]
+"""Which httpx transport ``run_load`` builds when none is injected:
+
+* ``raw``: :class:`actors.loadgen.transport.StampingTransport`, a minimal HTTP/1.1 keep-alive
+  transport on ``asyncio.Protocol`` that timestamps every read in ``data_received`` (fastest,
+  most precise; plain ``http://`` and ``https://`` URLs, no proxies).
+* ``aiohttp``: ``httpx_aiohttp.AiohttpTransport`` over one unlimited ``aiohttp`` connector.
+* ``httpcore``: httpx's default transport (measured ~4x slower per chunk; kept for comparison).
+"""
+
+ENDPOINTS: tuple[str, ...] = get_args(Endpoint)
+ARRIVALS: tuple[str, ...] = get_args(Arrival)
+TRANSPORTS: tuple[str, ...] = get_args(TransportName)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One prompt of a workload."""
+
+    prompt_id: str
+    text: str
+    domain: str
+    """Label from the workload file (coding, agentic, encyclopedic, ...)."""
+
+
+@dataclass(frozen=True)
+class LoadSpec:
+    """The load one client process drives against one server for one cell.
+
+    Load shapes:
+
+    * closed loop (``rate is None``): ``concurrency`` requests in flight (default 1); a finished
+      request's slot immediately takes the next request.
+    * open loop (``rate`` set): arrivals on a precomputed absolute schedule with mean ``rate``
+      requests/s (``arrival`` law, ``burstiness`` = gamma shape), optionally capped at
+      ``concurrency`` in flight (a capped arrival waits for a slot; its wait counts in dispatch
+      lag).
+
+    Bounds: ``num_requests`` measured requests and/or ``duration_s`` seconds of dispatching,
+    whichever ends first; at least one must be set. In-flight requests are always drained
+    (bounded by ``request_timeout_s``). ``warmup_requests`` run first (closed loop, same
+    concurrency or ``min(warmup, 8)`` in open loop), fully complete, and produce no rows.
+
+    Splitting a cell over ``num_clients`` processes: client ``client_index`` takes the
+    concurrency share ``concurrency // N`` (+1 for the first ``concurrency % N``), the rate share
+    ``rate / N`` and a deterministic disjoint subset of the cell's global request indices (see
+    :mod:`actors.loadgen.schedule`); the union over clients is exactly the request set one
+    client would send. ``start_at`` (epoch s) lets the clients of a split cell share one
+    schedule origin.
+    """
+
+    url: str
+    prompts: tuple[Prompt, ...]
+    endpoint: str = "generate"
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str = "poisson"
+    burstiness: float = 1.0
+    num_requests: int | None = 32
+    duration_s: float | None = None
+    warmup_requests: int = 0
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    request_timeout_s: float = 300.0
+    connect_timeout_s: float = 10.0
+    model: str = "default"
+    api_key: str | None = None
+    seed: int = 0
+    client_index: int = 0
+    num_clients: int = 1
+    # --- additions beyond the lead's contract -------------------------------------------------
+    transport: str = "raw"
+    """Transport built when ``run_load`` gets none (see :data:`TransportName`)."""
+    start_at: float | None = None
+    """Epoch s at which the measured phase starts (after warmup); None = as soon as ready. Set
+    the same value on every client of a split open-loop cell so their schedules line up."""
+    gc_freeze: bool = True
+    """``gc.collect(); gc.freeze()`` before the cell and ``gc.unfreeze()`` after: the objects
+    that exist before the load (modules, the actor's state) leave the collector's generations,
+    so no full collection walks them mid-cell (measured: 15-30 ms pauses without)."""
+    extra_body: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    """Merged into every request body (e.g. ``{"sampling_params": {...}}`` extras are NOT merged
+    deeply: top-level keys only)."""
+
+    def __post_init__(self) -> None:
+        errors: list[str] = []
+        if not self.url.startswith(("http://", "https://")):
+            errors.append(f"url must start with http:// or https://, got {self.url!r}")
+        if not self.prompts:
+            errors.append("prompts must not be empty")
+        if self.endpoint not in ENDPOINTS:
+            errors.append(f"endpoint must be one of {ENDPOINTS}, got {self.endpoint!r}")
+        if self.arrival not in ARRIVALS:
+            errors.append(f"arrival must be one of {ARRIVALS}, got {self.arrival!r}")
+        if self.transport not in TRANSPORTS:
+            errors.append(f"transport must be one of {TRANSPORTS}, got {self.transport!r}")
+        if self.concurrency is not None and self.concurrency < 1:
+            errors.append(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.rate is not None and not self.rate > 0:
+            errors.append(f"rate must be > 0 requests/s, got {self.rate}")
+        if not self.burstiness > 0:
+            errors.append(f"burstiness must be > 0, got {self.burstiness}")
+        if self.num_requests is None and self.duration_s is None:
+            errors.append("set num_requests and/or duration_s: the load must be bounded")
+        if self.num_requests is not None and self.num_requests < 0:
+            errors.append(f"num_requests must be >= 0, got {self.num_requests}")
+        if self.duration_s is not None and not self.duration_s > 0:
+            errors.append(f"duration_s must be > 0, got {self.duration_s}")
+        if self.warmup_requests < 0:
+            errors.append(f"warmup_requests must be >= 0, got {self.warmup_requests}")
+        if self.max_new_tokens < 1:
+            errors.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if not self.request_timeout_s > 0 or not self.connect_timeout_s > 0:
+            errors.append("request_timeout_s and connect_timeout_s must be > 0")
+        if self.num_clients < 1 or not 0 <= self.client_index < self.num_clients:
+            errors.append(
+                f"need 0 <= client_index < num_clients, got {self.client_index}/{self.num_clients}"
+            )
+        if (
+            self.rate is not None
+            and self.concurrency is not None
+            and self.concurrency < self.num_clients
+        ):
+            errors.append(
+                f"open loop capped at concurrency {self.concurrency} cannot be split over "
+                f"{self.num_clients} clients (each needs a cap >= 1)"
+            )
+        if errors:
+            raise ValueError("invalid LoadSpec: " + "; ".join(errors))
+
+    # --- this client's share of a split cell ---------------------------------------------------
+    @property
+    def closed_loop(self) -> bool:
+        return self.rate is None
+
+    @property
+    def cell_concurrency(self) -> int | None:
+        """The cell's total concurrency (closed loop default 1; open loop None = uncapped)."""
+        if self.concurrency is None and self.closed_loop:
+            return 1
+        return self.concurrency
+
+    @property
+    def my_concurrency(self) -> int | None:
+        """This client's concurrency share (None = uncapped open loop)."""
+        total = self.cell_concurrency
+        if total is None:
+            return None
+        return share(total, self.num_clients, self.client_index)
+
+    @property
+    def my_rate(self) -> float | None:
+        return None if self.rate is None else self.rate / self.num_clients
+
+
+def share(total: int, parts: int, index: int) -> int:
+    """``total // parts``, plus one for the first ``total % parts`` parts."""
+    return total // parts + (1 if index < total % parts else 0)
+
+
+@dataclass
+class LoadResult:
+    """What ``run_load`` returns: one row per measured request and the client's self-check."""
+
+    rows: list[dict[str, Any]]
+    stats: dict[str, Any]
+
+
+ROW_KEYS: tuple[str, ...] = (
+    "request_id",
+    "prompt_id",
+    "domain",
+    "status",
+    "error",
+    "input_tokens",
+    "output_tokens",
+    "scheduled_at",
+    "sent_at",
+    "ttft_s",
+    "e2e_s",
+    "tpot_s",
+    "itl_s",
+    "accept_length",
+    "spec_verify_ct",
+    "finish_reason",
+)
+"""Keys of every row, in order (the lead's data contract)."""

@@ -1,0 +1,314 @@
+"""One streamed request per call, per endpoint, recorded as a ``Timeline``.
+
+* SGLang native ``POST /generate`` (``stream: true``): every event carries cumulative ``text`` and
+  cumulative ``meta_info.completion_tokens``. Intermediate events are NOT ``json.loads``-ed (their
+  cumulative text makes that O(n²) per request): the last ``"completion_tokens":`` key is found
+  with ``bytes.rfind`` (a JSON string value cannot contain an unescaped ``"`` so the match is
+  always the key) and its integer read with a regex; an event without it, or not shaped like a
+  JSON object, is parsed fully (error events, malformed events -> error). The final event is
+  parsed fully for ``prompt_tokens``, ``completion_tokens``, ``finish_reason`` and speculation
+  counters (``spec_verify_ct``; older servers' ``spec_accept_length`` is converted back).
+* OpenAI ``POST /v1/chat/completions`` with ``stream_options = {include_usage,
+  continuous_usage_stats}``: small events, parsed with ``json.loads``. Tokens per content chunk
+  come from Δ``usage.completion_tokens`` when the server sends per-chunk usage, else 1 per
+  content delta; the final usage chunk gives prompt/completion tokens.
+
+Arrival times: the transport's per-read stamp when it has one (``StampingTransport``), else
+``perf_counter()`` when the read reaches the parser. Any exception ends the request with
+``Timeline.error`` set; it never propagates (the cell goes on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable
+from time import perf_counter
+from typing import Any
+
+import httpx
+
+from actors.loadgen.sse import SSEDecoder
+
+_CT_KEY = b'"completion_tokens":'
+_CT_LEN = len(_CT_KEY)
+_INT = re.compile(rb"\s*(\d+)").match
+_DONE = b"[DONE]"
+_OBJ_OPEN = ord("{")
+_OBJ_CLOSE = ord("}")
+
+
+Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
+"""``transport.handle_async_request`` of the client's transport."""
+
+
+class StreamError(Exception):
+    """A request failed in a way the server told us (HTTP status, error event, abort)."""
+
+
+class Timeline:
+    """Everything recorded about one request (times are ``perf_counter()`` seconds)."""
+
+    __slots__ = (
+        "scheduled", "slot", "sent", "end", "chunk_times", "chunk_tokens", "error",
+        "input_tokens", "output_tokens", "finish_reason", "spec_verify_ct",
+    )
+
+    def __init__(self, scheduled: float) -> None:
+        self.scheduled = scheduled
+        self.slot = scheduled  # when a concurrency slot was obtained (open loop with a cap)
+        self.sent = scheduled
+        self.end: float | None = None
+        self.chunk_times: list[float] = []
+        self.chunk_tokens: list[int] = []
+        self.error: str | None = None
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.finish_reason: str | None = None
+        self.spec_verify_ct: int | None = None
+
+
+def generate_body(text: str, max_new_tokens: int, temperature: float, ignore_eos: bool,
+                  extra: dict[str, Any] | None = None) -> bytes:
+    body: dict[str, Any] = {
+        "text": text,
+        "sampling_params": {
+            "max_new_tokens": max_new_tokens,
+            "temperature": temperature,
+            "ignore_eos": ignore_eos,
+        },
+        "stream": True,
+    }
+    if extra:
+        body.update(extra)
+    return json.dumps(body).encode()
+
+
+def chat_body(text: str, model: str, max_new_tokens: int, temperature: float, ignore_eos: bool,
+              extra: dict[str, Any] | None = None) -> bytes:
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": "user", "content": text}],
+        "max_tokens": max_new_tokens,
+        "temperature": temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+    }
+    if ignore_eos:
+        body["ignore_eos"] = True  # SGLang / vLLM extension
+    if extra:
+        body.update(extra)
+    return json.dumps(body).encode()
+
+
+def _finish_str(fr: Any) -> str | None:
+    if fr is None:
+        return None
+    if isinstance(fr, dict):
+        return str(fr.get("type")) if fr.get("type") is not None else json.dumps(fr)
+    return str(fr)
+
+
+def _spec_verify(meta: dict[str, Any], completion: int | None) -> int | None:
+    v = meta.get("spec_verify_ct")
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return int(v)
+    acc = meta.get("spec_accept_length")  # servers without spec_verify_ct
+    if isinstance(acc, int | float) and acc > 0 and completion:
+        return max(1, round(completion / acc))
+    return None
+
+
+def _error_text(obj: Any) -> str | None:
+    if isinstance(obj, dict) and "error" in obj:
+        err = obj["error"]
+        if isinstance(err, dict):
+            return str(err.get("message") or err)
+        return str(err)
+    return None
+
+
+async def _fail_status(resp: httpx.Response) -> None:
+    body = b"".join([c async for c in resp.stream])  # type: ignore[union-attr]
+    raise StreamError(f"HTTP {resp.status_code}: {body[:300].decode('utf-8', 'replace')}")
+
+
+class NativeSink:
+    """Parser of an SGLang native ``/generate`` stream: ``feed(bytes, t)`` per read, then
+    ``finish()``. Raises on a malformed or error event."""
+
+    __slots__ = ("tl", "decoder", "prev", "last", "done", "t_last")
+
+    def __init__(self, tl: Timeline) -> None:
+        self.tl = tl
+        self.decoder = SSEDecoder()
+        self.prev = 0
+        self.last: bytes | None = None
+        self.done = False
+        self.t_last: float | None = None
+
+    def feed(self, data: bytes, t: float) -> None:
+        self.t_last = t
+        prev = self.prev
+        tl = self.tl
+        for p in self.decoder.feed(data):
+            if p and p[0] == _OBJ_OPEN and p[-1] == _OBJ_CLOSE:
+                i = p.rfind(_CT_KEY)
+                if i >= 0:
+                    m = _INT(p, i + _CT_LEN)
+                    if m is not None:
+                        n = int(m.group(1))
+                        if n > prev:
+                            tl.chunk_times.append(t)
+                            tl.chunk_tokens.append(n - prev)
+                            prev = n
+                        self.last = p
+                        continue
+            if p == _DONE:
+                self.done = True
+                continue
+            obj = json.loads(p)  # error / unusual event: parse fully (raises if malformed)
+            err = _error_text(obj)
+            if err is not None:
+                raise StreamError(f"error event: {err}")
+            meta = obj.get("meta_info") if isinstance(obj, dict) else None
+            if not isinstance(meta, dict) or "completion_tokens" not in meta:
+                raise StreamError(f"unexpected event: {p[:200]!r}")
+            n = int(meta["completion_tokens"])
+            if n > prev:
+                tl.chunk_times.append(t)
+                tl.chunk_tokens.append(n - prev)
+                prev = n
+            self.last = p
+        self.prev = prev
+
+    def finish(self) -> None:
+        tl = self.tl
+        if self.decoder.pending.strip():
+            raise StreamError(f"stream ended inside an event: {self.decoder.pending[:200]!r}")
+        if self.last is None:
+            raise StreamError("stream ended without any event")
+        meta = json.loads(self.last).get("meta_info") or {}
+        fr = meta.get("finish_reason")
+        tl.input_tokens = meta.get("prompt_tokens")
+        tl.output_tokens = meta.get("completion_tokens", self.prev)
+        tl.finish_reason = _finish_str(fr)
+        tl.spec_verify_ct = _spec_verify(meta, tl.output_tokens)
+        if isinstance(fr, dict) and fr.get("type") == "abort":
+            raise StreamError(f"aborted: {fr.get('message', '')}")
+        if fr is None and not self.done:
+            raise StreamError("stream ended before finish_reason or [DONE]")
+
+
+class ChatSink:
+    """Parser of an OpenAI ``/v1/chat/completions`` stream (same interface as NativeSink)."""
+
+    __slots__ = ("tl", "decoder", "counted", "usage_ct", "fr", "done", "t_last")
+
+    def __init__(self, tl: Timeline) -> None:
+        self.tl = tl
+        self.decoder = SSEDecoder()
+        self.counted = 0  # tokens attributed to content chunks so far
+        self.usage_ct: int | None = None
+        self.fr: Any = None
+        self.done = False
+        self.t_last: float | None = None
+
+    def feed(self, data: bytes, t: float) -> None:
+        self.t_last = t
+        tl = self.tl
+        for p in self.decoder.feed(data):
+            if p == _DONE:
+                self.done = True
+                continue
+            obj = json.loads(p)
+            err = _error_text(obj)
+            if err is not None:
+                raise StreamError(f"error event: {err}")
+            usage = obj.get("usage")
+            if usage:
+                if usage.get("prompt_tokens") is not None:
+                    tl.input_tokens = usage["prompt_tokens"]
+                if usage.get("completion_tokens") is not None:
+                    self.usage_ct = usage["completion_tokens"]
+            choices = obj.get("choices")
+            if not choices:
+                continue
+            ch = choices[0]
+            if ch.get("finish_reason") is not None:
+                self.fr = ch["finish_reason"]
+            delta = ch.get("delta") or {}
+            if delta.get("content") or delta.get("reasoning_content"):
+                if usage and usage.get("completion_tokens") is not None:
+                    k = usage["completion_tokens"] - self.counted
+                else:
+                    k = 1
+                if k > 0:
+                    tl.chunk_times.append(t)
+                    tl.chunk_tokens.append(k)
+                    self.counted += k
+
+    def finish(self) -> None:
+        tl = self.tl
+        if self.decoder.pending.strip():
+            raise StreamError(f"stream ended inside an event: {self.decoder.pending[:200]!r}")
+        tl.output_tokens = self.usage_ct if self.usage_ct is not None else self.counted
+        tl.finish_reason = _finish_str(self.fr)
+        if self.fr == "abort":
+            raise StreamError("aborted")
+        if self.fr is None and not self.done:
+            raise StreamError("stream ended before finish_reason or [DONE]")
+
+
+async def stream_into(send: Send, request: httpx.Request, tl: Timeline,
+                      sink: NativeSink | ChatSink) -> None:
+    """Send ``request`` and parse its streamed body into ``tl``; exceptions propagate.
+
+    With the stamping transport the sink runs inside the socket's ``data_received`` callback
+    (``consume``): no coroutine wake-up per read, and each read is parsed the moment it is
+    stamped. Other transports: ``async for`` over the body, stamped when the parser sees it.
+    ``tl.sent``: the transport's send stamp when it has one (taken right before the connection
+    is taken and the request written), else just before handing the request to the transport.
+    ``tl.end`` is the arrival of the body's last bytes."""
+    tl.sent = perf_counter()
+    resp = await send(request)
+    try:
+        src = resp.extensions.get("specgrid_stream")
+        if src is not None:
+            tl.sent = src.t_sent
+        if resp.status_code != 200:
+            await _fail_status(resp)
+        if src is not None:
+            await src.consume(sink.feed)
+        else:
+            feed = sink.feed
+            async for data in resp.stream:  # type: ignore[union-attr]
+                feed(data, perf_counter())
+        tl.end = sink.t_last if sink.t_last is not None else perf_counter()
+        sink.finish()
+    finally:
+        await resp.aclose()
+
+
+async def run_request(
+    kind: str, send: Send, request: httpx.Request, tl: Timeline, timeout_s: float
+) -> Timeline:
+    """Run one request under an overall ``timeout_s``; any failure is recorded in ``tl.error``."""
+    sink = NativeSink(tl) if kind == "generate" else ChatSink(tl)
+    try:
+        async with asyncio.timeout(timeout_s):
+            await stream_into(send, request, tl, sink)
+    except TimeoutError:
+        tl.error = f"timeout: no complete response within {timeout_s:g} s"
+    except StreamError as exc:
+        tl.error = str(exc)
+    except httpx.HTTPError as exc:
+        tl.error = f"{type(exc).__name__}: {exc}"
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:  # malformed event
+        tl.error = f"bad event: {type(exc).__name__}: {exc}"
+    except Exception as exc:  # a broken request ends itself, never the cell
+        tl.error = f"{type(exc).__name__}: {exc}"
+    if tl.end is None:
+        tl.end = perf_counter()
+    return tl

@@ -1,0 +1,433 @@
+"""A fast local streaming server speaking SGLang-native ``/generate`` (and OpenAI
+``/v1/chat/completions``) that emits tokens on a fixed schedule and stamps its own send times.
+
+Used by ``bench/loadgen_throughput.py`` (throughput and timing error of the load generator) and by
+``tests/actors/test_runner.py`` (real sockets, fault injection). Raw ``asyncio.Protocol`` HTTP/1.1
+with keep-alive and chunked transfer encoding, so the server itself costs little CPU.
+
+Schedule of one request (times relative to ``recv``, stamped in ``data_received`` when the
+request's last byte arrived):
+  chunk 0 at ``ttft_ms``; chunk j at ``ttft_ms + j * chunk_ms``; each chunk carries 1-3 tokens
+  (seeded by the prompt text), cumulative ``text`` and cumulative ``completion_tokens``; the final
+  chunk has ``finish_reason = {"type": "length", "length": N}``, ``spec_verify_ct`` = number of
+  chunks (one verify step per chunk) and ``spec_accept_length``; then ``data: [DONE]``.
+  ``chunk_ms == 0`` means no delay: every chunk is a separate write with a yield to the event
+  loop between chunks (streams interleave like a real server's).
+
+Paths (a prefix selects the schedule or a fault, so one server serves every phase):
+  ``POST [/sched/<ttft_ms>/<chunk_ms>][/fault/<kind>]/generate`` and ``.../v1/chat/completions``
+  fault kinds: ``500`` (HTTP 500), ``hang`` (headers then silence), ``broken`` (malformed JSON
+  event after the first chunk), ``close`` (connection dropped mid-stream), ``abort``
+  (finish_reason type abort).
+  ``GET /health`` -> 200; ``GET /stamps`` -> JSON ``{prompt_text: {"recv": t, "sent": [t...],
+  "tokens": [k...]}}`` of requests since the last call (times are ``time.perf_counter()``, which
+  is CLOCK_MONOTONIC and comparable across processes on Linux), then cleared.
+
+Run: ``python bench/fixed_schedule_server.py --port 31234 [--ttft-ms 20 --chunk-ms 10]``
+(uvloop when installed). Prints ``READY <port>`` once listening.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import json
+import random
+import socket
+import sys
+import zlib
+from dataclasses import dataclass, field
+from time import perf_counter
+from typing import Any
+
+TOKEN = "tok "  # 4 bytes of text per token: cumulative text grows like a real stream's
+
+
+@dataclass
+class ServerConfig:
+    ttft_ms: float = 20.0
+    chunk_ms: float = 10.0
+    max_tokens_per_chunk: int = 3
+    spec: bool = True
+    """Add spec_verify_ct / spec_accept_length to the final meta_info."""
+    record: bool = True
+    """Keep per-request send stamps for ``GET /stamps``."""
+    stamps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    _pump: Any = None
+
+    def pump(self) -> _Pump:
+        if self._pump is None:
+            self._pump = _Pump()
+        return self._pump
+
+
+def chunk_plan(prompt: str, n_tokens: int, max_per_chunk: int) -> list[int]:
+    """Tokens per chunk for one request: 1..max_per_chunk, seeded by the prompt text."""
+    rng = random.Random(zlib.crc32(prompt.encode()))
+    plan: list[int] = []
+    left = n_tokens
+    while left > 0:
+        k = min(left, rng.randint(1, max_per_chunk))
+        plan.append(k)
+        left -= k
+    return plan
+
+
+def _parse_path(path: str) -> tuple[float | None, float | None, str | None, str]:
+    ttft = chunk = None
+    fault = None
+    parts = [p for p in path.split("?")[0].split("/") if p]
+    while parts and parts[0] in ("sched", "fault"):
+        if parts[0] == "sched" and len(parts) >= 3:
+            ttft, chunk = float(parts[1]), float(parts[2])
+            parts = parts[3:]
+        elif parts[0] == "fault" and len(parts) >= 2:
+            fault = parts[1]
+            parts = parts[2:]
+        else:
+            break
+    return ttft, chunk, fault, "/" + "/".join(parts)
+
+
+class _Conn(asyncio.Protocol):
+    def __init__(self, cfg: ServerConfig) -> None:
+        self.cfg = cfg
+        self.buf = b""
+        self.busy = False
+        self.transport: asyncio.Transport | None = None
+        self.closed = False
+        self._drain: asyncio.Future[None] | None = None
+        self.paused = False
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self._drain is not None and not self._drain.done():
+            self._drain.set_result(None)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        self._maybe_dispatch()
+
+    # -- HTTP ---------------------------------------------------------------------------------
+    def _maybe_dispatch(self) -> None:
+        if self.busy:
+            return
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = self.buf[:end].decode("latin-1").split("\r\n")
+        method, path, _ = head[0].split(" ", 2)
+        length = 0
+        for line in head[1:]:
+            name, _, value = line.partition(":")
+            if name.strip().lower() == "content-length":
+                length = int(value.strip())
+        if len(self.buf) < end + 4 + length:
+            return
+        body = self.buf[end + 4 : end + 4 + length]
+        self.buf = self.buf[end + 4 + length :]
+        self.busy = True
+        t_recv = perf_counter()  # the request is complete: stamp it here, not in the task
+        asyncio.get_running_loop().create_task(self._handle(method, path, body, t_recv))
+
+    async def _wait_writable(self) -> None:
+        if self.paused and not self.closed:
+            self._drain = asyncio.get_running_loop().create_future()
+            await self._drain
+
+    def _simple(self, status: str, body: bytes, ctype: str = "application/json") -> None:
+        assert self.transport is not None
+        self.transport.write(
+            f"HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+            f"Connection: keep-alive\r\n\r\n".encode()
+            + body
+        )
+
+    async def _handle(self, method: str, path: str, body: bytes, t_recv: float) -> None:
+        try:
+            await self._route(method, path, body, t_recv)
+        except Exception as exc:  # pragma: no cover - diagnostic only
+            print(f"server error: {exc!r}", file=sys.stderr)
+            if self.transport is not None:
+                self.transport.close()
+            return
+        self.busy = False
+        if not self.closed and self.buf:
+            self._maybe_dispatch()
+
+    async def _route(self, method: str, path: str, body: bytes, t_recv: float) -> None:
+        ttft_ms, chunk_ms, fault, route = _parse_path(path)
+        if method == "GET" and route in ("/health", "/health_generate", "/ready"):
+            self._simple("200 OK", b"ok", "text/plain")
+            return
+        if method == "GET" and route == "/stamps":
+            data = json.dumps(self.cfg.stamps).encode()
+            self.cfg.stamps = {}
+            self._simple("200 OK", data)
+            return
+        if method != "POST" or route not in ("/generate", "/v1/chat/completions"):
+            self._simple("404 Not Found", b'{"error":"not found"}')
+            return
+        req = json.loads(body)
+        chat = route == "/v1/chat/completions"
+        if chat:
+            prompt = req["messages"][-1]["content"]
+            n_tokens = int(req.get("max_tokens") or req.get("max_completion_tokens") or 16)
+            continuous = bool((req.get("stream_options") or {}).get("continuous_usage_stats"))
+        else:
+            prompt = req.get("text", "")
+            n_tokens = int(req.get("sampling_params", {}).get("max_new_tokens", 16))
+            continuous = False
+        if fault == "500":
+            self._simple("500 Internal Server Error", b'{"error":"injected"}')
+            return
+        ttft = (self.cfg.ttft_ms if ttft_ms is None else ttft_ms) / 1000.0
+        gap = (self.cfg.chunk_ms if chunk_ms is None else chunk_ms) / 1000.0
+        await self._stream(prompt, n_tokens, t_recv, ttft, gap, fault, chat, continuous)
+
+    async def _stream(
+        self,
+        prompt: str,
+        n_tokens: int,
+        t_recv: float,
+        ttft: float,
+        gap: float,
+        fault: str | None,
+        chat: bool,
+        continuous: bool,
+    ) -> None:
+        tr = self.transport
+        assert tr is not None
+        tr.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
+        )
+        if fault == "hang":
+            await asyncio.sleep(3600)
+            return
+        plan = chunk_plan(prompt, n_tokens, self.cfg.max_tokens_per_chunk)
+        frames = _frames(plan, len(prompt), chat, continuous, self.cfg.spec, fault)
+        sent: list[float] = []
+        if ttft > 0 or gap > 0:
+            loop = asyncio.get_running_loop()
+            for j, data in enumerate(frames):
+                target = t_recv + ttft + j * gap
+                delay = target - perf_counter()
+                if delay > 0:
+                    fut = loop.create_future()
+                    loop.call_at(loop.time() + delay, _set_done, fut)
+                    await fut
+                if self.paused:
+                    await self._wait_writable()
+                if self.closed:
+                    return
+                if data is None:
+                    tr.close()
+                    return
+                sent.append(perf_counter())
+                tr.write(data)
+        else:
+            await self.cfg.pump().add(self, frames, sent)
+            if self.closed:
+                return
+        if self.cfg.record:
+            self.cfg.stamps[prompt] = {"recv": t_recv, "sent": sent, "tokens": plan}
+
+
+class _Pump:
+    """Zero-delay streaming: one task writes the next chunk of every active stream per event-loop
+    turn (streams interleave like a real server's, without a coroutine switch per chunk)."""
+
+    def __init__(self) -> None:
+        self.active: list[list[Any]] = []
+        self.new: list[list[Any]] = []
+        self.task: asyncio.Task[None] | None = None
+
+    def add(
+        self, conn: _Conn, frames: list[bytes | None], sent: list[float]
+    ) -> asyncio.Future[None]:
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.new.append([conn, frames, 0, sent, fut])
+        if self.task is None or self.task.done():
+            self.task = asyncio.get_running_loop().create_task(self._run())
+        return fut
+
+    async def _run(self) -> None:
+        while self.active or self.new:
+            still = []
+            for st in self.active:
+                conn, frames, j, sent, fut = st
+                if conn.closed:
+                    fut.set_result(None)
+                    continue
+                if conn.paused:
+                    still.append(st)
+                    continue
+                data = frames[j]
+                if data is None:
+                    conn.transport.close()
+                    fut.set_result(None)
+                    continue
+                sent.append(perf_counter())
+                conn.transport.write(data)
+                j += 1
+                if j == len(frames):
+                    fut.set_result(None)
+                else:
+                    st[2] = j
+                    still.append(st)
+            self.active = still + self.new
+            self.new = []
+            await asyncio.sleep(0)
+
+
+def _frames(plan: list[int], n_prompt: int, chat: bool, continuous: bool, spec: bool,
+            fault: str | None) -> list[bytes | None]:
+    """The HTTP chunks of one response (None = drop the connection there)."""
+    out: list[bytes | None] = []
+    done = 0
+    for j, k in enumerate(plan):
+        done += k
+        final = j == len(plan) - 1
+        if chat:
+            out.append(_chat_frame(k, done, n_prompt, final, continuous))
+        else:
+            out.append(_native_frame(done, n_prompt, final, len(plan), spec, fault == "abort"))
+    if fault == "broken" and len(out) > 1:
+        out[1] = _frame(b'data: {"text": "tok tok", "meta_info": {"completion_tokens": \n\n',
+                        False)
+    if fault == "close" and len(out) > 2:
+        out[2] = None
+    return out
+
+
+def _frame(payload: bytes, final: bool) -> bytes:
+    """One HTTP/1.1 chunk (plus the terminating zero chunk on the final one)."""
+    return b"%x\r\n%b\r\n" % (len(payload), payload) + (b"0\r\n\r\n" if final else b"")
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _native_frame(done: int, prompt_tokens: int, final: bool, n_chunks: int, spec: bool,
+                  abort: bool) -> bytes:
+    payload = _native_chunk("0", TOKEN * done, done, prompt_tokens, final, n_chunks, spec, abort)
+    if final:
+        payload += b"data: [DONE]\n\n"
+    return _frame(payload, final)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _chat_frame(k: int, done: int, prompt_tokens: int, final: bool, continuous: bool) -> bytes:
+    payload = _chat_chunk("0", TOKEN * k, done, prompt_tokens, final, continuous)
+    if final:
+        payload += _chat_usage("0", done, prompt_tokens) + b"data: [DONE]\n\n"
+    return _frame(payload, final)
+
+
+def _set_done(fut: asyncio.Future[None]) -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
+def _sse(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj, separators=(",", ":")).encode() + b"\n\n"
+
+
+def _native_chunk(
+    rid: str, text: str, done: int, prompt_tokens: int, final: bool, n_chunks: int, spec: bool,
+    abort: bool,
+) -> bytes:
+    """SGLang-native event: cumulative text and completion_tokens; speculation counters on the
+    final one (one verify step per chunk)."""
+    meta: dict[str, Any] = {"id": rid, "finish_reason": None, "prompt_tokens": prompt_tokens,
+                            "completion_tokens": done, "cached_tokens": 0}
+    if final:
+        meta["finish_reason"] = (
+            {"type": "abort", "message": "injected abort"} if abort
+            else {"type": "length", "length": done}
+        )
+        if spec:
+            meta["spec_verify_ct"] = n_chunks
+            meta["spec_accept_length"] = done / n_chunks
+    return _sse({"text": text, "meta_info": meta})
+
+
+def _chat_chunk(
+    rid: str, delta: str, done: int, prompt_tokens: int, final: bool, continuous: bool
+) -> bytes:
+    """OpenAI chat chunk (usage on every chunk with continuous_usage_stats)."""
+    obj: dict[str, Any] = {
+        "id": rid, "object": "chat.completion.chunk", "model": "fixed",
+        "choices": [{"index": 0, "delta": {"content": delta},
+                     "finish_reason": "length" if final else None}],
+    }
+    if continuous:
+        obj["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": done,
+                        "total_tokens": prompt_tokens + done}
+    return _sse(obj)
+
+
+def _chat_usage(rid: str, done: int, prompt_tokens: int) -> bytes:
+    return _sse({"id": rid, "object": "chat.completion.chunk", "model": "fixed", "choices": [],
+                 "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": done,
+                           "total_tokens": prompt_tokens + done}})
+
+
+async def start_server(
+    host: str = "127.0.0.1", port: int = 0, cfg: ServerConfig | None = None
+) -> tuple[asyncio.Server, int, ServerConfig]:
+    """Start the server on the running loop; returns (server, bound port, config)."""
+    config = cfg or ServerConfig()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: _Conn(config), host, port, backlog=4096)
+    bound = server.sockets[0].getsockname()[1]
+    return server, bound, config
+
+
+async def _main(args: argparse.Namespace) -> None:
+    cfg = ServerConfig(ttft_ms=args.ttft_ms, chunk_ms=args.chunk_ms, spec=not args.no_spec,
+                       record=not args.no_record)
+    server, port, _ = await start_server(args.host, args.port, cfg)
+    print(f"READY {port}", flush=True)
+    async with server:
+        await server.serve_forever()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--ttft-ms", type=float, default=20.0)
+    p.add_argument("--chunk-ms", type=float, default=10.0)
+    p.add_argument("--no-spec", action="store_true")
+    p.add_argument("--no-record", action="store_true")
+    p.add_argument("--no-uvloop", action="store_true")
+    args = p.parse_args()
+    if not args.no_uvloop:
+        try:
+            import uvloop
+
+            uvloop.run(_main(args))
+            return
+        except ImportError:
+            pass
+    asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    main()

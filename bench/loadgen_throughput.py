@@ -1,0 +1,312 @@
+"""Benchmark of the load generator itself: one client process against fixed_schedule_server.py.
+
+(1) Throughput: zero-delay server, 400 requests x 256 output tokens, concurrency 64 (the setup of
+    the client figures in shared/reference/peers.md): streamed chunks/s and output tok/s.
+(2) Timing error: server with TTFT 20 ms then one chunk every ``--chunk-ms`` (20) ms, 1-3 tokens
+    per chunk, at 1, 64 and 256 concurrent streams: client-measured TTFT and per-token ITL minus
+    the server's own stamped schedule (TTFT_server = first chunk written - request body parsed;
+    ITL_server = gaps between chunk writes split over the chunk's tokens), p50/p99 of |error|.
+
+Clients compared in the same run: specgrid's ``run_load`` with each transport (raw stamping
+transport, httpx-aiohttp, httpx default/httpcore) on asyncio and uvloop, and a reference client
+written like SGLang's bench_serving (bench/loadgen_aiohttp_ref.py). Server pinned to CPU 0, each
+client run in its own process pinned to CPU 1.
+
+    .venv/bin/python bench/loadgen_throughput.py [--repeats 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+SERVER_CPU = 0
+CLIENT_CPU = 1
+
+THROUGHPUT = {"requests": 400, "tokens": 256, "concurrency": 64}
+TIMING_LEVELS = {1: 10, 64: 128, 256: 512}  # concurrency -> measured requests
+TIMING_TOKENS = 64
+
+
+def _pin(cpu: int) -> None:
+    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > cpu:
+        os.sched_setaffinity(0, {cpu})
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def _prompts(n: int, tag: str) -> list[str]:
+    filler = "Summarise the design of a load generator for LLM servers in detail. "
+    return [f"[{tag}-{i:05d}] {filler}" for i in range(n)]
+
+
+def _pct(xs: list[float], q: float) -> float | None:
+    from grid.metrics import percentile
+
+    return percentile(xs, q)
+
+
+# --------------------------------------------------------------------------------------------
+# worker side (one client run, in its own process)
+# --------------------------------------------------------------------------------------------
+def _errors(samples: list[tuple[float | None, list[float], str]],
+            stamps: dict[str, Any]) -> dict[str, Any]:
+    """TTFT/ITL errors of client measurements against the server's stamped schedule."""
+    from grid.metrics import itl_gaps
+
+    ttft_err: list[float] = []
+    itl_err: list[float] = []
+    mismatched = 0
+    for ttft, itl, text in samples:
+        st = stamps.get(text)
+        if st is None or ttft is None:
+            mismatched += 1
+            continue
+        ttft_err.append(ttft - (st["sent"][0] - st["recv"]))
+        server_itl = itl_gaps(st["sent"], st["tokens"])
+        if len(server_itl) != len(itl):
+            mismatched += 1
+            continue
+        itl_err.extend(c - s for c, s in zip(itl, server_itl, strict=True))
+    a_ttft = [abs(x) for x in ttft_err]
+    a_itl = [abs(x) for x in itl_err]
+    return {
+        "ttft_err_p50_ms": 1e3 * (_pct(a_ttft, 50) or 0.0),
+        "ttft_err_p99_ms": 1e3 * (_pct(a_ttft, 99) or 0.0),
+        "itl_err_p50_ms": 1e3 * (_pct(a_itl, 50) or 0.0),
+        "itl_err_p99_ms": 1e3 * (_pct(a_itl, 99) or 0.0),
+        "ttft_err_mean_ms": 1e3 * statistics.fmean(ttft_err) if ttft_err else None,
+        "itl_samples": len(itl_err),
+        "unmatched_requests": mismatched,
+    }
+
+
+async def _worker_ours(cfg: dict[str, Any]) -> dict[str, Any]:
+    from actors.loadgen.runner import run_load
+    from actors.loadgen.spec import LoadSpec, Prompt
+
+    n, warm = cfg["requests"], cfg["warmup"]
+    texts = _prompts(n + warm, cfg["tag"])
+    prompts = tuple(Prompt(f"p{i}", t, "bench") for i, t in enumerate(texts))
+    spec = LoadSpec(
+        url=cfg["url"], prompts=prompts, concurrency=cfg["concurrency"], num_requests=n,
+        warmup_requests=warm, max_new_tokens=cfg["tokens"], transport=cfg["transport"],
+        seed=1, request_timeout_s=120.0,
+    )
+    res = await run_load(spec)
+    wall = res.stats["window_end"] - res.stats["window_start"]
+    by_id = {p.prompt_id: p.text for p in prompts}
+    ok = [r for r in res.rows if r["status"] == "ok"]
+    out = {
+        "wall_s": wall,
+        "ok": len(ok),
+        "errors": len(res.rows) - len(ok),
+        "first_error": next((r["error"] for r in res.rows if r["error"]), None),
+        "output_tokens": sum(r["output_tokens"] or 0 for r in ok),
+        "client_cpu_percent": res.stats["client_cpu_percent"],
+        "loop_lag_p99_ms": 1e3 * (res.stats["loop_lag_p99_s"] or 0.0),
+        "client_saturated": res.stats["client_saturated"],
+        "saturation_reason": res.stats["saturation_reason"],
+    }
+    out["_samples"] = [(r["ttft_s"], r["itl_s"], by_id[r["prompt_id"]]) for r in ok]
+    return out
+
+
+async def _worker_ref(cfg: dict[str, Any]) -> dict[str, Any]:
+    import loadgen_aiohttp_ref as ref
+
+    texts = _prompts(cfg["requests"], cfg["tag"])
+    t_cpu = time.process_time()
+    outs, start, end = await ref.run(cfg["url"] + "/generate", texts, cfg["tokens"],
+                                     cfg["concurrency"])
+    cpu = time.process_time() - t_cpu
+    ok = [o for o in outs if o.success]
+    return {
+        "wall_s": end - start,
+        "ok": len(ok),
+        "errors": len(outs) - len(ok),
+        "first_error": next((o.error for o in outs if o.error), None),
+        "output_tokens": sum(o.output_len for o in ok),
+        "client_cpu_percent": 100.0 * cpu / (end - start),
+        "_samples": [(o.ttft, o.itl, o.prompt) for o in ok],
+    }
+
+
+def worker(cfg: dict[str, Any]) -> None:
+    _pin(CLIENT_CPU)
+    fn = _worker_ref if cfg["client"] == "ref" else _worker_ours
+    if cfg["loop"] == "uvloop":
+        import uvloop
+
+        res = uvloop.run(fn(cfg))
+    else:
+        res = asyncio.run(fn(cfg))
+    stamps = _get(cfg["server"] + "/stamps")
+    samples = res.pop("_samples")
+    # warmup prompts are in stamps too; count only the measured ones for the chunk rate
+    measured = {s[2] for s in samples}
+    res["chunks"] = sum(len(stamps[t]["sent"]) for t in measured if t in stamps)
+    if cfg["mode"] == "timing":
+        res.update(_errors(samples, stamps))
+    print("RESULT " + json.dumps(res), flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# driver
+# --------------------------------------------------------------------------------------------
+VARIANTS = [
+    # name, client, transport, loop
+    ("specgrid raw+uvloop", "ours", "raw", "uvloop"),
+    ("specgrid raw+asyncio", "ours", "raw", "asyncio"),
+    ("specgrid aiohttp-transport+uvloop", "ours", "aiohttp", "uvloop"),
+    ("specgrid aiohttp-transport+asyncio", "ours", "aiohttp", "asyncio"),
+    ("specgrid httpcore+asyncio", "ours", "httpcore", "asyncio"),
+    ("bench_serving-style aiohttp (asyncio)", "ref", "-", "asyncio"),
+    ("bench_serving-style aiohttp (uvloop)", "ref", "-", "uvloop"),
+]
+TIMING_VARIANTS = [v for v in VARIANTS if v[0] in (
+    "specgrid raw+uvloop", "specgrid raw+asyncio", "specgrid aiohttp-transport+uvloop",
+    "bench_serving-style aiohttp (asyncio)")]
+
+
+def _run_worker(cfg: dict[str, Any], server_pid: int) -> dict[str, Any]:
+    import psutil
+
+    sp = psutil.Process(server_pid)
+    c0 = sum(sp.cpu_times()[:2])
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(cfg)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )
+    elapsed = time.perf_counter() - t0
+    server_cpu = sum(sp.cpu_times()[:2]) - c0
+    line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        raise RuntimeError(f"worker failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    res = json.loads(line[7:])
+    # server CPU over the worker process' life, relative to its load window: an upper bound
+    res["server_cpu_s"] = server_cpu
+    res["worker_elapsed_s"] = elapsed
+    res["tok_s"] = res["output_tokens"] / res["wall_s"]
+    res["chunks_s"] = res["chunks"] / res["wall_s"]
+    res["server_cpu_percent"] = 100.0 * server_cpu / res["wall_s"]
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--repeats", type=int, default=3, help="throughput runs per variant")
+    ap.add_argument("--chunk-ms", type=float, default=20.0, help="server chunk interval (timing)")
+    ap.add_argument("--skip-timing", action="store_true")
+    ap.add_argument("--skip-throughput", action="store_true")
+    ap.add_argument("--json", help="write all results here")
+    args = ap.parse_args()
+    if args.worker:
+        worker(json.loads(args.worker))
+        return
+
+    _pin(CLIENT_CPU)
+    server = subprocess.Popen(
+        [sys.executable, str(HERE / "fixed_schedule_server.py"), "--port", "0"],
+        stdout=subprocess.PIPE, text=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, {SERVER_CPU}))
+        if (os.cpu_count() or 1) > 1 else None,
+    )
+    assert server.stdout is not None
+    port = int(server.stdout.readline().split()[1])
+    base = f"http://127.0.0.1:{port}"
+    results: dict[str, Any] = {"throughput": {}, "timing": {}, "cpus": os.cpu_count()}
+    t_start = time.perf_counter()
+    try:
+        tag_n = 0
+        if not args.skip_throughput:
+            print(f"== throughput: {THROUGHPUT}, zero-delay server, {args.repeats} runs each")
+            for rep in range(args.repeats):
+                for name, client, transport, loop in VARIANTS:
+                    tag_n += 1
+                    cfg = {"client": client, "transport": transport, "loop": loop,
+                           "mode": "throughput", "url": f"{base}/sched/0/0", "server": base,
+                           "requests": THROUGHPUT["requests"], "tokens": THROUGHPUT["tokens"],
+                           "concurrency": THROUGHPUT["concurrency"], "warmup": 0,
+                           "tag": f"t{tag_n}"}
+                    r = _run_worker(cfg, server.pid)
+                    results["throughput"].setdefault(name, []).append(r)
+                    print(f"  [{rep}] {name:40s} {r['wall_s']:6.2f} s {r['tok_s']:9.0f} tok/s "
+                          f"{r['chunks_s']:8.0f} chunks/s cpu {r['client_cpu_percent']:3.0f}% "
+                          f"server cpu {r['server_cpu_percent']:3.0f}% "
+                          f"ok {r['ok']} err {r['errors']}", flush=True)
+        if not args.skip_timing:
+            print(f"== timing: TTFT 20 ms, chunk every {args.chunk_ms:g} ms, "
+                  f"{TIMING_TOKENS} tokens/request")
+            for conc, n in TIMING_LEVELS.items():
+                for name, client, transport, loop in TIMING_VARIANTS:
+                    tag_n += 1
+                    cfg = {"client": client, "transport": transport, "loop": loop,
+                           "mode": "timing", "url": f"{base}/sched/20/{args.chunk_ms:g}",
+                           "server": base, "requests": n, "tokens": TIMING_TOKENS,
+                           "concurrency": conc, "warmup": conc if client == "ours" else 0,
+                           "tag": f"t{tag_n}"}
+                    r = _run_worker(cfg, server.pid)
+                    results["timing"].setdefault(str(conc), {})[name] = r
+                    print(f"  c={conc:3d} {name:40s} TTFT err p50 {r['ttft_err_p50_ms']:6.3f} "
+                          f"p99 {r['ttft_err_p99_ms']:6.3f} ms | ITL err p50 "
+                          f"{r['itl_err_p50_ms']:6.3f} p99 {r['itl_err_p99_ms']:6.3f} ms | "
+                          f"cpu {r['client_cpu_percent']:3.0f}% err {r['errors']}", flush=True)
+    finally:
+        server.terminate()
+        server.wait(10)
+    results["bench_wall_s"] = time.perf_counter() - t_start
+    _report(results)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+def _report(results: dict[str, Any]) -> None:
+    thr = results["throughput"]
+    if thr:
+        ref_name = "bench_serving-style aiohttp (asyncio)"
+        ref_tok = statistics.median(r["tok_s"] for r in thr[ref_name]) if ref_name in thr else None
+        print("\n| client | wall s (median) | output tok/s (median, min-max) | chunks/s | "
+              "client CPU | ratio vs bench_serving-style |")
+        print("|---|---|---|---|---|---|")
+        for name, runs in thr.items():
+            tok = [r["tok_s"] for r in runs]
+            med = statistics.median(tok)
+            print(f"| {name} | {statistics.median(r['wall_s'] for r in runs):.2f} | "
+                  f"{med:,.0f} ({min(tok):,.0f}-{max(tok):,.0f}) | "
+                  f"{statistics.median(r['chunks_s'] for r in runs):,.0f} | "
+                  f"{statistics.median(r['client_cpu_percent'] for r in runs):.0f}% | "
+                  f"{med / ref_tok:.2f}x |" if ref_tok else "")
+    tim = results["timing"]
+    if tim:
+        print("\n| streams | client | TTFT err p50 / p99 ms | ITL err p50 / p99 ms | client CPU |")
+        print("|---|---|---|---|---|")
+        for conc, by in tim.items():
+            for name, r in by.items():
+                print(f"| {conc} | {name} | {r['ttft_err_p50_ms']:.3f} / {r['ttft_err_p99_ms']:.3f}"
+                      f" | {r['itl_err_p50_ms']:.3f} / {r['itl_err_p99_ms']:.3f} | "
+                      f"{r['client_cpu_percent']:.0f}% |")
+    print(f"\nbench wall time {results['bench_wall_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

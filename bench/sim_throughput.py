@@ -1,0 +1,183 @@
+"""How many streamed tokens per second one simulator process sustains.
+
+The simulator must never be the bottleneck of a benchmark run. This starts
+``python -m engines.sim --sim-time-scale 0`` (no modelled step cost: the server streams as fast
+as its event loop can) pinned to one CPU core, and drives it from this process pinned to another
+core with many concurrent closed-loop streams (aiohttp, byte-level SSE parsing: the client must
+be cheaper than the server for the number to mean anything). Reported: completed output tokens
+per second, SSE events per second and tokens per event (> 1 with speculation, or when the
+client falls behind and the server coalesces chunks, as SGLang does).
+
+    .venv/bin/python bench/sim_throughput.py                       # the default table
+    .venv/bin/python bench/sim_throughput.py --concurrency 64 256 --requests 2000
+
+Recorded on the 2-core development machine (server on CPU 0 with uvloop, client on CPU 1,
+256 tokens per request, 1024 requests per cell; goal >= 20,000 tokens/s):
+
+| variant  | endpoint | streams |  tokens/s |  events/s | tok/event |
+|----------|----------|---------|-----------|-----------|-----------|
+| baseline | generate |      64 |    73,807 |    73,807 |      1.00 |
+| baseline | generate |     256 |    59,199 |    59,199 |      1.00 |
+| baseline | chat     |      64 |    87,893 |    88,923 |      0.99 |
+| baseline | chat     |     256 |    73,770 |    74,634 |      0.99 |
+| eagle3   | generate |      64 |   159,495 |    61,253 |      2.60 |
+| eagle3   | generate |     256 |   120,846 |    46,555 |      2.60 |
+| eagle3   | chat     |      64 |   173,506 |    68,982 |      2.52 |
+| eagle3   | chat     |     256 |   119,685 |    47,247 |      2.53 |
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+
+REPO = Path(__file__).resolve().parents[1]
+EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+          "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+_TOKENS = re.compile(rb'"completion_tokens":(\d+)')
+
+
+@dataclass
+class Result:
+    variant: str
+    endpoint: str
+    concurrency: int
+    requests: int
+    tokens: int
+    events: int
+    seconds: float
+
+    @property
+    def tok_s(self) -> float:
+        return self.tokens / self.seconds
+
+    @property
+    def events_s(self) -> float:
+        return self.events / self.seconds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_server(variant: str, cpu: int | None, port: int) -> subprocess.Popen[bytes]:
+    cmd = [sys.executable, "-m", "engines.sim", "--port", str(port), "--sim-time-scale", "0",
+           "--max-running-requests", "1024", *(EAGLE3 if variant == "eagle3" else [])]
+    if cpu is not None and shutil.which("taskset"):
+        cmd = ["taskset", "-c", str(cpu), *cmd]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise RuntimeError("simulator did not start: " + proc.stderr.read().decode()
+                       if proc.stderr else "")
+
+
+async def _worker(session: aiohttp.ClientSession, url: str, payload: dict[str, object],
+                  left: list[int], totals: list[int], chat: bool) -> None:
+    while left[0] > 0:
+        left[0] -= 1
+        async with session.post(url, json=payload) as resp:
+            tail = b""
+            events = 0
+            async for data in resp.content.iter_any():
+                events += data.count(b"\n\n")
+                tail = (tail + data)[-600:]
+        if chat:  # usage chunk carries the count
+            m = list(_TOKENS.finditer(tail))
+        else:
+            m = list(_TOKENS.finditer(tail))
+        totals[0] += int(m[-1].group(1)) if m else 0
+        totals[1] += events - 1  # [DONE] is not a token event
+        totals[2] += 1
+
+
+async def drive(port: int, concurrency: int, requests: int, max_new: int,
+                endpoint: str) -> tuple[int, int, int, float]:
+    chat = endpoint == "chat"
+    url = f"http://127.0.0.1:{port}" + ("/v1/chat/completions" if chat else "/generate")
+    if chat:
+        payload: dict[str, object] = {
+            "model": "m", "messages": [{"role": "user", "content": "Write a Python function."}],
+            "max_tokens": max_new, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True}}
+    else:
+        payload = {"text": "Write a Python function.", "stream": True,
+                   "sampling_params": {"max_new_tokens": max_new, "ignore_eos": True}}
+    conn = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=conn, timeout=aiohttp.ClientTimeout(600)) as s:
+        warm = [min(concurrency, 16)]
+        await asyncio.gather(*(_worker(s, url, payload, warm, [0, 0, 0], chat)
+                               for _ in range(min(concurrency, 16))))
+        left, totals = [requests], [0, 0, 0]
+        t0 = time.perf_counter()
+        await asyncio.gather(*(_worker(s, url, payload, left, totals, chat)
+                               for _ in range(concurrency)))
+        return totals[0], totals[1], totals[2], time.perf_counter() - t0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--requests", type=int, default=1024, help="per cell")
+    ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--variants", nargs="+", default=["baseline", "eagle3"])
+    ap.add_argument("--endpoints", nargs="+", default=["generate", "chat"])
+    ap.add_argument("--server-cpu", type=int, default=0)
+    ap.add_argument("--client-cpu", type=int, default=1)
+    ns = ap.parse_args(argv)
+    cpus = os.cpu_count() or 1
+    server_cpu = ns.server_cpu if cpus > 1 else None
+    if cpus > 1 and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {ns.client_cpu})
+    print("command: " + " ".join([os.path.relpath(sys.executable, REPO),
+                                  "bench/sim_throughput.py", *sys.argv[1:]]))
+    print(f"server: python -m engines.sim --sim-time-scale 0 (taskset -c {server_cpu}); "
+          f"client: aiohttp in this process (CPU {ns.client_cpu}); {ns.max_new_tokens} tokens "
+          f"per request, {ns.requests} requests per cell, {cpus} CPUs")
+    results: list[Result] = []
+    for variant in ns.variants:
+        port = free_port()
+        proc = start_server(variant, server_cpu, port)
+        try:
+            for endpoint in ns.endpoints:
+                for c in ns.concurrency:
+                    tok, ev, done, secs = asyncio.run(
+                        drive(port, c, ns.requests, ns.max_new_tokens, endpoint))
+                    results.append(Result(variant, endpoint, c, done, tok, ev, secs))
+                    r = results[-1]
+                    print(f"  {variant:<9}{endpoint:<9} c={c:<4} {r.tok_s:>10,.0f} tok/s "
+                          f"{r.events_s:>10,.0f} events/s", flush=True)
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    print()
+    print(f"| {'variant':<9}| {'endpoint':<9}| {'streams':>7} | {'requests':>8} | "
+          f"{'tokens/s':>9} | {'events/s':>9} | {'tok/event':>9} |")
+    print(f"|{'-' * 10}|{'-' * 10}|{'-' * 9}|{'-' * 10}|{'-' * 11}|{'-' * 11}|{'-' * 11}|")
+    for r in results:
+        print(f"| {r.variant:<9}| {r.endpoint:<9}| {r.concurrency:>7} | {r.requests:>8} | "
+              f"{r.tok_s:>9,.0f} | {r.events_s:>9,.0f} | {r.tokens / max(r.events, 1):>9.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

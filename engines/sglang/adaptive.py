@@ -1,0 +1,227 @@
+"""Speculation switched off above a batch size, as SGLang's adaptive speculative config.
+
+A variant says `speculative_disable_above_batch: N`; the server gets `--speculative-adaptive
+--speculative-adaptive-config <file>` whose tiers hold the variant's `speculative_num_steps`
+up to batch N and `[0]` (no drafting) above it.
+
+The file format is SGLang's own, read by `_load_adaptive_config` in
+`python/sglang/srt/speculative/adaptive_spec_params.py` (sglang 0.5.11 .. 0.5.23 checked):
+
+    {
+      "1":  {"candidate_steps": [3]},
+      "17": {"candidate_steps": [0]}
+    }
+
+- A JSON object. Every key made of digits is a batch-size tier: the tier applies from that
+  batch size up to the next tier's key (a lower bound). Keys that are not digits are global
+  tuning knobs merged into every tier (`ema_alpha` 0.2, `update_interval` 5,
+  `warmup_batches` 10, `up_hysteresis` 0.0, `down_hysteresis` -0.25, `ceiling_coeff` 0; a tier
+  may override each); at least one tier is required.
+- `candidate_steps`: a non-empty list of non-negative ints, the `speculative_num_steps`
+  values SGLang may switch between in that tier (by an EMA of the accepted draft length).
+  `0` means no drafting; SGLang accepts it from 0.5.14 (0.5.11-0.5.13 demand positive ints).
+- Routing (`AdaptiveSpeculativeParams._route`): the running batch size is first padded up to
+  the next captured CUDA-graph batch size (unchanged past the largest), then the tier is the
+  largest key <= that size; a size below every key uses the smallest key.
+- A tier starts at the server's `--speculative-num-steps` if that is one of its candidates,
+  else at `candidates[len(candidates) // 2]` (sorted, deduplicated); a single-candidate tier
+  never moves. `--speculative-num-steps` must be in the union of all tiers' candidates
+  (SGLang raises otherwise). Adaptive needs `--speculative-algorithm` EAGLE or EAGLE3 and
+  `--speculative-eagle-topk` 1 (or unset); otherwise SGLang silently drops adaptive.
+- SGLang 0.5.23's built-in default: 1 -> [1,3,5,7], 8 -> [0,1,3], 32 -> [0,1], 64 -> [0].
+
+Consequences for a threshold N: `threshold_config` writes single-candidate tiers, so the steps
+are fixed by batch size (no EMA movement): batch sizes whose padded CUDA-graph size is <= N
+draft with `num_steps`, larger ones do not draft. Because of the padding the effective
+threshold moves to CUDA-graph granularity: with graphs at 8, 12, 16, N=10 switches speculation
+off from batch 9 (padded to 12). At 0 steps SGLang still runs the draft-extend pass (keeping
+the draft KV warm) unless `SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1` is in the server's env
+(a variant env factor; specgrid does not set it).
+
+`steps_for_batch` reads any config of this format (SGLang's defaults included) and is what
+the simulator (`engines.sim`) uses to decide how many draft steps a batch gets.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from engines.sglang.versions import ZERO_STEP_SINCE, FlagError, at_least
+
+ADAPTIVE_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3")
+"""Speculative algorithms SGLang's adaptive mode supports."""
+
+ConfigLike = Mapping[Any, Any] | str | os.PathLike[str]
+
+
+def threshold_config(num_steps: int, disable_above_batch: int) -> dict[str, dict[str, list[int]]]:
+    """SGLang adaptive config that drafts `num_steps` for batch sizes <= `disable_above_batch`
+    and nothing above: `{"1": {"candidate_steps": [num_steps]},
+    str(N + 1): {"candidate_steps": [0]}}`. Both arguments must be ints >= 1."""
+    for name, value in (("speculative_num_steps", num_steps),
+                        ("speculative_disable_above_batch", disable_above_batch)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise FlagError(f"{name} must be an int >= 1 for a threshold config, got {value!r}",
+                            field=name)
+    return {
+        "1": {"candidate_steps": [num_steps]},
+        str(disable_above_batch + 1): {"candidate_steps": [0]},
+    }
+
+
+def load_tiers(config: ConfigLike) -> dict[int, list[int]]:
+    """Tier lower bound -> sorted unique candidate steps, validated as SGLang validates.
+    `config` is a mapping (str or int keys) or the path of a JSON file. Raises ValueError."""
+    if not isinstance(config, Mapping):
+        with open(config, encoding="utf-8") as f:
+            config = json.load(f)
+        if not isinstance(config, Mapping):
+            raise ValueError(
+                f"adaptive config must be a JSON object, got {type(config).__name__}")
+    tiers: dict[int, list[int]] = {}
+    for key, entry in config.items():
+        if isinstance(key, bool) or not (isinstance(key, int) or str(key).isdigit()):
+            continue
+        steps = entry.get("candidate_steps") if isinstance(entry, Mapping) else None
+        if (
+            isinstance(steps, str | bytes)
+            or not isinstance(steps, Sequence)
+            or not steps
+            or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in steps)
+        ):
+            raise ValueError(
+                f"adaptive config tier {key}: candidate_steps must be a non-empty list of "
+                f"non-negative ints, got {steps!r}")
+        tiers[int(key)] = sorted(set(steps))
+    if not tiers:
+        raise ValueError(
+            "adaptive config has no batch-size tier (integer-string keys such as "
+            f'{{"1": {{"candidate_steps": [1, 3]}}}}); keys: {list(config)}')
+    return tiers
+
+
+def candidate_steps(config: ConfigLike) -> list[int]:
+    """Union of all tiers' candidates; `--speculative-num-steps` must be one of them."""
+    return sorted({s for steps in load_tiers(config).values() for s in steps})
+
+
+def tier_for_batch(
+    config: ConfigLike, batch: int, *, cuda_graph_bs: Sequence[int] | None = None
+) -> int:
+    """The tier key SGLang routes `batch` to: pad to the next size in `cuda_graph_bs` (if
+    given; unchanged past the largest), then the largest key <= it (smallest key if none)."""
+    return _route(load_tiers(config), batch, cuda_graph_bs)
+
+
+def _route(tiers: Mapping[int, list[int]], batch: int, cuda_graph_bs: Sequence[int] | None) -> int:
+    size = int(batch)
+    if cuda_graph_bs:
+        graphs = sorted(int(b) for b in cuda_graph_bs)
+        i = bisect.bisect_left(graphs, size)
+        if i < len(graphs):
+            size = graphs[i]
+    keys = sorted(tiers)
+    return keys[max(0, bisect.bisect_right(keys, size) - 1)]
+
+
+def steps_for_batch(
+    config: ConfigLike,
+    batch: int,
+    *,
+    initial_steps: int | None = None,
+    cuda_graph_bs: Sequence[int] | None = None,
+) -> int:
+    """Draft steps a running batch of `batch` requests gets under `config` (mapping or JSON
+    path, SGLang's format), as SGLang starts out: the routed tier's single candidate; with
+    several candidates, `initial_steps` if it is one of them, else the middle candidate
+    (`candidates[len // 2]`), as `AdaptiveStepSlot.__init__` does. 0 = no drafting.
+    SGLang moves multi-candidate tiers at run time by acceptance; this function does not."""
+    tiers = load_tiers(config)
+    steps = tiers[_route(tiers, batch, cuda_graph_bs)]
+    if initial_steps in steps:
+        return int(initial_steps)  # type: ignore[arg-type]
+    return steps[len(steps) // 2]
+
+
+def config_json(config: Mapping[str, Any]) -> str:
+    """Canonical JSON text (sorted keys, compact): identical configs give identical text."""
+    return json.dumps(config, sort_keys=True, separators=(",", ":"))
+
+
+def write_config(config: Mapping[str, Any], directory: str | os.PathLike[str]) -> Path:
+    """Write `config` (validated) as `adaptive-<sha256[:16]>.json` in `directory` (created);
+    identical configs share one file. Atomic (temp file + rename); an existing file with the
+    same name is left alone. Returns the absolute path."""
+    load_tiers(config)
+    text = config_json(config)
+    directory = Path(directory).absolute()
+    path = directory / f"adaptive-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    if path.exists():
+        return path
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".adaptive-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text + "\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def check_threshold_args(
+    args: Mapping[str, Any], disable_above_batch: int, version: str | None
+) -> int:
+    """Check that a variant can run with speculation off above a batch size; return its
+    `speculative_num_steps`. FlagError (naming the field and version) unless: EAGLE/EAGLE3,
+    eagle_topk 1 or unset, num_steps explicit and >= 1, no adaptive flags of its own, and an
+    SGLang version that accepts step 0 (0.5.14+; None = unknown passes)."""
+    algo = args.get("speculative_algorithm")
+    if algo not in ADAPTIVE_ALGORITHMS:
+        raise FlagError(
+            f"speculative_disable_above_batch={disable_above_batch} needs "
+            f"speculative_algorithm EAGLE or EAGLE3 (SGLang's adaptive mode), got {algo!r}",
+            field="speculative_algorithm", version=version)
+    topk = args.get("speculative_eagle_topk")
+    if topk is not None and topk != 1:
+        raise FlagError(
+            f"speculative_disable_above_batch needs speculative_eagle_topk 1, got {topk!r}",
+            field="speculative_eagle_topk", version=version)
+    steps = args.get("speculative_num_steps")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise FlagError(
+            "speculative_disable_above_batch needs an explicit speculative_num_steps >= 1, "
+            f"got {steps!r}", field="speculative_num_steps", version=version)
+    for own in ("speculative_adaptive", "speculative_adaptive_config"):
+        if args.get(own) not in (None, False):
+            raise FlagError(
+                f"{own} is set by speculative_disable_above_batch; do not give both",
+                field=own, version=version)
+    if at_least(version, ZERO_STEP_SINCE) is False:
+        raise FlagError(
+            f"speculative_disable_above_batch: SGLang {version} cannot switch speculation off "
+            f"by batch size (adaptive step 0 arrived in {ZERO_STEP_SINCE})",
+            field="speculative_disable_above_batch", version=version)
+    threshold_config(steps, disable_above_batch)  # validates the threshold itself
+    return steps
+
+
+def threshold_args(
+    args: Mapping[str, Any],
+    disable_above_batch: int,
+    config_dir: str | os.PathLike[str],
+    version: str | None,
+) -> dict[str, Any]:
+    """`args` plus `speculative_adaptive: True` and `speculative_adaptive_config: <path>`,
+    the config written to `config_dir` (see `write_config`). Checks as `check_threshold_args`."""
+    steps = check_threshold_args(args, disable_above_batch, version)
+    path = write_config(threshold_config(steps, disable_above_batch), config_dir)
+    return {**args, "speculative_adaptive": True, "speculative_adaptive_config": str(path)}

@@ -1,0 +1,303 @@
+"""Command lines for an SGLang server (or the simulator standing in for one), as LaunchSpecs.
+
+Pure except that a `speculative_disable_above_batch` threshold writes its adaptive config
+JSON (content-addressed, see `engines.sglang.adaptive`) under `run_dir/adaptive/`; that path
+must be readable by the server process (same node, or a shared file system).
+
+What every SGLang server gets, and why:
+- `--model-path`, `--served-model-name` (when given), `--tp-size`;
+- `--base-gpu-id 0`: Ray's CUDA_VISIBLE_DEVICES already narrows the devices, and SGLang counts
+  GPU ids among the visible ones;
+- `--host 127.0.0.1` (load generators run on the same node);
+- `--max-running-requests` always explicit, on baseline and speculative servers alike: without
+  it SGLang silently caps EAGLE/EAGLE3/NEXTN/STANDALONE servers at 48 running requests, which
+  makes a comparison at high concurrency unfair. It comes from the variant's args, else from
+  `default_max_running_requests`; with neither, FlagError;
+- `--speculative-draft-model-path` from the model config only for algorithms that take a draft
+  model (EAGLE, EAGLE3, STANDALONE); a variant may override it in its args;
+- `--enable-metrics` (the telemetry scrapes /metrics);
+- no `--port`/`--nccl-port`: the ServerActor appends free ports (`port_flag`,
+  `extra_port_flags`); readiness is `GET /health_generate` (a real 1-token generation).
+`sglang serve` also gets `--model-type llm`, which skips diffusion-model detection (that flag is
+consumed by `sglang serve` itself, not by ServerArgs).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from engines.launch import LaunchSpec
+from engines.sglang import adaptive
+from engines.sglang.flags import flag_name, server_args_to_argv
+from engines.sglang.logphases import SGLANG_LOG_PHASES
+from engines.sglang.versions import FlagError
+
+Launcher = Literal["serve", "launch_server"]
+
+DRAFT_MODEL_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3", "STANDALONE")
+"""Speculative algorithms that load a separate draft model."""
+
+RESERVED_FIELDS: dict[str, str] = {
+    "model_path": "the model config's model_path",
+    "served_model_name": "the model config's served_model_name",
+    "tp_size": "the variant's or model's tp_size",
+    "tp": "the variant's or model's tp_size",
+    "tensor_parallel_size": "the variant's or model's tp_size",
+    "base_gpu_id": "specgrid (always 0 among Ray's visible GPUs)",
+    "host": "specgrid (127.0.0.1)",
+    "port": "the ServerActor (a free port)",
+    "nccl_port": "the ServerActor (a free port)",
+    "api_key": "the engine config's api_key",
+    "enable_metrics": "specgrid (always on)",
+}
+"""Variant args that specgrid sets itself; a variant giving one is a FlagError."""
+
+SECRET_PATTERN = re.compile(r"TOKEN|KEY|PASSWORD|PASSWD|SECRET|CREDENTIAL|AUTH", re.I)
+"""Environment names whose values are redacted in logs and provenance."""
+
+SECRET_FLAGS: frozenset[str] = frozenset({"--api-key", "--admin-api-key", "--hf-token"})
+"""Command-line flags whose value is redacted."""
+
+REDACTED = "***"
+
+
+def merged_env(node_env: Mapping[str, str], variant_env: Mapping[str, Any]) -> dict[str, str]:
+    """The environment a server process gets: the node's, with the variant's on top. Values
+    become strings (`True`/`False` -> "1"/"0"); a `None` value removes the variable."""
+    env = dict(node_env)
+    for key, value in variant_env.items():
+        if value is None:
+            env.pop(str(key), None)
+        else:
+            env[str(key)] = env_value(value)
+    return env
+
+
+def env_value(value: Any) -> str:
+    """A variant env value as the process sees it: bools as "1"/"0", the rest `str()`."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with the values of tokens, keys, passwords and secrets replaced by "***"."""
+    return {k: (REDACTED if SECRET_PATTERN.search(k) else v) for k, v in env.items()}
+
+
+def redact_argv(argv: Iterable[str]) -> list[str]:
+    """`argv` with the values of SECRET_FLAGS (`--api-key X`, `--api-key=X`) replaced."""
+    out: list[str] = []
+    hide = False
+    for arg in argv:
+        if hide:
+            out.append(REDACTED)
+            hide = False
+        elif arg in SECRET_FLAGS:
+            out.append(arg)
+            hide = True
+        elif arg.split("=", 1)[0] in SECRET_FLAGS and "=" in arg:
+            out.append(arg.split("=", 1)[0] + "=" + REDACTED)
+        else:
+            out.append(arg)
+    return out
+
+
+def concurrency_warnings(max_running_requests: int, concurrencies: Iterable[int]) -> list[str]:
+    """One warning per concurrency above the server's running-request cap: the excess waits
+    in the server's queue, so TTFT includes queueing and throughput plateaus at the cap."""
+    return [
+        f"concurrency {c} exceeds max_running_requests {max_running_requests}: "
+        f"{c - max_running_requests} requests wait in the server queue (TTFT includes queueing)"
+        for c in sorted(set(concurrencies))
+        if c > max_running_requests
+    ]
+
+
+def threshold_warnings(disable_above_batch: int, max_running_requests: int) -> list[str]:
+    """A speculation threshold at or above the running-request cap never switches off."""
+    if disable_above_batch >= max_running_requests:
+        return [
+            f"speculative_disable_above_batch {disable_above_batch} >= max_running_requests "
+            f"{max_running_requests}: speculation is never switched off"
+        ]
+    return []
+
+
+def speculation_on(args: Mapping[str, Any]) -> bool:
+    """Whether the variant's args turn on speculative decoding."""
+    return args.get("speculative_algorithm") not in (None, "", "NONE", "none")
+
+
+def server_args(
+    *,
+    args: Mapping[str, Any],
+    model_path: str,
+    draft_model_path: str | None,
+    served_model_name: str | None,
+    tp_size: int,
+    run_dir: str | Path,
+    disable_above_batch: int | None,
+    version: str | None,
+    default_max_running_requests: int | None = None,
+    api_key: str | None = None,
+) -> dict[str, Any]:
+    """All ServerArgs fields of one server: the variant's args plus what specgrid sets
+    (module docstring). Writes the threshold's adaptive config if there is one."""
+    for field, owner in RESERVED_FIELDS.items():
+        if field in args:
+            raise FlagError(f"{field} is set by {owner}, not by a variant's args", field=field,
+                            version=version)
+    mrr = args.get("max_running_requests", default_max_running_requests)
+    if not isinstance(mrr, int) or isinstance(mrr, bool) or mrr < 1:
+        raise FlagError(
+            "max_running_requests must be explicit (an int >= 1, in the variant's args or as "
+            "the grid's default): SGLang silently caps speculative servers at 48 without it, "
+            f"got {mrr!r}", field="max_running_requests", version=version)
+    if not isinstance(tp_size, int) or isinstance(tp_size, bool) or tp_size < 1:
+        raise FlagError(f"tp_size must be an int >= 1, got {tp_size!r}", field="tp_size",
+                        version=version)
+    out: dict[str, Any] = {
+        "model_path": model_path,
+        "served_model_name": served_model_name,
+        "tp_size": tp_size,
+        "base_gpu_id": 0,
+        "host": "127.0.0.1",
+        "enable_metrics": True,
+        "api_key": api_key,
+        **{str(k): v for k, v in args.items()},
+        "max_running_requests": mrr,
+    }
+    algo = args.get("speculative_algorithm")
+    if speculation_on(args) and str(algo).upper() in DRAFT_MODEL_ALGORITHMS:
+        draft = args.get("speculative_draft_model_path", draft_model_path)
+        if not draft:
+            raise FlagError(f"speculative_algorithm {algo} needs a draft model: set the model "
+                            "config's draft_model_path", field="speculative_draft_model_path",
+                            version=version)
+        out["speculative_draft_model_path"] = draft
+    elif not speculation_on(args) and args.get("speculative_draft_model_path"):
+        raise FlagError("speculative_draft_model_path given without speculative_algorithm",
+                        field="speculative_draft_model_path", version=version)
+    if disable_above_batch is not None:
+        out = adaptive.threshold_args(out, disable_above_batch, Path(run_dir) / "adaptive",
+                                      version)
+    return out
+
+
+def sglang_program(python: str, launcher: Launcher) -> list[str]:
+    """The program part of the command: the `sglang` console script beside `python`
+    (`sglang serve --model-type llm`) or `python -m sglang.launch_server`."""
+    if launcher == "launch_server":
+        return [python, "-m", "sglang.launch_server"]
+    if launcher != "serve":
+        raise FlagError(f"launcher must be 'serve' or 'launch_server', got {launcher!r}")
+    parent = Path(python).parent
+    script = str(parent / "sglang") if str(parent) not in ("", ".") else "sglang"
+    return [script, "serve", "--model-type", "llm"]
+
+
+def build_sglang_launch(
+    *,
+    args: Mapping[str, Any],
+    env: Mapping[str, Any],
+    model_path: str,
+    draft_model_path: str | None,
+    served_model_name: str | None,
+    tp_size: int,
+    version: str | None,
+    launcher: Launcher,
+    python: str,
+    run_dir: Path,
+    ready_timeout_s: float,
+    disable_above_batch: int | None,
+    default_max_running_requests: int | None = None,
+    api_key: str | None = None,
+    stop_timeout_s: float = 20.0,
+) -> LaunchSpec:
+    """The LaunchSpec of one real SGLang server (module docstring for what it always gets).
+    `args` are ServerArgs field names of the variant, `env` its environment over the node's,
+    `version` the SGLang version the flags are spelled for (None = as given). Raises FlagError
+    for args the version lacks, reserved fields, a missing max_running_requests or a threshold
+    the variant cannot have (`engines.sglang.adaptive.check_threshold_args`)."""
+    fields = server_args(
+        args=args, model_path=model_path, draft_model_path=draft_model_path,
+        served_model_name=served_model_name, tp_size=tp_size, run_dir=run_dir,
+        disable_above_batch=disable_above_batch, version=version,
+        default_max_running_requests=default_max_running_requests, api_key=api_key)
+    return LaunchSpec(
+        argv=sglang_program(python, launcher) + server_args_to_argv(fields, version),
+        env={str(k): env_value(v) for k, v in env.items() if v is not None},
+        port_flag="--port",
+        extra_port_flags=("--nccl-port",),
+        health_path="/health_generate",
+        ready_timeout_s=float(ready_timeout_s),
+        stop_timeout_s=float(stop_timeout_s),
+        log_phases=SGLANG_LOG_PHASES,
+        api_key=api_key,
+    )
+
+
+def sim_flags(sim_args: Mapping[str, Any]) -> list[str]:
+    """`{profile: default, seed: 0}` -> `--sim-profile default --sim-seed 0` (sorted; a key
+    may already carry the `sim_` prefix; True is a bare switch, False/None omitted)."""
+    named: dict[str, Any] = {}
+    for key, value in sim_args.items():
+        name = str(key).replace("-", "_")
+        named["sim_" + (name[4:] if name.startswith("sim_") else name)] = value
+    return server_args_to_argv(named, None)
+
+
+def build_sim_launch(
+    *,
+    args: Mapping[str, Any],
+    env: Mapping[str, Any],
+    model_path: str,
+    draft_model_path: str | None,
+    served_model_name: str | None,
+    tp_size: int,
+    python: str,
+    run_dir: Path,
+    ready_timeout_s: float,
+    disable_above_batch: int | None,
+    sim_args: Mapping[str, Any],
+    default_max_running_requests: int | None = None,
+    api_key: str | None = None,
+    stop_timeout_s: float = 5.0,
+) -> LaunchSpec:
+    """The LaunchSpec of the simulator: `python -m engines.sim` with the same SGLang flags a
+    real server would get (spelled as given: the simulator has no version), then the
+    `--sim-*` flags from `sim_args`. Readiness is `GET /health`; no NCCL port."""
+    fields = server_args(
+        args=args, model_path=model_path, draft_model_path=draft_model_path,
+        served_model_name=served_model_name, tp_size=tp_size, run_dir=run_dir,
+        disable_above_batch=disable_above_batch, version=None,
+        default_max_running_requests=default_max_running_requests, api_key=api_key)
+    return LaunchSpec(
+        argv=[python, "-m", "engines.sim"] + server_args_to_argv(fields, None)
+        + sim_flags(sim_args),
+        env={str(k): env_value(v) for k, v in env.items() if v is not None},
+        port_flag="--port",
+        extra_port_flags=(),
+        health_path="/health",
+        ready_timeout_s=float(ready_timeout_s),
+        stop_timeout_s=float(stop_timeout_s),
+        log_phases=SGLANG_LOG_PHASES,
+        api_key=api_key,
+    )
+
+
+__all__ = [
+    "build_sglang_launch",
+    "build_sim_launch",
+    "concurrency_warnings",
+    "flag_name",
+    "merged_env",
+    "redact_argv",
+    "redact_env",
+    "server_args",
+    "threshold_warnings",
+]

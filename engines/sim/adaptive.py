@@ -1,0 +1,177 @@
+"""SGLang's adaptive speculative decoding (``--speculative-adaptive``), modelled as in 0.5.23.
+
+The config format is SGLang's own JSON, read and validated by ``engines.sglang.adaptive`` (its
+docstring is the reference; one file drives the simulator and the real server)::
+
+    {"1":  {"candidate_steps": [1, 3, 5, 7]},
+     "8":  {"candidate_steps": [0, 1, 3]},
+     "32": {"candidate_steps": [0, 1]},
+     "64": {"candidate_steps": [0]},
+     "ema_alpha": 0.2, "update_interval": 5, "warmup_batches": 10}
+
+Integer-string keys are batch-size lower bounds of tiers; ``candidate_steps`` are the draft step
+counts a tier may use (0 = no drafting); other keys are knobs shared by all tiers. The example is
+SGLang's default when no file is given. A running batch is padded up to the next captured
+CUDA-graph batch size, then routed to the tier with the largest key <= it. A "no drafting above
+batch N" threshold is ``{"1": {"candidate_steps": [s]}, "N+1": {"candidate_steps": [0]}}``
+(``engines.sglang.adaptive.threshold_config``).
+
+This module adds what a running server does with it: each tier's step count follows an EMA of
+accepted drafts (``AdaptiveStepSlot``, SGLang's rules), ``AdaptiveController`` routes batches.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from engines.sglang.adaptive import load_tiers, threshold_config
+
+DEFAULT_ADAPTIVE_CONFIG: dict[str, Any] = {
+    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25},
+    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
+    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
+    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
+}
+"""SGLang 0.5.23's built-in config (used when --speculative-adaptive-config is absent)."""
+
+threshold_adaptive_config = threshold_config
+"""``(num_steps, disable_above_batch) -> config`` drafting up to batch N and not above."""
+
+
+def default_cuda_graph_bs(max_bs: int = 256) -> list[int]:
+    """SGLang's default captured decode batch sizes up to ``max_bs`` (1, 2, 4, 8, 12, then every
+    8 up to 256, then every 16)."""
+    sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 1025, 16))
+    return [s for s in sizes if s <= max_bs]
+
+
+def load_adaptive_config(path: str | Path | None) -> dict[str, Any]:
+    """The config in ``path`` (validated, ValueError if bad), or SGLang's default for None."""
+    if path is None:
+        return json.loads(json.dumps(DEFAULT_ADAPTIVE_CONFIG))
+    cfg = json.loads(Path(path).read_text())
+    load_tiers(cfg)
+    return cfg
+
+
+def candidate_steps(cfg: Mapping[str, Any]) -> list[int]:
+    """Union of all tiers' candidates (SGLang validates --speculative-num-steps against it)."""
+    return sorted({s for steps in load_tiers(cfg).values() for s in steps})
+
+
+def tier_key(keys: Sequence[int], batch: int, cuda_graph_bs: Sequence[int] | None) -> int:
+    """Tier for ``batch``: pad to the next captured graph size, then the largest key <= it."""
+    if cuda_graph_bs:
+        i = bisect.bisect_left(cuda_graph_bs, batch)
+        if i < len(cuda_graph_bs):
+            batch = cuda_graph_bs[i]
+    k = bisect.bisect_right(keys, batch) - 1
+    return keys[max(0, k)]
+
+
+class AdaptiveStepSlot:
+    """One tier's step choice: EMA of accepted drafts per verify, as SGLang's AdaptiveStepSlot.
+
+    target rule: after ``warmup_batches``, every ``update_interval`` verifies, step down while
+    ema <= (prev candidate - 0.5 + down_hysteresis) (0.5 when the previous candidate is 0),
+    else step up while ema > (current - 0.5 + up_hysteresis); from 0 it probes the next one up.
+    """
+
+    def __init__(self, initial_steps: int, cfg: Mapping[str, Any]) -> None:
+        self.candidate_steps: list[int] = sorted(set(cfg["candidate_steps"]))
+        self.ema_alpha = float(cfg.get("ema_alpha", 0.2))
+        self.update_interval = int(cfg.get("update_interval", 5))
+        self.warmup_batches = int(cfg.get("warmup_batches", 10))
+        self.down_hysteresis = float(cfg.get("down_hysteresis", -0.25))
+        self.up_hysteresis = float(cfg.get("up_hysteresis", 0.0))
+        self.ceiling_coeff = float(cfg.get("ceiling_coeff", 0))
+        if initial_steps in self.candidate_steps:
+            self.current_steps = initial_steps
+        else:
+            self.current_steps = self.candidate_steps[len(self.candidate_steps) // 2]
+        self.ema_accept_len = float(self.current_steps - 1)
+        self._batch_count = 0
+
+    def update(self, correct_drafts_per_req: Sequence[int]) -> bool:
+        """Feed one verify's accepted-draft counts; True when the step count changed."""
+        if not correct_drafts_per_req:
+            return False
+        if self.current_steps > 0:
+            avg = sum(correct_drafts_per_req) / len(correct_drafts_per_req)
+            self.ema_accept_len = (1 - self.ema_alpha) * self.ema_accept_len + self.ema_alpha * avg
+        self._batch_count += 1
+        if self._batch_count <= self.warmup_batches:
+            return False
+        if (self._batch_count - self.warmup_batches) % self.update_interval != 0:
+            return False
+        return self._recompute()
+
+    def _recompute(self) -> bool:
+        old = self.current_steps
+        idx = self.candidate_steps.index(old)
+        old_idx = idx
+        if old == 0:
+            idx = min(idx + 1, len(self.candidate_steps) - 1)
+            target = self.candidate_steps[idx]
+            if target > 0 and self.ema_accept_len < 0:
+                self.ema_accept_len = float(target - 1)
+            self.current_steps = target
+            return target != old
+        while idx > 0:
+            prev = self.candidate_steps[idx - 1]
+            drop = (0.5 if prev == 0 else prev - 0.5) + self.down_hysteresis
+            if self.ema_accept_len <= drop:
+                idx -= 1
+            else:
+                break
+        if idx >= old_idx:
+            while idx < len(self.candidate_steps) - 1:
+                if self.ema_accept_len > self.candidate_steps[idx] - 0.5 + self.up_hysteresis:
+                    idx += 1
+                else:
+                    break
+        target = self.candidate_steps[idx]
+        if self.ceiling_coeff > 0:
+            ceiling = max(1, math.ceil(self.ema_accept_len * self.ceiling_coeff))
+            if ceiling < target <= old:
+                while idx > 0 and self.candidate_steps[idx] > ceiling:
+                    idx -= 1
+                target = self.candidate_steps[idx]
+        self.current_steps = target
+        return target != old
+
+
+class AdaptiveController:
+    """Routes a batch size to its tier's slot (SGLang's AdaptiveSpeculativeParams)."""
+
+    def __init__(
+        self,
+        cfg: Mapping[str, Any],
+        initial_steps: int,
+        cuda_graph_bs: Sequence[int] | None = None,
+    ) -> None:
+        tiers = load_tiers(cfg)
+        shared = {k: v for k, v in cfg.items() if not str(k).isdigit()}
+        entries = {int(k): v for k, v in cfg.items() if str(k).isdigit()}
+        self.keys: list[int] = sorted(tiers)
+        self.slots: dict[int, AdaptiveStepSlot] = {
+            k: AdaptiveStepSlot(
+                initial_steps, {**shared, **entries[k], "candidate_steps": tiers[k]})
+            for k in self.keys
+        }
+        self.cuda_graph_bs = sorted(cuda_graph_bs) if cuda_graph_bs else None
+
+    def slot(self, batch: int) -> AdaptiveStepSlot:
+        return self.slots[tier_key(self.keys, batch, self.cuda_graph_bs)]
+
+    def steps_for_batch(self, batch: int) -> int:
+        return self.slot(batch).current_steps
+
+    def on_verify(self, batch: int, correct_drafts_per_req: Sequence[int]) -> None:
+        self.slot(batch).update(correct_drafts_per_req)
+

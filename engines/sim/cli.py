@@ -1,0 +1,261 @@
+"""Command line of ``python -m engines.sim``: SGLang's flag names for what is modelled, anything
+else accepted with a one-line "not modelled" warning, plus the simulator's own ``--sim-*`` flags.
+
+Resolution mirrors SGLang 0.5.23 where it matters for the numbers: topk=1 forces
+draft tokens = steps + 1; EAGLE/EAGLE3/NEXTN/STANDALONE without ``--max-running-requests`` are
+capped at 48 running requests (logged here, silent in SGLang); adaptive needs EAGLE/EAGLE3 and
+topk 1 (otherwise it is dropped with a warning) and ``--speculative-num-steps`` must be one of
+the config's candidates (otherwise start-up fails, as in SGLang).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from engines.sim.adaptive import candidate_steps, load_adaptive_config
+from engines.sim.profile import Profile, load_profile
+
+SIM_VERSION = "0.5.23-sim"
+"""SGLang API version the simulator speaks, marked as a simulation."""
+CAPPED_ALGORITHMS = ("EAGLE", "EAGLE3", "NEXTN", "STANDALONE")
+ADAPTIVE_ALGORITHMS = ("EAGLE", "EAGLE3")
+
+MODELLED_EXTRA_FLAGS: frozenset[str] = frozenset({
+    "enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend",
+    "disable_custom_all_reduce", "enable_nccl_nvls", "disable_cuda_graph", "cuda_graph_max_bs",
+    "cuda_graph_max_bs_decode", "random_seed", "max_total_tokens", "max_prefill_tokens",
+    "context_length",
+})
+"""SGLang flags outside the explicit parser that the model still uses (no warning)."""
+
+
+class SimArgError(ValueError):
+    """A command line the simulator (like SGLang) refuses."""
+
+
+@dataclass
+class SimConfig:
+    """Resolved configuration of one simulated server."""
+
+    args: dict[str, Any]
+    """ServerArgs-style field -> value, as /server_info reports them (resolved)."""
+    profile: Profile
+    extra_flags: dict[str, Any] = field(default_factory=dict)
+    """Flags that are not explicit options here (field name -> parsed value)."""
+    not_modelled: list[str] = field(default_factory=list)
+    """Extra flags accepted without effect."""
+    notes: list[str] = field(default_factory=list)
+    """Lines for the start-up log (caps applied, adaptive decisions)."""
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Any:  # convenient read access to args
+        try:
+            return self.__dict__["args"][name]
+        except KeyError as exc:
+            raise AttributeError(name) from exc
+
+    @property
+    def speculative(self) -> bool:
+        return self.args["speculative_algorithm"] is not None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m engines.sim",
+        description="Simulated SGLang server (specgrid-sim). Numbers are a model, not a GPU.",
+        allow_abbrev=False,
+    )
+    a = p.add_argument
+    a("--model-path", default="specgrid/sim-model")
+    a("--served-model-name", default=None)
+    a("--tokenizer-path", default=None)
+    a("--tp-size", "--tp", "--tensor-parallel-size", dest="tp_size", type=int, default=1)
+    a("--host", default="127.0.0.1")
+    a("--port", type=int, default=30000)
+    a("--max-running-requests", type=int, default=None)
+    a("--speculative-algorithm", default=None)
+    a("--speculative-draft-model-path", default=None)
+    a("--speculative-num-steps", type=int, default=None)
+    a("--speculative-eagle-topk", type=int, default=None)
+    a("--speculative-num-draft-tokens", type=int, default=None)
+    a("--speculative-adaptive", action="store_true")
+    a("--speculative-adaptive-config", default=None)
+    a("--enable-metrics", action="store_true")
+    a("--api-key", default=None)
+    a("--decode-log-interval", type=int, default=40)
+    a("--sim-profile", default="default", help="profile name or JSON path")
+    a("--sim-startup-seconds", type=float, default=0.0,
+      help="answer 503 on health and request endpoints for this long (wall clock)")
+    a("--sim-crash-after-requests", type=int, default=None,
+      help="os._exit when request N+1 arrives (N requests are accepted)")
+    a("--sim-hang-after-requests", type=int, default=None,
+      help="from request N+1 on, the whole server stops sending bytes")
+    a("--sim-error-rate", type=float, default=0.0, help="fraction of requests answered HTTP 500")
+    a("--sim-malformed-rate", type=float, default=0.0,
+      help="fraction of streams with one broken SSE event mid-stream")
+    a("--sim-seed", type=int, default=None, help="seed (default: --random-seed, else 0)")
+    a("--sim-time-scale", type=float, default=1.0,
+      help="multiplies every modelled duration; 0 = no step cost (throughput benchmarks)")
+    return p
+
+
+def _parse_value(values: list[str]) -> Any:
+    if not values:
+        return True
+    out: list[Any] = []
+    for v in values:
+        low = v.lower()
+        if low in ("true", "false"):
+            out.append(low == "true")
+            continue
+        for conv in (int, float):
+            try:
+                out.append(conv(v))
+                break
+            except ValueError:
+                pass
+        else:
+            out.append(v)
+    return out[0] if len(out) == 1 else out
+
+
+def parse_extra(tokens: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """``--flag value``, ``--flag=value``, ``--flag v1 v2`` and bare ``--switch`` -> field map;
+    also returns stray tokens that belong to no flag."""
+    flags: dict[str, Any] = {}
+    stray: list[str] = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("--") or tok == "--":
+            stray.append(tok)
+            i += 1
+            continue
+        name, eq, inline = tok[2:].partition("=")
+        values: list[str] = [inline] if eq else []
+        i += 1
+        if not eq:
+            while i < len(tokens) and not tokens[i].startswith("--"):
+                values.append(tokens[i])
+                i += 1
+        flags[name.replace("-", "_")] = _parse_value(values)
+    return flags, stray
+
+
+def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimConfig:
+    """Parse ``argv`` and resolve it against the profile; SimArgError on a refused line."""
+    env = dict(os.environ if env is None else env)
+    ns, rest = build_parser().parse_known_args(list(argv))
+    extra, stray = parse_extra(rest)
+    try:
+        profile = load_profile(ns.sim_profile)
+    except ValueError as exc:
+        raise SimArgError(str(exc)) from exc
+    srv = profile.server
+    args: dict[str, Any] = {k: v for k, v in vars(ns).items() if not k.startswith("sim_")}
+    args["served_model_name"] = ns.served_model_name or ns.model_path
+    args["tokenizer_path"] = ns.tokenizer_path or ns.model_path
+    notes: list[str] = []
+    for tok in stray:
+        notes.append(f"ignoring stray argument {tok!r}")
+    not_modelled = sorted(k for k in extra if k not in MODELLED_EXTRA_FLAGS)
+
+    for rate_name in ("sim_error_rate", "sim_malformed_rate"):
+        if not 0.0 <= getattr(ns, rate_name) <= 1.0:
+            raise SimArgError(f"--{rate_name.replace('_', '-')} must be within [0, 1]")
+    if ns.sim_time_scale < 0:
+        raise SimArgError("--sim-time-scale must be >= 0")
+
+    algo = ns.speculative_algorithm.upper() if ns.speculative_algorithm else None
+    args["speculative_algorithm"] = algo
+    steps, topk = ns.speculative_num_steps, ns.speculative_eagle_topk
+    ndt = ns.speculative_num_draft_tokens
+    adaptive_cfg: dict[str, Any] | None = None
+    if algo is None:
+        if ns.speculative_adaptive:
+            notes.append("speculative_adaptive ignored: no --speculative-algorithm")
+        args["speculative_adaptive"] = False
+    else:
+        auto = srv.get("auto_speculative", {"steps": 3, "topk": 1, "draft_tokens": 4})
+        adaptive = ns.speculative_adaptive
+        if adaptive and (algo not in ADAPTIVE_ALGORITHMS or topk not in (None, 1)):
+            reason = (f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
+                      if algo not in ADAPTIVE_ALGORITHMS
+                      else f"speculative_eagle_topk={topk} (only topk=1 is supported)")
+            notes.append(f"speculative_adaptive disabled: {reason}. "
+                         "Falling back to static speculative params.")
+            adaptive = False
+        if adaptive:
+            try:
+                adaptive_cfg = load_adaptive_config(ns.speculative_adaptive_config)
+            except (OSError, ValueError) as exc:
+                raise SimArgError(f"--speculative-adaptive-config: {exc}") from exc
+            union = candidate_steps(adaptive_cfg)
+            topk = 1
+            if steps is None:
+                steps = union[len(union) // 2]
+            if steps not in union:
+                raise SimArgError(
+                    f"--speculative-num-steps={steps} is not in the adaptive config "
+                    f"candidate_steps {union}. Pass one of those values.")
+            ndt = steps + 1
+        else:
+            if algo == "NGRAM":
+                ndt = ndt or auto["draft_tokens"]
+                steps, topk = ndt - 1, 1
+            elif steps is None and topk is None and ndt is None:
+                steps, topk, ndt = auto["steps"], auto["topk"], auto["draft_tokens"]
+                notes.append(f"speculative params chosen automatically: steps={steps}, "
+                             f"topk={topk}, draft_tokens={ndt}")
+            steps = auto["steps"] if steps is None else steps
+            topk = 1 if topk is None else topk
+            if topk == 1:
+                if ndt is not None and ndt != steps + 1:
+                    notes.append(f"speculative_num_draft_tokens adjusted to {steps + 1} "
+                                 "(speculative_num_steps + 1) because speculative_eagle_topk == 1")
+                ndt = steps + 1
+            elif ndt is None:
+                ndt = min(steps * topk + 1, 64)
+        args["speculative_adaptive"] = adaptive
+        if steps < 0 or (ndt or 0) < 1:
+            raise SimArgError("speculative steps must be >= 0 and draft tokens >= 1")
+    args["speculative_num_steps"], args["speculative_eagle_topk"] = steps, topk
+    args["speculative_num_draft_tokens"] = ndt
+
+    if ns.max_running_requests is None:
+        if algo in CAPPED_ALGORITHMS:
+            cap = int(srv.get("speculative_silent_cap", 48))
+            args["max_running_requests"] = cap
+            notes.append(f"max_running_requests is not set: capped at {cap}, as SGLang silently "
+                         f"does for {algo} speculative decoding (set it explicitly for fair "
+                         "comparisons)")
+        else:
+            args["max_running_requests"] = int(srv.get("default_max_running_requests", 1024))
+    args["speculative_adaptive_config_resolved"] = adaptive_cfg
+    args["disable_cuda_graph"] = bool(extra.get("disable_cuda_graph", False))
+    args["cuda_graph_max_bs"] = int(extra.get("cuda_graph_max_bs_decode",
+                                              extra.get("cuda_graph_max_bs",
+                                                        srv.get("cuda_graph_max_bs", 256))))
+    args["max_total_num_tokens"] = int(extra.get("max_total_tokens",
+                                                 srv.get("max_total_num_tokens", 1 << 20)))
+    args["max_prefill_tokens"] = int(extra.get("max_prefill_tokens",
+                                               srv.get("max_prefill_tokens", 16384)))
+    args["context_length"] = int(extra.get("context_length", srv.get("context_length", 131072)))
+    seed = ns.sim_seed if ns.sim_seed is not None else extra.get("random_seed", 0)
+    sim = {
+        "profile": profile.name,
+        "startup_seconds": ns.sim_startup_seconds,
+        "crash_after_requests": ns.sim_crash_after_requests,
+        "hang_after_requests": ns.sim_hang_after_requests,
+        "error_rate": ns.sim_error_rate,
+        "malformed_rate": ns.sim_malformed_rate,
+        "seed": int(seed) if isinstance(seed, int | float) else 0,
+        "time_scale": ns.sim_time_scale,
+    }
+    args["sim"] = sim
+    return SimConfig(args=args, profile=profile, extra_flags=extra, not_modelled=not_modelled,
+                     notes=notes, env=env)

@@ -1,0 +1,402 @@
+"""Continuous batching: a pure core (``BatchCore``) and the real-time loop that drives it.
+
+One scheduler iteration is either a *prefill* (admit waiting requests up to
+``max_running_requests``, the prefill token budget and the KV capacity; each admitted request gets
+its first token) or a *decode* step over every running request (1 token each, or with
+speculation an accepted length drawn per request). Prefill has priority, as in SGLang without
+mixed chunks. Tokens become visible when the step *ends*.
+
+Speculative bookkeeping (per request, reported in the final meta_info as SGLang does):
+every decode step of a speculative server is one verify (``spec_verify_ct``), including adaptive
+steps with 0 draft steps (SGLang still runs a 1-token verify then); ``spec_accept_length`` =
+completion_tokens / spec_verify_ct (the prefill token is in the numerator, as in SGLang);
+``spec_num_proposed_drafts`` sums the draft steps of each verify, ``spec_num_correct_drafts``
+the accepted drafts; ``spec_accept_rate`` = correct / proposed.
+
+The core is deterministic and clock-free: ``plan()`` picks the batch, its duration and its draws,
+``commit(step, now)`` applies them. ``SchedulerLoop`` sleeps each step's duration (times
+``--sim-time-scale``) against absolute deadlines, so timer granularity does not accumulate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import random
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engines.sim.adaptive import AdaptiveController
+from engines.sim.metrics import ServerStats
+from engines.sim.model import PerfModel, simulated_accept_length
+
+log = logging.getLogger("engines.sim")
+
+
+@dataclass(slots=True, eq=False)
+class SimRequest:
+    """One generation request as the scheduler sees it."""
+
+    rid: str
+    prompt_tokens: int
+    limit: int
+    """Completion tokens this request will produce (max_new_tokens, EOS or stop string)."""
+    finish_reason: dict[str, Any]
+    """What meta_info.finish_reason says once it is done."""
+    words: list[str]
+    probs: tuple[float, ...] = ()
+    rng: random.Random | None = None
+    domain: str = "general"
+    arrival: float = 0.0
+    text_chars: int | None = None
+    """Characters of text returned when a stop string cut the text (None: all words)."""
+    n: int = 0
+    verify_ct: int = 0
+    correct_drafts: int = 0
+    proposed_drafts: int = 0
+    cold_left: int = 0
+    first_token_at: float | None = None
+    finished_at: float | None = None
+    done: bool = False
+    aborted: bool = False
+    counted: bool = True
+    """Counted in server statistics (health probes are not)."""
+    waiter: Any = None
+    """Future the HTTP handler waits on; set by the loop when tokens arrive."""
+
+
+def spec_meta(req: SimRequest) -> dict[str, Any]:
+    """Final meta_info fields of a speculative request (SGLang 0.5.23 names)."""
+    vct = req.verify_ct
+    return {
+        "spec_verify_ct": vct,
+        "spec_accept_length": (req.n / vct) if vct else 0.0,
+        "spec_accept_rate": (req.correct_drafts / req.proposed_drafts)
+        if req.proposed_drafts else 0.0,
+        "spec_num_correct_drafts": req.correct_drafts,
+        "spec_num_proposed_drafts": req.proposed_drafts,
+    }
+
+
+@dataclass(slots=True)
+class Step:
+    kind: str
+    """"prefill" or "decode"."""
+    reqs: list[SimRequest]
+    duration_s: float
+    accepts: list[int] | None = None
+    draft_steps: int = 0
+    tokens: int = 0
+
+
+@dataclass
+class SpecParams:
+    algorithm: str
+    steps: int
+    topk: int
+    draft_tokens: int
+
+
+@dataclass
+class BatchCore:
+    """The scheduler's decisions, without a clock."""
+
+    model: PerfModel
+    max_running: int
+    max_prefill_tokens: int = 16384
+    max_total_tokens: int = 1 << 20
+    spec: SpecParams | None = None
+    adaptive: AdaptiveController | None = None
+    skip_zero_step_extend: bool = False
+    simulate_acc_len: float | None = None
+    cold_draft_steps: int = 3
+    cold_draft_factor: float = 0.6
+    time_scale: float = 1.0
+    """Only for the inter-token histogram: modelled seconds x scale = wall seconds."""
+    stats: ServerStats = field(default_factory=ServerStats)
+    waiting: deque[SimRequest] = field(default_factory=deque)
+    running: list[SimRequest] = field(default_factory=list)
+    kv_used: int = 0
+    _aborted: int = 0
+
+    def submit(self, req: SimRequest) -> None:
+        self.waiting.append(req)
+
+    def abort(self, req: SimRequest) -> None:
+        if not req.done and not req.aborted:
+            req.aborted = True
+            self._aborted += 1
+            if req.counted:
+                self.stats.num_aborted_requests_total += 1
+
+    def has_work(self) -> bool:
+        return bool(self.running or self.waiting)
+
+    def _purge(self) -> None:
+        self.waiting = deque(r for r in self.waiting if not r.aborted)
+        keep = []
+        for r in self.running:
+            if r.aborted:
+                self.kv_used -= r.prompt_tokens + r.limit
+            else:
+                keep.append(r)
+        self.running = keep
+        self._aborted = 0
+
+    def plan(self) -> Step | None:
+        """The next step, or None when there is nothing to run."""
+        if self._aborted:
+            self._purge()
+        if self.waiting and len(self.running) < self.max_running:
+            admitted: list[SimRequest] = []
+            tokens, kv = 0, self.kv_used
+            while self.waiting and len(self.running) + len(admitted) < self.max_running:
+                r = self.waiting[0]
+                need = r.prompt_tokens + r.limit
+                if admitted and tokens + r.prompt_tokens > self.max_prefill_tokens:
+                    break
+                if (admitted or self.running) and kv + need > self.max_total_tokens:
+                    break
+                self.waiting.popleft()
+                admitted.append(r)
+                tokens += r.prompt_tokens
+                kv += need
+            if admitted:
+                self.kv_used = kv
+                dur = self.model.prefill_s(tokens, speculative=self.spec is not None)
+                return Step("prefill", admitted, dur, tokens=tokens)
+        if not self.running:
+            return None
+        reqs = list(self.running)
+        b = len(reqs)
+        if self.spec is None:
+            return Step("decode", reqs, self.model.decode_s(b))
+        if self.adaptive is not None:
+            steps = self.adaptive.steps_for_batch(b)
+            ndt = steps + 1
+        else:
+            steps, ndt = self.spec.steps, self.spec.draft_tokens
+        skip_extend = steps == 0 and self.skip_zero_step_extend
+        dur = self.model.spec_step_s(b, steps, ndt, draft_extend=not skip_extend)
+        accepts = [1] * b
+        if steps > 0:
+            max_len = min(steps + 1, ndt)
+            for i, r in enumerate(reqs):
+                rnd = r.rng.random if r.rng is not None else random.random
+                if self.simulate_acc_len is not None:
+                    accepts[i] = simulated_accept_length(rnd, self.simulate_acc_len, max_len)
+                    continue
+                probs, a = r.probs, 1
+                scale = self.cold_draft_factor if r.cold_left else 1.0
+                for j in range(max_len - 1):
+                    if rnd() < probs[j] * scale:
+                        a += 1
+                    else:
+                        break
+                accepts[i] = a
+        return Step("decode", reqs, dur, accepts=accepts, draft_steps=steps)
+
+    def commit(self, step: Step, now: float) -> list[SimRequest]:
+        """Apply ``step`` at time ``now``; returns the requests that got tokens."""
+        st = self.stats
+        touched: list[SimRequest] = []
+        finished = False
+        if step.kind == "prefill":
+            st.prefill_steps += 1
+            for r in step.reqs:
+                if r.aborted:
+                    continue
+                r.n = min(1, r.limit)
+                r.first_token_at = now
+                if r.counted:
+                    st.prompt_tokens_total += r.prompt_tokens
+                    st.generation_tokens_total += r.n
+                    st.ttft.observe(now - r.arrival)
+                self.running.append(r)
+                touched.append(r)
+                if r.n >= r.limit:
+                    finished = True
+                    self._finish(r, now)
+        else:
+            st.decode_steps += 1
+            spec = self.spec is not None
+            steps = step.draft_steps
+            accepts = step.accepts
+            gen = 0
+            corrects: list[int] = []
+            for i, r in enumerate(step.reqs):
+                if r.aborted or r.done:
+                    continue
+                a = accepts[i] if accepts is not None else 1
+                left = r.limit - r.n
+                if a > left:
+                    a = left
+                r.n += a
+                gen += a
+                if spec:
+                    r.verify_ct += 1
+                    if steps > 0:
+                        r.correct_drafts += a - 1
+                        r.proposed_drafts += steps
+                        if r.cold_left:
+                            r.cold_left -= 1
+                        corrects.append(a - 1)
+                    else:
+                        corrects.append(0)
+                        if self.skip_zero_step_extend:
+                            r.cold_left = self.cold_draft_steps
+                touched.append(r)
+                if r.n >= r.limit:
+                    finished = True
+                    self._finish(r, now)
+            if gen:
+                st.generation_tokens_total += gen
+                st.itl.observe(step.duration_s * self.time_scale * len(touched) / gen, gen)
+            if spec and touched:
+                st.spec_verify_calls_total += 1
+                st.cum_spec_accept_tokens += gen
+                st.cum_spec_verify += len(touched)
+                if steps > 0:
+                    st.cum_spec_correct += gen - len(touched)
+                    st.cum_spec_proposed += steps * len(touched)
+                st.win_spec_tokens += gen
+                st.win_spec_verify += len(touched)
+                if self.adaptive is not None:
+                    self.adaptive.on_verify(len(step.reqs), corrects)
+        if finished:
+            self.running = [r for r in self.running if not r.done]
+        return touched
+
+    def _finish(self, r: SimRequest, now: float) -> None:
+        r.done = True
+        r.finished_at = now
+        self.kv_used -= r.prompt_tokens + r.limit
+        if r.counted:
+            self.stats.num_requests_total += 1
+            self.stats.e2e.observe(now - r.arrival)
+
+
+class SchedulerLoop:
+    """Runs a ``BatchCore`` in real time on the event loop and wakes waiting HTTP handlers."""
+
+    MAX_LAG_S = 0.05
+    """When the loop falls this far behind its deadlines, it re-anchors (and counts a lag)."""
+
+    def __init__(
+        self,
+        core: BatchCore,
+        time_scale: float = 1.0,
+        decode_log_interval: int = 40,
+        on_decode_log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.core = core
+        self.time_scale = time_scale
+        self.decode_log_interval = max(1, decode_log_interval)
+        self.on_decode_log = on_decode_log or log.info
+        self.hung = False
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._win_t = time.monotonic()
+        self._win_tokens = 0
+        self._last_log = 0.0
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-scheduler")
+        self._task.add_done_callback(self._died)
+
+    @staticmethod
+    def _died(task: asyncio.Task[None]) -> None:
+        """A scheduler that stops by an error would leave a silent, wedged server: exit loudly."""
+        if not task.cancelled() and task.exception() is not None:
+            log.error("scheduler loop failed", exc_info=task.exception())
+            logging.shutdown()
+            os._exit(70)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+
+    def submit(self, req: SimRequest) -> None:
+        self.core.submit(req)
+        self._wake.set()
+
+    def abort(self, req: SimRequest) -> None:
+        self.core.abort(req)
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        core = self.core
+        deadline = loop.time()
+        while True:
+            if self.hung:
+                await loop.create_future()  # never resolves: a hung server
+            step = core.plan()
+            if step is None:
+                self._wake.clear()
+                await self._wake.wait()
+                deadline = loop.time()
+                continue
+            deadline += step.duration_s * self.time_scale
+            delay = deadline - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            else:
+                if delay < -self.MAX_LAG_S:
+                    core.stats.lag_events += 1
+                    deadline = loop.time()
+                await asyncio.sleep(0)
+            if self.hung:
+                continue
+            touched = core.commit(step, loop.time())
+            for r in touched:
+                w = r.waiter
+                if w is not None and not w.done():
+                    w.set_result(None)
+            if step.kind == "decode":
+                self._window(step, touched)
+            elif step.kind == "prefill":
+                self._log_prefill(step)
+
+    def _window(self, step: Step, touched: list[SimRequest]) -> None:
+        st = self.core.stats
+        self._win_tokens += sum(step.accepts) if step.accepts is not None else len(touched)
+        if st.decode_steps % self.decode_log_interval:
+            return
+        st.roll_window()
+        now = time.monotonic()
+        elapsed = now - self._win_t
+        if elapsed > 0:
+            st.last_gen_throughput = self._win_tokens / elapsed
+        self._win_t, self._win_tokens = now, 0
+        if now - self._last_log < 0.1:  # SGLang logs every N steps; cap the rate at time-scale 0
+            return
+        self._last_log = now
+        core = self.core
+        msg = (f"Decode batch. #running-req: {len(core.running)}, #token: {core.kv_used}, "
+               f"token usage: {core.kv_used / core.max_total_tokens:.2f}, ")
+        if core.spec is not None:
+            msg += (f"accept len: {st.recent_accept_length:.2f}, "
+                    f"accept rate: {st.avg_spec_accept_rate:.2f}, ")
+        msg += (f"cuda graph: {core.model.cuda_graph}, gen throughput (token/s): "
+                f"{st.last_gen_throughput:.2f}, #queue-req: {len(core.waiting)}")
+        self.on_decode_log(msg)
+
+    def _log_prefill(self, step: Step) -> None:
+        now = time.monotonic()
+        if now - self._last_log < 0.1:
+            return
+        self._last_log = now
+        core = self.core
+        self.on_decode_log(
+            f"Prefill batch. #new-seq: {len(step.reqs)}, #new-token: {step.tokens}, "
+            f"#cached-token: 0, token usage: {core.kv_used / core.max_total_tokens:.2f}, "
+            f"#running-req: {len(core.running) - len(step.reqs)}, #queue-req: {len(core.waiting)}"
+        )

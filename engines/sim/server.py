@@ -1,0 +1,311 @@
+"""HTTP process of the simulated SGLang server (aiohttp.web), its life cycle and fault injection.
+
+Life cycle as SGLang's: the port listens first; until ``--sim-startup-seconds`` have passed,
+/health, /health_generate, /ready and the request endpoints answer 503; then the log says
+"The server is fired up and ready to roll!". SIGTERM drains (health 503, new requests 503,
+running ones finish, at most 15 s; ``SGL_FORCE_SHUTDOWN=1`` skips the drain), SIGINT exits.
+
+Faults (counted over generation requests, in arrival order, deterministic per ``--sim-seed``):
+``--sim-crash-after-requests N``: request N+1 makes the process ``os._exit(1)`` at once (all
+in-flight streams are cut). ``--sim-hang-after-requests N``: from request N+1 on the server stops:
+no step runs, no stream gets another byte, and every new connection (health checks included)
+gets no byte at all. ``--sim-error-rate P``: that fraction of requests get HTTP 500.
+``--sim-malformed-rate P``: that fraction of streams get one broken SSE event mid-stream
+(``data: {"text": "word`` and the blank line); the stream then continues normally.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import signal
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from aiohttp import web
+
+from engines.sim.api import GenerationAPI, native_error
+from engines.sim.cli import SIM_VERSION, SimArgError, SimConfig, resolve
+from engines.sim.engine import SimEngine
+from engines.sim.metrics import prometheus_text
+from engines.sim.wire import json_response
+
+log = logging.getLogger("engines.sim")
+ENGINE_NAME = "specgrid-sim"
+READY_LINE = "The server is fired up and ready to roll!"
+GATED = frozenset({"/health", "/health_generate", "/ready", "/generate", "/v1/chat/completions",
+                   "/v1/completions"})
+FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running "
+            "or waiting requests, the operation will not be performed.)\n")
+FLUSH_BUSY = ("Cache not flushed.\nPlease check backend logs for more details. (When there are "
+              "running or waiting requests, the operation will not be performed.)\n")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _bearer_ok(header: str | None, key: str) -> bool:
+    if not header:
+        return False
+    parts = header.split(" ", 1)
+    return len(parts) == 2 and parts[0].lower() == "bearer" and secrets.compare_digest(
+        parts[1], key)
+
+
+class SimServer:
+    """State of one simulated server process."""
+
+    def __init__(self, cfg: SimConfig) -> None:
+        self.cfg = cfg
+        self.args = cfg.args
+        self.engine = SimEngine(cfg)
+        self.api = GenerationAPI(self)
+        self.model_name: str = cfg.args["served_model_name"]
+        self.ready = False
+        self.draining = False
+        self.hung = False
+        self.accepted = 0
+        self.started_at = time.time()
+        self._stop = asyncio.Event()
+
+    # ------------------------------------------------------------------ faults
+    async def admit_api_request(self) -> tuple[bool, bool]:
+        """Count one generation request; crash or hang if told to. Returns (answer 500,
+        malformed stream)."""
+        sim = self.args["sim"]
+        self.accepted += 1
+        crash, hang = sim["crash_after_requests"], sim["hang_after_requests"]
+        if crash is not None and self.accepted > crash:
+            log.error("simulated crash (--sim-crash-after-requests %d): exiting now", crash)
+            logging.shutdown()
+            os._exit(1)
+        if hang is not None and self.accepted > hang:
+            if not self.hung:
+                log.error("simulated hang (--sim-hang-after-requests %d): no more bytes", hang)
+                self.hung = True
+                if self.engine.loop is not None:
+                    self.engine.loop.hung = True
+            await asyncio.get_running_loop().create_future()
+        rng = self.engine.fault_rng
+        err, bad = rng.random(), rng.random()  # always two draws: stable per arrival index
+        return err < sim["error_rate"], bad < sim["malformed_rate"]
+
+    # ------------------------------------------------------------------ middleware
+    @web.middleware
+    async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if self.hung:
+            await asyncio.get_running_loop().create_future()
+        path = request.path
+        key = self.args["api_key"]
+        if key and request.method != "OPTIONS" and not path.startswith(("/health", "/metrics")):
+            if not _bearer_ok(request.headers.get("Authorization"), key):
+                return json_response({"error": "Unauthorized"}, status=401)
+        if path in GATED and (not self.ready or self.draining):
+            state = "starting" if not self.ready else "draining"
+            if path.startswith(("/health", "/ready")):
+                return web.Response(status=503, text="")
+            return native_error(503, f"The server is {state}; try again later.")
+        return await handler(request)
+
+    # ------------------------------------------------------------------ endpoints
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200, text="")
+
+    async def health_generate(self, request: web.Request) -> web.Response:
+        req = self.engine.new_request(prompt_text="health", prompt_tokens=1, max_new_tokens=1,
+                                      ignore_eos=True, temperature=0.0,
+                                      rid="HEALTH_CHECK_" + uuid.uuid4().hex, counted=False)
+        self.engine.submit(req)
+        await self.api.wait_done(req)
+        return web.Response(status=200, text="")
+
+    async def ready_endpoint(self, request: web.Request) -> web.Response:
+        return json_response({"status": "ready", "simulated": True})
+
+    def server_info(self) -> dict[str, Any]:
+        st = self.engine.core.stats
+        args = {k: v for k, v in self.args.items()
+                if k not in ("sim", "speculative_adaptive_config_resolved", "api_key")}
+        args["api_key"] = "<set>" if self.args["api_key"] else None
+        args.update({k: v for k, v in self.cfg.extra_flags.items() if k not in args})
+        internal: dict[str, Any] = {
+            "last_gen_throughput": st.last_gen_throughput,
+            "memory_usage": {"weight": 0.0, "kvcache": 0.0,
+                             "token_capacity": self.args["max_total_num_tokens"], "graph": 0},
+            "effective_max_running_requests_per_dp": self.args["max_running_requests"],
+            "num_running_reqs": len(self.engine.core.running),
+            "num_queue_reqs": len(self.engine.core.waiting),
+        }
+        if self.engine.spec is not None:
+            internal["avg_spec_accept_length"] = st.avg_spec_accept_length
+            internal["avg_spec_accept_rate"] = st.avg_spec_accept_rate
+        return {
+            **args,
+            "status": "ready" if self.ready and not self.draining else
+                      ("draining" if self.draining else "starting"),
+            "max_total_num_tokens": self.args["max_total_num_tokens"],
+            "max_req_input_len": self.args["context_length"] - 1,
+            "speculative_adaptive_config_content":
+                self.args["speculative_adaptive_config_resolved"],
+            "internal_states": [internal],
+            "version": SIM_VERSION,
+            "simulated": True,
+            "engine": ENGINE_NAME,
+            "sim": self.engine.sim_info(),
+        }
+
+    async def server_info_endpoint(self, request: web.Request) -> web.Response:
+        return json_response(self.server_info())
+
+    async def model_info(self, request: web.Request) -> web.Response:
+        prof_model = self.cfg.profile.model
+        return json_response({
+            "model_path": self.args["model_path"],
+            "tokenizer_path": self.args["tokenizer_path"],
+            "is_generation": True,
+            "preferred_sampling_params": None,
+            "weight_version": "default",
+            "has_image_understanding": False,
+            "has_audio_understanding": False,
+            "model_type": prof_model.get("model_type", "llama"),
+            "architectures": prof_model.get("architectures", ["LlamaForCausalLM"]),
+            "simulated": True,
+            "engine": ENGINE_NAME,
+        })
+
+    async def flush_cache(self, request: web.Request) -> web.Response:
+        if self.engine.core.has_work():
+            return web.Response(status=400, text=FLUSH_BUSY)
+        self.engine.core.stats.reset_spec_average()
+        log.info("Cache flushed successfully!")
+        return web.Response(status=200, text=FLUSH_OK)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        if not self.args["enable_metrics"]:
+            raise web.HTTPNotFound()
+        core = self.engine.core
+        body = prometheus_text(core.stats, model_name=self.model_name, running=len(core.running),
+                               queued=len(core.waiting),
+                               token_usage=core.kv_used / core.max_total_tokens,
+                               speculative=self.engine.spec is not None)
+        return web.Response(text=body, content_type="text/plain",
+                            headers={"X-Simulated": "specgrid-sim"})
+
+    async def models(self, request: web.Request) -> web.Response:
+        return json_response({"object": "list", "data": [{
+            "id": self.model_name, "object": "model", "created": int(self.started_at),
+            "owned_by": "sglang", "root": self.args["model_path"],
+            "max_model_len": self.args["context_length"]}]})
+
+    def build_app(self) -> web.Application:
+        app = web.Application(middlewares=[self.middleware], client_max_size=64 * 1024 * 1024)
+        r = app.router
+        for path, fn in (("/health", self.health), ("/health_generate", self.health_generate),
+                         ("/ready", self.ready_endpoint),
+                         ("/server_info", self.server_info_endpoint),
+                         ("/get_server_info", self.server_info_endpoint),
+                         ("/model_info", self.model_info), ("/get_model_info", self.model_info),
+                         ("/metrics", self.metrics), ("/v1/models", self.models)):
+            r.add_get(path, fn)
+        r.add_route("*", "/flush_cache", self.flush_cache)
+        r.add_post("/generate", self.api.generate)
+        r.add_post("/v1/chat/completions", self.api.chat)
+        r.add_post("/v1/completions", self.api.completions)
+        return app
+
+    # ------------------------------------------------------------------ life cycle
+    def request_shutdown(self, drain: bool) -> None:
+        if drain and not self.draining:
+            log.info("Received SIGTERM: draining running requests, health returns 503.")
+            self.draining = True
+            asyncio.get_running_loop().create_task(self._drain())
+        else:
+            self._stop.set()
+
+    async def _drain(self) -> None:
+        force = os.environ.get("SGL_FORCE_SHUTDOWN", "").lower() in ("1", "true")
+        deadline = time.monotonic() + (0.0 if force else 15.0)
+        while self.engine.core.has_work() and time.monotonic() < deadline and not self.hung:
+            await asyncio.sleep(0.05)
+        self._stop.set()
+
+    async def serve(self) -> int:
+        loop = asyncio.get_running_loop()
+        runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
+        await runner.setup()
+        host, port = self.args["host"], self.args["port"]
+        site = web.TCPSite(runner, host, port, backlog=4096, shutdown_timeout=1.0)
+        try:
+            await site.start()
+        except OSError as exc:
+            log.error("cannot listen on %s:%s: %s", host, port, exc)
+            return 1
+        loop.add_signal_handler(signal.SIGTERM, self.request_shutdown, True)
+        loop.add_signal_handler(signal.SIGINT, self.request_shutdown, False)
+        self.engine.start(log.info)
+        log.info("HTTP server listening on http://%s:%s (simulated, engine %s)", host, port,
+                 ENGINE_NAME)
+        startup = float(self.args["sim"]["startup_seconds"])
+        if startup > 0:
+            log.info("Simulating start-up (loading weights, capturing CUDA graphs) for %.1f s",
+                     startup)
+            await asyncio.sleep(startup)
+        self.ready = True
+        log.info(READY_LINE)
+        await self._stop.wait()
+        log.info("Shutting down the simulated server.")
+        if self.engine.loop is not None:
+            await self.engine.loop.stop()
+        try:
+            await asyncio.wait_for(runner.cleanup(), 3.0)
+        except TimeoutError:
+            pass
+        return 0
+
+
+def _setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="[%(asctime)s] %(message)s",
+                        datefmt="%Y-%m-%d %H:%M:%S", stream=sys.stderr, force=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = resolve(argv)
+    except SimArgError as exc:
+        print(f"specgrid-sim: error: {exc}", file=sys.stderr)
+        return 2
+    for name in cfg.not_modelled:
+        print(f"[specgrid-sim] warning: --{name.replace('_', '-')} is accepted but not modelled "
+              "by the simulator", file=sys.stderr, flush=True)
+    _setup_logging()
+    a = cfg.args
+    log.info("specgrid-sim %s: SIMULATED SGLang server -- every number comes from the "
+             "performance model (profile %r, %s), not from a GPU.", SIM_VERSION,
+             cfg.profile.name, cfg.profile.path)
+    spec = (f"{a['speculative_algorithm']} steps={a['speculative_num_steps']} "
+            f"topk={a['speculative_eagle_topk']} draft_tokens={a['speculative_num_draft_tokens']}"
+            f"{' adaptive' if a['speculative_adaptive'] else ''}"
+            if a["speculative_algorithm"] else "off")
+    log.info("model=%s tp_size=%s max_running_requests=%s speculative=%s time_scale=%s seed=%s",
+             a["model_path"], a["tp_size"], a["max_running_requests"], spec,
+             a["sim"]["time_scale"], a["sim"]["seed"])
+    for note in cfg.notes:
+        log.info(note)
+    # SGLang overwrites this at start-up; the simulator records the caller's value and does too.
+    os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = "8"
+    server_holder: list[SimServer] = []
+
+    async def run() -> int:
+        server_holder.append(SimServer(cfg))
+        return await server_holder[0].serve()
+
+    try:
+        import uvloop  # optional: a faster event loop when installed
+
+        return uvloop.run(run())
+    except ImportError:
+        return asyncio.run(run())

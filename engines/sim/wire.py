@@ -1,0 +1,198 @@
+"""Bytes on the wire: SSE chunks of SGLang's native /generate stream and of the OpenAI-compatible
+endpoints, built by string templates (the hot path: no json.dumps of cumulative text).
+
+Every token string is plain ASCII without quotes or backslashes (engines/sim/text.py), so text
+can be placed inside a JSON string as is; identifiers that come from clients (``rid``, the model
+name) are JSON-encoded once per request.
+
+Native stream (SGLang): ``data: {"text": <cumulative>, "meta_info": {...}}\\n\\n`` per chunk,
+``finish_reason`` null until the last chunk, then ``data: [DONE]\\n\\n``. OpenAI streams: a role
+chunk, content chunks, a chunk with ``finish_reason``, with ``stream_options.include_usage`` a
+chunk with ``choices: []`` and ``usage``, then ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from aiohttp import web
+
+from engines.sim.scheduler import SimRequest, spec_meta
+from engines.sim.text import token_id
+
+DONE = b"data: [DONE]\n\n"
+BROKEN_EVENT_PREFIX = b'data: {"text":"'
+"""--sim-malformed-rate: an event cut inside a JSON string, then the blank line."""
+
+
+def compact(obj: Any) -> str:
+    """JSON without spaces, as SGLang's orjson / pydantic output."""
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def json_response(obj: Any, status: int = 200) -> web.Response:
+    """A compact JSON response."""
+    return web.json_response(obj, status=status, dumps=compact)
+
+
+def _finish_json(req: SimRequest) -> str:
+    return compact(req.finish_reason)
+
+
+def openai_finish(req: SimRequest) -> tuple[str, Any]:
+    """(finish_reason, matched_stop) as SGLang's OpenAI layer reports them."""
+    fr = req.finish_reason
+    if fr["type"] == "length":
+        return "length", None
+    return "stop", fr.get("matched")
+
+
+class TextCursor:
+    """Cumulative text of a request as tokens arrive (clipped at a stop string)."""
+
+    __slots__ = ("req", "sent", "text")
+
+    def __init__(self, req: SimRequest) -> None:
+        self.req = req
+        self.sent = 0
+        self.text = ""
+
+    def advance(self, n: int) -> str:
+        """Append tokens up to ``n``; returns the new text (the delta)."""
+        req = self.req
+        before = len(self.text)
+        if n > self.sent:
+            self.text += "".join(req.words[self.sent:n])
+            self.sent = n
+            if req.text_chars is not None and len(self.text) > req.text_chars:
+                self.text = self.text[: req.text_chars]
+        return self.text[before:]
+
+
+class NativeStream:
+    """Chunks of POST /generate with ``stream: true``."""
+
+    def __init__(self, req: SimRequest, rid: str, speculative: bool) -> None:
+        self.req = req
+        self.cur = TextCursor(req)
+        self.speculative = speculative
+        self.meta_head = f'"meta_info":{{"id":{compact(rid)},"finish_reason":'.encode()
+        self.prompt_part = f',"prompt_tokens":{req.prompt_tokens},"completion_tokens":'.encode()
+
+    def chunk(self, n: int, final: bool, now: float) -> bytes:
+        self.cur.advance(n)
+        req = self.req
+        tail = f',"cached_tokens":0,"e2e_latency":{now - req.arrival:.6f}'
+        if final and self.speculative:
+            for k, v in spec_meta(req).items():
+                tail += f',"{k}":{v}'
+        return b"".join((
+            b'data: {"text":"', self.cur.text.encode(), b'",', self.meta_head,
+            _finish_json(req).encode() if final else b"null",
+            self.prompt_part, str(req.n).encode(), tail.encode(), b"}}\n\n",
+        ))
+
+
+def native_response(req: SimRequest, rid: str, speculative: bool, now: float) -> dict[str, Any]:
+    """Non-streaming /generate body."""
+    cur = TextCursor(req)
+    cur.advance(req.n)
+    meta: dict[str, Any] = {
+        "id": rid,
+        "finish_reason": req.finish_reason,
+        "prompt_tokens": req.prompt_tokens,
+        "weight_version": "default",
+        "completion_tokens": req.n,
+        "cached_tokens": 0,
+        "e2e_latency": now - req.arrival,
+    }
+    if speculative:
+        meta.update(spec_meta(req))
+    return {"text": cur.text, "output_ids": [token_id(w) for w in req.words[: req.n]],
+            "meta_info": meta}
+
+
+class OpenAIStream:
+    """Chunks of /v1/chat/completions (``chat=True``) or /v1/completions with stream=true."""
+
+    def __init__(self, req: SimRequest, model: str, chat: bool, include_usage: bool) -> None:
+        self.req = req
+        self.cur = TextCursor(req)
+        self.chat = chat
+        self.include_usage = include_usage
+        self.id = ("chatcmpl-" if chat else "cmpl-") + req.rid
+        self.created = int(time.time())
+        obj = "chat.completion.chunk" if chat else "text_completion"
+        self.head = (f'data: {{"id":"{self.id}","object":"{obj}","created":{self.created},'
+                     f'"model":{compact(model)},"choices":[').encode()
+        if chat:
+            self.content_open = b'{"index":0,"delta":{"content":"'
+            self.content_close = (b'"},"logprobs":null,"finish_reason":null,'
+                                  b'"matched_stop":null}],"usage":null}\n\n')
+        else:
+            self.content_open = b'{"index":0,"text":"'
+            self.content_close = (b'","logprobs":null,"finish_reason":null,'
+                                  b'"matched_stop":null}],"usage":null}\n\n')
+
+    def first(self) -> bytes | None:
+        if not self.chat:
+            return None
+        return self.head + (b'{"index":0,"delta":{"role":"assistant","content":""},'
+                            b'"logprobs":null,"finish_reason":null,"matched_stop":null}],'
+                            b'"usage":null}\n\n')
+
+    def chunk(self, n: int, final: bool, now: float) -> bytes:
+        delta = self.cur.advance(n)
+        out = b""
+        if delta:
+            out = b"".join((self.head, self.content_open, delta.encode(), self.content_close))
+        if final:
+            reason, matched = openai_finish(self.req)
+            empty = b'{"index":0,"delta":{},' if self.chat else b'{"index":0,"text":"",'
+            out += b"".join((
+                self.head, empty,
+                f'"logprobs":null,"finish_reason":"{reason}",'
+                f'"matched_stop":{compact(matched)}}}],"usage":null}}\n\n'.encode(),
+            ))
+            if self.include_usage:
+                out += self.head + f'],"usage":{usage_json(self.req)}}}\n\n'.encode()
+        return out
+
+
+def usage(req: SimRequest) -> dict[str, int]:
+    return {"prompt_tokens": req.prompt_tokens, "completion_tokens": req.n,
+            "total_tokens": req.prompt_tokens + req.n}
+
+
+def usage_json(req: SimRequest) -> str:
+    return compact(usage(req))
+
+
+def openai_response(req: SimRequest, model: str, chat: bool) -> dict[str, Any]:
+    """Non-streaming OpenAI body."""
+    cur = TextCursor(req)
+    cur.advance(req.n)
+    reason, matched = openai_finish(req)
+    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason,
+                              "matched_stop": matched}
+    if chat:
+        choice["message"] = {"role": "assistant", "content": cur.text,
+                             "reasoning_content": None, "tool_calls": None}
+    else:
+        choice["text"] = cur.text
+    return {
+        "id": ("chatcmpl-" if chat else "cmpl-") + req.rid,
+        "object": "chat.completion" if chat else "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "usage": usage(req),
+    }
+
+
+def broken_event(req: SimRequest) -> bytes:
+    """A syntactically broken SSE event: a JSON string never closed, then the blank line."""
+    word = req.words[0].strip() if req.words else "abc"
+    return BROKEN_EVENT_PREFIX + word.encode() + b"\n\n"

@@ -1,0 +1,88 @@
+"""Adaptive speculative decoding: SGLang's config format, routing with CUDA-graph padding, EMA."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engines.sglang.adaptive import steps_for_batch, threshold_config
+from engines.sim.adaptive import (
+    DEFAULT_ADAPTIVE_CONFIG,
+    AdaptiveController,
+    AdaptiveStepSlot,
+    candidate_steps,
+    default_cuda_graph_bs,
+    load_adaptive_config,
+    threshold_adaptive_config,
+)
+
+GRAPHS = default_cuda_graph_bs(256)
+
+
+def test_default_graphs() -> None:
+    assert GRAPHS[:8] == [1, 2, 4, 8, 12, 16, 24, 32] and GRAPHS[-1] == 256
+
+
+def test_default_config_tiers() -> None:
+    ctl = AdaptiveController(DEFAULT_ADAPTIVE_CONFIG, initial_steps=3, cuda_graph_bs=GRAPHS)
+    assert candidate_steps(DEFAULT_ADAPTIVE_CONFIG) == [0, 1, 3, 5, 7]
+    assert ctl.steps_for_batch(1) == 3 and ctl.steps_for_batch(7) == 3
+    assert ctl.steps_for_batch(8) == 3  # [0, 1, 3] holds 3
+    assert ctl.steps_for_batch(32) == 1  # [0, 1]: 3 not a candidate -> middle = 1
+    assert ctl.steps_for_batch(64) == 0 and ctl.steps_for_batch(500) == 0
+
+
+def test_threshold_config_and_padding() -> None:
+    cfg = threshold_adaptive_config(3, 16)
+    assert cfg == threshold_config(3, 16) == {"1": {"candidate_steps": [3]},
+                                              "17": {"candidate_steps": [0]}}
+    ctl = AdaptiveController(cfg, 3, GRAPHS)
+    assert [ctl.steps_for_batch(b) for b in (1, 16, 17, 24, 100)] == [3, 3, 0, 0, 0]
+    # N=20 is not a captured size: batch 17..20 pads to 24 -> no drafting from 17 on
+    ctl20 = AdaptiveController(threshold_adaptive_config(3, 20), 3, GRAPHS)
+    assert ctl20.steps_for_batch(16) == 3 and ctl20.steps_for_batch(17) == 0
+    # without CUDA graphs (--disable-cuda-graph) the switch is exact
+    exact = AdaptiveController(threshold_adaptive_config(3, 20), 3, None)
+    assert exact.steps_for_batch(20) == 3 and exact.steps_for_batch(21) == 0
+
+
+@pytest.mark.parametrize("cfg", [DEFAULT_ADAPTIVE_CONFIG, threshold_config(3, 8),
+                                 threshold_config(5, 20)])
+def test_agrees_with_engines_sglang_adaptive(cfg: dict[str, Any]) -> None:
+    ctl = AdaptiveController(cfg, 3, GRAPHS)
+    for b in range(1, 300):
+        assert ctl.steps_for_batch(b) == steps_for_batch(cfg, b, initial_steps=3,
+                                                         cuda_graph_bs=GRAPHS), b
+
+
+def test_load_and_validate(tmp_path: Path) -> None:
+    assert load_adaptive_config(None) == DEFAULT_ADAPTIVE_CONFIG
+    good = tmp_path / "a.json"
+    good.write_text(json.dumps({"1": {"candidate_steps": [1, 3]}, "ema_alpha": 0.5}))
+    assert load_adaptive_config(good)["ema_alpha"] == 0.5
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps({"1": {"candidate_steps": [-1]}}))
+    with pytest.raises(ValueError):
+        load_adaptive_config(bad)
+    none = tmp_path / "c.json"
+    none.write_text(json.dumps({"ema_alpha": 0.5}))
+    with pytest.raises(ValueError):
+        load_adaptive_config(none)
+
+
+def test_ema_slot_moves_with_acceptance() -> None:
+    slot = AdaptiveStepSlot(3, {"candidate_steps": [1, 3, 5, 7], "warmup_batches": 2,
+                                "update_interval": 1})
+    for _ in range(30):
+        slot.update([slot.current_steps] * 3)  # every draft accepted: step up to the top
+    assert slot.current_steps == 7
+    for _ in range(60):
+        slot.update([0, 0])  # nothing accepted: back down
+    assert slot.current_steps == 1
+    zero = AdaptiveStepSlot(0, {"candidate_steps": [0, 1], "warmup_batches": 0,
+                                "update_interval": 1})
+    zero.update([0])
+    assert zero.current_steps == 1  # from 0 it probes the next step up, as SGLang does

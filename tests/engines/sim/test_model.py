@@ -1,0 +1,145 @@
+"""Pure model functions: tokenizer rule, domain inference, acceptance draws, step time, env."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from engines.sim.model import (
+    PerfModel,
+    StepCosts,
+    acceptance_probs,
+    chat_prompt_tokens,
+    classify_domain,
+    draw_accept_length,
+    expected_accept_length,
+    hardware_factor,
+    natural_output_tokens,
+    prompt_tokens,
+    simulated_accept_length,
+)
+from engines.sim.profile import load_profile
+from engines.sim.text import find_stop, make_words, seed_for
+from tests.engines.sim.conftest import REPO
+
+PROFILE = load_profile("default")
+
+
+def test_prompt_token_rule() -> None:
+    assert prompt_tokens("") == 1
+    assert prompt_tokens("abcd") == 1
+    assert prompt_tokens("abcde") == 2
+    assert prompt_tokens("x" * 512) == 128
+    msgs = [{"role": "system", "content": "abcd"}, {"role": "user", "content": "efgh"}]
+    # "abcd\nefgh" = 9 chars -> 3 tokens, + 4 per message + 3 for the reply header
+    assert chat_prompt_tokens(msgs) == 3 + 8 + 3
+    parts = [{"role": "user", "content": [{"type": "text", "text": "abcd"}]}]
+    assert chat_prompt_tokens(parts) == 1 + 4 + 3
+
+
+def test_domain_classifier_matches_the_labelled_prompt_sets() -> None:
+    for name in ("coding", "agentic", "encyclopedic", "mixed"):
+        for line in (REPO / "data" / "prompts" / f"{name}.jsonl").read_text().splitlines():
+            if line.strip():
+                item = json.loads(line)
+                assert classify_domain(item["text"]) == item["domain"], item["text"]
+
+
+@pytest.mark.parametrize("text,domain", [
+    ("Solve the equation x^2 - 5x + 6 = 0 and prove both roots are integers.", "math"),
+    ("hello there", "general"),
+    ("What is the capital of Australia?", "encyclopedic"),  # "api" inside "capital" is no API
+    ("Observation: tests failed. Thought: read the file. Action: read_file", "agentic"),
+])
+def test_domain_examples(text: str, domain: str) -> None:
+    assert classify_domain(text) == domain
+
+
+def test_acceptance_depends_on_domain_and_draws_match_expectation() -> None:
+    coding = acceptance_probs(PROFILE.acceptance, "coding")
+    ency = acceptance_probs(PROFILE.acceptance, "encyclopedic")
+    e_coding, e_ency = expected_accept_length(coding, 3), expected_accept_length(ency, 3)
+    assert e_coding > 2.8 and e_ency < 2.0
+    rng = random.Random(1)
+    draws = [draw_accept_length(rng.random, coding, 3) for _ in range(20000)]
+    assert min(draws) == 1 and max(draws) == 4  # bonus token counted, at most steps + 1
+    assert sum(draws) / len(draws) == pytest.approx(e_coding, rel=0.02)
+    assert expected_accept_length(coding, 0) == 1.0
+
+
+def test_acceptance_modifiers() -> None:
+    base = acceptance_probs(PROFILE.acceptance, "coding")
+    hot = acceptance_probs(PROFILE.acceptance, "coding", temperature=1.0, temperature_penalty=0.1)
+    tree = acceptance_probs(PROFILE.acceptance, "coding", topk=4)
+    ngram = acceptance_probs(PROFILE.acceptance, "coding", accept_scale=0.6)
+    assert all(h < b < t for h, b, t in zip(hot, base, tree, strict=True))
+    assert all(n < b for n, b in zip(ngram, base, strict=True))
+    assert len(acceptance_probs(PROFILE.acceptance, "unknown-domain", max_positions=20)) == 20
+
+
+def test_simulated_accept_length_mean() -> None:
+    rng = random.Random(0)
+    draws = [simulated_accept_length(rng.random, 2.4, 4) for _ in range(10000)]
+    assert set(draws) == {2, 3} and sum(draws) / len(draws) == pytest.approx(2.4, abs=0.03)
+
+
+def test_step_time_grows_with_batch_and_draft_tokens() -> None:
+    m = PerfModel(PROFILE.costs)
+    assert m.decode_s(1) < m.decode_s(8) < m.decode_s(64)
+    assert m.spec_step_s(1, 3, 4) < m.spec_step_s(48, 3, 4)
+    assert m.spec_step_s(16, 3, 4) < m.spec_step_s(16, 7, 8)
+    assert m.prefill_s(128) < m.prefill_s(8192)
+    # adaptive steps=0: a decode plus draft extend; skipping the extend is cheaper
+    assert m.decode_s(32) < m.spec_step_s(32, 0, 1, draft_extend=False) < m.spec_step_s(32, 0, 1)
+    # the calibrated single-stream speed: 1 / decode step ~ 89 tok/s (TTFT aside)
+    assert 1 / m.decode_s(1) == pytest.approx(89, rel=0.03)
+    no_graph = PerfModel(PROFILE.costs, cuda_graph=False)
+    assert no_graph.decode_s(1) > m.decode_s(1)
+
+
+def test_step_costs_from_mapping_ignores_unknown_keys() -> None:
+    c = StepCosts.from_mapping({**PROFILE.data["step_costs"], "future_knob": 1})
+    assert c.decode_base_ms == PROFILE.costs.decode_base_ms
+
+
+def test_hardware_factor_env_and_flags() -> None:
+    hw = PROFILE.hardware
+    assert hardware_factor(hw, {}, {}, 8)[0] == pytest.approx(1.0)
+    tree, rec = hardware_factor(hw, {"NCCL_ALGO": "Tree"}, {}, 8)
+    assert tree < 1.0 and "env:NCCL_ALGO=Tree" in rec["applied"]
+    assert hardware_factor(hw, {"NCCL_ALGO": "ring,tree"}, {}, 8)[0] == pytest.approx(tree)
+    assert hardware_factor(hw, {"NCCL_ALGO": "^NVLS"}, {}, 8)[0] == pytest.approx(1.0)
+    assert hardware_factor(hw, {"NCCL_PROTO": "Simple"}, {}, 8)[0] > 1.0
+    assert hardware_factor(hw, {"NCCL_P2P_LEVEL": "LOC"}, {}, 8)[0] > 1.1
+    assert hardware_factor(hw, {"CUDA_DEVICE_MAX_CONNECTIONS": "1"}, {}, 8)[0] == 1.0
+    fused, _ = hardware_factor(hw, {}, {"flashinfer_allreduce_fusion_backend": "trtllm"}, 8)
+    assert fused < 1.0
+    # the default profile models one node as a whole: --tp-size is recorded, not scaled
+    assert hardware_factor(hw, {}, {}, 1)[0] == pytest.approx(1.0)
+    scaled = {**hw, "tp_scaling": True}
+    assert hardware_factor(scaled, {}, {}, 4)[0] > 1.5  # half the GPUs: ~twice the compute
+    assert hardware_factor(scaled, {}, {}, 1)[0] == pytest.approx(0.8 * 8)  # no all-reduce
+
+
+def test_natural_length_and_text_are_deterministic() -> None:
+    a = natural_output_tokens(random.Random(seed_for(0, "p")).random, 220, 0.7)
+    b = natural_output_tokens(random.Random(seed_for(0, "p")).random, 220, 0.7)
+    assert a == b >= 1
+    lengths = [natural_output_tokens(random.Random(i).random, 220, 0.7) for i in range(2000)]
+    assert sorted(lengths)[1000] == pytest.approx(220, rel=0.1)
+    w1 = make_words(random.Random(5), "coding", 50)
+    assert w1 == make_words(random.Random(5), "coding", 50)
+    assert all(w.startswith(" ") and w[1:].isalpha() for w in w1)
+    assert len("".join(w1).split()) == 50
+
+
+def test_find_stop() -> None:
+    words = [" alpha", " beta", " gamma", " delta"]
+    m = find_stop(words, ["gam"])
+    assert m is not None and m.tokens == 3 and m.matched == "gam"
+    assert "".join(words)[: m.text_chars] == " alpha beta "
+    m2 = find_stop(words, ["beta gamma", "delta"])  # spans two tokens
+    assert m2 is not None and m2.tokens == 3 and m2.text_chars == len(" alpha ")
+    assert find_stop(words, ["zeta"]) is None and find_stop(words, []) is None

@@ -1,0 +1,138 @@
+"""The continuous-batching core without a clock (plan / commit), and the offline calibration."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engines.sim.calibrate import coding_prompt, scenario_tok_s
+from engines.sim.cli import resolve
+from engines.sim.engine import RequestError, SimEngine
+from engines.sim.profile import load_profile
+from engines.sim.scheduler import BatchCore, SimRequest, spec_meta
+
+EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+          "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"]
+
+
+def engine(*argv: str, env: dict[str, str] | None = None) -> SimEngine:
+    return SimEngine(resolve(list(argv), env=env or {}))
+
+
+def req(e: SimEngine, i: int, n: int = 32, text: str | None = None) -> SimRequest:
+    text = text or coding_prompt(i)
+    return e.new_request(prompt_text=text, prompt_tokens=len(text) // 4, max_new_tokens=n,
+                         ignore_eos=True, temperature=0.0, rid=f"r{i}")
+
+
+def drain(core: BatchCore) -> list[str]:
+    kinds = []
+    while (step := core.plan()) is not None:
+        kinds.append(step.kind)
+        core.commit(step, 0.0)
+    return kinds
+
+
+def test_queueing_beyond_max_running_and_prefill_priority() -> None:
+    e = engine("--max-running-requests", "4")
+    core = e.core
+    for i in range(6):
+        core.submit(req(e, i, n=10))
+    step = core.plan()
+    assert step is not None and step.kind == "prefill" and len(step.reqs) == 4
+    core.commit(step, 0.0)
+    assert len(core.running) == 4 and len(core.waiting) == 2
+    assert all(r.n == 1 and r.first_token_at == 0.0 for r in core.running)
+    step = core.plan()
+    assert step is not None and step.kind == "decode" and step.accepts is None
+    core.commit(step, 0.0)
+    assert all(r.n == 2 for r in core.running)
+    kinds = drain(core)
+    assert kinds.count("prefill") == 1  # the two queued ones, once slots freed up
+    assert not core.has_work() and core.kv_used == 0
+    assert core.stats.num_requests_total == 6 and core.stats.generation_tokens_total == 60
+
+
+def test_silent_cap_of_48_for_speculative_servers() -> None:
+    assert engine(*EAGLE3).core.max_running == 48
+    assert engine(*EAGLE3, "--max-running-requests", "64").core.max_running == 64
+    assert engine().core.max_running == 1024
+
+
+def test_speculative_step_accounting_matches_sglang_fields() -> None:
+    e = engine(*EAGLE3)
+    r = req(e, 0, n=100)
+    e.core.submit(r)
+    drain(e.core)
+    meta = spec_meta(r)
+    assert r.n == 100 and r.done
+    assert meta["spec_accept_length"] == pytest.approx(100 / r.verify_ct)
+    assert meta["spec_num_proposed_drafts"] == 3 * r.verify_ct
+    # the prefill token is not from a verify: tokens = 1 + verifies + correct drafts
+    assert meta["spec_num_correct_drafts"] == 100 - 1 - r.verify_ct
+    assert 2.3 < meta["spec_accept_length"] < 3.6
+
+
+def test_threshold_zero_steps_are_one_token_verifies(tmp_path: Path) -> None:
+    cfg = tmp_path / "t.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [3]}, "3": {"candidate_steps": [0]}}))
+    e = engine(*EAGLE3, "--speculative-adaptive", "--speculative-adaptive-config", str(cfg),
+               "--max-running-requests", "8", "--disable-cuda-graph")
+    reqs = [req(e, i, n=20) for i in range(8)]
+    for r in reqs:
+        e.core.submit(r)
+    step = e.core.plan()
+    assert step is not None
+    e.core.commit(step, 0.0)  # prefill of all 8
+    step = e.core.plan()
+    assert step is not None and step.draft_steps == 0 and step.accepts == [1] * 8
+    drain(e.core)
+    assert all(r.proposed_drafts == 0 and r.n == 20 and r.verify_ct == 19 for r in reqs)
+
+
+def test_skip_zero_step_extend_env_is_cheaper_but_cold() -> None:
+    base = engine(*EAGLE3, "--speculative-adaptive")
+    skip = engine(*EAGLE3, "--speculative-adaptive",
+                  env={"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": "1"})
+    assert skip.core.skip_zero_step_extend and not base.core.skip_zero_step_extend
+    assert skip.model.spec_step_s(64, 0, 1, draft_extend=False) < base.model.spec_step_s(64, 0, 1)
+
+
+def test_kv_capacity_limits_admission() -> None:
+    e = engine("--max-total-tokens", "400")
+    for i in range(3):
+        e.core.submit(req(e, i, n=72))  # 128 prompt + 72 new = 200 tokens each
+    step = e.core.plan()
+    assert step is not None and len(step.reqs) == 2
+
+
+def test_abort_removes_requests() -> None:
+    e = engine()
+    a, b = req(e, 0), req(e, 1)
+    e.core.submit(a)
+    e.core.submit(b)
+    e.core.abort(b)
+    step = e.core.plan()
+    assert step is not None and step.reqs == [a]
+    e.core.commit(step, 0.0)
+    e.core.abort(a)
+    assert e.core.plan() is None and e.core.kv_used == 0
+    assert e.core.stats.num_aborted_requests_total == 2
+
+
+def test_request_errors() -> None:
+    e = engine("--context-length", "100")
+    with pytest.raises(RequestError):
+        req(e, 0)  # 128 prompt tokens > context 100
+    short = e.new_request(prompt_text="hi", prompt_tokens=1, max_new_tokens=1000,
+                          ignore_eos=True, rid="x")
+    assert short.limit == 99  # capped by the context length
+
+
+def test_offline_calibration_matches_targets() -> None:
+    prof = load_profile("default")
+    got = scenario_tok_s(prof, reps=4)
+    for key, target in prof.data["calibration"]["targets_tok_s"].items():
+        assert got[key] == pytest.approx(target, rel=0.03), key

@@ -1,0 +1,42 @@
+"""Every shipped sweep's server commands pass SGLang's own parser, and a typo is rejected by
+name before anything starts. Needs the validation environment (scripts/validate_sglang_venv.sh,
+run by .ci/run); SPECGRID_SGLANG_PYTHON points at its Python."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from grid.run import CONF_DIR, EXIT_BAD_INPUT, make_plan, run
+
+SGLANG_PYTHON = os.environ.get("SPECGRID_SGLANG_PYTHON", "").split(":")[0]
+pytestmark = pytest.mark.skipif(
+    not SGLANG_PYTHON, reason="SPECGRID_SGLANG_PYTHON is not set (no SGLang parser here)")
+SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("sweep", SWEEPS)
+@pytest.mark.parametrize("engine", ["sim", "sglang"])
+def test_shipped_sweep_passes_sglang_parser(sweep, engine, tmp_path):
+    overrides = [f"+sweep={sweep}", f"engine={engine}", f"results_dir={tmp_path}",
+                 f"engine.validate_python={SGLANG_PYTHON}", "cluster.num_gpus=8"]
+    if engine == "sglang":
+        overrides += [f"engine.python={SGLANG_PYTHON}", "model=llama3.1-8b"]
+    plan = make_plan(overrides).plan
+    assert plan.validation.startswith("server flags validated by SGLang")
+    if engine == "sglang":
+        spec = plan.launches[plan.groups[0].server_key]
+        assert Path(spec.argv[0]).name == "sglang" and spec.argv[1] == "serve"
+        assert "--nccl-port" in spec.extra_port_flags
+
+
+def test_typo_in_variant_args_is_rejected_by_name(tmp_path, capsys):
+    outcome = run(["+sweep=smoke", f"engine.validate_python={SGLANG_PYTHON}",
+                   "++variant.args.speculative_num_stepz=3", f"results_dir={tmp_path / 'r'}"],
+                  echo=lambda line: None)
+    err = capsys.readouterr().err.strip()
+    assert outcome.exit_code == EXIT_BAD_INPUT
+    assert "variant baseline" in err and "--speculative-num-stepz" in err
+    assert not (tmp_path / "r").exists()

@@ -1,0 +1,64 @@
+"""`+sweep=smoke` end to end: Hydra -> cells -> real Ray actors -> real simulator processes ->
+httpx -> real Parquet; then the same command again resumes and starts nothing."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pandas as pd
+import pytest
+
+from grid.loader import load_cells, load_requests
+from grid.run import run
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+REQUEST_COLUMNS = {"run_id", "cell_id", "variant", "workload", "concurrency", "domain",
+                   "request_id", "attempt", "status", "error", "input_tokens", "output_tokens",
+                   "scheduled_at", "sent_at", "ttft_s", "e2e_s", "tpot_s", "itl_s",
+                   "accept_length"}
+
+
+def _servers(run_dir):
+    with sqlite3.connect(run_dir / "_ledger.sqlite") as db:
+        return db.execute("SELECT server_key, pid, stopped_at FROM servers").fetchall()
+
+
+def test_smoke_sweep_end_to_end_then_resume(tmp_path):
+    lines: list[str] = []
+    outcome = run(["+sweep=smoke", f"results_dir={tmp_path}"], echo=lines.append)
+    assert outcome.exit_code == 0, "\n".join(lines)
+    run_dir = outcome.run_dir
+
+    requests = pd.read_parquet(run_dir / "requests")
+    assert REQUEST_COLUMNS <= set(requests.columns)
+    assert len(requests) == 4 * 6  # 4 cells x 6 measured requests (warmup excluded)
+    assert (requests.status == "ok").all()
+    assert (requests.output_tokens == 16).all()
+    assert requests.groupby("cell_id").request_id.nunique().eq(6).all()
+    eagle = requests[requests.variant.astype(str) == "eagle3"]
+    base = requests[requests.variant.astype(str) == "baseline"]
+    assert eagle.accept_length.notna().all() and (eagle.accept_length > 1).all()
+    assert base.accept_length.isna().all()
+    assert (requests.ttft_s > 0).all() and (requests.e2e_s >= requests.ttft_s).all()
+    assert requests.itl_s.map(len).eq(15).all()  # 16 tokens -> 15 gaps
+
+    cells = load_cells(run_dir)
+    assert len(cells) == 4 and (cells.status == "done").all()
+    assert (cells.output_tok_s > 0).all() and cells.simulated.all()
+    assert cells.server_command.str.contains("engines.sim").all()
+    assert (cells[cells.variant == "eagle3"].accept_length > 1).all()
+
+    servers = _servers(run_dir)
+    assert len(servers) == 2  # exactly one launch per server key
+    assert len({key for key, _, _ in servers}) == 2
+    assert all(stopped is not None for _, _, stopped in servers)
+    assert any("SIMULATION" in line for line in lines)
+
+    # The same command again: nothing to do, no server started, files untouched.
+    files = {p: p.stat().st_mtime_ns for p in (run_dir / "requests").rglob("*.parquet")}
+    again = run(["+sweep=smoke", f"results_dir={tmp_path}"], echo=lines.append)
+    assert again.exit_code == 0 and again.counts["done"] == 4
+    assert len(_servers(run_dir)) == 2
+    assert {p: p.stat().st_mtime_ns for p in files} == files
+    assert len(load_requests(run_dir)) == 24

@@ -38,7 +38,7 @@ SERVER_CPU = 0
 CLIENT_CPU = 1
 
 THROUGHPUT = {"requests": 400, "tokens": 256, "concurrency": 64}
-TIMING_LEVELS = {1: 10, 64: 128, 256: 512}  # concurrency -> measured requests
+TIMING_LEVELS = {1: (10, 1), 64: (128, 3), 256: (512, 3)}  # streams -> (requests, runs)
 TIMING_TOKENS = 64
 
 
@@ -66,33 +66,45 @@ def _pct(xs: list[float], q: float) -> float | None:
 # --------------------------------------------------------------------------------------------
 # worker side (one client run, in its own process)
 # --------------------------------------------------------------------------------------------
-def _errors(samples: list[tuple[float | None, list[float], str]],
+def _errors(samples: list[tuple[float | None, list[float], str, float]],
             stamps: dict[str, Any]) -> dict[str, Any]:
-    """TTFT/ITL errors of client measurements against the server's stamped schedule."""
+    """Timing errors of client measurements against the server's stamped schedule.
+
+    samples: (client TTFT, client ITL list, prompt text, client send time as perf_counter).
+    Server stamps are perf_counter (CLOCK_MONOTONIC, shared by all processes on Linux), so the
+    TTFT error splits into delivery (server recv - client send: loopback + the *server's* loop
+    delay) and first-chunk receive delay (client arrival - server write: the client's part)."""
     from grid.metrics import itl_gaps
 
     ttft_err: list[float] = []
+    recv_delay: list[float] = []
+    delivery: list[float] = []
     itl_err: list[float] = []
     mismatched = 0
-    for ttft, itl, text in samples:
+    for ttft, itl, text, sent in samples:
         st = stamps.get(text)
         if st is None or ttft is None:
             mismatched += 1
             continue
         ttft_err.append(ttft - (st["sent"][0] - st["recv"]))
+        recv_delay.append(sent + ttft - st["sent"][0])
+        delivery.append(st["recv"] - sent)
         server_itl = itl_gaps(st["sent"], st["tokens"])
         if len(server_itl) != len(itl):
             mismatched += 1
             continue
         itl_err.extend(c - s for c, s in zip(itl, server_itl, strict=True))
-    a_ttft = [abs(x) for x in ttft_err]
-    a_itl = [abs(x) for x in itl_err]
+
+    def ms(xs: list[float], q: float, absolute: bool = True) -> float:
+        v = _pct([abs(x) for x in xs] if absolute else xs, q)
+        return 1e3 * (v or 0.0)
+
     return {
-        "ttft_err_p50_ms": 1e3 * (_pct(a_ttft, 50) or 0.0),
-        "ttft_err_p99_ms": 1e3 * (_pct(a_ttft, 99) or 0.0),
-        "itl_err_p50_ms": 1e3 * (_pct(a_itl, 50) or 0.0),
-        "itl_err_p99_ms": 1e3 * (_pct(a_itl, 99) or 0.0),
-        "ttft_err_mean_ms": 1e3 * statistics.fmean(ttft_err) if ttft_err else None,
+        "ttft_err_p50_ms": ms(ttft_err, 50), "ttft_err_p99_ms": ms(ttft_err, 99),
+        "itl_err_p50_ms": ms(itl_err, 50), "itl_err_p99_ms": ms(itl_err, 99),
+        "first_chunk_delay_p50_ms": ms(recv_delay, 50),
+        "first_chunk_delay_p99_ms": ms(recv_delay, 99),
+        "delivery_p50_ms": ms(delivery, 50), "delivery_p99_ms": ms(delivery, 99),
         "itl_samples": len(itl_err),
         "unmatched_requests": mismatched,
     }
@@ -125,7 +137,9 @@ async def _worker_ours(cfg: dict[str, Any]) -> dict[str, Any]:
         "client_saturated": res.stats["client_saturated"],
         "saturation_reason": res.stats["saturation_reason"],
     }
-    out["_samples"] = [(r["ttft_s"], r["itl_s"], by_id[r["prompt_id"]]) for r in ok]
+    off = res.stats["clock_offset_s"]
+    out["_samples"] = [(r["ttft_s"], r["itl_s"], by_id[r["prompt_id"]], r["sent_at"] - off)
+                       for r in ok]
     return out
 
 
@@ -145,12 +159,15 @@ async def _worker_ref(cfg: dict[str, Any]) -> dict[str, Any]:
         "first_error": next((o.error for o in outs if o.error), None),
         "output_tokens": sum(o.output_len for o in ok),
         "client_cpu_percent": 100.0 * cpu / (end - start),
-        "_samples": [(o.ttft, o.itl, o.prompt) for o in ok],
+        "_samples": [(o.ttft, o.itl, o.prompt, o.start) for o in ok],
     }
 
 
 def worker(cfg: dict[str, Any]) -> None:
+    import psutil
+
     _pin(CLIENT_CPU)
+    ctx0 = psutil.Process().num_ctx_switches().involuntary
     fn = _worker_ref if cfg["client"] == "ref" else _worker_ours
     if cfg["loop"] == "uvloop":
         import uvloop
@@ -158,6 +175,7 @@ def worker(cfg: dict[str, Any]) -> None:
         res = uvloop.run(fn(cfg))
     else:
         res = asyncio.run(fn(cfg))
+    res["involuntary_ctx_switches"] = psutil.Process().num_ctx_switches().involuntary - ctx0
     stamps = _get(cfg["server"] + "/stamps")
     samples = res.pop("_samples")
     # warmup prompts are in stamps too; count only the measured ones for the chunk rate
@@ -166,6 +184,52 @@ def worker(cfg: dict[str, Any]) -> None:
     if cfg["mode"] == "timing":
         res.update(_errors(samples, stamps))
     print("RESULT " + json.dumps(res), flush=True)
+
+
+# --------------------------------------------------------------------------------------------
+# parser micro-benchmark (in-process): is json.loads of cumulative-text events the bottleneck?
+# --------------------------------------------------------------------------------------------
+def parse_microbench(tokens: int = 256) -> dict[str, float]:
+    """µs per event over one request's events (1-3 tokens each, cumulative text), for a full
+    ``json.loads`` vs the native parser's fast path (rfind of the key + regex)."""
+    import json as _json
+    import timeit
+
+    import fixed_schedule_server as fss
+
+    from actors.loadgen.streams import NativeSink, Timeline
+
+    plan = fss.chunk_plan("microbench", tokens, 3)
+    frames = []
+    done = 0
+    for j, k in enumerate(plan):
+        done += k
+        frames.append(fss._native_chunk("0", fss.TOKEN * done, done, 16, j == len(plan) - 1,
+                                        len(plan), True, False))
+    payloads = [f[6:-2] for f in frames]
+    n = len(payloads)
+
+    def full() -> None:
+        for p in payloads:
+            _json.loads(p)["meta_info"]["completion_tokens"]
+
+    from actors.loadgen.streams import _CT_KEY, _CT_LEN, _INT
+
+    def key_only() -> None:
+        for p in payloads:
+            int(_INT(p, p.rfind(_CT_KEY) + _CT_LEN).group(1))  # type: ignore[union-attr]
+
+    def fast() -> None:
+        sink = NativeSink(Timeline(0.0))
+        for f in frames:
+            sink.feed(f, 1.0)
+
+    reps = 50
+    t_full = min(timeit.repeat(full, number=reps, repeat=3)) / (reps * n) * 1e6
+    t_key = min(timeit.repeat(key_only, number=reps, repeat=3)) / (reps * n) * 1e6
+    t_fast = min(timeit.repeat(fast, number=reps, repeat=3)) / (reps * n) * 1e6
+    return {"events_per_request": n, "json_loads_us_per_event": t_full,
+            "rfind_regex_us_per_event": t_key, "sink_us_per_event": t_fast}
 
 
 # --------------------------------------------------------------------------------------------
@@ -234,8 +298,16 @@ def main() -> None:
     assert server.stdout is not None
     port = int(server.stdout.readline().split()[1])
     base = f"http://127.0.0.1:{port}"
-    results: dict[str, Any] = {"throughput": {}, "timing": {}, "cpus": os.cpu_count()}
+    results: dict[str, Any] = {"throughput": {}, "timing": {}, "cpus": os.cpu_count(),
+                               "loadavg_at_start": os.getloadavg()}
+    print(f"load average at start: {os.getloadavg()}")
     t_start = time.perf_counter()
+    mb = parse_microbench()
+    results["parse"] = mb
+    print(f"== parse: {mb['events_per_request']} events/request (256 tokens), us/event: "
+          f"json.loads {mb['json_loads_us_per_event']:.2f}; rfind+regex "
+          f"{mb['rfind_regex_us_per_event']:.2f}; whole NativeSink.feed (SSE framing, parse, "
+          f"timeline) {mb['sink_us_per_event']:.2f}")
     try:
         tag_n = 0
         if not args.skip_throughput:
@@ -253,24 +325,29 @@ def main() -> None:
                     print(f"  [{rep}] {name:40s} {r['wall_s']:6.2f} s {r['tok_s']:9.0f} tok/s "
                           f"{r['chunks_s']:8.0f} chunks/s cpu {r['client_cpu_percent']:3.0f}% "
                           f"server cpu {r['server_cpu_percent']:3.0f}% "
+                          f"preempted {r['involuntary_ctx_switches']} "
                           f"ok {r['ok']} err {r['errors']}", flush=True)
         if not args.skip_timing:
             print(f"== timing: TTFT 20 ms, chunk every {args.chunk_ms:g} ms, "
                   f"{TIMING_TOKENS} tokens/request")
-            for conc, n in TIMING_LEVELS.items():
-                for name, client, transport, loop in TIMING_VARIANTS:
-                    tag_n += 1
-                    cfg = {"client": client, "transport": transport, "loop": loop,
-                           "mode": "timing", "url": f"{base}/sched/20/{args.chunk_ms:g}",
-                           "server": base, "requests": n, "tokens": TIMING_TOKENS,
-                           "concurrency": conc, "warmup": conc if client == "ours" else 0,
-                           "tag": f"t{tag_n}"}
-                    r = _run_worker(cfg, server.pid)
-                    results["timing"].setdefault(str(conc), {})[name] = r
-                    print(f"  c={conc:3d} {name:40s} TTFT err p50 {r['ttft_err_p50_ms']:6.3f} "
-                          f"p99 {r['ttft_err_p99_ms']:6.3f} ms | ITL err p50 "
-                          f"{r['itl_err_p50_ms']:6.3f} p99 {r['itl_err_p99_ms']:6.3f} ms | "
-                          f"cpu {r['client_cpu_percent']:3.0f}% err {r['errors']}", flush=True)
+            for conc, (n, runs) in TIMING_LEVELS.items():
+                for rep in range(runs):
+                    for name, client, transport, loop in TIMING_VARIANTS:
+                        tag_n += 1
+                        cfg = {"client": client, "transport": transport, "loop": loop,
+                               "mode": "timing", "url": f"{base}/sched/20/{args.chunk_ms:g}",
+                               "server": base, "requests": n, "tokens": TIMING_TOKENS,
+                               "concurrency": conc, "warmup": conc if client == "ours" else 0,
+                               "tag": f"t{tag_n}"}
+                        r = _run_worker(cfg, server.pid)
+                        results["timing"].setdefault(str(conc), {}).setdefault(name, []).append(r)
+                        print(f"  c={conc:3d} [{rep}] {name:38s} TTFT err p50 "
+                              f"{r['ttft_err_p50_ms']:6.3f} p99 {r['ttft_err_p99_ms']:6.3f} | "
+                              f"1st-chunk delay p99 {r['first_chunk_delay_p99_ms']:6.3f} | "
+                              f"ITL err p50 {r['itl_err_p50_ms']:6.3f} p99 "
+                              f"{r['itl_err_p99_ms']:6.3f} ms | cpu "
+                              f"{r['client_cpu_percent']:3.0f}% preempted "
+                              f"{r['involuntary_ctx_switches']} err {r['errors']}", flush=True)
     finally:
         server.terminate()
         server.wait(10)
@@ -298,13 +375,19 @@ def _report(results: dict[str, Any]) -> None:
                   f"{med / ref_tok:.2f}x |" if ref_tok else "")
     tim = results["timing"]
     if tim:
-        print("\n| streams | client | TTFT err p50 / p99 ms | ITL err p50 / p99 ms | client CPU |")
-        print("|---|---|---|---|---|")
+        print("\nmedian over runs; |client - server| in ms")
+        print("| streams | client | TTFT err p50 / p99 | of which 1st-chunk receive p50 / p99 | "
+              "ITL err p50 / p99 | client CPU |")
+        print("|---|---|---|---|---|---|")
         for conc, by in tim.items():
-            for name, r in by.items():
-                print(f"| {conc} | {name} | {r['ttft_err_p50_ms']:.3f} / {r['ttft_err_p99_ms']:.3f}"
-                      f" | {r['itl_err_p50_ms']:.3f} / {r['itl_err_p99_ms']:.3f} | "
-                      f"{r['client_cpu_percent']:.0f}% |")
+            for name, runs in by.items():
+                def med(key: str, rs: list[dict[str, Any]] = runs) -> float:
+                    return statistics.median(r[key] for r in rs)
+
+                print(f"| {conc} | {name} | {med('ttft_err_p50_ms'):.3f} / "
+                      f"{med('ttft_err_p99_ms'):.3f} | {med('first_chunk_delay_p50_ms'):.3f} / "
+                      f"{med('first_chunk_delay_p99_ms'):.3f} | {med('itl_err_p50_ms'):.3f} / "
+                      f"{med('itl_err_p99_ms'):.3f} | {med('client_cpu_percent'):.0f}% |")
     print(f"\nbench wall time {results['bench_wall_s']:.0f} s")
 
 

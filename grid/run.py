@@ -90,7 +90,13 @@ def make_plan(overrides: list[str]) -> _Planned:
 # --- 2. execute ------------------------------------------------------------------------------
 def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
     cfg, plan = planned.cfg, planned.plan
-    plan.run_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        plan.run_dir.mkdir(parents=True, exist_ok=True)
+        (plan.run_dir / ".write-check").touch()
+        (plan.run_dir / ".write-check").unlink()
+    except OSError as e:
+        raise ConfigError(f"results folder {plan.run_dir} is not writable: "
+                          f"{e.strerror or e}") from None
     with DriverLock(plan.run_dir):
         ledger = Ledger(plan.run_dir)
         try:
@@ -161,9 +167,11 @@ def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
     def on_sigterm(signum: int, frame: object) -> None:
         raise Interrupted(f"signal {signum}")
 
-    previous = signal.signal(signal.SIGTERM, on_sigterm)
+    previous = signal.getsignal(signal.SIGTERM)
     try:
         connect(cfg, plan)
+        # After ray.init: Ray installs a SIGTERM handler of its own that would just exit.
+        signal.signal(signal.SIGTERM, on_sigterm)
         ctx = RunContext(run_id=plan.run_id, run_dir=plan.run_dir, ledger=ledger,
                          prompts=plan.prompts, max_error_rate=float(cfg.run.max_error_rate),
                          total_cells=len(todo), echo=echo)
@@ -172,6 +180,10 @@ def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
     except (Interrupted, KeyboardInterrupt):
         ledger.mark_running_interrupted("driver interrupted")
         return EXIT_INTERRUPTED
+    except ResultsWriteError as e:
+        # Nothing of the cell was committed; it runs again on resume.
+        ledger.mark_running_interrupted(f"results could not be written: {e}")
+        raise
     finally:
         signal.signal(signal.SIGTERM, previous)
 

@@ -88,14 +88,23 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
         loadgens = [LoadGenActor.options(
             num_cpus=_PG_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=first + i)).remote() for i in range(clients)]
+        start_failure: ServerDown | None = None
         for cell in group.cells:
             done += 1
             prefix = f"[{done}/{ctx.total_cells}] {_cell_name(cell)}"
             attempt = ctx.ledger.start_attempt(cell.cell_id)
             try:
+                if start_failure is not None:
+                    # One start failure fails the group: a model load can take half an hour.
+                    raise ServerDown(f"server did not start: {start_failure}",
+                                     start_failure.log_tail)
                 if server is None:
-                    server = _start_server(ctx, group, spec, pg, prefix)
-                row, requests = _run_cell(ctx, cell, attempt, server, loadgens)
+                    try:
+                        server = _start_server(ctx, group, spec, pg, prefix)
+                    except ServerDown as e:
+                        start_failure = e
+                        raise
+                row, requests, log_tail = _run_cell(ctx, cell, attempt, server, loadgens)
             except ServerDown as e:
                 ctx.ledger.finish(cell.cell_id, "failed", str(e), e.log_tail)
                 _write_failed(ctx, cell, attempt, server, str(e))
@@ -109,8 +118,11 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
                 raise
             write_cell(ctx.run_dir, variant=cell.variant, workload=cell.workload,
                        cell_id=cell.cell_id, attempt=attempt, requests=requests, cell_row=row)
-            ctx.ledger.finish(cell.cell_id, row["status"], row["error"])
+            ctx.ledger.finish(cell.cell_id, row["status"], row["error"], log_tail)
             ctx.echo(f"{prefix}: {_describe(row)}")
+            if log_tail is not None and server is not None:
+                _stop_server(ctx, server)  # it died during the cell: relaunch for the next
+                server = None
     finally:
         if server is not None:
             _stop_server(ctx, server)
@@ -161,7 +173,11 @@ def _start_server(ctx: RunContext, group: ServerGroup, spec: LaunchSpec | None, 
         num_gpus=group.tp_size, num_cpus=_PG_CPU,
         scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0),
     ).remote(spec, str(log))
-    info = ray.get(actor.start.remote())
+    try:
+        info = ray.get(actor.start.remote())
+    except ray.exceptions.RayError as e:
+        ray.kill(actor)
+        raise ServerDown(_first_line(e)) from None
     ledger_id = ctx.ledger.server_started(group.server_key, info["pid"], info["pgid"])
     server = _Server(actor=actor, info=info, ledger_id=ledger_id, url=info["url"])
     ctx.echo(f"{prefix}: starting server {group.variant} (pid {info['pid']}, GPUs "
@@ -181,12 +197,18 @@ def _start_server(ctx: RunContext, group: ServerGroup, spec: LaunchSpec | None, 
                 tail = ray.get(actor.log_tail.remote())
                 raise ServerDown(f"server not ready after {spec.ready_timeout_s:.0f} s", tail)
     except ray.exceptions.RayTaskError as e:
-        cause = e.cause if hasattr(e, "cause") else e
         _stop_server(ctx, server)
-        raise ServerDown(str(cause).splitlines()[0], str(cause)) from None
+        raise ServerDown(_first_line(e), str(getattr(e, "cause", None) or e)) from None
     except ServerDown:
         _stop_server(ctx, server)
         raise
+
+
+def _first_line(e: BaseException) -> str:
+    """The message of the exception an actor raised, without Ray's traceback wrapping."""
+    cause = getattr(e, "cause", None) or e
+    lines = [ln for ln in str(cause).splitlines() if ln.strip()]
+    return lines[0] if lines else type(cause).__name__
 
 
 def _wait_external(url: str, timeout_s: float, engine: dict[str, Any]) -> None:
@@ -222,7 +244,9 @@ def _stop_server(ctx: RunContext, server: _Server) -> None:
 
 # --- cells -----------------------------------------------------------------------------------
 def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: _Server,
-              loadgens: Sequence[Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+              loadgens: Sequence[Any]) -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
+    """Run one cell's load; returns its cell row, request rows and, if the server died
+    during the cell, its log tail (the cell is then failed, its rows kept for the record)."""
     config = cell.config
     started = time.time()
     _flush_cache(server.url, config["engine"])
@@ -232,21 +256,25 @@ def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: _Server,
         results = ray.get(refs)
     except ray.exceptions.RayActorError as e:
         raise ServerDown(f"load generator died: {e}") from None
-    _check_alive(server)
+    died, log_tail = _server_death(server)
     rows = [row for result in results for row in result.rows]
     stats = _merge_stats([result.stats for result in results])
     window_s = max(stats["window_end"] - stats["window_start"], 1e-9)
     summary = summarize_cell(rows, window_s, stats)
     status, error = "done", None
-    if summary["error_rate"] > ctx.max_error_rate:
+    if died:
+        status, error = "failed", died
+    elif summary["error_rate"] > ctx.max_error_rate:
         status = "failed"
         error = (f"error rate {summary['error_rate']:.0%} above run.max_error_rate "
                  f"{ctx.max_error_rate:.0%}; first error: "
                  f"{next((r['error'] for r in rows if r['status'] != 'ok'), None)}")
-    row = _cell_row(ctx, cell, attempt, server, status, error, started)
+    row = _cell_row(ctx, cell, attempt, None if died else server, status, error, started)
+    if died:
+        row["server_command"] = shlex.join(server.info["argv"])
     row.update(summary)
     row["status"], row["error"] = status, error
-    return row, [_request_row(ctx, cell, attempt, r) for r in rows]
+    return row, [_request_row(ctx, cell, attempt, r) for r in rows], log_tail
 
 
 def _flush_cache(url: str, engine: dict[str, Any], timeout_s: float = 60.0) -> None:
@@ -264,13 +292,15 @@ def _flush_cache(url: str, engine: dict[str, Any], timeout_s: float = 60.0) -> N
         time.sleep(0.2)
 
 
-def _check_alive(server: _Server) -> None:
+def _server_death(server: _Server) -> tuple[str | None, str | None]:
+    """(error, log tail) if the launched server exited, else (None, None)."""
     if server.actor is None:
-        return
+        return None, None
     code = ray.get(server.actor.exit_code.remote())
-    if code is not None:
-        raise ServerDown(f"server exited with code {code} during the cell",
-                         ray.get(server.actor.log_tail.remote()))
+    if code is None:
+        return None, None
+    return (f"server exited with code {code} during the cell",
+            ray.get(server.actor.log_tail.remote()))
 
 
 def _load_specs(ctx: RunContext, cell: Cell, url: str, clients: int) -> list[LoadSpec]:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from time import perf_counter
 from typing import Any
 
@@ -30,6 +31,9 @@ from actors.loadgen.streams import Timeline, chat_body, generate_body, run_reque
 from actors.loadgen.transport import make_transport
 from grid.metrics import accept_length, request_timing
 
+PREBUILD_LIMIT = 8192
+"""Requests (one per distinct prompt) built before the load window; more are built on first
+use."""
 WARMUP_OPEN_LOOP_CONCURRENCY = 8
 """Warmup concurrency of an uncapped open-loop cell (a capped one uses its cap)."""
 
@@ -66,6 +70,8 @@ class _Plan:
         self.send = transport.handle_async_request
         self.order = schedule.prompt_order(len(spec.prompts), spec.seed)
         self._requests: dict[int, httpx.Request] = {}
+        self._template: httpx.Request | None = None
+        self._raw_headers: list[tuple[bytes, bytes]] = []
         base = spec.url.rstrip("/")
         self.kind = spec.endpoint
         self.url = base + ("/generate" if spec.endpoint == "generate" else "/v1/chat/completions")
@@ -91,10 +97,22 @@ class _Plan:
             else:
                 body = chat_body(text, s.model, s.max_new_tokens, s.temperature, s.ignore_eos,
                                  s.extra_body)
-            req = self.client.build_request("POST", self.url, content=body,
-                                            headers=self.headers)
+            if self._template is None:  # the client's URL/header/timeout merge, done once
+                self._template = self.client.build_request("POST", self.url, content=b"{}",
+                                                           headers=self.headers)
+                self._raw_headers = [(k, v) for k, v in self._template.headers.raw
+                                     if k.lower() != b"content-length"]
+            tmpl = self._template
+            req = httpx.Request("POST", tmpl.url, content=body, extensions=dict(tmpl.extensions),
+                                headers=[*self._raw_headers,
+                                         (b"Content-Length", b"%d" % len(body))])
             self._requests[pidx] = req
         return req
+
+    def prepare(self, positions: Iterable[int], limit: int = PREBUILD_LIMIT) -> None:
+        """Build the requests of these prompt positions now, before the load window."""
+        for pos in itertools.islice(positions, limit):
+            self.request(self.prompt_index(pos))
 
 
 async def _closed_loop(
@@ -239,6 +257,9 @@ async def _run(
             wconc = conc or min(len(warm_idx), WARMUP_OPEN_LOOP_CONCURRENCY)
             await _closed_loop(plan, ((w, w) for w in warm_idx), wconc, None,
                                warm_results)
+        n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
+        plan.prepare(spec.warmup_requests + n
+                     for n in schedule.client_indices(min(n_plan, PREBUILD_LIMIT), weights, me))
         now = perf_counter()
         t0 = now
         if spec.start_at is not None:

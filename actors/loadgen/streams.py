@@ -303,6 +303,8 @@ async def run_request(
         tl.error = f"timeout: no complete response within {timeout_s:g} s"
     except StreamError as exc:
         tl.error = str(exc)
+    except httpx.TimeoutException as exc:
+        tl.error = f"timeout: {type(exc).__name__}: {exc}"
     except httpx.HTTPError as exc:
         tl.error = f"{type(exc).__name__}: {exc}"
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # malformed event

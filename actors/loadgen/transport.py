@@ -470,6 +470,10 @@ class StampingTransport(httpx.AsyncBaseTransport):
                 if reused and not conn.got_bytes and attempt == 0:
                     continue  # stale keep-alive connection closed by the server: retry once
                 raise
+            except BaseException:  # cancelled (request timeout): the connection is unusable
+                conn.transport.close()
+                self._all.discard(conn)
+                raise
             break
         stream = StampedStream(conn, self, read_timeout, t_sent)
         return httpx.Response(

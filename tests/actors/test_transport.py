@@ -142,6 +142,87 @@ def test_reused_connection_closed_without_response_is_retried_once() -> None:
     asyncio.run(go())
 
 
+def test_consume_mode_feed_errors_and_read_timeout() -> None:
+    async def one_chunk_then_stall(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await r.readuntil(b"\r\n\r\n")
+        w.write(HEAD_CHUNKED + b"5\r\nhello\r\n")
+        await w.drain()
+        await asyncio.sleep(0.05)
+        w.write(b"5\r\nworld\r\n")
+        await w.drain()
+        await asyncio.sleep(5)
+
+    async def go() -> None:
+        server, port = await _serve(one_chunk_then_stall)
+        tr = StampingTransport()
+        async with httpx.AsyncClient(transport=tr, timeout=httpx.Timeout(0.3)) as client:
+            req = client.build_request("GET", f"http://127.0.0.1:{port}/")
+            got: list[tuple[bytes, float]] = []
+            resp = await tr.handle_async_request(req)
+            stream = resp.extensions["specgrid_stream"]
+            with pytest.raises(httpx.ReadTimeout):  # 2nd chunk resets the idle clock
+                await stream.consume(lambda d, t: got.append((d, t)))
+            assert [d for d, _ in got] == [b"hello", b"world"]
+            assert got[1][1] - got[0][1] >= 0.04
+            await resp.aclose()
+
+            def bad_feed(data: bytes, t: float) -> None:
+                raise ValueError("malformed event")
+
+            resp = await tr.handle_async_request(req)
+            with pytest.raises(ValueError, match="malformed"):
+                await resp.extensions["specgrid_stream"].consume(bad_feed)
+            await resp.aclose()
+            assert not tr._idle.get(("http", "127.0.0.1", port))  # broken ones not pooled
+        server.close()
+
+    asyncio.run(go())
+
+
+def test_interop_with_aiohttp_web_server() -> None:
+    """A mainstream HTTP server (aiohttp.web, chunked SSE like uvicorn) through run_load."""
+    import json
+
+    from aiohttp import web
+
+    from actors.loadgen.runner import run_load
+    from actors.loadgen.spec import LoadSpec, Prompt
+
+    async def generate(request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        n = body["sampling_params"]["max_new_tokens"]
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        for i in range(1, n + 1):
+            meta = {"completion_tokens": i, "prompt_tokens": 2,
+                    "finish_reason": {"type": "length"} if i == n else None}
+            await resp.write(b"data: " + json.dumps({"text": "a" * i, "meta_info": meta}).encode()
+                             + b"\n\n")
+            await asyncio.sleep(0.001)
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
+
+    async def go() -> None:
+        app = web.Application()
+        app.router.add_post("/generate", generate)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            res = await run_load(LoadSpec(url=f"http://127.0.0.1:{port}",
+                                          prompts=(Prompt("a", "hi", "d"),), concurrency=3,
+                                          num_requests=9, max_new_tokens=6))
+        finally:
+            await runner.cleanup()
+        assert [r["status"] for r in res.rows] == ["ok"] * 9, res.rows[0]["error"]
+        assert all(r["output_tokens"] == 6 and len(r["itl_s"]) == 5 for r in res.rows)
+
+    asyncio.run(go())
+
+
 def test_make_transport_names() -> None:
     assert isinstance(make_transport("raw"), StampingTransport)
     assert isinstance(make_transport("httpcore"), httpx.AsyncHTTPTransport)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from grid.loader import load_cells
+from grid.loader import load_cells, load_requests
 
 SIM_BANNER = "SIMULATION — numbers come from specgrid's simulated SGLang server, not a GPU."
 
@@ -38,13 +38,64 @@ def _num(value: object, fmt: str, scale: float = 1.0) -> str:
     return fmt.format(float(value) * scale)
 
 
+def speculation_verdicts(cells: pd.DataFrame, baseline: str = "baseline") -> list[str]:
+    """For each speculative variant and workload: at which concurrencies it beats the baseline
+    on output tok/s, and the largest concurrency up to which it keeps winning — the data
+    behind a speculation-disable threshold."""
+    done = cells[(cells.status == "done") & cells.rate.isna()]
+    base = done[done.variant == baseline].set_index(["workload", "concurrency"]).output_tok_s
+    lines = []
+    for (variant, workload), group in done[done.accept_length.notna()].groupby(
+            ["variant", "workload"], observed=True):
+        pairs = [(int(c), tok, base.get((workload, c))) for c, tok in
+                 zip(group.concurrency, group.output_tok_s, strict=True)
+                 if (workload, c) in base.index]
+        if not pairs:
+            continue
+        pairs.sort()
+        parts = [f"c={c} {100 * (tok / b - 1):+.0f}%" for c, tok, b in pairs]
+        wins = [c for c, tok, b in pairs if tok > b]
+        keeps = 0
+        for c, tok, b in pairs:
+            if tok <= b:
+                break
+            keeps = c
+        verdict = (f"speculation pays up to concurrency {keeps}" if keeps else
+                   "speculation never pays here")
+        if wins and keeps != wins[-1]:
+            verdict += f" (also ahead at c={wins[-1]})"
+        lines.append(f"{variant} vs {baseline} on {workload}: {', '.join(parts)} -> {verdict}")
+    return lines
+
+
+def domain_acceptance(requests: pd.DataFrame) -> list[str]:
+    """Accept length per variant and prompt domain: Σ completion tokens / Σ verify steps over
+    the domain's requests (never a server-lifetime average)."""
+    spec = requests[(requests.status == "ok") & requests.spec_verify_ct.notna()]
+    lines = []
+    for (variant, domain), group in spec.groupby(["variant", "domain"], observed=True):
+        verify = group.spec_verify_ct.sum()
+        if verify:
+            lines.append(f"{variant} / {domain}: accept length "
+                         f"{group.output_tokens.sum() / verify:.2f} ({len(group)} requests)")
+    return lines
+
+
 def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None) -> str:
     cells = load_cells(run_dir)
+    requests = load_requests(run_dir)
     if cell_ids is not None:
         cells = cells[cells.cell_id.isin(set(cell_ids))]
+        requests = requests[requests.cell_id.isin(set(cell_ids))]
     text = summary_table(cells)
     if len(cells) and bool(cells.simulated.fillna(False).any()):
         text = f"{SIM_BANNER}\n{text}"
+    verdicts = speculation_verdicts(cells)
+    if verdicts:
+        text += "\n\n" + "\n".join(verdicts)
+    accept = domain_acceptance(requests)
+    if accept:
+        text += "\n\nacceptance by prompt domain:\n  " + "\n  ".join(accept)
     return text
 
 

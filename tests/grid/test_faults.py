@@ -92,8 +92,9 @@ def test_malformed_stream_is_an_error_row(tmp_path):
 
 
 def test_hung_server_times_out_requests(tmp_path):
-    outcome, _ = _run(tmp_path, "engine.sim_args.hang_after_requests=3", "grid.axes.concurrency=[2]",
-                      "load.request_timeout_s=1", "run.max_error_rate=1.0")
+    outcome, _ = _run(tmp_path, "engine.sim_args.hang_after_requests=3",
+                      "grid.axes.concurrency=[2]", "load.request_timeout_s=1",
+                      "run.max_error_rate=1.0")
     requests = load_requests(outcome.run_dir)
     errors = requests[requests.status == "error"]
     assert len(errors) >= 3

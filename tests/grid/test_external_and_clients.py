@@ -1,0 +1,44 @@
+"""A grid against a server someone else runs (engine=external), and one cell's load split over
+several LoadGenActors."""
+
+from __future__ import annotations
+
+import pytest
+
+from grid.loader import load_cells, load_requests
+from grid.run import run
+from tests.engines.sim.conftest import start_sim
+
+pytestmark = pytest.mark.usefixtures("ray_session")
+
+
+def test_external_server_is_benchmarked_without_launching(tmp_path):
+    sim = start_sim(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
+                     "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"])
+    try:
+        outcome = run(["+sweep=smoke", "engine=external", f"engine.url={sim.url}",
+                       "grid.axes.variant=[eagle3]", f"results_dir={tmp_path}"],
+                      echo=lambda line: None)
+    finally:
+        sim.stop()
+    assert outcome.exit_code == 0
+    requests = load_requests(outcome.run_dir)
+    assert len(requests) == 12 and (requests.status == "ok").all()
+    assert (requests.accept_length > 1).all()
+    assert not (outcome.run_dir / "logs").exists()  # nothing was launched
+    cells = load_cells(outcome.run_dir)
+    assert (cells.engine == "external").all() and not cells.simulated.any()
+
+
+def test_several_clients_give_the_same_rows_as_one(tmp_path):
+    counts = {}
+    for clients in (1, 2):
+        outcome = run(["+sweep=smoke", "grid.axes.variant=[baseline]", "grid.axes.concurrency=[4]",
+                       "load.num_requests=10", f"load.clients={clients}",
+                       f"run.id=clients{clients}", f"results_dir={tmp_path}"],
+                      echo=lambda line: None)
+        assert outcome.exit_code == 0
+        requests = load_requests(outcome.run_dir)
+        assert requests.request_id.is_unique
+        counts[clients] = len(requests)
+    assert counts == {1: 10, 2: 10}

@@ -11,8 +11,10 @@ request's last byte arrived):
   (seeded by the prompt text), cumulative ``text`` and cumulative ``completion_tokens``; the final
   chunk has ``finish_reason = {"type": "length", "length": N}``, ``spec_verify_ct`` = number of
   chunks (one verify step per chunk) and ``spec_accept_length``; then ``data: [DONE]``.
-  ``chunk_ms == 0`` means no delay: every chunk is a separate write with a yield to the event
-  loop between chunks (streams interleave like a real server's).
+  Paced chunks are written by one heap-driven task (no task switch per chunk); the write time
+  of every chunk is stamped. ``ttft_ms == chunk_ms == 0`` means no delay: one pump task writes
+  the next chunk of every active stream per event-loop turn (each chunk its own write; streams
+  interleave like a real server's), as fast as the server core allows.
 
 Paths (a prefix selects the schedule or a fault, so one server serves every phase):
   ``POST [/sched/<ttft_ms>/<chunk_ms>][/fault/<kind>]/generate`` and ``.../v1/chat/completions``
@@ -32,6 +34,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
+import heapq
 import json
 import random
 import socket
@@ -55,11 +59,17 @@ class ServerConfig:
     """Keep per-request send stamps for ``GET /stamps``."""
     stamps: dict[str, dict[str, Any]] = field(default_factory=dict)
     _pump: Any = None
+    _pacer: Any = None
 
     def pump(self) -> _Pump:
         if self._pump is None:
             self._pump = _Pump()
         return self._pump
+
+    def pacer(self) -> _Pacer:
+        if self._pacer is None:
+            self._pacer = _Pacer()
+        return self._pacer
 
 
 def chunk_plan(prompt: str, n_tokens: int, max_per_chunk: int) -> list[int]:
@@ -97,7 +107,6 @@ class _Conn(asyncio.Protocol):
         self.busy = False
         self.transport: asyncio.Transport | None = None
         self.closed = False
-        self._drain: asyncio.Future[None] | None = None
         self.paused = False
 
     # -- asyncio.Protocol --------------------------------------------------------------------
@@ -109,16 +118,12 @@ class _Conn(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
-        if self._drain is not None and not self._drain.done():
-            self._drain.set_result(None)
 
     def pause_writing(self) -> None:
         self.paused = True
 
     def resume_writing(self) -> None:
         self.paused = False
-        if self._drain is not None and not self._drain.done():
-            self._drain.set_result(None)
 
     def data_received(self, data: bytes) -> None:
         self.buf += data
@@ -145,11 +150,6 @@ class _Conn(asyncio.Protocol):
         self.busy = True
         t_recv = perf_counter()  # the request is complete: stamp it here, not in the task
         asyncio.get_running_loop().create_task(self._handle(method, path, body, t_recv))
-
-    async def _wait_writable(self) -> None:
-        if self.paused and not self.closed:
-            self._drain = asyncio.get_running_loop().create_future()
-            await self._drain
 
     def _simple(self, status: str, body: bytes, ctype: str = "application/json") -> None:
         assert self.transport is not None
@@ -225,29 +225,74 @@ class _Conn(asyncio.Protocol):
         frames = _frames(plan, len(prompt), chat, continuous, self.cfg.spec, fault)
         sent: list[float] = []
         if ttft > 0 or gap > 0:
-            loop = asyncio.get_running_loop()
-            for j, data in enumerate(frames):
-                target = t_recv + ttft + j * gap
-                delay = target - perf_counter()
-                if delay > 0:
-                    fut = loop.create_future()
-                    loop.call_at(loop.time() + delay, _set_done, fut)
-                    await fut
-                if self.paused:
-                    await self._wait_writable()
-                if self.closed:
-                    return
-                if data is None:
-                    tr.close()
-                    return
-                sent.append(perf_counter())
-                tr.write(data)
+            await self.cfg.pacer().add(self, frames, sent, t_recv + ttft, gap)
         else:
             await self.cfg.pump().add(self, frames, sent)
-            if self.closed:
-                return
+        if self.closed:
+            return
         if self.cfg.record:
             self.cfg.stamps[prompt] = {"recv": t_recv, "sent": sent, "tokens": plan}
+
+
+class _Pacer:
+    """Paced streaming: one task keeps a heap of (due time, stream) and writes every chunk that
+    is due, then sleeps until the next one. No future or task switch per chunk, so the server's
+    own loop stays responsive (its receive and send stamps stay precise) at thousands of
+    chunks/s."""
+
+    def __init__(self) -> None:
+        self.heap: list[tuple[float, int, list[Any]]] = []
+        self.seq = 0
+        self.task: asyncio.Task[None] | None = None
+        self.wake: asyncio.Future[None] | None = None
+        self.sleep_until = float("inf")
+
+    def add(self, conn: _Conn, frames: list[bytes | None], sent: list[float], first: float,
+            gap: float) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self.seq += 1
+        heapq.heappush(self.heap, (first, self.seq, [conn, frames, 0, sent, fut, first, gap]))
+        if self.task is None or self.task.done():
+            self.task = loop.create_task(self._run())
+        elif first < self.sleep_until and self.wake is not None and not self.wake.done():
+            self.wake.set_result(None)
+        return fut
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        heap = self.heap
+        while heap:
+            now = perf_counter()
+            while heap and heap[0][0] <= now:
+                _, _, st = heapq.heappop(heap)
+                conn, frames, j, sent, fut, first, gap = st
+                if conn.closed:
+                    fut.set_result(None)
+                    continue
+                data = frames[j]
+                if data is None:
+                    conn.transport.close()
+                    fut.set_result(None)
+                    continue
+                sent.append(perf_counter())
+                conn.transport.write(data)
+                j += 1
+                if j == len(frames):
+                    fut.set_result(None)
+                    continue
+                st[2] = j
+                self.seq += 1
+                heapq.heappush(heap, (first + j * gap, self.seq, st))
+            if not heap:
+                break
+            self.sleep_until = heap[0][0]
+            self.wake = loop.create_future()
+            handle = loop.call_at(loop.time() + max(0.0, self.sleep_until - perf_counter()),
+                                  _set_done, self.wake)
+            await self.wake
+            handle.cancel()
+            self.sleep_until = float("inf")
 
 
 class _Pump:
@@ -403,6 +448,10 @@ async def _main(args: argparse.Namespace) -> None:
     cfg = ServerConfig(ttft_ms=args.ttft_ms, chunk_ms=args.chunk_ms, spec=not args.no_spec,
                        record=not args.no_record)
     server, port, _ = await start_server(args.host, args.port, cfg)
+    if not args.keep_gc:  # no collector pauses in the server's own send/receive stamps
+        gc.collect()
+        gc.freeze()
+        gc.disable()
     print(f"READY {port}", flush=True)
     async with server:
         await server.serve_forever()
@@ -417,6 +466,7 @@ def main() -> None:
     p.add_argument("--no-spec", action="store_true")
     p.add_argument("--no-record", action="store_true")
     p.add_argument("--no-uvloop", action="store_true")
+    p.add_argument("--keep-gc", action="store_true", help="leave the garbage collector on")
     args = p.parse_args()
     if not args.no_uvloop:
         try:

@@ -38,13 +38,38 @@ SERVER_CPU = 0
 CLIENT_CPU = 1
 
 THROUGHPUT = {"requests": 400, "tokens": 256, "concurrency": 64}
-TIMING_LEVELS = {1: (10, 1), 64: (128, 3), 256: (512, 3)}  # streams -> (requests, runs)
+TIMING_LEVELS = {1: (10, 2), 64: (128, 3), 256: (512, 3)}  # streams -> (requests, runs)
 TIMING_TOKENS = 64
 
 
 def _pin(cpu: int) -> None:
     if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > cpu:
         os.sched_setaffinity(0, {cpu})
+
+
+def _idle_fraction(window_s: float = 2.0) -> float:
+    """Share of all CPUs idle over ``window_s`` (from /proc/stat)."""
+    def snap() -> tuple[int, int]:
+        with open("/proc/stat") as f:
+            vals = [int(v) for v in f.readline().split()[1:]]
+        return vals[3] + vals[4], sum(vals)
+
+    i0, t0 = snap()
+    time.sleep(window_s)
+    i1, t1 = snap()
+    return (i1 - i0) / max(1, t1 - t0)
+
+
+def _wait_quiet(max_s: float, idle: float = 0.9) -> None:
+    """This machine is shared: wait (up to max_s) until other processes leave the CPUs idle."""
+    deadline = time.monotonic() + max_s
+    while time.monotonic() < deadline:
+        f = _idle_fraction()
+        if f >= idle:
+            print(f"machine quiet: {f:.0%} idle")
+            return
+        print(f"waiting for a quiet machine: {f:.0%} idle", flush=True)
+    print("machine still busy: numbers will be noisy")
 
 
 def _get(url: str) -> Any:
@@ -283,11 +308,15 @@ def main() -> None:
     ap.add_argument("--skip-timing", action="store_true")
     ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--json", help="write all results here")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
+                    help="first wait up to S seconds for the CPUs to be >= 90%% idle")
     args = ap.parse_args()
     if args.worker:
         worker(json.loads(args.worker))
         return
 
+    if args.wait_quiet > 0 and os.path.exists("/proc/stat"):
+        _wait_quiet(args.wait_quiet)
     _pin(CLIENT_CPU)
     server = subprocess.Popen(
         [sys.executable, str(HERE / "fixed_schedule_server.py"), "--port", "0"],

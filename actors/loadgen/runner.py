@@ -7,9 +7,15 @@ absolute arrival time, optionally takes a cap slot, and starts the request as it
 bounded by the request count and/or ``duration_s`` of dispatching; in-flight requests drain.
 
 Times: every interval is measured with ``time.perf_counter()``; epoch values in rows are
-``perf_counter() + offset`` with one offset captured at the start, so all of a run's timestamps
-share one precise clock. The load window runs from the start of the measured phase to the end
-of its last request.
+``perf_counter() + offset`` with one offset captured at the start (``stats["clock_offset_s"]``),
+so all of a run's timestamps share one precise clock. The load window runs from the start of the
+measured phase to the end of its last request.
+
+Precision (each measured in bench/README_loadgen.md): requests are built once per prompt and
+handed straight to the client's transport (no ``AsyncClient.send`` machinery per request); the
+default transport parses every read inside ``data_received`` where it is stamped; request starts
+go through a gate that allows one per event-loop iteration; the cyclic garbage collector is kept
+out of the window. Run it on uvloop where possible (``run_load_sync``).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import asyncio
 import gc
 import itertools
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from time import perf_counter
 from typing import Any
@@ -57,6 +64,38 @@ async def _sleep_until(target: float) -> None:
         await asyncio.sleep(delay)
 
 
+class _SendGate:
+    """Lets at most one request start per event-loop iteration.
+
+    Starting a request costs ~50 µs of Python; when many slots free up together (a wave of
+    completions) starting all their successors back to back would keep the loop from polling
+    its sockets for milliseconds, and every chunk arriving meanwhile would be stamped late. With
+    the gate, queued starts are spread one per iteration with a socket poll between them. The
+    wait counts in dispatch lag (``sent_at - scheduled_at``), where the self-check sees it."""
+
+    def __init__(self) -> None:
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._open = True
+
+    async def turn(self) -> None:
+        if self._open and not self._waiters:
+            self._open = False
+            asyncio.get_running_loop().call_soon(self._tick)
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        await fut
+
+    def _tick(self) -> None:
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():  # skip waiters cancelled meanwhile
+                fut.set_result(None)
+                asyncio.get_running_loop().call_soon(self._tick)
+                return
+        self._open = True
+
+
 class _Plan:
     """Prompt choice and requests for this client. Requests are built once per prompt with the
     client's ``build_request`` (URL, headers, timeouts) and sent straight through its transport:
@@ -68,6 +107,7 @@ class _Plan:
         self.spec = spec
         self.client = client
         self.send = transport.handle_async_request
+        self.gate = _SendGate()
         self.order = schedule.prompt_order(len(spec.prompts), spec.seed)
         self._requests: dict[int, httpx.Request] = {}
         self._template: httpx.Request | None = None
@@ -134,17 +174,11 @@ async def _closed_loop(
             pidx = plan.prompt_index(pos)
             tl = Timeline(now)
             out.append((n, pidx, tl))
+            await plan.gate.turn()
             await run_request(plan.kind, plan.send, plan.request(pidx), tl,
                               spec.request_timeout_s)
 
-    # ramp: one worker starts per event-loop turn, so the first requests of a cell go out
-    # between socket polls instead of in one long burst that delays every arrival behind it
-    loop = asyncio.get_running_loop()
-    tasks = []
-    for _ in range(concurrency):
-        tasks.append(loop.create_task(worker()))
-        await asyncio.sleep(0)
-    await asyncio.gather(*tasks)
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
 
 
 async def _open_loop(
@@ -163,6 +197,7 @@ async def _open_loop(
 
     async def one(pidx: int, tl: Timeline) -> Timeline:
         try:
+            await plan.gate.turn()
             return await run_request(plan.kind, plan.send, plan.request(pidx), tl,
                                      spec.request_timeout_s)
         finally:
@@ -226,16 +261,45 @@ async def run_load(
                                                                   spec.connect_timeout_s)
     timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
     monitor = LoopLagMonitor()
-    frozen = spec.gc_freeze and not gc.get_freeze_count()
-    if frozen:  # older objects out of the collector's way: no 10-30 ms gen-2 pauses mid-cell
-        gc.collect()
-        gc.freeze()
+    freeze = _GcFreeze(spec.gc_freeze)
     try:
-        result = await _run(spec, tr, timeout, offset, weights, warm_idx, monitor)
+        result = await _run(spec, tr, timeout, offset, weights, warm_idx, monitor, freeze)
     finally:
-        if frozen:
-            gc.unfreeze()
+        freeze.release()
+    result.stats["gc_collected"] = freeze.collected
     return result
+
+
+class _GcFreeze:
+    """The collector out of the load window: right before it ``gc.collect(); gc.freeze()`` (every
+    object that exists then - modules, the actor's state, the prebuilt requests - leaves the
+    generations) and ``gc.disable()``; after it ``gc.enable()``, ``gc.unfreeze()`` and one
+    ``gc.collect()`` whose count is reported as ``gc_collected``.
+
+    Why: with the collector on, a young-generation pass over the objects of a few hundred
+    in-flight requests takes 1-2 ms (measured), and every chunk that arrives meanwhile is
+    stamped that much late. The load path makes (almost) no reference cycles, so objects are
+    freed by reference counting while the collector is off (``gc_collected`` shows what was
+    left). Skipped when someone else already froze objects or disabled the collector."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and not gc.get_freeze_count() and gc.isenabled()
+        self.engaged = False
+        self.collected: int | None = None
+
+    def engage(self) -> None:
+        if self.enabled and not self.engaged:
+            gc.collect()
+            gc.freeze()
+            gc.disable()
+            self.engaged = True
+
+    def release(self) -> None:
+        if self.engaged:
+            gc.enable()
+            gc.unfreeze()
+            self.collected = gc.collect()
+            self.engaged = False
 
 
 async def _run(
@@ -246,6 +310,7 @@ async def _run(
     weights: list[int],
     warm_idx: list[int],
     monitor: LoopLagMonitor,
+    freeze: _GcFreeze,
 ) -> LoadResult:
     me = spec.client_index
     conc = spec.my_concurrency
@@ -260,6 +325,7 @@ async def _run(
         n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
         plan.prepare(spec.warmup_requests + n
                      for n in schedule.client_indices(min(n_plan, PREBUILD_LIMIT), weights, me))
+        freeze.engage()
         now = perf_counter()
         t0 = now
         if spec.start_at is not None:
@@ -288,7 +354,11 @@ async def _run(
     rows = [_row(spec, n, pidx, tl, offset) for n, pidx, tl in results]
     t_end = max((tl.end for _, _, tl in results if tl.end is not None), default=t0)
     lags = [tl.sent - tl.scheduled for _, _, tl in results]
-    client_lags = [tl.sent - max(tl.scheduled, tl.slot) for _, _, tl in results]
+    # the saturation check looks at the steady state: a closed loop's first wave is scheduled
+    # all at once at the window start and necessarily goes out one request per loop turn
+    by_send = sorted(results, key=lambda r: r[2].scheduled)
+    steady = by_send[conc or 0:] if spec.closed_loop else by_send
+    client_lags = [tl.sent - max(tl.scheduled, tl.slot) for _, _, tl in steady]
     stats = verdict(lags, client_lags, monitor.lags, monitor.cpu_percent)
     stats.update(
         window_start=t0 + offset,
@@ -299,6 +369,7 @@ async def _run(
         client_index=spec.client_index,
         num_clients=spec.num_clients,
         transport=type(tr).__name__,
+        gc_paused=freeze.engaged,
         clock_offset_s=offset,
         event_loop=type(asyncio.get_running_loop()).__module__,
     )

@@ -19,9 +19,9 @@ Arrival = Literal["poisson", "gamma", "constant"]
 TransportName = Literal["raw", "aiohttp", "httpcore"]
 """Which httpx transport ``run_load`` builds when none is injected:
 
-* ``raw``: :class:`actors.loadgen.transport.StampingTransport`, a minimal HTTP/1.1 keep-alive
-  transport on ``asyncio.Protocol`` that timestamps every read in ``data_received`` (fastest,
-  most precise; plain ``http://`` and ``https://`` URLs, no proxies).
+* ``raw`` (default): :class:`actors.loadgen.transport.StampingTransport`, a minimal HTTP/1.1
+  keep-alive transport on ``asyncio.Protocol`` that stamps and parses every read inside
+  ``data_received`` (fastest, most precise; ``http://`` and ``https://``, no proxies).
 * ``aiohttp``: ``httpx_aiohttp.AiohttpTransport`` over one unlimited ``aiohttp`` connector.
 * ``httpcore``: httpx's default transport (measured ~4x slower per chunk; kept for comparison).
 """
@@ -56,8 +56,9 @@ class LoadSpec:
 
     Bounds: ``num_requests`` measured requests and/or ``duration_s`` seconds of dispatching,
     whichever ends first; at least one must be set. In-flight requests are always drained
-    (bounded by ``request_timeout_s``). ``warmup_requests`` run first (closed loop, same
-    concurrency or ``min(warmup, 8)`` in open loop), fully complete, and produce no rows.
+    (bounded by ``request_timeout_s``). ``warmup_requests`` run first, closed loop at this
+    client's concurrency (an uncapped open-loop cell uses up to 8), all complete before the
+    measured window opens, and produce no rows.
 
     Splitting a cell over ``num_clients`` processes: client ``client_index`` takes the
     concurrency share ``concurrency // N`` (+1 for the first ``concurrency % N``), the rate share
@@ -94,12 +95,12 @@ class LoadSpec:
     """Epoch s at which the measured phase starts (after warmup); None = as soon as ready. Set
     the same value on every client of a split open-loop cell so their schedules line up."""
     gc_freeze: bool = True
-    """``gc.collect(); gc.freeze()`` before the cell and ``gc.unfreeze()`` after: the objects
-    that exist before the load (modules, the actor's state) leave the collector's generations,
-    so no full collection walks them mid-cell (measured: 15-30 ms pauses without)."""
+    """Keep Python's cyclic garbage collector out of the load window (freeze what exists,
+    disable collection, collect after; see ``runner._GcFreeze``): its passes stall the event
+    loop 1-30 ms (measured) and every chunk arriving meanwhile is stamped late."""
     extra_body: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
-    """Merged into every request body (e.g. ``{"sampling_params": {...}}`` extras are NOT merged
-    deeply: top-level keys only)."""
+    """Top-level keys merged into every request body (shallow: a ``sampling_params`` key here
+    replaces the whole generated ``sampling_params``)."""
 
     def __post_init__(self) -> None:
         errors: list[str] = []

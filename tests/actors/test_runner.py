@@ -266,9 +266,11 @@ def test_real_server_timing(transport: str, endpoint: str) -> None:
     assert [r["status"] for r in res.rows] == ["ok"] * 8, [r["error"] for r in res.rows]
     for r in res.rows:
         assert r["output_tokens"] == 12
-        assert 0.019 <= r["ttft_s"] < 0.040
+        # server and client share one loop here: sanity bounds, not precision (see bench/)
+        assert 0.019 <= r["ttft_s"] < 0.100
         # chunks every 5 ms carrying 1-3 tokens: per-token gaps 1.67..5 ms (+ jitter)
-        assert all(0.0 <= g < 0.015 for g in r["itl_s"])
+        assert all(0.0 <= g < 0.050 for g in r["itl_s"])
+        assert sum(r["itl_s"]) == pytest.approx(r["e2e_s"] - r["ttft_s"], abs=0.02)
         assert r["e2e_s"] > r["ttft_s"]
     if endpoint == "generate":
         assert all(r["spec_verify_ct"] and r["accept_length"] >= 1.0 for r in res.rows)
@@ -333,3 +335,40 @@ def test_run_load_sync_on_uvloop() -> None:
     res = asyncio.run(serve_and_run())
     assert all(r["status"] == "ok" for r in res.rows)
     assert res.stats["event_loop"].startswith("uvloop")
+
+
+def test_gc_is_paused_in_the_window_and_restored() -> None:
+    import gc
+
+    assert gc.isenabled()
+    res = run(mk(concurrency=2, num_requests=4), Recorder())
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert res.stats["gc_paused"] is True and isinstance(res.stats["gc_collected"], int)
+    res = run(mk(concurrency=2, num_requests=4, gc_freeze=False), Recorder())
+    assert res.stats["gc_paused"] is False and res.stats["gc_collected"] is None
+
+
+def test_send_gate_lets_one_request_start_per_loop_iteration() -> None:
+    from actors.loadgen.runner import _SendGate
+
+    async def go() -> list[int]:
+        loop = asyncio.get_running_loop()
+        turn = {"n": 0}
+
+        def tick() -> None:
+            turn["n"] += 1
+            loop.call_soon(tick)
+
+        loop.call_soon(tick)
+        gate = _SendGate()
+        passed: list[int] = []
+
+        async def starter() -> None:
+            await gate.turn()
+            passed.append(turn["n"])
+
+        await asyncio.gather(*(starter() for _ in range(6)))
+        return passed
+
+    passed = asyncio.run(go())
+    assert len(passed) == 6 and len(set(passed)) == 6  # each in its own iteration

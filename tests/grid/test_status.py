@@ -1,0 +1,31 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from grid.cells import make_cell
+from grid.ledger import Ledger
+from grid.status import format_status
+from tests.grid.test_cells import _config
+
+
+def test_status_lists_cells_with_errors_and_resume_hint(tmp_path):
+    ledger = Ledger(tmp_path)
+    done, failed, pending = (make_cell({"concurrency": c}, _config(concurrency=c), "d")
+                             for c in (1, 4, 16))
+    ledger.add_cells([done, failed, pending])
+    ledger.start_attempt(done.cell_id)
+    ledger.finish(done.cell_id, "done")
+    ledger.start_attempt(failed.cell_id)
+    ledger.finish(failed.cell_id, "failed", "server exited with code 1 during the cell\ntail")
+    ledger.close()
+    text = format_status(tmp_path)
+    assert "done (1)" in text and "failed (1)" in text and "pending (1)" in text
+    assert "error: server exited with code 1 during the cell" in text
+    assert "2 cell(s) not done" in text and f"run.id={tmp_path.name}" in text
+
+
+def test_status_of_a_folder_that_is_no_run(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "grid.status", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "is not a run folder" in proc.stderr

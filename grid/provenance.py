@@ -3,16 +3,13 @@ received (only the variables that shape a GPU server, secrets redacted)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
+from typing import Any
+
+from engines.sglang.command import REDACTED, SECRET_PATTERN, redact_env
 
 _RECORDED_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "SGL_", "TORCH_", "PYTORCH_", "NVIDIA_",
                       "OMP_", "HF_", "TRANSFORMERS_")
-_SECRET = re.compile(r"TOKEN|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.IGNORECASE)
-
-
-def redact(env: Mapping[str, str]) -> dict[str, str]:
-    return {k: ("***" if _SECRET.search(k) else v) for k, v in env.items()}
 
 
 def recorded_env(process_env: Mapping[str, str], variant_env: Mapping[str, str]) -> dict[str, str]:
@@ -20,4 +17,14 @@ def recorded_env(process_env: Mapping[str, str], variant_env: Mapping[str, str])
     sorted, with secrets (tokens, keys, passwords) replaced by ***."""
     keep = {k: v for k, v in process_env.items()
             if k.startswith(_RECORDED_PREFIXES) or k in variant_env}
-    return redact(dict(sorted(keep.items())))
+    return redact_env(dict(sorted(keep.items())))
+
+
+def redact_info(value: Any) -> Any:
+    """A /server_info snapshot with secret-named fields (api_key, hf_token, ...) replaced."""
+    if isinstance(value, Mapping):
+        return {k: (REDACTED if SECRET_PATTERN.search(str(k)) and v else redact_info(v))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [redact_info(v) for v in value]
+    return value

@@ -21,10 +21,11 @@ from actors.loadgen.actor import LoadGenActor
 from actors.loadgen.spec import LoadSpec, Prompt
 from actors.server import ServerActor
 from engines.launch import LaunchSpec
+from engines.sglang.command import redact_argv
 from grid.cells import Cell, ServerGroup, group_by_server
 from grid.ledger import Ledger
 from grid.metrics import summarize_cell
-from grid.provenance import recorded_env
+from grid.provenance import recorded_env, redact_info
 from grid.results import write_cell
 from grid.servers import launch_spec
 
@@ -271,7 +272,7 @@ def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: _Server,
                  f"{next((r['error'] for r in rows if r['status'] != 'ok'), None)}")
     row = _cell_row(ctx, cell, attempt, None if died else server, status, error, started)
     if died:
-        row["server_command"] = shlex.join(server.info["argv"])
+        row["server_command"] = shlex.join(redact_argv(server.info["argv"]))
     row.update(summary)
     row["status"], row["error"] = status, error
     return row, [_request_row(ctx, cell, attempt, r) for r in rows], log_tail
@@ -362,11 +363,11 @@ def _cell_row(ctx: RunContext, cell: Cell, attempt: int, server: _Server | None,
         "model": config["model"]["name"], "concurrency": cell.concurrency, "rate": cell.rate,
         "num_requests": cell.num_requests, "factors": json.dumps(cell.factors, default=str),
         "started_at": started, "finished_at": time.time(),
-        "server_command": shlex.join(server.info["argv"]) if server else None,
+        "server_command": shlex.join(redact_argv(server.info["argv"])) if server else None,
         "server_env": json.dumps(recorded_env(server.info["env"], config["variant"]["env"]))
         if server else None,
         "engine_version": str(info.get("version")) if info.get("version") else None,
-        "server_info": json.dumps(info, default=str) if info else None,
+        "server_info": json.dumps(redact_info(info), default=str) if info else None,
         "cuda_visible_devices": server.info.get("cuda_visible_devices") if server else None,
     }
 
@@ -385,6 +386,6 @@ def _write_failed(ctx: RunContext, cell: Cell, attempt: int, server: _Server | N
     """A failed attempt still gets its cell row (status failed, the error) for the record."""
     row = _cell_row(ctx, cell, attempt, None, "failed", error, time.time())
     if server is not None:
-        row["server_command"] = shlex.join(server.info["argv"])
+        row["server_command"] = shlex.join(redact_argv(server.info["argv"]))
     write_cell(ctx.run_dir, variant=cell.variant, workload=cell.workload, cell_id=cell.cell_id,
                attempt=attempt, requests=[], cell_row=row)

@@ -42,3 +42,14 @@ def test_several_clients_give_the_same_rows_as_one(tmp_path):
         assert requests.request_id.is_unique
         counts[clients] = len(requests)
     assert counts == {1: 10, 2: 10}
+
+
+def test_api_key_is_used_and_never_recorded(tmp_path):
+    outcome = run(["+sweep=smoke", "grid.axes.variant=[baseline]", "grid.axes.concurrency=[2]",
+                   "engine.api_key=sk-not-for-parquet", f"results_dir={tmp_path}"],
+                  echo=lambda line: None)
+    assert outcome.exit_code == 0
+    assert (load_requests(outcome.run_dir).status == "ok").all()
+    for parquet in outcome.run_dir.rglob("*.parquet"):
+        assert b"sk-not-for-parquet" not in parquet.read_bytes()
+    assert "--api-key '***'" in load_cells(outcome.run_dir).server_command.iloc[0]

@@ -327,6 +327,9 @@ def _load_specs(ctx: RunContext, cell: Cell, url: str, clients: int) -> list[Loa
         seed=int(load["seed"]),
         num_clients=clients,
     )
+    if clients > 1:
+        # One shared start, a moment ahead, so the clients' arrival schedules line up.
+        base = replace(base, start_at=time.time() + 0.5)
     return [replace(base, client_index=i) for i in range(clients)]
 
 

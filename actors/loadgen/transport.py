@@ -152,6 +152,9 @@ class _Conn(asyncio.Protocol):
             headers.append((name, value))
             lname = name.lower()
             if lname == b"content-length":
+                if not value.isdigit():
+                    self._fail(f"bad Content-Length {value[:40]!r}")
+                    return
                 length = int(value)
             elif lname == b"transfer-encoding":
                 chunked = b"chunked" in value.lower()

@@ -229,3 +229,8 @@ def test_make_transport_names() -> None:
     assert type(make_transport("aiohttp")).__name__ == "AiohttpTransport"
     with pytest.raises(ValueError):
         make_transport("curl")
+
+
+def test_bad_content_length_is_a_protocol_error() -> None:
+    conn = feed(b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nxyz", [])
+    assert isinstance(conn.error, httpx.RemoteProtocolError)

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import ray
 
-from actors import _process
+from actors import _process, probe
 from engines.launch import LaunchSpec
 
 
@@ -38,6 +38,7 @@ class ServerActor:
         self.argv: list[str] = []
         self.phase = "not started"
         self._lock = threading.Lock()
+        self._sampler: probe.MetricsSampler | None = None
 
     def start(self, ports: list[int] | None = None) -> dict[str, Any]:
         """Start the process on `ports` (default: free ones chosen now), each checked free
@@ -124,3 +125,23 @@ class ServerActor:
             self.proc = None
             self.phase = "stopped"
         return {"stopped": True, "exit_code": code, "ports_free": ports_free}
+
+    # --- the server's own endpoints, reached from its node ---------------------------------
+    def _url(self) -> str:
+        return f"http://{self.host}:{self.ports[0]}"
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.spec.api_key}"} if self.spec.api_key else {}
+
+    def flush_cache(self, timeout_s: float = 60.0) -> None:
+        probe.flush_cache(self._url(), self._headers(), timeout_s)
+
+    def server_info(self) -> dict[str, Any]:
+        return probe.get_json(self._url(), "/server_info", self._headers())
+
+    def start_metrics(self, interval_s: float) -> None:
+        self._sampler = probe.MetricsSampler(self._url(), self._headers(), interval_s).start()
+
+    def stop_metrics(self) -> list[tuple[float, str, dict[str, str], float]]:
+        sampler, self._sampler = self._sampler, None
+        return sampler.stop() if sampler else []

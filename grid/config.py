@@ -144,6 +144,8 @@ class RunConfig:
     """On resume, run failed cells again."""
     max_error_rate: float = 0.1
     """A cell whose request error ratio exceeds this fails."""
+    metrics_interval_s: float | None = 1.0
+    """Sample the server's /metrics this often during a cell into server_metrics/ (None = off)."""
 
 
 @dataclass

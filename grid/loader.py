@@ -8,7 +8,13 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.dataset as ds
 
-from grid.schema import CELL_FIELDS, PARTITION_SCHEMA, REQUEST_FIELDS, with_partitions
+from grid.schema import (
+    CELL_FIELDS,
+    PARTITION_SCHEMA,
+    REQUEST_FIELDS,
+    SERVER_METRIC_FIELDS,
+    with_partitions,
+)
 
 
 def _read(run_dir: Path, dataset: str, fields) -> pd.DataFrame:
@@ -37,3 +43,8 @@ def load_cells(run_dir: str | Path, latest: bool = True) -> pd.DataFrame:
         cells = cells.sort_values("attempt").drop_duplicates("cell_id", keep="last")
         cells = cells.reset_index(drop=True)
     return cells
+
+
+def load_server_metrics(run_dir: str | Path) -> pd.DataFrame:
+    """The servers' /metrics samples during each cell, long format (metric, labels, value)."""
+    return _read(Path(run_dir), "server_metrics", SERVER_METRIC_FIELDS)

@@ -99,6 +99,15 @@ def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None) -> str:
     return text
 
 
+def write_report(run_dir: Path) -> Path:
+    """report.md in the run folder: the summary of every committed cell of the run."""
+    path = run_dir / "report.md"
+    tmp = run_dir / ".report.md.tmp"
+    tmp.write_text(f"# specgrid run {run_dir.name}\n\n```\n{run_summary(run_dir)}\n```\n")
+    tmp.replace(path)
+    return path
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from grid.schema import CELL_FIELDS, REQUEST_FIELDS
+from grid.schema import CELL_FIELDS, REQUEST_FIELDS, SERVER_METRIC_FIELDS
 
 
 class ResultsWriteError(OSError):
@@ -34,7 +34,7 @@ def write_atomic(table: pa.Table, path: Path) -> None:
         os.replace(tmp, path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
-        raise ResultsWriteError(e.errno, f"cannot write {path}: {e.strerror or e}") from e
+        raise ResultsWriteError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def request_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
@@ -54,11 +54,17 @@ def write_cell(
     attempt: int,
     requests: Sequence[Mapping[str, Any]],
     cell_row: Mapping[str, Any],
+    server_metrics: Sequence[Mapping[str, Any]] = (),
 ) -> None:
-    """Commit one cell attempt: its requests (replacing any earlier attempt's file), then its
-    cell row (one file per attempt). Tables are built before anything is written."""
+    """Commit one cell attempt: its requests and server metrics (replacing any earlier
+    attempt's files), then its cell row (one file per attempt), which is written last.
+    Tables are built before anything is written."""
     req = request_table(requests)
     cell = cell_table(cell_row)
+    metrics = pa.Table.from_pylist([dict(r) for r in server_metrics],
+                                   schema=SERVER_METRIC_FIELDS)
     write_atomic(req, partition_dir(run_dir, "requests", variant, workload) / f"{cell_id}.parquet")
+    write_atomic(metrics, partition_dir(run_dir, "server_metrics", variant, workload)
+                 / f"{cell_id}.parquet")
     write_atomic(cell, partition_dir(run_dir, "cells", variant, workload)
                  / f"{cell_id}.a{attempt}.parquet")

@@ -24,7 +24,7 @@ from grid.cells import Cell
 from grid.config import ConfigError, check_choices, register_configs
 from grid.ledger import DriverLock, Ledger, RunLockedError
 from grid.plan import Plan, build_plan, compose_cells, format_plan
-from grid.report import run_summary
+from grid.report import run_summary, write_report
 from grid.results import ResultsWriteError
 
 CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
@@ -114,6 +114,7 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
             ledger.close()
     echo("")
     echo(run_summary(plan.run_dir, [c.cell_id for c in plan.cells]))
+    write_report(plan.run_dir)
     resume = "python -m grid.run " + " ".join(_quote(o) for o in planned.overrides)
     if code == EXIT_INTERRUPTED:
         echo(f"\ninterrupted; resume with: {resume}")
@@ -174,6 +175,7 @@ def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
         signal.signal(signal.SIGTERM, on_sigterm)
         ctx = RunContext(run_id=plan.run_id, run_dir=plan.run_dir, ledger=ledger,
                          prompts=plan.prompts, max_error_rate=float(cfg.run.max_error_rate),
+                         metrics_interval_s=cfg.run.metrics_interval_s,
                          total_cells=len(todo), echo=echo)
         run_groups(ctx, todo)
         return 0

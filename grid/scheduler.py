@@ -17,6 +17,7 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+from actors import probe
 from actors.loadgen.actor import LoadGenActor
 from actors.loadgen.spec import LoadSpec, Prompt
 from actors.server import ServerActor
@@ -52,16 +53,49 @@ class RunContext:
     prompts: dict[str, tuple[Prompt, ...]]
     """Workload name -> prompts."""
     max_error_rate: float
+    metrics_interval_s: float | None
     total_cells: int
     echo: Callable[[str], None] = print
 
 
 @dataclass
 class _Server:
+    """A running server: launched (through its actor, on its node) or external (direct)."""
+
     actor: Any
     info: dict[str, Any]
     ledger_id: int | None
     url: str
+    headers: dict[str, str]
+    sampler: probe.MetricsSampler | None = None
+
+    def flush_cache(self) -> None:
+        try:
+            if self.actor is None:
+                probe.flush_cache(self.url, self.headers)
+            else:
+                ray.get(self.actor.flush_cache.remote())
+        except (probe.ProbeError, ray.exceptions.RayError) as e:
+            raise ServerDown(_first_line(e)) from None
+
+    def server_info(self) -> dict[str, Any]:
+        if self.actor is None:
+            return probe.get_json(self.url, "/server_info", self.headers)
+        return ray.get(self.actor.server_info.remote())
+
+    def start_metrics(self, interval_s: float | None) -> None:
+        if interval_s is None:
+            return
+        if self.actor is None:
+            self.sampler = probe.MetricsSampler(self.url, self.headers, interval_s).start()
+        else:
+            ray.get(self.actor.start_metrics.remote(interval_s))
+
+    def stop_metrics(self) -> list[tuple[float, str, dict[str, str], float]]:
+        if self.actor is None:
+            sampler, self.sampler = self.sampler, None
+            return sampler.stop() if sampler else []
+        return ray.get(self.actor.stop_metrics.remote())
 
 
 def run_groups(ctx: RunContext, cells: Sequence[Cell]) -> None:
@@ -105,7 +139,8 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
                     except ServerDown as e:
                         start_failure = e
                         raise
-                row, requests, log_tail = _run_cell(ctx, cell, attempt, server, loadgens)
+                row, requests, metrics, log_tail = _run_cell(ctx, cell, attempt, server,
+                                                             loadgens)
             except ServerDown as e:
                 ctx.ledger.finish(cell.cell_id, "failed", str(e), e.log_tail)
                 _write_failed(ctx, cell, attempt, server, str(e))
@@ -118,7 +153,8 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
                 ctx.ledger.finish(cell.cell_id, "interrupted", "driver interrupted")
                 raise
             write_cell(ctx.run_dir, variant=cell.variant, workload=cell.workload,
-                       cell_id=cell.cell_id, attempt=attempt, requests=requests, cell_row=row)
+                       cell_id=cell.cell_id, attempt=attempt, requests=requests, cell_row=row,
+                       server_metrics=metrics)
             ctx.ledger.finish(cell.cell_id, row["status"], row["error"], log_tail)
             ctx.echo(f"{prefix}: {_describe(row)}")
             if log_tail is not None and server is not None:
@@ -168,7 +204,7 @@ def _start_server(ctx: RunContext, group: ServerGroup, spec: LaunchSpec | None, 
         url = str(config["engine"]["url"]).rstrip("/")
         _wait_external(url, float(config["engine"]["ready_timeout_s"]), config["engine"])
         return _Server(actor=None, info={"url": url, "argv": [], "env": {}}, ledger_id=None,
-                       url=url)
+                       url=url, headers=_auth(config["engine"]))
     log = ctx.run_dir / "logs" / f"server-{group.server_key}.log"
     actor = ServerActor.options(
         num_gpus=group.tp_size, num_cpus=_PG_CPU,
@@ -180,7 +216,8 @@ def _start_server(ctx: RunContext, group: ServerGroup, spec: LaunchSpec | None, 
         ray.kill(actor)
         raise ServerDown(_first_line(e)) from None
     ledger_id = ctx.ledger.server_started(group.server_key, info["pid"], info["pgid"])
-    server = _Server(actor=actor, info=info, ledger_id=ledger_id, url=info["url"])
+    server = _Server(actor=actor, info=info, ledger_id=ledger_id, url=info["url"],
+                     headers=_auth(config["engine"]))
     ctx.echo(f"{prefix}: starting server {group.variant} (pid {info['pid']}, GPUs "
              f"{info['cuda_visible_devices'] or '-'}, log {log})")
     deadline = time.monotonic() + spec.ready_timeout_s
@@ -245,18 +282,21 @@ def _stop_server(ctx: RunContext, server: _Server) -> None:
 
 # --- cells -----------------------------------------------------------------------------------
 def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: _Server,
-              loadgens: Sequence[Any]) -> tuple[dict[str, Any], list[dict[str, Any]], str | None]:
-    """Run one cell's load; returns its cell row, request rows and, if the server died
-    during the cell, its log tail (the cell is then failed, its rows kept for the record)."""
-    config = cell.config
+              loadgens: Sequence[Any]) -> tuple[dict, list[dict], list[dict], str | None]:
+    """Run one cell's load; returns its cell row, request rows, server metric samples and,
+    if the server died during the cell, its log tail (the cell is then failed, its rows kept
+    for the record)."""
     started = time.time()
-    _flush_cache(server.url, config["engine"])
+    server.flush_cache()
     specs = _load_specs(ctx, cell, server.url, len(loadgens))
+    server.start_metrics(ctx.metrics_interval_s)
     refs = [actor.run.remote(spec) for actor, spec in zip(loadgens, specs, strict=True)]
     try:
         results = ray.get(refs)
     except ray.exceptions.RayActorError as e:
         raise ServerDown(f"load generator died: {e}") from None
+    finally:
+        samples = server.stop_metrics()
     died, log_tail = _server_death(server)
     rows = [row for result in results for row in result.rows]
     stats = _merge_stats([result.stats for result in results])
@@ -275,22 +315,10 @@ def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: _Server,
         row["server_command"] = shlex.join(redact_argv(server.info["argv"]))
     row.update(summary)
     row["status"], row["error"] = status, error
-    return row, [_request_row(ctx, cell, attempt, r) for r in rows], log_tail
-
-
-def _flush_cache(url: str, engine: dict[str, Any], timeout_s: float = 60.0) -> None:
-    """POST /flush_cache; SGLang answers 400 while requests still run, so retry until drained."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            response = httpx.post(f"{url}/flush_cache", timeout=30, headers=_auth(engine))
-            if response.status_code == 200:
-                return
-        except httpx.HTTPError as e:
-            raise ServerDown(f"/flush_cache failed: {e}") from None
-        if time.monotonic() > deadline:
-            raise ServerDown(f"/flush_cache still {response.status_code} after {timeout_s} s")
-        time.sleep(0.2)
+    metrics = [{"run_id": ctx.run_id, "cell_id": cell.cell_id, "attempt": attempt,
+                "scraped_at": t, "metric": name, "labels": json.dumps(labels, sort_keys=True),
+                "value": value} for t, name, labels, value in samples]
+    return row, [_request_row(ctx, cell, attempt, r) for r in rows], metrics, log_tail
 
 
 def _server_death(server: _Server) -> tuple[str | None, str | None]:
@@ -352,13 +380,7 @@ def _merge_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def _cell_row(ctx: RunContext, cell: Cell, attempt: int, server: _Server | None, status: str,
               error: str | None, started: float) -> dict[str, Any]:
     config = cell.config
-    info: dict[str, Any] = {}
-    if server is not None:
-        try:
-            info = httpx.get(f"{server.url}/server_info", timeout=10,
-                             headers=_auth(config["engine"])).json()
-        except (httpx.HTTPError, ValueError):
-            info = {}
+    info = server.server_info() if server is not None else {}
     return {
         "run_id": ctx.run_id, "cell_id": cell.cell_id, "server_key": cell.server_key,
         "attempt": attempt, "status": status, "error": error,

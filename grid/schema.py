@@ -71,6 +71,18 @@ CELL_FIELDS = pa.schema([
     ("cuda_visible_devices", pa.string()),
 ])
 
+SERVER_METRIC_FIELDS = pa.schema([
+    ("run_id", pa.string()),
+    ("cell_id", pa.string()),
+    ("attempt", pa.int64()),
+    ("scraped_at", pa.float64()),
+    ("metric", pa.string()),
+    ("labels", pa.string()),
+    ("value", pa.float64()),
+])
+"""Long format: one row per Prometheus sample per scrape (the first scrape is just before the
+load, the last just after; counters' deltas between them belong to the cell)."""
+
 
 def with_partitions(fields: pa.Schema) -> pa.Schema:
     """The schema a reader sees: file columns plus the partition columns."""

@@ -117,7 +117,7 @@ def test_disk_full_mid_run_commits_nothing_half_way_then_resumes(tmp_path, monke
 
     def fills_up(table, where, **kw):
         calls["n"] += 1
-        if calls["n"] == 3:  # the second cell's requests file
+        if calls["n"] == 4:  # after requests, server metrics, cell row: the second cell's
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_write(table, where, **kw)
 

@@ -8,7 +8,7 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from grid.loader import load_cells, load_requests
+from grid.loader import load_cells, load_requests, load_server_metrics
 from grid.run import run
 
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -49,11 +49,21 @@ def test_smoke_sweep_end_to_end_then_resume(tmp_path):
     assert cells.server_command.str.contains("engines.sim").all()
     assert (cells[cells.variant == "eagle3"].accept_length > 1).all()
 
+    # Server counters sampled around each cell: generated tokens = measured + warmup (1 x 16).
+    metrics = load_server_metrics(run_dir)
+    generated = metrics[metrics.metric == "sglang:generation_tokens_total"]
+    for cell_id, samples in generated.groupby("cell_id"):
+        samples = samples.sort_values("scraped_at")
+        delta = samples.value.iloc[-1] - samples.value.iloc[0]
+        assert delta == requests[requests.cell_id == cell_id].output_tokens.sum() + 16
+
     servers = _servers(run_dir)
     assert len(servers) == 2  # exactly one launch per server key
     assert len({key for key, _, _ in servers}) == 2
     assert all(stopped is not None for _, _, stopped in servers)
     assert any("SIMULATION" in line for line in lines)
+    report = (run_dir / "report.md").read_text()
+    assert "SIMULATION" in report and "eagle3 vs baseline on coding" in report
 
     # The same command again: nothing to do, no server started, files untouched.
     files = {p: p.stat().st_mtime_ns for p in (run_dir / "requests").rglob("*.parquet")}

@@ -1,0 +1,102 @@
+"""Talking to a server beside the load: flush its cache, read /server_info, sample /metrics.
+
+Plain functions over httpx (no Ray), used by the ServerActor on the server's own node (the
+server listens on 127.0.0.1 there, so a driver on another node could not reach it) and by the
+driver directly for an external server."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+class ProbeError(RuntimeError):
+    """The server did not answer as a healthy SGLang server does."""
+
+
+def flush_cache(url: str, headers: Mapping[str, str], timeout_s: float = 60.0) -> None:
+    """POST /flush_cache; SGLang answers 400 while requests still run, so retry until drained."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            response = httpx.post(f"{url}/flush_cache", timeout=30, headers=dict(headers))
+        except httpx.HTTPError as e:
+            raise ProbeError(f"/flush_cache failed: {e!r}") from None
+        if response.status_code == 200:
+            return
+        if time.monotonic() > deadline:
+            raise ProbeError(f"/flush_cache still {response.status_code} after {timeout_s} s")
+        time.sleep(0.2)
+
+
+def get_json(url: str, path: str, headers: Mapping[str, str]) -> dict[str, Any]:
+    """GET a JSON document; {} if the server has none there."""
+    try:
+        response = httpx.get(f"{url}{path}", timeout=10, headers=dict(headers))
+        return response.json() if response.status_code == 200 else {}
+    except (httpx.HTTPError, ValueError):
+        return {}
+
+
+def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Samples of a Prometheus text exposition: (name, labels, value). Histogram buckets are
+    left out (their _sum and _count stay): one cell would otherwise carry hundreds of rows per
+    scrape."""
+    samples = []
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if not match or match.group(1).endswith("_bucket"):
+            continue
+        try:
+            value = float(match.group(4))
+        except ValueError:
+            continue
+        samples.append((match.group(1), dict(_LABEL.findall(match.group(3) or "")), value))
+    return samples
+
+
+class MetricsSampler:
+    """Scrapes /metrics every `interval_s` in a thread while a cell's load runs. Servers
+    without /metrics (404) give no samples."""
+
+    def __init__(self, url: str, headers: Mapping[str, str], interval_s: float) -> None:
+        self.url, self.headers, self.interval_s = url, dict(headers), interval_s
+        self.samples: list[tuple[float, str, dict[str, str], float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> MetricsSampler:
+        self.scrape()  # the state before the load
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[tuple[float, str, dict[str, str], float]]:
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.scrape()  # the state after the load
+        return self.samples
+
+    def scrape(self) -> None:
+        try:
+            response = httpx.get(f"{self.url}/metrics", timeout=5, headers=self.headers)
+        except httpx.HTTPError:
+            return
+        if response.status_code != 200:
+            return
+        now = time.time()
+        self.samples += [(now, name, labels, value)
+                         for name, labels, value in parse_prometheus(response.text)]
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.scrape()

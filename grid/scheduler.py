@@ -12,37 +12,31 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import httpx
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from actors import probe
 from actors.loadgen.actor import LoadGenActor
 from actors.loadgen.spec import LoadSpec, Prompt
-from actors.server import ServerActor
-from engines.launch import LaunchSpec
 from engines.sglang.command import redact_argv
 from grid.cells import Cell, ServerGroup, group_by_server
 from grid.ledger import Ledger
 from grid.metrics import summarize_cell
 from grid.provenance import recorded_env, redact_info
 from grid.results import write_cell
+from grid.serverhandle import (
+    PG_CPU,
+    ServerDown,
+    ServerHandle,
+    server_death,
+    start_server,
+    stop_server,
+)
 from grid.servers import launch_spec
-
-_PG_CPU = 0.01  # actors reserve a sliver of CPU: placement needs a resource per bundle
 
 
 class Interrupted(BaseException):
     """The driver got SIGINT/SIGTERM."""
-
-
-class ServerDown(RuntimeError):
-    """The server could not be started or died; carries its log tail."""
-
-    def __init__(self, message: str, log_tail: str = "") -> None:
-        super().__init__(message)
-        self.log_tail = log_tail
 
 
 @dataclass
@@ -58,46 +52,6 @@ class RunContext:
     echo: Callable[[str], None] = print
 
 
-@dataclass
-class _Server:
-    """A running server: launched (through its actor, on its node) or external (direct)."""
-
-    actor: Any
-    info: dict[str, Any]
-    ledger_id: int | None
-    url: str
-    headers: dict[str, str]
-    sampler: probe.MetricsSampler | None = None
-
-    def flush_cache(self) -> None:
-        try:
-            if self.actor is None:
-                probe.flush_cache(self.url, self.headers)
-            else:
-                ray.get(self.actor.flush_cache.remote())
-        except (probe.ProbeError, ray.exceptions.RayError) as e:
-            raise ServerDown(_first_line(e)) from None
-
-    def server_info(self) -> dict[str, Any]:
-        if self.actor is None:
-            return probe.get_json(self.url, "/server_info", self.headers)
-        return ray.get(self.actor.server_info.remote())
-
-    def start_metrics(self, interval_s: float | None) -> None:
-        if interval_s is None:
-            return
-        if self.actor is None:
-            self.sampler = probe.MetricsSampler(self.url, self.headers, interval_s).start()
-        else:
-            ray.get(self.actor.start_metrics.remote(interval_s))
-
-    def stop_metrics(self) -> list[tuple[float, str, dict[str, str], float]]:
-        if self.actor is None:
-            sampler, self.sampler = self.sampler, None
-            return sampler.stop() if sampler else []
-        return ray.get(self.actor.stop_metrics.remote())
-
-
 def run_groups(ctx: RunContext, cells: Sequence[Cell]) -> None:
     """Run `cells` (the ones still to do), grouped by server, in grid order."""
     done = 0
@@ -109,10 +63,10 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
     config = group.config
     spec = launch_spec(config, ctx.run_dir)
     clients = int(config["load"]["clients"])
-    bundles = ([{"GPU": group.tp_size, "CPU": _PG_CPU}] if spec else [])
-    bundles += [{"CPU": _PG_CPU}] * clients
+    bundles = ([{"GPU": group.tp_size, "CPU": PG_CPU}] if spec else [])
+    bundles += [{"CPU": PG_CPU}] * clients
     pg = placement_group(bundles, strategy="STRICT_PACK")
-    server: _Server | None = None
+    server: ServerHandle | None = None
     loadgens: list[Any] = []
     try:
         if not pg.wait(timeout_seconds=60):
@@ -121,7 +75,7 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
                 " do not fit on one node of the Ray cluster")
         first = 1 if spec else 0
         loadgens = [LoadGenActor.options(
-            num_cpus=_PG_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            num_cpus=PG_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=first + i)).remote() for i in range(clients)]
         start_failure: ServerDown | None = None
         for cell in group.cells:
@@ -135,7 +89,8 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
                                      start_failure.log_tail)
                 if server is None:
                     try:
-                        server = _start_server(ctx, group, spec, pg, prefix)
+                        server = start_server(group, spec, pg, ctx.run_dir, ctx.ledger,
+                                              ctx.echo, prefix)
                     except ServerDown as e:
                         start_failure = e
                         raise
@@ -146,7 +101,7 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
                 _write_failed(ctx, cell, attempt, server, str(e))
                 ctx.echo(f"{prefix}: FAILED: {e}")
                 if server is not None:
-                    _stop_server(ctx, server)
+                    stop_server(ctx.ledger, server)
                     server = None
                 continue
             except (Interrupted, KeyboardInterrupt):
@@ -158,11 +113,11 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
             ctx.ledger.finish(cell.cell_id, row["status"], row["error"], log_tail)
             ctx.echo(f"{prefix}: {_describe(row)}")
             if log_tail is not None and server is not None:
-                _stop_server(ctx, server)  # it died during the cell: relaunch for the next
+                stop_server(ctx.ledger, server)  # it died during the cell: relaunch for the next
                 server = None
     finally:
         if server is not None:
-            _stop_server(ctx, server)
+            stop_server(ctx.ledger, server)
         for actor in loadgens:
             ray.kill(actor)
         remove_placement_group(pg)
@@ -197,91 +152,7 @@ def _ms(label: str, seconds: float | None) -> str:
 
 
 # --- servers ---------------------------------------------------------------------------------
-def _start_server(ctx: RunContext, group: ServerGroup, spec: LaunchSpec | None, pg: Any,
-                  prefix: str) -> _Server:
-    config = group.config
-    if spec is None:
-        url = str(config["engine"]["url"]).rstrip("/")
-        _wait_external(url, float(config["engine"]["ready_timeout_s"]), config["engine"])
-        return _Server(actor=None, info={"url": url, "argv": [], "env": {}}, ledger_id=None,
-                       url=url, headers=_auth(config["engine"]))
-    log = ctx.run_dir / "logs" / f"server-{group.server_key}.log"
-    actor = ServerActor.options(
-        num_gpus=group.tp_size, num_cpus=_PG_CPU,
-        scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=0),
-    ).remote(spec, str(log))
-    try:
-        info = ray.get(actor.start.remote())
-    except ray.exceptions.RayError as e:
-        ray.kill(actor)
-        raise ServerDown(_first_line(e)) from None
-    ledger_id = ctx.ledger.server_started(group.server_key, info["pid"], info["pgid"])
-    server = _Server(actor=actor, info=info, ledger_id=ledger_id, url=info["url"],
-                     headers=_auth(config["engine"]))
-    ctx.echo(f"{prefix}: starting server {group.variant} (pid {info['pid']}, GPUs "
-             f"{info['cuda_visible_devices'] or '-'}, log {log})")
-    deadline = time.monotonic() + spec.ready_timeout_s
-    phase = ""
-    try:
-        while True:
-            status = ray.get(actor.poll_ready.remote(2.0))
-            if status["phase"] != phase:
-                phase = status["phase"]
-                if phase not in ("starting", "ready"):
-                    ctx.echo(f"{prefix}: server {phase}")
-            if status["ready"]:
-                return server
-            if time.monotonic() > deadline:
-                tail = ray.get(actor.log_tail.remote())
-                raise ServerDown(f"server not ready after {spec.ready_timeout_s:.0f} s", tail)
-    except ray.exceptions.RayTaskError as e:
-        _stop_server(ctx, server)
-        raise ServerDown(_first_line(e), str(getattr(e, "cause", None) or e)) from None
-    except ServerDown:
-        _stop_server(ctx, server)
-        raise
-
-
-def _first_line(e: BaseException) -> str:
-    """The message of the exception an actor raised, without Ray's traceback wrapping."""
-    cause = getattr(e, "cause", None) or e
-    lines = [ln for ln in str(cause).splitlines() if ln.strip()]
-    return lines[0] if lines else type(cause).__name__
-
-
-def _wait_external(url: str, timeout_s: float, engine: dict[str, Any]) -> None:
-    deadline = time.monotonic() + timeout_s
-    headers = _auth(engine)
-    while True:
-        try:
-            if httpx.get(f"{url}/health", timeout=5, headers=headers).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            raise ServerDown(f"external server {url} did not answer /health within "
-                             f"{timeout_s:.0f} s")
-        time.sleep(1)
-
-
-def _auth(engine: dict[str, Any]) -> dict[str, str]:
-    key = engine.get("api_key")
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
-def _stop_server(ctx: RunContext, server: _Server) -> None:
-    if server.actor is None:
-        return
-    try:
-        ray.get(server.actor.stop.remote(), timeout=120)
-    finally:
-        ray.kill(server.actor)
-        if server.ledger_id is not None:
-            ctx.ledger.server_stopped(server.ledger_id)
-
-
-# --- cells -----------------------------------------------------------------------------------
-def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: _Server,
+def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: ServerHandle,
               loadgens: Sequence[Any]) -> tuple[dict, list[dict], list[dict], str | None]:
     """Run one cell's load; returns its cell row, request rows, server metric samples and,
     if the server died during the cell, its log tail (the cell is then failed, its rows kept
@@ -297,7 +168,7 @@ def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: _Server,
         raise ServerDown(f"load generator died: {e}") from None
     finally:
         samples = server.stop_metrics()
-    died, log_tail = _server_death(server)
+    died, log_tail = server_death(server)
     rows = [row for result in results for row in result.rows]
     stats = _merge_stats([result.stats for result in results])
     window_s = max(stats["window_end"] - stats["window_start"], 1e-9)
@@ -319,17 +190,6 @@ def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: _Server,
                 "scraped_at": t, "metric": name, "labels": json.dumps(labels, sort_keys=True),
                 "value": value} for t, name, labels, value in samples]
     return row, [_request_row(ctx, cell, attempt, r) for r in rows], metrics, log_tail
-
-
-def _server_death(server: _Server) -> tuple[str | None, str | None]:
-    """(error, log tail) if the launched server exited, else (None, None)."""
-    if server.actor is None:
-        return None, None
-    code = ray.get(server.actor.exit_code.remote())
-    if code is None:
-        return None, None
-    return (f"server exited with code {code} during the cell",
-            ray.get(server.actor.log_tail.remote()))
 
 
 def _load_specs(ctx: RunContext, cell: Cell, url: str, clients: int) -> list[LoadSpec]:
@@ -377,7 +237,7 @@ def _merge_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-def _cell_row(ctx: RunContext, cell: Cell, attempt: int, server: _Server | None, status: str,
+def _cell_row(ctx: RunContext, cell: Cell, attempt: int, server: ServerHandle | None, status: str,
               error: str | None, started: float) -> dict[str, Any]:
     config = cell.config
     info = server.server_info() if server is not None else {}
@@ -406,7 +266,7 @@ def _request_row(ctx: RunContext, cell: Cell, attempt: int, row: dict[str, Any])
     return out
 
 
-def _write_failed(ctx: RunContext, cell: Cell, attempt: int, server: _Server | None,
+def _write_failed(ctx: RunContext, cell: Cell, attempt: int, server: ServerHandle | None,
                   error: str) -> None:
     """A failed attempt still gets its cell row (status failed, the error) for the record."""
     row = _cell_row(ctx, cell, attempt, None, "failed", error, time.time())

@@ -83,8 +83,7 @@ def compose_cells(base: DictConfig, task_overrides: Sequence[str],
 
 
 def _override_key(override: str) -> str:
-    key = override.split("=", 1)[0].lstrip("+~")
-    return key
+    return override.split("=", 1)[0].lstrip("+~")
 
 
 def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:

@@ -7,7 +7,6 @@ Running the same command again resumes: done cells are skipped."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import sys
@@ -18,6 +17,7 @@ from pathlib import Path
 import hydra
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from actors._process import kill_recorded
 from grid.cells import Cell
@@ -53,7 +53,7 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
     try:
         plan = make_plan(overrides)
     except (ConfigError, ValueError, FileNotFoundError, hydra.errors.HydraException,
-            OmegaConfErrors) as e:
+            OmegaConfBaseException) as e:
         _error(e)
         return RunOutcome(EXIT_BAD_INPUT)
     if plan.cfg.plan:
@@ -210,12 +210,5 @@ def _error(e: BaseException) -> None:
     print(f"specgrid: error: {one_line(e)}", file=sys.stderr)
 
 
-try:  # OmegaConf's validation errors (wrong type, unknown key) are not Hydra's
-    from omegaconf.errors import OmegaConfBaseException as OmegaConfErrors
-except ImportError:  # pragma: no cover
-    OmegaConfErrors = ValueError  # type: ignore[misc,assignment]
-
-
 if __name__ == "__main__":
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     sys.exit(main())

@@ -140,10 +140,9 @@ def _describe(row: dict[str, Any]) -> str:
         parts.append(f"{row['requests_error']} errors")
     if row.get("client_saturated"):
         parts.append(f"CLIENT SATURATED ({row.get('saturation_reason')})")
-    status = row["status"] if row["status"] != "done" else "done"
     text = ", ".join(p for p in parts if p)
     if row["status"] != "done":
-        text += f" — {status.upper()}: {row.get('error')}"
+        text += f" — {row['status'].upper()}: {row.get('error')}"
     return f"{text} ({row['duration_s']:.1f} s)" if row.get("duration_s") else text
 
 

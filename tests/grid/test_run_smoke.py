@@ -3,7 +3,9 @@ httpx -> real Parquet; then the same command again resumes and starts nothing.""
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -12,6 +14,7 @@ from grid.loader import load_cells, load_requests, load_server_metrics
 from grid.run import run
 
 pytestmark = pytest.mark.usefixtures("ray_session")
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "explore.ipynb"
 
 REQUEST_COLUMNS = {"run_id", "cell_id", "variant", "workload", "concurrency", "domain",
                    "request_id", "attempt", "status", "error", "input_tokens", "output_tokens",
@@ -72,3 +75,19 @@ def test_smoke_sweep_end_to_end_then_resume(tmp_path):
     assert len(_servers(run_dir)) == 2
     assert {p: p.stat().st_mtime_ns for p in files} == files
     assert len(load_requests(run_dir)) == 24
+
+
+def test_notebook_reads_a_run(tmp_path, monkeypatch):
+    """notebooks/explore.ipynb's code cells run against a real run folder laid out as in the
+    repository (notebooks/ beside results/)."""
+    outcome = run(["+sweep=smoke", f"results_dir={tmp_path / 'results'}"], echo=lambda _: None)
+    assert outcome.exit_code == 0
+    (tmp_path / "notebooks").mkdir()
+    monkeypatch.chdir(tmp_path / "notebooks")
+    scope: dict = {}
+    for cell in json.loads(NOTEBOOK.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            exec(compile("".join(cell["source"]), str(NOTEBOOK), "exec"), scope)
+    assert scope["run_dir"].resolve() == outcome.run_dir.resolve()
+    assert list(scope["table"].columns) == ["baseline", "eagle3"]
+    assert scope["by"].accept_length.gt(1).all()

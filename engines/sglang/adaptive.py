@@ -117,18 +117,25 @@ def tier_for_batch(
 ) -> int:
     """The tier key SGLang routes `batch` to: pad to the next size in `cuda_graph_bs` (if
     given; unchanged past the largest), then the largest key <= it (smallest key if none)."""
-    return _route(load_tiers(config), batch, cuda_graph_bs)
+    return _route_unsorted(load_tiers(config), batch, cuda_graph_bs)
 
 
-def _route(tiers: Mapping[int, list[int]], batch: int, cuda_graph_bs: Sequence[int] | None) -> int:
+def route(keys: Sequence[int], batch: int, cuda_graph_bs: Sequence[int] | None) -> int:
+    """The tier key for `batch`: pad it to the next size in `cuda_graph_bs` (unchanged past the
+    largest), then the largest of `keys` <= it (the smallest key if none). Both sequences must
+    be sorted ascending, so a caller on a hot path (the simulator, every step) sorts once."""
     size = int(batch)
     if cuda_graph_bs:
-        graphs = sorted(int(b) for b in cuda_graph_bs)
-        i = bisect.bisect_left(graphs, size)
-        if i < len(graphs):
-            size = graphs[i]
-    keys = sorted(tiers)
+        i = bisect.bisect_left(cuda_graph_bs, size)
+        if i < len(cuda_graph_bs):
+            size = cuda_graph_bs[i]
     return keys[max(0, bisect.bisect_right(keys, size) - 1)]
+
+
+def _route_unsorted(tiers: Mapping[int, list[int]], batch: int,
+                    cuda_graph_bs: Sequence[int] | None) -> int:
+    graphs = sorted(int(b) for b in cuda_graph_bs) if cuda_graph_bs else None
+    return route(sorted(tiers), batch, graphs)
 
 
 def steps_for_batch(
@@ -144,7 +151,7 @@ def steps_for_batch(
     (`candidates[len // 2]`), as `AdaptiveStepSlot.__init__` does. 0 = no drafting.
     SGLang moves multi-candidate tiers at run time by acceptance; this function does not."""
     tiers = load_tiers(config)
-    steps = tiers[_route(tiers, batch, cuda_graph_bs)]
+    steps = tiers[_route_unsorted(tiers, batch, cuda_graph_bs)]
     if initial_steps in steps:
         return int(initial_steps)  # type: ignore[arg-type]
     return steps[len(steps) // 2]

@@ -22,14 +22,13 @@ accepted drafts (``AdaptiveStepSlot``, SGLang's rules), ``AdaptiveController`` r
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engines.sglang.adaptive import load_tiers, threshold_config
+from engines.sglang.adaptive import load_tiers, route
 
 DEFAULT_ADAPTIVE_CONFIG: dict[str, Any] = {
     "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25},
@@ -38,10 +37,6 @@ DEFAULT_ADAPTIVE_CONFIG: dict[str, Any] = {
     "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
 }
 """SGLang 0.5.23's built-in config (used when --speculative-adaptive-config is absent)."""
-
-threshold_adaptive_config = threshold_config
-"""``(num_steps, disable_above_batch) -> config`` drafting up to batch N and not above."""
-
 
 def default_cuda_graph_bs(max_bs: int = 256) -> list[int]:
     """SGLang's default captured decode batch sizes up to ``max_bs`` (1, 2, 4, 8, 12, then every
@@ -57,21 +52,6 @@ def load_adaptive_config(path: str | Path | None) -> dict[str, Any]:
     cfg = json.loads(Path(path).read_text())
     load_tiers(cfg)
     return cfg
-
-
-def candidate_steps(cfg: Mapping[str, Any]) -> list[int]:
-    """Union of all tiers' candidates (SGLang validates --speculative-num-steps against it)."""
-    return sorted({s for steps in load_tiers(cfg).values() for s in steps})
-
-
-def tier_key(keys: Sequence[int], batch: int, cuda_graph_bs: Sequence[int] | None) -> int:
-    """Tier for ``batch``: pad to the next captured graph size, then the largest key <= it."""
-    if cuda_graph_bs:
-        i = bisect.bisect_left(cuda_graph_bs, batch)
-        if i < len(cuda_graph_bs):
-            batch = cuda_graph_bs[i]
-    k = bisect.bisect_right(keys, batch) - 1
-    return keys[max(0, k)]
 
 
 class AdaptiveStepSlot:
@@ -167,7 +147,7 @@ class AdaptiveController:
         self.cuda_graph_bs = sorted(cuda_graph_bs) if cuda_graph_bs else None
 
     def slot(self, batch: int) -> AdaptiveStepSlot:
-        return self.slots[tier_key(self.keys, batch, self.cuda_graph_bs)]
+        return self.slots[route(self.keys, batch, self.cuda_graph_bs)]
 
     def steps_for_batch(self, batch: int) -> int:
         return self.slot(batch).current_steps

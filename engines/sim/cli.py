@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.sim.adaptive import candidate_steps, load_adaptive_config
+from engines.sglang.adaptive import candidate_steps
+from engines.sim.adaptive import load_adaptive_config
 from engines.sim.profile import Profile, load_profile
 
 SIM_VERSION = "0.5.23-sim"

@@ -8,15 +8,13 @@ from typing import Any
 
 import pytest
 
-from engines.sglang.adaptive import steps_for_batch, threshold_config
+from engines.sglang.adaptive import candidate_steps, steps_for_batch, threshold_config
 from engines.sim.adaptive import (
     DEFAULT_ADAPTIVE_CONFIG,
     AdaptiveController,
     AdaptiveStepSlot,
-    candidate_steps,
     default_cuda_graph_bs,
     load_adaptive_config,
-    threshold_adaptive_config,
 )
 
 GRAPHS = default_cuda_graph_bs(256)
@@ -36,16 +34,16 @@ def test_default_config_tiers() -> None:
 
 
 def test_threshold_config_and_padding() -> None:
-    cfg = threshold_adaptive_config(3, 16)
+    cfg = threshold_config(3, 16)
     assert cfg == threshold_config(3, 16) == {"1": {"candidate_steps": [3]},
                                               "17": {"candidate_steps": [0]}}
     ctl = AdaptiveController(cfg, 3, GRAPHS)
     assert [ctl.steps_for_batch(b) for b in (1, 16, 17, 24, 100)] == [3, 3, 0, 0, 0]
     # N=20 is not a captured size: batch 17..20 pads to 24 -> no drafting from 17 on
-    ctl20 = AdaptiveController(threshold_adaptive_config(3, 20), 3, GRAPHS)
+    ctl20 = AdaptiveController(threshold_config(3, 20), 3, GRAPHS)
     assert ctl20.steps_for_batch(16) == 3 and ctl20.steps_for_batch(17) == 0
     # without CUDA graphs (--disable-cuda-graph) the switch is exact
-    exact = AdaptiveController(threshold_adaptive_config(3, 20), 3, None)
+    exact = AdaptiveController(threshold_config(3, 20), 3, None)
     assert exact.steps_for_batch(20) == 3 and exact.steps_for_batch(21) == 0
 
 

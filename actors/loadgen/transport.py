@@ -343,12 +343,7 @@ class StampedStream(httpx.AsyncByteStream):
                 break
             if conn.error is not None:
                 raise conn.error
-            try:
-                await conn.wait(self._read_timeout)
-            except TimeoutError:
-                conn.error = httpx.ReadTimeout(f"no data for {self._read_timeout} s")
-                self._close_conn()
-                raise conn.error from None
+            await self._wait_for_data()
         self._done = True
 
     async def consume(self, feed: Callable[[bytes, float], None]) -> None:
@@ -365,17 +360,23 @@ class StampedStream(httpx.AsyncByteStream):
             while not conn._eof:
                 if conn.error is not None:
                     raise conn.error
-                try:
-                    await conn.wait(self._read_timeout)
-                except TimeoutError:
-                    conn.error = httpx.ReadTimeout(f"no data for {self._read_timeout} s")
-                    self._close_conn()
-                    raise conn.error from None
+                await self._wait_for_data()
             if conn.error is not None:  # feed raised on the final read
                 raise conn.error
         finally:
             conn.sink = None
         self._done = True
+
+    async def _wait_for_data(self) -> None:
+        """Wait for the next read; silence longer than the read timeout closes the connection
+        and raises httpx.ReadTimeout."""
+        conn = self._conn
+        try:
+            await conn.wait(self._read_timeout)
+        except TimeoutError:
+            conn.error = httpx.ReadTimeout(f"no data for {self._read_timeout} s")
+            self._close_conn()
+            raise conn.error from None
 
     def _close_conn(self) -> None:
         if self._conn.transport is not None:

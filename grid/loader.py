@@ -17,23 +17,25 @@ from grid.schema import (
 )
 
 
-def _read(run_dir: Path, dataset: str, fields) -> pd.DataFrame:
+def _read(run_dir: Path, dataset: str, fields, columns: list[str] | None = None) -> pd.DataFrame:
     folder = Path(run_dir) / dataset
     schema = with_partitions(fields)
     if not folder.is_dir():
-        return schema.empty_table().to_pandas()
+        empty = schema.empty_table()
+        return (empty.select(columns) if columns else empty).to_pandas()
     data = ds.dataset(
         folder,
         format="parquet",
         schema=schema,
         partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
     )
-    return data.to_table().to_pandas()
+    return data.to_table(columns=columns).to_pandas()
 
 
-def load_requests(run_dir: str | Path) -> pd.DataFrame:
-    """One row per measured request of every committed cell."""
-    return _read(Path(run_dir), "requests", REQUEST_FIELDS)
+def load_requests(run_dir: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
+    """One row per measured request of every committed cell (only `columns` if given: the
+    per-token `itl_s` lists are most of the bytes)."""
+    return _read(Path(run_dir), "requests", REQUEST_FIELDS, columns)
 
 
 def load_cells(run_dir: str | Path, latest: bool = True) -> pd.DataFrame:

@@ -83,7 +83,8 @@ def domain_acceptance(requests: pd.DataFrame) -> list[str]:
 
 def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None) -> str:
     cells = load_cells(run_dir)
-    requests = load_requests(run_dir)
+    requests = load_requests(run_dir, columns=["cell_id", "variant", "domain", "status",
+                                                "output_tokens", "spec_verify_ct"])
     if cell_ids is not None:
         cells = cells[cells.cell_id.isin(set(cell_ids))]
         requests = requests[requests.cell_id.isin(set(cell_ids))]

@@ -174,7 +174,8 @@ def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
         # After ray.init: Ray installs a SIGTERM handler of its own that would just exit.
         signal.signal(signal.SIGTERM, on_sigterm)
         ctx = RunContext(run_id=plan.run_id, run_dir=plan.run_dir, ledger=ledger,
-                         prompts=plan.prompts, max_error_rate=float(cfg.run.max_error_rate),
+                         prompts=plan.prompts, launches=plan.launches,
+                         max_error_rate=float(cfg.run.max_error_rate),
                          metrics_interval_s=cfg.run.metrics_interval_s,
                          total_cells=len(todo), echo=echo)
         run_groups(ctx, todo)

@@ -18,6 +18,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors.loadgen.actor import LoadGenActor
 from actors.loadgen.spec import LoadSpec, Prompt
+from engines.launch import LaunchSpec
 from engines.sglang.command import redact_argv
 from grid.cells import Cell, ServerGroup, group_by_server
 from grid.ledger import Ledger
@@ -32,7 +33,6 @@ from grid.serverhandle import (
     start_server,
     stop_server,
 )
-from grid.servers import launch_spec
 
 
 class Interrupted(BaseException):
@@ -46,6 +46,8 @@ class RunContext:
     ledger: Ledger
     prompts: dict[str, tuple[Prompt, ...]]
     """Workload name -> prompts."""
+    launches: dict[str, LaunchSpec | None]
+    """Server key -> what to launch (None: external), as the plan built and validated it."""
     max_error_rate: float
     metrics_interval_s: float | None
     total_cells: int
@@ -61,7 +63,7 @@ def run_groups(ctx: RunContext, cells: Sequence[Cell]) -> None:
 
 def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
     config = group.config
-    spec = launch_spec(config, ctx.run_dir)
+    spec = ctx.launches[group.server_key]  # built (and validated) by the plan
     clients = int(config["load"]["clients"])
     bundles = ([{"GPU": group.tp_size, "CPU": PG_CPU}] if spec else [])
     bundles += [{"CPU": PG_CPU}] * clients
@@ -69,15 +71,16 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
     server: ServerHandle | None = None
     loadgens: list[Any] = []
     try:
-        if not pg.wait(timeout_seconds=60):
-            raise ServerDown(
+        start_failure: ServerDown | None = None
+        if pg.wait(timeout_seconds=60):
+            first = 1 if spec else 0
+            loadgens = [LoadGenActor.options(
+                num_cpus=PG_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    pg, placement_group_bundle_index=first + i)).remote() for i in range(clients)]
+        else:
+            start_failure = ServerDown(
                 f"cannot place {group.variant}: {group.tp_size} GPU(s) plus {clients} client(s)"
                 " do not fit on one node of the Ray cluster")
-        first = 1 if spec else 0
-        loadgens = [LoadGenActor.options(
-            num_cpus=PG_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
-                pg, placement_group_bundle_index=first + i)).remote() for i in range(clients)]
-        start_failure: ServerDown | None = None
         for cell in group.cells:
             done += 1
             prefix = f"[{done}/{ctx.total_cells}] {_cell_name(cell)}"

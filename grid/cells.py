@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 GROUP_AXES = ("variant", "workload", "model", "engine")
-"""Axes whose values name a config option (conf/<axis>/<value>.yaml)."""
+"""Axes whose values name a config option (grid/conf/<axis>/<value>.yaml)."""
 KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate"}
 """Short axis names for load settings."""
 

@@ -27,7 +27,7 @@ from grid.plan import Plan, build_plan, compose_cells, format_plan
 from grid.report import run_summary, write_report
 from grid.results import ResultsWriteError
 
-CONF_DIR = Path(__file__).resolve().parent.parent / "conf"
+CONF_DIR = Path(__file__).resolve().parent / "conf"
 EXIT_FAILED_CELLS = 3
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130

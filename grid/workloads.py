@@ -1,4 +1,4 @@
-"""Workload prompt files: JSON lines with prompt_id, domain and text, shipped in data/prompts/.
+"""Workload prompt files: JSON lines with prompt_id, domain and text, shipped in workloads/prompts/.
 Each prompt carries the domain it was written for, so acceptance can be reported per domain
 and a workload can be checked against the drafter's training distribution."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from actors.loadgen.spec import Prompt
+from workloads import PROMPTS_DIR
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "data" / "prompts"
 
 
 def prompts_path(name: str) -> Path:

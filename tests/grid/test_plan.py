@@ -1,5 +1,5 @@
 """Bad input fails in the plan: one line naming the problem, non-zero exit, no results folder,
-no Ray. These compose real Hydra configs from conf/."""
+no Ray. These compose real Hydra configs from grid/conf/."""
 
 from __future__ import annotations
 

@@ -41,7 +41,7 @@ def test_prompt_token_rule() -> None:
 
 def test_domain_classifier_matches_the_labelled_prompt_sets() -> None:
     for name in ("coding", "agentic", "encyclopedic", "mixed"):
-        for line in (REPO / "data" / "prompts" / f"{name}.jsonl").read_text().splitlines():
+        for line in (REPO / "workloads" / "prompts" / f"{name}.jsonl").read_text().splitlines():
             if line.strip():
                 item = json.loads(line)
                 assert classify_domain(item["text"]) == item["domain"], item["text"]

@@ -17,7 +17,7 @@ EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
 
 
 def prompts(domain: str) -> list[str]:
-    lines = (REPO / "data" / "prompts" / f"{domain}.jsonl").read_text().splitlines()
+    lines = (REPO / "workloads" / "prompts" / f"{domain}.jsonl").read_text().splitlines()
     return [json.loads(line)["text"] for line in lines if line.strip()]
 
 

@@ -24,7 +24,6 @@ from engines.sglang.validate import ValidationUnavailable, check_batch, sglang_a
 from grid.cells import (
     Cell,
     ServerGroup,
-    axis_key,
     axis_overrides,
     dedupe,
     engine_identity,
@@ -33,6 +32,7 @@ from grid.cells import (
     make_cell,
     stable_hash,
 )
+from grid.commandline import CommandLine, merge_axes
 from grid.config import ConfigError, check_choices
 from grid.servers import launch_spec, sglang_equivalent
 from grid.workloads import load_prompts
@@ -58,19 +58,29 @@ class Plan:
     """Planning created the run folder (for adaptive configs); a dry run removes it again."""
 
 
-def compose_cells(base: DictConfig, task_overrides: Sequence[str],
+def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) -> DictConfig:
+    """The run's config: the fixed overrides composed, with the command line's sweeps merged
+    into grid.axes (a fixed override of an axis is a ConfigError naming both)."""
+    cfg = compose(line.fixed)
+    config_axes = OmegaConf.to_container(cfg.grid.axes, resolve=True) or {}
+    assert isinstance(config_axes, dict)
+    source = f"sweep {cfg.sweep}" if cfg.sweep != "single" else "grid.axes"
+    cfg.grid.axes = merge_axes(config_axes, line, source)
+    check_choices(cfg)
+    return cfg
+
+
+def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
                   compose: Callable[[list[str]], DictConfig]) -> tuple[list[Cell], dict]:
-    """One resolved config per axis combination, composed with the command line's overrides
-    (minus those the axes set) plus the combination's own."""
+    """One resolved config per axis combination of `base.grid` (see compose_grid), composed
+    with the fixed overrides plus the combination's own."""
     grid = base.grid
     axes = OmegaConf.to_container(grid.axes, resolve=True) or {}
     combos = expand_axes(axes, OmegaConf.to_container(grid.include, resolve=True),
                          OmegaConf.to_container(grid.exclude, resolve=True)) if axes else [{}]
-    axis_keys = {axis_key(a) for c in combos for a in c}
-    kept = [o for o in task_overrides if _override_key(o) not in axis_keys]
     cells, prompts, digests = [], {}, {}
     for combo in combos:
-        cfg = compose([*kept, *axis_overrides(combo)])
+        cfg = compose([*fixed_overrides, *axis_overrides(combo)])
         check_choices(cfg)
         config = OmegaConf.to_container(cfg, resolve=True)
         _check_load(config["load"], combo)
@@ -80,10 +90,6 @@ def compose_cells(base: DictConfig, task_overrides: Sequence[str],
             prompts[workload["name"]], digests[key] = load_prompts(workload)
         cells.append(make_cell(combo, config, digests[key]))
     return dedupe(cells), prompts
-
-
-def _override_key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
 
 
 def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:

@@ -1,5 +1,5 @@
 """`python -m grid.status RESULTS/RUN_ID`: the run's cells by status, with errors, and the
-command that resumes it."""
+command that resumes it (the same command grid.run prints after an interruption or failure)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from grid.ledger import LEDGER_NAME, STATUSES, Ledger
+from grid.runrecord import RUN_RECORD, resume_command
 
 
 def format_status(run_dir: Path) -> str:
@@ -32,9 +33,13 @@ def format_status(run_dir: Path) -> str:
             lines.append(line)
     unfinished = sum(1 for r in rows if r["status"] != "done")
     if unfinished:
-        lines.append(f"\n{unfinished} cell(s) not done: re-run the command that started this run "
-                     f"(same overrides, or run.id={run_dir.name} results_dir={run_dir.parent}) "
-                     "to resume")
+        if (run_dir / RUN_RECORD).is_file():
+            lines.append(f"\n{unfinished} cell(s) not done; resume with: "
+                         f"{resume_command(run_dir)}")
+        else:
+            lines.append(f"\n{unfinished} cell(s) not done; this folder has no {RUN_RECORD} "
+                         "(no execution recorded its command line): re-run the command that "
+                         "started it")
     return "\n".join(lines)
 
 

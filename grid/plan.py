@@ -4,6 +4,7 @@ checks that fail with one clear line, and a rough duration estimate."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import shlex
@@ -22,8 +23,10 @@ from engines.launch import LaunchSpec
 from engines.sglang.command import concurrency_warnings, threshold_warnings
 from engines.sglang.validate import ValidationUnavailable, check_batch, sglang_available
 from grid.cells import (
+    GROUP_AXES,
     Cell,
     ServerGroup,
+    axis_key,
     axis_overrides,
     dedupe,
     engine_identity,
@@ -67,7 +70,25 @@ def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) 
     source = f"sweep {cfg.sweep}" if cfg.sweep != "single" else "grid.axes"
     cfg.grid.axes = merge_axes(config_axes, line, source)
     check_choices(cfg)
+    for axis in cfg.grid.axes:
+        _check_axis_key(cfg, axis)
     return cfg
+
+
+def _check_axis_key(cfg: DictConfig, axis: str) -> None:
+    """An axis must name a key of the schema: cells set axes with Hydra's `++` (force add, so
+    that open dicts such as variant.env take new keys), which would also add a misspelt key to
+    a schema section. Below an open dict (env, args, sim_args) any key is allowed."""
+    if axis in GROUP_AXES:
+        return
+    node: Any = cfg
+    for part in axis_key(axis).split("."):
+        schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+        if schema is None or not dataclasses.is_dataclass(schema):
+            return
+        if part not in node:
+            raise ConfigError(f"grid axis {axis}: Key '{part}' not in '{schema.__name__}'")
+        node = node[part]
 
 
 def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],

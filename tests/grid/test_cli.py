@@ -212,6 +212,20 @@ def test_bad_input_exits_before_ray_is_imported(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_config_dir_adds_options_and_is_recorded_as_a_search_path(tmp_path):
+    conf = tmp_path / "my conf"
+    (conf / "variant").mkdir(parents=True)
+    (conf / "variant" / "capped.yaml").write_text(
+        "name: capped\nargs:\n  max_running_requests: 16\n")
+    argv = ["--config-dir", str(conf), "variant=baseline,capped", "load.num_requests=2",
+            "plan=true", f"results_dir={tmp_path / 'r'}"]
+    outcome = _run_cli(argv)
+    assert outcome.exit_code == 0 and len(outcome.cell_ids) == 2
+    first = command_overrides(parse_args(argv))[0]
+    assert first == f"hydra.searchpath=['file://{conf.resolve()}']"
+    assert first in recorded_overrides(command_overrides(parse_args(argv)))
+
+
 # --- resume from the folder ------------------------------------------------------------------
 def test_recorded_overrides_leave_out_what_names_the_folder():
     given = ["+sweep=smoke", "run.fresh=true", "load.concurrency=2,8", "run.id=x",
@@ -220,7 +234,7 @@ def test_recorded_overrides_leave_out_what_names_the_folder():
                                          "run.retry_failed=false"]
 
 
-def _resume(argv: list[str]):
+def _run_cli(argv: list[str]):
     """What `python -m grid.run ARGV` runs, with the outcome (main returns only the code)."""
     args = parse_args(argv)
     return run(command_overrides(args), echo=lambda line: None)
@@ -233,7 +247,7 @@ def test_resume_composes_the_recorded_grid_in_that_folder(tmp_path):
     (run_dir / "run.json").write_text(json.dumps({"overrides": recorded}))
     original = make_plan([*recorded, f"results_dir={tmp_path / 'elsewhere'}"]).plan
 
-    outcome = _resume(["--resume", str(run_dir), "plan=true"])
+    outcome = _run_cli(["--resume", str(run_dir), "plan=true"])
     assert outcome.exit_code == 0
     assert outcome.run_dir == run_dir.resolve()
     assert outcome.cell_ids == [c.cell_id for c in original.cells]
@@ -254,7 +268,7 @@ def test_resume_of_a_broken_record_is_one_line(tmp_path, capsys):
     assert "is not a run record" in _one_error_line(capsys.readouterr().err)
 
 
-def _printed_resume(lines: list[str]) -> list[str]:
+def _printed_run_cli(lines: list[str]) -> list[str]:
     hits = [line.split("retry them with: ", 1)[1] for line in lines if "retry them with: " in line]
     assert len(hits) == 1, "\n".join(lines)
     argv = shlex.split(hits[0])
@@ -277,17 +291,17 @@ def test_printed_resume_command_after_fresh_run_resumes_that_folder(tmp_path, ra
     record = json.loads((outcome.run_dir / "run.json").read_text())
     assert record["overrides"] == ["+sweep=smoke", "engine.sim_args.error_rate=1.0"]
 
-    argv = _printed_resume(lines)
+    argv = _printed_run_cli(lines)
     assert argv == ["--resume", str(outcome.run_dir.resolve())]
     status = subprocess.run([sys.executable, "-m", "grid.status", str(outcome.run_dir)],
                             capture_output=True, text=True, timeout=60, cwd=REPO)
     assert f"resume with: python -m grid.run {shlex.join(argv)}" in status.stdout
 
     before = (outcome.run_dir / "run.json").read_text()
-    assert _resume([*argv, "plan=true"]).cell_ids == outcome.cell_ids
+    assert _run_cli([*argv, "plan=true"]).cell_ids == outcome.cell_ids
     assert (outcome.run_dir / "run.json").read_text() == before  # plan=true records nothing
 
-    again = _resume(argv)
+    again = _run_cli(argv)
     assert again.run_dir == outcome.run_dir and again.cell_ids == outcome.cell_ids
     assert [p.name for p in results.iterdir()] == [outcome.run_dir.name]
     with sqlite3.connect(outcome.run_dir / "_ledger.sqlite") as db:

@@ -127,17 +127,18 @@ def merge_axes(config_axes: Mapping[str, Any], line: CommandLine,
     both (`source` says where the config's axes come from, e.g. "sweep smoke")."""
     axes = dict(config_axes)
     by_key = {axis_key(name): name for name in axes}
-    for name, values in line.axes.items():
-        existing = by_key.get(axis_key(name))
+    for new, values in line.axes.items():
+        existing = by_key.get(axis_key(new))
         if existing is not None:
             axes[existing] = values
         else:
-            axes[name] = values
-            by_key[axis_key(name)] = name
+            axes[new] = values
+            by_key[axis_key(new)] = new
     for key, text in line.fixed_keys.items():
-        name = by_key.get(key)
-        where = "the command line" if name in line.axes else source
-        if name is not None:
+        collides = by_key.get(key)
+        if collides is not None:
+            name = collides
+            where = "the command line" if name in line.axes else source
             raise ConfigError(
                 f"override {text} collides with axis {name}={list(axes[name])} of {where}; "
                 f"sweep it instead ({key}=a,b) or drop the override")

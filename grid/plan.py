@@ -65,8 +65,7 @@ def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) 
     """The run's config: the fixed overrides composed, with the command line's sweeps merged
     into grid.axes (a fixed override of an axis is a ConfigError naming both)."""
     cfg = compose(line.fixed)
-    config_axes = OmegaConf.to_container(cfg.grid.axes, resolve=True) or {}
-    assert isinstance(config_axes, dict)
+    config_axes: dict[str, Any] = _plain(cfg.grid.axes) or {}
     source = f"sweep {cfg.sweep}" if cfg.sweep != "single" else "grid.axes"
     cfg.grid.axes = merge_axes(config_axes, line, source)
     check_choices(cfg)
@@ -96,14 +95,15 @@ def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
     """One resolved config per axis combination of `base.grid` (see compose_grid), composed
     with the fixed overrides plus the combination's own."""
     grid = base.grid
-    axes = OmegaConf.to_container(grid.axes, resolve=True) or {}
-    combos = expand_axes(axes, OmegaConf.to_container(grid.include, resolve=True),
-                         OmegaConf.to_container(grid.exclude, resolve=True)) if axes else [{}]
-    cells, prompts, digests = [], {}, {}
+    axes = _plain(grid.axes) or {}
+    combos = expand_axes(axes, _plain(grid.include), _plain(grid.exclude)) if axes else [{}]
+    cells: list[Cell] = []
+    prompts: dict[str, tuple[Prompt, ...]] = {}
+    digests: dict[tuple[Any, ...], str] = {}
     for combo in combos:
         cfg = compose([*fixed_overrides, *axis_overrides(combo)])
         check_choices(cfg)
-        config = OmegaConf.to_container(cfg, resolve=True)
+        config: dict[str, Any] = _plain(cfg)
         _check_load(config["load"], combo)
         workload = config["workload"]
         key = (workload["name"], workload["prompts"], tuple(workload["domains"]))
@@ -111,6 +111,11 @@ def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
             prompts[workload["name"]], digests[key] = load_prompts(workload)
         cells.append(make_cell(combo, config, digests[key]))
     return dedupe(cells), prompts
+
+
+def _plain(node: Any) -> Any:
+    """A config node as plain, resolved containers (typed Any: its shape is the schema's)."""
+    return OmegaConf.to_container(node, resolve=True)
 
 
 def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:
@@ -128,7 +133,7 @@ def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:
 def default_run_id(cfg: DictConfig) -> str:
     """Derived from the sweep, engine and model, so the same command finds the same run folder
     and resumes; adding cells to a sweep extends that run."""
-    engine = engine_identity(OmegaConf.to_container(cfg.engine, resolve=True))
+    engine = engine_identity(_plain(cfg.engine))
     digest = stable_hash({"engine": engine, "model": OmegaConf.to_container(cfg.model)}, 6)
     return f"{cfg.sweep}-{cfg.engine.name}-{cfg.model.name}-{digest}"
 

@@ -45,8 +45,11 @@ def format_status(run_dir: Path) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m grid.status RESULTS/RUN_ID", file=sys.stderr)
+    if args in (["-h"], ["--help"]):
+        print(f"usage: python -m grid.status RESULTS/RUN_ID\n\n{__doc__}")
+        return 0
+    if len(args) != 1 or args[0].startswith("-"):
+        print("specgrid: error: usage: python -m grid.status RESULTS/RUN_ID", file=sys.stderr)
         return 2
     run_dir = Path(args[0])
     if not (run_dir / LEDGER_NAME).is_file():

@@ -35,6 +35,12 @@ def _cell_ids(plan_text: str) -> list[str]:
     return re.findall(r"^  cell ([0-9a-f]{16}):", plan_text, flags=re.MULTILINE)
 
 
+def _run_cli(argv: list[str]):
+    """What `python -m grid.run ARGV` runs, with the outcome (main returns only the code)."""
+    args = parse_args(argv)
+    return run(command_overrides(args), echo=lambda line: None)
+
+
 def _one_error_line(stderr: str) -> str:
     lines = stderr.strip().splitlines()
     assert len(lines) == 1, stderr
@@ -232,12 +238,6 @@ def test_recorded_overrides_leave_out_what_names_the_folder():
              "results_dir=/tmp/y", "plan=false", "run.retry_failed=false"]
     assert recorded_overrides(given) == ["+sweep=smoke", "load.concurrency=2,8",
                                          "run.retry_failed=false"]
-
-
-def _run_cli(argv: list[str]):
-    """What `python -m grid.run ARGV` runs, with the outcome (main returns only the code)."""
-    args = parse_args(argv)
-    return run(command_overrides(args), echo=lambda line: None)
 
 
 def test_resume_composes_the_recorded_grid_in_that_folder(tmp_path):

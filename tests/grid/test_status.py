@@ -41,3 +41,10 @@ def test_status_of_a_folder_that_is_no_run(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "grid.status", str(tmp_path)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "is not a run folder" in proc.stderr
+
+
+def test_status_usage_is_one_line():
+    proc = subprocess.run([sys.executable, "-m", "grid.status", "a", "b"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == "specgrid: error: usage: python -m grid.status RESULTS/RUN_ID\n"

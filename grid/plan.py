@@ -71,6 +71,13 @@ def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) 
     check_choices(cfg)
     for axis in cfg.grid.axes:
         _check_axis_key(cfg, axis)
+    for extra in _plain(cfg.grid.include) or []:  # extra cells: their keys act as axes too
+        for axis, value in extra.items():
+            _check_axis_key(cfg, axis)
+            text = line.fixed_keys.get(axis_key(axis))
+            if text is not None:
+                raise ConfigError(f"override {text} collides with {axis}={value!r} of an extra "
+                                  f"cell (grid.include) of {source}; drop the override")
     return cfg
 
 

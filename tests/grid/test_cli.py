@@ -176,6 +176,17 @@ def test_override_colliding_with_an_axis_is_an_error_naming_both(
     assert not results.exists()
 
 
+def test_override_colliding_with_an_extra_cell_is_an_error(tmp_path, capsys):
+    extra = "grid.include=[{variant:eagle3,concurrency:16,workload.max_new_tokens:32}]"
+    assert make_plan(["+sweep=smoke", extra, f"results_dir={tmp_path}"]).plan.cells[-1] \
+        .config["workload"]["max_new_tokens"] == 32
+    outcome = run(["+sweep=smoke", extra, "workload.max_new_tokens=8",
+                   f"results_dir={tmp_path / 'r'}"], echo=lambda line: None)
+    assert outcome.exit_code == EXIT_BAD_INPUT
+    assert ("override workload.max_new_tokens=8 collides with workload.max_new_tokens=32 of an "
+            "extra cell (grid.include) of sweep smoke") in _one_error_line(capsys.readouterr().err)
+
+
 BAD_COMMAND_LINES = [
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["--cfg", "yaml"], "argument --cfg/-c: invalid choice: 'yaml'"),
@@ -191,6 +202,8 @@ BAD_COMMAND_LINES = [
     (["~load.rate=1,2"], "a deletion cannot be swept"),
     (["load.concurrency=1,2", "load.concurrency=4,8"], "sweeps load.concurrency a second time"),
     (["load.bogus=1,2"], "grid axis load.bogus: Key 'bogus' not in 'LoadConfig'"),
+    (["+sweep=smoke", "grid.include=[{variant:eagle3,load.bogus:1}]"],
+     "grid axis load.bogus: Key 'bogus' not in 'LoadConfig'"),
 ]
 
 

@@ -41,21 +41,24 @@ class CommandLine:
 
 
 def parse_overrides(overrides: Sequence[str],
-                    group_options: Callable[[str], list[str]] | None = None) -> CommandLine:
-    """Split overrides into fixed ones and grid axes. `group_options(group)` lists a config
-    group's options (needed only for `glob(...)` sweeps)."""
+                    group_options: Callable[[str, list[str]], list[str]] | None = None
+                    ) -> CommandLine:
+    """Split overrides into fixed ones and grid axes. `group_options(group, fixed)` lists a
+    config group's options under the fixed overrides (which may add a config search path);
+    needed only for `glob(...)` sweeps."""
     parsed = _parse(overrides)
     line = CommandLine()
     for text, override in zip(overrides, parsed, strict=True):
-        key = override.key_or_group
         if not override.is_sweep_override():
             line.fixed.append(text)
-            line.fixed_keys[key] = text
-            continue
-        name = _axis_name(override, text)
-        if name in line.axes:
-            raise ConfigError(f"{text} sweeps {key} a second time on this command line")
-        line.axes[name] = _sweep_values(override, text, group_options)
+            line.fixed_keys[override.key_or_group] = text
+    for text, override in zip(overrides, parsed, strict=True):
+        if override.is_sweep_override():
+            name = _axis_name(override, text)
+            if name in line.axes:
+                raise ConfigError(f"{text} sweeps {override.key_or_group} a second time on "
+                                  "this command line")
+            line.axes[name] = _sweep_values(override, text, line.fixed, group_options)
     return line
 
 
@@ -90,8 +93,8 @@ def _axis_name(override: Override, text: str) -> str:
     return _SHORT_NAMES.get(key, key)
 
 
-def _sweep_values(override: Override, text: str,
-                  group_options: Callable[[str], list[str]] | None) -> list[Any]:
+def _sweep_values(override: Override, text: str, fixed: list[str],
+                  group_options: Callable[[str, list[str]], list[str]] | None) -> list[Any]:
     if override.value_type == ValueType.INTERVAL_SWEEP:
         raise ConfigError(f"{text}: interval() needs a sampling sweeper; list the values "
                           "(a,b,c) or use range(start,stop,step)")
@@ -100,7 +103,8 @@ def _sweep_values(override: Override, text: str,
             raise ConfigError(f"{text}: glob() selects options of a config group "
                               f"({', '.join(GROUP_AXES)})")
         glob = override.value()
-        values: list[Any] = list(glob.filter(group_options(override.key_or_group)))  # type: ignore[union-attr]
+        options = group_options(override.key_or_group, fixed)
+        values: list[Any] = list(glob.filter(options))  # type: ignore[union-attr]
     else:
         values = [_plain(v) for v in override.sweep_iterator()]
     if not values:

@@ -135,9 +135,16 @@ def _compose(overrides: list[str]) -> DictConfig:
     return compose(config_name=CONFIG_NAME, overrides=overrides)
 
 
+def _group_options(app: Hydra) -> Callable[[str, list[str]], list[str]]:
+    def options(group: str, fixed: list[str]) -> list[str]:
+        return app.config_loader.get_group_options(group, config_name=CONFIG_NAME,
+                                                   overrides=fixed)
+    return options
+
+
 def make_plan(overrides: list[str]) -> _Planned:
     with _hydra() as app:
-        line = parse_overrides(overrides, app.config_loader.get_group_options)
+        line = parse_overrides(overrides, _group_options(app))
         cfg = compose_grid(line, _compose)
         cells, prompts = compose_cells(cfg, line.fixed, _compose)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
@@ -146,7 +153,7 @@ def make_plan(overrides: list[str]) -> _Planned:
 
 def _display(args: argparse.Namespace, overrides: list[str]) -> int:
     with _hydra() as app:
-        line = parse_overrides(overrides, app.config_loader.get_group_options)
+        line = parse_overrides(overrides, _group_options(app))
         return display(args, app, line.fixed, lambda: compose_grid(
             line, lambda o: compose(config_name=CONFIG_NAME, overrides=o,
                                     return_hydra_config=True)))

@@ -240,6 +240,11 @@ def test_config_dir_adds_options_and_is_recorded_as_a_search_path(tmp_path):
             "plan=true", f"results_dir={tmp_path / 'r'}"]
     outcome = _run_cli(argv)
     assert outcome.exit_code == 0 and len(outcome.cell_ids) == 2
+    globbed = make_plan(command_overrides(parse_args(
+        ["--config-dir", str(conf), "variant=glob(*)", "load.num_requests=2",
+         f"results_dir={tmp_path / 'r'}"]))).plan
+    shipped = [p.stem for p in (CONF_DIR / "variant").glob("*.yaml")]
+    assert sorted({c.variant for c in globbed.cells}) == sorted([*shipped, "capped"])
     first = command_overrides(parse_args(argv))[0]
     assert first == f"hydra.searchpath=['file://{conf.resolve()}']"
     assert first in recorded_overrides(command_overrides(parse_args(argv)))

@@ -38,17 +38,21 @@ def write_run_record(run_dir: Path, overrides: Sequence[str]) -> None:
     record = {"overrides": list(overrides), "started_at": now, "specgrid": specgrid_version(),
               "history": history}
     tmp = run_dir / f".{RUN_RECORD}.tmp"
-    with open(tmp, "w") as f:
-        json.dump(record, f, indent=1)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(run_dir, os.O_RDONLY)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        with open(tmp, "w") as f:
+            json.dump(record, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        fd = os.open(run_dir, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
 
 
 def read_run_record(run_dir: Path) -> list[str]:

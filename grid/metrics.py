@@ -1,6 +1,7 @@
 """Metric math for specgrid: pure functions, no Ray, no sockets, no numpy.
 
-Definitions (DESIGN.md, "Metric definitions"), stated once here and repeated in each function:
+Definitions (docs/architecture.md, "Metric definitions"), stated once here and repeated in each
+function:
 
 * **TTFT** = arrival time of the first content token - the time the request was sent.
 * **ITL** = per-token gaps. A chunk that carries k tokens contributes its gap to the previous

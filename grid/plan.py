@@ -4,6 +4,7 @@ checks that fail with one clear line, and a rough duration estimate."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import shlex
@@ -22,6 +23,7 @@ from engines.launch import LaunchSpec
 from engines.sglang.command import concurrency_warnings, threshold_warnings
 from engines.sglang.validate import ValidationUnavailable, check_batch, sglang_available
 from grid.cells import (
+    GROUP_AXES,
     Cell,
     ServerGroup,
     axis_key,
@@ -33,6 +35,7 @@ from grid.cells import (
     make_cell,
     stable_hash,
 )
+from grid.commandline import CommandLine, merge_axes
 from grid.config import ConfigError, check_choices
 from grid.servers import launch_spec, sglang_equivalent
 from grid.workloads import load_prompts
@@ -58,21 +61,56 @@ class Plan:
     """Planning created the run folder (for adaptive configs); a dry run removes it again."""
 
 
-def compose_cells(base: DictConfig, task_overrides: Sequence[str],
+def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) -> DictConfig:
+    """The run's config: the fixed overrides composed, with the command line's sweeps merged
+    into grid.axes (a fixed override of an axis is a ConfigError naming both)."""
+    cfg = compose(line.fixed)
+    config_axes: dict[str, Any] = _plain(cfg.grid.axes) or {}
+    source = f"sweep {cfg.sweep}" if cfg.sweep != "single" else "grid.axes"
+    cfg.grid.axes = merge_axes(config_axes, line, source)
+    check_choices(cfg)
+    for axis in cfg.grid.axes:
+        _check_axis_key(cfg, axis)
+    for extra in _plain(cfg.grid.include) or []:  # extra cells: their keys act as axes too
+        for axis, value in extra.items():
+            _check_axis_key(cfg, axis)
+            text = line.fixed_keys.get(axis_key(axis))
+            if text is not None:
+                raise ConfigError(f"override {text} collides with {axis}={value!r} of an extra "
+                                  f"cell (grid.include) of {source}; drop the override")
+    return cfg
+
+
+def _check_axis_key(cfg: DictConfig, axis: str) -> None:
+    """An axis must name a key of the schema: cells set axes with Hydra's `++` (force add, so
+    that open dicts such as variant.env take new keys), which would also add a misspelt key to
+    a schema section. Below an open dict (env, args, sim_args) any key is allowed."""
+    if axis in GROUP_AXES:
+        return
+    node: Any = cfg
+    for part in axis_key(axis).split("."):
+        schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+        if schema is None or not dataclasses.is_dataclass(schema):
+            return
+        if part not in node:
+            raise ConfigError(f"grid axis {axis}: Key '{part}' not in '{schema.__name__}'")
+        node = node[part]
+
+
+def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
                   compose: Callable[[list[str]], DictConfig]) -> tuple[list[Cell], dict]:
-    """One resolved config per axis combination, composed with the command line's overrides
-    (minus those the axes set) plus the combination's own."""
+    """One resolved config per axis combination of `base.grid` (see compose_grid), composed
+    with the fixed overrides plus the combination's own."""
     grid = base.grid
-    axes = OmegaConf.to_container(grid.axes, resolve=True) or {}
-    combos = expand_axes(axes, OmegaConf.to_container(grid.include, resolve=True),
-                         OmegaConf.to_container(grid.exclude, resolve=True)) if axes else [{}]
-    axis_keys = {axis_key(a) for c in combos for a in c}
-    kept = [o for o in task_overrides if _override_key(o) not in axis_keys]
-    cells, prompts, digests = [], {}, {}
+    axes = _plain(grid.axes) or {}
+    combos = expand_axes(axes, _plain(grid.include), _plain(grid.exclude)) if axes else [{}]
+    cells: list[Cell] = []
+    prompts: dict[str, tuple[Prompt, ...]] = {}
+    digests: dict[tuple[Any, ...], str] = {}
     for combo in combos:
-        cfg = compose([*kept, *axis_overrides(combo)])
+        cfg = compose([*fixed_overrides, *axis_overrides(combo)])
         check_choices(cfg)
-        config = OmegaConf.to_container(cfg, resolve=True)
+        config: dict[str, Any] = _plain(cfg)
         _check_load(config["load"], combo)
         workload = config["workload"]
         key = (workload["name"], workload["prompts"], tuple(workload["domains"]))
@@ -82,8 +120,9 @@ def compose_cells(base: DictConfig, task_overrides: Sequence[str],
     return dedupe(cells), prompts
 
 
-def _override_key(override: str) -> str:
-    return override.split("=", 1)[0].lstrip("+~")
+def _plain(node: Any) -> Any:
+    """A config node as plain, resolved containers (typed Any: its shape is the schema's)."""
+    return OmegaConf.to_container(node, resolve=True)
 
 
 def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:
@@ -101,7 +140,7 @@ def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:
 def default_run_id(cfg: DictConfig) -> str:
     """Derived from the sweep, engine and model, so the same command finds the same run folder
     and resumes; adding cells to a sweep extends that run."""
-    engine = engine_identity(OmegaConf.to_container(cfg.engine, resolve=True))
+    engine = engine_identity(_plain(cfg.engine))
     digest = stable_hash({"engine": engine, "model": OmegaConf.to_container(cfg.model)}, 6)
     return f"{cfg.sweep}-{cfg.engine.name}-{cfg.model.name}-{digest}"
 

@@ -1,36 +1,55 @@
-"""Entry point: `python -m grid.run +sweep=concurrency [overrides...]`.
+"""Entry point: `python -m grid.run +sweep=concurrency [overrides...]` (`--help` lists the
+config groups, options and flags).
 
-Reads top to bottom: compose the config with Hydra, expand the grid into cells (one composed
-config each), check everything that can be checked, then (unless plan=true) open the run folder
-and its ledger, start or join Ray, run the cells that are not done, and print the summary.
-Running the same command again resumes: done cells are skipped."""
+Reads top to bottom: read the flags, compose the config with Hydra (sweep syntax on the command
+line adds grid axes), expand the grid into cells (one composed config each), check everything
+that can be checked, then (unless plan=true) open the run folder, record the command line in
+its run.json, start or join Ray, run the cells that are not done, and print the summary.
+Running the same command again resumes: done cells are skipped; so does
+`python -m grid.run --resume RUN_DIR`."""
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import signal
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import hydra
 from hydra import compose, initialize_config_dir
+from hydra._internal.hydra import Hydra
+from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from actors._process import kill_recorded
 from grid.cells import Cell
-from grid.config import ConfigError, check_choices, register_configs
+from grid.cli import CONFIG_NAME, display, parse_args, search_path_override, wants_display
+from grid.commandline import (
+    NOT_RECORDED,
+    hydra_string,
+    override_keys,
+    parse_overrides,
+    recorded_overrides,
+)
+from grid.config import ConfigError, register_configs
 from grid.ledger import DriverLock, Ledger, RunLockedError
-from grid.plan import Plan, build_plan, compose_cells, format_plan
+from grid.plan import Plan, build_plan, compose_cells, compose_grid, format_plan
 from grid.report import run_summary, write_report
 from grid.results import ResultsWriteError
+from grid.runrecord import read_run_record, resume_command, write_run_record
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 EXIT_FAILED_CELLS = 3
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
+BAD_INPUT = (ConfigError, ValueError, FileNotFoundError, hydra.errors.HydraException,
+             OmegaConfBaseException)
+"""What composing and planning raise for input that cannot run: one line, exit 2."""
 
 
 @dataclass
@@ -42,18 +61,43 @@ class RunOutcome:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    overrides = list(sys.argv[1:] if argv is None else argv)
-    if overrides and overrides[0] in ("-h", "--help"):
-        print(__doc__)
-        return 0
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+        if isinstance(args, int):
+            return args
+        overrides = command_overrides(args)
+        if wants_display(args):
+            return _display(args, overrides)
+    except BAD_INPUT as e:
+        _error(e)
+        return EXIT_BAD_INPUT
     return run(overrides).exit_code
+
+
+def command_overrides(args: argparse.Namespace) -> list[str]:
+    """The overrides a command line runs with: --config-dir as Hydra's search path, and for
+    --resume RUN_DIR the overrides recorded in RUN_DIR/run.json, then those given, then the
+    folder as results_dir and run.id."""
+    given = list(args.overrides)
+    if args.config_dir:
+        given.insert(0, search_path_override(args.config_dir))
+    if not args.resume:
+        return given
+    run_dir = Path(args.resume).expanduser().resolve()
+    if "=" in args.resume and not run_dir.exists():
+        raise ConfigError(f"--resume needs the run folder first (got {args.resume!r})")
+    named = [k for k in override_keys(given) if k in NOT_RECORDED and k != "plan"]
+    if named:
+        raise ConfigError(f"--resume {args.resume} names the run folder; drop "
+                          f"{', '.join(named)}")
+    return [*read_run_record(run_dir), *given, f"results_dir={hydra_string(str(run_dir.parent))}",
+            f"run.id={hydra_string(run_dir.name)}"]
 
 
 def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome:
     try:
         plan = make_plan(overrides)
-    except (ConfigError, ValueError, FileNotFoundError, hydra.errors.HydraException,
-            OmegaConfBaseException) as e:
+    except BAD_INPUT as e:
         _error(e)
         return RunOutcome(EXIT_BAD_INPUT)
     if plan.cfg.plan:
@@ -76,15 +120,43 @@ class _Planned:
     overrides: list[str]
 
 
-def make_plan(overrides: list[str]) -> _Planned:
+@contextmanager
+def _hydra() -> Iterator[Hydra]:
+    """Hydra initialised on specgrid's configs (grid/conf, package data)."""
     register_configs()
-    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR)):
-        cfg = compose(config_name="config", overrides=overrides)
-        check_choices(cfg)
-        cells, prompts = compose_cells(
-            cfg, overrides, lambda o: compose(config_name="config", overrides=o))
+    with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR),
+                               job_name="specgrid"):
+        app = GlobalHydra.instance().hydra
+        assert app is not None
+        yield app
+
+
+def _compose(overrides: list[str]) -> DictConfig:
+    return compose(config_name=CONFIG_NAME, overrides=overrides)
+
+
+def _group_options(app: Hydra) -> Callable[[str, list[str]], list[str]]:
+    def options(group: str, fixed: list[str]) -> list[str]:
+        return app.config_loader.get_group_options(group, config_name=CONFIG_NAME,
+                                                   overrides=fixed)
+    return options
+
+
+def make_plan(overrides: list[str]) -> _Planned:
+    with _hydra() as app:
+        line = parse_overrides(overrides, _group_options(app))
+        cfg = compose_grid(line, _compose)
+        cells, prompts = compose_cells(cfg, line.fixed, _compose)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
     return _Planned(cfg, build_plan(cfg, cells, prompts, results_dir), overrides)
+
+
+def _display(args: argparse.Namespace, overrides: list[str]) -> int:
+    with _hydra() as app:
+        line = parse_overrides(overrides, _group_options(app))
+        return display(args, app, line.fixed, lambda: compose_grid(
+            line, lambda o: compose(config_name=CONFIG_NAME, overrides=o,
+                                    return_hydra_config=True)))
 
 
 # --- 2. execute ------------------------------------------------------------------------------
@@ -100,6 +172,7 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
     with DriverLock(plan.run_dir):
         ledger = Ledger(plan.run_dir)
         try:
+            write_run_record(plan.run_dir, recorded_overrides(planned.overrides))
             _recover(ledger, echo)
             ledger.add_cells(plan.cells)
             todo = _cells_to_run(ledger, plan.cells, cfg.run.retry_failed, echo)
@@ -115,19 +188,15 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
     echo("")
     echo(run_summary(plan.run_dir, [c.cell_id for c in plan.cells]))
     write_report(plan.run_dir)
-    resume = "python -m grid.run " + " ".join(_quote(o) for o in planned.overrides)
+    resume = resume_command(plan.run_dir)
     if code == EXIT_INTERRUPTED:
         echo(f"\ninterrupted; resume with: {resume}")
     elif counts["failed"]:
         echo(f"\n{counts['failed']} cell(s) failed; see python -m grid.status {plan.run_dir}; "
-             f"re-run the same command to retry them")
+             f"retry them with: {resume}")
         code = code or EXIT_FAILED_CELLS
     echo(f"results: {plan.run_dir}")
     return RunOutcome(code, plan.run_dir, [c.cell_id for c in plan.cells], counts)
-
-
-def _quote(text: str) -> str:
-    return text if all(ch not in text for ch in " []'\"") else f"'{text}'"
 
 
 def _recover(ledger: Ledger, echo: Callable[[str], None]) -> None:

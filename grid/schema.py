@@ -1,4 +1,4 @@
-"""The data contract of results/<run_id>/ as Arrow schemas (see DESIGN.md).
+"""The data contract of results/<run_id>/ as Arrow schemas (see docs/architecture.md).
 
 Times are float seconds: `*_at` columns are Unix epoch seconds, `*_s` columns are durations.
 `variant` and `workload` are hive partition columns (folder names), not stored in the files."""

@@ -1,5 +1,5 @@
 """`python -m grid.status RESULTS/RUN_ID`: the run's cells by status, with errors, and the
-command that resumes it."""
+command that resumes it (the same command grid.run prints after an interruption or failure)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from grid.ledger import LEDGER_NAME, STATUSES, Ledger
+from grid.runrecord import RUN_RECORD, resume_command
 
 
 def format_status(run_dir: Path) -> str:
@@ -32,16 +33,23 @@ def format_status(run_dir: Path) -> str:
             lines.append(line)
     unfinished = sum(1 for r in rows if r["status"] != "done")
     if unfinished:
-        lines.append(f"\n{unfinished} cell(s) not done: re-run the command that started this run "
-                     f"(same overrides, or run.id={run_dir.name} results_dir={run_dir.parent}) "
-                     "to resume")
+        if (run_dir / RUN_RECORD).is_file():
+            lines.append(f"\n{unfinished} cell(s) not done; resume with: "
+                         f"{resume_command(run_dir)}")
+        else:
+            lines.append(f"\n{unfinished} cell(s) not done; this folder has no {RUN_RECORD} "
+                         "(no execution recorded its command line): re-run the command that "
+                         "started it")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m grid.status RESULTS/RUN_ID", file=sys.stderr)
+    if args in (["-h"], ["--help"]):
+        print(f"usage: python -m grid.status RESULTS/RUN_ID\n\n{__doc__}")
+        return 0
+    if len(args) != 1 or args[0].startswith("-"):
+        print("specgrid: error: usage: python -m grid.status RESULTS/RUN_ID", file=sys.stderr)
         return 2
     run_dir = Path(args[0])
     if not (run_dir / LEDGER_NAME).is_file():

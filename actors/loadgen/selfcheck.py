@@ -4,9 +4,9 @@ A cell is flagged ``client_saturated`` (with a reason naming every tripped check
 
 * client dispatch lag p99 > ``DISPATCH_LAG_P99_MAX_S`` (10 ms): requests left later than their
   scheduled time for reasons of the client's own. Excluded from this check (but included in the
-  reported ``dispatch_lag_*``, which follow DESIGN.md: sent_at - scheduled_at): time spent
-  waiting for a concurrency-cap slot (the configured cap at work) and a closed loop's first wave
-  (all scheduled at the window start, started one per event-loop turn, ~50 us each);
+  reported ``dispatch_lag_*``, defined in docs/architecture.md: sent_at - scheduled_at): time
+  spent waiting for a concurrency-cap slot (the configured cap at work) and a closed loop's first
+  wave (all scheduled at the window start, started one per event-loop turn, ~50 us each);
 * event-loop lag p99 > ``LOOP_LAG_P99_MAX_S`` (5 ms): a ticker that sleeps ``TICK_S`` overslept,
   so every timestamp taken by the loop may be late by as much;
 * client CPU >= ``CPU_PERCENT_MAX`` (95 %) of one core (process CPU time / wall time over the

@@ -6,8 +6,9 @@ default profile's numbers come from.
 
 Calibration of ``default`` (SIMULATION -- a model of a published measurement, not a measurement)
 ----------------------------------------------------------------------------------------------
-Source: the single-node measurement quoted in DESIGN.md -- one 8-GPU node, SGLang, baseline vs
-EAGLE-3 (3 steps, topk 1, 4 draft tokens) on prompts from the drafter's training distribution:
+Source: the single-node measurement quoted in docs/architecture.md -- one 8-GPU node, SGLang,
+baseline vs EAGLE-3 (3 steps, topk 1, 4 draft tokens) on prompts from the drafter's training
+distribution:
 
 =========================  ============  ===========
 scenario                   baseline      EAGLE-3

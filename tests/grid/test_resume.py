@@ -78,7 +78,7 @@ def test_signal_stops_servers_and_prints_resume(sig, tmp_path, ray_session):
     driver.send_signal(sig)
     out, _ = driver.communicate(timeout=120)
     assert driver.returncode == EXIT_INTERRUPTED, out
-    assert "interrupted; resume with: python -m grid.run +sweep=smoke run.id=r" in out
+    assert f"interrupted; resume with: python -m grid.run --resume {run_dir.resolve()}" in out
     assert not _query(run_dir, "SELECT 1 FROM cells WHERE status='running'")
     assert not _query(run_dir, "SELECT 1 FROM servers WHERE stopped_at IS NULL")
     assert not [pid for pid in _server_pids(run_dir) if _alive(pid)]

@@ -14,7 +14,7 @@ import pytest
 from engines.sim.calibrate import coding_prompt
 from tests.engines.sim.conftest import LaunchSim, run_generate
 
-TARGETS = {  # tok/s of the published 8-GPU measurement (DESIGN.md)
+TARGETS = {  # tok/s of the published 8-GPU measurement (docs/architecture.md)
     ("baseline", "single"): 89.0,
     ("baseline", "saturated"): 773.0,
     ("eagle3", "single"): 96.1,

@@ -27,7 +27,7 @@ def body(text: str, n: int = 128) -> dict[str, object]:
 
 
 def accept_length(metas: list[dict[str, Any]]) -> float:
-    """Sum of completion tokens / sum of verifies (the cell definition in DESIGN.md)."""
+    """Sum of completion tokens / sum of verifies (the cell definition in docs/architecture.md)."""
     return sum(m["completion_tokens"] for m in metas) / sum(m["spec_verify_ct"] for m in metas)
 
 

@@ -130,7 +130,8 @@ def from_openai(record: Mapping[str, Any], cid: str, source: str, domain: str) -
     """``{"messages": [...], "tools"?, "id"?}`` (OpenAI chat format, as vLLM's and SGLang's
     chat datasets read it)."""
     msgs = record.get("messages")
-    _need(isinstance(msgs, list) and bool(msgs), "messages is not a non-empty list")
+    if not isinstance(msgs, list) or not msgs:
+        raise MalformedRecord("messages is not a non-empty list")
     messages = [_message(m, f"messages[{j}]") for j, m in enumerate(msgs)]
     system, turns = split_turns(messages)
     return Conversation(str(record.get("id", cid)), turns, system, _tools(record),
@@ -141,7 +142,8 @@ def from_sharegpt(record: Mapping[str, Any], cid: str, source: str, domain: str)
     """``{"id", "conversations": [{"from", "value"}]}`` - the ShareGPT layout SGLang's
     python/sglang/benchmark/datasets/sharegpt.py reads (``from`` human/gpt, ``value``)."""
     conv = record.get("conversations")
-    _need(isinstance(conv, list) and bool(conv), "conversations is not a non-empty list")
+    if not isinstance(conv, list) or not conv:
+        raise MalformedRecord("conversations is not a non-empty list")
     messages: list[dict[str, Any]] = []
     for j, m in enumerate(conv):
         _need(isinstance(m, Mapping) and isinstance(m.get("value"), str),
@@ -216,8 +218,10 @@ def from_mooncake(record: Mapping[str, Any], cid: str, source: str, domain: str,
     and sorts by ``timestamp`` (ms)."""
     n_in = record.get("input_length")
     ts = record.get("timestamp")
-    _need(isinstance(n_in, int) and n_in > 0, "input_length is not a positive integer")
-    _need(isinstance(ts, int | float) and ts >= 0, "timestamp is not a number >= 0")
+    if not isinstance(n_in, int) or n_in <= 0:
+        raise MalformedRecord("input_length is not a positive integer")
+    if not isinstance(ts, int | float) or ts < 0:
+        raise MalformedRecord("timestamp is not a number >= 0")
     n_out = record.get("output_length")
     _need(n_out is None or (isinstance(n_out, int) and n_out > 0),
           "output_length is not a positive integer")
@@ -248,9 +252,9 @@ def from_speed_bench(record: Mapping[str, Any], cid: str, source: str,
     python/sglang/benchmark/datasets/speed_bench.py (``turns`` list of strings, ``category``);
     ``question_id`` is taken as the id when present."""
     turns = record.get("turns")
-    _need(isinstance(turns, list) and bool(turns) and all(isinstance(t, str) and t
-                                                          for t in turns),
-          "turns is not a non-empty list of strings")
+    if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t
+                                                           for t in turns):
+        raise MalformedRecord("turns is not a non-empty list of strings")
     qid = record.get("question_id", record.get("id", cid))
     return Conversation(str(qid), tuple(Turn(messages=({"role": "user", "content": t},))
                                         for t in turns),

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-import ijson
+import ijson  # type: ignore[import-untyped]
 
 from workloads.conversations.formats import (
     FORMATS,

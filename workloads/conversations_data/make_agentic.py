@@ -395,7 +395,7 @@ def numbered(text: str, start: int = 1) -> str:
 
 def test_log(rng: random.Random, package: str, module: str, kind: str, passed: bool,
              n_tests: int) -> str:
-    lines = [f"============================= test session starts ==============================",
+    lines = ["=" * 29 + " test session starts " + "=" * 30,
              "platform linux -- Python 3.12.4, pytest-8.3.2, pluggy-1.5.0",
              f"rootdir: /workspace/{package}", "configfile: pyproject.toml",
              f"collected {n_tests} items", ""]
@@ -411,7 +411,7 @@ def test_log(rng: random.Random, package: str, module: str, kind: str, passed: b
                      f"{rng.uniform(0.8, 9.0):.2f}s ===============================")
         return "\n".join(lines)
     err, _ = FAILURES[kind]
-    lines += ["", "=================================== FAILURES ===================================",
+    lines += ["", "=" * 35 + " FAILURES " + "=" * 35,
               f"_________________________ test_{module}_{kind} __________________________", "",
               f"    def test_{module}_{kind}(service):",
               f">       result = service.check_{kind}()", "",
@@ -419,7 +419,7 @@ def test_log(rng: random.Random, package: str, module: str, kind: str, passed: b
               "_ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ _",
               f"{package}/{module}.py:{rng.randrange(20, 200)}: in check_{kind}",
               "    return self._apply(items)", f"E   {err}",
-              "", "=========================== short test summary info ============================",
+              "", "=" * 27 + " short test summary info " + "=" * 28,
               f"FAILED tests/test_{module}.py::test_{module}_{kind} - {err[:60]}",
               f"========================= 1 failed, {n_tests - 1} passed in "
               f"{rng.uniform(0.8, 9.0):.2f}s ========================="]

@@ -83,6 +83,7 @@ class History:
         self.messages: list[Message] = []
         self._parts: list[str] = [_RENDER[template][0]]
         self._next = 0  # the round whose request comes next
+        self._open = False  # a round was requested and its reply is not in yet
         system = system_text(conv)
         if system is not None:
             self._add({"role": "system", "content": system})
@@ -96,9 +97,12 @@ class History:
         before the next call)."""
         if k != self._next:
             raise ValueError(f"round {k} requested, but round {self._next} comes next")
+        if self._open:
+            raise ValueError(f"round {k} requested, but round {k - 1} has no reply yet")
         for m in self.conv.turns[k].messages:
             self._add(m)
         self._next = k + 1
+        self._open = True
         return self.messages
 
     def prompt(self) -> str:
@@ -108,8 +112,9 @@ class History:
     def reply(self, k: int, live_text: str | None) -> str:
         """End round k: append the recorded reply (``recorded`` and the trace has one) or the
         live one; returns which was used (``recorded`` / ``live``)."""
-        if k != self._next - 1:
-            raise ValueError(f"reply to round {k}, but round {self._next - 1} is open")
+        if k != self._next - 1 or not self._open:
+            raise ValueError(f"reply to round {k}, but it is not the open round")
+        self._open = False
         recorded = self.conv.turns[k].reply
         if self.replay == "recorded" and recorded is not None:
             self._add(recorded)

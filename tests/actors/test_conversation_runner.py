@@ -176,8 +176,8 @@ def test_a_killed_server_leaves_finished_rounds_and_marks_the_rest() -> None:
     s = start_sim(["--sim-time-scale", "0.05", "--sim-crash-after-requests", "3"])
     try:
         spec = ConversationLoadSpec(url=s.url, conversations=shipped(2, 6),
-                                    concurrency=1, max_turns=6, max_new_tokens=8, request_timeout_s=10,
-                                    connect_timeout_s=2)
+                                    concurrency=1, max_turns=6, max_new_tokens=8,
+                                    request_timeout_s=10, connect_timeout_s=2)
         res = asyncio.run(run_conversations(spec))
     finally:
         s.stop()

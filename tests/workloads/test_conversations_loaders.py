@@ -105,7 +105,8 @@ SHAREGPT = [
         {"from": "gpt", "value": "hello"}, {"from": "human", "value": "bye"},
         {"from": "gpt", "value": "ciao"}]},
     {"id": "b", "conversations": [{"from": "gpt", "value": "I speak first"}]},
-    {"id": "c", "conversations": [{"from": "human", "value": "q"}, {"from": "alien", "value": "?"}]},
+    {"id": "c", "conversations": [{"from": "human", "value": "q"},
+                                  {"from": "alien", "value": "?"}]},
     {"id": "d", "conversations": [{"from": "human", "value": "only a question"}]},
 ]
 

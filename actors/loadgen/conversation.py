@@ -48,6 +48,9 @@ from grid.metrics import accept_length, percentile, request_timing
 from workloads.conversations.model import Conversation
 from workloads.conversations.render import History
 
+_PLACEHOLDER = "\x00specgrid-context\x00"
+"""Stands for the prompt / messages in a body template (a NUL cannot occur in the rest)."""
+
 
 @dataclass
 class ConversationResult:
@@ -151,22 +154,39 @@ class _Client:
             headers["Authorization"] = f"Bearer {spec.api_key}"
         tmpl = client.build_request("POST", spec.url.rstrip("/") + path, content=b"{}",
                                     headers=headers)
+        self._templates: dict[int, tuple[bytes, bytes]] = {}
         self.url = tmpl.url
         self.extensions = dict(tmpl.extensions)
         self.raw_headers = [(k, v) for k, v in tmpl.headers.raw if k.lower() != b"content-length"]
 
-    def body(self, history: History, messages: list[Any], max_new_tokens: int) -> bytes:
+    def body(self, history: History, max_new_tokens: int) -> bytes:
+        """The round's body: a template of the endpoint's body with a placeholder where the
+        prompt / messages go, filled with History's incrementally encoded JSON (see
+        :mod:`workloads.conversations.render`)."""
+        parts = self._templates.get(max_new_tokens)
+        if parts is None:
+            parts = self._templates[max_new_tokens] = self._template(max_new_tokens)
+        pre, post = parts
+        value = (history.prompt_json() if self.spec.endpoint == "generate"
+                 else history.messages_json())
+        return b"".join((pre, value, post))
+
+    def _template(self, max_new_tokens: int) -> tuple[bytes, bytes]:
         s = self.spec
         if s.endpoint == "generate":
-            return generate_body(history.prompt(), max_new_tokens, s.temperature, s.ignore_eos)
-        body: dict[str, Any] = {
-            "model": s.model, "messages": messages, "max_tokens": max_new_tokens,
-            "temperature": s.temperature, "stream": True,
-            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-        }
-        if s.ignore_eos:
-            body["ignore_eos"] = True
-        return json.dumps(body).encode()
+            body = generate_body(_PLACEHOLDER, max_new_tokens, s.temperature, s.ignore_eos)
+        else:
+            obj: dict[str, Any] = {
+                "model": s.model, "messages": _PLACEHOLDER, "max_tokens": max_new_tokens,
+                "temperature": s.temperature, "stream": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            }
+            if s.ignore_eos:
+                obj["ignore_eos"] = True  # SGLang / vLLM extension
+            body = json.dumps(obj).encode()
+        pre, sep, post = body.partition(json.dumps(_PLACEHOLDER).encode())
+        assert sep, "placeholder not found in the body template"
+        return pre, post
 
     def request(self, body: bytes) -> httpx.Request:
         return httpx.Request("POST", self.url, content=body, extensions=dict(self.extensions),
@@ -212,9 +232,8 @@ async def run_conversation(cl: _Client, conv: Conversation, index: int, due: flo
             rows += unrun_rows(conv, k, n, "not_run", "load window ended")
             break
         await _sleep_until(due)
-        messages = history.request(k)
-        turn = conv.turns[k]
-        body = cl.body(history, messages, turn.output_tokens or spec.max_new_tokens)
+        history.request(k)
+        body = cl.body(history, conv.turns[k].output_tokens or spec.max_new_tokens)
         tl = Timeline(due)
         sink = await send_round(cl.send, cl.request(body), spec.endpoint, tl,
                                 spec.request_timeout_s)
@@ -287,6 +306,9 @@ def _stats(rows: list[dict[str, Any]], wall: float, cpu: float, start: float,
            n_convs: int) -> dict[str, Any]:
     sent = [r for r in rows if r["status"] in ("ok", "error")]
     lags = [r["dispatch_lag_s"] for r in sent]
+    # rounds after the first are due at their predecessor's end (+ think time): their lag is
+    # the client's own delay; first rounds of a closed loop all fall due at the window start
+    later = [r["dispatch_lag_s"] for r in sent if r["turn_index"] > 0]
     ok = sum(1 for r in rows if r["status"] == "ok")
     started = {r["conversation_id"] for r in sent}
     failed = {r["conversation_id"] for r in rows if r["status"] == "error"}
@@ -298,6 +320,7 @@ def _stats(rows: list[dict[str, Any]], wall: float, cpu: float, start: float,
         "client_cpu_s": cpu, "client_cpu_per_round_ms": 1e3 * cpu / len(sent) if sent else None,
         "dispatch_lag_p50_s": percentile(lags, 50), "dispatch_lag_p99_s": percentile(lags, 99),
         "dispatch_lag_max_s": max(lags, default=None),
+        "dispatch_lag_later_rounds_p99_s": percentile(later, 99),
         "event_loop": type(asyncio.get_running_loop()).__module__,
     }
 

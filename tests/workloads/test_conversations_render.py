@@ -92,3 +92,19 @@ def test_rounds_must_come_in_order() -> None:
         h.request(1)  # round 0 has no reply yet
     with pytest.raises(ValueError, match="replay must be one of"):
         History(CONV, replay="both")
+
+
+@pytest.mark.parametrize("template", ["chatml", "llama3"])
+def test_incremental_json_equals_encoding_the_whole(template: str) -> None:
+    conv = Conversation("u", system="sys \"quoted\" \\ back\nslash", tools=(TOOL,), turns=(
+        Turn(messages=({"role": "user", "content": "tab\there, unicode é ✓ 𝄞, nul \x00"},),
+             reply={"role": "assistant", "content": None, "tool_calls": [
+                 {"id": "1", "function": {"name": "grep", "arguments": "{\"p\": \"\\\\d\"}"}}]}),
+        Turn(messages=({"role": "tool", "content": "line1\r\nline2 </s> \u2028"},)),
+    ))
+    h = History(conv, template=template)
+    for k in range(2):
+        h.request(k)
+        assert h.prompt_json() == json.dumps(h.prompt()).encode()
+        assert h.messages_json() == json.dumps(h.messages).encode()
+        h.reply(k, "live ✓")

@@ -259,3 +259,22 @@ def test_shipped_agentic_conversations() -> None:
         finals.append(chars / 4)
     assert min(finals) < 3_000 and max(finals) > 30_000
     assert sum(1 for f in finals if f > 16_000) >= 10
+
+
+def test_a_broken_first_row_does_not_hide_the_format(tmp_path: Path) -> None:
+    path = write_jsonl(tmp_path / "sb.jsonl", [
+        '{"question_id": 1, "turns": ["cut off',
+        {"question_id": 2, "category": "qa", "turns": ["ok?"]},
+    ])
+    rep = LoadReport(str(path))
+    assert [c.conversation_id for c in iter_conversations(path, report=rep)] == ["2"]
+    assert rep.format == "speed_bench" and rep.examples[0].startswith("sb.jsonl:1: not JSON")
+
+
+def test_pretty_printed_trace_with_one_line_messages(tmp_path: Path) -> None:
+    """Lines of a multi-line document that happen to parse alone do not make it JSONL."""
+    path = tmp_path / "trace.json"
+    path.write_text('{\n"conversations": [\n[\n{"messages": [\n'
+                    '{"role": "user", "content": "a"}\n]}\n]\n]\n}\n')
+    assert detect_format(path) == ("sglang_agentic", "trace")
+    assert [c.turns[0].messages[0]["content"] for c in iter_conversations(path)] == ["a"]

@@ -86,6 +86,28 @@ def _first_array_item(f: BinaryIO, prefix: str) -> Any:
         f.seek(0)
 
 
+DETECT_LINES = 20
+"""JSONL detection looks at up to this many complete lines of the head for a record that
+parses (a broken first row is counted later, not taken for another format)."""
+
+
+def _first_jsonl_record(head: bytes) -> Any:
+    """The JSONL record that tells the format: the first line if it parses as an object, else
+    the first of the next few lines that parses as an object of a known format; None when
+    there is none (a multi-line JSON document, or not JSON)."""
+    lines = [line for line in head.split(b"\n") if line.strip()]
+    if len(head) >= HEAD_BYTES:
+        lines = lines[:-1]  # the last piece may be cut
+    for i, line in enumerate(lines[:DETECT_LINES]):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and (i == 0 or classify(obj) is not None):
+            return obj
+    return None
+
+
 def detect_format(path: str | Path) -> tuple[str, str]:
     """(format, container) of a file: container ``jsonl``, ``array`` (a JSON array of
     records) or ``trace`` (SGLang's ``{"conversations": [[turn...]...]}`` document). Raises
@@ -102,21 +124,12 @@ def detect_format(path: str | Path) -> tuple[str, str]:
             if fmt is not None and fmt != "sglang_agentic":
                 return fmt, "array"
         elif head[:1] == b"{":
-            nl = head.find(b"\n")
-            first = head if nl < 0 and len(head) < HEAD_BYTES else head[:nl] if nl >= 0 else b""
-            record = None
-            if first:
-                try:
-                    record = json.loads(first)
-                except ValueError:
-                    record = None
-            if record is not None:
-                fmt = classify(record)
-                if fmt == "sglang_agentic":
-                    return fmt, "trace"
-                if fmt is not None:
-                    return fmt, "jsonl"
-            elif isinstance(_first_array_item(f, "conversations.item"), list):
+            fmt = classify(_first_jsonl_record(head))
+            if fmt == "sglang_agentic":  # a trace document written on one line
+                return fmt, "trace"
+            if fmt is not None:
+                return fmt, "jsonl"
+            if isinstance(_first_array_item(f, "conversations.item"), list):
                 return "sglang_agentic", "trace"
     raise ConversationFormatError(
         f"conversation file {p} is in no known format (expected JSONL or JSON of: "

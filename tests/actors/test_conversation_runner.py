@@ -219,3 +219,15 @@ def test_later_round_hits_the_prefix_cache(sim: SimProcess) -> None:
     cold_row = asyncio.run(run_conversations(spec2)).rows[0]
     assert cold_row["cached_tokens"] in (0, None)
     assert cold_row["ttft_s"] > warm[3]["ttft_s"]
+
+
+def test_open_loop_at_a_rate_starts_conversations_on_schedule() -> None:
+    res, _ = run_fixed(dict(conversations=shipped(4), rate=10.0, arrival="constant",
+                            concurrency=None, max_turns=2, max_new_tokens=4),
+                       ttft_ms=2, chunk_ms=1)
+    start = res.stats["window_start"]
+    firsts = [r for r in res.rows if r["turn_index"] == 0]
+    assert [r["status"] for r in res.rows] == ["ok"] * 8
+    for n, r in enumerate(firsts):
+        assert r["scheduled_at"] - start == pytest.approx(n * 0.1, abs=1e-6)
+        assert 0 <= r["dispatch_lag_s"] <= DISPATCH_LAG_P99_MAX_S

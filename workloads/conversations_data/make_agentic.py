@@ -437,11 +437,11 @@ def conversation(i: int, task: tuple[str, str, str, str, str]) -> dict[str, obje
     rng = random.Random(f"specgrid-agentic-{i}")
     n_rounds = 5 + (i * 7) % 16  # 5..20
     target_chars = int((2000 + (30000 * i) / (len(TASKS) - 1)) * CHARS_PER_TOKEN)
+    task_text = (f"Repository: {project} (package `{package}`).\n\n"
+                 f"Task: {issue}\n\nFix it and make sure the tests pass.")
     messages: list[dict[str, object]] = [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": f"Repository: {project} (package `{package}`).\n\n"
-                                    f"Task: {issue}\n\nFix it and make sure the tests pass."}]
-    size = len(SYSTEM) + len(messages[1]["content"]) + 2500  # + tool schemas
+        {"role": "system", "content": SYSTEM}, {"role": "user", "content": task_text}]
+    size = len(SYSTEM) + len(task_text) + 2500  # + tool schemas
     files = {m: source_file(random.Random(f"{project}-{m}-{i}"), package, m, ns,
                             8 + rng.randrange(14))
              for m, ns in modules.items()}

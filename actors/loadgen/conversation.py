@@ -1,0 +1,338 @@
+"""``run_conversations(spec) -> ConversationResult``: multi-turn conversations as load (no Ray).
+
+Each conversation replays round by round: round k's request carries the whole history
+(:class:`workloads.conversations.render.History`), is streamed and timed like any single
+request, and its reply (recorded or live) joins the history before round k+1 is due. Per-round
+rows (:data:`actors.loadgen.conversation_plan.ROW_KEYS`) carry the server's ``prompt_tokens``
+and ``cached_tokens`` next to TTFT, ITL and accept length. A round that fails ends its
+conversation: its finished rounds keep their rows, the failed one is ``error`` and the rest are
+``skipped``; rounds left when the load window ends are ``not_run``.
+
+Requests go through the load generator's own stream code (:func:`actors.loadgen.streams.
+stream_into` with a :class:`~actors.loadgen.streams.Timeline`), over the transport
+:func:`actors.loadgen.transport.make_transport` builds. The stream sinks are subclassed here
+only to keep what a conversation needs beyond a single request's timing: the reply text (for
+``replay="live"``) and the prefix-cache hit.
+
+``cached_tokens`` sources (SGLang): native ``/generate`` - ``meta_info.cached_tokens`` of the
+final event; OpenAI chat - ``usage.prompt_tokens_details.cached_tokens``, which SGLang sends
+when the count is > 0 or the server runs with ``--enable-cache-report``
+(sgl-project/sglang python/sglang/srt/entrypoints/openai/usage_processor.py,
+``_details_if_cached``); absent there means 0 only under ``--enable-cache-report``, so it is
+recorded as None.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from time import perf_counter, process_time
+from typing import Any
+
+import httpx
+
+from actors.loadgen.conversation_plan import (
+    ROW_KEYS,
+    ConversationLoadSpec,
+    arrival_offsets,
+    think_times,
+    unrun_rows,
+)
+from actors.loadgen.sse import SSEDecoder
+from actors.loadgen.streams import ChatSink, NativeSink, StreamError, Timeline, generate_body
+from actors.loadgen.streams import stream_into as _stream_into
+from actors.loadgen.transport import make_transport
+from grid.metrics import accept_length, percentile, request_timing
+from workloads.conversations.model import Conversation
+from workloads.conversations.render import History
+
+_PLACEHOLDER = "\x00specgrid-context\x00"
+"""Stands for the prompt / messages in a body template (a NUL cannot occur in the rest)."""
+
+
+@dataclass
+class ConversationResult:
+    """Rows (one per round, in conversation start order) and the client's stats."""
+
+    rows: list[dict[str, Any]]
+    stats: dict[str, Any]
+
+
+class NativeReplySink(NativeSink):
+    """:class:`NativeSink` that also keeps the final event's ``text`` and ``cached_tokens``."""
+
+    __slots__ = ("text", "cached_tokens")
+
+    def __init__(self, tl: Timeline) -> None:
+        super().__init__(tl)
+        self.text: str | None = None
+        self.cached_tokens: int | None = None
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        finally:
+            if self.last is not None:
+                obj = json.loads(self.last)
+                self.text = obj.get("text")
+                meta = obj.get("meta_info") or {}
+                ct = meta.get("cached_tokens")
+                self.cached_tokens = ct if isinstance(ct, int) else None
+
+
+class ChatReplySink(ChatSink):
+    """:class:`ChatSink` that also keeps the reply text and ``usage.prompt_tokens_details.
+    cached_tokens``. Events are framed a second time here (the parent's decoder is private to
+    its parsing); only events that carry content or usage are parsed again."""
+
+    __slots__ = ("own", "parts", "cached_tokens")
+
+    def __init__(self, tl: Timeline) -> None:
+        super().__init__(tl)
+        self.own = SSEDecoder()
+        self.parts: list[str] = []
+        self.cached_tokens: int | None = None
+
+    def feed(self, data: bytes, t: float) -> None:
+        super().feed(data, t)
+        for p in self.own.feed(data):
+            if p == b"[DONE]" or (b'"content"' not in p and b'"usage":{' not in p):
+                continue
+            obj = json.loads(p)
+            for ch in obj.get("choices") or ():
+                c = (ch.get("delta") or {}).get("content")
+                if c:
+                    self.parts.append(c)
+            details = (obj.get("usage") or {}).get("prompt_tokens_details") or {}
+            ct = details.get("cached_tokens")
+            if isinstance(ct, int):
+                self.cached_tokens = ct
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+async def send_round(send: Any, request: httpx.Request, endpoint: str, tl: Timeline,
+                     timeout_s: float) -> NativeReplySink | ChatReplySink:
+    """Stream one round into ``tl`` under ``timeout_s``; a failure ends in ``tl.error`` (the
+    same mapping as :func:`actors.loadgen.streams.run_request`)."""
+    sink: NativeReplySink | ChatReplySink = (NativeReplySink(tl) if endpoint == "generate"
+                                             else ChatReplySink(tl))
+    try:
+        async with asyncio.timeout(timeout_s):
+            await _stream_into(send, request, tl, sink)
+    except TimeoutError:
+        tl.error = f"timeout: no complete response within {timeout_s:g} s"
+    except StreamError as exc:
+        tl.error = str(exc)
+    except httpx.HTTPError as exc:
+        tl.error = f"{type(exc).__name__}: {exc}"
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        tl.error = f"bad event: {type(exc).__name__}: {exc}"
+    except Exception as exc:  # a broken round ends its conversation, never the load
+        tl.error = f"{type(exc).__name__}: {exc}"
+    if tl.end is None:
+        tl.end = perf_counter()
+    return sink
+
+
+class _Client:
+    """Builds each round's request (URL, headers and timeouts merged once, like the load
+    generator's prompt requests) and sends it straight to the transport."""
+
+    def __init__(self, spec: ConversationLoadSpec, client: httpx.AsyncClient,
+                 transport: httpx.AsyncBaseTransport) -> None:
+        self.spec = spec
+        self.send = transport.handle_async_request
+        path = "/generate" if spec.endpoint == "generate" else "/v1/chat/completions"
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                   "Accept-Encoding": "identity"}
+        if spec.api_key:
+            headers["Authorization"] = f"Bearer {spec.api_key}"
+        tmpl = client.build_request("POST", spec.url.rstrip("/") + path, content=b"{}",
+                                    headers=headers)
+        self._templates: dict[int, tuple[bytes, bytes]] = {}
+        self.url = tmpl.url
+        self.extensions = dict(tmpl.extensions)
+        self.raw_headers = [(k, v) for k, v in tmpl.headers.raw if k.lower() != b"content-length"]
+
+    def body(self, history: History, max_new_tokens: int) -> bytes:
+        """The round's body: a template of the endpoint's body with a placeholder where the
+        prompt / messages go, filled with History's incrementally encoded JSON (see
+        :mod:`workloads.conversations.render`)."""
+        parts = self._templates.get(max_new_tokens)
+        if parts is None:
+            parts = self._templates[max_new_tokens] = self._template(max_new_tokens)
+        pre, post = parts
+        value = (history.prompt_json() if self.spec.endpoint == "generate"
+                 else history.messages_json())
+        return b"".join((pre, value, post))
+
+    def _template(self, max_new_tokens: int) -> tuple[bytes, bytes]:
+        s = self.spec
+        if s.endpoint == "generate":
+            body = generate_body(_PLACEHOLDER, max_new_tokens, s.temperature, s.ignore_eos)
+        else:
+            obj: dict[str, Any] = {
+                "model": s.model, "messages": _PLACEHOLDER, "max_tokens": max_new_tokens,
+                "temperature": s.temperature, "stream": True,
+                "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+            }
+            if s.ignore_eos:
+                obj["ignore_eos"] = True  # SGLang / vLLM extension
+            body = json.dumps(obj).encode()
+        pre, sep, post = body.partition(json.dumps(_PLACEHOLDER).encode())
+        assert sep, "placeholder not found in the body template"
+        return pre, post
+
+    def request(self, body: bytes) -> httpx.Request:
+        return httpx.Request("POST", self.url, content=body, extensions=dict(self.extensions),
+                             headers=[*self.raw_headers, (b"Content-Length", b"%d" % len(body))])
+
+
+def _row(conv: Conversation, k: int, n: int, tl: Timeline, sink: NativeReplySink | ChatReplySink,
+         chars: int, source: str | None, think: float, offset: float) -> dict[str, Any]:
+    ok = tl.error is None
+    timing = request_timing(tl.sent, tl.chunk_times, tl.chunk_tokens, tl.end, tl.output_tokens)
+    row = {
+        "conversation_id": conv.conversation_id, "turn_index": k, "num_turns": n,
+        "domain": conv.domain, "status": "ok" if ok else "error", "error": tl.error,
+        "context_tokens": tl.input_tokens, "cached_tokens": sink.cached_tokens,
+        "request_chars": chars, "output_tokens": tl.output_tokens, "reply_source": source,
+        "think_time_s": think, "scheduled_at": tl.scheduled + offset,
+        "sent_at": tl.sent + offset, "dispatch_lag_s": tl.sent - tl.scheduled,
+        "ttft_s": timing["ttft_s"], "e2e_s": timing["e2e_s"],
+        "tpot_s": timing["tpot_s"] if ok else None, "itl_s": timing["itl_s"],
+        "accept_length": accept_length(tl.output_tokens, tl.spec_verify_ct) if ok else None,
+        "spec_verify_ct": tl.spec_verify_ct, "finish_reason": tl.finish_reason,
+    }
+    assert tuple(row) == ROW_KEYS
+    return row
+
+
+async def _sleep_until(target: float) -> None:
+    while (delay := target - perf_counter()) > 0:
+        await asyncio.sleep(delay)
+
+
+async def run_conversation(cl: _Client, conv: Conversation, index: int, due: float,
+                           deadline: float | None, offset: float) -> list[dict[str, Any]]:
+    """Replay one conversation whose first round is due at ``due`` (perf_counter s)."""
+    spec = cl.spec
+    n = spec.turns_of(conv)
+    thinks = think_times(spec, conv, index)
+    history = History(conv, spec.replay, spec.template)
+    rows: list[dict[str, Any]] = []
+    for k in range(n):
+        due += thinks[k]
+        if deadline is not None and due >= deadline:
+            rows += unrun_rows(conv, k, n, "not_run", "load window ended")
+            break
+        await _sleep_until(due)
+        history.request(k)
+        body = cl.body(history, conv.turns[k].output_tokens or spec.max_new_tokens)
+        tl = Timeline(due)
+        sink = await send_round(cl.send, cl.request(body), spec.endpoint, tl,
+                                spec.request_timeout_s)
+        source = history.reply(k, sink.text) if tl.error is None else None
+        rows.append(_row(conv, k, n, tl, sink, len(body), source, thinks[k], offset))
+        if tl.error is not None:
+            rows += unrun_rows(conv, k + 1, n, "skipped", f"round {k} failed")
+            break
+        due = tl.end if tl.end is not None else perf_counter()
+    return rows
+
+
+async def run_conversations(spec: ConversationLoadSpec,
+                            transport: httpx.AsyncBaseTransport | None = None,
+                            ) -> ConversationResult:
+    """Drive ``spec``'s conversations; return their rows and stats. ``transport``: an httpx
+    transport to use instead of building ``spec.transport`` (closed by the client)."""
+    offset = time.time() - perf_counter()
+    tr = transport if transport is not None else make_transport(spec.transport,
+                                                                  spec.connect_timeout_s)
+    timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
+    convs = spec.selected()
+    results: list[list[dict[str, Any]]] = [[] for _ in convs]
+    async with httpx.AsyncClient(transport=tr, timeout=timeout) as client:
+        cl = _Client(spec, client, tr)
+        cpu0, t0 = process_time(), perf_counter()
+        deadline = t0 + spec.duration_s if spec.duration_s is not None else None
+
+        async def one(i: int, due: float) -> None:
+            results[i] = await run_conversation(cl, convs[i], i, due, deadline, offset)
+
+        if spec.closed_loop:
+            todo = iter(range(len(convs)))
+
+            async def worker() -> None:
+                for i in todo:
+                    now = perf_counter()
+                    if deadline is not None and now >= deadline:
+                        return
+                    await one(i, now)
+
+            assert spec.concurrency is not None
+            await asyncio.gather(*(worker() for _ in range(spec.concurrency)))
+        else:
+            sem = asyncio.Semaphore(spec.concurrency) if spec.concurrency else None
+            tasks: list[asyncio.Task[None]] = []
+
+            async def capped(i: int, due: float) -> None:
+                try:
+                    await one(i, due)
+                finally:
+                    if sem is not None:
+                        sem.release()
+
+            for i, off in enumerate(arrival_offsets(spec, convs)):
+                due = t0 + off
+                if deadline is not None and due >= deadline:
+                    break
+                await _sleep_until(due)
+                if sem is not None:
+                    await sem.acquire()
+                tasks.append(asyncio.create_task(capped(i, due)))
+            await asyncio.gather(*tasks)
+        wall, cpu = perf_counter() - t0, process_time() - cpu0
+    rows = [r for conv_rows in results for r in conv_rows]
+    return ConversationResult(rows, _stats(rows, wall, cpu, t0 + offset, len(convs)))
+
+
+def _stats(rows: list[dict[str, Any]], wall: float, cpu: float, start: float,
+           n_convs: int) -> dict[str, Any]:
+    sent = [r for r in rows if r["status"] in ("ok", "error")]
+    lags = [r["dispatch_lag_s"] for r in sent]
+    # rounds after the first are due at their predecessor's end (+ think time): their lag is
+    # the client's own delay; first rounds of a closed loop all fall due at the window start
+    later = [r["dispatch_lag_s"] for r in sent if r["turn_index"] > 0]
+    ok = sum(1 for r in rows if r["status"] == "ok")
+    started = {r["conversation_id"] for r in sent}
+    failed = {r["conversation_id"] for r in rows if r["status"] == "error"}
+    return {
+        "window_start": start, "window_s": wall, "conversations": n_convs,
+        "conversations_started": len(started), "conversations_failed": len(failed),
+        "rounds_sent": len(sent), "rounds_ok": ok,
+        "rounds_per_s": ok / wall if wall > 0 else 0.0,
+        "client_cpu_s": cpu, "client_cpu_per_round_ms": 1e3 * cpu / len(sent) if sent else None,
+        "dispatch_lag_p50_s": percentile(lags, 50), "dispatch_lag_p99_s": percentile(lags, 99),
+        "dispatch_lag_max_s": max(lags, default=None),
+        "dispatch_lag_later_rounds_p99_s": percentile(later, 99),
+        "event_loop": type(asyncio.get_running_loop()).__module__,
+    }
+
+
+def run_conversations_sync(spec: ConversationLoadSpec, use_uvloop: bool = True,
+                           ) -> ConversationResult:
+    """:func:`run_conversations` on a fresh event loop (uvloop when installed and asked for)."""
+    if use_uvloop:
+        try:
+            import uvloop
+        except ImportError:
+            pass
+        else:
+            return uvloop.run(run_conversations(spec))
+    return asyncio.run(run_conversations(spec))

@@ -1,0 +1,201 @@
+"""What a conversation load is (``ConversationLoadSpec``), when each conversation and each of
+its rounds is due, and the per-round row - pure: no clocks, no sockets.
+
+Load shapes, with a conversation as the unit of load:
+
+* closed loop (``rate`` None, ``arrival`` not ``trace``): ``concurrency`` conversations in
+  flight; when one ends (all its rounds done, or failed) the next one starts.
+* open loop: conversations arrive on a schedule - ``rate`` conversations/s (``poisson``,
+  ``gamma``, ``constant``; :mod:`actors.loadgen.schedule`) or at the trace's own arrival times
+  (``arrival="trace"``, offsets from the first arrival multiplied by ``time_scale``);
+  ``concurrency`` optionally caps the conversations in flight.
+
+Inside a conversation, round k > 0 is due ``think`` seconds after round k-1 ended: the trace's
+think time (``think_time="trace"``; 0 when a round has none), none, a constant, or exponential
+with mean ``think_time_s`` (seeded per conversation and round). Dispatch lag of a round =
+sent - due.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from actors.loadgen import schedule
+from actors.loadgen.spec import ENDPOINTS, TRANSPORTS
+from workloads.conversations.model import Conversation
+from workloads.conversations.render import REPLAYS, TEMPLATES
+
+ConversationArrival = Literal["poisson", "gamma", "constant", "trace"]
+ThinkTime = Literal["trace", "none", "constant", "exponential"]
+ARRIVALS: tuple[str, ...] = get_args(ConversationArrival)
+THINK_TIMES: tuple[str, ...] = get_args(ThinkTime)
+
+
+@dataclass(frozen=True)
+class ConversationLoadSpec:
+    """The conversation load one client drives against one server."""
+
+    url: str
+    """Server base URL."""
+    conversations: tuple[Conversation, ...]
+    """The conversations to replay, in order (closed loop and rate-driven open loop take them
+    in this order; ``arrival="trace"`` orders them by arrival time)."""
+    endpoint: str = "generate"
+    """``generate`` (SGLang native, rendered prompt) or ``chat`` (OpenAI messages)."""
+    concurrency: int | None = 1
+    """Closed loop: conversations in flight. Open loop: cap on conversations in flight
+    (None = uncapped)."""
+    rate: float | None = None
+    """Open loop: conversation arrivals per second (with ``arrival`` poisson/gamma/constant)."""
+    arrival: str = "poisson"
+    """Arrival law of an open loop, or ``trace`` for the trace's own arrival times."""
+    burstiness: float = 1.0
+    """Gamma shape of ``arrival="gamma"``."""
+    time_scale: float = 1.0
+    """Multiplier of trace arrival offsets (0.5 = replay twice as fast)."""
+    think_time: str = "trace"
+    """Think time between rounds: ``trace`` | ``none`` | ``constant`` | ``exponential``."""
+    think_time_s: float = 0.0
+    """Constant think time, or the mean of the exponential one (s)."""
+    replay: str = "recorded"
+    """History of later rounds: the trace's replies (``recorded``, comparable across variants)
+    or the server's own (``live``)."""
+    template: str = "chatml"
+    """Chat template layout of the rendered ``/generate`` prompt (``chatml`` | ``llama3``)."""
+    max_turns: int | None = None
+    """Replay at most this many rounds of each conversation."""
+    num_conversations: int | None = None
+    """How many of ``conversations`` to run (None = all)."""
+    duration_s: float | None = None
+    """Stop starting rounds after this many seconds; later rounds are recorded as not run."""
+    max_new_tokens: int = 128
+    """Output length of a round whose trace gives none."""
+    temperature: float = 0.0
+    """Sampling temperature."""
+    ignore_eos: bool = True
+    """Generate exactly the round's output length."""
+    request_timeout_s: float = 300.0
+    """Whole-round limit."""
+    connect_timeout_s: float = 10.0
+    """TCP/TLS connect limit."""
+    model: str = "default"
+    """``model`` of chat requests."""
+    api_key: str | None = None
+    """Bearer token, when the server wants one."""
+    transport: str = "raw"
+    """httpx transport (see :data:`actors.loadgen.spec.TransportName`)."""
+    seed: int = 0
+    """Seed of arrivals and think times."""
+
+    def __post_init__(self) -> None:
+        errors: list[str] = []
+        if not self.url.startswith(("http://", "https://")):
+            errors.append(f"url must start with http:// or https://, got {self.url!r}")
+        if not self.conversations:
+            errors.append("conversations must not be empty")
+        if self.endpoint not in ENDPOINTS:
+            errors.append(f"endpoint must be one of {ENDPOINTS}, got {self.endpoint!r}")
+        if self.arrival not in ARRIVALS:
+            errors.append(f"arrival must be one of {ARRIVALS}, got {self.arrival!r}")
+        if self.think_time not in THINK_TIMES:
+            errors.append(f"think_time must be one of {THINK_TIMES}, got {self.think_time!r}")
+        if self.replay not in REPLAYS:
+            errors.append(f"replay must be one of {REPLAYS}, got {self.replay!r}")
+        if self.template not in TEMPLATES:
+            errors.append(f"template must be one of {TEMPLATES}, got {self.template!r}")
+        if self.transport not in TRANSPORTS:
+            errors.append(f"transport must be one of {TRANSPORTS}, got {self.transport!r}")
+        if self.concurrency is not None and self.concurrency < 1:
+            errors.append(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.closed_loop and self.concurrency is None:
+            errors.append("a closed loop needs a concurrency (conversations in flight)")
+        if self.rate is not None and not self.rate > 0:
+            errors.append(f"rate must be > 0 conversations/s, got {self.rate}")
+        if self.arrival == "trace":
+            missing = [c.conversation_id for c in self.conversations if c.arrival_s is None]
+            if missing:
+                errors.append(f"arrival=trace, but {len(missing)} conversations have no "
+                              f"arrival time (first: {missing[0]})")
+        if not self.time_scale > 0 or not self.burstiness > 0 or self.think_time_s < 0:
+            errors.append("time_scale and burstiness must be > 0, think_time_s >= 0")
+        for name in ("max_turns", "num_conversations"):
+            v = getattr(self, name)
+            if v is not None and v < 1:
+                errors.append(f"{name} must be >= 1, got {v}")
+        if self.duration_s is not None and not self.duration_s > 0:
+            errors.append(f"duration_s must be > 0, got {self.duration_s}")
+        if self.max_new_tokens < 1 or not self.request_timeout_s > 0:
+            errors.append("max_new_tokens must be >= 1 and request_timeout_s > 0")
+        if errors:
+            raise ValueError("invalid ConversationLoadSpec: " + "; ".join(errors))
+
+    @property
+    def closed_loop(self) -> bool:
+        return self.rate is None and self.arrival != "trace"
+
+    def selected(self) -> list[Conversation]:
+        """The conversations this load runs, in start order."""
+        convs = list(self.conversations[: self.num_conversations])
+        if self.arrival == "trace":
+            convs.sort(key=lambda c: c.arrival_s or 0.0)  # stable: file order breaks ties
+        return convs
+
+    def turns_of(self, conv: Conversation) -> int:
+        n = len(conv.turns)
+        return n if self.max_turns is None else min(n, self.max_turns)
+
+
+def arrival_offsets(spec: ConversationLoadSpec, convs: Sequence[Conversation]) -> list[float]:
+    """Open loop: start offset (s from the window start) of each conversation of ``convs``
+    (already in start order)."""
+    if spec.arrival == "trace":
+        first = (convs[0].arrival_s or 0.0) if convs else 0.0
+        return [((c.arrival_s or 0.0) - first) * spec.time_scale for c in convs]
+    assert spec.rate is not None
+    return list(itertools.islice(
+        schedule.arrival_offsets(spec.rate, spec.arrival, spec.burstiness, spec.seed),
+        len(convs)))
+
+
+def think_times(spec: ConversationLoadSpec, conv: Conversation, index: int) -> list[float]:
+    """Think time before each round of ``conv`` (round 0: always 0): seeded by the spec's seed
+    and the conversation's position ``index``, so a replay repeats them exactly."""
+    n = spec.turns_of(conv)
+    if spec.think_time == "none":
+        return [0.0] * n
+    if spec.think_time == "trace":
+        return [0.0] + [t.think_time_s or 0.0 for t in conv.turns[1:n]]
+    if spec.think_time == "constant":
+        return [0.0] + [spec.think_time_s] * (n - 1)
+    rng = random.Random(f"specgrid-think-{spec.seed}-{index}")
+    if spec.think_time_s == 0:
+        return [0.0] * n
+    return [0.0] + [rng.expovariate(1.0 / spec.think_time_s) for _ in range(n - 1)]
+
+
+ROW_KEYS: tuple[str, ...] = (
+    "conversation_id", "turn_index", "num_turns", "domain", "status", "error",
+    "context_tokens", "cached_tokens", "request_chars", "output_tokens", "reply_source",
+    "think_time_s", "scheduled_at", "sent_at", "dispatch_lag_s", "ttft_s", "e2e_s", "tpot_s",
+    "itl_s", "accept_length", "spec_verify_ct", "finish_reason",
+)
+"""Keys of every per-round row, in order. ``status``: ``ok`` | ``error`` (this round failed)
+| ``skipped`` (an earlier round of the conversation failed) | ``not_run`` (the load window
+ended first). ``context_tokens``: the server's ``prompt_tokens``; ``cached_tokens``: the
+server's prefix-cache hit for this round; ``request_chars``: size of the context sent."""
+
+
+def unrun_rows(conv: Conversation, start: int, n_turns: int, status: str,
+               error: str) -> list[dict[str, Any]]:
+    """Rows of rounds ``start..n_turns-1`` that were never sent."""
+    rows = []
+    for k in range(start, n_turns):
+        row: dict[str, Any] = dict.fromkeys(ROW_KEYS)
+        row.update(conversation_id=conv.conversation_id, turn_index=k, num_turns=n_turns,
+                   domain=conv.domain, status=status, error=error, itl_s=[])
+        rows.append(row)
+    return rows

@@ -1,0 +1,145 @@
+"""The reference a drafter is compared with: its training rows, or -- when only its training mix
+is known -- rows that stand for that mix.
+
+- `train_data` (a file or directory in any format of workloads/loaders.py): its rows, streamed;
+  above `limit` rows a deterministic subsample (the `limit` lowest ranks of
+  `unit_hash("reference", row_key)`), so memory stays bounded.
+- `train_mix` only (domain or source -> weight): a stratified sample, following the mix, of the
+  training-like rows shipped in workloads/train_samples/ (rows labelled with the data-set family
+  they imitate). A mix key that names no shipped source is read as a domain (a source name maps
+  to its domain, workloads/records.py SOURCE_DOMAINS); a domain with no shipped training rows
+  falls back to the shipped prompt set of that domain (workloads/prompts/<domain>.jsonl), whose
+  rows are then compared leave-one-out.
+
+Only strata with a positive weight enter the reference: alignment measures whether a prompt's
+kind of text is covered by the drafter's data."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from workloads import PROMPTS_DIR, TRAIN_SAMPLES_DIR
+from workloads.loaders import KNOWN_SUFFIXES, LoadStats, TrainingDataError, iter_rows
+from workloads.records import DOMAINS, SOURCE_DOMAINS, TextRow, unit_hash
+from workloads.sampler import SampleError, normalize_mix, stratified_sample
+
+DEFAULT_LIMIT = 100_000
+"""Reference rows kept from training data (a larger file is subsampled deterministically)."""
+MIX_ROWS = 4000
+"""Rows drawn to stand for a training mix."""
+
+
+@dataclass
+class Reference:
+    """Reference rows and what they are."""
+
+    rows: list[TextRow]
+    description: str
+    stats: LoadStats
+
+
+def bottom_k(rows: Iterable[TextRow], k: int, salt: str = "reference") -> list[TextRow]:
+    """The k rows with the lowest `unit_hash(salt, key)` (streaming, memory O(k)), in rank order."""
+    heap: list[tuple[float, int, TextRow]] = []
+    for n, row in enumerate(rows):
+        item = (-unit_hash(salt, row.key), -n, row)
+        if len(heap) < k:
+            heapq.heappush(heap, item)
+        elif item > heap[0]:
+            heapq.heapreplace(heap, item)
+    return [row for _, _, row in sorted(heap, reverse=True)]
+
+
+def shipped_train_samples() -> list[Path]:
+    """The training-like sample files shipped in workloads/train_samples/ (may be none)."""
+    if not TRAIN_SAMPLES_DIR.is_dir():
+        return []
+    return sorted(p for p in TRAIN_SAMPLES_DIR.rglob("*")
+                  if p.is_file() and p.suffix.lower() in KNOWN_SUFFIXES)
+
+
+def _shipped_rows(stats: LoadStats) -> Iterator[TextRow]:
+    for path in shipped_train_samples():
+        yield from iter_rows(path, stats)
+
+
+def _domain_of_key(key: str) -> str:
+    low = key.lower()
+    if low in DOMAINS:
+        return low
+    if low in SOURCE_DOMAINS:
+        return SOURCE_DOMAINS[low]
+    raise SampleError(f"drafter mix key {key!r} is neither a domain ({', '.join(DOMAINS)}) nor "
+                      f"a known source ({', '.join(sorted(SOURCE_DOMAINS))})")
+
+
+def mix_reference(mix: Mapping[str, float], rows_wanted: int = MIX_ROWS, seed: int = 0) -> Reference:
+    """Rows standing for a training mix (see the module docstring)."""
+    weights = normalize_mix(mix, "drafter train_mix")
+    assert weights is not None
+    stats = LoadStats()
+    pool = list(_shipped_rows(stats))
+    sources = {r.source for r in pool if r.source}
+    label = ", ".join(f"{k} {v:.2f}" for k, v in sorted(weights.items(), key=lambda kv: -kv[1]))
+    if pool and set(weights) <= sources:
+        sample = stratified_sample(pool, rows_wanted, seed=seed, mix=weights)
+        return Reference(sample.rows, f"train_mix {{{label}}} ({len(sample.rows)} shipped "
+                         "training-like rows)", stats)
+    by_domain: dict[str, float] = {}
+    for key, weight in weights.items():
+        domain = _domain_of_key(key)
+        by_domain[domain] = by_domain.get(domain, 0.0) + weight
+    have = {r.domain for r in pool}
+    fallback, absent = [], []
+    for domain in sorted(by_domain):
+        if domain in have:
+            continue
+        path = PROMPTS_DIR / f"{domain}.jsonl"
+        if not path.is_file():
+            absent.append(domain)
+            continue
+        pool.extend(r if r.domain else _with_domain(r, domain) for r in iter_rows(path, stats))
+        fallback.append(domain)
+    for domain in absent:
+        del by_domain[domain]
+    if not by_domain:
+        raise SampleError(f"drafter train_mix {dict(mix)}: no shipped rows stand for any of its "
+                          "domains")
+    sample = stratified_sample(pool, rows_wanted, seed=seed, mix=by_domain)
+    note = f"; prompt sets stand in for {', '.join(fallback)}" if fallback else ""
+    note += f"; nothing shipped stands for {', '.join(absent)}" if absent else ""
+    return Reference(sample.rows, f"train_mix {{{label}}} ({len(sample.rows)} rows{note})", stats)
+
+
+def _with_domain(row: TextRow, domain: str) -> TextRow:
+    return TextRow(row.text, row.source, domain, row.file, row.line, row.turns, row.prompt_id)
+
+
+def data_reference(path: str | Path, limit: int = DEFAULT_LIMIT,
+                   holdout_fraction: float | None = None) -> Reference:
+    """A drafter's training data (without the holdout split, when one is given)."""
+    from workloads.sampler import in_holdout
+
+    stats = LoadStats()
+    rows: Iterable[TextRow] = iter_rows(path, stats)
+    if holdout_fraction is not None:
+        rows = (r for r in rows if not in_holdout(r, holdout_fraction))
+    kept = bottom_k(rows, limit)
+    if not kept:
+        raise TrainingDataError(f"training data {path}: no usable rows ({stats.describe()})")
+    more = f", subsampled from {stats.rows}" if stats.rows > len(kept) else ""
+    return Reference(kept, f"train_data {path} ({len(kept)} rows{more})", stats)
+
+
+def drafter_reference(train_data: str | Path | None, train_mix: Mapping[str, float] | None,
+                      *, limit: int = DEFAULT_LIMIT, mix_rows: int = MIX_ROWS,
+                      holdout_fraction: float | None = None) -> Reference:
+    """The drafter's reference: its training data when known, else its mix."""
+    if train_data:
+        return data_reference(train_data, limit, holdout_fraction)
+    if train_mix:
+        return mix_reference(train_mix, mix_rows)
+    raise SampleError("the drafter has neither train_data nor train_mix")

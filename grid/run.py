@@ -26,6 +26,7 @@ from grid.ledger import DriverLock, Ledger, RunLockedError
 from grid.plan import Plan, build_plan, compose_cells, format_plan
 from grid.report import run_summary, write_report
 from grid.results import ResultsWriteError
+from grid.workloads import WorkloadPlan
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 EXIT_FAILED_CELLS = 3
@@ -177,7 +178,8 @@ def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
                          prompts=plan.prompts, launches=plan.launches,
                          max_error_rate=float(cfg.run.max_error_rate),
                          metrics_interval_s=cfg.run.metrics_interval_s,
-                         total_cells=len(todo), echo=echo)
+                         total_cells=len(todo), echo=echo,
+                         workloads=plan.workloads or WorkloadPlan())
         run_groups(ctx, todo)
         return 0
     except (Interrupted, KeyboardInterrupt):

@@ -22,8 +22,9 @@ so a sample drawn from the training file is not scored as its own neighbour.
 
 `typical` = the median `s` of up to SELF_SAMPLE reference rows (leave-one-out): how close a
 training row is to the rest of the training data. Prompt alignment
-`a = clip((s - FLOOR) / (typical - FLOOR), 0, 1)`: 1 when a prompt is as close to the data as a
-typical training row, 0 at FLOOR (unrelated text shares only incidental words). Workload
+`a = clip((s / typical - FLOOR_RATIO) / (1 - FLOOR_RATIO), 0, 1)`: 1 when a prompt is as close to
+the data as a typical training row, 0 at FLOOR_RATIO of that (unrelated text shares only
+incidental words; being relative, the floor needs no tuning per data set or text length). Workload
 alignment = the mean prompt alignment; at or above ALIGNED_THRESHOLD the workload is on the
 drafter's distribution, below it a speculative cell is flagged off-distribution
 (docs/workloads.md). Above MAX_REFERENCE_ROWS the reference is a deterministic subsample."""
@@ -46,8 +47,10 @@ MAX_REFERENCE_ROWS = 100_000
 """A bigger reference is subsampled deterministically to this many rows."""
 SELF_SAMPLE = 400
 """Reference rows used to measure the reference's typical similarity."""
-FLOOR = 0.02
-"""Similarity of unrelated text (alignment 0)."""
+FLOOR_RATIO = 0.4
+"""Similarity, as a fraction of the reference's typical one, at which alignment is 0. Chosen on
+the shipped prompt sets (docs/workloads.md): unrelated domains score s/typical ~0.2-0.5,
+matched ones ~0.9-1.2."""
 ALIGNED_THRESHOLD = 0.6
 """Workload alignment at or above this = on the drafter's distribution."""
 CHUNK = 1024
@@ -168,8 +171,8 @@ class ReferenceIndex:
 
     def scale(self, similarity: np.ndarray) -> np.ndarray:
         """Similarities -> alignment in [0, 1] (see the module docstring)."""
-        span = max(self.typical - FLOOR, 1e-6)
-        return np.clip((similarity - FLOOR) / span, 0.0, 1.0)
+        ratio = similarity / max(self.typical, 1e-6)
+        return np.clip((ratio - FLOOR_RATIO) / (1.0 - FLOOR_RATIO), 0.0, 1.0)
 
     def align(self, texts: Sequence[str]) -> Alignment:
         similarity = self.similarity(texts)

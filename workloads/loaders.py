@@ -169,8 +169,8 @@ def training_files(path: Path) -> list[Path]:
         files = sorted(p for p in path.rglob("*") if p.is_file()
                        and p.suffix.lower() in KNOWN_SUFFIXES)
         if not files:
-            raise TrainingDataError(
-                f"{path}: no training files in the directory (expected {', '.join(KNOWN_SUFFIXES)})")
+            raise TrainingDataError(f"{path}: no training files in the directory (expected "
+                                    f"{', '.join(KNOWN_SUFFIXES)})")
         return files
     if path.suffix.lower() not in KNOWN_SUFFIXES:
         raise UnknownFormatError(

@@ -66,8 +66,8 @@ def domain_of(source: str | None, domain: str | None) -> str | None:
     """A row's domain: its own label, else the domain its source family belongs to."""
     if domain:
         return domain
-    if source:
-        return SOURCE_DOMAINS.get(source.lower())
+    if source:  # "magicoder" or a prompt set's "magicoder-style"
+        return SOURCE_DOMAINS.get(source.lower().removesuffix("-style"))
     return None
 
 

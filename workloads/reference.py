@@ -76,7 +76,8 @@ def _domain_of_key(key: str) -> str:
                       f"a known source ({', '.join(sorted(SOURCE_DOMAINS))})")
 
 
-def mix_reference(mix: Mapping[str, float], rows_wanted: int = MIX_ROWS, seed: int = 0) -> Reference:
+def mix_reference(mix: Mapping[str, float], rows_wanted: int = MIX_ROWS,
+                  seed: int = 0) -> Reference:
     """Rows standing for a training mix (see the module docstring)."""
     weights = normalize_mix(mix, "drafter train_mix")
     assert weights is not None

@@ -53,9 +53,11 @@ class EngineConfig:
 class DrafterConfig:
     """What the speculative variants' draft model was trained on (docs/workloads.md)."""
 
-    train_mix: dict[str, float] = field(default_factory=dict)
-    """Training mix: domain (coding, agentic, math, chat, encyclopedic) or data-set family
-    (magicoder, glaive, ...) -> weight. Workloads are checked against it when no data is given."""
+    train_mix: Any = None
+    """Training mix, a mapping domain (coding, agentic, math, chat, encyclopedic) or data-set
+    family (magicoder, glaive, ...) -> weight; workloads are checked against it when no data is
+    given. Typed Any so that a command-line mapping is accepted (Hydra refuses new keys in a
+    typed dict); grid/workloads.py check_drafter checks it after composition."""
     train_data: str | None = None
     """The drafter's training data (JSONL, ShareGPT, OpenAI messages, Parquet, or a folder);
     when set, alignment compares prompts with its rows."""
@@ -113,8 +115,10 @@ class WorkloadConfig:
     holdout: str | None = None
     """With train_data: draw prompts only from a held-out split -- a file (rows also in
     train_data are never drawn) or a fraction such as 0.1 (a seed-independent hash split)."""
-    mix: dict[str, float] = field(default_factory=dict)
-    """With train_data: source or domain -> weight of the sample (empty = the data's own mix)."""
+    mix: Any = None
+    """With train_data: a mapping source or domain -> weight of the sample (None = the data's
+    own mix). Typed Any so `workload.mix={coding: 0.6, agentic: 0.4}` works on the command line;
+    checked after composition (grid/workloads.py check_drafter)."""
     num_prompts: int = 256
     """With train_data: prompts drawn."""
     sample_seed: int = 0

@@ -248,6 +248,10 @@ class AlignmentCache:
 def check_drafter(config: Mapping[str, Any]) -> None:
     """One-line ValueError for a drafter or workload description that cannot be used."""
     drafter = config["model"].get("drafter") or {}
+    for where, mix in (("model.drafter.train_mix", drafter.get("train_mix")),
+                       ("workload.mix", config["workload"].get("mix"))):
+        if mix is not None and not isinstance(mix, Mapping):
+            raise ValueError(f"{where} must be a mapping name -> weight, got {mix!r}")
     if drafter.get("train_mix"):
         normalize_mix(drafter["train_mix"], "model.drafter.train_mix")
     if drafter.get("train_data") and not Path(str(drafter["train_data"])).expanduser().exists():

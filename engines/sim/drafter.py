@@ -13,9 +13,12 @@ Per request: prompt alignment `a` in [0, 1] (workloads/alignment.py), then every
 acceptance chain is interpolated between the profile's off-distribution chain
 (`acceptance.encyclopedic`: text the drafter never saw) and its in-distribution chain
 (`acceptance.coding`: the drafter on its own data, the calibrated case) with weight
-`min(1, a / FULL_ACCEPTANCE_AT)`. A prompt as aligned as the plan's ALIGNED_THRESHOLD therefore
-gets the calibrated acceptance; an unrelated one gets the floor. Cost: one sparse vector product
-per distinct prompt (~0.5-1 ms), cached, so repeated prompts cost a dictionary lookup.
+`clip((a - FLOOR_ALIGNMENT) / (FULL_ACCEPTANCE_AT - FLOOR_ALIGNMENT), 0, 1)`: a prompt at least as
+aligned as FULL_ACCEPTANCE_AT (below the plan's ALIGNED_THRESHOLD, so every prompt of a workload
+the plan calls aligned is at or near it) gets the calibrated acceptance; one at or below
+FLOOR_ALIGNMENT (it shares only incidental words with the data) gets the floor. Cost: one sparse
+vector product per distinct prompt (bench/workloads_throughput.py measures it), cached, so a
+repeated prompt costs a dictionary lookup.
 """
 
 from __future__ import annotations
@@ -25,14 +28,16 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from workloads.alignment import ALIGNED_THRESHOLD, ReferenceIndex
+from workloads.alignment import ReferenceIndex
 from workloads.records import DEFAULT_DRAFTER_MIX, row_key
 from workloads.reference import drafter_reference
 
 REFERENCE_ROWS = 4000
 """Training rows the simulated drafter compares prompts with (start-up time, per-prompt cost)."""
-FULL_ACCEPTANCE_AT = ALIGNED_THRESHOLD
+FULL_ACCEPTANCE_AT = 0.5
 """Prompt alignment from which the drafter accepts as on its own data."""
+FLOOR_ALIGNMENT = 0.3
+"""Prompt alignment at or below which the drafter accepts as on unrelated text."""
 ON_DISTRIBUTION = "coding"
 """Profile acceptance chain of the drafter on its training distribution."""
 OFF_DISTRIBUTION = "encyclopedic"
@@ -100,7 +105,8 @@ class SimDrafter:
     def chain(self, prompt_text: str) -> list[float]:
         """Per-position conditional acceptance for this prompt (before algorithm, tree and
         temperature factors, which engines/sim/model.py acceptance_probs applies)."""
-        weight = min(1.0, self.alignment(prompt_text) / FULL_ACCEPTANCE_AT)
+        span = FULL_ACCEPTANCE_AT - FLOOR_ALIGNMENT
+        weight = min(1.0, max(0.0, (self.alignment(prompt_text) - FLOOR_ALIGNMENT) / span))
         return [off + (on - off) * weight for on, off in zip(self.on, self.off, strict=True)]
 
     def info(self) -> dict[str, Any]:

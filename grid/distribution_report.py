@@ -13,6 +13,8 @@ Pure pandas: callable by the report and by notebooks."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import pandas as pd
 
 REQUEST_COLUMNS = ["cell_id", "variant", "workload", "concurrency", "domain", "status",
@@ -38,16 +40,17 @@ def domain_table(requests: pd.DataFrame, cells: pd.DataFrame,
     base_rate = base.groupby(["workload", "concurrency", "domain"]).rate.mean()
     align = _alignments(cells)
     rows = []
-    for (variant, workload, conc, domain), group in spec.groupby(
-            ["variant", "workload", "concurrency", "domain"]):
+    for keys, group in spec.groupby(["variant", "workload", "concurrency", "domain"]):
+        variant, workload, domain = str(keys[0]), str(keys[1]), str(keys[3])
+        conc = int(cast(int, keys[2]))
         reference = base_rate.get((workload, conc, domain))
+        value, ok = align.get((variant, workload), (None, None))
         rows.append({
-            "variant": variant, "workload": workload, "concurrency": int(conc),
+            "variant": variant, "workload": workload, "concurrency": conc,
             "domain": domain, "requests": len(group),
             "accept_length": group.output_tokens.sum() / group.spec_verify_ct.sum(),
             "speedup": group.rate.mean() / reference if reference else None,
-            "alignment": align.get((variant, workload), (None, None))[0],
-            "alignment_ok": align.get((variant, workload), (None, None))[1],
+            "alignment": value, "alignment_ok": ok,
         })
     return pd.DataFrame(rows, columns=["variant", "workload", "concurrency", "domain",
                                        "requests", "accept_length", "speedup", "alignment",
@@ -57,7 +60,7 @@ def domain_table(requests: pd.DataFrame, cells: pd.DataFrame,
 def _alignments(cells: pd.DataFrame) -> dict[tuple[str, str], tuple[float | None, bool | None]]:
     if "alignment" not in cells or cells.empty:
         return {}
-    out = {}
+    out: dict[tuple[str, str], tuple[float | None, bool | None]] = {}
     known = cells[cells.alignment.notna()]
     for (variant, workload), group in known.groupby(["variant", "workload"], observed=True):
         out[(str(variant), str(workload))] = (float(group.alignment.iloc[0]),

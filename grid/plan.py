@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -85,7 +85,7 @@ def compose_cells(base: DictConfig, task_overrides: Sequence[str],
     for combo in combos:
         cfg = compose([*kept, *axis_overrides(combo)])
         check_choices(cfg)
-        config = OmegaConf.to_container(cfg, resolve=True)
+        config = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True))
         _check_load(config["load"], combo)
         check_drafter(config)
         if config["engine"]["name"] == "sim" and is_speculative(config):

@@ -35,8 +35,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
-from sklearn.feature_extraction.text import HashingVectorizer, TfidfTransformer
+import scipy.sparse as sp  # type: ignore[import-untyped]
+from sklearn.feature_extraction.text import (  # type: ignore[import-untyped]
+    HashingVectorizer,
+    TfidfTransformer,
+)
 
 from workloads.records import TextRow, row_key, unit_hash
 

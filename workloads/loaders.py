@@ -216,7 +216,7 @@ def _json_rows(file: Path, stats: LoadStats) -> Iterator[TextRow]:
             seen += 1
             try:
                 obj = json.loads(line)
-            except ValueError as e:
+            except json.JSONDecodeError as e:
                 stats.bad(str(file), n, f"not JSON ({e.msg})")
                 continue
             if row_format(obj) is None:

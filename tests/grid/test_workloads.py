@@ -54,23 +54,24 @@ def test_missing_training_file_exits_2(tmp_path, capsys):
 def test_unknown_format_exits_2(tmp_path, capsys):
     path = tmp_path / "train.csv"
     path.write_text("prompt,answer\n")
-    line = _bad(tmp_path, capsys, "grid.axes.workload=[train_matched]", f"workload.train_data={path}")
+    line = _bad(tmp_path, capsys, "grid.axes.workload=[train_matched]",
+                f"workload.train_data={path}")
     assert str(path) in line and "unknown training-data format" in line
 
 
 def test_empty_after_filtering_exits_2(tmp_path, capsys, train_file):
     line = _bad(tmp_path, capsys, "workload.input_tokens=[5000,6000]")
     assert "no prompts after filtering" in line
-    line = _bad(tmp_path, capsys, "grid.axes.workload=[train_matched]", f"workload.train_data={train_file}",
-                "workload.input_tokens=[5000,6000]")
+    line = _bad(tmp_path, capsys, "grid.axes.workload=[train_matched]",
+                f"workload.train_data={train_file}", "workload.input_tokens=[5000,6000]")
     assert "no eligible rows" in line
 
 
 @pytest.mark.parametrize("override", ["workload.mix={coding:0,agentic:0}", "workload.mix=[1,2]",
                                       "workload.mix={coding:-1,agentic:1}"])
 def test_mix_not_summing_to_a_positive_number_exits_2(tmp_path, capsys, train_file, override):
-    line = _bad(tmp_path, capsys, "grid.axes.workload=[train_matched]", f"workload.train_data={train_file}",
-                override)
+    line = _bad(tmp_path, capsys, "grid.axes.workload=[train_matched]",
+                f"workload.train_data={train_file}", override)
     assert "workload.mix" in line
     assert any(w in line for w in ("positive", "negative", "must be a mapping"))
 

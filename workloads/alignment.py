@@ -40,6 +40,7 @@ from sklearn.feature_extraction.text import (  # type: ignore[import-untyped]
     HashingVectorizer,
     TfidfTransformer,
 )
+from sklearn.utils import murmurhash3_32  # type: ignore[import-untyped]
 
 from workloads.records import TextRow, row_key, unit_hash
 
@@ -56,8 +57,8 @@ the shipped prompt sets (docs/workloads.md): unrelated domains score s/typical ~
 matched ones ~0.9-1.2."""
 ALIGNED_THRESHOLD = 0.6
 """Workload alignment at or above this = on the drafter's distribution."""
-CHUNK = 1024
-"""Prompts compared per sparse product (bounds the dense result's memory)."""
+DENSE_CELLS = 8_000_000
+"""Prompt x reference-row similarities held at once (bounds memory: 32 MB of float32)."""
 
 _VECTORIZER = HashingVectorizer(
     n_features=N_FEATURES, ngram_range=(1, 1), stop_words="english", alternate_sign=False,
@@ -100,7 +101,7 @@ class ReferenceIndex:
             texts, keys, strata = ([seq[i] for i in keep] for seq in (texts, keys, strata))
         self.description = description
         counts = _VECTORIZER.transform(_cut(texts))
-        self.tfidf = TfidfTransformer(sublinear_tf=True).fit(counts)
+        self.idf = TfidfTransformer(sublinear_tf=True).fit(counts).idf_.astype(np.float32)
         matrix = self._weigh(counts)
         # Features x rows (CSR): a query costs the posting lists of its own terms only.
         self.by_feature = matrix.T.tocsr()
@@ -119,6 +120,7 @@ class ReferenceIndex:
         self.sum_sq = np.asarray(sums.multiply(sums).sum(axis=1)).ravel()
         self.sizes = np.bincount(self.row_stratum, minlength=len(labels))
         self.typical = self._typical(matrix)
+        self._analyzer = _VECTORIZER.build_analyzer()
 
     @classmethod
     def from_rows(cls, rows: Sequence[TextRow], description: str) -> ReferenceIndex:
@@ -129,7 +131,17 @@ class ReferenceIndex:
         return len(self.keys)
 
     def _weigh(self, counts: sp.csr_matrix) -> sp.csr_matrix:
-        return self.tfidf.transform(counts).astype(np.float32).tocsr()
+        """Sublinear tf x idf, rows L2-normalised: what TfidfTransformer(sublinear_tf=True)
+        .transform computes, written out because its per-call checks cost ~1.4 ms, more than
+        the whole query for one prompt (the simulator scores prompts one at a time)."""
+        x = sp.csr_matrix(counts, dtype=np.float32, copy=True)
+        np.log(x.data, out=x.data)
+        x.data += 1.0
+        x.data *= self.idf[x.indices]
+        rows = np.repeat(np.arange(x.shape[0]), np.diff(x.indptr))
+        norms = np.sqrt(np.bincount(rows, weights=x.data * x.data, minlength=x.shape[0]))
+        x.data /= np.maximum(norms, 1e-12)[rows].astype(np.float32)
+        return x
 
     def vectors(self, texts: Sequence[str]) -> sp.csr_matrix:
         """L2-normalised TF-IDF rows of `texts` (the reference's idf)."""
@@ -137,6 +149,10 @@ class ReferenceIndex:
 
     def _similarity(self, q: sp.csr_matrix, keys: Sequence[str]) -> np.ndarray:
         """Per query row: max(nearest-row cosine, nearest-centroid cosine), leave-one-out."""
+        step = max(1, DENSE_CELLS // max(len(self), 1))
+        if q.shape[0] > step:
+            return np.concatenate([self._similarity(q[i:i + step], keys[i:i + step])
+                                   for i in range(0, q.shape[0], step)])
         rows = (q @ self.by_feature).toarray()
         dots = (q @ self.sums_by_feature).toarray()  # q . (sum of stratum unit vectors)
         sum_sq = np.broadcast_to(self.sum_sq, dots.shape).copy()
@@ -155,14 +171,54 @@ class ReferenceIndex:
         centroid = np.where(sizes > 0, dots / norms, 0.0)
         return np.maximum(rows.max(axis=1), centroid.max(axis=1)).clip(0.0, 1.0)
 
+    def similarity_one(self, text: str) -> float:
+        """`similarity([text])[0]` on the simulator's per-request path: the same arithmetic
+        with numpy on the posting lists of the prompt's own terms instead of scipy's generic
+        sparse product and sklearn's per-call checks (~0.1 ms instead of ~1 ms per prompt;
+        bench/workloads_throughput.py)."""
+        analyzed = self._analyzer(text[:TEXT_CHARS])
+        if not analyzed:
+            return 0.0
+        # sklearn's feature hashing: |signed murmurhash3_32(token, seed 0)| mod n_features.
+        hashed = np.abs(np.fromiter((murmurhash3_32(t, 0) for t in analyzed), dtype=np.int64,
+                                    count=len(analyzed))) % N_FEATURES
+        terms, tf = np.unique(hashed, return_counts=True)
+        weights = (1.0 + np.log(tf)) * self.idf[terms]
+        weights /= max(float(np.sqrt(weights @ weights)), 1e-12)
+        rows = self._scatter(self.by_feature, terms, weights, len(self))
+        dots = self._scatter(self.sums_by_feature, terms, weights, len(self.strata))
+        sum_sq, sizes = self.sum_sq.copy(), self.sizes.copy()
+        i = self.position.get(row_key(text))
+        if i is not None:  # leave-one-out, as in _similarity
+            rows[i] = 0.0
+            k = self.row_stratum[i]
+            dots[k] -= 1.0
+            sum_sq[k] += 1.0 - 2.0 * (dots[k] + 1.0)
+            sizes[k] -= 1
+        centroid = np.where(sizes > 0, dots / np.sqrt(np.maximum(sum_sq, 1e-12)), 0.0)
+        return float(min(1.0, max(0.0, rows.max(initial=0.0), centroid.max(initial=0.0))))
+
+    @staticmethod
+    def _scatter(by_feature: sp.csr_matrix, terms: np.ndarray, weights: np.ndarray,
+                 size: int) -> np.ndarray:
+        """Σ_t weight_t x row t of a features-major CSR matrix, as a dense vector."""
+        starts = by_feature.indptr[terms]
+        lengths = by_feature.indptr[terms + 1] - starts
+        total = int(lengths.sum())
+        if not total:
+            return np.zeros(size)
+        # Positions of every posting of every term, without a Python loop over the terms.
+        offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(lengths)[:-1])), lengths)
+        index = np.arange(total) + offsets
+        scale = np.repeat(weights, lengths)
+        return np.bincount(by_feature.indices[index], weights=by_feature.data[index] * scale,
+                           minlength=size)
+
     def similarity(self, texts: Sequence[str]) -> np.ndarray:
         """Similarity s of each text to the reference (see the module docstring)."""
-        keys = [row_key(t) for t in texts]
-        out = np.zeros(len(texts), dtype=np.float64)
-        for start in range(0, len(texts), CHUNK):
-            q = self.vectors(texts[start:start + CHUNK])
-            out[start:start + CHUNK] = self._similarity(q, keys[start:start + CHUNK])
-        return out
+        if not texts:
+            return np.zeros(0)
+        return self._similarity(self.vectors(texts), [row_key(t) for t in texts])
 
     def _typical(self, matrix: sp.csr_matrix) -> float:
         if len(self) < 2:

@@ -28,11 +28,13 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from workloads.alignment import ReferenceIndex
 from workloads.records import DEFAULT_DRAFTER_MIX, row_key
 from workloads.reference import drafter_reference
 
-REFERENCE_ROWS = 4000
+REFERENCE_ROWS = 1000
 """Training rows the simulated drafter compares prompts with (start-up time, per-prompt cost)."""
 FULL_ACCEPTANCE_AT = 0.5
 """Prompt alignment from which the drafter accepts as on its own data."""
@@ -96,7 +98,7 @@ class SimDrafter:
         if found is not None:
             self._cache.move_to_end(key)
             return found
-        value = float(self.index.scale(self.index.similarity([prompt_text]))[0])
+        value = float(self.index.scale(np.array([self.index.similarity_one(prompt_text)]))[0])
         self._cache[key] = value
         if len(self._cache) > CACHE_PROMPTS:
             self._cache.popitem(last=False)

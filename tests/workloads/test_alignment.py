@@ -104,3 +104,13 @@ def test_shipped_prompts_against_an_encyclopedic_drafter():
     index = ReferenceIndex.from_rows(ref.rows, ref.description)
     assert index.align(_shipped("encyclopedic")).ok
     assert not index.align(_shipped("coding")).ok
+
+
+def test_the_one_prompt_path_equals_the_batch_path(coding_training_file):
+    rows = list(iter_rows(coding_training_file))
+    index = ReferenceIndex.from_rows(rows, "train")
+    texts = (_texts(CODE_WORDS, 10, seed=11) + _texts(PROSE_WORDS, 10, seed=12)
+             + [r.text for r in rows[:5]] + ["", "a b c"])
+    batch = index.similarity(texts)
+    one = [index.similarity_one(t) for t in texts]
+    assert np.allclose(batch, one, atol=1e-5)

@@ -9,8 +9,9 @@ Each phase runs in its own process so its peak RSS (ru_maxrss) is its own.
     python bench/workloads_throughput.py --rows 20000 --json /tmp/wl.json
 
 The file is generated into a temporary folder (deleted afterwards): rows of nine data-set
-families (the sources of a coding/agentic drafter), 40-260 words each from per-domain
-vocabularies, a third of them multi-turn with a system turn, about 1 KB per row."""
+families (the sources of a coding/agentic drafter), 40-260 words each drawn Zipf-like from
+per-domain vocabularies (keywords plus 5,000 synthetic words), a third of them multi-turn with a
+system turn, about 1 KB per row."""
 
 from __future__ import annotations
 
@@ -45,14 +46,24 @@ SOURCES = {"magicoder": "coding", "opencodeinstruct": "coding", "deepseek-kimi":
 COMMON = "the a of to and in is for with on that this it as be by".split()
 
 
+def _vocabulary(domain: str, size: int = 5000) -> tuple[list[str], list[float]]:
+    """A domain's keywords plus `size` synthetic words, Zipf-weighted (rank r has weight 1/r),
+    as in natural text: a few frequent words and a long tail (a uniform draw from a few dozen
+    words would make every row share terms with every other, which no real corpus does)."""
+    words = VOCAB[domain] + [f"{domain[:3]}{i}" for i in range(size)]
+    return words, [1.0 / (rank + 1) for rank in range(len(words))]
+
+
 def generate(path: Path, rows: int, seed: int = 0) -> None:
     rng = random.Random(seed)
     names = list(SOURCES)
+    vocab = {d: _vocabulary(d) for d in VOCAB}
     with path.open("w") as fh:
         for _ in range(rows):
             source = rng.choice(names)
-            words = VOCAB[SOURCES[source]] + COMMON
-            text = " ".join(rng.choices(words, k=rng.randint(40, 260)))
+            words, weights = vocab[SOURCES[source]]
+            text = " ".join(rng.choices(COMMON, k=10) + rng.choices(
+                words, weights=weights, k=rng.randint(40, 260)))
             turns = [{"from": "human", "value": text}, {"from": "gpt", "value": "ok " * 20}]
             if rng.random() < 1 / 3:
                 turns = [{"from": "system", "value": "You are a helpful assistant."}, *turns,
@@ -95,9 +106,9 @@ def phase(name: str, path: str) -> dict[str, float]:
         prompts = [r.text + " variant" for r in ref.rows[:1000]]
         result = index.align(prompts)
         done = time.perf_counter()
-        return {"rows": len(ref.rows), "load_s": loaded - t, "index_s": built - loaded,
-                "align_1000_s": done - built, "seconds": done - t,
-                "rows_per_s": len(ref.rows) / (done - t), "alignment": result.value,
+        return {"rows": ref.stats.rows, "reference_rows": len(ref.rows), "load_s": loaded - t,
+                "index_s": built - loaded, "align_1000_s": done - built, "seconds": done - t,
+                "rows_per_s": ref.stats.rows / (done - t), "alignment": result.value,
                 "peak_rss_mb": _peak_mb()}
     if name == "drafter":
         from engines.sim.drafter import SimDrafter
@@ -150,8 +161,9 @@ def main() -> int:
     for name in ("load", "sample", "align"):
         print(f"| {name} | {int(r[name]['rows']):,} | {r[name]['seconds']:.1f} | "
               f"{r[name]['rows_per_s']:,.0f} | {r[name]['peak_rss_mb']:.0f} |")
-    print(f"\nalign: load+subsample {r['align']['load_s']:.1f} s, index {r['align']['index_s']:.1f}"
-          f" s, 1000 prompts {r['align']['align_1000_s']:.2f} s")
+    print(f"\nalign: read + deterministic subsample to {int(r['align']['reference_rows']):,} rows "
+          f"{r['align']['load_s']:.1f} s, index {r['align']['index_s']:.1f} s, 1000 prompts "
+          f"{r['align']['align_1000_s']:.2f} s")
     print(f"simulated drafter: start {r['drafter']['start_s']:.1f} s, per prompt "
           f"{r['drafter']['uncached_us']:.0f} us uncached, {r['drafter']['cached_us']:.1f} us "
           f"cached, peak RSS {r['drafter']['peak_rss_mb']:.0f} MB")

@@ -2,7 +2,7 @@
 is known -- rows that stand for that mix.
 
 - `train_data` (a file or directory in any format of workloads/loaders.py): its rows, streamed;
-  above `limit` rows a deterministic subsample (the `limit` lowest ranks of
+  above `limit` rows (20k) a deterministic subsample (the `limit` lowest ranks of
   `unit_hash("reference", row_key)`), so memory stays bounded.
 - `train_mix` only (domain or source -> weight): a stratified sample, following the mix, of the
   training-like rows shipped in workloads/train_samples/ (rows labelled with the data-set family
@@ -26,8 +26,9 @@ from workloads.loaders import KNOWN_SUFFIXES, LoadStats, TrainingDataError, iter
 from workloads.records import DOMAINS, SOURCE_DOMAINS, TextRow, unit_hash
 from workloads.sampler import SampleError, normalize_mix, stratified_sample
 
-DEFAULT_LIMIT = 100_000
-"""Reference rows kept from training data (a larger file is subsampled deterministically)."""
+DEFAULT_LIMIT = 20_000
+"""Reference rows kept from training data (a larger file is subsampled deterministically; see
+workloads/alignment.py MAX_REFERENCE_ROWS)."""
 MIX_ROWS = 4000
 """Rows drawn to stand for a training mix."""
 

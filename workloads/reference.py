@@ -4,12 +4,13 @@ is known -- rows that stand for that mix.
 - `train_data` (a file or directory in any format of workloads/loaders.py): its rows, streamed;
   above `limit` rows (20k) a deterministic subsample (the `limit` lowest ranks of
   `unit_hash("reference", row_key)`), so memory stays bounded.
-- `train_mix` only (domain or source -> weight): a stratified sample, following the mix, of the
-  training-like rows shipped in workloads/train_samples/ (rows labelled with the data-set family
-  they imitate). A mix key that names no shipped source is read as a domain (a source name maps
-  to its domain, workloads/records.py SOURCE_DOMAINS); a domain with no shipped training rows
-  falls back to the shipped prompt set of that domain (workloads/prompts/<domain>.jsonl), whose
-  rows are then compared leave-one-out.
+- `train_mix` only (domain or source -> weight; a source counts for its domain,
+  workloads/records.py SOURCE_DOMAINS): the shipped rows of every domain with a positive
+  weight -- the training-like rows in workloads/train_samples/ and the prompt set
+  workloads/prompts/<domain>.jsonl (compared leave-one-out, so a prompt is never its own
+  neighbour) -- sampled by the mix when there are more than `rows_wanted`. A mix says which
+  kinds of text the drafter saw, not which rows, so the check it supports is whether a
+  workload's prompts are of those kinds; every shipped text of a kind stands for it.
 
 Only strata with a positive weight enter the reference: alignment measures whether a prompt's
 kind of text is covered by the drafter's data."""
@@ -82,38 +83,34 @@ def mix_reference(mix: Mapping[str, float], rows_wanted: int = MIX_ROWS,
     """Rows standing for a training mix (see the module docstring)."""
     weights = normalize_mix(mix, "drafter train_mix")
     assert weights is not None
-    stats = LoadStats()
-    pool = list(_shipped_rows(stats))
-    sources = {r.source for r in pool if r.source}
-    label = ", ".join(f"{k} {v:.2f}" for k, v in sorted(weights.items(), key=lambda kv: -kv[1]))
-    if pool and set(weights) <= sources:
-        sample = stratified_sample(pool, rows_wanted, seed=seed, mix=weights)
-        return Reference(sample.rows, f"train_mix {{{label}}} ({len(sample.rows)} shipped "
-                         "training-like rows)", stats)
     by_domain: dict[str, float] = {}
     for key, weight in weights.items():
         domain = _domain_of_key(key)
         by_domain[domain] = by_domain.get(domain, 0.0) + weight
-    have = {r.domain for r in pool}
-    fallback, absent = [], []
-    for domain in sorted(by_domain):
-        if domain in have:
-            continue
+    stats = LoadStats()
+    pool = [r for r in _shipped_rows(stats) if r.domain in by_domain]
+    for domain in by_domain:
         path = PROMPTS_DIR / f"{domain}.jsonl"
-        if not path.is_file():
-            absent.append(domain)
-            continue
-        pool.extend(r if r.domain else _with_domain(r, domain) for r in iter_rows(path, stats))
-        fallback.append(domain)
+        if path.is_file():
+            pool.extend(r if r.domain else _with_domain(r, domain) for r in iter_rows(path, stats))
+    have = {r.domain for r in pool}
+    absent = sorted(d for d in by_domain if d not in have)
     for domain in absent:
         del by_domain[domain]
     if not by_domain:
         raise SampleError(f"drafter train_mix {dict(mix)}: no shipped rows stand for any of its "
                           "domains")
-    sample = stratified_sample(pool, rows_wanted, seed=seed, mix=by_domain)
-    note = f"; prompt sets stand in for {', '.join(fallback)}" if fallback else ""
-    note += f"; nothing shipped stands for {', '.join(absent)}" if absent else ""
-    return Reference(sample.rows, f"train_mix {{{label}}} ({len(sample.rows)} rows{note})", stats)
+    rows = pool
+    if len(pool) > rows_wanted:
+        rows = stratified_sample(pool, rows_wanted, seed=seed, mix=by_domain).rows
+    label = ", ".join(f"{k} {v:.2f}" for k, v in sorted(weights.items(), key=lambda kv: -kv[1]))
+    per_domain: dict[str, int] = {}
+    for row in rows:
+        per_domain[str(row.domain)] = per_domain.get(str(row.domain), 0) + 1
+    counts = ", ".join(f"{d} {n}" for d, n in sorted(per_domain.items()))
+    note = f"; nothing shipped stands for {', '.join(absent)}" if absent else ""
+    return Reference(rows, f"train_mix {{{label}}} ({len(rows)} shipped rows: "
+                     f"{counts}{note})", stats)
 
 
 def _with_domain(row: TextRow, domain: str) -> TextRow:

@@ -30,9 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from workloads.alignment import ReferenceIndex
 from workloads.records import DEFAULT_DRAFTER_MIX, row_key
-from workloads.reference import drafter_reference
 
 REFERENCE_ROWS = 1000
 """Training rows the simulated drafter compares prompts with (start-up time, per-prompt cost)."""
@@ -72,6 +70,10 @@ class SimDrafter:
 
     def __init__(self, acceptance: Mapping[str, Sequence[float]], *,
                  train_data: str | None = None, train_mix: Mapping[str, float] | None = None):
+        # Imported here: scikit-learn costs ~1 s of start-up that a baseline server never needs.
+        from workloads.alignment import ReferenceIndex
+        from workloads.reference import drafter_reference
+
         mix = None if train_data else dict(train_mix or DEFAULT_DRAFTER_MIX)
         ref = drafter_reference(train_data, mix, limit=REFERENCE_ROWS, mix_rows=REFERENCE_ROWS)
         self.index = ReferenceIndex.from_rows(ref.rows, ref.description)

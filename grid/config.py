@@ -17,6 +17,7 @@ EngineName = Literal["sim", "sglang", "external"]
 SglangLauncher = Literal["serve", "launch_server"]
 Endpoint = Literal["generate", "chat"]
 Arrival = Literal["poisson", "gamma", "constant"]
+InputShaping = Literal["filter", "fit"]
 
 
 class ConfigError(ValueError):
@@ -49,6 +50,20 @@ class EngineConfig:
 
 
 @dataclass
+class DrafterConfig:
+    """What the speculative variants' draft model was trained on (docs/workloads.md)."""
+
+    train_mix: Any = None
+    """Training mix, a mapping domain (coding, agentic, math, chat, encyclopedic) or data-set
+    family (magicoder, glaive, ...) -> weight; workloads are checked against it when no data is
+    given. Typed Any so that a command-line mapping is accepted (Hydra refuses new keys in a
+    typed dict); grid/workloads.py check_drafter checks it after composition."""
+    train_data: str | None = None
+    """The drafter's training data (JSONL, ShareGPT, OpenAI messages, Parquet, or a folder);
+    when set, alignment compares prompts with its rows."""
+
+
+@dataclass
 class ModelConfig:
     name: str = "sim-8gpu"
     """Short slug used in run ids and reports."""
@@ -60,6 +75,8 @@ class ModelConfig:
     """--served-model-name; also the `model` field of OpenAI requests."""
     tp_size: int = 1
     """GPUs per server unless the variant says otherwise."""
+    drafter: DrafterConfig = field(default_factory=DrafterConfig)
+    """The EAGLE-3 drafter's training distribution (recorded with every cell)."""
 
 
 @dataclass
@@ -81,8 +98,8 @@ class WorkloadConfig:
     name: str = "coding"
     """Label of the workload in results and reports."""
     prompts: str = "coding.jsonl"
-    """Prompt file (JSON lines: prompt_id, domain, text); a relative name is looked up in
-    workloads/prompts/ (package data)."""
+    """Prompt file (JSON lines: prompt_id, domain, source, text); a relative name is looked up
+    in workloads/prompts/ (package data)."""
     domains: list[str] = field(default_factory=list)
     """Keep only prompts of these domains (empty = all)."""
     endpoint: str = "generate"
@@ -93,6 +110,24 @@ class WorkloadConfig:
     """Sampling temperature."""
     ignore_eos: bool = True
     """Generate exactly max_new_tokens (comparable cells)."""
+    train_data: str | None = None
+    """Sample the prompts from this training data instead of `prompts` (docs/workloads.md)."""
+    holdout: str | None = None
+    """With train_data: draw prompts only from a held-out split -- a file (rows also in
+    train_data are never drawn) or a fraction such as 0.1 (a seed-independent hash split)."""
+    mix: Any = None
+    """With train_data: a mapping source or domain -> weight of the sample (None = the data's
+    own mix). Typed Any so `workload.mix={coding: 0.6, agentic: 0.4}` works on the command line;
+    checked after composition (grid/workloads.py check_drafter)."""
+    num_prompts: int = 256
+    """With train_data: prompts drawn."""
+    sample_seed: int = 0
+    """With train_data: seed of the stratified sample (same seed = same prompts, any process)."""
+    input_tokens: list[int] | None = None
+    """[min, max] prompt tokens (estimated as characters / 4); None = no shaping."""
+    input_shaping: str = "filter"
+    """How input_tokens shapes prompts: `filter` drops those outside the range, `fit`
+    truncates long ones and pads short ones by repetition (InputShaping)."""
 
 
 @dataclass
@@ -187,6 +222,7 @@ _CHOICES: dict[str, Any] = {
     "engine.launcher": SglangLauncher,
     "workload.endpoint": Endpoint,
     "load.arrival": Arrival,
+    "workload.input_shaping": InputShaping,
 }
 
 

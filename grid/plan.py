@@ -38,7 +38,17 @@ from grid.cells import (
 from grid.commandline import CommandLine, merge_axes
 from grid.config import ConfigError, check_choices
 from grid.servers import launch_spec, sglang_equivalent
-from grid.workloads import load_prompts
+from grid.workloads import (
+    AlignmentCache,
+    WorkloadPlan,
+    alignment_lines,
+    alignment_warnings,
+    check_drafter,
+    is_speculative,
+    load_workload,
+    prompt_set_key,
+    sim_drafter_args,
+)
 
 LOGICAL_GPUS = 8
 """GPUs a local Ray cluster advertises when the engine needs none (the simulator): one node."""
@@ -59,6 +69,8 @@ class Plan:
     """What checked the server flags (or that nothing could)."""
     created_run_dir: bool
     """Planning created the run folder (for adaptive configs); a dry run removes it again."""
+    workloads: WorkloadPlan | None = None
+    """Prompt sets and each speculative cell's alignment with its drafter (grid/workloads.py)."""
 
 
 def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) -> DictConfig:
@@ -98,26 +110,41 @@ def _check_axis_key(cfg: DictConfig, axis: str) -> None:
 
 
 def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
-                  compose: Callable[[list[str]], DictConfig]) -> tuple[list[Cell], dict]:
+                  compose: Callable[[list[str]], DictConfig]) -> tuple[list[Cell], WorkloadPlan]:
     """One resolved config per axis combination of `base.grid` (see compose_grid), composed
-    with the fixed overrides plus the combination's own."""
+    with the fixed overrides plus the combination's own; each workload loaded once and each
+    speculative cell's workload aligned with its drafter."""
     grid = base.grid
     axes = _plain(grid.axes) or {}
     combos = expand_axes(axes, _plain(grid.include), _plain(grid.exclude)) if axes else [{}]
     cells: list[Cell] = []
-    prompts: dict[str, tuple[Prompt, ...]] = {}
-    digests: dict[tuple[Any, ...], str] = {}
+    loaded: dict[str, Any] = {}
+    workloads, aligner = WorkloadPlan(), AlignmentCache()
     for combo in combos:
         cfg = compose([*fixed_overrides, *axis_overrides(combo)])
         check_choices(cfg)
         config: dict[str, Any] = _plain(cfg)
         _check_load(config["load"], combo)
-        workload = config["workload"]
-        key = (workload["name"], workload["prompts"], tuple(workload["domains"]))
-        if key not in digests:
-            prompts[workload["name"]], digests[key] = load_prompts(workload)
-        cells.append(make_cell(combo, config, digests[key]))
-    return dedupe(cells), prompts
+        check_drafter(config)
+        if config["engine"]["name"] == "sim" and is_speculative(config):
+            # The simulated drafter follows the model's drafter (engines/sim/drafter.py).
+            config["engine"]["sim_args"] = {**sim_drafter_args(config),
+                                            **(config["engine"]["sim_args"] or {})}
+        key = prompt_set_key(config["workload"])
+        if key not in loaded:
+            loaded[key] = load_workload(config["workload"])
+            if loaded[key].name in workloads.sets:
+                raise ConfigError(f"workload name {loaded[key].name!r} names two different "
+                                  "prompt sets in this grid; give them distinct workload.name")
+            workloads.sets[loaded[key].name] = loaded[key]
+            workloads.notes += loaded[key].notes
+        cell = make_cell(combo, config, loaded[key].digest)
+        alignment = aligner.for_cell(config, loaded[key])
+        if alignment is not None:
+            workloads.alignments[cell.cell_id] = alignment
+        cells.append(cell)
+    workloads.notes += aligner.reference_notes()
+    return dedupe(cells), workloads
 
 
 def _plain(node: Any) -> Any:
@@ -176,7 +203,7 @@ def cluster_gpus(cfg: DictConfig) -> int | None:
     return found if found or cfg.engine.name != "sim" else LOGICAL_GPUS
 
 
-def build_plan(cfg: DictConfig, cells: list[Cell], prompts: dict,
+def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
                results_dir: Path) -> Plan:
     """Everything decided before anything starts. A threshold's adaptive config is written
     into the run folder here; if planning fails, a run folder it created is removed again."""
@@ -199,8 +226,9 @@ def build_plan(cfg: DictConfig, cells: list[Cell], prompts: dict,
         if created:
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, plan_warnings(groups),
-                validation, created and run_dir.exists())
+    warnings = plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
+    return Plan(run_id, run_dir, cells, groups, launches, workloads.prompts, gpus, warnings,
+                validation, created and run_dir.exists(), workloads)
 
 
 def _sglang_version(cfg: DictConfig) -> tuple[str | None, str | None]:
@@ -325,6 +353,8 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
             lines.append(f"  cell {cell.cell_id}: {cell.workload} {load} "
                          f"requests={cell.num_requests}")
     lines.append("")
+    if plan.workloads is not None:  # alignment of each workload x speculative variant
+        lines += alignment_lines(plan.cells, plan.workloads)
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     lines.append(plan.validation)

@@ -42,6 +42,7 @@ from grid.plan import Plan, build_plan, compose_cells, compose_grid, format_plan
 from grid.report import run_summary, write_report
 from grid.results import ResultsWriteError
 from grid.runrecord import read_run_record, resume_command, write_run_record
+from grid.workloads import WorkloadPlan
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 EXIT_FAILED_CELLS = 3
@@ -146,9 +147,9 @@ def make_plan(overrides: list[str]) -> _Planned:
     with _hydra() as app:
         line = parse_overrides(overrides, _group_options(app))
         cfg = compose_grid(line, _compose)
-        cells, prompts = compose_cells(cfg, line.fixed, _compose)
+        cells, workloads = compose_cells(cfg, line.fixed, _compose)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
-    return _Planned(cfg, build_plan(cfg, cells, prompts, results_dir), overrides)
+    return _Planned(cfg, build_plan(cfg, cells, workloads, results_dir), overrides)
 
 
 def _display(args: argparse.Namespace, overrides: list[str]) -> int:
@@ -246,7 +247,8 @@ def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
                          prompts=plan.prompts, launches=plan.launches,
                          max_error_rate=float(cfg.run.max_error_rate),
                          metrics_interval_s=cfg.run.metrics_interval_s,
-                         total_cells=len(todo), echo=echo)
+                         total_cells=len(todo), echo=echo,
+                         workloads=plan.workloads or WorkloadPlan())
         run_groups(ctx, todo)
         return 0
     except (Interrupted, KeyboardInterrupt):

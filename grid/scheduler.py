@@ -8,7 +8,7 @@ import json
 import shlex
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from grid.serverhandle import (
     start_server,
     stop_server,
 )
+from grid.workloads import WorkloadPlan, cell_columns, record_workloads, request_columns
 
 
 class Interrupted(BaseException):
@@ -52,11 +53,14 @@ class RunContext:
     metrics_interval_s: float | None
     total_cells: int
     echo: Callable[[str], None] = print
+    workloads: WorkloadPlan = field(default_factory=WorkloadPlan)
+    """Prompt sets (sources) and speculative cells' alignment (grid/workloads.py)."""
 
 
 def run_groups(ctx: RunContext, cells: Sequence[Cell]) -> None:
     """Run `cells` (the ones still to do), grouped by server, in grid order."""
     done = 0
+    record_workloads(ctx.run_dir, ctx.workloads.sets)  # the prompts used, with their sources
     for group in group_by_server(cells):
         done = _run_group(ctx, group, done)
 
@@ -256,6 +260,7 @@ def _cell_row(ctx: RunContext, cell: Cell, attempt: int, server: ServerHandle | 
         "engine_version": str(info.get("version")) if info.get("version") else None,
         "server_info": json.dumps(redact_info(info), default=str) if info else None,
         "cuda_visible_devices": server.info.get("cuda_visible_devices") if server else None,
+        **cell_columns(ctx.workloads.alignments.get(cell.cell_id)),
     }
 
 
@@ -265,6 +270,8 @@ def _request_row(ctx: RunContext, cell: Cell, attempt: int, row: dict[str, Any])
                engine=cell.config["engine"]["name"],
                simulated=cell.config["engine"]["name"] == "sim",
                concurrency=cell.concurrency, rate=cell.rate)
+    out.update(request_columns(ctx.workloads.sources(cell.workload),
+                               ctx.workloads.alignments.get(cell.cell_id), row["prompt_id"]))
     return out
 
 

@@ -33,6 +33,10 @@ REQUEST_FIELDS = pa.schema([
     ("accept_length", pa.float64()),
     ("spec_verify_ct", pa.int64()),
     ("finish_reason", pa.string()),
+    # Workload provenance (grid/workloads.py): the prompt's source label and, for speculative
+    # cells, its similarity to the drafter's training data (workloads/alignment.py).
+    ("source", pa.string()),
+    ("nearest_train_similarity", pa.float64()),
 ])
 
 CELL_FIELDS = pa.schema([
@@ -69,6 +73,11 @@ CELL_FIELDS = pa.schema([
     ("engine_version", pa.string()),
     ("server_info", pa.string()),
     ("cuda_visible_devices", pa.string()),
+    # Speculative cells: the workload's alignment with the drafter's training data or mix
+    # (docs/workloads.md), whether it passes the threshold, and what it was measured against.
+    ("alignment", pa.float64()),
+    ("alignment_ok", pa.bool_()),
+    ("alignment_reference", pa.string()),
 ])
 
 SERVER_METRIC_FIELDS = pa.schema([

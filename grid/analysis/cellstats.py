@@ -1,0 +1,148 @@
+"""Per-cell statistics with confidence intervals: each cell's steady-state window, throughput,
+goodput, latency percentiles and accept length, each with a seeded bootstrap interval over the
+cell's requests. Input: the loader's cells and requests frames; output: one row per cell plus
+the replicates the decisions compare (grid/analysis/decision.py)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from grid.analysis.bootstrap import DEFAULT_REPLICATES, Resample, interval, seed_for
+from grid.analysis.goodput import Slo, good_requests
+from grid.analysis.window import Window, ended_inside, inside, steady_window, tokens_in_window
+
+REQUEST_COLUMNS = ["cell_id", "status", "sent_at", "ttft_s", "tpot_s", "e2e_s",
+                   "output_tokens", "spec_verify_ct"]
+"""The request columns the analysis reads (never the per-token lists)."""
+METRICS = ("output_tok_s", "req_s", "goodput_tok_s", "goodput_req_s", "slo_attainment",
+           "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "accept_length")
+"""Cell metrics that get an interval (`<metric>_lo`, `<metric>_hi`)."""
+LOOSE_INTERVAL = 0.10
+"""A throughput interval wider than ±10 % of the estimate is too loose to decide on."""
+MIN_WINDOW_REQUESTS = 10
+
+
+@dataclass
+class CellStats:
+    """The analysed cells: `table` (one row per cell) and each cell's replicates per metric."""
+
+    table: pd.DataFrame
+    replicates: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    slo: Slo = field(default_factory=Slo)
+    n_replicates: int = DEFAULT_REPLICATES
+
+
+def repeat_of(cell: pd.Series) -> int:
+    """The cell's repeat index: its `repeat` column if the run has one, else the `repeat`
+    (or `load.repeat`) axis value in its factors, else 0."""
+    value = cell.get("repeat")
+    if value is not None and not pd.isna(value):
+        return int(value)
+    try:
+        factors = json.loads(cell.get("factors") or "{}")
+    except (TypeError, ValueError):
+        factors = {}
+    for key in ("repeat", "load.repeat"):
+        if factors.get(key) is not None:
+            return int(factors[key])
+    return 0
+
+
+def _pct(values: np.ndarray, q: float) -> float:
+    finite = values[np.isfinite(values)]
+    return float(np.percentile(finite, q)) if finite.size else float("nan")
+
+
+def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, slo: Slo,
+                 replicates: int, seed: int) -> tuple[dict, dict[str, np.ndarray]]:
+    """Point estimates, intervals and replicates of one cell from its request rows."""
+    sent = req.sent_at.to_numpy(dtype=float)
+    ttft = req.ttft_s.to_numpy(dtype=float, na_value=np.nan)
+    tpot = req.tpot_s.to_numpy(dtype=float, na_value=np.nan)
+    e2e = req.e2e_s.to_numpy(dtype=float, na_value=np.nan)
+    out = req.output_tokens.to_numpy(dtype=float, na_value=np.nan)
+    verify = req.spec_verify_ct.to_numpy(dtype=float, na_value=np.nan)
+    ok = (req.status == "ok").to_numpy()
+    end = sent + e2e
+    win: Window = steady_window(sent, end, concurrency, closed_loop)
+    length = max(win.length_s, 1e-9)
+    tokens = np.where(ok, tokens_in_window(sent, ttft, e2e, out, win), 0.0)
+    good = good_requests(ok, ttft, tpot, e2e, out, slo)
+    lived = inside(sent, end, win)
+    ended = ended_inside(end, win) & ok
+    lat = lived & ok
+    spec = ok & np.isfinite(verify) & (verify > 0)
+    spec_out, spec_verify = np.where(spec, out, 0.0), np.where(spec, verify, 0.0)
+
+    point = {
+        "output_tok_s": tokens.sum() / length,
+        "req_s": ended.sum() / length,
+        "goodput_tok_s": (tokens * good).sum() / length,
+        "goodput_req_s": (ended & good).sum() / length,
+        "slo_attainment": good[lived].mean() if lived.any() else float("nan"),
+        "ttft_p50_s": _pct(ttft[lat], 50), "ttft_p99_s": _pct(ttft[lat], 99),
+        "tpot_p50_s": _pct(tpot[lat], 50), "tpot_p99_s": _pct(tpot[lat], 99),
+        "e2e_p50_s": _pct(e2e[lat], 50),
+        "accept_length": spec_out.sum() / spec_verify.sum() if spec_verify.sum() else np.nan,
+    }
+    draws = Resample.draw(len(req), replicates, seed)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = {
+            "output_tok_s": draws.sums(tokens) / length,
+            "req_s": draws.sums(ended) / length,
+            "goodput_tok_s": draws.sums(tokens * good) / length,
+            "goodput_req_s": draws.sums(ended & good) / length,
+            "slo_attainment": draws.sums(good & lived) / draws.sums(lived),
+            "ttft_p50_s": draws.quantiles(ttft, 0.50, lat),
+            "ttft_p99_s": draws.quantiles(ttft, 0.99, lat),
+            "tpot_p50_s": draws.quantiles(tpot, 0.50, lat),
+            "tpot_p99_s": draws.quantiles(tpot, 0.99, lat),
+            "e2e_p50_s": draws.quantiles(e2e, 0.50, lat),
+            "accept_length": draws.sums(spec_out) / draws.sums(spec_verify),
+        }
+    row: dict = {"window_start": win.start, "window_end": win.end, "window_s": win.length_s,
+                 "steady": win.steady, "ramp_s": win.ramp_s, "drain_s": win.drain_s,
+                 "window_requests": int(lived.sum()), "measured_requests": len(req)}
+    for name in METRICS:
+        row[name] = float(point[name])
+        row[f"{name}_lo"], row[f"{name}_hi"] = interval(reps[name])
+    return row, reps
+
+
+IDENTITY = ["cell_id", "variant", "workload", "concurrency", "rate", "status", "engine",
+            "simulated", "client_saturated", "error_rate", "requests_error", "num_requests",
+            "factors"]
+
+
+def analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo | None = None,
+                  replicates: int = DEFAULT_REPLICATES, seed: int = 0) -> CellStats:
+    """Every committed cell (any status) with its windowed metrics and intervals; cells
+    without request rows keep NaN metrics."""
+    slo = slo or Slo()
+    rows, reps = [], {}
+    groups = {k: g for k, g in requests.groupby("cell_id", observed=True, sort=False)}
+    for _, cell in cells.iterrows():
+        base = {k: cell.get(k) for k in IDENTITY}
+        base["variant"], base["workload"] = str(cell.variant), str(cell.workload)
+        base["repeat"] = repeat_of(cell)
+        req = groups.get(cell.cell_id)
+        if req is not None and len(req):
+            closed = pd.isna(cell.rate)
+            concurrency = None if pd.isna(cell.concurrency) else int(cell.concurrency)
+            stats, reps[cell.cell_id] = analyse_cell(
+                req, concurrency, closed, slo, replicates, seed_for(str(cell.cell_id), seed))
+            base.update(stats)
+            half = (base["output_tok_s_hi"] - base["output_tok_s_lo"]) / 2
+            base["loose_interval"] = bool(
+                base["window_requests"] < MIN_WINDOW_REQUESTS
+                or not half <= LOOSE_INTERVAL * base["output_tok_s"])
+        rows.append(base)
+    table = pd.DataFrame(rows)
+    for name in ("window_requests", "measured_requests"):
+        if name not in table:
+            table[name] = pd.Series(dtype="float64")
+    return CellStats(table, reps, slo, replicates)

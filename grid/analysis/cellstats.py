@@ -90,12 +90,27 @@ def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, 
         "accept_length": spec_out.sum() / spec_verify.sum() if spec_verify.sum() else np.nan,
     }
     draws = Resample.draw(len(req), replicates, seed)
+    # Rates per window second. In closed loop the streams are the fixed part: the window's
+    # stream-seconds are given, what varies from request to request is how much each one
+    # achieved in its stream time, so a replicate rescales the point by the ratio
+    # Σ achieved / Σ stream time of its draw (a ratio estimator). In open loop the arrivals
+    # themselves are random: a replicate is Σ achieved of its draw / window length.
+    if closed_loop:
+        busy = np.clip(np.minimum(end, win.end) - np.maximum(sent, win.start), 0.0, None)
+        busy = np.nan_to_num(busy)
+        busy_sums = draws.sums(busy)
+        streams = busy.sum() / length  # ~ the concurrency
+        def rate(values: np.ndarray) -> np.ndarray:
+            return draws.sums(values) / busy_sums * streams
+    else:
+        def rate(values: np.ndarray) -> np.ndarray:
+            return draws.sums(values) / length
     with np.errstate(invalid="ignore", divide="ignore"):
         reps = {
-            "output_tok_s": draws.sums(tokens) / length,
-            "req_s": draws.sums(ended) / length,
-            "goodput_tok_s": draws.sums(tokens * good) / length,
-            "goodput_req_s": draws.sums(ended & good) / length,
+            "output_tok_s": rate(tokens),
+            "req_s": rate(ended.astype(float)),
+            "goodput_tok_s": rate(tokens * good),
+            "goodput_req_s": rate((ended & good).astype(float)),
             "slo_attainment": draws.sums(good & lived) / draws.sums(lived),
             "ttft_p50_s": draws.quantiles(ttft, 0.50, lat),
             "ttft_p99_s": draws.quantiles(ttft, 0.99, lat),

@@ -69,6 +69,10 @@ def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, 
     ok = (req.status == "ok").to_numpy()
     end = sent + e2e
     win: Window = steady_window(sent, end, concurrency, closed_loop)
+    if win.steady and not inside(sent, end, win).any():
+        # Too few requests for any to live inside the window: use the whole span.
+        win = Window(float(np.nanmin(sent)), float(np.nanmax(np.where(np.isfinite(end), end,
+                                                                     sent))), False, 0.0, 0.0)
     length = max(win.length_s, 1e-9)
     tokens = np.where(ok, tokens_in_window(sent, ttft, e2e, out, win), 0.0)
     good = good_requests(ok, ttft, tpot, e2e, out, slo)
@@ -121,7 +125,8 @@ def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, 
         }
     row: dict = {"window_start": win.start, "window_end": win.end, "window_s": win.length_s,
                  "steady": win.steady, "ramp_s": win.ramp_s, "drain_s": win.drain_s,
-                 "window_requests": int(lived.sum()), "measured_requests": len(req)}
+                 "window_requests": int(lived.sum()), "measured_requests": len(req),
+                 "measured_tokens": float(np.nansum(np.where(ok, out, 0.0)))}
     for name in METRICS:
         row[name] = float(point[name])
         row[f"{name}_lo"], row[f"{name}_hi"] = interval(reps[name])

@@ -84,10 +84,13 @@ def speedups(pts: list[Point], baseline: str = "baseline", metric: str = "output
             continue
         with np.errstate(invalid="ignore", divide="ignore"):
             reps = p.replicates[metric] / b.replicates[metric] - 1.0
-        point = p.values[metric] / b.values[metric] - 1.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            point = float(np.float64(p.values[metric]) / b.values[metric] - 1.0)
         lo, hi = interval(reps)
         verdict = (NO_DIFFERENCE if not excludes_zero(lo, hi)
                    else ("faster" if lo > 0 else "slower"))
+        if b.values[metric] == 0 and p.values[metric] > 0:  # e.g. no baseline goodput at all
+            verdict = "faster"
         rows.append({"variant": p.variant, "baseline": baseline, "workload": p.workload,
                      "load_kind": p.load_kind, "load": p.load, "metric": metric,
                      "speedup": point, "lo": lo, "hi": hi, "verdict": verdict,

@@ -38,8 +38,12 @@ def _label(variant: str, workload: str, many_workloads: bool) -> str:
     return f"{variant} / {workload}" if many_workloads else variant
 
 
-def _axis(ax, kind: str) -> None:
+def _axis(ax, kind: str, loads: object = ()) -> None:
     ax.set_xscale("log", base=2)
+    loads = sorted({float(x) for x in loads})  # type: ignore[attr-defined]
+    if loads:
+        ax.set_xticks(loads, [f"{x:g}" for x in loads])
+        ax.minorticks_off()
     ax.set_xlabel("concurrency" if kind == "concurrency" else "request rate (req/s)")
     ax.grid(True, alpha=0.3)
 
@@ -71,7 +75,7 @@ def throughput(data: RunData) -> Figure | None:
         for ax, frame, title in ((axes[row][0], tok, "output tokens/s"),
                                  (axes[row][1], good, f"goodput tokens/s ({data.slo.describe()})")):
             _lines(ax, frame[frame.load_kind == kind])
-            _axis(ax, kind)
+            _axis(ax, kind, frame[frame.load_kind == kind].load)
             ax.set_title(title, fontsize=9)
             ax.legend(fontsize=7)
     return fig
@@ -91,7 +95,7 @@ def latency(data: RunData) -> Figure | None:
             for q, style in (("p50", "-o"), ("p99", "--^")):
                 frame = frames[f"{name}_{q}_s"]
                 _lines(ax, frame[frame.load_kind == kind], 1e3, style, f" {q}")
-            _axis(ax, kind)
+            _axis(ax, kind, frames["ttft_p50_s"].query("load_kind == @kind").load)
             ax.set_ylabel("ms")
             ax.set_title(f"{name.upper()} p50 / p99", fontsize=9)
             ax.legend(fontsize=7)
@@ -126,7 +130,7 @@ def speedup(data: RunData) -> Figure | None:
                     ax.annotate(f"crossover {c.point:.1f}", (c.point, 0), fontsize=7,
                                 xytext=(4, 6), textcoords="offset points")
         ax.axhline(0, color="black", linewidth=0.8)
-        _axis(ax, kind)
+        _axis(ax, kind, frame.load)
         ax.set_ylabel("speedup over baseline (%)")
         ax.set_title("speedup vs load (band: 95 % interval; dotted: crossover)", fontsize=9)
         ax.legend(fontsize=7)
@@ -157,7 +161,7 @@ def acceptance(data: RunData) -> Figure | None:
     for variant in load_ratio.columns:
         ax2.plot(load_ratio.index, load_ratio[variant], "-o", markersize=4, label=str(variant))
     ax2.legend(fontsize=7)
-    ax2.set_xscale("log", base=2)
+    _axis(ax2, "concurrency", load_ratio.index)
     ax2.set_title("accept length by concurrency", fontsize=9)
     ax2.grid(True, alpha=0.3)
     return fig
@@ -240,7 +244,7 @@ def compare_throughput(a: RunData, b: RunData) -> Figure | None:
         ax = axes[row][0]
         _lines(ax, ta[ta.load_kind == kind] if len(ta) else ta, suffix=" (A)")
         _lines(ax, tb[tb.load_kind == kind] if len(tb) else tb, style="--s", suffix=" (B)")
-        _axis(ax, kind)
+        _axis(ax, kind, pd.concat([ta, tb]).query("load_kind == @kind").load)
         ax.set_title(f"output tokens/s: A = {a.run_dir.name}, B = {b.run_dir.name}",
                      fontsize=9)
         ax.legend(fontsize=7)

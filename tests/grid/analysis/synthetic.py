@@ -55,3 +55,26 @@ def grid(speeds: dict[str, dict[int, float]], jitter: float = 0.02, per_stream: 
     requests = pd.concat(reqs, ignore_index=True)
     requests["spec_verify_ct"] = requests.spec_verify_ct.astype("Int64")
     return pd.DataFrame(cells), requests
+
+
+def write_run(run_dir, speeds: dict[str, dict[int, float]], **kw) -> None:
+    """The constructed grid written through the real results writer (grid/results.py)."""
+    from grid.results import write_cell
+    from grid.schema import CELL_FIELDS, REQUEST_FIELDS
+
+    cells, requests = grid(speeds, **kw)
+    for cell in cells.to_dict("records"):
+        req = requests[requests.cell_id == cell["cell_id"]]
+        rows = []
+        for r in req.to_dict("records"):
+            row = {k: r.get(k) for k in REQUEST_FIELDS.names}
+            row.update(run_id=run_dir.name, attempt=1, engine="sim", simulated=True,
+                       input_tokens=100, itl_s=[], rate=None,
+                       spec_verify_ct=None if pd.isna(r["spec_verify_ct"])
+                       else int(r["spec_verify_ct"]))
+            rows.append(row)
+        row = {k: cell.get(k) for k in CELL_FIELDS.names}
+        row.update(run_id=run_dir.name, server_key=cell["variant"], model="sim-8gpu",
+                   rate=None, server_command=f"python -m engines.sim --{cell['variant']}")
+        write_cell(run_dir, variant=cell["variant"], workload=cell["workload"],
+                   cell_id=cell["cell_id"], attempt=1, requests=rows, cell_row=row)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Any
 
 from rich.console import Console, Group
@@ -58,8 +58,12 @@ class Progress:
     """Context manager; `echo` prints a message (above the live display on a terminal)."""
 
     def __init__(self, total_cells: int, estimates: Sequence[float] | None = None,
-                 stream: IO[str] | None = None, live: bool | None = None) -> None:
+                 stream: IO[str] | None = None, live: bool | None = None,
+                 echo: Callable[[str], None] | None = None) -> None:
+        """`live`: None = a live display when `stream` (stdout) is a terminal. `echo`:
+        where plain lines go (default: print to `stream`)."""
         self.stream = stream or sys.stdout
+        self._plain = echo
         self.live = self.stream.isatty() if live is None else live
         self.total = total_cells
         self.eta = Eta(estimates, total_cells)
@@ -92,6 +96,8 @@ class Progress:
     def echo(self, line: str) -> None:
         if self.live:
             self.console.print(line, markup=False, highlight=False)
+        elif self._plain is not None:
+            self._plain(line)
         else:
             print(line, file=self.stream, flush=True)
 

@@ -16,15 +16,17 @@ from pathlib import Path
 
 import hydra
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from actors._process import kill_recorded
+from grid.analysis import Slo
 from grid.cells import Cell
 from grid.config import ConfigError, check_choices, register_configs
 from grid.ledger import DriverLock, Ledger, RunLockedError
-from grid.plan import Plan, build_plan, compose_cells, format_plan
-from grid.report import run_summary, write_report
+from grid.plan import Plan, build_plan, compose_cells, estimate_cell_seconds, format_plan
+from grid.progress import Progress
+from grid.report import write_report
 from grid.results import ResultsWriteError
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
@@ -113,8 +115,7 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
         finally:
             ledger.close()
     echo("")
-    echo(run_summary(plan.run_dir, [c.cell_id for c in plan.cells]))
-    write_report(plan.run_dir)
+    _report(cfg, plan, echo)  # hook: report at the end of every run
     resume = "python -m grid.run " + " ".join(_quote(o) for o in planned.overrides)
     if code == EXIT_INTERRUPTED:
         echo(f"\ninterrupted; resume with: {resume}")
@@ -124,6 +125,18 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
         code = code or EXIT_FAILED_CELLS
     echo(f"results: {plan.run_dir}")
     return RunOutcome(code, plan.run_dir, [c.cell_id for c in plan.cells], counts)
+
+
+def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None]) -> None:
+    """The run's report (summary, report.html, decision.json, plots); a report that cannot
+    be made is a message, never a failed run: the results are committed."""
+    try:
+        report = write_report(plan.run_dir, Slo(**OmegaConf.to_container(cfg.slo)))
+    except Exception as e:  # noqa: BLE001 - the run's results stay valid without a report
+        echo(f"report could not be written: {type(e).__name__}: {e}")
+        return
+    echo(report.summary)
+    echo(f"\nreport: {report.html}\ndecision: {report.decision}")
 
 
 def _quote(text: str) -> str:
@@ -173,12 +186,17 @@ def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
         connect(cfg, plan)
         # After ray.init: Ray installs a SIGTERM handler of its own that would just exit.
         signal.signal(signal.SIGTERM, on_sigterm)
-        ctx = RunContext(run_id=plan.run_id, run_dir=plan.run_dir, ledger=ledger,
-                         prompts=plan.prompts, launches=plan.launches,
-                         max_error_rate=float(cfg.run.max_error_rate),
-                         metrics_interval_s=cfg.run.metrics_interval_s,
-                         total_cells=len(todo), echo=echo)
-        run_groups(ctx, todo)
+        # hook: live progress (plain lines when stdout is not a terminal or echo is captured)
+        live = echo is print and sys.stdout.isatty()
+        with Progress(len(todo), [estimate_cell_seconds(c) for c in todo], live=live,
+                      echo=None if live else echo) as progress:
+            ctx = RunContext(run_id=plan.run_id, run_dir=plan.run_dir, ledger=ledger,
+                             prompts=plan.prompts, launches=plan.launches,
+                             max_error_rate=float(cfg.run.max_error_rate),
+                             metrics_interval_s=cfg.run.metrics_interval_s,
+                             total_cells=len(todo), echo=progress.echo, progress=progress,
+                             telemetry_interval_s=cfg.run.telemetry_interval_s)
+            run_groups(ctx, todo)
         return 0
     except (Interrupted, KeyboardInterrupt):
         ledger.mark_running_interrupted("driver interrupted")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from grid.loader import load_cells, load_requests, load_telemetry, sql
@@ -30,10 +31,10 @@ def test_sql_views_over_several_runs(runs):
     con = sql(a, b)
     per_run = dict(con.sql("SELECT run_id, count(*) FROM cells GROUP BY run_id").fetchall())
     assert per_run == {"run-a": 4, "run-b": 1}
-    rows = con.sql("SELECT count(*) FROM requests WHERE variant = 'baseline'").fetchone()
+    rows = con.sql("SELECT count(*) FROM requests WHERE variant = 'baseline'").fetchall()[0]
     assert rows == (4 + 16 + 4,)
     # empty datasets are still views with the documented columns
-    assert con.sql("SELECT count(*) FROM telemetry").fetchone() == (0,)
+    assert con.sql("SELECT count(*) FROM telemetry").fetchall() == [(0,)]
     assert "power_w" not in con.sql("SELECT * FROM telemetry").df().columns
     assert {"metric", "value", "gpu", "node"} <= set(con.sql("SELECT * FROM telemetry").df())
 
@@ -41,7 +42,8 @@ def test_sql_views_over_several_runs(runs):
 def test_cells_view_keeps_the_latest_attempt(runs):
     a, _ = runs
     row = load_cells(a, latest=False)
-    first = row[row.cell_id == "baseline-c1"].iloc[0].to_dict()
+    first = {k: (None if pd.isna(v) else v) for k, v in
+             row[row.cell_id == "baseline-c1"].iloc[0].to_dict().items()}
     first.update(attempt=2, status="failed", error="server exited")
     for k in ("variant", "workload"):
         first.pop(k)
@@ -50,7 +52,7 @@ def test_cells_view_keeps_the_latest_attempt(runs):
     con = sql(a)
     assert con.sql("SELECT attempt, status FROM cells WHERE cell_id = 'baseline-c1'"
                    ).fetchall() == [(2, "failed")]
-    assert con.sql("SELECT count(*) FROM cells").fetchone() == (4,)
+    assert con.sql("SELECT count(*) FROM cells").fetchall() == [(4,)]
 
 
 def test_telemetry_roundtrip(runs):
@@ -61,7 +63,7 @@ def test_telemetry_roundtrip(runs):
     tel = load_telemetry(a)
     assert tel[["cell_id", "metric", "value"]].values.tolist() == [
         ["baseline-c1", "power_w", 300.0]]
-    assert sql(a).sql("SELECT sum(value) FROM telemetry").fetchone() == (300.0,)
+    assert sql(a).sql("SELECT sum(value) FROM telemetry").fetchall() == [(300.0,)]
 
 
 def test_sql_needs_a_run():

@@ -51,7 +51,7 @@ def test_telemetry_without_nvml_is_one_row_per_cell(smoke_run):
     tel = load_telemetry(run_dir)
     assert len(tel) == 4 and (tel.metric == "unavailable").all()
     assert tel.note.str.contains("NVML").all()
-    assert sql(run_dir).sql("SELECT count(DISTINCT cell_id) FROM telemetry").fetchone() == (4,)
+    assert sql(run_dir).sql("SELECT count(DISTINCT cell_id) FROM telemetry").fetchall() == [(4,)]
 
 
 def test_a_run_compared_with_itself_shows_no_difference(smoke_run, tmp_path, capsys):

@@ -136,7 +136,9 @@ def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None]) -> None:
         echo(f"report could not be written: {type(e).__name__}: {e}")
         return
     echo(report.summary)
-    echo(f"\nreport: {report.html}\ndecision: {report.decision}")
+    echo("")
+    echo(f"report: {report.html}")
+    echo(f"decision: {report.decision}")
 
 
 def _quote(text: str) -> str:

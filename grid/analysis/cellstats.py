@@ -94,34 +94,34 @@ def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, 
         "accept_length": spec_out.sum() / spec_verify.sum() if spec_verify.sum() else np.nan,
     }
     draws = Resample.draw(len(req), replicates, seed)
+    # Every sum of the cell in one product: columns of `summed` in this order.
+    busy = np.nan_to_num(np.clip(np.minimum(end, win.end) - np.maximum(sent, win.start),
+                                 0.0, None))
+    summed = np.column_stack([tokens, ended, tokens * good, ended & good, good & lived, lived,
+                              spec_out, spec_verify, busy])
+    totals = draws.sums(summed)
+    tok_r, end_r, gtok_r, gend_r, good_r, lived_r, sout_r, sver_r, busy_r = totals.T
     # Rates per window second. In closed loop the streams are the fixed part: the window's
     # stream-seconds are given, what varies from request to request is how much each one
-    # achieved in its stream time, so a replicate rescales the point by the ratio
-    # Σ achieved / Σ stream time of its draw (a ratio estimator). In open loop the arrivals
-    # themselves are random: a replicate is Σ achieved of its draw / window length.
-    if closed_loop:
-        busy = np.clip(np.minimum(end, win.end) - np.maximum(sent, win.start), 0.0, None)
-        busy = np.nan_to_num(busy)
-        busy_sums = draws.sums(busy)
-        streams = busy.sum() / length  # ~ the concurrency
-        def rate(values: np.ndarray) -> np.ndarray:
-            return draws.sums(values) / busy_sums * streams
-    else:
-        def rate(values: np.ndarray) -> np.ndarray:
-            return draws.sums(values) / length
+    # achieved in its stream time, so a replicate is Σ achieved / Σ stream time of its draw
+    # times the streams (a ratio estimator). In open loop the arrivals themselves are random:
+    # a replicate is Σ achieved of its draw / window length.
     with np.errstate(invalid="ignore", divide="ignore"):
+        if closed_loop:
+            per_busy = (busy.sum() / length) / busy_r
+            rates = [r * per_busy for r in (tok_r, end_r, gtok_r, gend_r)]
+        else:
+            rates = [r / length for r in (tok_r, end_r, gtok_r, gend_r)]
         reps = {
-            "output_tok_s": rate(tokens),
-            "req_s": rate(ended.astype(float)),
-            "goodput_tok_s": rate(tokens * good),
-            "goodput_req_s": rate((ended & good).astype(float)),
-            "slo_attainment": draws.sums(good & lived) / draws.sums(lived),
+            "output_tok_s": rates[0], "req_s": rates[1],
+            "goodput_tok_s": rates[2], "goodput_req_s": rates[3],
+            "slo_attainment": good_r / lived_r,
             "ttft_p50_s": draws.quantiles(ttft, 0.50, lat),
             "ttft_p99_s": draws.quantiles(ttft, 0.99, lat),
             "tpot_p50_s": draws.quantiles(tpot, 0.50, lat),
             "tpot_p99_s": draws.quantiles(tpot, 0.99, lat),
             "e2e_p50_s": draws.quantiles(e2e, 0.50, lat),
-            "accept_length": draws.sums(spec_out) / draws.sums(spec_verify),
+            "accept_length": sout_r / sver_r,
         }
     row: dict = {"window_start": win.start, "window_end": win.end, "window_s": win.length_s,
                  "steady": win.steady, "ramp_s": win.ramp_s, "drain_s": win.drain_s,

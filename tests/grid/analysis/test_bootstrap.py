@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
+import pytest
 
 from grid.analysis.bootstrap import Resample, interval
 
@@ -12,10 +15,18 @@ def test_counts_rows_sum_to_n_and_are_seeded():
     assert not np.array_equal(a, Resample.draw(50, 20, seed=8).counts)
 
 
-def test_quantile_of_a_full_draw_is_the_order_statistic():
-    r = Resample(np.ones((1, 5)))
-    assert r.quantiles(np.array([5.0, 1.0, 4.0, 2.0, 3.0]), 0.5)[0] == 3.0
-    assert r.quantiles(np.array([5.0, 1.0, 4.0, 2.0, 3.0]), 0.99)[0] == 5.0
+def test_quantile_replicates_follow_the_enumerated_bootstrap_distribution():
+    """All 4^4 resamples of 4 values, enumerated: the distribution of their lower median
+    (smallest value with at least half the draws at or below it) against the replicates."""
+    values = np.array([7.0, 1.0, 5.0, 3.0])
+    truth: dict[float, float] = {}
+    for draw in itertools.product(values, repeat=4):
+        ordered = sorted(draw)
+        median = ordered[1]  # ceil(0.5 * 4) = 2nd smallest
+        truth[median] = truth.get(median, 0) + 1 / 4**4
+    reps = Resample.draw(4, 100_000, seed=3).quantiles(values, 0.5)
+    for value, p in truth.items():
+        assert np.mean(reps == value) == pytest.approx(p, abs=0.01)
 
 
 def _coverage(stat: str, trials: int = 300, n: int = 200) -> float:

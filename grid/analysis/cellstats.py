@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -146,7 +147,7 @@ def analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo | None =
     rows, reps = [], {}
     groups = {k: g for k, g in requests.groupby("cell_id", observed=True, sort=False)}
     for _, cell in cells.iterrows():
-        base = {k: cell.get(k) for k in IDENTITY}
+        base: dict[str, Any] = {k: cell.get(k) for k in IDENTITY}
         base["variant"], base["workload"] = str(cell.variant), str(cell.workload)
         base["repeat"] = repeat_of(cell)
         req = groups.get(cell.cell_id)

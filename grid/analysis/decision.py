@@ -142,7 +142,7 @@ class Crossover:
 
 def crossovers(table: pd.DataFrame) -> list[Crossover]:
     """One crossover per (variant, workload, load kind) with at least two load levels."""
-    out = []
+    out: list[Crossover] = []
     if table.empty:
         return out
     for (variant, workload, kind), group in table.groupby(["variant", "workload", "load_kind"]):
@@ -254,16 +254,16 @@ def threshold_winners(pts: list[Point], metrics: tuple[str, ...] = ("output_tok_
 
 def speedup_lines(table: pd.DataFrame) -> list[str]:
     """One line per variant and workload: the speedup at each load with its interval."""
-    lines = []
+    lines: list[str] = []
     if table.empty:
         return lines
     for (variant, baseline, workload), group in table.groupby(
             ["variant", "baseline", "workload"], sort=True):
         parts = []
-        for row in group.sort_values(["load_kind", "load"]).itertuples():
-            tag = "" if row.verdict != NO_DIFFERENCE else " n.s."
-            parts.append(f"{_fmt_load(row.load_kind, row.load)} {_pct(row.speedup)} "
-                         f"[{_pct(row.lo)}, {_pct(row.hi)}]{tag}")
+        for row in group.sort_values(["load_kind", "load"]).to_dict("records"):
+            tag = "" if row["verdict"] != NO_DIFFERENCE else " n.s."
+            parts.append(f"{_fmt_load(row['load_kind'], row['load'])} {_pct(row['speedup'])} "
+                         f"[{_pct(row['lo'])}, {_pct(row['hi'])}]{tag}")
         lines.append(f"{variant} vs {baseline} on {workload}: " + ", ".join(parts))
     return lines
 
@@ -276,6 +276,12 @@ def verdict_line(row: pd.Series) -> str:
     word = "beats" if row.verdict == "faster" else "loses to"
     return (f"{row.variant} {word} {row.baseline} at {where} by {_pct(row.speedup)} "
             f"[{_pct(row.lo)}, {_pct(row.hi)}]")
+
+
+def _clean_dict(value: dict) -> dict:
+    cleaned = _clean(value)
+    assert isinstance(cleaned, dict)
+    return cleaned
 
 
 def _clean(value: object) -> object:
@@ -308,9 +314,9 @@ class Decision:
         def rows(table: pd.DataFrame) -> list[dict]:
             if table.empty:
                 return []
-            return [{k: v for k, v in r.items() if not k.startswith("_")}
+            return [{str(k): v for k, v in r.items() if not str(k).startswith("_")}
                     for r in table.to_dict("records")]
-        return _clean({
+        return _clean_dict({
             "speedups": rows(self.speedups),
             "goodput_speedups": rows(self.goodput_speedups),
             "crossovers": [{"variant": c.variant, "workload": c.workload,

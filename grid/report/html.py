@@ -8,6 +8,7 @@ import base64
 import datetime as dt
 import html
 import math
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -38,7 +39,7 @@ def img(png: bytes, alt: str) -> str:
     return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
 
 
-def _f(value: object, fmt: str = "{:.1f}", scale: float = 1.0) -> str:
+def _f(value: Any, fmt: str = "{:.1f}", scale: float = 1.0) -> str:
     if value is None or (isinstance(value, float) and not math.isfinite(value)) or \
             pd.isna(value):
         return "–"
@@ -81,9 +82,10 @@ def decision_section(data: RunData) -> str:
                 "<th>verdict</th><th>goodput speedup</th><th>verdict</th></tr>"]
         for r in d.speedups.sort_values(["variant", "workload", "load_kind", "load"]
                                         ).itertuples():
-            g = None
-            if good is not None and (r.variant, r.workload, r.load_kind, r.load) in good.index:
-                g = good.loc[(r.variant, r.workload, r.load_kind, r.load)]
+            g: Any = None
+            key: Any = (r.variant, r.workload, r.load_kind, r.load)
+            if good is not None and key in good.index:
+                g = good.loc[key]
             load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
             rows.append(
                 f"<tr><td>{esc(r.variant)}</td><td>{esc(r.workload)}</td><td>{load}</td>"

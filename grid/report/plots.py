@@ -56,7 +56,8 @@ def _lines(ax, frame: pd.DataFrame, scale: float = 1.0, style: str = "-o",
         err = np.vstack([(group.value - group.lo).clip(lower=0), (group.hi - group.value)
                          .clip(lower=0)]) * scale
         ax.errorbar(group.load, group.value * scale, yerr=np.nan_to_num(err), fmt=style,
-                    capsize=3, markersize=4, label=_label(variant, workload, many) + suffix)
+                    capsize=3, markersize=4,
+                    label=_label(str(variant), str(workload), many) + suffix)
 
 
 def _kinds(frame: pd.DataFrame) -> list[str]:

@@ -5,12 +5,14 @@ prompt domain."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from grid.report.data import RunData
 
 
-def _num(value: object, fmt: str, scale: float = 1.0) -> str:
+def _num(value: Any, fmt: str, scale: float = 1.0) -> str:
     if value is None or pd.isna(value):
         return "-"
     return fmt.format(float(value) * scale)

@@ -106,8 +106,9 @@ class Progress:
                      "tokens": 0, "errors": 0, "started": time.monotonic()}
         self.phase = None
         if self.live:
-            self._bars.update(self._cell_task, description=name, total=num_requests,
-                              completed=0, visible=True, info="")
+            # No total until the first request count arrives: a pulsing bar, not a stuck 0/n.
+            self._bars.update(self._cell_task, description=name, total=None, completed=0,
+                              visible=True, info=f"{num_requests} requests")
             self._refresh()
         else:
             self.echo(f"[{self.cells_done + 1}/{self.total}] {name}: started "
@@ -121,7 +122,7 @@ class Progress:
         self.cell.update(done=done, tokens=output_tokens, errors=errors)
         if self.live:
             elapsed = max(time.monotonic() - self.cell["started"], 1e-9)
-            self._bars.update(self._cell_task, completed=done,
+            self._bars.update(self._cell_task, completed=done, total=self.cell["total"],
                               info=f"{output_tokens / elapsed:.0f} tok/s, {errors} errors")
             self._refresh()
 

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 
 from grid.analysis.bootstrap import DEFAULT_REPLICATES, Resample, interval, seed_for
 from grid.analysis.goodput import Slo, good_requests
@@ -144,6 +145,14 @@ def analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo | None =
     """Every committed cell (any status) with its windowed metrics and intervals; cells
     without request rows keep NaN metrics."""
     slo = slo or Slo()
+    # One BLAS thread: the per-cell products are small, and BLAS threads competing for two
+    # busy cores made them twice as slow.
+    with threadpool_limits(limits=1, user_api="blas"):
+        return _analyse_cells(cells, requests, slo, replicates, seed)
+
+
+def _analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo, replicates: int,
+                   seed: int) -> CellStats:
     rows, reps = [], {}
     groups = {k: g for k, g in requests.groupby("cell_id", observed=True, sort=False)}
     for _, cell in cells.iterrows():

@@ -20,7 +20,7 @@ DPI = 90
 
 def png(fig: Figure) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight")
+    fig.savefig(buf, format="png", dpi=DPI)
     return buf.getvalue()
 
 
@@ -70,7 +70,7 @@ def throughput(data: RunData) -> Figure | None:
     if tok.empty:
         return None
     kinds = _kinds(tok)
-    fig = Figure(figsize=(11, 4 * len(kinds)))
+    fig = Figure(figsize=(11, 4 * len(kinds)), layout="constrained")
     axes = fig.subplots(len(kinds), 2, squeeze=False)
     for row, kind in enumerate(kinds):
         for ax, frame, title in ((axes[row][0], tok, "output tokens/s"),
@@ -89,7 +89,7 @@ def latency(data: RunData) -> Figure | None:
     if frames["ttft_p50_s"].empty:
         return None
     kinds = _kinds(frames["ttft_p50_s"])
-    fig = Figure(figsize=(11, 4 * len(kinds)))
+    fig = Figure(figsize=(11, 4 * len(kinds)), layout="constrained")
     axes = fig.subplots(len(kinds), 2, squeeze=False)
     for row, kind in enumerate(kinds):
         for ax, name in ((axes[row][0], "ttft"), (axes[row][1], "tpot")):
@@ -109,7 +109,7 @@ def speedup(data: RunData) -> Figure | None:
     if table.empty:
         return None
     kinds = sorted(table.load_kind.unique())
-    fig = Figure(figsize=(7, 4 * len(kinds)))
+    fig = Figure(figsize=(7, 4 * len(kinds)), layout="constrained")
     axes = fig.subplots(len(kinds), 1, squeeze=False)
     for row, kind in enumerate(kinds):
         ax = axes[row][0]
@@ -144,7 +144,7 @@ def acceptance(data: RunData) -> Figure | None:
     spec = req[(req.status == "ok") & req.spec_verify_ct.notna() & (req.spec_verify_ct > 0)]
     if spec.empty:
         return None
-    fig = Figure(figsize=(11, 4))
+    fig = Figure(figsize=(11, 4), layout="constrained")
     ax1, ax2 = fig.subplots(1, 2)
     by_domain = spec.groupby(["variant", "domain"], observed=True)[
         ["output_tokens", "spec_verify_ct"]].sum()
@@ -176,7 +176,7 @@ def server_metrics(data: RunData) -> Figure | None:
     if m.empty:
         return None
     names = [n for n in SERVER_GAUGES if (m.metric == n).any()]
-    fig = Figure(figsize=(11, 2.6 * len(names)))
+    fig = Figure(figsize=(11, 2.6 * len(names)), layout="constrained")
     axes = fig.subplots(len(names), 1, squeeze=False)
     variants = sorted(m.variant.astype(str).unique())
     colours = {v: f"C{i % 10}" for i, v in enumerate(variants)}
@@ -212,7 +212,7 @@ def telemetry(data: RunData) -> Figure | None:
              if n in means]
     labels = data.stats.table.set_index("cell_id")
     ticks = [f"{labels.variant.get(c, c)} {_short_load(labels, c)}" for c in means.index]
-    fig = Figure(figsize=(max(8, 0.25 * len(means)), 2.6 * len(names)))
+    fig = Figure(figsize=(max(8, 0.25 * len(means)), 2.6 * len(names)), layout="constrained")
     axes = fig.subplots(len(names), 1, squeeze=False)
     for ax, name in zip((a[0] for a in axes), names, strict=True):
         ax.bar(range(len(means)), means[name])
@@ -239,7 +239,7 @@ def compare_throughput(a: RunData, b: RunData) -> Figure | None:
     if ta.empty and tb.empty:
         return None
     kinds = sorted(set(_kinds(ta)) | set(_kinds(tb)))
-    fig = Figure(figsize=(8, 4 * len(kinds)))
+    fig = Figure(figsize=(8, 4 * len(kinds)), layout="constrained")
     axes = fig.subplots(len(kinds), 1, squeeze=False)
     for row, kind in enumerate(kinds):
         ax = axes[row][0]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import tempfile
@@ -123,22 +124,25 @@ def main() -> int:
         size = sum(f.stat().st_size for f in run_dir.rglob("*.parquet"))
         print(f"generated {n} cells x {args.requests} requests through the results writer "
               f"in {time.perf_counter() - t0:.1f} s ({size / 2**20:.0f} MiB of Parquet)")
-        renders, phases = [], []
+        renders, phases, cpu = [], [], []
         for _ in range(args.repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             data = load_run(run_dir)
             t_analysed = time.perf_counter()
             report = write_report(run_dir, data=data)
             t_done = time.perf_counter()
             renders.append(t_done - t0)
+            cpu.append(time.process_time() - c0)
             phases.append((t_analysed - t0, t_done - t_analysed))
         rows = len(data.requests)
         print(f"request rows: {rows}; plots: {len(report.plots)}; "
               f"report.html {report.html.stat().st_size / 2**10:.0f} KiB")
-        for (load, draw), total in zip(phases, renders, strict=True):
+        for (load, draw), total, used in zip(phases, renders, cpu, strict=True):
             print(f"render {total:.2f} s = load+analyse+decide {load:.2f} s + "
-                  f"plots+html+json {draw:.2f} s")
-        print(f"median render: {statistics.median(renders):.2f} s (target < 10 s)")
+                  f"plots+html+json {draw:.2f} s; process CPU {used:.2f} s")
+        print(f"median render: {statistics.median(renders):.2f} s wall, "
+              f"{statistics.median(cpu):.2f} s CPU (target < 10 s); load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -102,8 +102,9 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
                                      start_failure.log_tail)
                 if server is None:
                     try:
-                        server = start_server(group, spec, pg, ctx.run_dir, ctx.ledger,
-                                              ctx.echo, prefix)
+                        server = start_server(
+                            group, spec, pg, ctx.run_dir, ctx.ledger, ctx.echo, prefix,
+                            ctx.progress.server_phase if ctx.progress is not None else None)
                     except ServerDown as e:
                         start_failure = e
                         raise

@@ -54,9 +54,11 @@ def repeat_of(cell: pd.Series) -> int:
     return 0
 
 
-def _pct(values: np.ndarray, q: float) -> float:
+def _pcts(values: np.ndarray, qs: list[float]) -> list[float]:
     finite = values[np.isfinite(values)]
-    return float(np.percentile(finite, q)) if finite.size else float("nan")
+    if not finite.size:
+        return [float("nan")] * len(qs)
+    return [float(v) for v in np.percentile(finite, qs)]
 
 
 def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, slo: Slo,
@@ -84,15 +86,17 @@ def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, 
     spec = ok & np.isfinite(verify) & (verify > 0)
     spec_out, spec_verify = np.where(spec, out, 0.0), np.where(spec, verify, 0.0)
 
+    ttft_p50, ttft_p99 = _pcts(ttft[lat], [50, 99])
+    tpot_p50, tpot_p99 = _pcts(tpot[lat], [50, 99])
     point = {
         "output_tok_s": tokens.sum() / length,
         "req_s": ended.sum() / length,
         "goodput_tok_s": (tokens * good).sum() / length,
         "goodput_req_s": (ended & good).sum() / length,
         "slo_attainment": good[lived].mean() if lived.any() else float("nan"),
-        "ttft_p50_s": _pct(ttft[lat], 50), "ttft_p99_s": _pct(ttft[lat], 99),
-        "tpot_p50_s": _pct(tpot[lat], 50), "tpot_p99_s": _pct(tpot[lat], 99),
-        "e2e_p50_s": _pct(e2e[lat], 50),
+        "ttft_p50_s": ttft_p50, "ttft_p99_s": ttft_p99,
+        "tpot_p50_s": tpot_p50, "tpot_p99_s": tpot_p99,
+        "e2e_p50_s": _pcts(e2e[lat], [50])[0],
         "accept_length": spec_out.sum() / spec_verify.sum() if spec_verify.sum() else np.nan,
     }
     draws = Resample.draw(len(req), replicates, seed)

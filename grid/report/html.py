@@ -15,7 +15,7 @@ import pandas as pd
 
 from grid.analysis.bootstrap import excludes_zero, interval
 from grid.analysis.decision import NO_DIFFERENCE, points
-from grid.report.data import RunData, provenance
+from grid.report.data import SIM_BANNER, RunData, provenance
 from grid.report.text import domain_acceptance
 
 STYLE = """
@@ -56,7 +56,8 @@ def validity_section(data: RunData, title: str = "Validity") -> str:
     if data.simulated:
         out.append('<p class="banner">SIMULATION — every number in this report comes from '
                    "specgrid's simulated SGLang server, not from a GPU.</p>")
-    items = "".join(f'<li class="{level}">{esc(text)}</li>' for level, text in data.validity)
+    items = "".join(f'<li class="{level}">{esc(text)}</li>' for level, text in data.validity
+                    if text != SIM_BANNER)  # the banner above says it louder
     out.append(f'<ul class="validity">{items or "<li>nothing to flag</li>"}</ul>')
     return "\n".join(out)
 

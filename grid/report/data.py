@@ -86,7 +86,10 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
 def server_deltas(metrics: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """Per cell: the increase of SGLang's counters during the cell (summed over label sets,
     counter resets handled), the server's own output tok/s over the scraped span and accept
-    length (generation tokens / verify calls), beside the client's."""
+    length (generation tokens / verify calls), beside the client's. SGLang 0.5.23 adds each
+    finished request's generation tokens and spec_verify_ct to these counters
+    (sglang/srt/observability/metrics_collector.py, observe_one_finished_request), so their
+    ratio is the accept length of the requests that finished (warmup included)."""
     if metrics.empty:
         return pd.DataFrame(columns=["cell_id", *SERVER_COUNTERS.values()])
     rows = []

@@ -120,3 +120,14 @@ def test_gpu_telemetry_plot_and_energy_per_token(run_dir):
     assert telemetry(data) is not None
     page = write_report(run_dir, data=data).html.read_text()
     assert "7.50" in page  # J/token in the cells table
+
+
+def test_off_distribution_prompts_are_flagged_when_recorded(run_dir):
+    from grid.report.data import load_run, validity
+
+    data = load_run(run_dir)
+    assert any("alignment" in text and "not recorded" in text for _, text in data.validity)
+    data.requests["alignment_ok"] = data.requests.cell_id != "eagle3-c4"
+    warnings = [text for level, text in validity(data) if level == "warning"]
+    assert any(text.startswith("off-distribution prompts") and "1 cell(s), up to 100 %" in text
+               for text in warnings)

@@ -175,8 +175,14 @@ def _analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo, replic
                 base["window_requests"] < MIN_WINDOW_REQUESTS
                 or not half <= LOOSE_INTERVAL * base["output_tok_s"])
         rows.append(base)
-    table = pd.DataFrame(rows)
-    for name in ("window_requests", "measured_requests"):
+    table = pd.DataFrame(rows, columns=[*IDENTITY, "repeat"] if not rows else None)
+    # Cells without request rows (a run of failed cells) still get every column.
+    for name in (*METRICS, *(f"{m}_{end}" for m in METRICS for end in ("lo", "hi")),
+                 "window_start", "window_end", "window_s", "ramp_s", "drain_s",
+                 "window_requests", "measured_requests", "measured_tokens"):
         if name not in table:
-            table[name] = pd.Series(dtype="float64")
+            table[name] = np.nan
+    for name, default in (("steady", True), ("loose_interval", False)):
+        if name not in table:
+            table[name] = default
     return CellStats(table, reps, slo, replicates)

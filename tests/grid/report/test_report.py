@@ -131,3 +131,30 @@ def test_off_distribution_prompts_are_flagged_when_recorded(run_dir):
     warnings = [text for level, text in validity(data) if level == "warning"]
     assert any(text.startswith("off-distribution prompts") and "1 cell(s), up to 100 %" in text
                for text in warnings)
+
+
+def test_a_run_of_failed_cells_still_reports(tmp_path):
+    from grid.results import write_cell
+
+    run = tmp_path / "failed-run"
+    row = {"run_id": run.name, "cell_id": "x1", "attempt": 1, "status": "failed",
+           "error": "server did not start", "engine": "sim", "simulated": True,
+           "concurrency": 4, "server_key": "k", "factors": "{}"}
+    write_cell(run, variant="eagle3", workload="coding", cell_id="x1", attempt=1, requests=[],
+               cell_row=row)
+    report = write_report(run)
+    assert "1 cell(s) not done" in report.summary and report.summary.rstrip().count("failed")
+    assert json.loads(report.decision.read_text())["speedups"] == []
+    assert "SIMULATION" in report.html.read_text()
+
+
+def test_open_loop_cells_are_compared_by_rate(tmp_path):
+    from grid.analysis import analyse_cells, decide
+    from tests.grid.analysis.synthetic import grid
+
+    cells, requests = grid({"baseline": {4: 20.0}, "eagle3": {4: 30.0}})
+    cells["rate"], requests["rate"] = 2.0, 2.0  # the same timelines, labelled open loop
+    decision = decide(analyse_cells(cells, requests, replicates=200))
+    (row,) = decision.speedups.itertuples()
+    assert row.load_kind == "rate" and row.load == 2.0 and row.verdict == "faster"
+    assert decision.recommendations == []  # a threshold is a batch size: closed loop only

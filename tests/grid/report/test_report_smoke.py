@@ -15,7 +15,7 @@ from grid.loader import load_telemetry, sql
 from grid.report import main
 from grid.run import run
 
-pytestmark = pytest.mark.usefixtures("ray_session")
+pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import hydra
 from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from actors._process import kill_recorded
@@ -131,7 +131,8 @@ def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None]) -> None:
     """The run's report (summary, report.html, decision.json, plots); a report that cannot
     be made is a message, never a failed run: the results are committed."""
     try:
-        report = write_report(plan.run_dir, Slo(**OmegaConf.to_container(cfg.slo)))
+        slo = Slo(cfg.slo.ttft_ms, cfg.slo.tpot_ms, cfg.slo.e2e_ms)
+        report = write_report(plan.run_dir, slo)
     except Exception as e:  # noqa: BLE001 - the run's results stay valid without a report
         echo(f"report could not be written: {type(e).__name__}: {e}")
         return

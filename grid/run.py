@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from actors._process import kill_recorded
 from grid.analysis import Slo
-from grid.cells import Cell
+from grid.cells import Cell, group_by_server
 from grid.config import ConfigError, check_choices, register_configs
 from grid.ledger import DriverLock, Ledger, RunLockedError
 from grid.plan import Plan, build_plan, compose_cells, estimate_cell_seconds, format_plan
@@ -191,7 +191,8 @@ def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
         signal.signal(signal.SIGTERM, on_sigterm)
         # hook: live progress (plain lines when stdout is not a terminal or echo is captured)
         live = echo is print and sys.stdout.isatty()
-        with Progress(len(todo), [estimate_cell_seconds(c) for c in todo], live=live,
+        estimates = [estimate_cell_seconds(c) for g in group_by_server(todo) for c in g.cells]
+        with Progress(len(todo), estimates, live=live,
                       echo=None if live else echo) as progress:
             ctx = RunContext(run_id=plan.run_id, run_dir=plan.run_dir, ledger=ledger,
                              prompts=plan.prompts, launches=plan.launches,

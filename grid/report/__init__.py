@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.analysis import Slo
+from grid.analysis import Slo, decide
 from grid.report import plots
 from grid.report.data import DECISION_FILE, RunData, load_run
 from grid.report.html import compare_html, run_html
@@ -92,6 +92,7 @@ def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
         data.cells = data.cells[data.cells.cell_id.isin(keep)]
         data.stats.table = data.stats.table[data.stats.table.cell_id.isin(keep)]
         data.requests = data.requests[data.requests.cell_id.isin(keep)]
+        data.decision = decide(data.stats)
     return summary_text(data)
 
 

@@ -166,3 +166,4 @@ def test_run_summary_of_some_cells(run_dir):
     text = run_summary(run_dir, ["baseline-c1", "eagle3-c1"])
     table = text[text.index("variant "):text.index("window = ")]
     assert "c=1" in table and "c=4" not in table and "c=16" not in table
+    assert "eagle3 vs baseline on coding: c=1 " in text and "c=16 " not in text

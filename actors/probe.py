@@ -6,16 +6,14 @@ driver directly for an external server."""
 
 from __future__ import annotations
 
-import re
+import json
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import httpx
-
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([^}]*)\})?\s+(\S+)")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+from prometheus_client.parser import text_string_to_metric_families
 
 
 class ProbeError(RuntimeError):
@@ -46,23 +44,49 @@ def get_json(url: str, path: str, headers: Mapping[str, str]) -> dict[str, Any]:
         return {}
 
 
-def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """Samples of a Prometheus text exposition: (name, labels, value). Histogram buckets are
-    left out (their _sum and _count stay): one cell would otherwise carry hundreds of rows per
-    scrape."""
+def parse_prometheus(text: str, buckets: bool = False
+                     ) -> list[tuple[str, dict[str, str], float]]:
+    """Samples of a Prometheus text exposition, parsed by prometheus_client's own parser:
+    (sample name, labels, value). Histogram buckets are left out unless `buckets` (their _sum
+    and _count stay: one cell would otherwise carry hundreds of rows per scrape), and so are
+    `_created` timestamps. A malformed exposition gives no samples (a failed scrape), never a
+    crash."""
     samples = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if not match or match.group(1).endswith("_bucket"):
-            continue
-        try:
-            value = float(match.group(4))
-        except ValueError:
-            continue
-        samples.append((match.group(1), dict(_LABEL.findall(match.group(3) or "")), value))
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name.endswith("_created") or (
+                        not buckets and sample.name.endswith("_bucket")):
+                    continue
+                samples.append((sample.name, dict(sample.labels), float(sample.value)))
+    except ValueError:
+        return []
     return samples
+
+
+COUNTER_SUFFIXES = ("_total", "_count", "_sum")
+"""Monotonic series: counters (`_total`) and histograms' `_count`/`_sum`."""
+
+
+def counter_deltas(samples: Iterable[tuple[float, str, Mapping[str, str], float]]
+                   ) -> dict[tuple[str, str], float]:
+    """Per-cell increase of every monotonic series, keyed by (name, labels as sorted JSON):
+    the sum of its rises between consecutive scrapes. A fall means the counter restarted
+    (a server relaunched): the new value is counted from zero, as Prometheus' increase()
+    does."""
+    series: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for t, name, labels, value in samples:
+        if name.endswith(COUNTER_SUFFIXES):
+            key = (name, json.dumps(dict(labels), sort_keys=True))
+            series.setdefault(key, []).append((t, value))
+    out = {}
+    for key, points in series.items():
+        points.sort(key=lambda p: p[0])
+        total = 0.0
+        for (_, prev), (_, cur) in zip(points, points[1:], strict=False):
+            total += cur - prev if cur >= prev else cur
+        out[key] = total
+    return out
 
 
 class MetricsSampler:

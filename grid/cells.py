@@ -19,7 +19,7 @@ from typing import Any
 
 GROUP_AXES = ("variant", "workload", "model", "engine")
 """Axes whose values name a config option (grid/conf/<axis>/<value>.yaml)."""
-KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate"}
+KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate", "repeat": "load.repeat"}
 """Short axis names for load settings."""
 
 # Fields that change how a run is operated, not what a cell measures.

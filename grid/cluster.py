@@ -20,7 +20,9 @@ def connect(cfg: DictConfig, plan: Plan) -> None:
             ray.init(address=cfg.cluster.address, include_dashboard=False,
                      log_to_driver=False)
         else:
-            ray.init(num_gpus=plan.cluster_gpus, num_cpus=cfg.cluster.num_cpus,
+            # address="local": a private instance, never a cluster that happens to run here
+            # (ray.init() alone joins one found through RAY_ADDRESS or /tmp/ray).
+            ray.init(address="local", num_gpus=plan.cluster_gpus, num_cpus=cfg.cluster.num_cpus,
                      include_dashboard=False, log_to_driver=False)
     total = int(ray.cluster_resources().get("GPU", 0))
     needs_gpus = any(g.config["engine"]["name"] != "external" for g in plan.groups)

@@ -142,8 +142,9 @@ class LoadConfig:
     """Gamma shape for arrival=gamma; 1.0 is Poisson, below 1 burstier."""
     num_requests: int | None = None
     """Measured requests per cell; None = max(min_requests, requests_per_stream x concurrency)."""
-    requests_per_stream: float = 2.0
-    """Requests per concurrent stream when num_requests is None."""
+    requests_per_stream: float = 4.0
+    """Requests per concurrent stream when num_requests is None (>= 4 leaves a steady-state
+    window of >= 3 requests per stream after ramp-up and drain)."""
     min_requests: int = 8
     """Floor on measured requests per cell."""
     duration_s: float | None = None
@@ -156,6 +157,9 @@ class LoadConfig:
     """LoadGenActors sharing one cell's load."""
     seed: int = 0
     """Seeds prompt order and arrival schedules."""
+    repeat: int = 0
+    """Repeat index: `grid.axes.repeat=[0,1,2]` measures the same cell again under distinct
+    cell ids (part of the cell identity; nothing else changes)."""
 
 
 @dataclass
@@ -182,6 +186,22 @@ class RunConfig:
     """A cell whose request error ratio exceeds this fails."""
     metrics_interval_s: float | None = 1.0
     """Sample the server's /metrics this often during a cell into server_metrics/ (None = off)."""
+    telemetry_interval_s: float | None = 1.0
+    """Sample the node's GPUs through NVML this often during a cell into telemetry/ (None =
+    off)."""
+
+
+@dataclass
+class SloConfig:
+    """Latency objectives for goodput (SGLang's rule: a request counts when it succeeded and
+    met every SLO that is set; grid/analysis/goodput.py)."""
+
+    ttft_ms: float | None = 2000.0
+    """Time to first token, milliseconds (None = not checked)."""
+    tpot_ms: float | None = 100.0
+    """Time per output token after the first, milliseconds (None = not checked)."""
+    e2e_ms: float | None = None
+    """End-to-end request latency, milliseconds (None = not checked)."""
 
 
 @dataclass
@@ -204,6 +224,7 @@ class SpecgridConfig:
     grid: GridAxes = field(default_factory=GridAxes)
     run: RunConfig = field(default_factory=RunConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    slo: SloConfig = field(default_factory=SloConfig)
     sweep: str = "single"
     """Sweep name (set by sweep/*.yaml); part of the default run id."""
     results_dir: str = "results"

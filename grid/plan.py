@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import functools
+import math
 import shlex
 import shutil
 import subprocess
@@ -310,19 +311,88 @@ def plan_warnings(groups: Sequence[ServerGroup]) -> list[str]:
     return list(dict.fromkeys(warnings))
 
 
+RUN_OVERHEAD_S = 15.0
+"""Starting (or joining) Ray and the first actors, measured on the development machine."""
+CELL_OVERHEAD_S = 1.5
+"""Per cell: cache flush, metric and telemetry start/stop, committing Parquet."""
+SERVER_START_S = {"sim": 4.0, "external": 1.0}
+"""Per server group; a real model load takes minutes (SGLANG_START_S)."""
+SGLANG_START_S = 600.0
+PROMPT_TOKENS = 200
+"""Typical prompt length of the shipped workloads (tokens), for the prefill share."""
+
+
+@functools.lru_cache(maxsize=8)
+def _profile(name: str) -> Any:
+    from engines.sim.profile import load_profile
+
+    return load_profile(name)
+
+
+def _perf(cell: Cell) -> tuple[Any, Any]:
+    """(profile, performance model) the estimate uses for this cell's engine."""
+    from engines.sim.model import PerfModel
+
+    sim_args = cell.config["engine"].get("sim_args") or {}
+    profile = _profile(str(sim_args.get("profile") or "default"))
+    return profile, PerfModel(profile.costs)
+
+
+def _token_seconds(cell: Cell, batch: int) -> float:
+    """Modelled seconds per output token of one stream at this running batch, from the
+    simulator's performance profile (the default profile is calibrated to a published 8-GPU
+    measurement, so it also sizes real SGLang runs roughly): a decode step for plain
+    decoding; a speculative step divided by the expected accept length with EAGLE, a
+    no-drafting step above a speculation-disable threshold."""
+    from engines.sim.model import acceptance_probs, expected_accept_length
+
+    config = cell.config
+    profile, model = _perf(cell)
+    args = config["variant"]["args"]
+    if not args.get("speculative_algorithm"):
+        return model.decode_s(batch)
+    steps = int(args.get("speculative_num_steps") or 3)
+    draft = int(args.get("speculative_num_draft_tokens") or steps + 1)
+    off_above = config["variant"].get("speculative_disable_above_batch")
+    if off_above is not None and batch > int(off_above):
+        return model.spec_step_s(batch, 0, draft)
+    domain = (config["workload"].get("domains") or ["coding"])[0]
+    accept = expected_accept_length(acceptance_probs(profile.acceptance, domain), steps)
+    return model.spec_step_s(batch, steps, draft) / accept
+
+
+def estimate_cell_seconds(cell: Cell) -> float:
+    """One cell's wall time: its requests (warmup included) in waves of `concurrency`
+    streams (open loop: at the arrival rate), each wave a prefill plus max_new_tokens steps
+    at that batch, plus the per-cell overhead."""
+    config = cell.config
+    load, tokens = config["load"], int(config["workload"]["max_new_tokens"])
+    cap = config["variant"]["args"].get("max_running_requests") or 1024
+    scale = (config["engine"].get("sim_args") or {}).get("time_scale")
+    scale = 1.0 if scale is None or config["engine"]["name"] != "sim" else float(scale)
+    warmup = int(load["warmup_requests"])
+    if cell.rate is not None:
+        # Open loop: the arrival period, plus one request's life at the batch it settles at.
+        period = cell.num_requests / cell.rate
+        batch = max(1, min(cap, int(round(cell.rate * tokens * _token_seconds(cell, 1)))))
+        life = tokens * _token_seconds(cell, batch)
+        return (period + life) * scale + CELL_OVERHEAD_S
+    streams = max(1, min(int(cell.concurrency or 1), cap))
+    _, model = _perf(cell)
+    waves = math.ceil(cell.num_requests / streams)
+    wave_s = tokens * _token_seconds(cell, streams) + model.prefill_s(streams * PROMPT_TOKENS)
+    warm_batch = max(1, min(warmup, streams))
+    warm_s = math.ceil(warmup / warm_batch) * (tokens * _token_seconds(cell, warm_batch)) \
+        if warmup else 0.0
+    return (waves * wave_s + warm_s) * scale + CELL_OVERHEAD_S
+
+
 def estimate_seconds(plan: Plan) -> float:
-    """Rough: each cell streams its requests at ~12 ms per token per stream (the simulator's
-    single-stream pace), plus a server start per group (seconds for the simulator, ten
-    minutes for a real model load)."""
-    total = 0.0
+    """The run's wall time: Ray start, each server group's start, each cell."""
+    total = RUN_OVERHEAD_S
     for group in plan.groups:
-        engine = group.config["engine"]["name"]
-        total += {"sim": 3.0, "external": 1.0}.get(engine, 600.0)
-        for cell in group.cells:
-            tokens = cell.config["workload"]["max_new_tokens"]
-            waves = (cell.num_requests + cell.config["load"]["warmup_requests"]) / max(
-                1, cell.concurrency or 1)
-            total += waves * tokens * 0.012 + 1.0
+        total += SERVER_START_S.get(group.config["engine"]["name"], SGLANG_START_S)
+        total += sum(estimate_cell_seconds(cell) for cell in group.cells)
     return total
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from grid.schema import CELL_FIELDS, REQUEST_FIELDS, SERVER_METRIC_FIELDS
+from grid.schema import CELL_FIELDS, REQUEST_FIELDS, SERVER_METRIC_FIELDS, TELEMETRY_FIELDS
 
 
 class ResultsWriteError(OSError):
@@ -68,3 +68,12 @@ def write_cell(
                  / f"{cell_id}.parquet")
     write_atomic(cell, partition_dir(run_dir, "cells", variant, workload)
                  / f"{cell_id}.a{attempt}.parquet")
+
+
+def write_telemetry(run_dir: Path, *, variant: str, workload: str, cell_id: str,
+                    rows: Sequence[Mapping[str, Any]]) -> None:
+    """A cell's GPU telemetry (telemetry/), replacing an earlier attempt's file. Written
+    before the cell row, which commits the cell."""
+    table = pa.Table.from_pylist([dict(r) for r in rows], schema=TELEMETRY_FIELDS)
+    write_atomic(table, partition_dir(run_dir, "telemetry", variant, workload)
+                 / f"{cell_id}.parquet")

@@ -27,7 +27,8 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from actors._process import kill_recorded
-from grid.cells import Cell
+from grid.analysis import Slo
+from grid.cells import Cell, group_by_server
 from grid.cli import CONFIG_NAME, display, parse_args, search_path_override, wants_display
 from grid.commandline import (
     NOT_RECORDED,
@@ -38,8 +39,16 @@ from grid.commandline import (
 )
 from grid.config import ConfigError, register_configs
 from grid.ledger import DriverLock, Ledger, RunLockedError
-from grid.plan import Plan, build_plan, compose_cells, compose_grid, format_plan
-from grid.report import run_summary, write_report
+from grid.plan import (
+    Plan,
+    build_plan,
+    compose_cells,
+    compose_grid,
+    estimate_cell_seconds,
+    format_plan,
+)
+from grid.progress import Progress
+from grid.report import write_report
 from grid.results import ResultsWriteError
 from grid.runrecord import read_run_record, resume_command, write_run_record
 from grid.workloads import WorkloadPlan
@@ -187,8 +196,7 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
         finally:
             ledger.close()
     echo("")
-    echo(run_summary(plan.run_dir, [c.cell_id for c in plan.cells]))
-    write_report(plan.run_dir)
+    _report(cfg, plan, echo)  # the report at the end of every run
     resume = resume_command(plan.run_dir)
     if code == EXIT_INTERRUPTED:
         echo(f"\ninterrupted; resume with: {resume}")
@@ -198,6 +206,21 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
         code = code or EXIT_FAILED_CELLS
     echo(f"results: {plan.run_dir}")
     return RunOutcome(code, plan.run_dir, [c.cell_id for c in plan.cells], counts)
+
+
+def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None]) -> None:
+    """The run's report (summary, report.html, decision.json, plots); a report that cannot
+    be made is a message, never a failed run: the results are committed."""
+    try:
+        slo = Slo(cfg.slo.ttft_ms, cfg.slo.tpot_ms, cfg.slo.e2e_ms)
+        report = write_report(plan.run_dir, slo)
+    except Exception as e:  # noqa: BLE001 - the run's results stay valid without a report
+        echo(f"report could not be written: {type(e).__name__}: {e}")
+        return
+    echo(report.summary)
+    echo("")
+    echo(f"report: {report.html}")
+    echo(f"decision: {report.decision}")
 
 
 def _recover(ledger: Ledger, echo: Callable[[str], None]) -> None:
@@ -243,13 +266,19 @@ def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
         connect(cfg, plan)
         # After ray.init: Ray installs a SIGTERM handler of its own that would just exit.
         signal.signal(signal.SIGTERM, on_sigterm)
-        ctx = RunContext(run_id=plan.run_id, run_dir=plan.run_dir, ledger=ledger,
-                         prompts=plan.prompts, launches=plan.launches,
-                         max_error_rate=float(cfg.run.max_error_rate),
-                         metrics_interval_s=cfg.run.metrics_interval_s,
-                         total_cells=len(todo), echo=echo,
-                         workloads=plan.workloads or WorkloadPlan())
-        run_groups(ctx, todo)
+        # hook: live progress (plain lines when stdout is not a terminal or echo is captured)
+        live = echo is print and sys.stdout.isatty()
+        estimates = [estimate_cell_seconds(c) for g in group_by_server(todo) for c in g.cells]
+        with Progress(len(todo), estimates, live=live,
+                      echo=None if live else echo) as progress:
+            ctx = RunContext(run_id=plan.run_id, run_dir=plan.run_dir, ledger=ledger,
+                             prompts=plan.prompts, launches=plan.launches,
+                             max_error_rate=float(cfg.run.max_error_rate),
+                             metrics_interval_s=cfg.run.metrics_interval_s,
+                             total_cells=len(todo), echo=progress.echo, progress=progress,
+                             telemetry_interval_s=cfg.run.telemetry_interval_s,
+                             workloads=plan.workloads or WorkloadPlan())
+            run_groups(ctx, todo)
         return 0
     except (Interrupted, KeyboardInterrupt):
         ledger.mark_running_interrupted("driver interrupted")

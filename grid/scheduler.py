@@ -18,13 +18,15 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors.loadgen.actor import LoadGenActor
 from actors.loadgen.spec import LoadSpec, Prompt
+from actors.telemetry import TelemetryActor
 from engines.launch import LaunchSpec
 from engines.sglang.command import redact_argv
 from grid.cells import Cell, ServerGroup, group_by_server
 from grid.ledger import Ledger
 from grid.metrics import summarize_cell
+from grid.progress import Progress
 from grid.provenance import recorded_env, redact_info
-from grid.results import write_cell
+from grid.results import write_cell, write_telemetry
 from grid.serverhandle import (
     PG_CPU,
     ServerDown,
@@ -55,6 +57,10 @@ class RunContext:
     echo: Callable[[str], None] = print
     workloads: WorkloadPlan = field(default_factory=WorkloadPlan)
     """Prompt sets (sources) and speculative cells' alignment (grid/workloads.py)."""
+    progress: Progress | None = None
+    """Live progress events (cell started/finished); None = plain echo lines only."""
+    telemetry_interval_s: float | None = None
+    """GPU telemetry (NVML) sampling during each cell; None = off."""
 
 
 def run_groups(ctx: RunContext, cells: Sequence[Cell]) -> None:
@@ -74,7 +80,11 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
     pg = placement_group(bundles, strategy="STRICT_PACK")
     server: ServerHandle | None = None
     loadgens: list[Any] = []
+    telemetry: Any = None
     try:
+        if ctx.telemetry_interval_s is not None:  # hook: one TelemetryActor on the group's node
+            telemetry = TelemetryActor.options(scheduling_strategy=PlacementGroupSchedulingStrategy(
+                pg, placement_group_bundle_index=0)).remote(ctx.telemetry_interval_s)
         start_failure: ServerDown | None = None
         if pg.wait(timeout_seconds=60):
             first = 1 if spec else 0
@@ -96,13 +106,19 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
                                      start_failure.log_tail)
                 if server is None:
                     try:
-                        server = start_server(group, spec, pg, ctx.run_dir, ctx.ledger,
-                                              ctx.echo, prefix)
+                        server = start_server(
+                            group, spec, pg, ctx.run_dir, ctx.ledger, ctx.echo, prefix,
+                            ctx.progress.server_phase if ctx.progress is not None else None)
                     except ServerDown as e:
                         start_failure = e
                         raise
+                if ctx.progress is not None:  # hook: progress
+                    ctx.progress.cell_started(done - 1, _cell_name(cell), cell.num_requests)
+                if telemetry is not None:  # hook: telemetry around the cell
+                    ray.get(telemetry.start.remote())
                 row, requests, metrics, log_tail = _run_cell(ctx, cell, attempt, server,
                                                              loadgens)
+                gpu_rows = ray.get(telemetry.stop.remote()) if telemetry is not None else []
             except ServerDown as e:
                 ctx.ledger.finish(cell.cell_id, "failed", str(e), e.log_tail)
                 _write_failed(ctx, cell, attempt, server, str(e))
@@ -114,11 +130,20 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
             except (Interrupted, KeyboardInterrupt):
                 ctx.ledger.finish(cell.cell_id, "interrupted", "driver interrupted")
                 raise
+            write_telemetry(ctx.run_dir, variant=cell.variant, workload=cell.workload,
+                            cell_id=cell.cell_id, rows=[  # hook: telemetry dataset
+                                {**r, "run_id": ctx.run_id, "cell_id": cell.cell_id,
+                                 "attempt": attempt} for r in gpu_rows])
             write_cell(ctx.run_dir, variant=cell.variant, workload=cell.workload,
                        cell_id=cell.cell_id, attempt=attempt, requests=requests, cell_row=row,
                        server_metrics=metrics)
             ctx.ledger.finish(cell.cell_id, row["status"], row["error"], log_tail)
-            ctx.echo(f"{prefix}: {_describe(row)}")
+            if ctx.progress is not None:  # hook: progress
+                ctx.progress.cell_finished(done - 1, _cell_name(cell), row["status"],
+                                           row["finished_at"] - row["started_at"],
+                                           _describe(row))
+            else:
+                ctx.echo(f"{prefix}: {_describe(row)}")
             if log_tail is not None and server is not None:
                 stop_server(ctx.ledger, server)  # it died during the cell: relaunch for the next
                 server = None
@@ -127,6 +152,8 @@ def _run_group(ctx: RunContext, group: ServerGroup, done: int) -> int:
             stop_server(ctx.ledger, server)
         for actor in loadgens:
             ray.kill(actor)
+        if telemetry is not None:
+            ray.kill(telemetry)
         remove_placement_group(pg)
     return done
 

@@ -92,6 +92,21 @@ SERVER_METRIC_FIELDS = pa.schema([
 """Long format: one row per Prometheus sample per scrape (the first scrape is just before the
 load, the last just after; counters' deltas between them belong to the cell)."""
 
+TELEMETRY_FIELDS = pa.schema([
+    ("run_id", pa.string()),
+    ("cell_id", pa.string()),
+    ("attempt", pa.int64()),
+    ("node", pa.string()),
+    ("gpu", pa.int64()),
+    ("sampled_at", pa.float64()),
+    ("metric", pa.string()),
+    ("value", pa.float64()),
+    ("note", pa.string()),
+])
+"""Long format: one row per GPU per metric per sample (`gpu_util_pct`, `memory_used_mib`,
+`power_w`, `sm_clock_mhz`; 1 Hz by default). A node without NVML gives one row per cell with
+metric `unavailable`, gpu -1, no value and the reason in `note`."""
+
 
 def with_partitions(fields: pa.Schema) -> pa.Schema:
     """The schema a reader sees: file columns plus the partition columns."""

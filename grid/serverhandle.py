@@ -5,6 +5,7 @@ stopping it, and noticing that it died."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,8 @@ class ServerHandle:
 
 
 def start_server(group: ServerGroup, spec: LaunchSpec | None, pg: Any, run_dir: Path,
-                 ledger: Ledger, echo: Any, prefix: str) -> ServerHandle:
+                 ledger: Ledger, echo: Any, prefix: str,
+                 on_phase: Callable[[str, str], None] | None = None) -> ServerHandle:
     """Start (or, external, wait for) the group's server; ServerDown if it never serves."""
     config = group.config
     if spec is None:
@@ -101,7 +103,9 @@ def start_server(group: ServerGroup, spec: LaunchSpec | None, pg: Any, run_dir: 
             status = ray.get(actor.poll_ready.remote(2.0))
             if status["phase"] != phase:
                 phase = status["phase"]
-                if phase not in ("starting", "ready"):
+                if on_phase is not None:  # hook: live progress shows the start-up phase
+                    on_phase(group.variant, phase)
+                elif phase not in ("starting", "ready"):
                     echo(f"{prefix}: server {phase}")
             if status["ready"]:
                 return server

@@ -10,7 +10,7 @@ def ray_session():
     import ray
 
     if not ray.is_initialized():
-        ray.init(num_cpus=2, num_gpus=8, include_dashboard=False,
+        ray.init(address="local", num_cpus=2, num_gpus=8, include_dashboard=False,
                  object_store_memory=80 * 2**20, log_to_driver=False)
     yield ray
     ray.shutdown()

@@ -117,7 +117,8 @@ def test_disk_full_mid_run_commits_nothing_half_way_then_resumes(tmp_path, monke
 
     def fills_up(table, where, **kw):
         calls["n"] += 1
-        if calls["n"] == 4:  # after requests, server metrics, cell row: the second cell's
+        # the first cell writes telemetry, requests, server metrics, its row; then the second
+        if calls["n"] == 5:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_write(table, where, **kw)
 

@@ -1,0 +1,361 @@
+"""From analysed cells to decisions: the speedup of each variant over the baseline against
+load (with intervals and a verdict that names a winner only when the interval excludes zero),
+the crossover load where speculation stops paying (with its interval), the recommended
+`speculative_disable_above_batch`, and — when threshold variants were swept — which one won at
+each load and overall, by throughput and by goodput, with the margin.
+
+Repeats of a cell (the `repeat` axis) are averaged: the point is the mean over repeats and
+each bootstrap replicate is the mean of the repeats' replicates (resampled independently)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from grid.analysis.bootstrap import LEVEL, excludes_zero, interval
+from grid.analysis.cellstats import CellStats
+
+NO_DIFFERENCE = "no significant difference"
+THRESHOLD_LABEL = re.compile(r"__off_above-(\d+)")
+"""How grid/cells.py labels a variant with speculative_disable_above_batch=N."""
+
+
+@dataclass
+class Point:
+    """One variant at one load level of one workload, over its repeats."""
+
+    variant: str
+    workload: str
+    load_kind: str
+    """`concurrency` (closed loop) or `rate` (open loop)."""
+    load: float
+    values: dict[str, float]
+    replicates: dict[str, np.ndarray]
+    spread: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Metric -> (min, max) over repeats."""
+    repeats: int = 1
+
+
+def points(stats: CellStats, metrics: tuple[str, ...] = ("output_tok_s", "goodput_tok_s")
+           ) -> list[Point]:
+    """Done cells with rows, grouped over repeats into points."""
+    table = stats.table
+    if table.empty or "output_tok_s" not in table:
+        return []
+    done = table[(table.status == "done") & table.output_tok_s.notna()]
+    out = []
+    for _, group in done.groupby(["variant", "workload", "concurrency", "rate"], dropna=False,
+                                 sort=True):
+        first = group.iloc[0]
+        closed = pd.isna(first.rate)
+        load = float(first.concurrency if closed else first.rate)
+        values, reps, spread = {}, {}, {}
+        for metric in metrics:
+            values[metric] = float(group[metric].mean())
+            reps[metric] = np.mean([stats.replicates[c][metric] for c in group.cell_id], axis=0)
+            spread[metric] = (float(group[metric].min()), float(group[metric].max()))
+        out.append(Point(str(first.variant), str(first.workload),
+                         "concurrency" if closed else "rate", load, values, reps, spread,
+                         len(group)))
+    return out
+
+
+def _fmt_load(kind: str, load: float) -> str:
+    return f"c={load:g}" if kind == "concurrency" else f"{load:g}/s"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:+.0f}%" if math.isfinite(x) else "?"
+
+
+def speedups(pts: list[Point], baseline: str = "baseline", metric: str = "output_tok_s"
+             ) -> pd.DataFrame:
+    """Relative speedup (variant / baseline - 1) of every other variant at every load level
+    both were measured at, with its interval and verdict."""
+    base = {(p.workload, p.load_kind, p.load): p for p in pts if p.variant == baseline}
+    rows = []
+    for p in pts:
+        b = base.get((p.workload, p.load_kind, p.load))
+        if p.variant == baseline or b is None:
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = p.replicates[metric] / b.replicates[metric] - 1.0
+        with np.errstate(invalid="ignore", divide="ignore"):
+            point = float(np.float64(p.values[metric]) / b.values[metric] - 1.0)
+        lo, hi = interval(reps)
+        verdict = (NO_DIFFERENCE if not excludes_zero(lo, hi)
+                   else ("faster" if lo > 0 else "slower"))
+        if b.values[metric] == 0 and p.values[metric] > 0:  # e.g. no baseline goodput at all
+            verdict = "faster"
+        rows.append({"variant": p.variant, "baseline": baseline, "workload": p.workload,
+                     "load_kind": p.load_kind, "load": p.load, "metric": metric,
+                     "speedup": point, "lo": lo, "hi": hi, "verdict": verdict,
+                     "repeats": min(p.repeats, b.repeats), "_reps": reps})
+    return pd.DataFrame(rows)
+
+
+def crossover_of(loads: np.ndarray, speedup: np.ndarray) -> float:
+    """The load where the speedup first falls to zero or below, interpolated linearly in
+    log2(load) between the last level where it was positive and the first where it is not.
+    -inf: not positive even at the lowest load; +inf: positive at every load."""
+    nonpos = np.flatnonzero(~(speedup > 0))
+    if nonpos.size == 0:
+        return math.inf
+    i = int(nonpos[0])
+    if i == 0:
+        return -math.inf
+    x0, x1 = math.log2(loads[i - 1]), math.log2(loads[i])
+    s0, s1 = float(speedup[i - 1]), float(speedup[i])
+    return float(2 ** (x0 + (x1 - x0) * s0 / (s0 - s1)))
+
+
+@dataclass
+class Crossover:
+    variant: str
+    workload: str
+    load_kind: str
+    loads: list[float]
+    point: float
+    lo: float
+    hi: float
+
+    def describe(self) -> str:
+        kind = "concurrency" if self.load_kind == "concurrency" else "rate"
+        def one(x: float) -> str:
+            if x == math.inf:
+                return f"above {max(self.loads):g}"
+            if x == -math.inf:
+                return f"below {min(self.loads):g}"
+            return f"{x:.1f}"
+        if self.point == math.inf:
+            head = f"no crossover: pays at every tested {kind} up to {max(self.loads):g}"
+        elif self.point == -math.inf:
+            head = f"no crossover: does not pay even at {kind} {min(self.loads):g}"
+        else:
+            head = f"crossover at {kind} {self.point:.1f}"
+        return f"{head} (95% interval {one(self.lo)} .. {one(self.hi)})"
+
+
+def crossovers(table: pd.DataFrame) -> list[Crossover]:
+    """One crossover per (variant, workload, load kind) with at least two load levels."""
+    out: list[Crossover] = []
+    if table.empty:
+        return out
+    for (variant, workload, kind), group in table.groupby(["variant", "workload", "load_kind"]):
+        group = group.sort_values("load")
+        if len(group) < 2:
+            continue
+        loads = group.load.to_numpy(dtype=float)
+        point = crossover_of(loads, group.speedup.to_numpy(dtype=float))
+        reps = np.stack(list(group._reps), axis=1)  # (replicates, levels)
+        values = np.array([crossover_of(loads, r) for r in reps])
+        tail = (1 - LEVEL) / 2 * 100
+        lo, hi = (float(v) for v in np.percentile(values, [tail, 100 - tail],
+                                                   method="inverted_cdf"))
+        out.append(Crossover(str(variant), str(workload), str(kind), list(loads), point, lo, hi))
+    return out
+
+
+def _tested_at_or_below(loads: list[float], x: float) -> int | None:
+    below = [v for v in loads if v <= x]
+    return int(max(below)) if below else None
+
+
+def recommend_threshold(table: pd.DataFrame, cross: Crossover) -> dict:
+    """The recommended speculative_disable_above_batch for one speculative variant and
+    workload (closed loop: the running batch follows the concurrency): the largest tested
+    concurrency below the crossover. 0 = speculation never paid (keep it off); None =
+    it paid at every tested concurrency (no threshold needed within the tested range)."""
+    rows = table[(table.variant == cross.variant) & (table.workload == cross.workload)
+                 & (table.load_kind == cross.load_kind)].sort_values("load")
+    loads = cross.loads
+    pays = rows[rows.verdict == "faster"].load.tolist()
+    loses = rows[rows.verdict == "slower"].load.tolist()
+    rec: int | None
+    if not pays:
+        rec = 0
+        if loses:
+            text = (f"speculation is never significantly faster and is slower at "
+                    f"{', '.join(_fmt_load('concurrency', c) for c in loses)}: keep it off "
+                    f"(speculative_disable_above_batch=0, i.e. use the baseline)")
+        else:
+            text = (f"{NO_DIFFERENCE} at any tested concurrency: speculation buys nothing "
+                    f"measurable here (speculative_disable_above_batch=0 keeps it simple)")
+    elif cross.point == math.inf:
+        rec = None
+        text = (f"speculation pays at every tested concurrency up to {max(loads):g}: no "
+                f"threshold needed within the tested range (test higher concurrency)")
+    else:
+        rec = _tested_at_or_below(loads, cross.point) or 0
+        text = (f"set speculative_disable_above_batch={rec} (largest tested concurrency "
+                f"below the {cross.describe()})")
+    lo_n = (0 if cross.lo == -math.inf else _tested_at_or_below(loads, cross.lo)
+            if cross.lo != math.inf else int(max(loads)))
+    hi_n = (None if cross.hi == math.inf else _tested_at_or_below(loads, cross.hi) or 0)
+    return {"variant": cross.variant, "workload": cross.workload,
+            "speculative_disable_above_batch": rec,
+            "plausible_range": [lo_n, hi_n], "statement": text}
+
+
+def _margin(a: np.ndarray, b: np.ndarray, a_point: float, b_point: float) -> dict:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = a / b - 1.0
+    lo, hi = interval(reps)
+    return {"margin": a_point / b_point - 1.0 if b_point else math.nan, "lo": lo, "hi": hi,
+            "significant": excludes_zero(lo, hi)}
+
+
+def threshold_winners(pts: list[Point], metrics: tuple[str, ...] = ("output_tok_s",
+                                                                     "goodput_tok_s")) -> dict:
+    """When threshold variants were swept: per workload and load level, which variant won (by
+    each metric) and by how much over the runner-up; overall, the variant with the best mean
+    of metric / level mean across the levels every variant was measured at."""
+    per_load, overall = [], []
+    workloads = {p.workload for p in pts if THRESHOLD_LABEL.search(p.variant)}
+    for workload in sorted(workloads):
+        mine = [p for p in pts if p.workload == workload]
+        levels = sorted({(p.load_kind, p.load) for p in mine})
+        variants = sorted({p.variant for p in mine})
+        for metric in metrics:
+            scores: dict[str, list[np.ndarray]] = {v: [] for v in variants}
+            points_: dict[str, list[float]] = {v: [] for v in variants}
+            for kind, load in levels:
+                here = sorted((p for p in mine if (p.load_kind, p.load) == (kind, load)),
+                              key=lambda p: -p.values[metric])
+                if len(here) < 2:
+                    continue
+                win, second = here[0], here[1]
+                m = _margin(win.replicates[metric], second.replicates[metric],
+                            win.values[metric], second.values[metric])
+                per_load.append({"workload": workload, "metric": metric, "load_kind": kind,
+                                 "load": load, "winner": win.variant, "value": win.values[metric],
+                                 "runner_up": second.variant, **m,
+                                 "verdict": "winner" if m["significant"] else NO_DIFFERENCE})
+                if len(here) == len(variants):
+                    norm = float(np.mean([p.values[metric] for p in here])) or 1.0
+                    for p in here:
+                        scores[p.variant].append(p.replicates[metric] / norm)
+                        points_[p.variant].append(p.values[metric] / norm)
+            ranked = sorted((v for v in variants if points_[v]),
+                            key=lambda v: -float(np.mean(points_[v])))
+            if len(ranked) >= 2:
+                a, b = ranked[0], ranked[1]
+                m = _margin(np.mean(scores[a], axis=0), np.mean(scores[b], axis=0),
+                            float(np.mean(points_[a])), float(np.mean(points_[b])))
+                overall.append({"workload": workload, "metric": metric, "winner": a,
+                                "runner_up": b, "levels": len(points_[a]), **m,
+                                "verdict": "winner" if m["significant"] else NO_DIFFERENCE})
+    return {"per_load": per_load, "overall": overall}
+
+
+def speedup_lines(table: pd.DataFrame) -> list[str]:
+    """One line per variant and workload: the speedup at each load with its interval."""
+    lines: list[str] = []
+    if table.empty:
+        return lines
+    for (variant, baseline, workload), group in table.groupby(
+            ["variant", "baseline", "workload"], sort=True):
+        parts = []
+        for row in group.sort_values(["load_kind", "load"]).to_dict("records"):
+            tag = "" if row["verdict"] != NO_DIFFERENCE else " n.s."
+            parts.append(f"{_fmt_load(row['load_kind'], row['load'])} {_pct(row['speedup'])} "
+                         f"[{_pct(row['lo'])}, {_pct(row['hi'])}]{tag}")
+        lines.append(f"{variant} vs {baseline} on {workload}: " + ", ".join(parts))
+    return lines
+
+
+def verdict_line(row: pd.Series) -> str:
+    """`EAGLE-3 beats baseline at c=4` only when the interval excludes zero."""
+    where = _fmt_load(row.load_kind, row.load)
+    if row.verdict == NO_DIFFERENCE:
+        return f"{row.variant} vs {row.baseline} at {where}: {NO_DIFFERENCE}"
+    word = "beats" if row.verdict == "faster" else "loses to"
+    return (f"{row.variant} {word} {row.baseline} at {where} by {_pct(row.speedup)} "
+            f"[{_pct(row.lo)}, {_pct(row.hi)}]")
+
+
+def _clean_dict(value: dict) -> dict:
+    cleaned = _clean(value)
+    assert isinstance(cleaned, dict)
+    return cleaned
+
+
+def _clean(value: object) -> object:
+    """JSON-safe: NaN -> None, ±inf -> "inf"/"-inf", numpy scalars -> Python."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        if math.isnan(value):
+            return None
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+    return value
+
+
+@dataclass
+class Decision:
+    """Everything the run decided, for the terminal, the report and decision.json."""
+
+    speedups: pd.DataFrame
+    goodput_speedups: pd.DataFrame
+    crossovers: list[Crossover]
+    recommendations: list[dict]
+    thresholds: dict
+
+    def as_json(self) -> dict:
+        def rows(table: pd.DataFrame) -> list[dict]:
+            if table.empty:
+                return []
+            return [{str(k): v for k, v in r.items() if not str(k).startswith("_")}
+                    for r in table.to_dict("records")]
+        return _clean_dict({
+            "speedups": rows(self.speedups),
+            "goodput_speedups": rows(self.goodput_speedups),
+            "crossovers": [{"variant": c.variant, "workload": c.workload,
+                            "load_kind": c.load_kind, "crossover": c.point,
+                            "interval": [c.lo, c.hi], "tested": c.loads,
+                            "statement": c.describe()} for c in self.crossovers],
+            "recommendations": self.recommendations,
+            "thresholds": self.thresholds,
+        })
+
+    def lines(self) -> list[str]:
+        out = speedup_lines(self.speedups)
+        if not self.speedups.empty:
+            sig = [verdict_line(r) for _, r in self.speedups.iterrows()
+                   if r.verdict != NO_DIFFERENCE]
+            if sig:
+                out.append("significant (95% interval excludes zero): " + "; ".join(sig))
+        for c in self.crossovers:
+            out.append(f"{c.variant} vs baseline on {c.workload}: {c.describe()}")
+        for r in self.recommendations:
+            out.append(f"recommendation for {r['variant']} on {r['workload']}: "
+                       f"{r['statement']}")
+        for w in self.thresholds.get("overall", []):
+            verdict = (f"wins by {_pct(w['margin'])} [{_pct(w['lo'])}, {_pct(w['hi'])}]"
+                       if w["significant"] else f"leads, but {NO_DIFFERENCE} "
+                       f"({_pct(w['margin'])} [{_pct(w['lo'])}, {_pct(w['hi'])}])")
+            out.append(f"threshold sweep on {w['workload']} by {w['metric']}: {w['winner']} "
+                       f"{verdict} over {w['runner_up']} across {w['levels']} load levels")
+        return out
+
+
+def decide(stats: CellStats, baseline: str = "baseline") -> Decision:
+    pts = points(stats)
+    tok = speedups(pts, baseline, "output_tok_s")
+    good = speedups(pts, baseline, "goodput_tok_s")
+    spec = set(stats.table.loc[stats.table.get("accept_length", pd.Series(dtype=float))
+                               .notna(), "variant"]) if not stats.table.empty else set()
+    cross = crossovers(tok)
+    recs = [recommend_threshold(tok, c) for c in cross
+            if c.load_kind == "concurrency" and c.variant in spec
+            and not THRESHOLD_LABEL.search(c.variant)]
+    return Decision(tok, good, cross, recs, threshold_winners(pts))

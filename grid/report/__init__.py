@@ -1,0 +1,150 @@
+"""The report of a run: `python -m grid.report RESULTS/RUN` (also written at the end of every
+`grid.run`) prints the summary and writes, into the run folder, `report.html` (self-contained:
+plots embedded), `report.md` (the text summary), `decision.json` (machine-readable decision)
+and `plots/*.png`. `python -m grid.report RUN_A RUN_B` compares two runs side by side."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from grid.analysis import Slo, decide
+from grid.report import plots
+from grid.report.data import DECISION_FILE, RunData, load_run
+from grid.report.html import compare_html, run_html
+from grid.report.text import domain_acceptance, summary_table, summary_text
+
+__all__ = ["Report", "domain_acceptance", "load_run", "main", "run_summary", "summary_table",
+           "write_report"]
+
+
+@dataclass
+class Report:
+    summary: str
+    html: Path
+    decision: Path
+    plots: list[Path]
+
+
+def _atomic_write(path: Path, content: str | bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    if isinstance(content, bytes):
+        tmp.write_bytes(content)
+    else:
+        tmp.write_text(content)
+    os.replace(tmp, path)
+
+
+def render_figures(data: RunData) -> dict[str, bytes]:
+    out = {}
+    for name, make in plots.PLOTS.items():
+        fig = make(data)
+        if fig is not None:
+            out[name] = plots.png(fig)
+    return out
+
+
+def decision_json(data: RunData) -> dict:
+    table = data.stats.table
+    return {
+        "run": data.run_dir.name,
+        "simulated": data.simulated,
+        "slo": data.slo.as_dict(),
+        "confidence_level": 0.95,
+        "bootstrap_replicates": data.stats.n_replicates,
+        "validity": [{"level": level, "text": text} for level, text in data.validity],
+        "cells": {"total": len(table),
+                  "done": int((table.status == "done").sum()) if len(table) else 0},
+        **data.decision.as_json(),
+    }
+
+
+def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
+                 data: RunData | None = None) -> Report:
+    """Everything into the run folder (each file replaced atomically)."""
+    run_dir = Path(run_dir)
+    data = data or load_run(run_dir, slo, baseline)
+    text = summary_text(data)
+    figures = render_figures(data)
+    (run_dir / "plots").mkdir(exist_ok=True)
+    paths = []
+    for name, png in figures.items():
+        path = run_dir / "plots" / f"{name}.png"
+        _atomic_write(path, png)
+        paths.append(path)
+    _atomic_write(run_dir / "report.md", f"# specgrid run {run_dir.name}\n\n```\n{text}\n```\n")
+    _atomic_write(run_dir / DECISION_FILE, json.dumps(decision_json(data), indent=2))
+    _atomic_write(run_dir / "report.html", run_html(data, figures))
+    return Report(text, run_dir / "report.html", run_dir / DECISION_FILE, paths)
+
+
+def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
+                slo: Slo | None = None) -> str:
+    """The text summary (of only `cell_ids` if given)."""
+    data = load_run(Path(run_dir), slo)
+    if cell_ids is not None:
+        keep = set(cell_ids)
+        data.cells = data.cells[data.cells.cell_id.isin(keep)]
+        data.stats.table = data.stats.table[data.stats.table.cell_id.isin(keep)]
+        data.requests = data.requests[data.requests.cell_id.isin(keep)]
+        data.decision = decide(data.stats)
+    return summary_text(data)
+
+
+def write_comparison(a: Path, b: Path, out: Path, slo: Slo | None = None,
+                     baseline: str = "baseline") -> tuple[str, Path]:
+    da, db = load_run(a, slo, baseline), load_run(b, slo, baseline)
+    figures = {}
+    fig = plots.compare_throughput(da, db)
+    if fig is not None:
+        figures["throughput A vs B"] = plots.png(fig)
+    for name in ("speedup", "latency"):
+        for tag, data in (("A", da), ("B", db)):
+            f = plots.PLOTS[name](data)
+            if f is not None:
+                figures[f"{name} ({tag})"] = plots.png(f)
+    _atomic_write(out, compare_html(da, db, figures))
+    text = (f"A = {a}\n{summary_text(da)}\n\nB = {b}\n{summary_text(db)}")
+    return text, out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m grid.report", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run folder(s): one, or two to compare")
+    p.add_argument("--ttft-ms", type=float, help="goodput SLO on TTFT (default: as saved)")
+    p.add_argument("--tpot-ms", type=float, help="goodput SLO on TPOT")
+    p.add_argument("--e2e-ms", type=float, help="goodput SLO on end-to-end latency")
+    p.add_argument("--baseline", default="baseline", help="variant the others are compared to")
+    p.add_argument("--out", type=Path, help="comparison HTML (default ./compare-A-vs-B.html)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    if len(args.runs) > 2:
+        print("specgrid: error: give one run folder, or two to compare", file=sys.stderr)
+        return 2
+    for run in args.runs:
+        if not (Path(run) / "cells").is_dir():
+            print(f"specgrid: error: {run} holds no committed cells", file=sys.stderr)
+            return 2
+    slo = None
+    if any(v is not None for v in (args.ttft_ms, args.tpot_ms, args.e2e_ms)):
+        slo = Slo(args.ttft_ms, args.tpot_ms, args.e2e_ms)
+    if len(args.runs) == 1:
+        report = write_report(Path(args.runs[0]), slo, args.baseline)
+        print(report.summary)
+        print(f"\nreport: {report.html}\ndecision: {report.decision}")
+        return 0
+    a, b = (Path(r) for r in args.runs)
+    out = args.out or Path(f"compare-{a.name}-vs-{b.name}.html")
+    text, path = write_comparison(a, b, out, slo, args.baseline)
+    print(text)
+    print(f"\ncomparison: {path}")
+    return 0

@@ -1,0 +1,5 @@
+import sys
+
+from grid.report import main
+
+sys.exit(main())

@@ -1,0 +1,256 @@
+"""What a report is made of, read from one run folder through the loader and analysed: the
+cells with windowed metrics and intervals, the decision, server metrics per cell (with counter
+deltas), telemetry, validity findings and provenance."""
+
+from __future__ import annotations
+
+import json
+import math
+import platform
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from actors.probe import counter_deltas
+from grid.analysis import CellStats, Decision, Slo, analyse_cells, decide
+from grid.analysis.cellstats import REQUEST_COLUMNS
+from grid.distribution_report import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
+from grid.loader import load_cells, load_requests, load_server_metrics, load_telemetry
+from grid.schema import REQUEST_FIELDS
+
+SIM_BANNER = "SIMULATION — numbers come from specgrid's simulated SGLang server, not a GPU."
+DECISION_FILE = "decision.json"
+SERVER_GAUGES = {"sglang:num_running_reqs": "running batch", "sglang:num_queue_reqs": "queue",
+                 "sglang:token_usage": "KV cache usage", "sglang:spec_accept_rate":
+                 "spec accept rate"}
+SERVER_COUNTERS = {"sglang:generation_tokens_total": "generation_tokens",
+                   "sglang:spec_verify_calls_total": "spec_verify_calls",
+                   "sglang:num_retracted_requests_total": "retractions",
+                   "sglang:num_requests_total": "requests"}
+_REQUEST_EXTRA = ["variant", "workload", "concurrency", "domain"]
+_ALIGNMENT = "alignment_ok"
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    cells: pd.DataFrame
+    """The loader's cells (latest attempt each)."""
+    requests: pd.DataFrame
+    """The request columns the analysis needs (no per-token lists)."""
+    stats: CellStats
+    decision: Decision
+    server_metrics: pd.DataFrame
+    server_deltas: pd.DataFrame
+    """Per cell: counter deltas and the server's own tok/s and accept length."""
+    telemetry: pd.DataFrame
+    energy: pd.DataFrame
+    """Per cell: GPU energy (J) and J per output token, where power was readable."""
+    slo: Slo
+    validity: list[tuple[str, str]] = field(default_factory=list)
+    """(level: `warning` | `note`, text) — shown at the top of every report."""
+
+    @property
+    def simulated(self) -> bool:
+        return bool(len(self.cells)) and bool(self.cells.simulated.fillna(False).any())
+
+
+def saved_slo(run_dir: Path) -> Slo | None:
+    """The SLO the run's last report used (decision.json), so a re-render keeps it."""
+    try:
+        saved = json.loads((run_dir / DECISION_FILE).read_text())["slo"]
+        return Slo(**{k: saved.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_ms")})
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
+             replicates: int = 1000, seed: int = 0) -> RunData:
+    run_dir = Path(run_dir)
+    slo = slo or saved_slo(run_dir) or Slo()
+    cells = load_cells(run_dir)
+    extra = [c for c in (_ALIGNMENT,) if c in REQUEST_FIELDS.names]
+    wanted = REQUEST_COLUMNS + _REQUEST_EXTRA + extra + DISTRIBUTION_COLUMNS
+    requests = load_requests(run_dir, columns=list(dict.fromkeys(wanted)))
+    stats = analyse_cells(cells, requests, slo, replicates, seed)
+    metrics = load_server_metrics(run_dir)
+    telemetry = load_telemetry(run_dir)
+    data = RunData(run_dir, cells, requests, stats, decide(stats, baseline), metrics,
+                   server_deltas(metrics, stats.table), telemetry,
+                   energy_per_token(telemetry, cells, stats.table), slo)
+    data.validity = validity(data)
+    return data
+
+
+def server_deltas(metrics: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: the increase of SGLang's counters during the cell (summed over label sets,
+    counter resets handled), the server's own output tok/s over the scraped span and accept
+    length (generation tokens / verify calls), beside the client's. SGLang 0.5.23 adds each
+    finished request's generation tokens and spec_verify_ct to these counters
+    (sglang/srt/observability/metrics_collector.py, observe_one_finished_request), so their
+    ratio is the accept length of the requests that finished (warmup included)."""
+    if metrics.empty:
+        return pd.DataFrame(columns=["cell_id", *SERVER_COUNTERS.values()])
+    rows = []
+    wanted = metrics[metrics.metric.isin(list(SERVER_COUNTERS))]
+    for cell_id, group in wanted.groupby("cell_id", sort=False):
+        deltas = counter_deltas(zip(group.scraped_at, group.metric,
+                                    group["labels"].map(json.loads), group.value, strict=True))
+        row: dict = {"cell_id": cell_id}
+        for name, short in SERVER_COUNTERS.items():
+            row[short] = sum(v for (n, _), v in deltas.items() if n == name)
+        span = group.scraped_at.max() - group.scraped_at.min()
+        row["server_tok_s"] = row["generation_tokens"] / span if span > 0 else math.nan
+        row["server_accept_length"] = (row["generation_tokens"] / row["spec_verify_calls"]
+                                       if row["spec_verify_calls"] else math.nan)
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def energy_per_token(telemetry: pd.DataFrame, cells: pd.DataFrame, table: pd.DataFrame
+                     ) -> pd.DataFrame:
+    """Per cell: energy of the server's GPUs (trapezoid over the power samples; the GPUs in
+    the cell's CUDA_VISIBLE_DEVICES when recorded, else every sampled GPU) and joules per
+    output token of the cell's completed requests."""
+    power = telemetry[telemetry.metric == "power_w"] if len(telemetry) else telemetry
+    if power.empty:
+        return pd.DataFrame(columns=["cell_id", "energy_j", "j_per_token"])
+    visible = dict(zip(cells.cell_id, cells.cuda_visible_devices, strict=True))
+    tokens = dict(zip(table.cell_id, table.get("measured_tokens", pd.Series(dtype=float)),
+                      strict=False))
+    rows = []
+    for cell_id, group in power.groupby("cell_id", sort=False):
+        devices = visible.get(cell_id)
+        if isinstance(devices, str) and devices:
+            ids = {int(x) for x in devices.split(",") if x.strip().isdigit()}
+            group = group[group.gpu.isin(ids)] if ids else group
+        energy = 0.0
+        for _, gpu in group.groupby(["node", "gpu"]):
+            gpu = gpu.sort_values("sampled_at")
+            energy += float(np.trapezoid(gpu.value, gpu.sampled_at)) if len(gpu) > 1 else 0.0
+        n = tokens.get(cell_id)
+        rows.append({"cell_id": cell_id, "energy_j": energy,
+                     "j_per_token": energy / n if n else math.nan})
+    return pd.DataFrame(rows)
+
+
+def validity(data: RunData) -> list[tuple[str, str]]:
+    """What limits the evidence, most important first."""
+    out: list[tuple[str, str]] = []
+    table = data.stats.table
+    if data.simulated:
+        out.append(("warning", SIM_BANNER))
+    if table.empty:
+        return out + [("warning", "no committed cells")]
+
+    def names(frame: pd.DataFrame) -> str:
+        shown = [f"{r.variant} {_load(r)}" for r in frame.itertuples()][:8]
+        more = len(frame) - len(shown)
+        return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+    saturated = table[table.client_saturated.fillna(False).astype(bool)]
+    if len(saturated):
+        out.append(("warning", f"client saturated in {len(saturated)} cell(s) (latency there "
+                               f"includes the client's own delay): {names(saturated)}"))
+    failed = table[table.status != "done"]
+    if len(failed):
+        out.append(("warning", f"{len(failed)} cell(s) not done (left out of every "
+                               f"comparison): {names(failed)}"))
+    errors = table[(table.status == "done") & (table.requests_error.fillna(0) > 0)]
+    if len(errors):
+        out.append(("warning", f"{len(errors)} cell(s) with request errors: {names(errors)}"))
+    off = off_distribution(data)
+    if off:
+        out.append(("warning", off))
+    elif not (_recorded(data.requests, _ALIGNMENT) or _recorded(data.cells, _ALIGNMENT)):
+        out.append(("note", "workload alignment with the drafter's training distribution "
+                            "was not recorded in this run"))
+    loose = table[table.get("loose_interval", pd.Series(False, index=table.index))
+                  .fillna(False).astype(bool) & (table.status == "done")]
+    if len(loose):
+        out.append(("warning", f"too few requests for a tight interval (throughput ±10 % or "
+                               f"fewer than 10 requests in the steady window) in "
+                               f"{len(loose)} cell(s): {names(loose)}; raise "
+                               f"load.requests_per_stream"))
+    unsteady = table[(table.get("steady", pd.Series(True, index=table.index)) == False)  # noqa: E712
+                     & (table.status == "done")]
+    if len(unsteady):
+        out.append(("note", f"no steady state (one wave of requests) in {len(unsteady)} "
+                            f"cell(s): their window is the whole span: {names(unsteady)}"))
+    repeats = table.groupby(["variant", "workload", "concurrency", "rate"], dropna=False
+                            ).repeat.nunique()
+    if (repeats > 1).any():
+        out.append(("note", f"repeated cells: up to {int(repeats.max())} repeats per point; "
+                            "points average them and the spread is shown"))
+    if data.telemetry.empty or (data.telemetry.metric == "unavailable").all():
+        note = "GPU telemetry unavailable (no NVML on the node)"
+        if len(data.telemetry):
+            note += f": {data.telemetry.note.dropna().iloc[0]}"
+        out.append(("note", note))
+    return out
+
+
+def _recorded(frame: pd.DataFrame, column: str) -> bool:
+    """The column exists and holds at least one value (cells of workloads without a drafter
+    check leave it null)."""
+    return column in frame and bool(frame[column].notna().any())
+
+
+def off_distribution(data: RunData) -> str | None:
+    """Cells whose prompts were not all on the drafter's training distribution (when the
+    workload recorded `alignment_ok` per request)."""
+    cells = data.cells
+    if _ALIGNMENT in cells and len(cells):
+        off_cells = cells[(cells.status == "done") & (cells[_ALIGNMENT] == False)]  # noqa: E712
+        if len(off_cells):
+            return (f"off-distribution workload (not matching the drafter's training data) in "
+                    f"{len(off_cells)} cell(s): acceptance there measures the mismatch, not "
+                    f"the method")
+    if not _recorded(data.requests, _ALIGNMENT):
+        return None
+    req = data.requests[data.requests.status == "ok"]
+    share = req.groupby("cell_id")[_ALIGNMENT].apply(lambda s: float((s == False).mean()))  # noqa: E712
+    bad = share[share > 0]
+    if bad.empty:
+        return None
+    return (f"off-distribution prompts (not matching the drafter's training data) in "
+            f"{len(bad)} cell(s), up to {100 * bad.max():.0f} % of their requests: acceptance "
+            f"there measures the mismatch, not the method")
+
+
+def _load(row: object) -> str:
+    rate = getattr(row, "rate", None)
+    if rate is None or pd.isna(rate):
+        return f"c={int(getattr(row, 'concurrency', 0) or 0)}"
+    return f"{rate:g}/s"
+
+
+def provenance(data: RunData) -> dict:
+    """Versions, server command lines and environments per variant, hardware."""
+    cells = data.cells
+    servers = []
+    if len(cells):
+        for _, group in cells.groupby("server_key", sort=False):
+            row = group.iloc[0]
+            servers.append({"variant": str(row.variant), "engine": row.engine,
+                            "engine_version": row.engine_version, "model": row.model,
+                            "command": row.server_command, "env": row.server_env,
+                            "cuda_visible_devices": row.cuda_visible_devices})
+    versions = {}
+    for package in ("specgrid", "ray", "pandas", "pyarrow", "numpy", "matplotlib", "duckdb",
+                    "prometheus-client", "nvidia-ml-py"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = "not installed"
+    tel = data.telemetry
+    gpus = tel[tel.gpu >= 0][["node", "gpu"]].drop_duplicates() if len(tel) else tel
+    hardware = (f"{len(gpus)} GPU(s) sampled on {gpus.node.nunique()} node(s)" if len(gpus)
+                else "GPUs not sampled (NVML unavailable)")
+    return {"run": data.run_dir.name, "servers": servers, "versions": versions,
+            "report_host": f"{platform.node()} ({platform.platform()}, Python "
+                           f"{platform.python_version()})",
+            "hardware": hardware}

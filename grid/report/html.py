@@ -1,0 +1,238 @@
+"""The self-contained HTML report: validity first, then the decision, the plots (embedded as
+base64 PNG, so the file opens offline anywhere), the cells with their intervals, and
+provenance. `compare_html` puts two runs side by side."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from grid.analysis.bootstrap import excludes_zero, interval
+from grid.analysis.decision import NO_DIFFERENCE, points
+from grid.report.data import SIM_BANNER, RunData, provenance
+from grid.report.text import domain_acceptance
+
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
+h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:1.6em}
+.validity li{margin:.2em 0}.warning{color:#8a1c00}.note{color:#555}
+.banner{background:#fff3cd;border:2px solid #d39e00;padding:.6em 1em;font-weight:bold}
+table{border-collapse:collapse;font-size:.8em}td,th{border:1px solid #ddd;padding:2px 6px}
+th{background:#f4f4f4}td.n{text-align:right;font-variant-numeric:tabular-nums}
+img{max-width:100%;border:1px solid #eee;margin:.5em 0}code,pre{font-size:.8em}
+pre{white-space:pre-wrap;background:#f8f8f8;padding:.5em}
+"""
+
+
+def esc(value: object) -> str:
+    return html.escape("" if value is None else str(value))
+
+
+def img(png: bytes, alt: str) -> str:
+    data = base64.b64encode(png).decode()
+    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _f(value: Any, fmt: str = "{:.1f}", scale: float = 1.0) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)) or \
+            pd.isna(value):
+        return "–"
+    return fmt.format(float(value) * scale)
+
+
+def _ci(row: pd.Series, name: str, fmt: str = "{:.1f}", scale: float = 1.0) -> str:
+    return (f"{_f(row.get(name), fmt, scale)} <small>[{_f(row.get(name + '_lo'), fmt, scale)}, "
+            f"{_f(row.get(name + '_hi'), fmt, scale)}]</small>")
+
+
+def validity_section(data: RunData, title: str = "Validity") -> str:
+    out = [f"<h2>{esc(title)}</h2>"]
+    if data.simulated:
+        out.append('<p class="banner">SIMULATION — every number in this report comes from '
+                   "specgrid's simulated SGLang server, not from a GPU.</p>")
+    items = "".join(f'<li class="{level}">{esc(text)}</li>' for level, text in data.validity
+                    if text != SIM_BANNER)  # the banner above says it louder
+    out.append(f'<ul class="validity">{items or "<li>nothing to flag</li>"}</ul>')
+    return "\n".join(out)
+
+
+def decision_section(data: RunData) -> str:
+    d = data.decision
+    out = ["<h2>Decision</h2>"]
+    if d.recommendations:
+        out.append("<ul>" + "".join(
+            f"<li><b>{esc(r['variant'])} on {esc(r['workload'])}</b>: {esc(r['statement'])}"
+            f" (plausible range {esc(r['plausible_range'])})</li>"
+            for r in d.recommendations) + "</ul>")
+    if d.crossovers:
+        out.append("<ul>" + "".join(
+            f"<li>{esc(c.variant)} vs baseline on {esc(c.workload)}: {esc(c.describe())}</li>"
+            for c in d.crossovers) + "</ul>")
+    if not d.speedups.empty:
+        out.append("<p>Speedup over the baseline (output tok/s and goodput tok/s, 95 % "
+                   "interval; a winner is named only when the interval excludes zero):</p>")
+        good = d.goodput_speedups.set_index(["variant", "workload", "load_kind", "load"]) \
+            if not d.goodput_speedups.empty else None
+        rows = ["<tr><th>variant</th><th>workload</th><th>load</th><th>tok/s speedup</th>"
+                "<th>verdict</th><th>goodput speedup</th><th>verdict</th></tr>"]
+        for r in d.speedups.sort_values(["variant", "workload", "load_kind", "load"]
+                                        ).itertuples():
+            g: Any = None
+            key: Any = (r.variant, r.workload, r.load_kind, r.load)
+            if good is not None and key in good.index:
+                g = good.loc[key]
+            load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
+            rows.append(
+                f"<tr><td>{esc(r.variant)}</td><td>{esc(r.workload)}</td><td>{load}</td>"
+                f"<td class=n>{_f(r.speedup, '{:+.1%}')} <small>[{_f(r.lo, '{:+.1%}')}, "
+                f"{_f(r.hi, '{:+.1%}')}]</small></td><td>{esc(r.verdict)}</td>"
+                + (f"<td class=n>{_f(g.speedup, '{:+.1%}')} <small>[{_f(g.lo, '{:+.1%}')}, "
+                   f"{_f(g.hi, '{:+.1%}')}]</small></td><td>{esc(g.verdict)}</td>"
+                   if g is not None else "<td>–</td><td></td>") + "</tr>")
+        out.append("<table>" + "".join(rows) + "</table>")
+    thresholds = d.thresholds
+    if thresholds.get("per_load"):
+        out.append("<p>Threshold sweep: winner per load level (margin over the runner-up, "
+                   "95 % interval):</p>")
+        rows = ["<tr><th>workload</th><th>by</th><th>load</th><th>winner</th><th>runner-up"
+                "</th><th>margin</th><th>verdict</th></tr>"]
+        for w in thresholds["per_load"] + [dict(x, load="overall", load_kind="")
+                                           for x in thresholds["overall"]]:
+            load = (w["load"] if isinstance(w["load"], str) else
+                    f"c={w['load']:g}" if w["load_kind"] == "concurrency" else f"{w['load']:g}/s")
+            rows.append(f"<tr><td>{esc(w['workload'])}</td><td>{esc(w['metric'])}</td>"
+                        f"<td>{esc(load)}</td><td>{esc(w['winner'])}</td>"
+                        f"<td>{esc(w['runner_up'])}</td><td class=n>{_f(w['margin'], '{:+.1%}')}"
+                        f" <small>[{_f(w['lo'], '{:+.1%}')}, {_f(w['hi'], '{:+.1%}')}]</small>"
+                        f"</td><td>{esc(w['verdict'])}</td></tr>")
+        out.append("<table>" + "".join(rows) + "</table>")
+    if len(out) == 1:
+        out.append("<p>No baseline/variant pairs to compare in this run.</p>")
+    return "\n".join(out)
+
+
+def cells_section(data: RunData) -> str:
+    t = data.stats.table
+    if t.empty:
+        return "<h2>Cells</h2><p>(no committed cells)</p>"
+    extra = t.merge(data.server_deltas, on="cell_id", how="left") if len(data.server_deltas) \
+        else t
+    if len(data.energy):
+        extra = extra.merge(data.energy, on="cell_id", how="left")
+    head = ("variant workload load rep status tok/s goodput_tok/s req/s SLO_met TTFT_p50_ms "
+            "TTFT_p99_ms TPOT_p50_ms TPOT_p99_ms accept window_s window_reqs ramp_s drain_s "
+            "server_tok/s server_accept J/token").split()
+    rows = ["<tr>" + "".join(f"<th>{h.replace('_', ' ')}</th>" for h in head) + "</tr>"]
+    view = extra.sort_values(["workload", "variant", "concurrency", "rate", "repeat"],
+                             na_position="last")
+    for _, r in view.iterrows():
+        load = f"c={int(r.concurrency)}" if pd.isna(r.rate) else f"{r.rate:g}/s"
+        status = esc(r.status) + (" <b>client saturated</b>" if r.client_saturated is True
+                                  else "")
+        cols = [esc(r.variant), esc(r.workload), load, str(int(r["repeat"])), status,
+                _ci(r, "output_tok_s"), _ci(r, "goodput_tok_s"), _ci(r, "req_s", "{:.2f}"),
+                _ci(r, "slo_attainment", "{:.0%}"), _ci(r, "ttft_p50_s", "{:.0f}", 1e3),
+                _ci(r, "ttft_p99_s", "{:.0f}", 1e3), _ci(r, "tpot_p50_s", "{:.1f}", 1e3),
+                _ci(r, "tpot_p99_s", "{:.1f}", 1e3), _ci(r, "accept_length", "{:.2f}"),
+                _f(r.get("window_s")), _f(r.get("window_requests"), "{:.0f}"),
+                _f(r.get("ramp_s")), _f(r.get("drain_s")), _f(r.get("server_tok_s")),
+                _f(r.get("server_accept_length"), "{:.2f}"),
+                _f(r.get("j_per_token"), "{:.2f}")]
+        rows.append("<tr>" + "".join(f"<td class=n>{c}</td>" for c in cols) + "</tr>")
+    return ("<h2>Cells</h2><p>Metrics over each cell's steady-state window (closed loop: from "
+            "the moment every stream is busy to the last send; ramp-up and drain reported "
+            "apart), 95 % bootstrap intervals over requests in brackets. Server tok/s and "
+            "accept length come from SGLang's own counters (deltas over the cell), to check "
+            "the client's.</p><table>" + "".join(rows) + "</table>")
+
+
+def provenance_section(data: RunData) -> str:
+    p = provenance(data)
+    out = ["<h2>Provenance</h2>", f"<p>run {esc(p['run'])}; hardware: {esc(p['hardware'])}; "
+           f"report made on {esc(p['report_host'])}</p>", "<p>versions: " + ", ".join(
+               f"{esc(k)} {esc(v)}" for k, v in p["versions"].items()) + "</p>"]
+    for s in p["servers"]:
+        out.append(f"<p><b>{esc(s['variant'])}</b> — engine {esc(s['engine'])} "
+                   f"{esc(s['engine_version'] or '')}, model {esc(s['model'])}, "
+                   f"CUDA_VISIBLE_DEVICES={esc(s['cuda_visible_devices'] or '-')}</p>"
+                   f"<pre>{esc(s['command'])}\nenv: {esc(s['env'])}</pre>")
+    return "\n".join(out)
+
+
+def page(title: str, body: list[str]) -> str:
+    stamp = dt.datetime.now().isoformat(timespec="seconds")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
+            f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>"
+            f"<p class=note>generated {stamp}</p>" + "\n".join(body) + "</body></html>")
+
+
+def run_html(data: RunData, figures: dict[str, bytes]) -> str:
+    accept = domain_acceptance(data.requests)
+    body = [validity_section(data), decision_section(data), "<h2>Plots</h2>"]
+    body += [img(png, name) for name, png in figures.items()]
+    if accept:
+        body.append("<h2>Acceptance by prompt domain</h2><ul>" + "".join(
+            f"<li>{esc(a)}</li>" for a in accept) + "</ul>")
+    body += [f"<p>Goodput SLO: {esc(data.slo.describe())} (SGLang's rule: a request counts "
+             f"when it succeeded and met every SLO set).</p>", cells_section(data),
+             provenance_section(data)]
+    return page(f"specgrid run {data.run_dir.name}", body)
+
+
+def comparison(a: RunData, b: RunData, metric: str = "output_tok_s") -> pd.DataFrame:
+    """Points present in both runs: each run's value with its interval and B / A - 1 with
+    its interval (replicates of the two runs are independent)."""
+    pa_ = {(p.variant, p.workload, p.load_kind, p.load): p for p in points(a.stats, (metric,))}
+    rows = []
+    for p in points(b.stats, (metric,)):
+        q = pa_.get((p.variant, p.workload, p.load_kind, p.load))
+        if q is None:
+            continue
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ratio = p.replicates[metric] / q.replicates[metric] - 1
+        lo, hi = interval(ratio)
+        a_lo, a_hi = interval(q.replicates[metric])
+        b_lo, b_hi = interval(p.replicates[metric])
+        change = p.values[metric] / q.values[metric] - 1
+        rows.append({"variant": p.variant, "workload": p.workload, "load_kind": p.load_kind,
+                     "load": p.load, "a": q.values[metric], "a_lo": a_lo, "a_hi": a_hi,
+                     "b": p.values[metric], "b_lo": b_lo, "b_hi": b_hi, "change": change,
+                     "lo": lo, "hi": hi,
+                     "verdict": (("B faster" if lo > 0 else "B slower")
+                                 if excludes_zero(lo, hi) else NO_DIFFERENCE)})
+    return pd.DataFrame(rows)
+
+
+def compare_html(a: RunData, b: RunData, figures: dict[str, bytes]) -> str:
+    body = [validity_section(a, f"Validity of A: {a.run_dir.name}"),
+            validity_section(b, f"Validity of B: {b.run_dir.name}")]
+    for metric, title in (("output_tok_s", "output tok/s"), ("goodput_tok_s", "goodput tok/s")):
+        table = comparison(a, b, metric)
+        body.append(f"<h2>{title}: A vs B</h2>")
+        if table.empty:
+            body.append("<p>The runs share no (variant, workload, load) points.</p>")
+            continue
+        rows = ["<tr><th>variant</th><th>workload</th><th>load</th><th>A</th><th>B</th>"
+                "<th>B / A − 1</th><th>verdict</th></tr>"]
+        for r in table.itertuples():
+            load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
+            rows.append(f"<tr><td>{esc(r.variant)}</td><td>{esc(r.workload)}</td><td>{load}"
+                        f"</td><td class=n>{_f(r.a)} <small>[{_f(r.a_lo)}, {_f(r.a_hi)}]</small>"
+                        f"</td><td class=n>{_f(r.b)} <small>[{_f(r.b_lo)}, {_f(r.b_hi)}]"
+                        f"</small></td><td class=n>{_f(r.change, '{:+.1%}')} <small>["
+                        f"{_f(r.lo, '{:+.1%}')}, {_f(r.hi, '{:+.1%}')}]</small></td>"
+                        f"<td>{esc(r.verdict)}</td></tr>")
+        body.append("<table>" + "".join(rows) + "</table>")
+    body.append("<h2>Plots</h2>")
+    body += [img(png, name) for name, png in figures.items()]
+    body += [decision_section(a).replace("<h2>Decision</h2>", "<h2>Decision of A</h2>"),
+             decision_section(b).replace("<h2>Decision</h2>", "<h2>Decision of B</h2>"),
+             provenance_section(a).replace("Provenance", "Provenance of A"),
+             provenance_section(b).replace("Provenance", "Provenance of B")]
+    return page(f"specgrid: {a.run_dir.name} (A) vs {b.run_dir.name} (B)", body)

@@ -1,0 +1,83 @@
+"""The terminal summary of a run: the validity findings first, one line per cell (windowed
+throughput and goodput with 95 % intervals, latency, acceptance, status), the decision
+(speedups with intervals, crossover, recommended threshold, threshold winners), acceptance by
+prompt domain."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from grid.distribution_report import distribution_summary
+from grid.report.data import RunData
+
+
+def _num(value: Any, fmt: str, scale: float = 1.0) -> str:
+    if value is None or pd.isna(value):
+        return "-"
+    return fmt.format(float(value) * scale)
+
+
+def _ci(row: pd.Series, name: str, fmt: str = "{:.0f}") -> str:
+    if pd.isna(row.get(name)):
+        return "-"
+    return (f"{fmt.format(row[name])} [{_num(row.get(name + '_lo'), fmt)}, "
+            f"{_num(row.get(name + '_hi'), fmt)}]")
+
+
+def summary_table(table: pd.DataFrame) -> str:
+    """One line per analysed cell (grid/analysis/cellstats.py's table)."""
+    if table.empty:
+        return "(no committed cells)"
+    view = table.sort_values(["workload", "variant", "concurrency", "rate", "repeat"],
+                             na_position="last")
+    repeats = view.repeat.nunique() > 1
+    header = (f"{'variant':<26} {'workload':<10} {'load':>7}{' rep' if repeats else ''} "
+              f"{'tok/s [95% CI]':>20} {'goodput tok/s':>20} {'TTFT p50':>9} {'TPOT p50':>9} "
+              f"{'accept':>6} {'window':>10}  status")
+    lines = [header, "-" * len(header)]
+    for _, row in view.iterrows():
+        load = f"c={int(row.concurrency)}" if pd.isna(row.rate) else f"{row.rate:g}/s"
+        status = str(row.status) + (" (client saturated)" if row.client_saturated is True
+                                    else "")
+        window = (f"{row.window_s:.0f}s/{int(row.window_requests)}"
+                  if not pd.isna(row.get("window_s")) else "-")
+        rep = f" {int(row['repeat']):>3}"
+        lines.append(
+            f"{row.variant:<26} {row.workload:<10} {load:>7}"
+            f"{rep if repeats else ''} "
+            f"{_ci(row, 'output_tok_s'):>20} {_ci(row, 'goodput_tok_s'):>20} "
+            f"{_num(row.get('ttft_p50_s'), '{:.0f} ms', 1e3):>9} "
+            f"{_num(row.get('tpot_p50_s'), '{:.1f} ms', 1e3):>9} "
+            f"{_num(row.get('accept_length'), '{:.2f}'):>6} {window:>10}  {status}")
+    return "\n".join(lines)
+
+
+def domain_acceptance(requests: pd.DataFrame) -> list[str]:
+    """Accept length per variant and prompt domain: Σ completion tokens / Σ verify steps over
+    the domain's requests (never a server-lifetime average)."""
+    spec = requests[(requests.status == "ok") & requests.spec_verify_ct.notna()]
+    lines = []
+    for (variant, domain), group in spec.groupby(["variant", "domain"], observed=True):
+        verify = group.spec_verify_ct.sum()
+        if verify:
+            lines.append(f"{variant} / {domain}: accept length "
+                         f"{group.output_tokens.sum() / verify:.2f} ({len(group)} requests)")
+    return lines
+
+
+def summary_text(data: RunData) -> str:
+    parts = [f"{level.upper()}: {text}" if level == "warning" else f"note: {text}"
+             for level, text in data.validity]
+    parts.append("")
+    parts.append(summary_table(data.stats.table))
+    parts.append(f"\nwindow = steady-state window (s / requests in it); goodput SLO: "
+                 f"{data.slo.describe()}")
+    lines = data.decision.lines()
+    if lines:
+        parts.append("\n" + "\n".join(lines))
+    distribution = distribution_summary(data.requests, data.cells)
+    if distribution:
+        parts.append("\n" + distribution)
+    return "\n".join(parts)

@@ -1,0 +1,83 @@
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from grid.analysis import analyse_cells, decide
+from grid.analysis.decision import NO_DIFFERENCE, crossover_of
+from tests.grid.analysis.synthetic import grid
+
+LEVELS = (1, 2, 4, 8, 16)
+SPEEDUP = {1: 0.4, 2: 0.3, 4: 0.1, 8: -0.1, 16: -0.3}
+
+
+def _base(c: int) -> float:
+    return 100.0 / (1 + c / 8)
+
+
+def test_crossover_interpolates_in_log_load():
+    import numpy as np
+    loads = np.array([1.0, 2, 4, 8, 16])
+    assert crossover_of(loads, np.array([0.4, 0.3, 0.1, -0.1, -0.3])) == pytest.approx(
+        2 ** 2.5)
+    assert crossover_of(loads, np.array([0.4, 0.3, 0.1, 0.1, 0.05])) == math.inf
+    assert crossover_of(loads, np.array([-0.1, 0.3, 0.1, 0.1, 0.05])) == -math.inf
+
+
+def test_known_speedups_give_the_known_crossover_and_threshold():
+    cells, requests = grid({
+        "baseline": {c: _base(c) for c in LEVELS},
+        "eagle3": {c: _base(c) * (1 + SPEEDUP[c]) for c in LEVELS}})
+    decision = decide(analyse_cells(cells, requests, replicates=500))
+    table = decision.speedups.set_index("load")
+    for c in LEVELS:
+        assert table.speedup[c] == pytest.approx(SPEEDUP[c], abs=0.03)
+        assert table.lo[c] < SPEEDUP[c] + 0.01 and table.hi[c] > SPEEDUP[c] - 0.01
+    assert table.verdict.tolist() == ["faster"] * 3 + ["slower"] * 2
+    (cross,) = decision.crossovers
+    assert cross.point == pytest.approx(2 ** 2.5, rel=0.1)
+    assert 4 < cross.lo <= cross.point <= cross.hi < 8
+    (rec,) = decision.recommendations
+    assert rec["speculative_disable_above_batch"] == 4
+    assert rec["plausible_range"] == [4, 4]
+    lines = "\n".join(decision.lines())
+    assert "eagle3 beats baseline at c=1" in lines and "eagle3 loses to baseline at c=16" in lines
+
+
+def test_noise_without_a_real_difference_says_so():
+    same = {c: _base(c) for c in (1, 4, 16)}
+    cells, requests = grid({"baseline": same, "eagle3": same}, jitter=0.3, per_stream=4)
+    decision = decide(analyse_cells(cells, requests, replicates=500))
+    assert set(decision.speedups.verdict) == {NO_DIFFERENCE}
+    (rec,) = decision.recommendations
+    assert rec["speculative_disable_above_batch"] == 0
+    assert NO_DIFFERENCE in rec["statement"]
+
+
+def test_speculation_that_always_pays_needs_no_threshold():
+    cells, requests = grid({"baseline": {c: _base(c) for c in (1, 8)},
+                            "eagle3": {c: 1.5 * _base(c) for c in (1, 8)}})
+    (rec,) = decide(analyse_cells(cells, requests, replicates=300)).recommendations
+    assert rec["speculative_disable_above_batch"] is None
+    assert "every tested concurrency" in rec["statement"]
+
+
+def test_threshold_winner_per_load_and_overall_with_margin():
+    speeds = {
+        "baseline": {c: _base(c) for c in (1, 16)},
+        "eagle3": {1: 1.3 * _base(1), 16: 0.7 * _base(16)},
+        "eagle3__off_above-4": {1: 1.3 * _base(1), 16: 1.0 * _base(16)},
+        "eagle3__off_above-32": {1: 1.3 * _base(1), 16: 0.7 * _base(16)},
+    }
+    cells, requests = grid(speeds, jitter=0.01)
+    result = decide(analyse_cells(cells, requests, replicates=300)).thresholds
+    by_load = {(w["metric"], w["load"]): w for w in result["per_load"]}
+    # at c=1 three variants run at the same speed: no significant difference among the top
+    assert by_load[("output_tok_s", 1.0)]["verdict"] == NO_DIFFERENCE
+    # at c=16 the threshold variant equals the baseline, and beats the always-on ones by
+    # nothing significant over the baseline -> the winner is one of those two
+    assert by_load[("output_tok_s", 16.0)]["winner"] in {"baseline", "eagle3__off_above-4"}
+    overall = {w["metric"]: w for w in result["overall"]}["output_tok_s"]
+    assert overall["winner"] == "eagle3__off_above-4"
+    assert overall["significant"] and overall["margin"] > 0.05

@@ -2,7 +2,11 @@
 is pending, running, done, failed or interrupted, with attempts, timings, the error and the
 server log tail; and which server processes the run started, so a later start can find and
 kill the ones a killed driver left behind. The name starts with `_`, so Parquet dataset
-discovery never reads it."""
+discovery never reads it.
+
+The committed Parquet files are the truth about done and failed cells (grid/results.py); the
+ledger follows them and is reconciled with them on every start (grid/record.py, the one
+writer of both)."""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ CREATE TABLE IF NOT EXISTS cells (
     rate REAL,
     server_key TEXT NOT NULL,
     factors TEXT NOT NULL,
+    engine_version TEXT,
     status TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     started_at REAL,
@@ -69,9 +74,10 @@ class Ledger:
         with self.db:
             self.db.executemany(
                 "INSERT OR IGNORE INTO cells (cell_id, variant, workload, concurrency, rate,"
-                " server_key, factors, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')",
+                " server_key, factors, engine_version, status)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
                 [(c.cell_id, c.variant, c.workload, c.concurrency, c.rate, c.server_key,
-                  json.dumps(c.factors, default=str)) for c in cells],
+                  json.dumps(c.factors, default=str), c.engine_version) for c in cells],
             )
 
     def status(self, cell_id: str) -> str:
@@ -97,6 +103,15 @@ class Ledger:
                 "UPDATE cells SET status=?, finished_at=?, error=?, log_tail=? WHERE cell_id=?",
                 (status, time.time(), error, log_tail, cell_id),
             )
+
+    def follow_files(self, cell_id: str, status: str, attempts: int, error: str | None) -> None:
+        """Set a cell's status from its committed files (reconciliation): `attempts` is at
+        least the highest attempt number found on disk."""
+        assert status in STATUSES, status
+        with self.db:
+            self.db.execute(
+                "UPDATE cells SET status=?, attempts=MAX(attempts, ?), error=? WHERE cell_id=?",
+                (status, attempts, error, cell_id))
 
     def mark_running_interrupted(self, reason: str) -> int:
         """Cells a previous driver left `running` become `interrupted`; returns how many."""

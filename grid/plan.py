@@ -1,6 +1,7 @@
 """The plan of a run, decided before anything expensive starts: the cells (one validated config
-each, composed by Hydra), the server groups with their launch commands, the GPUs each needs,
-checks that fail with one clear line, and a rough duration estimate."""
+each, composed by Hydra, identified with the engine version detected here), the server groups
+with their launch commands, every cell's load specs, the GPUs each needs, checks that fail with
+one clear line, and a rough duration estimate. Planning writes nothing to disk."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from actors.loadgen.spec import Prompt
+from actors.loadgen.spec import LoadSpec, Prompt
 from engines.launch import LaunchSpec
 from engines.sglang.command import concurrency_warnings, threshold_warnings
 from engines.sglang.validate import ValidationUnavailable, check_batch, sglang_available
@@ -34,7 +35,7 @@ from grid.cells import (
     stable_hash,
 )
 from grid.config import ConfigError, check_choices
-from grid.servers import launch_spec, sglang_equivalent
+from grid.specs import engine_version, external_url, launch_spec, load_specs, sglang_equivalent
 from grid.workloads import load_prompts
 
 LOGICAL_GPUS = 8
@@ -54,8 +55,10 @@ class Plan:
     warnings: list[str]
     validation: str
     """What checked the server flags (or that nothing could)."""
-    created_run_dir: bool
-    """Planning created the run folder (for adaptive configs); a dry run removes it again."""
+    loads: dict[str, tuple[LoadSpec, ...]]
+    """Cell id -> one validated LoadSpec per client (URL filled in when the server runs)."""
+    max_server_starts: int = 2
+    """Consecutive failed starts of a server after which its group's remaining cells fail."""
 
 
 def compose_cells(base: DictConfig, task_overrides: Sequence[str],
@@ -139,29 +142,28 @@ def cluster_gpus(cfg: DictConfig) -> int | None:
 
 def build_plan(cfg: DictConfig, cells: list[Cell], prompts: dict,
                results_dir: Path) -> Plan:
-    """Everything decided before anything starts. A threshold's adaptive config is written
-    into the run folder here; if planning fails, a run folder it created is removed again."""
+    """Everything decided before anything starts; writes nothing. ConfigError (one line) for
+    anything that cannot run."""
     if not cells:
         raise ConfigError("the grid has no cells (every combination was excluded)")
+    if cfg.run.max_server_starts < 1:
+        raise ConfigError(f"run.max_server_starts must be >= 1, got {cfg.run.max_server_starts}")
     run_id = resolve_run_id(cfg)
     run_dir = results_dir / run_id
+    version, validator = _sglang_version(cfg)
+    # The detected engine version is part of every cell's identity (and server key).
+    cells = dedupe(c.with_engine_version(engine_version(c.config, version)) for c in cells)
     groups = group_by_server(cells)
     gpus = cluster_gpus(cfg)
     if cfg.plan and gpus == 0:
         gpus = None  # planning for a GPU node from a machine without GPUs
     check_gpus(groups, gpus)
     check_engine(cfg, groups)
-    created = not run_dir.exists()
-    try:
-        version, validator = _sglang_version(cfg)
-        launches = {g.server_key: launch_spec(g.config, run_dir, version) for g in groups}
-        validation = validate_flags(groups, run_dir, version, validator)
-    except Exception:
-        if created:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+    launches = {g.server_key: launch_spec(g.config, version) for g in groups}
+    loads = {c.cell_id: load_specs(c, prompts[c.workload]) for c in cells}
+    validation = validate_flags(groups, version, validator)
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, plan_warnings(groups),
-                validation, created and run_dir.exists())
+                validation, loads, int(cfg.run.max_server_starts))
 
 
 def _sglang_version(cfg: DictConfig) -> tuple[str | None, str | None]:
@@ -184,7 +186,7 @@ def _importable_sglang(python: str) -> str | None:
     return sglang_available(python)
 
 
-def validate_flags(groups: Sequence[ServerGroup], run_dir: Path, version: str | None,
+def validate_flags(groups: Sequence[ServerGroup], version: str | None,
                    validator: str | None) -> str:
     """Check every server command with SGLang's own parser (one subprocess for all); a
     rejected flag is a ConfigError naming the variant and the flag."""
@@ -194,7 +196,7 @@ def validate_flags(groups: Sequence[ServerGroup], run_dir: Path, version: str | 
     if validator is None:
         return ("note: server flags were NOT validated (SGLang is not importable; set "
                 "engine.validate_python to a Python with SGLang)")
-    argvs = {g.variant: sglang_equivalent(g.config, run_dir, version).argv for g in groups}
+    argvs = {g.variant: sglang_equivalent(g.config, version).argv for g in groups}
     try:
         found, _, problems = check_batch(argvs, validator)
     except ValidationUnavailable as e:
@@ -216,9 +218,11 @@ def check_gpus(groups: Sequence[ServerGroup], gpus: int | None) -> None:
 
 
 def check_engine(cfg: DictConfig, groups: Sequence[ServerGroup]) -> None:
+    """The engine against what the grid asks of it: an external engine needs a usable URL and
+    serves one configuration; a launched one takes no URL."""
+    for group in groups:
+        external_url(group.config["engine"])
     if cfg.engine.name == "external":
-        if not cfg.engine.url:
-            raise ConfigError("engine=external needs engine.url=http://host:port")
         if len(groups) > 1:
             raise ConfigError(
                 f"this sweep needs {len(groups)} distinct server configurations "
@@ -278,12 +282,14 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
                          f"(CUDA_VISIBLE_DEVICES={gpus} as assigned by Ray)")
             lines.append(f"  command: {shlex.join(spec.argv)} {spec.port_flag} <free port>"
                          + "".join(f" {f} <free port>" for f in spec.extra_port_flags))
+            for name, content in sorted(spec.files.items()):
+                lines.append(f"  file {name} (written beside the server): {content.strip()}")
             if spec.env:
                 lines.append("  env: " + " ".join(f"{k}={v}" for k, v in sorted(spec.env.items())))
+        if group.cells[0].engine_version:
+            lines.append(f"  engine: {group.cells[0].engine_version}")
         for cell in group.cells:
-            load = f"concurrency={cell.concurrency}" if cell.rate is None else \
-                f"rate={cell.rate}/s concurrency<={cell.concurrency}"
-            lines.append(f"  cell {cell.cell_id}: {cell.workload} {load} "
+            lines.append(f"  cell {cell.cell_id}: {cell.describe()} "
                          f"requests={cell.num_requests}")
     lines.append("")
     for warning in plan.warnings:

@@ -1,4 +1,4 @@
-"""The data contract of results/<run_id>/ as Arrow schemas (see DESIGN.md).
+"""The data contract of results/<run_id>/ as Arrow schemas (layout and commit: grid/results.py).
 
 Times are float seconds: `*_at` columns are Unix epoch seconds, `*_s` columns are durations.
 `variant` and `workload` are hive partition columns (folder names), not stored in the files."""
@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-PARTITION_SCHEMA = pa.schema([("variant", pa.string()), ("workload", pa.string())])
 
-REQUEST_FIELDS = pa.schema([
+def _schema(fields: list[tuple[str, pa.DataType]]) -> pa.Schema:
+    return pa.schema(fields)
+
+
+PARTITION_SCHEMA = _schema([("variant", pa.string()), ("workload", pa.string())])
+
+REQUEST_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("engine", pa.string()),
@@ -35,7 +40,7 @@ REQUEST_FIELDS = pa.schema([
     ("finish_reason", pa.string()),
 ])
 
-CELL_FIELDS = pa.schema([
+CELL_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("server_key", pa.string()),
@@ -47,6 +52,7 @@ CELL_FIELDS = pa.schema([
     ("model", pa.string()),
     ("concurrency", pa.int64()),
     ("rate", pa.float64()),
+    ("max_in_flight", pa.int64()),
     ("num_requests", pa.int64()),
     ("factors", pa.string()),
     ("requests_ok", pa.int64()),
@@ -71,7 +77,7 @@ CELL_FIELDS = pa.schema([
     ("cuda_visible_devices", pa.string()),
 ])
 
-SERVER_METRIC_FIELDS = pa.schema([
+SERVER_METRIC_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("attempt", pa.int64()),

@@ -1,0 +1,298 @@
+"""The run controller: for each server group, reserve its node's resources (one STRICT_PACK
+placement group: the server's GPUs and one bundle per load generator), start its server and
+LoadGenActors there, run its cells in order and hand each outcome to the run record.
+
+Failure isolation, as Ray Tune's FailureConfig treats trials: any exception while running a
+cell (a dead ServerActor or LoadGenActor, a lost node, a Ray task error, a bad spec) fails that
+cell with the reason and the server's log tail, never the run. After a failure the group heals
+itself: a dead load generator is replaced (the server is left alone), a dead server is relaunched
+for the group's next cell, and after `run.max_server_starts` consecutive failed starts the
+group's remaining cells fail with the reason. Only an interruption of the driver (signal, Ctrl-C)
+or a results folder that cannot be written stops the run.
+
+Each group is one `GroupRun` holding its own placement group, server and load generators, so
+groups are independent of each other."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import ray
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from actors.loadgen.actor import LoadGenActor
+from grid import rows
+from grid.cells import Cell, ServerGroup, group_by_server
+from grid.plan import Plan
+from grid.record import RunRecord
+from grid.results import ResultsWriteError
+from grid.rows import CellOutcome, ServerFacts
+from grid.server import (
+    PG_CPU,
+    ExternalServer,
+    LaunchedServer,
+    Server,
+    ServerDown,
+    first_line,
+)
+from grid.specs import at_url, external_url
+
+LOADGEN_CPU = PG_CPU
+PLACEMENT_TIMEOUT_S = 60.0
+PING_TIMEOUT_S = 10.0
+
+
+class Interrupted(BaseException):
+    """The driver got SIGINT/SIGTERM."""
+
+
+class LoadGenLost(RuntimeError):
+    """A load generator's actor died (or its node) while it drove a cell."""
+
+
+@dataclass
+class Controller:
+    plan: Plan
+    record: RunRecord
+    max_error_rate: float
+    metrics_interval_s: float | None
+    echo: Callable[[str], None] = print
+    total: int = 0
+    started: int = 0
+
+    def run(self, cells: Sequence[Cell]) -> None:
+        """Run `cells` (the ones still to do), grouped by server, in grid order."""
+        self.total = len(cells)
+        for group in group_by_server(cells):
+            GroupRun(self, group).run()
+
+
+class GroupRun:
+    """One server group: its placement group, its server and load generators, its cells."""
+
+    def __init__(self, ctl: Controller, group: ServerGroup) -> None:
+        self.ctl = ctl
+        self.group = group
+        self.spec = ctl.plan.launches[group.server_key]
+        self.clients = int(group.config["load"]["clients"])
+        self.pg: Any = None
+        self.unplaceable: str | None = None
+        self.server: Server | None = None
+        self.loadgens: list[Any] = []
+        self.failed_starts = 0
+        self.last_start_error: ServerDown | None = None
+
+    def run(self) -> None:
+        try:
+            self._reserve()
+            for cell in self.group.cells:
+                self._run_cell(cell)
+        finally:
+            self._close()
+
+    # --- resources -----------------------------------------------------------------------------
+    def _reserve(self) -> None:
+        bundles: list[dict[str, float]] = []
+        if self.spec is not None:
+            bundles.append({"GPU": self.group.tp_size, "CPU": PG_CPU})
+        bundles += [{"CPU": LOADGEN_CPU}] * self.clients
+        self.pg = placement_group(bundles, strategy="STRICT_PACK")
+        if not self.pg.wait(timeout_seconds=PLACEMENT_TIMEOUT_S):
+            self.unplaceable = (
+                f"cannot place {self.group.variant}: {self.group.tp_size} GPU(s) plus "
+                f"{self.clients} client(s) do not fit on one node of the Ray cluster")
+
+    def _close(self) -> None:
+        self._drop_server()
+        for actor in self.loadgens:
+            ray.kill(actor)
+        self.loadgens = []
+        if self.pg is not None:
+            remove_placement_group(self.pg)
+
+    # --- one cell ------------------------------------------------------------------------------
+    def _run_cell(self, cell: Cell) -> None:
+        ctl = self.ctl
+        ctl.started += 1
+        prefix = f"[{ctl.started}/{ctl.total}] {cell.describe()}"
+        attempt = ctl.record.start_attempt(cell)
+        started = time.time()
+        try:
+            outcome = self._measure(cell, attempt, started, prefix)
+        except (Interrupted, KeyboardInterrupt):
+            ctl.record.interrupted(cell, "driver interrupted")
+            raise
+        except ResultsWriteError:
+            raise
+        except Exception as e:  # one failure fails one cell, never the run
+            outcome = self._failed(cell, attempt, started, e)
+            self._heal()
+        ctl.record.commit(cell, attempt, outcome)
+        ctl.echo(f"{prefix}: {rows.describe(outcome.row)}")
+
+    def _measure(self, cell: Cell, attempt: int, started: float, prefix: str) -> CellOutcome:
+        if self.unplaceable is not None:
+            raise ServerDown(self.unplaceable)
+        server = self._ensure_server(prefix)
+        loadgens = self._ensure_loadgens()
+        server.flush_cache()
+        planned = self.ctl.plan.loads[cell.cell_id]
+        # Clients of one cell share a start a moment ahead, so their schedules line up.
+        start_at = time.time() + 0.5 if len(planned) > 1 else None
+        specs = at_url(planned, server.url, start_at)
+        server.start_metrics(self.ctl.metrics_interval_s)
+        try:
+            results = _collect([lg.run.remote(s) for lg, s in zip(loadgens, specs, strict=True)])
+        finally:
+            samples = _stop_metrics(server)
+        death = server.death()
+        outcome = rows.measured(
+            self.ctl.plan.run_id, cell, attempt, started=started, finished=time.time(),
+            results=results, samples=samples, server=server.facts(), server_death=death,
+            log_tail=server.log_tail() if death else None,
+            max_error_rate=self.ctl.max_error_rate)
+        if death:
+            self._drop_server()  # relaunched for the group's next cell
+        return outcome
+
+    def _failed(self, cell: Cell, attempt: int, started: float, error: Exception
+                ) -> CellOutcome:
+        tail = getattr(error, "log_tail", None) or None
+        facts = ServerFacts()
+        if self.server is not None:
+            try:
+                facts = self.server.facts()
+                tail = tail or (self.server.log_tail() if self.server.death() else None)
+            except Exception:  # the facts of a failing server are best effort
+                pass
+        return rows.failed(self.ctl.plan.run_id, cell, attempt, started=started,
+                           finished=time.time(), error=reason(error), log_tail=tail,
+                           server=facts)
+
+    # --- healing -------------------------------------------------------------------------------
+    def _heal(self) -> None:
+        """After a failed cell: drop a dead server (relaunched when next needed), replace dead
+        load generators, leave the living alone."""
+        if self.server is not None and self.server.death() is not None:
+            self._drop_server()
+        if self.loadgens:
+            alive = _responsive(self.loadgens)
+            for i, actor in enumerate(self.loadgens):
+                if not alive[i]:
+                    ray.kill(actor)
+                    self.loadgens[i] = self._new_loadgen(i)
+                    self.ctl.echo(f"load generator {i} of {self.group.variant} replaced")
+
+    def _ensure_server(self, prefix: str) -> Server:
+        if self.server is not None:
+            return self.server
+        limit = self.ctl.plan.max_server_starts
+        if self.failed_starts >= limit and self.last_start_error is not None:
+            raise ServerDown(f"server did not start ({self.failed_starts} attempt(s), "
+                             f"run.max_server_starts={limit}): {self.last_start_error}",
+                             self.last_start_error.log_tail)
+        try:
+            self.server = self._start_server(prefix)
+        except ServerDown as e:
+            self.failed_starts += 1
+            self.last_start_error = e
+            raise
+        self.failed_starts = 0
+        return self.server
+
+    def _start_server(self, prefix: str) -> Server:
+        config = self.group.config
+        engine = config["engine"]
+        if self.spec is None:
+            url = external_url(engine)
+            assert url is not None
+            return ExternalServer.connect(url, engine, float(engine["ready_timeout_s"]))
+        record = self.ctl.record
+        log_path = self.ctl.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
+        server = LaunchedServer.launch(
+            self.spec, tp_size=self.group.tp_size, pg=self.pg, bundle=0, log_path=log_path,
+            variant_env=config["variant"]["env"])
+        server.ledger_id = record.server_started(
+            self.group.server_key, int(server.info["pid"]), int(server.info["pgid"]))
+        self.ctl.echo(f"{prefix}: starting server {self.group.variant} (pid "
+                      f"{server.info['pid']}, GPUs {server.info['cuda_visible_devices'] or '-'}, "
+                      f"log {log_path})")
+        try:
+            server.wait_ready(self.spec.ready_timeout_s,
+                              lambda line: self.ctl.echo(f"{prefix}: {line}"))
+        except BaseException:
+            self.server = server
+            self._drop_server()
+            raise
+        return server
+
+    def _drop_server(self) -> None:
+        server, self.server = self.server, None
+        if server is None:
+            return
+        try:
+            server.stop()
+        except Exception as e:  # stopping is best effort; the ledger still records the stop
+            self.ctl.echo(f"warning: stopping the server of {self.group.variant}: {e}")
+        finally:
+            if server.ledger_id is not None:
+                self.ctl.record.server_stopped(server.ledger_id)
+
+    def _ensure_loadgens(self) -> list[Any]:
+        if not self.loadgens:
+            self.loadgens = [self._new_loadgen(i) for i in range(self.clients)]
+        return self.loadgens
+
+    def _new_loadgen(self, i: int) -> Any:
+        first = 1 if self.spec is not None else 0
+        return LoadGenActor.options(  # type: ignore[attr-defined]
+            num_cpus=LOADGEN_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
+                self.pg, placement_group_bundle_index=first + i)).remote()
+
+
+def _collect(refs: list[Any]) -> list[Any]:
+    """The clients' results once all have finished; LoadGenLost if one's actor died (the
+    others are still waited for, so none is left driving load into the next cell)."""
+    ray.wait(refs, num_returns=len(refs))
+    results, lost = [], []
+    for ref in refs:
+        try:
+            results.append(ray.get(ref))
+        except ray.exceptions.RayActorError as e:
+            lost.append(first_line(e))
+    if lost:
+        raise LoadGenLost(f"load generator died: {lost[0]}")
+    return results
+
+
+def _stop_metrics(server: Server) -> list[tuple[float, str, dict[str, str], float]]:
+    try:
+        return server.stop_metrics()
+    except ServerDown:  # the server went away during the cell: no final scrape
+        return []
+
+
+def _responsive(actors: list[Any]) -> list[bool]:
+    """Which actors answer a ping within PING_TIMEOUT_S (one ray.wait over all of them)."""
+    refs = [actor.ping.remote() for actor in actors]
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PING_TIMEOUT_S)
+    alive = []
+    for ref in refs:
+        try:
+            alive.append(ref in ready and bool(ray.get(ref)))
+        except ray.exceptions.RayError:
+            alive.append(False)
+    return alive
+
+
+def reason(error: BaseException) -> str:
+    """A failed cell's error: one line naming what failed."""
+    if isinstance(error, ServerDown | LoadGenLost):
+        return str(error)
+    if isinstance(error, ray.exceptions.RayError):
+        return f"{type(error).__name__}: {first_line(error)}"
+    return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error) else ''}"

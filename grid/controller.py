@@ -16,6 +16,7 @@ groups are independent of each other."""
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -214,7 +215,7 @@ class GroupRun:
         record = self.ctl.record
         log_path = self.ctl.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
         server = LaunchedServer.launch(
-            self.spec, tp_size=self.group.tp_size, pg=self.pg, bundle=0, log_path=log_path,
+            self.spec, name=_actor_name("server", self.group.server_key), tp_size=self.group.tp_size, pg=self.pg, bundle=0, log_path=log_path,
             variant_env=config["variant"]["env"])
         server.ledger_id = record.server_started(
             self.group.server_key, int(server.info["pid"]), int(server.info["pgid"]))
@@ -250,8 +251,13 @@ class GroupRun:
     def _new_loadgen(self, i: int) -> Any:
         first = 1 if self.spec is not None else 0
         return LoadGenActor.options(  # type: ignore[attr-defined]
-            num_cpus=LOADGEN_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            name=_actor_name(f"loadgen{i}", self.group.server_key), num_cpus=LOADGEN_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
                 self.pg, placement_group_bundle_index=first + i)).remote()
+
+
+def _actor_name(role: str, server_key: str) -> str:
+    """`specgrid-server-<key>-<unique>`: findable in Ray's tools; unique across relaunches."""
+    return f"specgrid-{role}-{server_key[:12]}-{uuid.uuid4().hex[:8]}"
 
 
 def _collect(refs: list[Any]) -> list[Any]:

@@ -142,12 +142,13 @@ class LaunchedServer:
         self._dead: str | None = None
 
     @classmethod
-    def launch(cls, spec: LaunchSpec, *, tp_size: int, pg: Any, bundle: int, log_path: Path,
-               variant_env: dict[str, Any]) -> LaunchedServer:
-        """Start the server's actor in bundle `bundle` of `pg` and its process; returns as soon
-        as the process exists (record it, then `wait_ready`). ServerDown if it cannot start."""
+    def launch(cls, spec: LaunchSpec, *, name: str, tp_size: int, pg: Any, bundle: int,
+               log_path: Path, variant_env: dict[str, Any]) -> LaunchedServer:
+        """Start the server's actor (named `name`) in bundle `bundle` of `pg` and its process;
+        returns as soon as the process exists (record it, then `wait_ready`). ServerDown if it
+        cannot start."""
         actor = ServerActor.options(  # type: ignore[attr-defined]
-            num_gpus=tp_size, num_cpus=PG_CPU,
+            name=name, num_gpus=tp_size, num_cpus=PG_CPU,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=bundle),
         ).remote(spec, str(log_path))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -15,11 +16,16 @@ SIM_BANNER = "SIMULATION — numbers come from specgrid's simulated SGLang serve
 
 
 def summary_table(cells: pd.DataFrame) -> str:
+    """One line per cell; when the cells were measured on several engine versions, each line
+    names its version (side by side, never silently mixed)."""
     if cells.empty:
         return "(no committed cells)"
-    view = cells.sort_values(["workload", "variant", "concurrency", "rate"], na_position="last")
+    versions = cells.engine_version.fillna("unknown")
+    several = versions.nunique() > 1
+    view = cells.assign(engine_version=versions).sort_values(
+        ["workload", "variant", "concurrency", "rate", "engine_version"], na_position="last")
     header = (f"{'variant':<28} {'workload':<12} {'load':>9} {'tok/s':>9} {'TTFT p50':>10} "
-              f"{'TPOT p50':>10} {'accept':>7}  status")
+              f"{'TPOT p50':>10} {'accept':>7}  status" + ("  [engine version]" if several else ""))
     lines = [header, "-" * len(header)]
     for _, row in view.iterrows():
         load = f"c={int(row.concurrency)}" if pd.isna(row.rate) else f"{row.rate:g}/s"
@@ -28,11 +34,11 @@ def summary_table(cells: pd.DataFrame) -> str:
             f"{str(row.variant):<28} {str(row.workload):<12} {load:>9} "
             f"{_num(row.output_tok_s, '{:.1f}'):>9} {_num(row.ttft_p50_s, '{:.1f} ms', 1e3):>10} "
             f"{_num(row.tpot_p50_s, '{:.2f} ms', 1e3):>10} {_num(row.accept_length, '{:.2f}'):>7}"
-            f"  {status}")
+            f"  {status}" + (f"  [{row.engine_version}]" if several else ""))
     return "\n".join(lines)
 
 
-def _num(value: object, fmt: str, scale: float = 1.0) -> str:
+def _num(value: Any, fmt: str, scale: float = 1.0) -> str:
     if value is None or pd.isna(value):
         return "-"
     return fmt.format(float(value) * scale)
@@ -41,8 +47,13 @@ def _num(value: object, fmt: str, scale: float = 1.0) -> str:
 def speculation_verdicts(cells: pd.DataFrame, baseline: str = "baseline") -> list[str]:
     """For each speculative variant and workload: at which concurrencies it beats the baseline
     on output tok/s, and the largest concurrency up to which it keeps winning — the data
-    behind a speculation-disable threshold."""
+    behind a speculation-disable threshold. Cells of different engine versions are never
+    compared with each other: with several versions, one set of lines per version."""
     done = cells[(cells.status == "done") & cells.rate.isna()]
+    versions = done.engine_version.fillna("unknown")
+    if versions.nunique() > 1:
+        return [f"[{version}] {line}" for version, same in done.groupby(versions, sort=True)
+                for line in speculation_verdicts(same.assign(engine_version=version), baseline)]
     base = done[done.variant == baseline].set_index(["workload", "concurrency"]).output_tok_s
     lines = []
     for (variant, workload), group in done[done.accept_length.notna()].groupby(

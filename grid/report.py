@@ -20,7 +20,7 @@ def summary_table(cells: pd.DataFrame) -> str:
     names its version (side by side, never silently mixed)."""
     if cells.empty:
         return "(no committed cells)"
-    versions = cells.engine_version.fillna("unknown")
+    versions = _versions(cells)
     several = versions.nunique() > 1
     view = cells.assign(engine_version=versions).sort_values(
         ["workload", "variant", "concurrency", "rate", "engine_version"], na_position="last")
@@ -38,6 +38,13 @@ def summary_table(cells: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _versions(cells: pd.DataFrame) -> pd.Series:
+    """Each cell's engine version ("unknown" where none was recorded)."""
+    if "engine_version" not in cells:
+        return pd.Series("unknown", index=cells.index)
+    return cells.engine_version.fillna("unknown")
+
+
 def _num(value: Any, fmt: str, scale: float = 1.0) -> str:
     if value is None or pd.isna(value):
         return "-"
@@ -50,7 +57,7 @@ def speculation_verdicts(cells: pd.DataFrame, baseline: str = "baseline") -> lis
     behind a speculation-disable threshold. Cells of different engine versions are never
     compared with each other: with several versions, one set of lines per version."""
     done = cells[(cells.status == "done") & cells.rate.isna()]
-    versions = done.engine_version.fillna("unknown")
+    versions = _versions(done)
     if versions.nunique() > 1:
         return [f"[{version}] {line}" for version, same in done.groupby(versions, sort=True)
                 for line in speculation_verdicts(same.assign(engine_version=version), baseline)]

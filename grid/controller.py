@@ -215,7 +215,8 @@ class GroupRun:
         record = self.ctl.record
         log_path = self.ctl.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
         server = LaunchedServer.launch(
-            self.spec, name=_actor_name("server", self.group.server_key), tp_size=self.group.tp_size, pg=self.pg, bundle=0, log_path=log_path,
+            self.spec, name=_actor_name("server", self.group.server_key),
+            tp_size=self.group.tp_size, pg=self.pg, bundle=0, log_path=log_path,
             variant_env=config["variant"]["env"])
         server.ledger_id = record.server_started(
             self.group.server_key, int(server.info["pid"]), int(server.info["pgid"]))
@@ -251,7 +252,8 @@ class GroupRun:
     def _new_loadgen(self, i: int) -> Any:
         first = 1 if self.spec is not None else 0
         return LoadGenActor.options(  # type: ignore[attr-defined]
-            name=_actor_name(f"loadgen{i}", self.group.server_key), num_cpus=LOADGEN_CPU, scheduling_strategy=PlacementGroupSchedulingStrategy(
+            name=_actor_name(f"loadgen{i}", self.group.server_key), num_cpus=LOADGEN_CPU,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
                 self.pg, placement_group_bundle_index=first + i)).remote()
 
 

@@ -145,7 +145,8 @@ class Ledger:
             cur = self.db.execute(
                 "INSERT INTO servers (server_key, pid, pgid, started_at) VALUES (?, ?, ?, ?)",
                 (server_key, pid, pgid, time.time()))
-        return int(cur.lastrowid)
+        assert cur.lastrowid is not None
+        return cur.lastrowid
 
     def server_stopped(self, server_id: int) -> None:
         with self.db:

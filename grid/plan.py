@@ -66,16 +66,15 @@ def compose_cells(base: DictConfig, task_overrides: Sequence[str],
     """One resolved config per axis combination, composed with the command line's overrides
     (minus those the axes set) plus the combination's own."""
     grid = base.grid
-    axes = OmegaConf.to_container(grid.axes, resolve=True) or {}
-    combos = expand_axes(axes, OmegaConf.to_container(grid.include, resolve=True),
-                         OmegaConf.to_container(grid.exclude, resolve=True)) if axes else [{}]
+    axes = _plain(grid.axes) or {}
+    combos = expand_axes(axes, _plain(grid.include), _plain(grid.exclude)) if axes else [{}]
     axis_keys = {axis_key(a) for c in combos for a in c}
     kept = [o for o in task_overrides if _override_key(o) not in axis_keys]
     cells, prompts, digests = [], {}, {}
     for combo in combos:
         cfg = compose([*kept, *axis_overrides(combo)])
         check_choices(cfg)
-        config = OmegaConf.to_container(cfg, resolve=True)
+        config = _plain(cfg)
         _check_load(config["load"], combo)
         workload = config["workload"]
         key = (workload["name"], workload["prompts"], tuple(workload["domains"]))
@@ -83,6 +82,11 @@ def compose_cells(base: DictConfig, task_overrides: Sequence[str],
             prompts[workload["name"]], digests[key] = load_prompts(workload)
         cells.append(make_cell(combo, config, digests[key]))
     return dedupe(cells), prompts
+
+
+def _plain(node: Any) -> Any:
+    """A config node as plain containers, resolved (typed Any: its shape is the schema's)."""
+    return OmegaConf.to_container(node, resolve=True)
 
 
 def _override_key(override: str) -> str:
@@ -104,7 +108,7 @@ def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:
 def default_run_id(cfg: DictConfig) -> str:
     """Derived from the sweep, engine and model, so the same command finds the same run folder
     and resumes; adding cells to a sweep extends that run."""
-    engine = engine_identity(OmegaConf.to_container(cfg.engine, resolve=True))
+    engine = engine_identity(_plain(cfg.engine))
     digest = stable_hash({"engine": engine, "model": OmegaConf.to_container(cfg.model)}, 6)
     return f"{cfg.sweep}-{cfg.engine.name}-{cfg.model.name}-{digest}"
 

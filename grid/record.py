@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from actors._process import kill_recorded
 from grid import results
@@ -46,16 +47,17 @@ class RunRecord:
             echo(f"ledger: {note}")
 
     def _follow_files(self) -> list[str]:
-        committed = {row.cell_id: row for row in load_cells(self.run_dir).itertuples()}
+        committed: dict[str, dict[Any, Any]] = {
+            str(row["cell_id"]): row for row in load_cells(self.run_dir).to_dict("records")}
         highest = results.all_attempt_numbers(self.run_dir)
         notes = []
         for entry in self.ledger.rows():
             cell_id, status, attempts = entry["cell_id"], entry["status"], entry["attempts"]
             found = committed.get(cell_id)
-            if found is not None and int(found.attempt) >= attempts:
-                file_status, file_attempt = str(found.status), int(found.attempt)
+            if found is not None and int(found["attempt"]) >= attempts:
+                file_status, file_attempt = str(found["status"]), int(found["attempt"])
                 if (status, attempts) != (file_status, file_attempt):
-                    error = None if file_status == "done" else found.error
+                    error = None if file_status == "done" else found["error"]
                     self.ledger.follow_files(cell_id, file_status, file_attempt, error)
                     notes.append(f"cell {cell_id}: committed attempt {file_attempt} is "
                                  f"{file_status}; the ledger said {status} (attempt {attempts})")

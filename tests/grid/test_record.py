@@ -11,8 +11,8 @@ import psutil
 
 from grid.cells import make_cell
 from grid.record import RunRecord
-from grid.rows import ServerFacts, failed
 from grid.results import write_cell
+from grid.rows import ServerFacts, failed
 from tests.grid.test_cells import _config
 
 

@@ -85,7 +85,8 @@ class WorkloadConfig:
     name: str = "coding"
     """Label of the workload in results and reports."""
     prompts: str = "coding.jsonl"
-    """Prompt file (JSON lines: prompt_id, domain, text); relative names are in workloads/prompts/."""
+    """Prompt file (JSON lines: prompt_id, domain, text); relative names are in
+    workloads/prompts/."""
     domains: list[str] = field(default_factory=list)
     """Keep only prompts of these domains (empty = all)."""
     endpoint: str = "generate"

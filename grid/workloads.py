@@ -14,7 +14,6 @@ from actors.loadgen.spec import Prompt
 from workloads import PROMPTS_DIR
 
 
-
 def prompts_path(name: str) -> Path:
     path = Path(name)
     return path if path.is_absolute() else PROMPTS_DIR / path

@@ -76,7 +76,8 @@ def _variants() -> dict[str, dict[str, Any]]:
 def _model() -> dict[str, Any]:
     from omegaconf import OmegaConf
 
-    cfg = OmegaConf.to_container(OmegaConf.load(ROOT / "grid" / "conf" / "model" / "llama3.1-8b.yaml"))
+    cfg = OmegaConf.to_container(
+        OmegaConf.load(ROOT / "grid" / "conf" / "model" / "llama3.1-8b.yaml"))
     assert isinstance(cfg, dict)
     return cfg
 

@@ -97,12 +97,19 @@ class GroupRun:
 
     # --- resources -----------------------------------------------------------------------------
     def _reserve(self) -> None:
+        """One STRICT_PACK placement group: the server's GPUs and each client on one node. A
+        group that cannot be placed fails its cells (not the run)."""
         bundles: list[dict[str, float]] = []
         if self.spec is not None:
             bundles.append({"GPU": self.group.tp_size, "CPU": PG_CPU})
         bundles += [{"CPU": LOADGEN_CPU}] * self.clients
-        self.pg = placement_group(bundles, strategy="STRICT_PACK")
-        if not self.pg.wait(timeout_seconds=PLACEMENT_TIMEOUT_S):
+        try:
+            self.pg = placement_group(bundles, strategy="STRICT_PACK")
+            placed = self.pg.wait(timeout_seconds=PLACEMENT_TIMEOUT_S)
+        except Exception as e:
+            self.unplaceable = f"cannot reserve resources for {self.group.variant}: {reason(e)}"
+            return
+        if not placed:
             self.unplaceable = (
                 f"cannot place {self.group.variant}: {self.group.tp_size} GPU(s) plus "
                 f"{self.clients} client(s) do not fit on one node of the Ray cluster")
@@ -113,7 +120,11 @@ class GroupRun:
             ray.kill(actor)
         self.loadgens = []
         if self.pg is not None:
-            remove_placement_group(self.pg)
+            try:
+                remove_placement_group(self.pg)
+            except Exception as e:  # a lost node's group: nothing left to release here
+                self.ctl.echo(f"warning: releasing the placement group of "
+                              f"{self.group.variant}: {reason(e)}")
 
     # --- one cell ------------------------------------------------------------------------------
     def _run_cell(self, cell: Cell) -> None:
@@ -132,7 +143,16 @@ class GroupRun:
         except Exception as e:  # one failure fails one cell, never the run
             outcome = self._failed(cell, attempt, started, e)
             self._heal()
-        ctl.record.commit(cell, attempt, outcome)
+        try:
+            ctl.record.commit(cell, attempt, outcome)
+        except ResultsWriteError:
+            raise  # the results folder cannot take files: no cell could be committed
+        except Exception as e:  # rows that do not fit the schema: record the failure alone
+            outcome = rows.failed(ctl.plan.run_id, cell, attempt, started=started,
+                                  finished=time.time(), error=f"results of the cell could not "
+                                  f"be recorded: {reason(e)}", log_tail=None,
+                                  server=ServerFacts())
+            ctl.record.commit(cell, attempt, outcome)
         ctl.echo(f"{prefix}: {rows.describe(outcome.row)}")
 
     def _measure(self, cell: Cell, attempt: int, started: float, prefix: str) -> CellOutcome:

@@ -199,3 +199,17 @@ def test_warnings() -> None:
 ])
 def test_log_phases_match_sglang_lines(line: str, label: str) -> None:
     assert [p.label for p in SGLANG_LOG_PHASES if re.search(p.pattern, line)] == [label]
+
+
+def test_revisions_pin_model_and_draft(tmp_path: Path) -> None:
+    # SGLang's ServerArgs fields `revision` and `speculative_draft_model_revision`
+    # (python/sglang/srt/arg_groups/speculative_hook.py reads the latter for the draft).
+    spec = build(tmp_path, EAGLE3, revision="r1", draft_revision="d1")
+    argv = spec.argv
+    assert argv[argv.index("--revision") + 1] == "r1"
+    assert argv[argv.index("--speculative-draft-model-revision") + 1] == "d1"
+    plain = build(tmp_path, {"max_running_requests": 8}, revision="r1", draft_revision="d1")
+    assert "--speculative-draft-model-revision" not in plain.argv  # no draft model loaded
+    assert "--revision" not in build(tmp_path, EAGLE3).argv
+    with pytest.raises(FlagError, match="revision is set by the model config"):
+        build(tmp_path, {**EAGLE3, "revision": "x"})

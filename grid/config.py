@@ -125,6 +125,8 @@ class LoadConfig:
     """A request taking longer is an error row (catches hung servers)."""
     clients: int = 1
     """LoadGenActors sharing one cell's load."""
+    client_cpus: float = 1.0
+    """CPUs each LoadGenActor reserves on its server's node (its event loop needs a core)."""
     seed: int = 0
     """Seeds prompt order and arrival schedules."""
 
@@ -139,6 +141,9 @@ class GridAxes:
     """Extra cells: mappings axis -> value, added after the product."""
     exclude: list[Any] = field(default_factory=list)
     """Rules axis -> value or list of values; a cell matching every key of a rule is dropped."""
+    max_parallel_servers: int = 1
+    """Server groups run at the same time (each on its own GPUs); 1 keeps measurements
+    undisturbed by other servers on the node."""
 
 
 @dataclass

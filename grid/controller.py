@@ -10,16 +10,21 @@ for the group's next cell, and after `run.max_server_starts` consecutive failed 
 group's remaining cells fail with the reason. Only an interruption of the driver (signal, Ctrl-C)
 or a results folder that cannot be written stops the run.
 
-Each group is one `GroupRun` holding its own placement group, server and load generators, so
-groups are independent of each other."""
+Each group is one `GroupRun` holding its own placement group, server and load generators; its
+work is a generator of steps, each yielding the Ray refs it waits for (a server start poll, the
+load of a cell, its placement). The controller runs up to `grid.max_parallel_servers` groups at
+once and advances whichever is ready, with one `ray.wait` over the running work of all groups
+(as Ray Tune's controller does with trials); the cells of one group stay in order on their
+server. Short calls (flushing the cache, a metrics scrape) stay plain `ray.get`s."""
 
 from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 from ray.util.placement_group import placement_group, remove_placement_group
@@ -38,13 +43,17 @@ from grid.server import (
     LaunchedServer,
     Server,
     ServerDown,
+    Wait,
+    WaitTimeout,
     first_line,
 )
 from grid.specs import at_url, external_url
 
-LOADGEN_CPU = PG_CPU
 PLACEMENT_TIMEOUT_S = 60.0
 PING_TIMEOUT_S = 10.0
+T = TypeVar("T")
+Steps = Generator[Wait, None, T]
+"""A group's work: yields what it waits for, returns its result."""
 
 
 class Interrupted(BaseException):
@@ -66,10 +75,46 @@ class Controller:
     started: int = 0
 
     def run(self, cells: Sequence[Cell]) -> None:
-        """Run `cells` (the ones still to do), grouped by server, in grid order."""
+        """Run `cells` (the ones still to do), grouped by server, groups in grid order, up to
+        `plan.max_parallel_servers` groups at a time."""
         self.total = len(cells)
-        for group in group_by_server(cells):
-            GroupRun(self, group).run()
+        waiting = deque(GroupRun(self, group) for group in group_by_server(cells))
+        active: dict[GroupRun, tuple[Steps[None], Wait, float | None]] = {}
+        try:
+            while waiting or active:
+                while waiting and len(active) < self.plan.max_parallel_servers:
+                    run = waiting.popleft()
+                    self._advance(active, run, run.steps())
+                if not active:
+                    continue
+                refs = [ref for _, wait, _ in active.values() for ref in wait.refs]
+                ray.wait(refs, num_returns=1, timeout=1.0)
+                now = time.monotonic()
+                for run, (steps, wait, deadline) in list(active.items()):
+                    ready, _ = ray.wait(wait.refs, num_returns=len(wait.refs), timeout=0)
+                    if len(ready) == len(wait.refs):
+                        self._advance(active, run, steps)
+                    elif deadline is not None and now > deadline:
+                        if wait.patient and len(active) > 1:
+                            active[run] = (steps, wait, now + (wait.timeout_s or 0.0))
+                        else:
+                            self._advance(active, run, steps, WaitTimeout())
+        finally:
+            # Interrupted, or a results folder that cannot be written: every running group
+            # stops its server and load generators (its running cell is marked interrupted).
+            for steps, _, _ in active.values():
+                steps.close()
+
+    def _advance(self, active: dict[GroupRun, tuple[Steps[None], Wait, float | None]],
+                 run: GroupRun, steps: Steps[None], error: BaseException | None = None) -> None:
+        """Resume a group's work until it waits again (or ends)."""
+        active.pop(run, None)
+        try:
+            wait = steps.throw(error) if error is not None else next(steps)
+        except StopIteration:
+            return
+        deadline = None if wait.timeout_s is None else time.monotonic() + wait.timeout_s
+        active[run] = (steps, wait, deadline)
 
 
 class GroupRun:
@@ -80,6 +125,7 @@ class GroupRun:
         self.group = group
         self.spec = ctl.plan.launches[group.server_key]
         self.clients = int(group.config["load"]["clients"])
+        self.client_cpus = float(group.config["load"]["client_cpus"])
         self.pg: Any = None
         self.unplaceable: str | None = None
         self.server: Server | None = None
@@ -87,32 +133,34 @@ class GroupRun:
         self.failed_starts = 0
         self.last_start_error: ServerDown | None = None
 
-    def run(self) -> None:
+    def steps(self) -> Steps[None]:
+        """The group's whole life: reserve, run its cells in order, release."""
         try:
-            self._reserve()
+            yield from self._reserve()
             for cell in self.group.cells:
-                self._run_cell(cell)
+                yield from self._run_cell(cell)
         finally:
             self._close()
 
     # --- resources -----------------------------------------------------------------------------
-    def _reserve(self) -> None:
-        """One STRICT_PACK placement group: the server's GPUs and each client on one node. A
-        group that cannot be placed fails its cells (not the run)."""
+    def _reserve(self) -> Steps[None]:
+        """One STRICT_PACK placement group: the server's GPUs and each client's CPUs on one
+        node. It waits while other groups hold what it needs; a group that cannot be placed
+        otherwise fails its cells (not the run)."""
         bundles: list[dict[str, float]] = []
         if self.spec is not None:
             bundles.append({"GPU": self.group.tp_size, "CPU": PG_CPU})
-        bundles += [{"CPU": LOADGEN_CPU}] * self.clients
+        bundles += [{"CPU": self.client_cpus}] * self.clients
         try:
             self.pg = placement_group(bundles, strategy="STRICT_PACK")
-            placed = self.pg.wait(timeout_seconds=PLACEMENT_TIMEOUT_S)
-        except Exception as e:
-            self.unplaceable = f"cannot reserve resources for {self.group.variant}: {reason(e)}"
-            return
-        if not placed:
+            yield Wait([self.pg.ready()], timeout_s=PLACEMENT_TIMEOUT_S, patient=True)
+        except WaitTimeout:
             self.unplaceable = (
                 f"cannot place {self.group.variant}: {self.group.tp_size} GPU(s) plus "
-                f"{self.clients} client(s) do not fit on one node of the Ray cluster")
+                f"{self.clients} client(s) of {self.client_cpus:g} CPU do not fit on one node "
+                "of the Ray cluster")
+        except Exception as e:
+            self.unplaceable = f"cannot reserve resources for {self.group.variant}: {reason(e)}"
 
     def _close(self) -> None:
         self._drop_server()
@@ -127,14 +175,14 @@ class GroupRun:
                               f"{self.group.variant}: {reason(e)}")
 
     # --- one cell ------------------------------------------------------------------------------
-    def _run_cell(self, cell: Cell) -> None:
+    def _run_cell(self, cell: Cell) -> Steps[None]:
         ctl = self.ctl
         ctl.started += 1
         prefix = f"[{ctl.started}/{ctl.total}] {cell.describe()}"
         attempt = ctl.record.start_attempt(cell)
         started = time.time()
         try:
-            outcome = self._measure(cell, attempt, started, prefix)
+            outcome = yield from self._measure(cell, attempt, started, prefix)
         except (Interrupted, KeyboardInterrupt):
             ctl.record.interrupted(cell, "driver interrupted")
             raise
@@ -155,10 +203,11 @@ class GroupRun:
             ctl.record.commit(cell, attempt, outcome)
         ctl.echo(f"{prefix}: {rows.describe(outcome.row)}")
 
-    def _measure(self, cell: Cell, attempt: int, started: float, prefix: str) -> CellOutcome:
+    def _measure(self, cell: Cell, attempt: int, started: float, prefix: str
+                 ) -> Steps[CellOutcome]:
         if self.unplaceable is not None:
             raise ServerDown(self.unplaceable)
-        server = self._ensure_server(prefix)
+        server = yield from self._ensure_server(prefix)
         loadgens = self._ensure_loadgens()
         server.flush_cache()
         planned = self.ctl.plan.loads[cell.cell_id]
@@ -167,7 +216,9 @@ class GroupRun:
         specs = at_url(planned, server.url, start_at)
         server.start_metrics(self.ctl.metrics_interval_s)
         try:
-            results = _collect([lg.run.remote(s) for lg, s in zip(loadgens, specs, strict=True)])
+            refs = [lg.run.remote(spec) for lg, spec in zip(loadgens, specs, strict=True)]
+            yield Wait(refs)
+            results = _collect(refs)
         finally:
             samples = _stop_metrics(server)
         death = server.death()
@@ -208,7 +259,7 @@ class GroupRun:
                     self.loadgens[i] = self._new_loadgen(i)
                     self.ctl.echo(f"load generator {i} of {self.group.variant} replaced")
 
-    def _ensure_server(self, prefix: str) -> Server:
+    def _ensure_server(self, prefix: str) -> Steps[Server]:
         if self.server is not None:
             return self.server
         limit = self.ctl.plan.max_server_starts
@@ -217,7 +268,7 @@ class GroupRun:
                              f"run.max_server_starts={limit}): {self.last_start_error}",
                              self.last_start_error.log_tail)
         try:
-            self.server = self._start_server(prefix)
+            self.server = yield from self._start_server(prefix)
         except ServerDown as e:
             self.failed_starts += 1
             self.last_start_error = e
@@ -225,7 +276,7 @@ class GroupRun:
         self.failed_starts = 0
         return self.server
 
-    def _start_server(self, prefix: str) -> Server:
+    def _start_server(self, prefix: str) -> Steps[Server]:
         config = self.group.config
         engine = config["engine"]
         if self.spec is None:
@@ -244,8 +295,8 @@ class GroupRun:
                       f"{server.info['pid']}, GPUs {server.info['cuda_visible_devices'] or '-'}, "
                       f"log {log_path})")
         try:
-            server.wait_ready(self.spec.ready_timeout_s,
-                              lambda line: self.ctl.echo(f"{prefix}: {line}"))
+            yield from server.wait_ready(self.spec.ready_timeout_s,
+                                         lambda line: self.ctl.echo(f"{prefix}: {line}"))
         except BaseException:
             self.server = server
             self._drop_server()
@@ -272,7 +323,7 @@ class GroupRun:
     def _new_loadgen(self, i: int) -> Any:
         first = 1 if self.spec is not None else 0
         return LoadGenActor.options(  # type: ignore[attr-defined]
-            name=_actor_name(f"loadgen{i}", self.group.server_key), num_cpus=LOADGEN_CPU,
+            name=_actor_name(f"loadgen{i}", self.group.server_key), num_cpus=self.client_cpus,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 self.pg, placement_group_bundle_index=first + i)).remote()
 
@@ -283,9 +334,8 @@ def _actor_name(role: str, server_key: str) -> str:
 
 
 def _collect(refs: list[Any]) -> list[Any]:
-    """The clients' results once all have finished; LoadGenLost if one's actor died (the
-    others are still waited for, so none is left driving load into the next cell)."""
-    ray.wait(refs, num_returns=len(refs))
+    """The clients' results once all have finished (the controller waited for all of them, so
+    none is left driving load into the next cell); LoadGenLost if one's actor died."""
     results, lost = [], []
     for ref in refs:
         try:

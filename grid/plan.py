@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import functools
+import os
 import shlex
 import shutil
 import subprocess
@@ -38,6 +39,8 @@ from grid.config import ConfigError, check_choices
 from grid.specs import engine_version, external_url, launch_spec, load_specs, sglang_equivalent
 from grid.workloads import load_prompts
 
+SERVER_CPU = 0.01
+"""The CPU a ServerActor reserves (placement needs a resource in every bundle)."""
 LOGICAL_GPUS = 8
 """GPUs a local Ray cluster advertises when the engine needs none (the simulator): one node."""
 
@@ -59,6 +62,8 @@ class Plan:
     """Cell id -> one validated LoadSpec per client (URL filled in when the server runs)."""
     max_server_starts: int = 2
     """Consecutive failed starts of a server after which its group's remaining cells fail."""
+    max_parallel_servers: int = 1
+    """Server groups that run at the same time."""
 
 
 def compose_cells(base: DictConfig, task_overrides: Sequence[str],
@@ -152,6 +157,11 @@ def build_plan(cfg: DictConfig, cells: list[Cell], prompts: dict,
         raise ConfigError("the grid has no cells (every combination was excluded)")
     if cfg.run.max_server_starts < 1:
         raise ConfigError(f"run.max_server_starts must be >= 1, got {cfg.run.max_server_starts}")
+    if cfg.grid.max_parallel_servers < 1:
+        raise ConfigError("grid.max_parallel_servers must be >= 1, got "
+                          f"{cfg.grid.max_parallel_servers}")
+    if not cfg.load.client_cpus > 0:
+        raise ConfigError(f"load.client_cpus must be > 0, got {cfg.load.client_cpus}")
     run_id = resolve_run_id(cfg)
     run_dir = results_dir / run_id
     version, validator = _sglang_version(cfg)
@@ -161,13 +171,15 @@ def build_plan(cfg: DictConfig, cells: list[Cell], prompts: dict,
     gpus = cluster_gpus(cfg)
     if cfg.plan and gpus == 0:
         gpus = None  # planning for a GPU node from a machine without GPUs
+    loads = {c.cell_id: load_specs(c, prompts[c.workload]) for c in cells}
     check_gpus(groups, gpus)
+    check_cpus(groups, cluster_cpus(cfg))
     check_engine(cfg, groups)
     launches = {g.server_key: launch_spec(g.config, version) for g in groups}
-    loads = {c.cell_id: load_specs(c, prompts[c.workload]) for c in cells}
     validation = validate_flags(groups, version, validator)
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, plan_warnings(groups),
-                validation, loads, int(cfg.run.max_server_starts))
+                validation, loads, int(cfg.run.max_server_starts),
+                int(cfg.grid.max_parallel_servers))
 
 
 def _sglang_version(cfg: DictConfig) -> tuple[str | None, str | None]:
@@ -221,6 +233,31 @@ def check_gpus(groups: Sequence[ServerGroup], gpus: int | None) -> None:
                 f"variant {group.variant} needs {group.tp_size} GPUs but the cluster has {gpus}")
 
 
+def cluster_cpus(cfg: DictConfig) -> float | None:
+    """CPUs of the local cluster the run will start (Ray's default: this machine's); None when
+    joining an existing cluster."""
+    if cfg.cluster.address:
+        return None
+    return float(cfg.cluster.num_cpus or os.cpu_count() or 1)
+
+
+def check_cpus(groups: Sequence[ServerGroup], cpus: float | None) -> None:
+    """Each group's load generators (and its server's sliver) must fit on one node."""
+    if cpus is None:
+        return
+    for group in groups:
+        load = group.config["load"]
+        need = int(load["clients"]) * float(load["client_cpus"])
+        if group.config["engine"]["name"] != "external":
+            need += SERVER_CPU
+        if need > cpus:
+            raise ConfigError(
+                f"variant {group.variant}: load.clients={load['clients']} x load.client_cpus="
+                f"{load['client_cpus']:g} (+ the server's {SERVER_CPU:g}) need {need:g} CPUs on "
+                f"one node but the local cluster has {cpus:g} (lower load.client_cpus or raise "
+                "cluster.num_cpus)")
+
+
 def check_engine(cfg: DictConfig, groups: Sequence[ServerGroup]) -> None:
     """The engine against what the grid asks of it: an external engine needs a usable URL and
     serves one configuration; a launched one takes no URL."""
@@ -254,17 +291,19 @@ def plan_warnings(groups: Sequence[ServerGroup]) -> list[str]:
 def estimate_seconds(plan: Plan) -> float:
     """Rough: each cell streams its requests at ~12 ms per token per stream (the simulator's
     single-stream pace), plus a server start per group (seconds for the simulator, ten
-    minutes for a real model load)."""
-    total = 0.0
+    minutes for a real model load). With max_parallel_servers > 1, groups are laid out in
+    order on that many slots, each taking the next free one (as the controller does)."""
+    slots = [0.0] * max(1, plan.max_parallel_servers)
     for group in plan.groups:
         engine = group.config["engine"]["name"]
-        total += {"sim": 3.0, "external": 1.0}.get(engine, 600.0)
+        seconds = {"sim": 3.0, "external": 1.0}.get(engine, 600.0)
         for cell in group.cells:
             tokens = cell.config["workload"]["max_new_tokens"]
             waves = (cell.num_requests + cell.config["load"]["warmup_requests"]) / max(
                 1, cell.concurrency or 1)
-            total += waves * tokens * 0.012 + 1.0
-    return total
+            seconds += waves * tokens * 0.012 + 1.0
+        slots[slots.index(min(slots))] += seconds
+    return max(slots)
 
 
 def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
@@ -280,10 +319,13 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
             lines.append(f"server {n}: {group.variant} at {group.config['engine']['url']} "
                          "(external: not launched, no GPUs reserved)")
         else:
-            # Groups run one after another, each on GPUs 0..tp-1 of its node.
+            # One at a time, each server gets GPUs 0..tp-1 of its node; in parallel, Ray
+            # assigns each its own.
             gpus = ",".join(str(gpu + i) for i in range(group.tp_size))
+            where = (f"CUDA_VISIBLE_DEVICES={gpus} as assigned by Ray"
+                     if plan.max_parallel_servers == 1 else "its own GPUs, assigned by Ray")
             lines.append(f"server {n}: {group.variant} [{engine}] on {group.tp_size} GPU(s) "
-                         f"(CUDA_VISIBLE_DEVICES={gpus} as assigned by Ray)")
+                         f"({where})")
             lines.append(f"  command: {shlex.join(spec.argv)} {spec.port_flag} <free port>"
                          + "".join(f" {f} <free port>" for f in spec.extra_port_flags))
             for name, content in sorted(spec.files.items()):
@@ -300,6 +342,8 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
         lines.append(f"warning: {warning}")
     lines.append(plan.validation)
     minutes = estimate_seconds(plan) / 60
-    lines.append(f"estimate: ~{minutes:.1f} min (rough; servers run one after another)")
+    how = ("servers run one after another" if plan.max_parallel_servers == 1 else
+           f"up to {plan.max_parallel_servers} servers at a time")
+    lines.append(f"estimate: ~{minutes:.1f} min (rough; {how})")
     return "\n".join(lines)
 

@@ -11,7 +11,8 @@ import json
 import shlex
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -23,11 +24,28 @@ from actors import _process, probe
 from actors.server import ServerActor
 from engines.launch import LaunchSpec
 from engines.sglang.command import redact_argv
+from grid.plan import SERVER_CPU
 from grid.provenance import recorded_env
 from grid.rows import ServerFacts
 
-PG_CPU = 0.01  # the server actor reserves a sliver of CPU: placement needs a resource per bundle
+PG_CPU = SERVER_CPU
 Samples = list[tuple[float, str, dict[str, str], float]]
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a step of a group's work waits for: Ray object refs, all of them (the controller
+    waits on the steps of every running group at once with `ray.wait`)."""
+
+    refs: list[Any]
+    timeout_s: float | None = None
+    """The controller throws WaitTimeout into the step after this long (None: no limit)."""
+    patient: bool = False
+    """Keep waiting past the timeout while other groups run (they hold what this one needs)."""
+
+
+class WaitTimeout(Exception):
+    """A Wait's refs were not all ready within its timeout."""
 
 
 class ServerDown(RuntimeError):
@@ -159,14 +177,18 @@ class LaunchedServer:
             raise ServerDown(first_line(e)) from None
         return cls(actor, info, log_path, variant_env)
 
-    def wait_ready(self, timeout_s: float, progress: Callable[[str], None]) -> None:
-        """Poll until the server serves, reporting start-up phases from its log. ServerDown
-        (with the log tail) if it exits, is not ready in `timeout_s`, or its actor dies."""
+    def wait_ready(self, timeout_s: float, progress: Callable[[str], None]
+                   ) -> Generator[Wait, None, None]:
+        """Poll until the server serves, reporting start-up phases from its log; yields each
+        poll for the controller to wait on alongside other work. ServerDown (with the log
+        tail) if the process exits, is not ready in `timeout_s`, or its actor dies."""
         deadline = time.monotonic() + timeout_s
         phase = ""
         while True:
+            ref = self.actor.poll_ready.remote(2.0)
+            yield Wait([ref])
             try:
-                status = ray.get(self.actor.poll_ready.remote(2.0))
+                status = ray.get(ref)
             except ray.exceptions.RayTaskError as e:  # the process exited before it was ready
                 raise ServerDown(first_line(e), str(getattr(e, "cause", None) or e)) from None
             except ray.exceptions.RayError as e:

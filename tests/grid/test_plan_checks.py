@@ -21,6 +21,10 @@ LOAD_ERRORS = [
      "engine.url: external server URL must be http:// or https://"),
     (["run.max_server_starts=0"], "run.max_server_starts must be >= 1"),
     (["engine.sim_args.profile=/nonexistent/profile.json"], "simulator profile"),
+    (["load.clients=2", "cluster.num_cpus=2"],
+     "load.clients=2 x load.client_cpus=1 (+ the server's 0.01) need 2.01 CPUs"),
+    (["load.client_cpus=0"], "load.client_cpus must be > 0"),
+    (["grid.max_parallel_servers=0"], "grid.max_parallel_servers must be >= 1"),
 ]
 
 
@@ -36,7 +40,8 @@ def test_bad_load_is_one_line_before_anything_starts(overrides, message, tmp_pat
 
 
 def test_every_cell_has_validated_load_specs(tmp_path):
-    plan = make_plan(["+sweep=smoke", "load.clients=2", f"results_dir={tmp_path}"]).plan
+    plan = make_plan(["+sweep=smoke", "load.clients=2", "cluster.num_cpus=4",
+                      f"results_dir={tmp_path}"]).plan
     assert set(plan.loads) == {c.cell_id for c in plan.cells}
     for cell in plan.cells:
         specs = plan.loads[cell.cell_id]
@@ -48,7 +53,7 @@ def test_every_cell_has_validated_load_specs(tmp_path):
 def test_rate_cells_are_open_loop_unbounded_unless_max_in_flight(tmp_path):
     """A rate cell does not inherit load.concurrency (default 1); two clients split it."""
     plan = make_plan(["+sweep=smoke", "+grid.axes.rate=[5]", "load.clients=2",
-                      f"results_dir={tmp_path}"]).plan
+                      "load.client_cpus=0.5", f"results_dir={tmp_path}"]).plan
     # The concurrency axis does not apply to open-loop cells: c=1 and c=4 are one cell.
     assert len(plan.cells) == 2
     for cell in plan.cells:

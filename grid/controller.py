@@ -130,6 +130,7 @@ class GroupRun:
         self.unplaceable: str | None = None
         self.server: Server | None = None
         self.loadgens: list[Any] = []
+        self.loadgens_verified = False
         self.failed_starts = 0
         self.last_start_error: ServerDown | None = None
 
@@ -208,7 +209,7 @@ class GroupRun:
         if self.unplaceable is not None:
             raise ServerDown(self.unplaceable)
         server = yield from self._ensure_server(prefix)
-        loadgens = self._ensure_loadgens()
+        loadgens = yield from self._ensure_loadgens()
         server.flush_cache()
         planned = self.ctl.plan.loads[cell.cell_id]
         # Clients of one cell share a start a moment ahead, so their schedules line up.
@@ -257,6 +258,7 @@ class GroupRun:
                 if not alive[i]:
                     ray.kill(actor)
                     self.loadgens[i] = self._new_loadgen(i)
+                    self.loadgens_verified = False
                     self.ctl.echo(f"load generator {i} of {self.group.variant} replaced")
 
     def _ensure_server(self, prefix: str) -> Steps[Server]:
@@ -288,7 +290,7 @@ class GroupRun:
         server = LaunchedServer.launch(
             self.spec, name=_actor_name("server", self.group.server_key),
             tp_size=self.group.tp_size, pg=self.pg, bundle=0, log_path=log_path,
-            variant_env=config["variant"]["env"])
+            variant_env=config["variant"]["env"], schedule_timeout_s=PLACEMENT_TIMEOUT_S)
         server.ledger_id = record.server_started(
             self.group.server_key, int(server.info["pid"]), int(server.info["pgid"]))
         self.ctl.echo(f"{prefix}: starting server {self.group.variant} (pid "
@@ -315,9 +317,20 @@ class GroupRun:
             if server.ledger_id is not None:
                 self.ctl.record.server_stopped(server.ledger_id)
 
-    def _ensure_loadgens(self) -> list[Any]:
+    def _ensure_loadgens(self) -> Steps[list[Any]]:
+        """The group's load generators, created (and seen answering) once; LoadGenLost if one
+        cannot be scheduled in time (its node is gone)."""
         if not self.loadgens:
             self.loadgens = [self._new_loadgen(i) for i in range(self.clients)]
+            self.loadgens_verified = False
+        if not self.loadgens_verified:
+            try:
+                yield Wait([lg.ping.remote() for lg in self.loadgens],
+                           timeout_s=PLACEMENT_TIMEOUT_S)
+            except WaitTimeout:
+                raise LoadGenLost("a load generator could not be scheduled within "
+                                  f"{PLACEMENT_TIMEOUT_S:.0f} s") from None
+            self.loadgens_verified = True
         return self.loadgens
 
     def _new_loadgen(self, i: int) -> Any:

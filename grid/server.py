@@ -161,17 +161,23 @@ class LaunchedServer:
 
     @classmethod
     def launch(cls, spec: LaunchSpec, *, name: str, tp_size: int, pg: Any, bundle: int,
-               log_path: Path, variant_env: dict[str, Any]) -> LaunchedServer:
+               log_path: Path, variant_env: dict[str, Any],
+               schedule_timeout_s: float = 120.0) -> LaunchedServer:
         """Start the server's actor (named `name`) in bundle `bundle` of `pg` and its process;
         returns as soon as the process exists (record it, then `wait_ready`). ServerDown if it
-        cannot start."""
+        cannot start, or its actor cannot be scheduled within `schedule_timeout_s` (the group's
+        node was lost and nothing can take its place)."""
         actor = ServerActor.options(  # type: ignore[attr-defined]
             name=name, num_gpus=tp_size, num_cpus=PG_CPU,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=bundle),
         ).remote(spec, str(log_path))
         try:
-            info = ray.get(actor.start.remote())
+            info = ray.get(actor.start.remote(), timeout=schedule_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            ray.kill(actor)
+            raise ServerDown(f"the server's actor could not be scheduled within "
+                             f"{schedule_timeout_s:.0f} s (its node is gone?)") from None
         except ray.exceptions.RayError as e:
             ray.kill(actor)
             raise ServerDown(first_line(e)) from None

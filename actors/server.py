@@ -51,8 +51,9 @@ class ServerActor:
 
     def start(self, ports: list[int] | None = None) -> dict[str, Any]:
         """Start the process on `ports` (default: free ones chosen now), each checked free
-        right before launch; return what was started: pid, pgid, host, url, argv, env,
-        CUDA_VISIBLE_DEVICES."""
+        right before launch; return what was started: pid, pgid, host, create_time (the OS's
+        start time of the process), node_id, node_ip, url, argv, env, CUDA_VISIBLE_DEVICES,
+        gpu_ids."""
         wanted = 1 + len(self.spec.extra_port_flags)
         ports = list(ports or [_process.free_port(self.host) for _ in range(wanted)])
         if len(ports) != wanted:
@@ -73,6 +74,9 @@ class ServerActor:
             "pid": self.proc.pid,
             "pgid": os.getpgid(self.proc.pid),
             "host": socket.gethostname(),
+            "create_time": _process.create_time(self.proc.pid),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
             "url": f"http://{self.host}:{ports[0]}",
             "argv": argv,
             "env": env,

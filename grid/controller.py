@@ -291,8 +291,10 @@ class GroupRun:
             self.spec, name=_actor_name("server", self.group.server_key),
             tp_size=self.group.tp_size, pg=self.pg, bundle=0, log_path=log_path,
             variant_env=config["variant"]["env"], schedule_timeout_s=PLACEMENT_TIMEOUT_S)
+        info = server.info
         server.ledger_id = record.server_started(
-            self.group.server_key, int(server.info["pid"]), int(server.info["pgid"]))
+            self.group.server_key, int(info["pid"]), int(info["pgid"]), info.get("host"),
+            info.get("create_time"))
         self.ctl.echo(f"{prefix}: starting server {self.group.variant} (pid "
                       f"{server.info['pid']}, GPUs {server.info['cuda_visible_devices'] or '-'}, "
                       f"log {log_path})")

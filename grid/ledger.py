@@ -47,6 +47,8 @@ CREATE TABLE IF NOT EXISTS servers (
     server_key TEXT NOT NULL,
     pid INTEGER NOT NULL,
     pgid INTEGER NOT NULL,
+    host TEXT,
+    create_time REAL,
     started_at REAL NOT NULL,
     stopped_at REAL
 );
@@ -140,11 +142,15 @@ class Ledger:
         return rows
 
     # --- servers -----------------------------------------------------------------------------
-    def server_started(self, server_key: str, pid: int, pgid: int) -> int:
+    def server_started(self, server_key: str, pid: int, pgid: int, host: str | None = None,
+                       create_time: float | None = None) -> int:
+        """Record a server process: its pid and group, the host it runs on and its start time
+        as the OS reports it (so a later cleanup never kills a process that reused the pid)."""
         with self.db:
             cur = self.db.execute(
-                "INSERT INTO servers (server_key, pid, pgid, started_at) VALUES (?, ?, ?, ?)",
-                (server_key, pid, pgid, time.time()))
+                "INSERT INTO servers (server_key, pid, pgid, host, create_time, started_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (server_key, pid, pgid, host, create_time, time.time()))
         assert cur.lastrowid is not None
         return cur.lastrowid
 
@@ -152,10 +158,10 @@ class Ledger:
         with self.db:
             self.db.execute("UPDATE servers SET stopped_at=? WHERE id=?", (time.time(), server_id))
 
-    def unstopped_servers(self) -> list[tuple[int, int, int]]:
-        """(id, pid, pgid) of servers never recorded as stopped."""
+    def unstopped_servers(self) -> list[tuple[int, int, int, str | None, float | None]]:
+        """(id, pid, pgid, host, create_time) of servers never recorded as stopped."""
         return list(self.db.execute(
-            "SELECT id, pid, pgid FROM servers WHERE stopped_at IS NULL"))
+            "SELECT id, pid, pgid, host, create_time FROM servers WHERE stopped_at IS NULL"))
 
 
 class DriverLock:

@@ -6,6 +6,7 @@ are newer than the ledger takes their status. No Ray."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,8 +33,12 @@ class RunRecord:
         """After an earlier driver: kill the servers it left, mark its running cells
         interrupted, finish or undo its half-done commits, register `cells`, and reconcile the
         ledger with the committed files."""
-        for server_id, pid, pgid in self.ledger.unstopped_servers():
-            if kill_recorded(pid, pgid):
+        here = socket.gethostname()
+        for server_id, pid, pgid, host, started in self.ledger.unstopped_servers():
+            if host not in (None, here):
+                echo(f"warning: server pid {pid} on {host} left behind by an earlier driver "
+                     "cannot be checked from here (it dies with its Ray actor's node process)")
+            elif kill_recorded(pid, pgid, started):
                 echo(f"killed server pid {pid} left behind by an earlier driver")
             self.ledger.server_stopped(server_id)
         stale = self.ledger.mark_running_interrupted("driver stopped while the cell ran")
@@ -96,8 +101,9 @@ class RunRecord:
         return self.ledger.counts(cell_ids)
 
     # --- servers -------------------------------------------------------------------------------
-    def server_started(self, server_key: str, pid: int, pgid: int) -> int:
-        return self.ledger.server_started(server_key, pid, pgid)
+    def server_started(self, server_key: str, pid: int, pgid: int, host: str | None = None,
+                       create_time: float | None = None) -> int:
+        return self.ledger.server_started(server_key, pid, pgid, host, create_time)
 
     def server_stopped(self, server_id: int) -> None:
         self.ledger.server_stopped(server_id)

@@ -23,6 +23,12 @@ class ServerFacts:
     env: str | None = None
     """JSON of the recorded environment (grid.provenance.recorded_env)."""
     cuda_visible_devices: str | None = None
+    gpu_ids: str | None = None
+    """The GPU ids Ray assigned the server's actor, comma-separated."""
+    node_id: str | None = None
+    """The Ray node the server ran on."""
+    node_ip: str | None = None
+    hostname: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
     """The server's /server_info snapshot (secrets redacted when recorded)."""
 
@@ -94,7 +100,8 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
         "server_command": server.command, "server_env": server.env,
         "engine_version": cell.engine_version or (str(reported) if reported else None),
         "server_info": json.dumps(redact_info(server.info), default=str) if server.info else None,
-        "cuda_visible_devices": server.cuda_visible_devices,
+        "cuda_visible_devices": server.cuda_visible_devices, "gpu_ids": server.gpu_ids,
+        "node_id": server.node_id, "node_ip": server.node_ip, "hostname": server.hostname,
     }
 
 

@@ -75,6 +75,10 @@ CELL_FIELDS = _schema([
     ("engine_version", pa.string()),
     ("server_info", pa.string()),
     ("cuda_visible_devices", pa.string()),
+    ("gpu_ids", pa.string()),
+    ("node_id", pa.string()),
+    ("node_ip", pa.string()),
+    ("hostname", pa.string()),
 ])
 
 SERVER_METRIC_FIELDS = _schema([

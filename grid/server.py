@@ -261,7 +261,10 @@ class LaunchedServer:
         return ServerFacts(
             command=shlex.join(redact_argv(self.info["argv"])),
             env=json.dumps(recorded_env(self.info["env"], self.variant_env)),
-            cuda_visible_devices=self.info.get("cuda_visible_devices"), info=info)
+            cuda_visible_devices=self.info.get("cuda_visible_devices"),
+            gpu_ids=",".join(self.info.get("gpu_ids") or []) or None,
+            node_id=self.info.get("node_id"), node_ip=self.info.get("node_ip"),
+            hostname=self.info.get("host"), info=info)
 
     def stop(self) -> None:
         """Stop the process through its actor and end the actor. If the actor is already gone
@@ -270,6 +273,7 @@ class LaunchedServer:
             ray.get(self.actor.stop.remote(), timeout=120)
         except ray.exceptions.RayError:
             if self.info.get("host") == socket.gethostname():
-                _process.kill_recorded(int(self.info["pid"]), int(self.info["pgid"]))
+                _process.kill_recorded(int(self.info["pid"]), int(self.info["pgid"]),
+                                       self.info.get("create_time"))
         finally:
             ray.kill(self.actor)

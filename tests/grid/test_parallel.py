@@ -3,6 +3,7 @@ load generators with a real CPU reservation (load.client_cpus): real Ray, real s
 
 from __future__ import annotations
 
+import socket
 import sqlite3
 
 import pytest
@@ -41,6 +42,8 @@ def test_two_groups_run_at_the_same_time(tmp_path):
         assert group.concurrency.tolist() == [1, 4]
         assert group.finished_at.iloc[0] <= group.started_at.iloc[1]
     assert len(set(cells.cuda_visible_devices)) == 2  # each server on its own GPU
+    assert len(set(cells.gpu_ids)) == 2 and cells.node_id.notna().all()
+    assert (cells.hostname == socket.gethostname()).all() and cells.node_ip.notna().all()
 
 
 def test_groups_wait_for_gpus_another_group_holds(tmp_path):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import time
@@ -110,7 +111,8 @@ def test_recover_kills_a_server_left_by_a_killed_driver(tmp_path):
                                 start_new_session=True)
     try:
         record, _ = _recover(tmp_path, _cells())
-        record.server_started("key", leftover.pid, leftover.pid)
+        record.server_started("key", leftover.pid, leftover.pid, socket.gethostname(),
+                              psutil.Process(leftover.pid).create_time())
         record.close()
         record, lines = _recover(tmp_path, _cells())
         assert leftover.wait(timeout=10) is not None
@@ -134,6 +136,26 @@ def test_recover_leaves_an_unrelated_process_with_a_reused_pid(tmp_path):
         time.sleep(0.2)
         assert psutil.Process(other.pid).is_running() and other.poll() is None
         assert not any("killed" in line for line in lines)
+        record.close()
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_recover_leaves_a_process_whose_start_time_differs(tmp_path):
+    """A process that leads its own group under the recorded pid but started at another time
+    than recorded is not the server: it is left alone."""
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                             start_new_session=True)
+    try:
+        started = psutil.Process(other.pid).create_time()
+        record, _ = _recover(tmp_path, _cells())
+        record.server_started("key", other.pid, other.pid, socket.gethostname(), started - 60)
+        record.close()
+        record, lines = _recover(tmp_path, _cells())
+        time.sleep(0.2)
+        assert other.poll() is None and not any("killed" in line for line in lines)
+        assert record.ledger.unstopped_servers() == []
         record.close()
     finally:
         other.kill()

@@ -131,10 +131,14 @@ def _group_alive(pgid: int | None) -> bool:
         return False
 
 
-def kill_recorded(pid: int, pgid: int) -> bool:
+def kill_recorded(pid: int, pgid: int, create_time: float | None = None) -> bool:
     """Kill a server recorded by an earlier driver if it is still alive. Servers lead their own
-    process group (pid == pgid), so a reused pid of an unrelated process is left alone; group
-    members whose leader already died are killed through the group. True if anything was."""
+    process group (pid == pgid), so a reused pid of an unrelated process is left alone, and so
+    is a process whose start time differs from the recorded `create_time` (psutil's, seconds);
+    group members whose leader already died are killed through the group. True if anything
+    was."""
+    if create_time is not None and not same_process(pid, create_time):
+        return False
     try:
         if os.getpgid(pid) == pgid:
             kill_tree(pid, pgid, grace_s=5)
@@ -145,6 +149,20 @@ def kill_recorded(pid: int, pgid: int) -> bool:
         _signal_group(pgid, signal.SIGKILL)
         return True
     return False
+
+
+def create_time(pid: int) -> float | None:
+    """The process's start time as the OS reports it (None if it is gone)."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.NoSuchProcess:
+        return None
+
+
+def same_process(pid: int, recorded: float) -> bool:
+    """Whether `pid` is still the process that started at `recorded` (a gone process is not)."""
+    now = create_time(pid)
+    return now is not None and abs(now - recorded) < 0.05
 
 
 def log_tail(path: Path, lines: int = 40) -> str:

@@ -4,12 +4,20 @@ Ray sets CUDA_VISIBLE_DEVICES for an actor created with num_gpus=N; the process 
 (SGLang then runs with --base-gpu-id 0 among the visible devices). The process leads its own
 process group and dies with the actor's worker; stop() kills the whole tree and waits until
 its ports are free. Never restarted by Ray (max_restarts=0): a silently restarted server would
-corrupt a cell."""
+corrupt a cell.
+
+Files the command needs (SGLang's adaptive speculation config) arrive as content in the
+LaunchSpec; the actor writes them into a temporary folder of its own on the server's node and
+removes it when the server stops, so nothing depends on a shared file system."""
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
+import socket
+import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,13 +34,14 @@ class ServerStartError(RuntimeError):
     """The server exited or never became ready; the message carries the log tail."""
 
 
-@ray.remote(max_restarts=0, max_concurrency=4)
+@ray.remote(max_restarts=0, max_concurrency=4)  # type: ignore[call-overload]
 class ServerActor:
     def __init__(self, spec: LaunchSpec, log_path: str, host: str = "127.0.0.1") -> None:
         self.spec = spec
         self.log_path = Path(log_path)
         self.host = host
-        self.proc = None
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.files_dir: str | None = None
         self.ports: list[int] = []
         self.env: dict[str, str] = {}
         self.argv: list[str] = []
@@ -42,8 +51,9 @@ class ServerActor:
 
     def start(self, ports: list[int] | None = None) -> dict[str, Any]:
         """Start the process on `ports` (default: free ones chosen now), each checked free
-        right before launch; return what was started: pid, pgid, url, argv, env,
-        CUDA_VISIBLE_DEVICES."""
+        right before launch; return what was started: pid, pgid, host, create_time (the OS's
+        start time of the process), node_id, node_ip, url, argv, env, CUDA_VISIBLE_DEVICES,
+        gpu_ids."""
         wanted = 1 + len(self.spec.extra_port_flags)
         ports = list(ports or [_process.free_port(self.host) for _ in range(wanted)])
         if len(ports) != wanted:
@@ -51,7 +61,7 @@ class ServerActor:
         for port in ports:
             if not _process.port_is_free(port, self.host):
                 raise _process.PortBusyError(f"port {port} on {self.host} is already taken")
-        argv = list(self.spec.argv) + [self.spec.port_flag, str(ports[0])]
+        argv = self._materialize() + [self.spec.port_flag, str(ports[0])]
         for flag, port in zip(self.spec.extra_port_flags, ports[1:], strict=True):
             argv += [flag, str(port)]
         env = dict(os.environ)
@@ -63,6 +73,10 @@ class ServerActor:
         return {
             "pid": self.proc.pid,
             "pgid": os.getpgid(self.proc.pid),
+            "host": socket.gethostname(),
+            "create_time": _process.create_time(self.proc.pid),
+            "node_id": ray.get_runtime_context().get_node_id(),
+            "node_ip": ray.util.get_node_ip_address(),
             "url": f"http://{self.host}:{ports[0]}",
             "argv": argv,
             "env": env,
@@ -70,15 +84,27 @@ class ServerActor:
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
         }
 
+    def _materialize(self) -> list[str]:
+        """The command, with the spec's files written into a folder this actor owns."""
+        if not self.spec.files:
+            return list(self.spec.argv)
+        self.files_dir = tempfile.mkdtemp(prefix="specgrid-server-")
+        for name, content in self.spec.files.items():
+            Path(self.files_dir, name).write_text(content)
+        return self.spec.argv_in(self.files_dir)
+
     def poll_ready(self, wait_s: float = 2.0) -> dict[str, Any]:
         """Check readiness for up to `wait_s`: {'ready', 'phase', 'exit_code'}. Raises
         ServerStartError with the log tail if the process has exited."""
         deadline = time.monotonic() + wait_s
         headers = {"Authorization": f"Bearer {self.spec.api_key}"} if self.spec.api_key else {}
         url = f"http://{self.host}:{self.ports[0]}{self.spec.health_path}"
+        proc = self.proc
+        if proc is None:
+            raise ServerStartError("poll_ready before start")
         with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0), headers=headers) as client:
             while True:
-                code = self.proc.poll()
+                code = proc.poll()
                 if code is not None:
                     raise ServerStartError(
                         f"server exited with code {code} before it was ready; log tail:\n"
@@ -124,6 +150,9 @@ class ServerActor:
             ports_free = _process.wait_ports_free(self.ports, timeout_s=30, host=self.host)
             self.proc = None
             self.phase = "stopped"
+            if self.files_dir is not None:
+                shutil.rmtree(self.files_dir, ignore_errors=True)
+                self.files_dir = None
         return {"stopped": True, "exit_code": code, "ports_free": ports_free}
 
     # --- the server's own endpoints, reached from its node ---------------------------------

@@ -1,10 +1,18 @@
 """What it takes to start one server process: the engine-neutral contract between engines/ and
 the ServerActor. An engine module builds a LaunchSpec from plain values; the actor adds the
-ports it chose, starts the process on the GPUs Ray gave it, and waits for readiness."""
+ports it chose, starts the process on the GPUs Ray gave it, and waits for readiness.
+
+Files a server reads (SGLang's adaptive speculation config) travel as content in `files`; the
+command names them under the `FILES_DIR` placeholder, which the actor replaces with a folder it
+owns on the server's node. Building a LaunchSpec therefore writes nothing, and no shared file
+system is needed."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+FILES_DIR = "{files}"
+"""Placeholder in `LaunchSpec.argv` for the folder that holds the spec's `files` on the node."""
 
 
 @dataclass(frozen=True)
@@ -39,3 +47,9 @@ class LaunchSpec:
     """Start-up phases recognised in the log, for progress lines."""
     api_key: str | None = None
     """Bearer token the server expects (sent with health checks); never logged."""
+    files: dict[str, str] = field(default_factory=dict)
+    """File name -> content, written into the `FILES_DIR` folder before the process starts."""
+
+    def argv_in(self, files_dir: str) -> list[str]:
+        """The command with `FILES_DIR` replaced by `files_dir` (where `files` were written)."""
+        return [arg.replace(FILES_DIR, files_dir) for arg in self.argv]

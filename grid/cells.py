@@ -2,9 +2,10 @@
 
 Pure: no Hydra, no Ray, no files. `expand_axes` makes the axis combinations; the caller
 composes one resolved config per combination (`axis_overrides` gives the Hydra overrides) and
-`make_cell` turns it into a Cell. A cell id is a hash of what the cell measures (engine, model,
-variant, workload, load) — never paths, timeouts or timestamps — so the same cell has the same
-id in every run and a changed cell gets a new one."""
+`make_cell` turns it into a Cell. A cell id is a hash of what the cell measures (engine and its
+detected version, model and draft paths and revisions, variant, the prompts' content, load) —
+never timeouts, interpreter paths or timestamps — so the same cell has the same id in every run
+and a changed cell gets a new one."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate", "repeat":
 # Fields that change how a run is operated, not what a cell measures.
 _NOT_IDENTITY = {
     "engine": ("python", "validate_python", "ready_timeout_s", "stop_timeout_s", "api_key"),
-    "load": ("request_timeout_s",),
+    "load": ("request_timeout_s", "client_cpus"),
 }
 # Shorter labels for variant factors that appear in variant names.
 _FACTOR_ABBREV = {"speculative_disable_above_batch": "off_above"}
@@ -103,10 +104,10 @@ def _hydra_value(value: Any) -> str:
 
 def requests_for_cell(load: Mapping[str, Any]) -> int:
     """Measured requests of a cell: num_requests if set, else requests_per_stream per stream
-    (concurrency, or arrivals per second for an open-loop cell), at least min_requests."""
+    (arrivals per second for an open-loop cell, else concurrency), at least min_requests."""
     if load.get("num_requests") is not None:
         return int(load["num_requests"])
-    streams = load.get("concurrency") or load.get("rate") or 1
+    streams = load["rate"] if load.get("rate") is not None else load.get("concurrency") or 1
     return max(int(load["min_requests"]), math.ceil(load["requests_per_stream"] * streams))
 
 
@@ -136,17 +137,43 @@ class Cell:
     """Variant label (name plus the variant factors of this cell)."""
     workload: str
     concurrency: int | None
+    """Closed loop: requests in flight (None for an open-loop rate cell)."""
     rate: float | None
+    """Open loop: mean arrivals per second (None for a closed-loop cell)."""
     num_requests: int
     tp_size: int
     factors: dict[str, Any]
     """The axis values that define this cell (axis -> value)."""
     config: dict[str, Any] = field(repr=False)
     """The resolved config (plain containers)."""
+    prompts_digest: str = ""
+    """sha256 of the prompts' content (part of the identity)."""
+    engine_version: str | None = None
+    """The engine's detected version (part of the identity; see grid.specs.engine_version)."""
+    max_in_flight: int | None = None
+    """Open loop: cap on requests in flight (None = unbounded)."""
+
+    def with_engine_version(self, version: str | None) -> Cell:
+        """The same cell measured on engine `version`: a new id and server key."""
+        return make_cell(self.factors, self.config, self.prompts_digest, version)
+
+    def describe(self) -> str:
+        """`eagle3 c=4 coding`, `baseline rate=5/s coding` (with `<=N in flight` if capped)."""
+        if self.rate is None:
+            load = f"c={self.concurrency}"
+        else:
+            load = f"rate={self.rate:g}/s"
+            if self.max_in_flight is not None:
+                load += f" <={self.max_in_flight} in flight"
+        return f"{self.variant} {load} {self.workload}"
 
 
-def identity(config: Mapping[str, Any], prompts_digest: str) -> dict[str, Any]:
-    """What a cell measures. The prompt file's path is replaced by a digest of its content."""
+def identity(config: Mapping[str, Any], prompts_digest: str,
+             engine_version: str | None = None) -> dict[str, Any]:
+    """What a cell measures. The prompt file's path is replaced by a digest of its content;
+    the engine carries its detected version; load settings the cell's loop does not use
+    (concurrency for an open-loop cell; the arrival law and in-flight cap for a closed one)
+    are left out."""
     ident: dict[str, Any] = {}
     for part in ("engine", "model", "variant", "workload", "load"):
         node = dict(config[part])
@@ -154,6 +181,11 @@ def identity(config: Mapping[str, Any], prompts_digest: str) -> dict[str, Any]:
             node.pop(drop, None)
         ident[part] = node
     ident["workload"]["prompts"] = prompts_digest
+    ident["engine"]["version"] = engine_version
+    unused = (("concurrency",) if config["load"].get("rate") is not None
+              else ("max_in_flight", "arrival", "burstiness"))
+    for key in unused:
+        ident["load"].pop(key, None)
     return ident
 
 
@@ -162,12 +194,13 @@ def engine_identity(engine: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in engine.items() if k not in _NOT_IDENTITY["engine"]}
 
 
-def server_identity(config: Mapping[str, Any]) -> dict[str, Any]:
+def server_identity(config: Mapping[str, Any], engine_version: str | None = None
+                    ) -> dict[str, Any]:
     """Everything that needs a distinct server process (not the variant's label)."""
     variant = {k: v for k, v in config["variant"].items() if k != "name"}
     variant["tp_size"] = resolved_tp_size(config)
-    return {"engine": engine_identity(config["engine"]), "model": dict(config["model"]),
-            "variant": variant}
+    engine = {**engine_identity(config["engine"]), "version": engine_version}
+    return {"engine": engine, "model": dict(config["model"]), "variant": variant}
 
 
 def resolved_tp_size(config: Mapping[str, Any]) -> int:
@@ -175,19 +208,24 @@ def resolved_tp_size(config: Mapping[str, Any]) -> int:
     return int(tp if tp is not None else config["model"]["tp_size"])
 
 
-def make_cell(combo: Mapping[str, Any], config: Mapping[str, Any], prompts_digest: str) -> Cell:
+def make_cell(combo: Mapping[str, Any], config: Mapping[str, Any], prompts_digest: str,
+              engine_version: str | None = None) -> Cell:
     load = config["load"]
+    open_loop = load.get("rate") is not None
     return Cell(
-        cell_id=stable_hash(identity(config, prompts_digest)),
-        server_key=stable_hash(server_identity(config)),
+        cell_id=stable_hash(identity(config, prompts_digest, engine_version)),
+        server_key=stable_hash(server_identity(config, engine_version)),
         variant=variant_label(config["variant"]["name"], combo),
         workload=str(config["workload"]["name"]),
-        concurrency=load.get("concurrency"),
+        concurrency=None if open_loop else load.get("concurrency"),
         rate=load.get("rate"),
         num_requests=requests_for_cell(load),
         tp_size=resolved_tp_size(config),
         factors=dict(combo),
         config=dict(config),
+        prompts_digest=prompts_digest,
+        engine_version=engine_version,
+        max_in_flight=load.get("max_in_flight") if open_loop else None,
     )
 
 

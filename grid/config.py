@@ -71,6 +71,10 @@ class ModelConfig:
     """--model-path (a hub id or a local folder on the node)."""
     draft_model_path: str | None = None
     """EAGLE-3 draft model, passed only to speculative variants."""
+    revision: str | None = None
+    """--revision: the model's hub revision (branch, tag or commit); part of a cell's identity."""
+    draft_revision: str | None = None
+    """--speculative-draft-model-revision for the draft model; part of a cell's identity."""
     served_model_name: str | None = None
     """--served-model-name; also the `model` field of OpenAI requests."""
     tp_size: int = 1
@@ -133,9 +137,11 @@ class WorkloadConfig:
 @dataclass
 class LoadConfig:
     concurrency: int | None = 1
-    """Closed loop: requests in flight. With a rate it caps in-flight requests."""
+    """Closed loop: requests in flight (ignored by open-loop rate cells: see max_in_flight)."""
     rate: float | None = None
     """Open loop: mean arrivals per second on a precomputed schedule (None = closed loop)."""
+    max_in_flight: int | None = None
+    """Open loop: at most this many requests in flight (None = unbounded)."""
     arrival: str = "poisson"
     """Open-loop arrival process (Arrival)."""
     burstiness: float = 1.0
@@ -155,6 +161,8 @@ class LoadConfig:
     """A request taking longer is an error row (catches hung servers)."""
     clients: int = 1
     """LoadGenActors sharing one cell's load."""
+    client_cpus: float = 1.0
+    """CPUs each LoadGenActor reserves on its server's node (its event loop needs a core)."""
     seed: int = 0
     """Seeds prompt order and arrival schedules."""
     repeat: int = 0
@@ -172,6 +180,9 @@ class GridAxes:
     """Extra cells: mappings axis -> value, added after the product."""
     exclude: list[Any] = field(default_factory=list)
     """Rules axis -> value or list of values; a cell matching every key of a rule is dropped."""
+    max_parallel_servers: int = 1
+    """Server groups run at the same time (each on its own GPUs); 1 keeps measurements
+    undisturbed by other servers on the node."""
 
 
 @dataclass
@@ -184,6 +195,8 @@ class RunConfig:
     """On resume, run failed cells again."""
     max_error_rate: float = 0.1
     """A cell whose request error ratio exceeds this fails."""
+    max_server_starts: int = 2
+    """Consecutive failed starts of a group's server after which its remaining cells fail."""
     metrics_interval_s: float | None = 1.0
     """Sample the server's /metrics this often during a cell into server_metrics/ (None = off)."""
     telemetry_interval_s: float | None = 1.0

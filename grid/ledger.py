@@ -2,7 +2,11 @@
 is pending, running, done, failed or interrupted, with attempts, timings, the error and the
 server log tail; and which server processes the run started, so a later start can find and
 kill the ones a killed driver left behind. The name starts with `_`, so Parquet dataset
-discovery never reads it."""
+discovery never reads it.
+
+The committed Parquet files are the truth about done and failed cells (grid/results.py); the
+ledger follows them and is reconciled with them on every start (grid/record.py, the one
+writer of both)."""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ CREATE TABLE IF NOT EXISTS cells (
     rate REAL,
     server_key TEXT NOT NULL,
     factors TEXT NOT NULL,
+    engine_version TEXT,
     status TEXT NOT NULL,
     attempts INTEGER NOT NULL DEFAULT 0,
     started_at REAL,
@@ -42,6 +47,8 @@ CREATE TABLE IF NOT EXISTS servers (
     server_key TEXT NOT NULL,
     pid INTEGER NOT NULL,
     pgid INTEGER NOT NULL,
+    host TEXT,
+    create_time REAL,
     started_at REAL NOT NULL,
     stopped_at REAL
 );
@@ -69,9 +76,10 @@ class Ledger:
         with self.db:
             self.db.executemany(
                 "INSERT OR IGNORE INTO cells (cell_id, variant, workload, concurrency, rate,"
-                " server_key, factors, status) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending')",
+                " server_key, factors, engine_version, status)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
                 [(c.cell_id, c.variant, c.workload, c.concurrency, c.rate, c.server_key,
-                  json.dumps(c.factors, default=str)) for c in cells],
+                  json.dumps(c.factors, default=str), c.engine_version) for c in cells],
             )
 
     def status(self, cell_id: str) -> str:
@@ -97,6 +105,15 @@ class Ledger:
                 "UPDATE cells SET status=?, finished_at=?, error=?, log_tail=? WHERE cell_id=?",
                 (status, time.time(), error, log_tail, cell_id),
             )
+
+    def follow_files(self, cell_id: str, status: str, attempts: int, error: str | None) -> None:
+        """Set a cell's status from its committed files (reconciliation): `attempts` is at
+        least the highest attempt number found on disk."""
+        assert status in STATUSES, status
+        with self.db:
+            self.db.execute(
+                "UPDATE cells SET status=?, attempts=MAX(attempts, ?), error=? WHERE cell_id=?",
+                (status, attempts, error, cell_id))
 
     def mark_running_interrupted(self, reason: str) -> int:
         """Cells a previous driver left `running` become `interrupted`; returns how many."""
@@ -125,21 +142,26 @@ class Ledger:
         return rows
 
     # --- servers -----------------------------------------------------------------------------
-    def server_started(self, server_key: str, pid: int, pgid: int) -> int:
+    def server_started(self, server_key: str, pid: int, pgid: int, host: str | None = None,
+                       create_time: float | None = None) -> int:
+        """Record a server process: its pid and group, the host it runs on and its start time
+        as the OS reports it (so a later cleanup never kills a process that reused the pid)."""
         with self.db:
             cur = self.db.execute(
-                "INSERT INTO servers (server_key, pid, pgid, started_at) VALUES (?, ?, ?, ?)",
-                (server_key, pid, pgid, time.time()))
-        return int(cur.lastrowid)
+                "INSERT INTO servers (server_key, pid, pgid, host, create_time, started_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (server_key, pid, pgid, host, create_time, time.time()))
+        assert cur.lastrowid is not None
+        return cur.lastrowid
 
     def server_stopped(self, server_id: int) -> None:
         with self.db:
             self.db.execute("UPDATE servers SET stopped_at=? WHERE id=?", (time.time(), server_id))
 
-    def unstopped_servers(self) -> list[tuple[int, int, int]]:
-        """(id, pid, pgid) of servers never recorded as stopped."""
+    def unstopped_servers(self) -> list[tuple[int, int, int, str | None, float | None]]:
+        """(id, pid, pgid, host, create_time) of servers never recorded as stopped."""
         return list(self.db.execute(
-            "SELECT id, pid, pgid FROM servers WHERE stopped_at IS NULL"))
+            "SELECT id, pid, pgid, host, create_time FROM servers WHERE stopped_at IS NULL"))
 
 
 class DriverLock:

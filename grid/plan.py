@@ -1,6 +1,7 @@
 """The plan of a run, decided before anything expensive starts: the cells (one validated config
-each, composed by Hydra), the server groups with their launch commands, the GPUs each needs,
-checks that fail with one clear line, and a rough duration estimate."""
+each, composed by Hydra, identified with the engine version detected here), the server groups
+with their launch commands, every cell's load specs, the GPUs each needs, checks that fail with
+one clear line, and a rough duration estimate. Planning writes nothing to disk."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import dataclasses
 import datetime as dt
 import functools
 import math
+import os
 import shlex
 import shutil
 import subprocess
@@ -19,7 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from actors.loadgen.spec import Prompt
+from actors.loadgen.spec import LoadSpec, Prompt
 from engines.launch import LaunchSpec
 from engines.sglang.command import concurrency_warnings, threshold_warnings
 from engines.sglang.validate import ValidationUnavailable, check_batch, sglang_available
@@ -38,7 +40,7 @@ from grid.cells import (
 )
 from grid.commandline import CommandLine, merge_axes
 from grid.config import ConfigError, check_choices
-from grid.servers import launch_spec, sglang_equivalent
+from grid.specs import engine_version, external_url, launch_spec, load_specs, sglang_equivalent
 from grid.workloads import (
     AlignmentCache,
     WorkloadPlan,
@@ -53,6 +55,8 @@ from grid.workloads import (
 
 LOGICAL_GPUS = 8
 """GPUs a local Ray cluster advertises when the engine needs none (the simulator): one node."""
+SERVER_CPU = 0.01
+"""The CPU a ServerActor reserves (placement needs a resource in every bundle)."""
 
 
 @dataclass
@@ -68,8 +72,12 @@ class Plan:
     warnings: list[str]
     validation: str
     """What checked the server flags (or that nothing could)."""
-    created_run_dir: bool
-    """Planning created the run folder (for adaptive configs); a dry run removes it again."""
+    loads: dict[str, tuple[LoadSpec, ...]]
+    """Cell id -> one validated LoadSpec per client (URL filled in when the server runs)."""
+    max_server_starts: int = 2
+    """Consecutive failed starts of a server after which its group's remaining cells fail."""
+    max_parallel_servers: int = 1
+    """Server groups that run at the same time."""
     workloads: WorkloadPlan | None = None
     """Prompt sets and each speculative cell's alignment with its drafter (grid/workloads.py)."""
 
@@ -206,30 +214,42 @@ def cluster_gpus(cfg: DictConfig) -> int | None:
 
 def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
                results_dir: Path) -> Plan:
-    """Everything decided before anything starts. A threshold's adaptive config is written
-    into the run folder here; if planning fails, a run folder it created is removed again."""
+    """Everything decided before anything starts; writes nothing. ConfigError (one line) for
+    anything that cannot run."""
     if not cells:
         raise ConfigError("the grid has no cells (every combination was excluded)")
+    if cfg.run.max_server_starts < 1:
+        raise ConfigError(f"run.max_server_starts must be >= 1, got {cfg.run.max_server_starts}")
+    if cfg.grid.max_parallel_servers < 1:
+        raise ConfigError("grid.max_parallel_servers must be >= 1, got "
+                          f"{cfg.grid.max_parallel_servers}")
+    if not cfg.load.client_cpus > 0:
+        raise ConfigError(f"load.client_cpus must be > 0, got {cfg.load.client_cpus}")
     run_id = resolve_run_id(cfg)
     run_dir = results_dir / run_id
+    version, validator = _sglang_version(cfg)
+    # The detected engine version is part of every cell's identity (and server key); the
+    # workloads' per-cell alignment follows the cells to their final ids.
+    versioned = [c.with_engine_version(engine_version(c.config, version)) for c in cells]
+    workloads.alignments = {new.cell_id: workloads.alignments[old.cell_id]
+                            for old, new in zip(cells, versioned, strict=True)
+                            if old.cell_id in workloads.alignments}
+    cells = dedupe(versioned)
     groups = group_by_server(cells)
     gpus = cluster_gpus(cfg)
     if cfg.plan and gpus == 0:
         gpus = None  # planning for a GPU node from a machine without GPUs
+    prompts = workloads.prompts
+    loads = {c.cell_id: load_specs(c, prompts[c.workload]) for c in cells}
     check_gpus(groups, gpus)
+    check_cpus(groups, cluster_cpus(cfg))
     check_engine(cfg, groups)
-    created = not run_dir.exists()
-    try:
-        version, validator = _sglang_version(cfg)
-        launches = {g.server_key: launch_spec(g.config, run_dir, version) for g in groups}
-        validation = validate_flags(groups, run_dir, version, validator)
-    except Exception:
-        if created:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
+    launches = {g.server_key: launch_spec(g.config, version) for g in groups}
+    validation = validate_flags(groups, version, validator)
     warnings = plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
-    return Plan(run_id, run_dir, cells, groups, launches, workloads.prompts, gpus, warnings,
-                validation, created and run_dir.exists(), workloads)
+    return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
+                loads, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
+                workloads)
 
 
 def _sglang_version(cfg: DictConfig) -> tuple[str | None, str | None]:
@@ -252,7 +272,7 @@ def _importable_sglang(python: str) -> str | None:
     return sglang_available(python)
 
 
-def validate_flags(groups: Sequence[ServerGroup], run_dir: Path, version: str | None,
+def validate_flags(groups: Sequence[ServerGroup], version: str | None,
                    validator: str | None) -> str:
     """Check every server command with SGLang's own parser (one subprocess for all); a
     rejected flag is a ConfigError naming the variant and the flag."""
@@ -262,7 +282,7 @@ def validate_flags(groups: Sequence[ServerGroup], run_dir: Path, version: str | 
     if validator is None:
         return ("note: server flags were NOT validated (SGLang is not importable; set "
                 "engine.validate_python to a Python with SGLang)")
-    argvs = {g.variant: sglang_equivalent(g.config, run_dir, version).argv for g in groups}
+    argvs = {g.variant: sglang_equivalent(g.config, version).argv for g in groups}
     try:
         found, _, problems = check_batch(argvs, validator)
     except ValidationUnavailable as e:
@@ -283,10 +303,37 @@ def check_gpus(groups: Sequence[ServerGroup], gpus: int | None) -> None:
                 f"variant {group.variant} needs {group.tp_size} GPUs but the cluster has {gpus}")
 
 
+def cluster_cpus(cfg: DictConfig) -> float | None:
+    """CPUs of the local cluster the run will start (Ray's default: this machine's); None when
+    joining an existing cluster."""
+    if cfg.cluster.address:
+        return None
+    return float(cfg.cluster.num_cpus or os.cpu_count() or 1)
+
+
+def check_cpus(groups: Sequence[ServerGroup], cpus: float | None) -> None:
+    """Each group's load generators (and its server's sliver) must fit on one node."""
+    if cpus is None:
+        return
+    for group in groups:
+        load = group.config["load"]
+        need = int(load["clients"]) * float(load["client_cpus"])
+        if group.config["engine"]["name"] != "external":
+            need += SERVER_CPU
+        if need > cpus:
+            raise ConfigError(
+                f"variant {group.variant}: load.clients={load['clients']} x load.client_cpus="
+                f"{load['client_cpus']:g} (+ the server's {SERVER_CPU:g}) need {need:g} CPUs on "
+                f"one node but the local cluster has {cpus:g} (lower load.client_cpus or raise "
+                "cluster.num_cpus)")
+
+
 def check_engine(cfg: DictConfig, groups: Sequence[ServerGroup]) -> None:
+    """The engine against what the grid asks of it: an external engine needs a usable URL and
+    serves one configuration; a launched one takes no URL."""
+    for group in groups:
+        external_url(group.config["engine"])
     if cfg.engine.name == "external":
-        if not cfg.engine.url:
-            raise ConfigError("engine=external needs engine.url=http://host:port")
         if len(groups) > 1:
             raise ConfigError(
                 f"this sweep needs {len(groups)} distinct server configurations "
@@ -388,12 +435,15 @@ def estimate_cell_seconds(cell: Cell) -> float:
 
 
 def estimate_seconds(plan: Plan) -> float:
-    """The run's wall time: Ray start, each server group's start, each cell."""
-    total = RUN_OVERHEAD_S
+    """The run's wall time: Ray start, each server group's start, each cell. With
+    max_parallel_servers > 1, groups are laid out in order on that many slots, each taking the
+    next free one (as the controller does)."""
+    slots = [0.0] * max(1, plan.max_parallel_servers)
     for group in plan.groups:
-        total += SERVER_START_S.get(group.config["engine"]["name"], SGLANG_START_S)
-        total += sum(estimate_cell_seconds(cell) for cell in group.cells)
-    return total
+        seconds = SERVER_START_S.get(group.config["engine"]["name"], SGLANG_START_S)
+        seconds += sum(estimate_cell_seconds(cell) for cell in group.cells)
+        slots[slots.index(min(slots))] += seconds
+    return RUN_OVERHEAD_S + max(slots)
 
 
 def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
@@ -409,18 +459,23 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
             lines.append(f"server {n}: {group.variant} at {group.config['engine']['url']} "
                          "(external: not launched, no GPUs reserved)")
         else:
-            # Groups run one after another, each on GPUs 0..tp-1 of its node.
+            # One at a time, each server gets GPUs 0..tp-1 of its node; in parallel, Ray
+            # assigns each its own.
             gpus = ",".join(str(gpu + i) for i in range(group.tp_size))
+            where = (f"CUDA_VISIBLE_DEVICES={gpus} as assigned by Ray"
+                     if plan.max_parallel_servers == 1 else "its own GPUs, assigned by Ray")
             lines.append(f"server {n}: {group.variant} [{engine}] on {group.tp_size} GPU(s) "
-                         f"(CUDA_VISIBLE_DEVICES={gpus} as assigned by Ray)")
+                         f"({where})")
             lines.append(f"  command: {shlex.join(spec.argv)} {spec.port_flag} <free port>"
                          + "".join(f" {f} <free port>" for f in spec.extra_port_flags))
+            for name, content in sorted(spec.files.items()):
+                lines.append(f"  file {name} (written beside the server): {content.strip()}")
             if spec.env:
                 lines.append("  env: " + " ".join(f"{k}={v}" for k, v in sorted(spec.env.items())))
+        if group.cells[0].engine_version:
+            lines.append(f"  engine: {group.cells[0].engine_version}")
         for cell in group.cells:
-            load = f"concurrency={cell.concurrency}" if cell.rate is None else \
-                f"rate={cell.rate}/s concurrency<={cell.concurrency}"
-            lines.append(f"  cell {cell.cell_id}: {cell.workload} {load} "
+            lines.append(f"  cell {cell.cell_id}: {cell.describe()} "
                          f"requests={cell.num_requests}")
     lines.append("")
     if plan.workloads is not None:  # alignment of each workload x speculative variant
@@ -429,6 +484,8 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
         lines.append(f"warning: {warning}")
     lines.append(plan.validation)
     minutes = estimate_seconds(plan) / 60
-    lines.append(f"estimate: ~{minutes:.1f} min (rough; servers run one after another)")
+    how = ("servers run one after another" if plan.max_parallel_servers == 1 else
+           f"up to {plan.max_parallel_servers} servers at a time")
+    lines.append(f"estimate: ~{minutes:.1f} min (rough; {how})")
     return "\n".join(lines)
 

@@ -11,7 +11,6 @@ Running the same command again resumes: done cells are skipped; so does
 from __future__ import annotations
 
 import argparse
-import shutil
 import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -26,7 +25,6 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
-from actors._process import kill_recorded
 from grid.analysis import Slo
 from grid.cells import Cell, group_by_server
 from grid.cli import CONFIG_NAME, display, parse_args, search_path_override, wants_display
@@ -38,7 +36,7 @@ from grid.commandline import (
     recorded_overrides,
 )
 from grid.config import ConfigError, register_configs
-from grid.ledger import DriverLock, Ledger, RunLockedError
+from grid.ledger import DriverLock, RunLockedError
 from grid.plan import (
     Plan,
     build_plan,
@@ -48,10 +46,10 @@ from grid.plan import (
     format_plan,
 )
 from grid.progress import Progress
+from grid.record import RunRecord
 from grid.report import write_report
 from grid.results import ResultsWriteError
 from grid.runrecord import read_run_record, resume_command, write_run_record
-from grid.workloads import WorkloadPlan
 
 CONF_DIR = Path(__file__).resolve().parent / "conf"
 EXIT_FAILED_CELLS = 3
@@ -112,8 +110,6 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
         return RunOutcome(EXIT_BAD_INPUT)
     if plan.cfg.plan:
         echo(format_plan(plan.plan))
-        if plan.plan.created_run_dir:
-            shutil.rmtree(plan.plan.run_dir, ignore_errors=True)
         return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in plan.plan.cells])
     try:
         return execute(plan, echo)
@@ -180,21 +176,20 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
         raise ConfigError(f"results folder {plan.run_dir} is not writable: "
                           f"{e.strerror or e}") from None
     with DriverLock(plan.run_dir):
-        ledger = Ledger(plan.run_dir)
+        record = RunRecord(plan.run_dir, plan.run_id)
         try:
             write_run_record(plan.run_dir, recorded_overrides(planned.overrides))
-            _recover(ledger, echo)
-            ledger.add_cells(plan.cells)
-            todo = _cells_to_run(ledger, plan.cells, cfg.run.retry_failed, echo)
+            _recover(record, plan.cells, echo)
+            todo = _cells_to_run(record, plan.cells, cfg.run.retry_failed, echo)
             for warning in plan.warnings:
                 echo(f"warning: {warning}")
-            if todo:
-                code = _run_cells(cfg, plan, ledger, todo, echo)
-            else:
-                code = 0
-            counts = ledger.counts(c.cell_id for c in plan.cells)
+            code = _run_cells(cfg, plan, record, todo, echo) if todo else 0
+            counts = record.counts(c.cell_id for c in plan.cells)
         finally:
-            ledger.close()
+            # No cell stays `running` once the driver leaves, whatever the path (SIGKILL
+            # aside: the next start recovers those).
+            record.interrupt_running("driver stopped while the cell ran")
+            record.close()
     echo("")
     _report(cfg, plan, echo)  # the report at the end of every run
     resume = resume_command(plan.run_dir)
@@ -223,20 +218,15 @@ def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None]) -> None:
     echo(f"decision: {report.decision}")
 
 
-def _recover(ledger: Ledger, echo: Callable[[str], None]) -> None:
-    """A previous driver that was killed may have left servers running and cells `running`."""
-    for server_id, pid, pgid in ledger.unstopped_servers():
-        if kill_recorded(pid, pgid):
-            echo(f"killed server pid {pid} left behind by an earlier driver")
-        ledger.server_stopped(server_id)
-    stale = ledger.mark_running_interrupted("driver stopped while the cell ran")
-    if stale:
-        echo(f"{stale} cell(s) were running when an earlier driver stopped: marked interrupted")
+def _recover(record: RunRecord, cells: Sequence[Cell], echo: Callable[[str], None]) -> None:
+    """A previous driver that was killed may have left servers running, cells `running` and
+    a commit half done; the ledger and the committed files are reconciled both ways."""
+    record.recover(cells, echo)
 
 
-def _cells_to_run(ledger: Ledger, cells: Sequence[Cell], retry_failed: bool,
+def _cells_to_run(record: RunRecord, cells: Sequence[Cell], retry_failed: bool,
                   echo: Callable[[str], None]) -> list[Cell]:
-    statuses = {c.cell_id: ledger.status(c.cell_id) for c in cells}
+    statuses = {c.cell_id: record.status(c.cell_id) for c in cells}
     counts: dict[str, int] = {}
     for status in statuses.values():
         counts[status] = counts.get(status, 0) + 1
@@ -252,11 +242,11 @@ def _cells_to_run(ledger: Ledger, cells: Sequence[Cell], retry_failed: bool,
     return todo
 
 
-def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
+def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
                echo: Callable[[str], None]) -> int:
     # Imported here: planning and bad-input checks must not pay for importing Ray.
     from grid.cluster import connect
-    from grid.scheduler import Interrupted, RunContext, run_groups
+    from grid.controller import Controller, Interrupted
 
     def on_sigterm(signum: int, frame: object) -> None:
         raise Interrupted(f"signal {signum}")
@@ -266,26 +256,22 @@ def _run_cells(cfg: DictConfig, plan: Plan, ledger: Ledger, todo: list[Cell],
         connect(cfg, plan)
         # After ray.init: Ray installs a SIGTERM handler of its own that would just exit.
         signal.signal(signal.SIGTERM, on_sigterm)
-        # hook: live progress (plain lines when stdout is not a terminal or echo is captured)
+        # Live progress; plain lines when stdout is not a terminal or echo is captured.
         live = echo is print and sys.stdout.isatty()
         estimates = [estimate_cell_seconds(c) for g in group_by_server(todo) for c in g.cells]
         with Progress(len(todo), estimates, live=live,
                       echo=None if live else echo) as progress:
-            ctx = RunContext(run_id=plan.run_id, run_dir=plan.run_dir, ledger=ledger,
-                             prompts=plan.prompts, launches=plan.launches,
-                             max_error_rate=float(cfg.run.max_error_rate),
-                             metrics_interval_s=cfg.run.metrics_interval_s,
-                             total_cells=len(todo), echo=progress.echo, progress=progress,
-                             telemetry_interval_s=cfg.run.telemetry_interval_s,
-                             workloads=plan.workloads or WorkloadPlan())
-            run_groups(ctx, todo)
+            Controller(plan, record, max_error_rate=float(cfg.run.max_error_rate),
+                       metrics_interval_s=cfg.run.metrics_interval_s, echo=progress.echo,
+                       progress=progress,
+                       telemetry_interval_s=cfg.run.telemetry_interval_s).run(todo)
         return 0
     except (Interrupted, KeyboardInterrupt):
-        ledger.mark_running_interrupted("driver interrupted")
+        record.interrupt_running("driver interrupted")
         return EXIT_INTERRUPTED
     except ResultsWriteError as e:
         # Nothing of the cell was committed; it runs again on resume.
-        ledger.mark_running_interrupted(f"results could not be written: {e}")
+        record.interrupt_running(f"results could not be written: {e}")
         raise
     finally:
         signal.signal(signal.SIGTERM, previous)

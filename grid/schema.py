@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-PARTITION_SCHEMA = pa.schema([("variant", pa.string()), ("workload", pa.string())])
 
-REQUEST_FIELDS = pa.schema([
+def _schema(fields: list[tuple[str, pa.DataType]]) -> pa.Schema:
+    return pa.schema(fields)
+
+
+PARTITION_SCHEMA = _schema([("variant", pa.string()), ("workload", pa.string())])
+
+REQUEST_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("engine", pa.string()),
@@ -39,7 +44,7 @@ REQUEST_FIELDS = pa.schema([
     ("nearest_train_similarity", pa.float64()),
 ])
 
-CELL_FIELDS = pa.schema([
+CELL_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("server_key", pa.string()),
@@ -51,6 +56,7 @@ CELL_FIELDS = pa.schema([
     ("model", pa.string()),
     ("concurrency", pa.int64()),
     ("rate", pa.float64()),
+    ("max_in_flight", pa.int64()),
     ("num_requests", pa.int64()),
     ("factors", pa.string()),
     ("requests_ok", pa.int64()),
@@ -78,9 +84,13 @@ CELL_FIELDS = pa.schema([
     ("alignment", pa.float64()),
     ("alignment_ok", pa.bool_()),
     ("alignment_reference", pa.string()),
+    ("gpu_ids", pa.string()),
+    ("node_id", pa.string()),
+    ("node_ip", pa.string()),
+    ("hostname", pa.string()),
 ])
 
-SERVER_METRIC_FIELDS = pa.schema([
+SERVER_METRIC_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("attempt", pa.int64()),
@@ -92,7 +102,7 @@ SERVER_METRIC_FIELDS = pa.schema([
 """Long format: one row per Prometheus sample per scrape (the first scrape is just before the
 load, the last just after; counters' deltas between them belong to the cell)."""
 
-TELEMETRY_FIELDS = pa.schema([
+TELEMETRY_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("attempt", pa.int64()),

@@ -18,6 +18,7 @@ def format_status(run_dir: Path) -> str:
     finally:
         ledger.close()
     lines = [f"run {run_dir.name}: {len(rows)} cells"]
+    several_versions = len({r["engine_version"] for r in rows}) > 1
     for status in STATUSES:
         members = [r for r in rows if r["status"] == status]
         if not members:
@@ -26,6 +27,8 @@ def format_status(run_dir: Path) -> str:
         for r in members:
             load = f"c={r['concurrency']}" if r["rate"] is None else f"rate={r['rate']}/s"
             line = f"  {r['cell_id']}  {r['variant']} {r['workload']} {load}"
+            if several_versions:
+                line += f"  [{r['engine_version'] or 'unknown'}]"
             if r["attempts"] > 1:
                 line += f"  attempts={r['attempts']}"
             if r["error"]:

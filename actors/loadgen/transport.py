@@ -479,6 +479,7 @@ class StampingTransport(httpx.AsyncBaseTransport):
                 self._all.discard(conn)
                 raise
             break
+        assert conn is not None  # the loop above either got a response head or raised
         stream = StampedStream(conn, self, read_timeout, t_sent)
         return httpx.Response(
             status_code=conn.status,

@@ -1,11 +1,12 @@
 """Command lines for an SGLang server (or the simulator standing in for one), as LaunchSpecs.
 
-Pure except that a `speculative_disable_above_batch` threshold writes its adaptive config
-JSON (content-addressed, see `engines.sglang.adaptive`) under `run_dir/adaptive/`; that path
-must be readable by the server process (same node, or a shared file system).
+Pure: a `speculative_disable_above_batch` threshold's adaptive config JSON travels as content in
+the LaunchSpec's `files` (content-addressed name, see `engines.sglang.adaptive`); the command
+names it under `engines.launch.FILES_DIR`, and the ServerActor writes it on the server's node.
 
 What every SGLang server gets, and why:
-- `--model-path`, `--served-model-name` (when given), `--tp-size`;
+- `--model-path`, `--served-model-name` (when given), `--tp-size`; `--revision` and
+  `--speculative-draft-model-revision` when the model config pins them;
 - `--base-gpu-id 0`: Ray's CUDA_VISIBLE_DEVICES already narrows the devices, and SGLang counts
   GPU ids among the visible ones;
 - `--host 127.0.0.1` (load generators run on the same node);
@@ -24,12 +25,13 @@ consumed by `sglang serve` itself, not by ServerArgs).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from engines.launch import LaunchSpec
+from engines.launch import FILES_DIR, LaunchSpec
 from engines.sglang import adaptive
 from engines.sglang.flags import flag_name, server_args_to_argv
 from engines.sglang.logphases import SGLANG_LOG_PHASES
@@ -51,6 +53,7 @@ RESERVED_FIELDS: dict[str, str] = {
     "port": "the ServerActor (a free port)",
     "nccl_port": "the ServerActor (a free port)",
     "api_key": "the engine config's api_key",
+    "revision": "the model config's revision",
     "enable_metrics": "specgrid (always on)",
 }
 """Variant args that specgrid sets itself; a variant giving one is a FlagError."""
@@ -139,14 +142,16 @@ def server_args(
     draft_model_path: str | None,
     served_model_name: str | None,
     tp_size: int,
-    run_dir: str | Path,
     disable_above_batch: int | None,
     version: str | None,
     default_max_running_requests: int | None = None,
     api_key: str | None = None,
+    revision: str | None = None,
+    draft_revision: str | None = None,
 ) -> dict[str, Any]:
     """All ServerArgs fields of one server: the variant's args plus what specgrid sets
-    (module docstring). Writes the threshold's adaptive config if there is one."""
+    (module docstring). A threshold names its adaptive config under FILES_DIR (its content
+    is `threshold_file`)."""
     for field, owner in RESERVED_FIELDS.items():
         if field in args:
             raise FlagError(f"{field} is set by {owner}, not by a variant's args", field=field,
@@ -168,6 +173,7 @@ def server_args(
         "host": "127.0.0.1",
         "enable_metrics": True,
         "api_key": api_key,
+        "revision": revision,
         **{str(k): v for k, v in args.items()},
         "max_running_requests": mrr,
     }
@@ -179,14 +185,36 @@ def server_args(
                             "config's draft_model_path", field="speculative_draft_model_path",
                             version=version)
         out["speculative_draft_model_path"] = draft
+        if draft_revision and "speculative_draft_model_revision" not in args:
+            out["speculative_draft_model_revision"] = draft_revision
     elif not speculation_on(args) and args.get("speculative_draft_model_path"):
         raise FlagError("speculative_draft_model_path given without speculative_algorithm",
                         field="speculative_draft_model_path", version=version)
     if disable_above_batch is not None:
-        out = adaptive.threshold_args(out, disable_above_batch, Path(run_dir) / "adaptive",
-                                      version)
+        name, _ = threshold_file(out, disable_above_batch, version)
+        out.update(speculative_adaptive=True, speculative_adaptive_config=f"{FILES_DIR}/{name}")
     return out
 
+
+def threshold_file(args: Mapping[str, Any], disable_above_batch: int,
+                   version: str | None) -> tuple[str, str]:
+    """(file name, JSON text) of the adaptive config that switches speculation off above
+    `disable_above_batch`; the name is content-addressed (`adaptive-<sha256[:16]>.json`).
+    FlagError as `engines.sglang.adaptive.check_threshold_args`."""
+    steps = adaptive.check_threshold_args(args, disable_above_batch, version)
+    config = adaptive.threshold_config(steps, disable_above_batch)
+    adaptive.load_tiers(config)
+    text = adaptive.config_json(config) + "\n"
+    return f"adaptive-{hashlib.sha256(text.rstrip().encode()).hexdigest()[:16]}.json", text
+
+
+def _launch_files(args: Mapping[str, Any], disable_above_batch: int | None,
+                  version: str | None) -> dict[str, str]:
+    """The files a server's command names under FILES_DIR (its adaptive config, if any)."""
+    if disable_above_batch is None:
+        return {}
+    name, text = threshold_file(args, disable_above_batch, version)
+    return {name: text}
 
 def sglang_program(python: str, launcher: Launcher) -> list[str]:
     """The program part of the command: the `sglang` console script beside `python`
@@ -211,12 +239,13 @@ def build_sglang_launch(
     version: str | None,
     launcher: Launcher,
     python: str,
-    run_dir: Path,
     ready_timeout_s: float,
     disable_above_batch: int | None,
     default_max_running_requests: int | None = None,
     api_key: str | None = None,
     stop_timeout_s: float = 20.0,
+    revision: str | None = None,
+    draft_revision: str | None = None,
 ) -> LaunchSpec:
     """The LaunchSpec of one real SGLang server (module docstring for what it always gets).
     `args` are ServerArgs field names of the variant, `env` its environment over the node's,
@@ -225,9 +254,10 @@ def build_sglang_launch(
     the variant cannot have (`engines.sglang.adaptive.check_threshold_args`)."""
     fields = server_args(
         args=args, model_path=model_path, draft_model_path=draft_model_path,
-        served_model_name=served_model_name, tp_size=tp_size, run_dir=run_dir,
+        served_model_name=served_model_name, tp_size=tp_size,
         disable_above_batch=disable_above_batch, version=version,
-        default_max_running_requests=default_max_running_requests, api_key=api_key)
+        default_max_running_requests=default_max_running_requests, api_key=api_key,
+        revision=revision, draft_revision=draft_revision)
     return LaunchSpec(
         argv=sglang_program(python, launcher) + server_args_to_argv(fields, version),
         env={str(k): env_value(v) for k, v in env.items() if v is not None},
@@ -238,6 +268,7 @@ def build_sglang_launch(
         stop_timeout_s=float(stop_timeout_s),
         log_phases=SGLANG_LOG_PHASES,
         api_key=api_key,
+        files=_launch_files(args, disable_above_batch, version),
     )
 
 
@@ -260,22 +291,24 @@ def build_sim_launch(
     served_model_name: str | None,
     tp_size: int,
     python: str,
-    run_dir: Path,
     ready_timeout_s: float,
     disable_above_batch: int | None,
     sim_args: Mapping[str, Any],
     default_max_running_requests: int | None = None,
     api_key: str | None = None,
     stop_timeout_s: float = 5.0,
+    revision: str | None = None,
+    draft_revision: str | None = None,
 ) -> LaunchSpec:
     """The LaunchSpec of the simulator: `python -m engines.sim` with the same SGLang flags a
     real server would get (spelled as given: the simulator has no version), then the
     `--sim-*` flags from `sim_args`. Readiness is `GET /health`; no NCCL port."""
     fields = server_args(
         args=args, model_path=model_path, draft_model_path=draft_model_path,
-        served_model_name=served_model_name, tp_size=tp_size, run_dir=run_dir,
+        served_model_name=served_model_name, tp_size=tp_size,
         disable_above_batch=disable_above_batch, version=None,
-        default_max_running_requests=default_max_running_requests, api_key=api_key)
+        default_max_running_requests=default_max_running_requests, api_key=api_key,
+        revision=revision, draft_revision=draft_revision)
     return LaunchSpec(
         argv=[python, "-m", "engines.sim"] + server_args_to_argv(fields, None)
         + sim_flags(sim_args),
@@ -287,6 +320,7 @@ def build_sim_launch(
         stop_timeout_s=float(stop_timeout_s),
         log_phases=SGLANG_LOG_PHASES,
         api_key=api_key,
+        files=_launch_files(args, disable_above_batch, None),
     )
 
 
@@ -299,5 +333,6 @@ __all__ = [
     "redact_argv",
     "redact_env",
     "server_args",
+    "threshold_file",
     "threshold_warnings",
 ]

@@ -165,6 +165,7 @@ class GenerationAPI:
             texts = text if isinstance(text, list) else [text]
             prompts = [(str(t), prompt_tokens(str(t))) for t in texts]
         else:
+            assert ids is not None  # no text: the request carries input_ids
             id_lists = ids if batch else [ids]
             prompts = [(" ".join(map(str, x)), max(1, len(x))) for x in id_lists]
         if batch and stream:

@@ -162,6 +162,11 @@ def validity(data: RunData) -> list[tuple[str, str]]:
     errors = table[(table.status == "done") & (table.requests_error.fillna(0) > 0)]
     if len(errors):
         out.append(("warning", f"{len(errors)} cell(s) with request errors: {names(errors)}"))
+    if "engine_version" in table and table.engine_version.fillna("unknown").nunique() > 1:
+        out.append(("warning", "cells of several engine versions in this run ("
+                    + ", ".join(sorted(table.engine_version.fillna("unknown").unique()))
+                    + "): the cells table names each cell's version; compare versions with "
+                      "python -m grid.report RUN_A RUN_B"))
     off = off_distribution(data)
     if off:
         out.append(("warning", off))

@@ -33,9 +33,12 @@ def summary_table(table: pd.DataFrame) -> str:
     view = table.sort_values(["workload", "variant", "concurrency", "rate", "repeat"],
                              na_position="last")
     repeats = view.repeat.nunique() > 1
+    # Cells measured on several engine versions are shown side by side, each with its version.
+    versions = view.get("engine_version", pd.Series(index=view.index, dtype=object))
+    several = versions.fillna("unknown").nunique() > 1
     header = (f"{'variant':<26} {'workload':<10} {'load':>7}{' rep' if repeats else ''} "
               f"{'tok/s [95% CI]':>20} {'goodput tok/s':>20} {'TTFT p50':>9} {'TPOT p50':>9} "
-              f"{'accept':>6} {'window':>10}  status")
+              f"{'accept':>6} {'window':>10}  status" + ("  [engine version]" if several else ""))
     lines = [header, "-" * len(header)]
     for _, row in view.iterrows():
         load = f"c={int(row.concurrency)}" if pd.isna(row.rate) else f"{row.rate:g}/s"
@@ -50,7 +53,8 @@ def summary_table(table: pd.DataFrame) -> str:
             f"{_ci(row, 'output_tok_s'):>20} {_ci(row, 'goodput_tok_s'):>20} "
             f"{_num(row.get('ttft_p50_s'), '{:.0f} ms', 1e3):>9} "
             f"{_num(row.get('tpot_p50_s'), '{:.1f} ms', 1e3):>9} "
-            f"{_num(row.get('accept_length'), '{:.2f}'):>6} {window:>10}  {status}")
+            f"{_num(row.get('accept_length'), '{:.2f}'):>6} {window:>10}  {status}"
+            + (f"  [{row.get('engine_version') or 'unknown'}]" if several else ""))
     return "\n".join(lines)
 
 

@@ -2,7 +2,8 @@
 
 Modes: ok (serves /health), crash (logs and exits 3 at start), never (never listens),
 ignore-sigterm (serves /health, ignores SIGTERM), grandchild (serves /health and starts a
-grandchild that writes its pid to --pid-file and sleeps)."""
+grandchild that writes its pid to --pid-file and sleeps). `--config FILE` logs the file's path
+and content (it must exist when the engine starts)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,12 @@ def main() -> None:
     parser.add_argument("mode")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--pid-file")
+    parser.add_argument("--config")
     args = parser.parse_args()
     print(f"fake engine {args.mode} starting", flush=True)
+    if args.config:
+        with open(args.config) as f:
+            print(f"config {args.config}: {f.read()}", flush=True)
     if args.mode == "crash":
         print("RuntimeError: CUDA out of memory (fake)", flush=True)
         sys.exit(3)

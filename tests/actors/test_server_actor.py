@@ -13,7 +13,7 @@ import ray
 
 from actors._process import port_is_free
 from actors.server import ServerActor
-from engines.launch import LaunchSpec, LogPhase
+from engines.launch import FILES_DIR, LaunchSpec, LogPhase
 
 FAKE = str(Path(__file__).with_name("fake_engine.py"))
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -35,20 +35,46 @@ def _wait_ready(actor, timeout_s):
 
 
 def test_child_sees_the_gpus_ray_assigned_and_the_variant_env(tmp_path):
-    actor = _actor(tmp_path, "ok")
+    """Two servers of 2 GPUs at once: each process (its environment read from the OS, not from
+    what the actor reports) sees 2 GPUs of the session's 8, the two sets are disjoint, and
+    the variant's env arrives on top of the node's."""
+    actors = [_actor(tmp_path / str(i), "ok") for i in range(2)]
+    infos = ray.get([a.start.remote() for a in actors])
+    try:
+        seen = []
+        for actor, info in zip(actors, infos, strict=True):
+            assert _wait_ready(actor, 20)
+            env = psutil.Process(info["pid"]).environ()
+            gpus = env["CUDA_VISIBLE_DEVICES"].split(",")
+            assert len(gpus) == 2 and set(gpus) <= {str(g) for g in range(8)}
+            assert sorted(gpus) == sorted(info["gpu_ids"])  # Ray's own assignment
+            assert env["NCCL_ALGO"] == "Ring"
+            assert info["pgid"] == info["pid"]  # leads its own process group
+            seen.append(set(gpus))
+        assert not seen[0] & seen[1]
+    finally:
+        results = [ray.get(a.stop.remote()) for a in actors]
+        for actor in actors:
+            ray.kill(actor)
+    assert all(r["ports_free"] for r in results)
+    assert not any(psutil.pid_exists(info["pid"]) for info in infos)
+
+
+def test_files_travel_as_content_and_are_removed_on_stop(tmp_path):
+    spec = LaunchSpec(argv=[sys.executable, FAKE, "ok", "--config", f"{FILES_DIR}/a.json"],
+                      files={"a.json": '{"1": {"candidate_steps": [3]}}'})
+    actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec, str(tmp_path / "s.log"))
     info = ray.get(actor.start.remote())
     try:
         assert _wait_ready(actor, 20)
-        env = psutil.Process(info["pid"]).environ()
-        assert env["CUDA_VISIBLE_DEVICES"] == info["cuda_visible_devices"]
-        assert len(env["CUDA_VISIBLE_DEVICES"].split(",")) == 2
-        assert sorted(env["CUDA_VISIBLE_DEVICES"].split(",")) == sorted(info["gpu_ids"])
-        assert env["NCCL_ALGO"] == "Ring"
-        assert info["pgid"] == info["pid"]  # leads its own process group
+        path = info["argv"][info["argv"].index("--config") + 1]
+        assert FILES_DIR not in path and Path(path).is_file()
+        log = (tmp_path / "s.log").read_text()
+        assert f'config {path}: {{"1": {{"candidate_steps": [3]}}}}' in log
     finally:
-        result = ray.get(actor.stop.remote())
+        ray.get(actor.stop.remote())
         ray.kill(actor)
-    assert result["ports_free"] and not psutil.pid_exists(info["pid"])
+    assert not Path(path).exists() and not Path(path).parent.exists()
 
 
 def test_crash_on_start_fails_fast_with_log_tail(tmp_path):

@@ -31,17 +31,21 @@ def test_external_server_is_benchmarked_without_launching(tmp_path):
 
 
 def test_several_clients_give_the_same_rows_as_one(tmp_path):
-    counts = {}
+    counts, prompts = {}, {}
     for clients in (1, 2):
         outcome = run(["+sweep=smoke", "grid.axes.variant=[baseline]", "grid.axes.concurrency=[4]",
                        "load.num_requests=10", f"load.clients={clients}",
+                       "load.client_cpus=0.5",  # two clients and a server on 2 CPUs
                        f"run.id=clients{clients}", f"results_dir={tmp_path}"],
                       echo=lambda line: None)
         assert outcome.exit_code == 0
         requests = load_requests(outcome.run_dir)
         assert requests.request_id.is_unique
+        assert (requests.status == "ok").all() and (requests.output_tokens == 16).all()
         counts[clients] = len(requests)
+        prompts[clients] = sorted(requests.prompt_id)
     assert counts == {1: 10, 2: 10}
+    assert prompts[1] == prompts[2]  # the same requests, split over two processes
 
 
 def test_api_key_is_used_and_never_recorded(tmp_path):

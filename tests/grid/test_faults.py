@@ -54,12 +54,12 @@ def test_server_crash_mid_cell_fails_cell_and_relaunches(tmp_path):
 
 def test_server_never_ready_fails_its_cells_and_is_killed(tmp_path):
     outcome, out = _run(tmp_path, "engine.sim_args.startup_seconds=600",
-                        "engine.ready_timeout_s=2")
+                        "engine.ready_timeout_s=2", "run.max_server_starts=1")
     assert outcome.exit_code == EXIT_FAILED_CELLS
     errors = [r[0] for r in _ledger(outcome.run_dir, "SELECT error FROM cells")]
     assert "not ready after 2 s" in errors[0]
     assert errors[1].startswith("server did not start")
-    assert len(_ledger(outcome.run_dir, "SELECT id FROM servers")) == 1  # not retried per cell
+    assert len(_ledger(outcome.run_dir, "SELECT id FROM servers")) == 1  # max_server_starts=1
     _no_orphans(outcome.run_dir)
 
 

@@ -41,8 +41,8 @@ def test_running_cells_of_a_dead_driver_become_interrupted(tmp_path):
 
 def test_servers_recorded_until_stopped(tmp_path):
     ledger = Ledger(tmp_path)
-    sid = ledger.server_started("key", 1234, 1234)
-    assert ledger.unstopped_servers() == [(sid, 1234, 1234)]
+    sid = ledger.server_started("key", 1234, 1234, "node-a", 1700000000.25)
+    assert ledger.unstopped_servers() == [(sid, 1234, 1234, "node-a", 1700000000.25)]
     ledger.server_stopped(sid)
     assert ledger.unstopped_servers() == []
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from grid.loader import load_cells, load_requests, load_telemetry, sql
-from grid.results import write_cell, write_telemetry
+from grid.results import write_cell
 from tests.grid.analysis.synthetic import write_run
 
 SPEEDS = {"baseline": {1: 90.0, 4: 80.0}, "eagle3": {1: 120.0, 4: 70.0}}
@@ -41,7 +41,7 @@ def test_sql_views_over_several_runs(runs):
 
 def test_cells_view_keeps_the_latest_attempt(runs):
     a, _ = runs
-    row = load_cells(a, latest=False)
+    row = load_cells(a, attempts="all")
     first = {k: (None if pd.isna(v) else v) for k, v in
              row[row.cell_id == "baseline-c1"].iloc[0].to_dict().items()}
     first.update(attempt=2, status="failed", error="server exited")
@@ -55,11 +55,11 @@ def test_cells_view_keeps_the_latest_attempt(runs):
     assert con.sql("SELECT count(*) FROM cells").fetchall() == [(4,)]
 
 
-def test_telemetry_roundtrip(runs):
-    a, _ = runs
-    write_telemetry(a, variant="baseline", workload="coding", cell_id="baseline-c1", rows=[
+def test_telemetry_roundtrip(tmp_path):
+    a = tmp_path / "run-a"
+    write_run(a, SPEEDS, per_stream=4, telemetry={"baseline-c1": [
         {"run_id": "run-a", "cell_id": "baseline-c1", "attempt": 1, "node": "n1", "gpu": 0,
-         "sampled_at": 1.0, "metric": "power_w", "value": 300.0, "note": None}])
+         "sampled_at": 1.0, "metric": "power_w", "value": 300.0, "note": None}]})
     tel = load_telemetry(a)
     assert tel[["cell_id", "metric", "value"]].values.tolist() == [
         ["baseline-c1", "power_w", 300.0]]

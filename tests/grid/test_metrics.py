@@ -104,16 +104,17 @@ def test_summarize_cell() -> None:
     assert s["req_s"] == pytest.approx(3 / 4.0)
     assert s["ttft_p50_s"] == pytest.approx(0.2)
     assert s["ttft_p99_s"] == pytest.approx(0.298)
-    assert s["e2e_p90_s"] == pytest.approx(m.percentile([1.1, 2.2, 0.3], 90))
+    # sorted e2e of ok rows [0.3, 1.1, 2.2]: p90 at rank 1.8 -> 1.1 + 0.8 x (2.2 - 1.1)
+    assert s["e2e_p90_s"] == pytest.approx(1.98)
     assert s["tpot_p50_s"] == pytest.approx(0.1)  # the 1-token request has no TPOT
     assert s["itl_p99_s"] == pytest.approx(0.1)  # error row's 1.0 s gaps excluded
     assert s["accept_length"] == pytest.approx(32 / 12)
     assert s["duration_s"] == 4.0
     assert s["client_saturated"] is False
     assert s["saturation_reason"] is None
-    lags = [0.001, 0.002, 0.010, 0.0]
-    assert s["dispatch_lag_p50_s"] == pytest.approx(m.percentile(lags, 50))
-    assert s["dispatch_lag_p99_s"] == pytest.approx(m.percentile(lags, 99))
+    # sorted lags [0.0, 0.001, 0.002, 0.010]: p50 at rank 1.5, p99 at rank 2.97
+    assert s["dispatch_lag_p50_s"] == pytest.approx(0.0015)
+    assert s["dispatch_lag_p99_s"] == pytest.approx(0.002 + 0.97 * 0.008)
 
 
 def test_summarize_cell_uses_loadgen_stats_and_handles_empty() -> None:

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from engines.launch import FILES_DIR
 from engines.sglang import adaptive
 from engines.sglang.command import (
     build_sglang_launch,
@@ -34,7 +35,7 @@ def build(tmp_path: Path, args: dict[str, Any], **kw: Any):
     base: dict[str, Any] = dict(
         args=args, env={}, model_path=MODEL, draft_model_path=DRAFT,
         served_model_name="llama3.1-8b", tp_size=8, version="0.5.23", launcher="serve",
-        python="/opt/sglang/bin/python", run_dir=tmp_path, ready_timeout_s=1800,
+        python="/opt/sglang/bin/python", ready_timeout_s=1800,
         disable_above_batch=None)
     base.update(kw)
     return build_sglang_launch(**base)
@@ -106,15 +107,22 @@ def test_draft_rules(tmp_path: Path) -> None:
 def test_threshold_variant(tmp_path: Path) -> None:
     spec = build(tmp_path, EAGLE3, disable_above_batch=16)
     i = spec.argv.index("--speculative-adaptive-config")
-    path = Path(spec.argv[i + 1])
     assert "--speculative-adaptive" in spec.argv
-    assert path.parent == (tmp_path / "adaptive").absolute()
-    assert json.loads(path.read_text()) == {"1": {"candidate_steps": [3]},
-                                            "17": {"candidate_steps": [0]}}
-    assert adaptive.steps_for_batch(path, 17) == 0
-    # the same threshold on another server shares the file
+    # The config travels as content; the command names it under the actor's files folder.
+    assert spec.argv[i + 1].startswith(FILES_DIR + "/adaptive-")
+    [(name, content)] = spec.files.items()
+    assert spec.argv[i + 1] == f"{FILES_DIR}/{name}"
+    assert json.loads(content) == {"1": {"candidate_steps": [3]},
+                                   "17": {"candidate_steps": [0]}}
+    (tmp_path / name).write_text(content)
+    assert spec.argv_in(str(tmp_path))[i + 1] == str(tmp_path / name)
+    assert adaptive.steps_for_batch(tmp_path / name, 16) == 3
+    assert adaptive.steps_for_batch(tmp_path / name, 17) == 0
+    assert list(tmp_path.iterdir()) == [tmp_path / name]  # building wrote nothing
+    # the same threshold on another server has the same (content-addressed) name
     assert build(tmp_path, {**EAGLE3, "max_running_requests": 128},
-                 disable_above_batch=16).argv[i + 1] == str(path)
+                 disable_above_batch=16).argv[i + 1] == spec.argv[i + 1]
+    assert build(tmp_path, EAGLE3, disable_above_batch=8).argv[i + 1] != spec.argv[i + 1]
     with pytest.raises(FlagError, match="0.5.14"):
         build(tmp_path, EAGLE3, disable_above_batch=16, version="0.5.13")
     with pytest.raises(FlagError, match="EAGLE"):
@@ -134,7 +142,7 @@ def test_sim_launch(tmp_path: Path) -> None:
     spec = build_sim_launch(
         args={**EAGLE3, "cuda_graph_max_bs": 64}, env={"X": "1"}, model_path="specgrid/sim-model",
         draft_model_path="specgrid/sim-eagle3-draft", served_model_name="sim-model", tp_size=1,
-        python="/venv/bin/python", run_dir=tmp_path, ready_timeout_s=60,
+        python="/venv/bin/python", ready_timeout_s=60,
         disable_above_batch=16, sim_args={"profile": "default", "seed": 0, "sim_fast": True,
                                           "off": False})
     assert spec.argv[:3] == ["/venv/bin/python", "-m", "engines.sim"]
@@ -191,3 +199,17 @@ def test_warnings() -> None:
 ])
 def test_log_phases_match_sglang_lines(line: str, label: str) -> None:
     assert [p.label for p in SGLANG_LOG_PHASES if re.search(p.pattern, line)] == [label]
+
+
+def test_revisions_pin_model_and_draft(tmp_path: Path) -> None:
+    # SGLang's ServerArgs fields `revision` and `speculative_draft_model_revision`
+    # (python/sglang/srt/arg_groups/speculative_hook.py reads the latter for the draft).
+    spec = build(tmp_path, EAGLE3, revision="r1", draft_revision="d1")
+    argv = spec.argv
+    assert argv[argv.index("--revision") + 1] == "r1"
+    assert argv[argv.index("--speculative-draft-model-revision") + 1] == "d1"
+    plain = build(tmp_path, {"max_running_requests": 8}, revision="r1", draft_revision="d1")
+    assert "--speculative-draft-model-revision" not in plain.argv  # no draft model loaded
+    assert "--revision" not in build(tmp_path, EAGLE3).argv
+    with pytest.raises(FlagError, match="revision is set by the model config"):
+        build(tmp_path, {**EAGLE3, "revision": "x"})

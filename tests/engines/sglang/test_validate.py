@@ -89,7 +89,7 @@ def _launch(python: str, version: str, run_dir: Path, args: dict[str, Any],
         args=args, env={}, model_path=model["model_path"],
         draft_model_path=model["draft_model_path"],
         served_model_name=model["served_model_name"], tp_size=tp_size, version=version,
-        launcher="serve", python=python, run_dir=run_dir, ready_timeout_s=1800,
+        launcher="serve", python=python, ready_timeout_s=1800,
         disable_above_batch=disable_above_batch, default_max_running_requests=64,
         api_key="sk-test").argv
 

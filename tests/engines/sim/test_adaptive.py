@@ -47,13 +47,28 @@ def test_threshold_config_and_padding() -> None:
     assert exact.steps_for_batch(20) == 3 and exact.steps_for_batch(21) == 0
 
 
-@pytest.mark.parametrize("cfg", [DEFAULT_ADAPTIVE_CONFIG, threshold_config(3, 8),
-                                 threshold_config(5, 20)])
-def test_agrees_with_engines_sglang_adaptive(cfg: dict[str, Any]) -> None:
+# Expected steps derived by hand from SGLang's routing (python/sglang/srt/speculative/
+# adaptive_spec_params.py, `AdaptiveSpeculativeParams._route` and `AdaptiveStepSlot.__init__`):
+# pad the batch to the next captured CUDA-graph size (graphs 1, 2, 4, 8, 12, 16, 24, 32, 40, ...,
+# 256), take the largest tier key <= it, start at the initial steps (3) if that tier offers
+# them, else at its middle candidate.
+ROUTED = [
+    # SGLang's default tiers 1 -> [1,3,5,7], 8 -> [0,1,3], 32 -> [0,1], 64 -> [0]
+    (DEFAULT_ADAPTIVE_CONFIG, {1: 3, 4: 3, 5: 3, 8: 3, 24: 3, 25: 1, 32: 1, 33: 1, 57: 0,
+                               64: 0, 300: 0}),
+    # a threshold at 8: 1 -> [3], 9 -> [0]; batch 9 pads to 12
+    (threshold_config(3, 8), {1: 3, 8: 3, 9: 0, 12: 0, 100: 0}),
+    # a threshold at 20 (not a graph size): batch 17 pads to 24 >= 21, so no drafting
+    (threshold_config(5, 20), {1: 5, 16: 5, 17: 0, 21: 0, 256: 0}),
+]
+
+
+@pytest.mark.parametrize(("cfg", "expected"), ROUTED)
+def test_routing_follows_sglang(cfg: dict[str, Any], expected: dict[int, int]) -> None:
     ctl = AdaptiveController(cfg, 3, GRAPHS)
-    for b in range(1, 300):
-        assert ctl.steps_for_batch(b) == steps_for_batch(cfg, b, initial_steps=3,
-                                                         cuda_graph_bs=GRAPHS), b
+    assert {b: ctl.steps_for_batch(b) for b in expected} == expected
+    assert {b: steps_for_batch(cfg, b, initial_steps=3, cuda_graph_bs=GRAPHS)
+            for b in expected} == expected
 
 
 def test_load_and_validate(tmp_path: Path) -> None:

@@ -57,8 +57,9 @@ def grid(speeds: dict[str, dict[int, float]], jitter: float = 0.02, per_stream: 
     return pd.DataFrame(cells), requests
 
 
-def write_run(run_dir, speeds: dict[str, dict[int, float]], **kw) -> None:
-    """The constructed grid written through the real results writer (grid/results.py)."""
+def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, **kw) -> None:
+    """The constructed grid written through the real results writer (grid/results.py);
+    `telemetry`: cell id -> telemetry rows committed with that cell."""
     from grid.results import write_cell
     from grid.schema import CELL_FIELDS, REQUEST_FIELDS
 
@@ -77,4 +78,5 @@ def write_run(run_dir, speeds: dict[str, dict[int, float]], **kw) -> None:
         row.update(run_id=run_dir.name, server_key=cell["variant"], model="sim-8gpu",
                    rate=None, server_command=f"python -m engines.sim --{cell['variant']}")
         write_cell(run_dir, variant=cell["variant"], workload=cell["workload"],
-                   cell_id=cell["cell_id"], attempt=1, requests=rows, cell_row=row)
+                   cell_id=cell["cell_id"], attempt=1, requests=rows, cell_row=row,
+                   telemetry=(telemetry or {}).get(cell["cell_id"], ()))

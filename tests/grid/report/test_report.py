@@ -97,11 +97,11 @@ def test_domain_acceptance_is_ratio_of_sums():
         "eagle3 / encyclopedic: accept length 1.25 (1 requests)"]
 
 
-def test_gpu_telemetry_plot_and_energy_per_token(run_dir):
+def test_gpu_telemetry_plot_and_energy_per_token(tmp_path):
     from grid.report.data import load_run
     from grid.report.plots import telemetry
-    from grid.results import write_telemetry
 
+    run_dir = tmp_path / "telemetry-run"
     # cell baseline-c1: two GPUs at a constant 300 W for 10 s -> 6000 J
     rows = [{"run_id": run_dir.name, "cell_id": "baseline-c1", "attempt": 1, "node": "n1",
              "gpu": gpu, "sampled_at": 1000.0 + t, "metric": metric, "value": value,
@@ -109,8 +109,7 @@ def test_gpu_telemetry_plot_and_energy_per_token(run_dir):
             for gpu in (0, 1) for t in range(11)
             for metric, value in (("power_w", 300.0), ("gpu_util_pct", 90.0),
                                   ("memory_used_mib", 70000.0))]
-    write_telemetry(run_dir, variant="baseline", workload="coding", cell_id="baseline-c1",
-                    rows=rows)
+    write_run(run_dir, SPEEDS, telemetry={"baseline-c1": rows})
     data = load_run(run_dir)
     energy = data.energy.set_index("cell_id")
     tokens = data.stats.table.set_index("cell_id").measured_tokens["baseline-c1"]

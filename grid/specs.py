@@ -1,0 +1,177 @@
+"""From a cell's resolved config to what runs: the server's LaunchSpec, the load generators'
+LoadSpecs and the engine version that belongs to the cell's identity. Built at plan time, so
+building them is the check: a spec that cannot be built is a plan error, before anything
+starts. Pure: no Ray, no sockets, nothing written."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import re
+import sys
+import tomllib
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from actors.loadgen.spec import LoadSpec, Prompt
+from engines.external import ExternalUrlError, normalize_url
+from engines.launch import LaunchSpec
+from engines.sglang.command import build_sglang_launch, build_sim_launch
+from grid.cells import Cell, resolved_tp_size
+from grid.config import ConfigError
+
+PLANNED_URL = "http://server.planned"
+"""The URL in a planned LoadSpec; the controller puts the server's real URL in its place."""
+
+# LoadSpec field -> the config key a user sets, so a rejected spec names what to change.
+_SPEC_KEYS = {
+    "warmup_requests": "load.warmup_requests", "num_requests": "load.num_requests",
+    "duration_s": "load.duration_s", "burstiness": "load.burstiness", "rate": "load.rate",
+    "max_new_tokens": "workload.max_new_tokens", "request_timeout_s": "load.request_timeout_s",
+    "prompts": "workload.prompts", "endpoint": "workload.endpoint", "arrival": "load.arrival",
+}
+
+
+def launch_spec(config: Mapping[str, Any], sglang_version: str | None = None
+                ) -> LaunchSpec | None:
+    """What to launch for `config` (None for an external engine, whose URL is used as it is).
+    `sglang_version` spells the flags for that SGLang release (engine=sglang; None = as given)."""
+    engine, model, variant = config["engine"], config["model"], config["variant"]
+    if engine["name"] == "external":
+        return None
+    common: dict[str, Any] = dict(
+        args=variant["args"], env=variant["env"], model_path=model["model_path"],
+        draft_model_path=model.get("draft_model_path"),
+        served_model_name=model.get("served_model_name"), tp_size=resolved_tp_size(config),
+        ready_timeout_s=float(engine["ready_timeout_s"]),
+        stop_timeout_s=float(engine["stop_timeout_s"]),
+        disable_above_batch=variant.get("speculative_disable_above_batch"),
+        api_key=engine.get("api_key"), revision=model.get("revision"),
+        draft_revision=model.get("draft_revision"),
+    )
+    python = engine.get("python") or sys.executable
+    if engine["name"] == "sim":
+        return build_sim_launch(python=python, sim_args=engine.get("sim_args") or {}, **common)
+    return build_sglang_launch(python=python, version=sglang_version,
+                               launcher=engine["launcher"], **common)
+
+
+def sglang_equivalent(config: Mapping[str, Any], version: str | None) -> LaunchSpec:
+    """The real-SGLang command a simulator group stands for, so SGLang's parser can check the
+    flags that drive the simulator too."""
+    as_sglang = dict(config)
+    as_sglang["engine"] = {**config["engine"], "name": "sglang", "launcher": "serve"}
+    spec = launch_spec(as_sglang, version)
+    assert spec is not None
+    return spec
+
+
+def external_url(engine: Mapping[str, Any]) -> str | None:
+    """The external server's base URL, normalized; ConfigError when it is missing or unusable,
+    or when a URL is given to an engine that launches its own server."""
+    url = engine.get("url")
+    if engine["name"] != "external":
+        if url:
+            raise ConfigError(f"engine.url is only for engine=external (engine={engine['name']} "
+                              "launches its own server)")
+        return None
+    if not url:
+        raise ConfigError("engine=external needs engine.url=http://host:port")
+    try:
+        return normalize_url(str(url))
+    except ExternalUrlError as e:
+        raise ConfigError(f"engine.url: {e}") from None
+
+
+def load_specs(cell: Cell, prompts: tuple[Prompt, ...], url: str = PLANNED_URL
+               ) -> tuple[LoadSpec, ...]:
+    """One LoadSpec per client of the cell (LoadSpec validates itself). A rate cell is open
+    loop, bounded in flight only by `load.max_in_flight`; `load.concurrency` belongs to
+    closed-loop cells. ConfigError naming the config key and the cell when a spec is invalid."""
+    config = cell.config
+    load, workload, model = config["load"], config["workload"], config["model"]
+    clients = int(load["clients"])
+    where = f" (cell {cell.describe()})"
+    if load.get("num_requests") is not None and int(load["num_requests"]) < 1:
+        raise ConfigError(f"load.num_requests must be >= 1, got {load['num_requests']}{where}")
+    if clients < 1:
+        raise ConfigError(f"load.clients must be at least 1, got {clients}")
+    open_loop = load.get("rate") is not None
+    try:
+        base = LoadSpec(
+            url=url,
+            prompts=prompts,
+            endpoint=workload["endpoint"],
+            concurrency=load.get("max_in_flight") if open_loop else load["concurrency"],
+            rate=load.get("rate"),
+            arrival=load["arrival"],
+            burstiness=float(load["burstiness"]),
+            num_requests=cell.num_requests,
+            duration_s=load["duration_s"],
+            warmup_requests=int(load["warmup_requests"]),
+            max_new_tokens=int(workload["max_new_tokens"]),
+            temperature=float(workload["temperature"]),
+            ignore_eos=bool(workload["ignore_eos"]),
+            request_timeout_s=float(load["request_timeout_s"]),
+            model=model.get("served_model_name") or model["model_path"],
+            api_key=config["engine"].get("api_key"),
+            seed=int(load["seed"]),
+            num_clients=clients,
+        )
+        return tuple(replace(base, client_index=i) for i in range(clients))
+    except ValueError as e:
+        raise ConfigError(_config_words(str(e), open_loop) + where) from None
+
+
+def _config_words(message: str, open_loop: bool) -> str:
+    message = message.removeprefix("invalid LoadSpec: ")
+    keys = dict(_SPEC_KEYS, concurrency="load.max_in_flight" if open_loop else "load.concurrency")
+    return re.sub(r"\b(" + "|".join(keys) + r")\b", lambda m: keys[m.group(1)], message)
+
+
+def at_url(specs: tuple[LoadSpec, ...], url: str, start_at: float | None) -> list[LoadSpec]:
+    """The planned specs aimed at a running server; clients of one cell share `start_at`."""
+    return [replace(spec, url=url, start_at=start_at) for spec in specs]
+
+
+# --- engine versions (part of a cell's identity) -------------------------------------------
+def engine_version(config: Mapping[str, Any], sglang_version: str | None) -> str | None:
+    """What changes the engine's behaviour besides its flags, as one string: SGLang's version
+    as detected where the server runs (engine.python) or as given; for the simulator, the
+    specgrid release, the SGLang version it imitates and a digest of the profile's CONTENT.
+    None for an external server (recorded from its /server_info when it runs)."""
+    engine = config["engine"]
+    if engine["name"] == "sglang":
+        return f"sglang {sglang_version or engine.get('version') or 'unknown'}"
+    if engine["name"] == "sim":
+        return sim_version(str((engine.get("sim_args") or {}).get("profile") or "default"))
+    return None
+
+
+def sim_version(profile: str) -> str:
+    # Imported here: the simulator's modules are needed only for simulated runs.
+    from engines.sim.cli import SIM_VERSION
+    from engines.sim.profile import resolve_profile_path
+
+    path = resolve_profile_path(profile)
+    if not path.is_file():
+        raise ConfigError(f"engine.sim_args.profile: simulator profile {profile!r} not found "
+                          f"({path})")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+    return f"sim {SIM_VERSION} (specgrid {specgrid_version()}), profile {path.stem}@{digest}"
+
+
+@functools.lru_cache(maxsize=1)
+def specgrid_version() -> str:
+    """The installed package's version; in a source checkout, pyproject.toml's."""
+    try:
+        return importlib.metadata.version("specgrid")
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        try:
+            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"

@@ -56,6 +56,7 @@ class ServerStats:
     num_requests_total: int = 0
     num_aborted_requests_total: int = 0
     spec_verify_calls_total: int = 0
+    num_retractions_total: int = 0
     decode_steps: int = 0
     prefill_steps: int = 0
     # since /flush_cache (SGLang's avg_spec_accept_length is lifetime-cumulative, reset there)

@@ -8,20 +8,23 @@ from typing import Any
 
 import pytest
 
-from engines.sglang.adaptive import candidate_steps, steps_for_batch, threshold_config
+from engines.sglang.adaptive import (
+    candidate_steps,
+    decode_capture_sizes,
+    steps_for_batch,
+    threshold_config,
+)
 from engines.sim.adaptive import (
     DEFAULT_ADAPTIVE_CONFIG,
     AdaptiveController,
     AdaptiveStepSlot,
-    default_cuda_graph_bs,
     load_adaptive_config,
 )
 
-GRAPHS = default_cuda_graph_bs(256)
-
-
-def test_default_graphs() -> None:
-    assert GRAPHS[:8] == [1, 2, 4, 8, 12, 16, 24, 32] and GRAPHS[-1] == 256
+# A speculative server pads to the speculative capture list (SGLang 0.5.23
+# python/sglang/srt/arg_groups/cuda_graph_hook.py generate_decode_cuda_graph_batch_sizes;
+# tests/engines/sglang/test_adaptive.py checks this list against SGLang's own function).
+GRAPHS = decode_capture_sizes(256, speculative=True)
 
 
 def test_default_config_tiers() -> None:
@@ -39,9 +42,12 @@ def test_threshold_config_and_padding() -> None:
                                               "17": {"candidate_steps": [0]}}
     ctl = AdaptiveController(cfg, 3, GRAPHS)
     assert [ctl.steps_for_batch(b) for b in (1, 16, 17, 24, 100)] == [3, 3, 0, 0, 0]
-    # N=20 is not a captured size: batch 17..20 pads to 24 -> no drafting from 17 on
+    # N=20 is a captured size of a speculative server: batch 20 drafts, 21 pads to 22 -> no
     ctl20 = AdaptiveController(threshold_config(3, 20), 3, GRAPHS)
-    assert ctl20.steps_for_batch(16) == 3 and ctl20.steps_for_batch(17) == 0
+    assert ctl20.steps_for_batch(20) == 3 and ctl20.steps_for_batch(21) == 0
+    # N=9 falls between the captured 8 and 10: batch 9 pads to 10 = N+1 -> no drafting
+    ctl9 = AdaptiveController(threshold_config(3, 9), 3, GRAPHS)
+    assert ctl9.steps_for_batch(8) == 3 and ctl9.steps_for_batch(9) == 0
     # without CUDA graphs (--disable-cuda-graph) the switch is exact
     exact = AdaptiveController(threshold_config(3, 20), 3, None)
     assert exact.steps_for_batch(20) == 3 and exact.steps_for_batch(21) == 0

@@ -181,7 +181,7 @@ class GenerationAPI:
                 sampling_seed=sp.get("sampling_seed"), rid=str(r_id)))
         for r in reqs:
             self.engine.submit(r)
-        spec = self.engine.spec is not None
+        spec = self.engine.spec.draft_tokens if self.engine.spec is not None else None
         if stream:
             r = reqs[0]
             return await self._stream(request, r, NativeStream(r, r.rid, spec), None, malformed)

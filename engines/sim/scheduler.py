@@ -96,19 +96,20 @@ class SimRequest:
 
 
 def spec_meta(req: SimRequest, draft_tokens: int) -> dict[str, Any]:
-    """Final meta_info fields of a speculative request, SGLang 0.5.23's names and formulas
-    (python/sglang/srt/managers/scheduler_output_processor_mixin.py: only when
-    spec_verify_ct > 0; proposed = verify_ct x (speculative_num_draft_tokens - 1))."""
+    """Final meta_info fields of a speculative request, SGLang 0.5.23's names, order and
+    formulas (python/sglang/srt/managers/tokenizer_manager.py
+    ``_calculate_spec_decoding_metrics``): present only when spec_verify_ct > 0 and
+    proposed = verify_ct x (speculative_num_draft_tokens - 1) > 0."""
     vct = req.verify_ct
-    if not vct:
-        return {}
     proposed = vct * max(0, draft_tokens - 1)
+    if not vct or not proposed:
+        return {}
     return {
-        "spec_verify_ct": vct,
+        "spec_accept_rate": req.correct_drafts / proposed,
         "spec_accept_length": req.n / vct,
-        "spec_accept_rate": (req.correct_drafts / proposed) if proposed else 0.0,
         "spec_num_correct_drafts": req.correct_drafts,
         "spec_num_proposed_drafts": proposed,
+        "spec_verify_ct": vct,
     }
 
 
@@ -540,5 +541,5 @@ class SchedulerLoop:
         self.on_decode_log(
             f"Prefill batch. #new-seq: {len(step.reqs)}, #new-token: {step.tokens}, "
             f"#cached-token: {step.cached}, token usage: {core.kv_used / core.max_total_tokens:.2f}, "
-            f"#running-req: {len(core.running) - len(step.reqs)}, #queue-req: {len(core.waiting)}"
+            f"#running-req: {max(0, len(core.running) - len(step.reqs))}, #queue-req: {len(core.waiting)}"
         )

@@ -72,31 +72,46 @@ class TextCursor:
 
 
 class NativeStream:
-    """Chunks of POST /generate with ``stream: true``."""
+    """Chunks of POST /generate with ``stream: true``: cumulative ``text`` and ``output_ids``,
+    then meta_info in SGLang 0.5.23's order (python/sglang/srt/managers/tokenizer_manager.py
+    ``_handle_batch_output``: id, finish_reason, prompt_tokens, weight_version,
+    num_retractions, reasoning_tokens, completion_tokens, cached_tokens; ``e2e_latency`` and the
+    spec fields only once finished)."""
 
-    def __init__(self, req: SimRequest, rid: str, speculative: bool) -> None:
+    def __init__(self, req: SimRequest, rid: str, draft_tokens: int | None) -> None:
         self.req = req
         self.cur = TextCursor(req)
-        self.speculative = speculative
+        self.draft_tokens = draft_tokens
+        self.ids = ""
+        self.n_ids = 0
         self.meta_head = f'"meta_info":{{"id":{compact(rid)},"finish_reason":'.encode()
-        self.prompt_part = f',"prompt_tokens":{req.prompt_tokens},"completion_tokens":'.encode()
+        self.prompt_part = (f',"prompt_tokens":{req.prompt_tokens},"weight_version":"default",'
+                            '"num_retractions":').encode()
 
     def chunk(self, n: int, final: bool, now: float) -> bytes:
         self.cur.advance(n)
         req = self.req
-        tail = f',"cached_tokens":0,"e2e_latency":{now - req.arrival:.6f}'
-        if final and self.speculative:
-            for k, v in spec_meta(req).items():
-                tail += f',"{k}":{v}'
+        if n > self.n_ids:
+            new = ",".join(str(token_id(w)) for w in req.words[self.n_ids:n])
+            self.ids = f"{self.ids},{new}" if self.ids else new
+            self.n_ids = n
+        tail = (f',"reasoning_tokens":0,"completion_tokens":{req.n},'
+                f'"cached_tokens":{req.cached_tokens}')
+        if final:
+            tail += f',"e2e_latency":{now - req.arrival:.6f}'
+            if self.draft_tokens is not None:
+                for k, v in spec_meta(req, self.draft_tokens).items():
+                    tail += f',"{k}":{v}'
         return b"".join((
-            b'data: {"text":"', self.cur.text.encode(), b'",', self.meta_head,
-            _finish_json(req).encode() if final else b"null",
-            self.prompt_part, str(req.n).encode(), tail.encode(), b"}}\n\n",
+            b'data: {"text":"', self.cur.text.encode(), b'","output_ids":[', self.ids.encode(),
+            b"],", self.meta_head, _finish_json(req).encode() if final else b"null",
+            self.prompt_part, str(req.num_retractions).encode(), tail.encode(), b"}}\n\n",
         ))
 
 
-def native_response(req: SimRequest, rid: str, speculative: bool, now: float) -> dict[str, Any]:
-    """Non-streaming /generate body."""
+def native_response(req: SimRequest, rid: str, draft_tokens: int | None,
+                    now: float) -> dict[str, Any]:
+    """Non-streaming /generate body (same meta_info order as the stream's last chunk)."""
     cur = TextCursor(req)
     cur.advance(req.n)
     meta: dict[str, Any] = {
@@ -104,12 +119,14 @@ def native_response(req: SimRequest, rid: str, speculative: bool, now: float) ->
         "finish_reason": req.finish_reason,
         "prompt_tokens": req.prompt_tokens,
         "weight_version": "default",
+        "num_retractions": req.num_retractions,
+        "reasoning_tokens": 0,
         "completion_tokens": req.n,
-        "cached_tokens": 0,
+        "cached_tokens": req.cached_tokens,
         "e2e_latency": now - req.arrival,
     }
-    if speculative:
-        meta.update(spec_meta(req))
+    if draft_tokens is not None:
+        meta.update(spec_meta(req, draft_tokens))
     return {"text": cur.text, "output_ids": [token_id(w) for w in req.words[: req.n]],
             "meta_info": meta}
 

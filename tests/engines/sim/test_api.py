@@ -20,7 +20,8 @@ def spec_sim() -> Iterator[SimProcess]:
     sim = start_sim(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
                      "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
                      "--enable-metrics", "--sim-time-scale", "0.05", "--served-model-name",
-                     "sim-model", "--mem-fraction-static", "0.8", "--sim-seed", "3"])
+                     "sim-model", "--mem-fraction-static", "0.8", "--attention-backend", "fa3",
+                     "--sim-seed", "3"])
     yield sim
     sim.stop()
     sim.log_path.unlink(missing_ok=True)
@@ -155,7 +156,8 @@ def test_info_endpoints(spec_sim: SimProcess) -> None:
         assert info["simulated"] is True and info["engine"] == "specgrid-sim"
         assert info["speculative_algorithm"] == "EAGLE3"
         assert info["max_running_requests"] == 48  # SGLang's silent cap, logged by the sim
-        assert info["mem_fraction_static"] == 0.8  # unmodelled flags are still recorded
+        assert info["mem_fraction_static"] == 0.8  # sizes the KV pool
+        assert info["attention_backend"] == "fa3"  # unmodelled flags are still recorded
         assert "internal_states" in info and "last_gen_throughput" in info["internal_states"][0]
         assert "CUDA_DEVICE_MAX_CONNECTIONS" in info["sim"]["not_modelled_env"]
     for path in ("/model_info", "/get_model_info"):
@@ -165,7 +167,7 @@ def test_info_endpoints(spec_sim: SimProcess) -> None:
     assert httpx.get(spec_sim.url + "/v1/models").json()["data"][0]["id"] == "sim-model"
     assert httpx.get(spec_sim.url + "/health_generate").status_code == 200
     assert httpx.get(spec_sim.url + "/ready").status_code == 200
-    assert "mem-fraction-static is accepted but not modelled" in spec_sim.log()
+    assert "attention-backend is accepted but not modelled" in spec_sim.log()
     assert "capped at 48" in spec_sim.log()
     assert "The server is fired up and ready to roll!" in spec_sim.log()
     assert "SIMULATED" in spec_sim.log()

@@ -25,7 +25,7 @@ def test_known_and_unknown_flags() -> None:
     cfg = resolve(["--model-path", "m", "--tp", "8", "--port=123", "--mem-fraction-static=0.7",
                    "--disable-cuda-graph", "--attention-backend", "fa3"], env={})
     assert cfg.tp_size == 8 and cfg.port == 123 and cfg.served_model_name == "m"
-    assert cfg.not_modelled == ["attention_backend", "mem_fraction_static"]
+    assert cfg.not_modelled == ["attention_backend"]  # mem_fraction_static sizes the KV
     assert cfg.args["disable_cuda_graph"] is True  # modelled: no warning
     assert cfg.extra_flags["attention_backend"] == "fa3"
 

@@ -256,6 +256,25 @@ def plan_lines(variant_name: str, num_steps: int, disable_above_batch: int,
     return line, (f"{variant_name}: {warning}" if warning else None)
 
 
+def threshold_notes(variant_name: str, variant: Mapping[str, Any]) -> list[str]:
+    """Plan lines for a variant with `speculative_disable_above_batch` (grid/plan.py prints
+    them with its warnings): where SGLang drafts, and a warning when the threshold falls
+    between captured sizes. The capture list's max_bs is the variant's
+    cuda_graph_max_bs(_decode) if set, else SGLang's default for an unknown GPU (160),
+    lowered to max_running_requests."""
+    n = variant.get("speculative_disable_above_batch")
+    args = variant.get("args") or {}
+    steps = args.get("speculative_num_steps")
+    if n is None or not isinstance(steps, int) or not isinstance(n, int) or n < 1 or steps < 1:
+        return []
+    explicit = args.get("cuda_graph_max_bs_decode", args.get("cuda_graph_max_bs"))
+    max_running = args.get("max_running_requests")
+    max_bs = int(explicit) if explicit is not None else default_decode_max_bs(
+        None, 1, max_running if isinstance(max_running, int) else 48)
+    line, warning = plan_lines(variant_name, steps, n, max_bs)
+    return [line] + ([warning] if warning else [])
+
+
 def config_json(config: Mapping[str, Any]) -> str:
     """Canonical JSON text (sorted keys, compact): identical configs give identical text."""
     return json.dumps(config, sort_keys=True, separators=(",", ":"))

@@ -50,7 +50,7 @@ class EngineConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = "sim-8gpu"
+    name: str = "kimi-k2.5-class"
     """Short slug used in run ids and reports."""
     model_path: str = "specgrid/sim-model"
     """--model-path (a hub id or a local folder on the node)."""
@@ -60,6 +60,13 @@ class ModelConfig:
     """--served-model-name; also the `model` field of OpenAI requests."""
     tp_size: int = 1
     """GPUs per server unless the variant says otherwise."""
+
+
+@dataclass
+class HardwareConfig:
+    name: str = "rtx-pro-6000"
+    """GPU kind of the node: the simulator's hardware profile (engines/sim/profiles/hardware/);
+    recorded for real engines."""
 
 
 @dataclass
@@ -162,6 +169,7 @@ class ClusterConfig:
 class SpecgridConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
     variant: VariantConfig = field(default_factory=VariantConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     load: LoadConfig = field(default_factory=LoadConfig)

@@ -65,8 +65,8 @@ class ModelConfig:
 @dataclass
 class HardwareConfig:
     name: str = "rtx-pro-6000"
-    """GPU kind of the node: the simulator's hardware profile (engines/sim/profiles/hardware/);
-    recorded for real engines."""
+    """GPU kind of the node: the simulator's hardware profile
+    (engines/sim/profiles/hardware/<name>.json); recorded for real engines."""
 
 
 @dataclass

@@ -216,7 +216,7 @@ def with_efficiency(profile: Profile, **factors: float) -> Profile:
 def fit(profile: Profile, cases: Mapping[str, Mapping[str, Any]], targets: Mapping[str, float],
         names: Sequence[str], reps: int = 4) -> dict[str, float]:
     """Least-squares fit of the named efficiency factors to ``targets`` (log ratios)."""
-    from scipy.optimize import least_squares  # scikit-learn's dependency; only offline
+    from scipy.optimize import least_squares  # type: ignore[import-untyped]  # offline only
 
     eff = profile.hardware.efficiency
     x0 = [math.log(getattr(eff, n)) for n in names]

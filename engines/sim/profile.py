@@ -65,7 +65,8 @@ class Profile:
         rl = Roofline(self.hardware, model, tp=tp, nccl_multiplier=mult, force_nccl=force_nccl)
         return rl, {"hardware": rl.hw.name, "model": model.name, "tp": tp,
                     "tp_size_flag": tp_size, "interconnect": rl.hw.interconnect.kind,
-                    "custom_allreduce": (not force_nccl) and rl.hw.interconnect.custom_allreduce(tp),
+                    "custom_allreduce": (not force_nccl
+                                         and rl.hw.interconnect.custom_allreduce(tp)),
                     "nccl_multiplier": round(mult, 6), "applied": applied,
                     "efficiency": asdict(rl.hw.efficiency)}
 

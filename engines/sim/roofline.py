@@ -26,7 +26,8 @@ per GPU of a tensor-parallel group of ``tp`` GPUs, where
 
 The few fitted numbers are efficiency factors (``Efficiency``): the fraction of peak bandwidth
 and compute that the kernels reach, the fixed per-pass overhead, and the speculative path's
-cost per step and per verified token outside the forward passes. Everything else is a datasheet or config.json number (docs/simulator.md).
+cost per step and per verified token outside the forward passes. Everything else is a
+datasheet or config.json number (docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -91,7 +92,8 @@ class Interconnect:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Interconnect:
         d = _pick(cls, data)
-        return cls(**{k: (v if k == "kind" else float(v)) for k, v in d.items()})
+        kind = str(d.pop("kind", "nvlink"))
+        return cls(kind, **{k: float(v) for k, v in d.items()})
 
     def custom_allreduce(self, tp: int) -> bool:
         return self.kind == "nvlink" or tp <= 2
@@ -298,7 +300,8 @@ class Roofline:
             t += steps * self.draft_pass_s(batch * max(1, topk), kv_tokens, graph) * draft_scale
         if draft_extend:
             t += self.draft_pass_s(verify_tokens, kv_tokens, graph) * draft_scale
-        return t + eff.spec_step_overhead_ms * 1e-3 + verify_tokens * eff.spec_token_overhead_us * 1e-6
+        return (t + eff.spec_step_overhead_ms * 1e-3
+                + verify_tokens * eff.spec_token_overhead_us * 1e-6)
 
     # ------------------------------------------------------------------ memory
     def kv_capacity_tokens(self, mem_fraction_static: float) -> int:

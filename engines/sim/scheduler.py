@@ -540,6 +540,8 @@ class SchedulerLoop:
         core = self.core
         self.on_decode_log(
             f"Prefill batch. #new-seq: {len(step.reqs)}, #new-token: {step.tokens}, "
-            f"#cached-token: {step.cached}, token usage: {core.kv_used / core.max_total_tokens:.2f}, "
-            f"#running-req: {max(0, len(core.running) - len(step.reqs))}, #queue-req: {len(core.waiting)}"
+            f"#cached-token: {step.cached}, "
+            f"token usage: {core.kv_used / core.max_total_tokens:.2f}, "
+            f"#running-req: {max(0, len(core.running) - len(step.reqs))}, "
+            f"#queue-req: {len(core.waiting)}"
         )

@@ -82,7 +82,7 @@ class NativeStream:
         self.req = req
         self.cur = TextCursor(req)
         self.draft_tokens = draft_tokens
-        self.ids = ""
+        self.ids = bytearray()
         self.n_ids = 0
         self.meta_head = f'"meta_info":{{"id":{compact(rid)},"finish_reason":'.encode()
         self.prompt_part = (f',"prompt_tokens":{req.prompt_tokens},"weight_version":"default",'
@@ -92,8 +92,10 @@ class NativeStream:
         self.cur.advance(n)
         req = self.req
         if n > self.n_ids:
-            new = ",".join(str(token_id(w)) for w in req.words[self.n_ids:n])
-            self.ids = f"{self.ids},{new}" if self.ids else new
+            new = ",".join([str(token_id(w)) for w in req.words[self.n_ids:n]]).encode()
+            if self.ids:
+                self.ids += b","
+            self.ids += new
             self.n_ids = n
         tail = (f',"reasoning_tokens":0,"completion_tokens":{req.n},'
                 f'"cached_tokens":{req.cached_tokens}')
@@ -103,7 +105,7 @@ class NativeStream:
                 for k, v in spec_meta(req, self.draft_tokens).items():
                     tail += f',"{k}":{v}'
         return b"".join((
-            b'data: {"text":"', self.cur.text.encode(), b'","output_ids":[', self.ids.encode(),
+            b'data: {"text":"', self.cur.text.encode(), b'","output_ids":[', self.ids,
             b"],", self.meta_head, _finish_json(req).encode() if final else b"null",
             self.prompt_part, str(req.num_retractions).encode(), tail.encode(), b"}}\n\n",
         ))
@@ -132,7 +134,18 @@ def native_response(req: SimRequest, rid: str, draft_tokens: int | None,
 
 
 class OpenAIStream:
-    """Chunks of /v1/chat/completions (``chat=True``) or /v1/completions with stream=true."""
+    """Chunks of /v1/chat/completions (``chat=True``) or /v1/completions with stream=true, byte
+    for byte as SGLang 0.5.23 writes them:
+
+    - chat: python/sglang/srt/entrypoints/openai/sse_utils.py ``build_sse_content`` (msgspec,
+      omit_defaults): a role chunk, content chunks whose delta is
+      ``{"reasoning_content":null,"content":...}``, a separate finish chunk, no ``usage`` key;
+    - completions: serving_completions.py (pydantic ``model_dump_json``): one chunk per output
+      with ``"usage":null``, the last one carrying both the final text and the finish_reason
+      (no extra empty chunk);
+    - usage chunk (``stream_options.include_usage``): chat ``model_dump_json()`` of
+      ChatCompletionStreamResponse, completions ``model_dump_json(exclude_none=True)``.
+    """
 
     def __init__(self, req: SimRequest, model: str, chat: bool, include_usage: bool) -> None:
         self.req = req
@@ -145,9 +158,9 @@ class OpenAIStream:
         self.head = (f'data: {{"id":"{self.id}","object":"{obj}","created":{self.created},'
                      f'"model":{compact(model)},"choices":[').encode()
         if chat:
-            self.content_open = b'{"index":0,"delta":{"content":"'
+            self.content_open = b'{"index":0,"delta":{"reasoning_content":null,"content":"'
             self.content_close = (b'"},"logprobs":null,"finish_reason":null,'
-                                  b'"matched_stop":null}],"usage":null}\n\n')
+                                  b'"matched_stop":null}]}\n\n')
         else:
             self.content_open = b'{"index":0,"text":"'
             self.content_close = (b'","logprobs":null,"finish_reason":null,'
@@ -156,35 +169,48 @@ class OpenAIStream:
     def first(self) -> bytes | None:
         if not self.chat:
             return None
-        return self.head + (b'{"index":0,"delta":{"role":"assistant","content":""},'
-                            b'"logprobs":null,"finish_reason":null,"matched_stop":null}],'
-                            b'"usage":null}\n\n')
+        return self.head + (b'{"index":0,"delta":{"reasoning_content":null,"role":"assistant",'
+                            b'"content":""},"logprobs":null,"finish_reason":null,'
+                            b'"matched_stop":null}]}\n\n')
 
     def chunk(self, n: int, final: bool, now: float) -> bytes:
         delta = self.cur.advance(n)
-        out = b""
-        if delta:
-            out = b"".join((self.head, self.content_open, delta.encode(), self.content_close))
-        if final:
-            reason, matched = openai_finish(self.req)
-            empty = b'{"index":0,"delta":{},' if self.chat else b'{"index":0,"text":"",'
-            out += b"".join((
-                self.head, empty,
-                f'"logprobs":null,"finish_reason":"{reason}",'
-                f'"matched_stop":{compact(matched)}}}],"usage":null}}\n\n'.encode(),
-            ))
+        if not final:
+            if not delta:
+                return b""
+            return b"".join((self.head, self.content_open, delta.encode(), self.content_close))
+        reason, matched = openai_finish(self.req)
+        finish = (f'"logprobs":null,"finish_reason":"{reason}",'
+                  f'"matched_stop":{compact(matched)}}}]').encode()
+        if self.chat:
+            out = b""
+            if delta:
+                out = b"".join((self.head, self.content_open, delta.encode(),
+                                self.content_close))
+            out += self.head + b'{"index":0,"delta":{"reasoning_content":null},' + finish + \
+                b"}\n\n"
             if self.include_usage:
-                out += self.head + f'],"usage":{usage_json(self.req)}}}\n\n'.encode()
+                u = self.req
+                out += self.head + (
+                    f'],"usage":{{"prompt_tokens":{u.prompt_tokens},'
+                    f'"total_tokens":{u.prompt_tokens + u.n},"completion_tokens":{u.n},'
+                    '"prompt_tokens_details":null,"reasoning_tokens":0,'
+                    '"completion_tokens_details":null}}\n\n').encode()
+            return out
+        out = b"".join((self.head, b'{"index":0,"text":"', delta.encode(), b'",', finish,
+                        b',"usage":null}\n\n'))
+        if self.include_usage:
+            u = self.req
+            out += self.head + (
+                f'],"usage":{{"prompt_tokens":{u.prompt_tokens},'
+                f'"total_tokens":{u.prompt_tokens + u.n},"completion_tokens":{u.n},'
+                '"reasoning_tokens":0}}\n\n').encode()
         return out
 
 
 def usage(req: SimRequest) -> dict[str, int]:
     return {"prompt_tokens": req.prompt_tokens, "completion_tokens": req.n,
             "total_tokens": req.prompt_tokens + req.n}
-
-
-def usage_json(req: SimRequest) -> str:
-    return compact(usage(req))
 
 
 def openai_response(req: SimRequest, model: str, chat: bool) -> dict[str, Any]:

@@ -110,7 +110,9 @@ def test_chat_stream_with_usage(spec_sim: SimProcess) -> None:
             "temperature": 0}
     r = httpx.post(spec_sim.url + "/v1/chat/completions", json=body, timeout=30)
     chunks = sse_json(r.content)
-    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    # SGLang: sse_utils.py StreamDelta (reasoning_content always serialized)
+    assert chunks[0]["choices"][0]["delta"] == {"reasoning_content": None, "role": "assistant",
+                                                "content": ""}
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     finish = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]

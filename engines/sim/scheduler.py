@@ -86,6 +86,8 @@ class SimRequest:
     aborted: bool = False
     counted: bool = True
     """Counted in server statistics (health probes are not)."""
+    stream: bool = False
+    """Streamed response (the is_streaming label of SGLang's request metrics)."""
     waiter: Any = None
     """Future the HTTP handler waits on; set by the loop when tokens arrive."""
 
@@ -342,16 +344,16 @@ class BatchCore:
                 if self.radix_cache and r.prompt_text:
                     self.cache.insert(block_keys(r.prompt_text))
                 if r.counted:
-                    st.prompt_tokens_total += r.prompt_tokens
+                    st.prompt_tokens[r.stream] += r.prompt_tokens
             got = 1 if r.n < r.limit else 0
             r.n += got
             self.kv_used += got
             if r.first_token_at is None:
                 r.first_token_at = now
                 if r.counted:
-                    st.ttft.observe(now - r.arrival)
+                    st.ttft[r.stream].observe(now - r.arrival)
             if r.counted:
-                st.generation_tokens_total += got
+                st.generation_tokens[r.stream] += got
             self.running.append(r)
             touched.append(r)
             if r.n >= r.limit:
@@ -370,6 +372,7 @@ class BatchCore:
         touched: list[SimRequest] = []
         finished = False
         gen = 0
+        gen_by = [0, 0]
         corrects: list[int] = []
         for i, r in enumerate(step.reqs):
             if r.aborted or r.done or r.prefilled == 0:
@@ -380,6 +383,8 @@ class BatchCore:
                 a = left
             r.n += a
             gen += a
+            if r.counted:
+                gen_by[r.stream] += a
             if spec:
                 r.verify_ct += 1
                 if steps > 0:
@@ -397,7 +402,8 @@ class BatchCore:
                 self._finish(r, now)
         self.kv_used += gen
         if gen:
-            st.generation_tokens_total += gen
+            st.generation_tokens[0] += gen_by[0]
+            st.generation_tokens[1] += gen_by[1]
             st.itl.observe(step.duration_s * self.time_scale * len(touched) / gen, gen)
         if spec and touched:
             st.spec_verify_calls_total += 1
@@ -419,8 +425,8 @@ class BatchCore:
         r.finished_at = now
         self.kv_used -= r.context
         if r.counted:
-            self.stats.num_requests_total += 1
-            self.stats.e2e.observe(now - r.arrival)
+            self.stats.num_requests[r.stream] += 1
+            self.stats.e2e[r.stream].observe(now - r.arrival)
 
 
 class SchedulerLoop:
@@ -441,6 +447,8 @@ class SchedulerLoop:
         self.decode_log_interval = max(1, decode_log_interval)
         self.on_decode_log = on_decode_log or log.info
         self.hung = False
+        self.last_output_at = 0.0
+        """time.monotonic() of the last committed step (the health check's heartbeat)."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._win_t = time.monotonic()
@@ -499,6 +507,7 @@ class SchedulerLoop:
             if self.hung:
                 continue
             touched = core.commit(step, loop.time())
+            self.last_output_at = time.monotonic()
             for r in touched:
                 w = r.waiter
                 if w is not None and not w.done():

@@ -28,11 +28,12 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from engines.sim.api import GenerationAPI, native_error
 from engines.sim.cli import SIM_VERSION, SimArgError, SimConfig, resolve
 from engines.sim.engine import SimEngine
-from engines.sim.metrics import prometheus_text
+from engines.sim.metrics import SimCollector, Snapshot
 from engines.sim.wire import json_response
 
 log = logging.getLogger("engines.sim")
@@ -42,8 +43,8 @@ GATED = frozenset({"/health", "/health_generate", "/ready", "/generate", "/v1/ch
                    "/v1/completions"})
 FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running "
             "or waiting requests, the operation will not be performed.)\n")
-FLUSH_BUSY = ("Cache not flushed.\nPlease check backend logs for more details. (When there are "
-              "running or waiting requests, the operation will not be performed.)\n")
+FLUSH_FAILED = "Flush cache failed.\n"
+FLUSH_TIMEOUT = "Timed out waiting for idle state."
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -69,6 +70,9 @@ class SimServer:
         self.hung = False
         self.accepted = 0
         self.started_at = time.time()
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(SimCollector(self.engine.core.stats, self.model_name,
+                                            self.engine.spec is not None, self._snapshot))
         self._stop = asyncio.Event()
 
     # ------------------------------------------------------------------ faults
@@ -111,16 +115,33 @@ class SimServer:
         return await handler(request)
 
     # ------------------------------------------------------------------ endpoints
-    async def health(self, request: web.Request) -> web.Response:
-        return web.Response(status=200, text="")
-
     async def health_generate(self, request: web.Request) -> web.Response:
+        """/health and /health_generate as SGLang 0.5.23 (python/sglang/srt/entrypoints/
+        http_server.py ``health_generate``): unless SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is
+        false (then /health answers at once), submit a 1-token generation, then every second
+        check whether the server produced any output since the check began; 200 when it did,
+        503 after SGLANG_HEALTH_CHECK_TIMEOUT (20) seconds. The one-second poll is scaled by
+        --sim-time-scale like every other duration."""
+        env = self.cfg.env
+        if (request.path == "/health" and env.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION",
+                                                 "true").strip().lower() in ("0", "false")):
+            return web.Response(status=200, text="")
         req = self.engine.new_request(prompt_text="health", prompt_tokens=1, max_new_tokens=1,
                                       ignore_eos=True, temperature=0.0,
                                       rid="HEALTH_CHECK_" + uuid.uuid4().hex, counted=False)
+        loop = self.engine.loop
+        tic = time.monotonic()
         self.engine.submit(req)
-        await self.api.wait_done(req)
-        return web.Response(status=200, text="")
+        timeout = float(env.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
+        poll = 1.0 * self.engine.time_scale
+        try:
+            while time.monotonic() < tic + timeout * max(self.engine.time_scale, 1e-3):
+                await asyncio.sleep(poll)
+                if loop is not None and loop.last_output_at > tic:
+                    return web.Response(status=200, text="")
+        finally:
+            self.engine.abort(req)
+        return web.Response(status=503, text="")
 
     async def ready_endpoint(self, request: web.Request) -> web.Response:
         return json_response({"status": "ready", "simulated": True})
@@ -177,22 +198,43 @@ class SimServer:
         })
 
     async def flush_cache(self, request: web.Request) -> web.Response:
-        if self.engine.core.has_work():
-            return web.Response(status=400, text=FLUSH_BUSY)
-        self.engine.core.stats.reset_spec_average()
+        """SGLang 0.5.23 (http_server.py ``flush_cache``, scheduler_components/
+        flush_wrapper.py): flushes when idle; busy with ``?timeout=0`` (default) answers 400
+        "Flush cache failed."; with ``?timeout=S`` it waits up to S seconds for idle, then
+        400 "Timed out waiting for idle state."."""
+        try:
+            timeout = float(request.query.get("timeout", "0"))
+        except ValueError:
+            return json_response({"detail": "timeout must be a number"}, status=422)
+        core = self.engine.core
+        if core.has_work() and timeout > 0:
+            deadline = time.monotonic() + timeout
+            while core.has_work() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            if core.has_work():
+                return web.Response(status=400, text=FLUSH_TIMEOUT)
+        if core.has_work():
+            log.info("Cache not flushed because there are pending requests. #queue-req: %d, "
+                     "#running-req: %d", len(core.waiting), len(core.running))
+            return web.Response(status=400, text=FLUSH_FAILED)
+        core.stats.reset_spec_average()
+        core.cache.clear()
         log.info("Cache flushed successfully!")
         return web.Response(status=200, text=FLUSH_OK)
 
     async def metrics(self, request: web.Request) -> web.Response:
         if not self.args["enable_metrics"]:
             raise web.HTTPNotFound()
+        body = generate_latest(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST,
+                                                "X-Simulated": "specgrid-sim"})
+
+    def _snapshot(self) -> Snapshot:
         core = self.engine.core
-        body = prometheus_text(core.stats, model_name=self.model_name, running=len(core.running),
-                               queued=len(core.waiting),
-                               token_usage=core.kv_used / core.max_total_tokens,
-                               speculative=self.engine.spec is not None)
-        return web.Response(text=body, content_type="text/plain",
-                            headers={"X-Simulated": "specgrid-sim"})
+        return Snapshot(running=len(core.running), queued=len(core.waiting),
+                        token_usage=core.kv_used / max(1, core.max_total_tokens),
+                        cache_hit_rate=core.cache.hit_rate,
+                        num_retracted=core.stats.num_retractions_total)
 
     async def models(self, request: web.Request) -> web.Response:
         return json_response({"object": "list", "data": [{
@@ -203,7 +245,8 @@ class SimServer:
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[self.middleware], client_max_size=64 * 1024 * 1024)
         r = app.router
-        for path, fn in (("/health", self.health), ("/health_generate", self.health_generate),
+        for path, fn in (("/health", self.health_generate),
+                         ("/health_generate", self.health_generate),
                          ("/ready", self.ready_endpoint),
                          ("/server_info", self.server_info_endpoint),
                          ("/get_server_info", self.server_info_endpoint),

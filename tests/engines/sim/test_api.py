@@ -191,8 +191,11 @@ def test_flush_cache_busy_then_ok_and_resets_accept_average(spec_sim: SimProcess
     while httpx.get(spec_sim.url + "/server_info").json()["internal_states"][0][
             "num_running_reqs"] == 0:
         time.sleep(0.01)
+    # SGLang 0.5.23 http_server.py flush_cache + flush_wrapper.py: busy -> 400, no message
     busy = httpx.post(spec_sim.url + "/flush_cache")
-    assert busy.status_code == 400 and "not flushed" in busy.text
+    assert busy.status_code == 400 and busy.text == "Flush cache failed.\n"
+    waited = httpx.post(spec_sim.url + "/flush_cache", params={"timeout": "0.05"})
+    assert waited.status_code == 400 and waited.text == "Timed out waiting for idle state."
     t.join(30)
     assert done.is_set()
     assert httpx.post(spec_sim.url + "/flush_cache").status_code == 200
@@ -205,14 +208,26 @@ def test_metrics(spec_sim: SimProcess, base_sim: SimProcess) -> None:
     assert httpx.get(base_sim.url + "/metrics").status_code == 404  # no --enable-metrics
     gen(spec_sim, "Write a regex for emails.", False, max_new_tokens=10, ignore_eos=True)
     text = httpx.get(spec_sim.url + "/metrics").text
+    # labels as SGLang 0.5.23 python/sglang/srt/observability/metrics_collector.py:
+    # scheduler gauges {model_name, engine_type, tp_rank, pp_rank, moe_ep_rank}; request
+    # metrics {model_name, engine_type} plus is_streaming on the per-request counters/histograms
+    # (prometheus_client writes label names sorted)
+    sched = 'engine_type="unified",model_name="sim-model",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
     for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput",
-                 "sglang:spec_accept_length", "sglang:prompt_tokens_total",
-                 "sglang:generation_tokens_total", "sglang:num_requests_total",
-                 "sglang:time_to_first_token_seconds_bucket",
-                 "sglang:inter_token_latency_seconds_count",
-                 "sglang:e2e_request_latency_seconds_sum"):
-        assert f'{name}{{model_name="sim-model",tp_rank="0"' in text, name
-    m = re.search(r'sglang:generation_tokens_total\{[^}]*\} ([0-9.]+)', text)
+                 "sglang:spec_accept_length", "sglang:token_usage", "sglang:cache_hit_rate"):
+        assert f"{name}{{{sched}}}" in text, name
+    tok = 'engine_type="unified",model_name="sim-model"'
+    req = 'engine_type="unified",is_streaming="false",model_name="sim-model"'
+    for name in ("sglang:prompt_tokens_total", "sglang:generation_tokens_total",
+                 "sglang:num_requests_total", "sglang:e2e_request_latency_seconds_sum"):
+        assert f'{name}{{{req}}}' in text, name
+    ttft = re.search(r'sglang:time_to_first_token_seconds_bucket\{engine_type="unified",'
+                     r'is_streaming="false",le="\+Inf",model_name="sim-model"\} ([0-9.]+)', text)
+    assert ttft and float(ttft.group(1)) >= 1
+    assert f"sglang:inter_token_latency_seconds_count{{{tok}}}" in text
+    assert f"sglang:spec_verify_calls_total{{{tok}}}" in text
+    m = re.search(r'sglang:generation_tokens_total\{[^}]*is_streaming="false"\} ([0-9.]+)',
+                  text)
     assert m and float(m.group(1)) >= 10
 
 

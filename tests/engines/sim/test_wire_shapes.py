@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.engines.sim.conftest import LaunchSim, sse_json
+from tests.engines.sim.conftest import sse_json
 
 RECORDED: dict[str, Any] = {
     "chat_role": {"id": "ID", "object": "chat.completion.chunk", "created": 0, "model": "M",

@@ -226,7 +226,7 @@ def test_metrics(spec_sim: SimProcess, base_sim: SimProcess) -> None:
     assert ttft and float(ttft.group(1)) >= 1
     assert f"sglang:inter_token_latency_seconds_count{{{tok}}}" in text
     assert f"sglang:spec_verify_calls_total{{{tok}}}" in text
-    m = re.search(r'sglang:generation_tokens_total\{[^}]*is_streaming="false"\} ([0-9.]+)',
+    m = re.search(r'sglang:generation_tokens_total\{[^}]*is_streaming="false"[^}]*\} ([0-9.]+)',
                   text)
     assert m and float(m.group(1)) >= 10
 

@@ -70,6 +70,9 @@ class SimServer:
         self.hung = False
         self.accepted = 0
         self.started_at = time.time()
+        self.startup_time = 0.0
+        """Seconds from process start to ready (SGLang's startup_time)."""
+        self.launch_command = " ".join(["python", "-m", "engines.sim", *sys.argv[1:]])
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(SimCollector(self.engine.core.stats, self.model_name,
                                             self.engine.spec is not None, self._snapshot))
@@ -152,27 +155,48 @@ class SimServer:
                 if k not in ("sim", "speculative_adaptive_config_resolved", "api_key")}
         args["api_key"] = "<set>" if self.args["api_key"] else None
         args.update({k: v for k, v in self.cfg.extra_flags.items() if k not in args})
+        rl = self.engine.roofline
+        weights_gb = (rl.model.weight_bytes_total() + rl.model.draft_params_b * 2e9) / rl.tp / 1e9
+        kv_gb = self.args["max_total_num_tokens"] * rl.model.kv_token_bytes / 1e9 / (
+            1 if rl.model.kv_replicated else min(rl.tp, max(1, rl.model.kv_heads)))
+        # SGLang 0.5.23 managers/scheduler_components/internal_state.py get_internal_state:
+        # resolved args + topology, memory_usage (memory_usage.py build_memory_usage),
+        # disaggregation fields, avg_spec_accept_length for speculative servers.
         internal: dict[str, Any] = {
-            "last_gen_throughput": st.last_gen_throughput,
-            "memory_usage": {"weight": 0.0, "kvcache": 0.0,
-                             "token_capacity": self.args["max_total_num_tokens"], "graph": 0},
+            **args,
+            "world_size": rl.tp,
+            "startup_time": self.startup_time,
             "effective_max_running_requests_per_dp": self.args["max_running_requests"],
+            "last_gen_throughput": st.last_gen_throughput,
+            "memory_usage": {"weight": round(weights_gb, 3), "kvcache": round(kv_gb, 3),
+                             "startup_available": round(rl.hw.memory_gib * 2**30 / 1e9, 3),
+                             "token_capacity": self.args["max_total_num_tokens"],
+                             "token_capacity_swa": None, "graph": {}},
+            "disaggregation_mode": "null",
+            "decode_cuda_graph_bs": [] if self.args["disable_cuda_graph"]
+            else self.engine.graph_bs,
+            "decode_cuda_graph_memory_gb": 0.0,
+            # not in SGLang: the simulator's live queue, for tests and debugging
             "num_running_reqs": len(self.engine.core.running),
             "num_queue_reqs": len(self.engine.core.waiting),
         }
         if self.engine.spec is not None:
             internal["avg_spec_accept_length"] = st.avg_spec_accept_length
-            internal["avg_spec_accept_rate"] = st.avg_spec_accept_rate
+        # SGLang 0.5.23 entrypoints/http_server.py server_info + utils/common.py
+        # build_server_info + managers/scheduler.py get_init_info
         return {
             **args,
+            "launch_command": self.launch_command,
             "status": "ready" if self.ready and not self.draining else
                       ("draining" if self.draining else "starting"),
             "max_total_num_tokens": self.args["max_total_num_tokens"],
             "max_req_input_len": self.args["context_length"] - 1,
+            "startup_time": self.startup_time,
             "speculative_adaptive_config_content":
                 self.args["speculative_adaptive_config_resolved"],
             "internal_states": [internal],
             "version": SIM_VERSION,
+            "frontend": "python",
             "simulated": True,
             "engine": ENGINE_NAME,
             "sim": self.engine.sim_info(),
@@ -183,12 +207,18 @@ class SimServer:
 
     async def model_info(self, request: web.Request) -> web.Response:
         prof_model = self.cfg.profile.model
+        # SGLang 0.5.23 entrypoints/http_server.py model_info: these fields, in this order
         return json_response({
             "model_path": self.args["model_path"],
+            "served_model_name": self.model_name,
             "tokenizer_path": self.args["tokenizer_path"],
             "is_generation": True,
             "preferred_sampling_params": None,
             "weight_version": "default",
+            "load_format": "auto",
+            "reasoning_parser": None,
+            "tool_call_parser": None,
+            "disaggregation_mode": "null",
             "has_image_understanding": False,
             "has_audio_understanding": False,
             "model_type": prof_model.get("model_type", "llama"),
@@ -297,6 +327,7 @@ class SimServer:
                      startup)
             await asyncio.sleep(startup)
         self.ready = True
+        self.startup_time = time.time() - self.started_at
         log.info(READY_LINE)
         await self._stop.wait()
         log.info("Shutting down the simulated server.")

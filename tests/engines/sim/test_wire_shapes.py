@@ -149,3 +149,32 @@ def test_recorded_chat_chunks_are_sglangs() -> None:
     live = json.loads(proc.stdout.strip().splitlines()[-1])
     for key, value in live.items():
         assert same(value, RECORDED[key]), key
+
+
+# SGLang 0.5.23 entrypoints/http_server.py model_info (its keys, in order)
+MODEL_INFO_KEYS = ["model_path", "served_model_name", "tokenizer_path", "is_generation",
+                   "preferred_sampling_params", "weight_version", "load_format",
+                   "reasoning_parser", "tool_call_parser", "disaggregation_mode",
+                   "has_image_understanding", "has_audio_understanding", "model_type",
+                   "architectures"]
+# memory_usage.py build_memory_usage
+MEMORY_USAGE_KEYS = ["weight", "kvcache", "startup_available", "token_capacity",
+                     "token_capacity_swa", "graph"]
+
+
+def test_model_info_and_server_info_fields(sim_url: str) -> None:
+    mi = httpx.get(sim_url + "/model_info").json()
+    assert list(mi)[:len(MODEL_INFO_KEYS)] == MODEL_INFO_KEYS
+    assert mi["architectures"] == ["DeepseekV3ForCausalLM"]  # the default Kimi-class profile
+    si = httpx.get(sim_url + "/server_info").json()
+    for key in ("launch_command", "status", "max_total_num_tokens", "max_req_input_len",
+                "startup_time", "internal_states", "version", "frontend"):
+        assert key in si, key
+    state = si["internal_states"][0]
+    assert list(state["memory_usage"]) == MEMORY_USAGE_KEYS
+    for key in ("world_size", "effective_max_running_requests_per_dp", "last_gen_throughput",
+                "disaggregation_mode", "decode_cuda_graph_bs", "avg_spec_accept_length"):
+        assert key in state, key
+    # a speculative server with max_running_requests 48 captures the speculative list up to 48
+    assert state["decode_cuda_graph_bs"][:10] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12]
+    assert state["decode_cuda_graph_bs"][-1] == 48

@@ -163,17 +163,28 @@ class SimCollector(Collector):
         g.add_metric(self.sched_values, float(value))
         return g
 
+    def _used(self) -> list[bool]:
+        """Which is_streaming series exist: prometheus_client creates a labelled child on its
+        first use, so SGLang shows a series only once a request of that kind was counted."""
+        st = self.stats
+        return [bool(st.prompt_tokens[i] or st.generation_tokens[i] or st.num_requests[i]
+                     or st.ttft[i].count) for i in (0, 1)]
+
     def _by_stream(self, name: str, doc: str, values: Sequence[int]) -> CounterMetricFamily:
         c = CounterMetricFamily(f"sglang:{name}", doc, labels=[*self.tok_labels, "is_streaming"])
-        for flag, v in zip(STREAM_FLAGS, values, strict=True):
-            c.add_metric([*self.tok_values, flag], float(v))
+        for flag, v, used in zip(STREAM_FLAGS, values, self._used(), strict=True):
+            if used:
+                c.add_metric([*self.tok_values, flag], float(v))
         return c
 
     def _hist(self, name: str, doc: str, hists: Sequence[Histogram],
               streaming: bool) -> HistogramMetricFamily:
         labels = [*self.tok_labels, "is_streaming"] if streaming else self.tok_labels
         h = HistogramMetricFamily(f"sglang:{name}", doc, labels=labels)
+        used = self._used()
         for i, hist in enumerate(hists):
+            if streaming and not used[i]:
+                continue
             values = [*self.tok_values, STREAM_FLAGS[i]] if streaming else self.tok_values
             h.add_metric(values, hist.cumulative(), hist.total)
         return h

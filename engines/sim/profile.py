@@ -148,6 +148,9 @@ def load_profile(name_or_path: str = "default", hardware: str | None = None,
     if missing:
         raise ValueError(f"simulator profile {path} lacks {missing}")
     _, hw = _load_json(hardware or data["hardware"], HARDWARE_DIR, "hardware")
+    if "efficiency_from" in hw:  # an unanchored GPU shares a sibling's fitted factors
+        _, sibling = _load_json(hw["efficiency_from"], HARDWARE_DIR, "hardware")
+        hw = {**hw, "efficiency": sibling["efficiency"]}
     _, md = _load_json(model or data["model"], MODEL_DIR, "model")
     if "general" not in md.get("acceptance", {}):
         raise ValueError(f"simulator model profile {md.get('name')}: acceptance needs a "

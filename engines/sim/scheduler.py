@@ -340,11 +340,8 @@ class BatchCore:
             if self.chunked is r:
                 self.chunked = None
                 self._last_chunk = True
-            if r.num_retractions == 0:
-                if self.radix_cache and r.prompt_text:
-                    self.cache.insert(block_keys(r.prompt_text))
-                if r.counted:
-                    st.prompt_tokens[r.stream] += r.prompt_tokens
+            if r.num_retractions == 0 and self.radix_cache and r.prompt_text:
+                self.cache.insert(block_keys(r.prompt_text))
             got = 1 if r.n < r.limit else 0
             r.n += got
             self.kv_used += got
@@ -352,8 +349,6 @@ class BatchCore:
                 r.first_token_at = now
                 if r.counted:
                     st.ttft[r.stream].observe(now - r.arrival)
-            if r.counted:
-                st.generation_tokens[r.stream] += got
             self.running.append(r)
             touched.append(r)
             if r.n >= r.limit:
@@ -372,7 +367,6 @@ class BatchCore:
         touched: list[SimRequest] = []
         finished = False
         gen = 0
-        gen_by = [0, 0]
         corrects: list[int] = []
         for i, r in enumerate(step.reqs):
             if r.aborted or r.done or r.prefilled == 0:
@@ -383,8 +377,6 @@ class BatchCore:
                 a = left
             r.n += a
             gen += a
-            if r.counted:
-                gen_by[r.stream] += a
             if spec:
                 r.verify_ct += 1
                 if steps > 0:
@@ -402,8 +394,6 @@ class BatchCore:
                 self._finish(r, now)
         self.kv_used += gen
         if gen:
-            st.generation_tokens[0] += gen_by[0]
-            st.generation_tokens[1] += gen_by[1]
             st.itl.observe(step.duration_s * self.time_scale * len(touched) / gen, gen)
         if spec and touched:
             st.spec_verify_calls_total += 1
@@ -424,9 +414,12 @@ class BatchCore:
         r.done = True
         r.finished_at = now
         self.kv_used -= r.context
-        if r.counted:
-            self.stats.num_requests[r.stream] += 1
-            self.stats.e2e[r.stream].observe(now - r.arrival)
+        if r.counted:  # SGLang counts a request's tokens when it finishes
+            st = self.stats  # (metrics_collector.py observe_one_finished_request)
+            st.prompt_tokens[r.stream] += r.prompt_tokens
+            st.generation_tokens[r.stream] += r.n
+            st.num_requests[r.stream] += 1
+            st.e2e[r.stream].observe(now - r.arrival)
 
 
 class SchedulerLoop:

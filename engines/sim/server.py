@@ -34,6 +34,7 @@ from engines.sim.api import GenerationAPI, native_error
 from engines.sim.cli import SIM_VERSION, SimArgError, SimConfig, resolve
 from engines.sim.engine import SimEngine
 from engines.sim.metrics import SimCollector, Snapshot
+from engines.sim.model import prompt_tokens
 from engines.sim.wire import json_response
 
 log = logging.getLogger("engines.sim")
@@ -290,6 +291,18 @@ class SimServer:
         return app
 
     # ------------------------------------------------------------------ life cycle
+    async def _warmup(self) -> None:
+        """SGLang's start-up warmup (entrypoints/http_server.py ``_execute_server_warmup``): one
+        non-streaming generation of 8 tokens for "The capital city of France is" at
+        temperature 0, counted in the metrics like any request, before the ready line."""
+        text = "The capital city of France is"
+        req = self.engine.new_request(prompt_text=text, prompt_tokens=prompt_tokens(text),
+                                      max_new_tokens=8, temperature=0.0,
+                                      rid="warmup_" + uuid.uuid4().hex)
+        self.engine.submit(req)
+        await self.api.wait_done(req)
+
+
     def request_shutdown(self, drain: bool) -> None:
         if drain and not self.draining:
             log.info("Received SIGTERM: draining running requests, health returns 503.")
@@ -326,6 +339,7 @@ class SimServer:
             log.info("Simulating start-up (loading weights, capturing CUDA graphs) for %.1f s",
                      startup)
             await asyncio.sleep(startup)
+        await self._warmup()
         self.ready = True
         self.startup_time = time.time() - self.started_at
         log.info(READY_LINE)

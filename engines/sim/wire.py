@@ -83,13 +83,16 @@ class NativeStream:
         self.cur = TextCursor(req)
         self.draft_tokens = draft_tokens
         self.ids = bytearray()
+        self.text = bytearray()
         self.n_ids = 0
         self.meta_head = f'"meta_info":{{"id":{compact(rid)},"finish_reason":'.encode()
         self.prompt_part = (f',"prompt_tokens":{req.prompt_tokens},"weight_version":"default",'
                             '"num_retractions":').encode()
 
     def chunk(self, n: int, final: bool, now: float) -> bytes:
-        self.cur.advance(n)
+        delta = self.cur.advance(n)
+        if delta:
+            self.text += delta.encode()
         req = self.req
         if n > self.n_ids:
             new = ",".join([str(token_id(w)) for w in req.words[self.n_ids:n]]).encode()
@@ -105,7 +108,7 @@ class NativeStream:
                 for k, v in spec_meta(req, self.draft_tokens).items():
                     tail += f',"{k}":{v}'
         return b"".join((
-            b'data: {"text":"', self.cur.text.encode(), b'","output_ids":[', self.ids,
+            b'data: {"text":"', self.text, b'","output_ids":[', self.ids,
             b"],", self.meta_head, _finish_json(req).encode() if final else b"null",
             self.prompt_part, str(req.num_retractions).encode(), tail.encode(), b"}}\n\n",
         ))

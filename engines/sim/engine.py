@@ -18,6 +18,7 @@ from typing import Any
 from engines.sglang.adaptive import decode_capture_sizes
 from engines.sim.adaptive import AdaptiveController
 from engines.sim.cli import SimConfig
+from engines.sim.loop import SchedulerLoop
 from engines.sim.model import (
     PerfModel,
     acceptance_probs,
@@ -25,7 +26,7 @@ from engines.sim.model import (
     iter_env_names,
     natural_output_tokens,
 )
-from engines.sim.scheduler import BatchCore, SchedulerLoop, SimRequest, SpecParams
+from engines.sim.scheduler import BatchCore, SimRequest, SpecParams
 from engines.sim.text import find_stop, make_words, seed_for
 
 SPEC_ENV = ("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "SGLANG_SIMULATE_ACC_LEN")

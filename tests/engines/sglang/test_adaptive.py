@@ -206,3 +206,17 @@ def test_threshold_ranges_and_plan_lines() -> None:
     assert "1-8" in line and warn is not None and warn.startswith("eagle3-t9: ")
     assert adaptive.default_decode_max_bs(80 * 1024, 1, None) == 256
     assert adaptive.default_decode_max_bs(97_887, 8, 48) == 48
+
+
+def test_threshold_notes_for_the_plan() -> None:
+    variant = {"speculative_disable_above_batch": 9,
+               "args": {**EAGLE3, "max_running_requests": 64}}
+    lines = adaptive.threshold_notes("eagle3__off_above-9", variant)
+    assert lines[0] == ("eagle3__off_above-9: drafts 3 steps at running batch 1-8; no drafting "
+                        "above (speculative CUDA-graph sizes up to 64)")
+    assert len(lines) == 2 and "between the captured CUDA-graph batch sizes 8 and 10" in lines[1]
+    even = {"speculative_disable_above_batch": 16, "args": {**EAGLE3}}
+    assert adaptive.threshold_notes("t16", even) == [
+        "t16: drafts 3 steps at running batch 1-16; no drafting above (speculative CUDA-graph "
+        "sizes up to 48)"]
+    assert adaptive.threshold_notes("plain", {"args": EAGLE3}) == []

@@ -57,6 +57,24 @@ def _bearer_ok(header: str | None, key: str) -> bool:
         parts[1], key)
 
 
+def _redact(argv: Sequence[str]) -> list[str]:
+    """The command line with the API key replaced by *** (it must never reach a results file)."""
+    out: list[str] = []
+    hide = False
+    for tok in argv:
+        if hide:
+            out.append("***")
+            hide = False
+        elif tok == "--api-key":
+            out.append(tok)
+            hide = True
+        elif tok.startswith("--api-key="):
+            out.append("--api-key=***")
+        else:
+            out.append(tok)
+    return out
+
+
 class SimServer:
     """State of one simulated server process."""
 
@@ -73,7 +91,7 @@ class SimServer:
         self.started_at = time.time()
         self.startup_time = 0.0
         """Seconds from process start to ready (SGLang's startup_time)."""
-        self.launch_command = " ".join(["python", "-m", "engines.sim", *sys.argv[1:]])
+        self.launch_command = " ".join(["python", "-m", "engines.sim", *_redact(sys.argv[1:])])
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(SimCollector(self.engine.core.stats, self.model_name,
                                             self.engine.spec is not None, self._snapshot))

@@ -244,6 +244,8 @@ def test_api_key(launch_sim: LaunchSim) -> None:
     ok = {"Authorization": "Bearer sekret"}
     assert httpx.post(sim.url + "/generate", json=body, headers=ok).status_code == 200
     assert httpx.get(sim.url + "/server_info", headers=ok).json()["api_key"] == "<set>"
+    info = httpx.get(sim.url + "/server_info", headers=ok)
+    assert "sekret" not in info.text and "--api-key ***" in info.json()["launch_command"]
 
 
 def test_503_while_starting(launch_sim: LaunchSim) -> None:

@@ -94,7 +94,8 @@ def make_run(run_dir: Path, cells: int, requests: int) -> int:
                 tok_s = c * speed(variant, c)
                 row = {"run_id": run_dir.name, "cell_id": cell_id, "server_key": variant,
                        "attempt": 1, "status": "done", "error": None, "engine": "sim",
-                       "simulated": True, "model": "sim-8gpu", "concurrency": c, "rate": None,
+                       "simulated": True, "model": "kimi-k2.5-class", "concurrency": c,
+                       "rate": None,
                        "num_requests": requests,
                        "factors": json.dumps({"concurrency": c, "repeat": repeat}),
                        "requests_ok": requests, "requests_error": 0, "error_rate": 0.0,

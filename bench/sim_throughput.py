@@ -12,18 +12,24 @@ client falls behind and the server coalesces chunks, as SGLang does).
     .venv/bin/python bench/sim_throughput.py --concurrency 64 256 --requests 2000
 
 Recorded on the 2-core development machine (server on CPU 0 with uvloop, client on CPU 1,
-256 tokens per request, 1024 requests per cell; goal >= 20,000 tokens/s):
+256 tokens per request, 1024 requests per cell; goal >= 20,000 tokens/s), in one sitting with
+the machine shared (load average 5-8 on 2 cores), the current simulator (SGLang 0.5.23's
+cumulative ``output_ids`` and full meta_info on every /generate chunk) next to the previous one
+(text only) run right after it with the same command:
 
-| variant  | endpoint | streams |  tokens/s |  events/s | tok/event |
-|----------|----------|---------|-----------|-----------|-----------|
-| baseline | generate |      64 |    73,807 |    73,807 |      1.00 |
-| baseline | generate |     256 |    59,199 |    59,199 |      1.00 |
-| baseline | chat     |      64 |    87,893 |    88,923 |      0.99 |
-| baseline | chat     |     256 |    73,770 |    74,634 |      0.99 |
-| eagle3   | generate |      64 |   159,495 |    61,253 |      2.60 |
-| eagle3   | generate |     256 |   120,846 |    46,555 |      2.60 |
-| eagle3   | chat     |      64 |   173,506 |    68,982 |      2.52 |
-| eagle3   | chat     |     256 |   119,685 |    47,247 |      2.53 |
+| variant  | endpoint | streams |  tokens/s |  events/s | tok/event | previous tok/s |
+|----------|----------|---------|-----------|-----------|-----------|----------------|
+| baseline | generate |      64 |    11,554 |    11,554 |      1.00 |         18,141 |
+| baseline | generate |     256 |     9,971 |     9,971 |      1.00 |         21,063 |
+| baseline | chat     |      64 |     8,418 |     8,516 |      0.99 |         12,291 |
+| baseline | chat     |     256 |     7,766 |     7,857 |      0.99 |          7,845 |
+| eagle3   | generate |      64 |    19,042 |     7,312 |      2.60 |         25,922 |
+| eagle3   | generate |     256 |    12,008 |     4,626 |      2.60 |         17,412 |
+| eagle3   | chat     |      64 |    35,098 |    13,954 |      2.52 |         32,933 |
+| eagle3   | chat     |     256 |    19,170 |     7,568 |      2.53 |         25,155 |
+
+On an idle machine the previous simulator measured 73,807 (baseline generate, 64 streams) to
+173,506 (eagle3 chat, 64 streams) tokens/s; these loaded numbers are not comparable with those.
 """
 
 from __future__ import annotations

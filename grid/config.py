@@ -65,7 +65,7 @@ class DrafterConfig:
 
 @dataclass
 class ModelConfig:
-    name: str = "sim-8gpu"
+    name: str = "kimi-k2.5-class"
     """Short slug used in run ids and reports."""
     model_path: str = "specgrid/sim-model"
     """--model-path (a hub id or a local folder on the node)."""
@@ -81,6 +81,13 @@ class ModelConfig:
     """GPUs per server unless the variant says otherwise."""
     drafter: DrafterConfig = field(default_factory=DrafterConfig)
     """The EAGLE-3 drafter's training distribution (recorded with every cell)."""
+
+
+@dataclass
+class HardwareConfig:
+    name: str = "rtx-pro-6000"
+    """GPU kind of the node: the simulator's hardware profile
+    (engines/sim/profiles/hardware/<name>.json); recorded for real engines."""
 
 
 @dataclass
@@ -231,6 +238,7 @@ class ClusterConfig:
 class SpecgridConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
     variant: VariantConfig = field(default_factory=VariantConfig)
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     load: LoadConfig = field(default_factory=LoadConfig)

@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from actors.loadgen.spec import LoadSpec, Prompt
 from engines.launch import LaunchSpec
+from engines.sglang import adaptive
 from engines.sglang.command import concurrency_warnings, threshold_warnings
 from engines.sglang.validate import ValidationUnavailable, check_batch, sglang_available
 from grid.cells import (
@@ -351,6 +352,7 @@ def plan_warnings(groups: Sequence[ServerGroup]) -> list[str]:
             if variant.get("speculative_disable_above_batch") is not None:
                 warnings += [f"{group.variant}: {w}" for w in threshold_warnings(
                     variant["speculative_disable_above_batch"], cap)]
+        warnings += adaptive.threshold_notes(group.variant, variant)
         if (group.config["engine"]["name"] == "sglang"
                 and "CUDA_DEVICE_MAX_CONNECTIONS" in variant["env"]):
             warnings.append(f"{group.variant}: SGLang overwrites CUDA_DEVICE_MAX_CONNECTIONS=8 "

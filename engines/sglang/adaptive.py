@@ -32,11 +32,16 @@ The file format is SGLang's own, read by `_load_adaptive_config` in
 
 Consequences for a threshold N: `threshold_config` writes single-candidate tiers, so the steps
 are fixed by batch size (no EMA movement): batch sizes whose padded CUDA-graph size is <= N
-draft with `num_steps`, larger ones do not draft. Because of the padding the effective
-threshold moves to CUDA-graph granularity: with graphs at 8, 12, 16, N=10 switches speculation
-off from batch 9 (padded to 12). At 0 steps SGLang still runs the draft-extend pass (keeping
-the draft KV warm) unless `SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1` is in the server's env
-(a variant env factor; specgrid does not set it).
+draft with `num_steps`, larger ones do not draft. The padding uses the *speculative* capture
+list (`decode_capture_sizes(..., speculative=True)`: 1..8, 10..32 step 2, 40..64 step 4, 72..256
+step 8, then step 16), so the effective threshold moves to that granularity. Worked example,
+N=10 (`{"1": [3], "11": [0]}`): batch 10 pads to 10 and drafts; batch 11 pads to 12 and does
+not. N=20 drafts up to batch 20 (captured); N=30 up to 30; N=6 up to 6. But N=9 (between the
+captured 8 and 10) drafts only up to batch 8: batch 9 pads to 10 >= 10 = N+1 and routes to the
+[0] tier -- `threshold_ranges` reports this and the plan warns. A zero-step tier is not "no
+speculation cost": SGLang still runs a 1-token verify through the speculative path and, unless
+`SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1` is in the server's env, the draft-extend pass
+(keeping the draft KV warm); specgrid does not set that variable.
 
 `steps_for_batch` reads any config of this format (SGLang's defaults included) and is what
 the simulator (`engines.sim`) uses to decide how many draft steps a batch gets.
@@ -155,6 +160,119 @@ def steps_for_batch(
     if initial_steps in steps:
         return int(initial_steps)  # type: ignore[arg-type]
     return steps[len(steps) // 2]
+
+
+# SGLang 0.5.23 python/sglang/srt/arg_groups/memory_hook.py `_handle_gpu_memory_settings`:
+# the default decode max_bs by GPU memory (MiB thresholds) and tp_size.
+_MAX_BS_BY_MEMORY: tuple[tuple[float, int, int], ...] = (
+    (20 * 1024, 8, 8),  # T4, 4080
+    (35 * 1024, 48, 160),  # A10, 4090, 5090
+    (60 * 1024, 32, 160),  # A100 40GB, L40
+    (90 * 1024, 256, 512),  # H100, A100 80GB
+    (160 * 1024, 256, 512),  # H20, H200, RTX PRO 6000
+)
+
+
+def default_decode_max_bs(gpu_memory_mib: float | None, tp_size: int,
+                          max_running_requests: int | None) -> int:
+    """SGLang 0.5.23's default `cuda_graph_max_bs_decode` when the flag is not given
+    (memory_hook.py `_handle_gpu_memory_settings`): by GPU memory and tp_size (160 when the
+    memory is unknown, 512 from 160 GiB), then lowered to max_running_requests if that is
+    set and smaller."""
+    if gpu_memory_mib is None:
+        max_bs = 160
+    else:
+        max_bs = 512
+        for limit, small_tp, large_tp in _MAX_BS_BY_MEMORY:
+            if gpu_memory_mib < limit:
+                max_bs = small_tp if tp_size < 4 else large_tp
+                break
+    if max_running_requests is not None and max_bs > max_running_requests:
+        max_bs = max_running_requests
+    return max_bs
+
+
+def decode_capture_sizes(max_bs: int, *, speculative: bool,
+                         disable_padding: bool = False) -> list[int]:
+    """The decode batch sizes SGLang captures CUDA graphs for, i.e. the sizes a running batch
+    is padded up to (and that adaptive routing pads to). SGLang 0.5.23
+    python/sglang/srt/arg_groups/cuda_graph_hook.py `generate_decode_cuda_graph_batch_sizes`:
+    --disable-cuda-graph-padding: 1..max_bs; no speculation: 1, 2, 4, 8, 12, 16..256 step 8,
+    272..496 step 16, 512.. step 32; speculation ("less padding for smaller batch sizes"):
+    1..8, 10..32 step 2, 40..64 step 4, 72..256 step 8, 272.. step 16; all cut at max_bs, and
+    max_bs itself appended when missing."""
+    if disable_padding:
+        sizes = list(range(1, max_bs + 1))
+    elif not speculative:
+        sizes = ([1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16))
+                 + list(range(512, max_bs + 1, 32)))
+    else:
+        sizes = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4))
+                 + list(range(72, 257, 8)) + list(range(272, max_bs + 1, 16)))
+    sizes = [b for b in sizes if b <= max_bs]
+    if max_bs not in sizes:
+        sizes.append(max_bs)
+    return sizes
+
+
+def threshold_ranges(num_steps: int, disable_above_batch: int,
+                     capture_sizes: Sequence[int]) -> tuple[list[tuple[int, int]], str | None]:
+    """Running-batch ranges in which SGLang drafts under a threshold config, and a warning
+    when the threshold falls between captured sizes (so SGLang switches speculation off
+    earlier than asked). Ranges are inclusive (lo, hi); the last one may end at the largest
+    captured size (larger batches are not padded and route by their own size)."""
+    config = threshold_config(num_steps, disable_above_batch)
+    graphs = sorted(capture_sizes)
+    keys = sorted(load_tiers(config))
+    top = max(graphs[-1] if graphs else 0, disable_above_batch + 1)
+    drafting = [b for b in range(1, top + 1) if route(keys, b, graphs) == 1]
+    ranges: list[tuple[int, int]] = []
+    for b in drafting:
+        if ranges and ranges[-1][1] == b - 1:
+            ranges[-1] = (ranges[-1][0], b)
+        else:
+            ranges.append((b, b))
+    last = drafting[-1] if drafting else 0
+    warning = None
+    if last != disable_above_batch:
+        below = max((g for g in graphs if g <= disable_above_batch), default=None)
+        above = min((g for g in graphs if g > disable_above_batch), default=None)
+        warning = (f"speculative_disable_above_batch={disable_above_batch} falls between the "
+                   f"captured CUDA-graph batch sizes {below} and {above}: SGLang drafts only "
+                   f"up to batch {last} (batch {last + 1} pads to {above} and routes to the "
+                   "no-drafting tier)")
+    return ranges, warning
+
+
+def plan_lines(variant_name: str, num_steps: int, disable_above_batch: int,
+               max_bs: int) -> tuple[str, str | None]:
+    """One plan line for a threshold variant (where SGLang drafts), and its warning if any.
+    `max_bs` = the server's decode CUDA-graph max batch size (`default_decode_max_bs`)."""
+    sizes = decode_capture_sizes(max_bs, speculative=True)
+    ranges, warning = threshold_ranges(num_steps, disable_above_batch, sizes)
+    text = ", ".join(f"{lo}-{hi}" if lo != hi else str(lo) for lo, hi in ranges) or "none"
+    line = (f"{variant_name}: drafts {num_steps} steps at running batch {text}; "
+            f"no drafting above (speculative CUDA-graph sizes up to {max_bs})")
+    return line, (f"{variant_name}: {warning}" if warning else None)
+
+
+def threshold_notes(variant_name: str, variant: Mapping[str, Any]) -> list[str]:
+    """Plan lines for a variant with `speculative_disable_above_batch` (grid/plan.py prints
+    them with its warnings): where SGLang drafts, and a warning when the threshold falls
+    between captured sizes. The capture list's max_bs is the variant's
+    cuda_graph_max_bs(_decode) if set, else SGLang's default for an unknown GPU (160),
+    lowered to max_running_requests."""
+    n = variant.get("speculative_disable_above_batch")
+    args = variant.get("args") or {}
+    steps = args.get("speculative_num_steps")
+    if n is None or not isinstance(steps, int) or not isinstance(n, int) or n < 1 or steps < 1:
+        return []
+    explicit = args.get("cuda_graph_max_bs_decode", args.get("cuda_graph_max_bs"))
+    max_running = args.get("max_running_requests")
+    max_bs = int(explicit) if explicit is not None else default_decode_max_bs(
+        None, 1, max_running if isinstance(max_running, int) else 48)
+    line, warning = plan_lines(variant_name, steps, n, max_bs)
+    return [line] + ([warning] if warning else [])
 
 
 def config_json(config: Mapping[str, Any]) -> str:

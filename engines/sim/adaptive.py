@@ -11,8 +11,9 @@ docstring is the reference; one file drives the simulator and the real server)::
 
 Integer-string keys are batch-size lower bounds of tiers; ``candidate_steps`` are the draft step
 counts a tier may use (0 = no drafting); other keys are knobs shared by all tiers. The example is
-SGLang's default when no file is given. A running batch is padded up to the next captured
-CUDA-graph batch size, then routed to the tier with the largest key <= it. A "no drafting above
+SGLang's default when no file is given. A running batch is padded up to the next size of the
+*speculative* CUDA-graph capture list (``engines.sglang.adaptive.decode_capture_sizes``), then
+routed to the tier with the largest key <= it. A "no drafting above
 batch N" threshold is ``{"1": {"candidate_steps": [s]}, "N+1": {"candidate_steps": [0]}}``
 (``engines.sglang.adaptive.threshold_config``).
 
@@ -37,12 +38,6 @@ DEFAULT_ADAPTIVE_CONFIG: dict[str, Any] = {
     "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
 }
 """SGLang 0.5.23's built-in config (used when --speculative-adaptive-config is absent)."""
-
-def default_cuda_graph_bs(max_bs: int = 256) -> list[int]:
-    """SGLang's default captured decode batch sizes up to ``max_bs`` (1, 2, 4, 8, 12, then every
-    8 up to 256, then every 16)."""
-    sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 1025, 16))
-    return [s for s in sizes if s <= max_bs]
 
 
 def load_adaptive_config(path: str | Path | None) -> dict[str, Any]:

@@ -165,8 +165,7 @@ class GenerationAPI:
             texts = text if isinstance(text, list) else [text]
             prompts = [(str(t), prompt_tokens(str(t))) for t in texts]
         else:
-            assert ids is not None  # no text: the request carries input_ids
-            id_lists = ids if batch else [ids]
+            id_lists: list[Any] = list(ids) if batch else [ids]  # type: ignore[arg-type]
             prompts = [(" ".join(map(str, x)), max(1, len(x))) for x in id_lists]
         if batch and stream:
             raise RequestError("the simulator does not stream batched /generate requests")
@@ -181,8 +180,9 @@ class GenerationAPI:
                 temperature=_float_or(sp.get("temperature"), 1.0),
                 sampling_seed=sp.get("sampling_seed"), rid=str(r_id)))
         for r in reqs:
+            r.stream = stream
             self.engine.submit(r)
-        spec = self.engine.spec is not None
+        spec = self.engine.spec.draft_tokens if self.engine.spec is not None else None
         if stream:
             r = reqs[0]
             return await self._stream(request, r, NativeStream(r, r.rid, spec), None, malformed)
@@ -225,6 +225,7 @@ class GenerationAPI:
             ignore_eos=bool(body.get("ignore_eos", False)), stop=_stops(body.get("stop")),
             temperature=_float_or(body.get("temperature"), 1.0),
             sampling_seed=body.get("seed"), rid=uuid.uuid4().hex)
+        req.stream = bool(body.get("stream"))
         self.engine.submit(req)
         model = self.server.model_name
         if body.get("stream"):

@@ -1,35 +1,49 @@
-"""Fit and check a profile's calibration offline: ``python -m engines.sim.calibrate [--write]``.
+"""Fit and check the simulator's efficiency factors offline:
+``python -m engines.sim.calibrate [--anchor default|h100-llama3.1-8b] [--write]``.
 
 The same ``SimEngine`` and ``BatchCore`` the server runs are driven without a clock: each
 scenario's requests are submitted, steps are planned and committed, and step durations are
-summed. With every request arriving at t=0 (or one after another) the schedule does not depend
-on the durations, so the total time is *linear* in the step-cost constants: the fit evaluates
-the scenarios at three parameter points and solves a 2x2 system, first for the baseline
-(``decode_base_ms``, ``decode_per_token_ms``), then for EAGLE-3 (``spec_overhead_base_ms``,
-``verify_token_cost_ratio``). Expected values average ``reps`` seeds.
+summed. An *anchor* is a published measurement: a hardware + model pair, scenarios, targets,
+and the efficiency factors (engines/sim/roofline.py ``Efficiency``) fitted to them by least
+squares on log(model / target). Everything else in the roofline stays fixed, so the factors
+are the only free numbers, and the anchors' other figures are predictions.
 
-The scenario definitions live in the profile (``calibration.scenario``) and are documented in
-engines/sim/profile.py; tests/engines/sim/test_calibration.py measures the same scenarios over
+Anchors:
+
+- ``default`` (profiles/default.json ``calibration``): 8x RTX PRO 6000 + Kimi-K2.5-class,
+  baseline 89 / EAGLE-3 96.1 tok/s at one stream, 773 / 354 saturated; fits ``bandwidth``,
+  ``compute``, ``pass_overhead_ms``, ``spec_step_overhead_ms`` into the model profile's
+  ``efficiency_on.rtx-pro-6000``.
+- ``h100-llama3.1-8b`` (profiles/model/llama3.1-8b.json ``anchor``): SGLang's published
+  single-stream Llama-3.1-8B-Instruct figures on one H100 (158.34 / 373.25 tok/s); fits
+  ``bandwidth`` and ``spec_step_overhead_ms`` into profiles/hardware/h100.json; the EAGLE-3
+  paper's batch-64 gain is a prediction.
+
+tests/engines/sim/test_calibration.py and test_anchor_h100.py measure the same scenarios over
 HTTP with a wall clock.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import json
-import re
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from engines.sim.cli import resolve
 from engines.sim.engine import SimEngine
-from engines.sim.profile import Profile, load_profile
+from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, Profile, load_profile
 
 _CODE_WORDS = (
     "def parse(self, value): return a dict of each key and index; implement the cache class "
     "with a list and a loop; check the test for the error and the type of the buffer; "
+).split()
+_CHAT_WORDS = (
+    "please write a short friendly letter to a neighbour about the garden party next weekend "
+    "and mention the music the food and the time we should meet near the old oak tree "
 ).split()
 
 
@@ -43,16 +57,18 @@ def coding_prompt(i: int, chars: int = 512) -> str:
     return text[:chars]
 
 
-def baseline_argv(scenario: Mapping[str, Any]) -> list[str]:
-    return []
+def chat_prompt(i: int, chars: int = 512) -> str:
+    """A distinct general-chat prompt (no domain keyword: MT-bench-like writing) of ``chars``
+    characters."""
+    text = f"Note {i}:"
+    j = i
+    while len(text) < chars:
+        text += " " + _CHAT_WORDS[j % len(_CHAT_WORDS)]
+        j += 5
+    return text[:chars]
 
 
-def eagle3_argv(scenario: Mapping[str, Any]) -> list[str]:
-    e = scenario["eagle3"]
-    return ["--speculative-algorithm", "EAGLE3",
-            "--speculative-num-steps", str(e["speculative_num_steps"]),
-            "--speculative-eagle-topk", str(e["speculative_eagle_topk"]),
-            "--speculative-num-draft-tokens", str(e["speculative_num_draft_tokens"])]
+PROMPTS = {"coding": coding_prompt, "general": chat_prompt}
 
 
 def make_engine(profile: Profile, argv: Sequence[str], seed: int = 0) -> SimEngine:
@@ -90,101 +106,182 @@ def offline_seconds(engine: SimEngine, prompts: Sequence[str], output_tokens: in
     return total
 
 
-def scenario_tok_s(profile: Profile, reps: int = 8) -> dict[str, float]:
-    """Expected tok/s of the four calibration scenarios under ``profile``."""
+def spec_argv(spec: Mapping[str, Any]) -> list[str]:
+    return ["--speculative-algorithm", "EAGLE3",
+            "--speculative-num-steps", str(spec["speculative_num_steps"]),
+            "--speculative-eagle-topk", str(spec["speculative_eagle_topk"]),
+            "--speculative-num-draft-tokens", str(spec["speculative_num_draft_tokens"])]
+
+
+def measure(profile: Profile, case: Mapping[str, Any], reps: int = 4) -> float:
+    """Modelled tok/s of one case: ``{"variant": argv list, "streams": n, "requests": n,
+    "concurrent": bool, "prompt_tokens", "output_tokens", "domain"}``."""
+    make = PROMPTS[case.get("domain", "coding")]
+    prompts = [make(i, int(case["prompt_tokens"]) * 4) for i in range(int(case["requests"]))]
+    out = int(case["output_tokens"])
+    secs = [offline_seconds(make_engine(profile, case["argv"], seed), prompts, out,
+                            bool(case["concurrent"])) for seed in range(reps)]
+    return len(prompts) * out / (sum(secs) / len(secs))
+
+
+def default_cases(profile: Profile) -> dict[str, dict[str, Any]]:
+    """The four scenarios of profiles/default.json ``calibration.scenario``."""
     sc = profile.data["calibration"]["scenario"]
-    out_tok = int(sc["output_tokens"])
-    chars = int(sc["prompt_tokens"]) * 4
-    single = [coding_prompt(i, chars) for i in range(int(sc["single_stream_requests"]))]
-    sat = [coding_prompt(i, chars) for i in range(int(sc["saturated_streams"]))]
-    result: dict[str, float] = {}
-    for name, argv in (("baseline", baseline_argv(sc)), ("eagle3", eagle3_argv(sc))):
-        for kind, prompts, conc in (("single", single, False), ("saturated", sat, True)):
-            secs = [offline_seconds(make_engine(profile, argv, seed), prompts, out_tok, conc)
-                    for seed in range(reps)]
-            result[f"{name}_{kind}"] = len(prompts) * out_tok / (sum(secs) / len(secs))
-    return result
+    common = {"prompt_tokens": sc["prompt_tokens"], "output_tokens": sc["output_tokens"],
+              "domain": sc.get("domain", "coding")}
+    single = {**common, "requests": sc["single_stream_requests"], "concurrent": False}
+    sat = {**common, "requests": sc["saturated_streams"], "concurrent": True}
+    eagle = spec_argv(sc["eagle3"])
+    return {"baseline_single": {**single, "argv": []},
+            "baseline_saturated": {**sat, "argv": []},
+            "eagle3_single": {**single, "argv": eagle},
+            "eagle3_saturated": {**sat, "argv": eagle}}
 
 
-def _with_costs(profile: Profile, **costs: float) -> Profile:
-    data = copy.deepcopy(dict(profile.data))
-    data["step_costs"].update(costs)
-    return replace(profile, data=data)
+def anchor_cases(anchor: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Cases of a model profile's ``anchor`` block (h100-llama3.1-8b)."""
+    sc = anchor["scenario"]
+    hw = ["--sim-hardware", anchor["hardware"], "--sim-model", anchor["model"]]
+    common = {"prompt_tokens": sc["prompt_tokens"], "output_tokens": sc["output_tokens"],
+              "domain": sc["domain"]}
+    cases: dict[str, dict[str, Any]] = {
+        "baseline_single": {**common, "requests": sc["single_stream_requests"],
+                            "concurrent": False, "argv": hw},
+        "eagle3_single": {**common, "requests": sc["single_stream_requests"],
+                          "concurrent": False, "argv": [*hw, *spec_argv(sc["eagle3_single"])]},
+    }
+    for b in anchor["batch_gain"]["batch_sizes"]:
+        cap = ["--max-running-requests", str(b)]
+        cases[f"baseline_bs{b}"] = {**common, "requests": b, "concurrent": True,
+                                    "argv": [*hw, *cap]}
+        cases[f"eagle3_bs{b}"] = {**common, "requests": b, "concurrent": True,
+                                  "argv": [*hw, *cap, *spec_argv(sc["eagle3_batch"])]}
+    return cases
 
 
-def _solve2(a: Sequence[Sequence[float]], b: Sequence[float]) -> tuple[float, float]:
-    det = a[0][0] * a[1][1] - a[0][1] * a[1][0]
-    return ((b[0] * a[1][1] - a[0][1] * b[1]) / det, (a[0][0] * b[1] - b[0] * a[1][0]) / det)
+ANCHORS = ("default", "h100-llama3.1-8b")
+BOUNDS: dict[str, tuple[float, float]] = {
+    "bandwidth": (0.2, 0.95), "compute": (0.01, 0.9), "pass_overhead_ms": (0.05, 20.0),
+    "spec_step_overhead_ms": (0.05, 50.0), "spec_token_overhead_us": (0.1, 5000.0),
+}
+"""Physical ranges of the fitted factors (an efficiency above 1 would beat the datasheet)."""
 
 
-def fit(profile: Profile, reps: int = 8) -> Profile:
-    """A copy of ``profile`` with the four fitted constants solved for the targets."""
-    sc = profile.data["calibration"]["scenario"]
-    targets = profile.data["calibration"]["targets_tok_s"]
-    out_tok = int(sc["output_tokens"])
-    chars = int(sc["prompt_tokens"]) * 4
-    n_single, n_sat = int(sc["single_stream_requests"]), int(sc["saturated_streams"])
-    single = [coding_prompt(i, chars) for i in range(n_single)]
-    sat = [coding_prompt(i, chars) for i in range(n_sat)]
-
-    def times(p: Profile, argv: list[str]) -> tuple[float, float]:
-        t1 = sum(offline_seconds(make_engine(p, argv, s), single, out_tok, False)
-                 for s in range(reps)) / reps
-        t2 = sum(offline_seconds(make_engine(p, argv, s), sat, out_tok, True)
-                 for s in range(reps)) / reps
-        return t1, t2
-
-    def linear_fit(p: Profile, argv: list[str], names: tuple[str, str],
-                   keys: tuple[str, str]) -> Profile:
-        base = times(p, argv)
-        c = p.data["step_costs"]
-        d0 = times(_with_costs(p, **{names[0]: c[names[0]] + 1.0}), argv)
-        d1 = times(_with_costs(p, **{names[1]: c[names[1]] + 1.0}), argv)
-        want = (n_single * out_tok / targets[keys[0]], n_sat * out_tok / targets[keys[1]])
-        a = [[d0[i] - base[i], d1[i] - base[i]] for i in range(2)]
-        rhs = [want[i] - base[i] for i in range(2)]
-        x0, x1 = _solve2(a, rhs)
-        return _with_costs(p, **{names[0]: round(c[names[0]] + x0, 4),
-                                 names[1]: round(c[names[1]] + x1, 5)})
-
-    p = linear_fit(profile, baseline_argv(sc), ("decode_base_ms", "decode_per_token_ms"),
-                   ("baseline_single", "baseline_saturated"))
-    return linear_fit(p, eagle3_argv(sc), ("spec_overhead_base_ms", "verify_token_cost_ratio"),
-                      ("eagle3_single", "eagle3_saturated"))
+def anchor(name: str) -> tuple[Profile, dict[str, dict[str, Any]], dict[str, float], list[str]]:
+    """(profile, cases, targets, fitted factor names) of an anchor."""
+    if name == "default":
+        prof = load_profile("default")
+        cal = prof.data["calibration"]
+        return prof, default_cases(prof), dict(cal["targets_tok_s"]), list(cal["fitted"])
+    if name == "h100-llama3.1-8b":
+        md = json.loads((MODEL_DIR / "llama3.1-8b.json").read_text())
+        anc = md["anchor"]
+        prof = load_profile("default", anc["hardware"], anc["model"])
+        targets = {k: v for k, v in anc["targets_tok_s"].items() if k in anc["fit_on"]}
+        return prof, anchor_cases(anc), targets, list(anc["fitted"])
+    raise ValueError(f"unknown anchor {name!r}; known: {ANCHORS}")
 
 
-def report(profile: Profile, reps: int = 8) -> str:
-    targets = profile.data["calibration"]["targets_tok_s"]
-    got = scenario_tok_s(profile, reps)
-    lines = [f"profile {profile.name} ({profile.path}) -- offline model, {reps} seeds",
-             f"{'scenario':<22}{'target tok/s':>14}{'model tok/s':>14}{'error':>9}"]
+def published_targets(name: str) -> dict[str, float]:
+    """Every published figure of an anchor (fitted on or predicted)."""
+    if name == "h100-llama3.1-8b":
+        md = json.loads((MODEL_DIR / "llama3.1-8b.json").read_text())
+        return dict(md["anchor"]["targets_tok_s"])
+    return dict(load_profile("default").data["calibration"]["targets_tok_s"])
+
+
+def results(profile: Profile, cases: Mapping[str, Mapping[str, Any]],
+            reps: int = 4) -> dict[str, float]:
+    """tok/s of every case, plus ``gain_bs<N>`` = EAGLE-3 / baseline at batch N."""
+    got = {k: measure(profile, c, reps) for k, c in cases.items()}
+    for k in list(got):
+        if k.startswith("eagle3_bs"):
+            b = k.removeprefix("eagle3_bs")
+            got[f"gain_bs{b}"] = got[k] / got[f"baseline_bs{b}"]
+    return got
+
+
+def with_efficiency(profile: Profile, **factors: float) -> Profile:
+    """``profile`` with efficiency factors replaced (where the anchor's factors live)."""
+    hw_name = profile.hardware_data["name"]
+    md = json.loads(json.dumps(profile.model_data))
+    if hw_name in md.get("efficiency_on", {}):
+        md["efficiency_on"][hw_name].update(factors)
+        return replace(profile, model_data=md)
+    hd = json.loads(json.dumps(profile.hardware_data))
+    hd["efficiency"].update(factors)
+    return replace(profile, hardware_data=hd)
+
+
+def fit(profile: Profile, cases: Mapping[str, Mapping[str, Any]], targets: Mapping[str, float],
+        names: Sequence[str], reps: int = 4) -> dict[str, float]:
+    """Least-squares fit of the named efficiency factors to ``targets`` (log ratios)."""
+    from scipy.optimize import least_squares  # type: ignore[import-untyped]  # offline only
+
+    eff = profile.hardware.efficiency
+    x0 = [math.log(getattr(eff, n)) for n in names]
+    used = {k: c for k, c in cases.items() if k in targets or
+            (k.startswith(("baseline_bs", "eagle3_bs")) and
+             f"gain_bs{k.split('_bs')[1]}" in targets)}
+
+    def residuals(x: Sequence[float]) -> list[float]:
+        p = with_efficiency(profile, **{n: math.exp(v) for n, v in zip(names, x, strict=True)})
+        got = results(p, used, reps)
+        return [math.log(got[k] / t) for k, t in targets.items()]
+
+    lo = [math.log(BOUNDS[n][0]) for n in names]
+    hi = [math.log(BOUNDS[n][1]) for n in names]
+    x0 = [min(max(v, a + 1e-6), b - 1e-6) for v, a, b in zip(x0, lo, hi, strict=True)]
+    sol = least_squares(residuals, x0, bounds=(lo, hi), diff_step=0.02, xtol=1e-4, ftol=1e-6,
+                        max_nfev=60)
+    return {n: round(math.exp(v), 4) for n, v in zip(names, sol.x, strict=True)}
+
+
+def report(profile: Profile, cases: Mapping[str, Mapping[str, Any]],
+           targets: Mapping[str, float], reps: int = 4) -> str:
+    got = results(profile, cases, reps)
+    lines = [f"hardware {profile.hardware_data['name']}, model {profile.model_data['name']} "
+             f"-- offline model, {reps} seeds",
+             f"{'scenario':<22}{'target':>10}{'model':>12}{'error':>9}"]
     for k, v in got.items():
-        t = float(targets[k])
-        lines.append(f"{k:<22}{t:>14.1f}{v:>14.1f}{(v - t) / t:>+9.2%}")
+        t = targets.get(k)
+        err = f"{(v - t) / t:>+9.2%}" if t else ""
+        lines.append(f"{k:<22}{(f'{t:.2f}' if t else '-'):>10}{v:>12.2f}{err}")
     return "\n".join(lines)
+
+
+def write_factors(profile: Profile, factors: Mapping[str, float]) -> Path:
+    """Store fitted factors where the anchor keeps them (keeps the file's other content)."""
+    hw_name = profile.hardware_data["name"]
+    if hw_name in profile.model_data.get("efficiency_on", {}):
+        path = MODEL_DIR / f"{profile.model_data['name']}.json"
+        data = json.loads(path.read_text())
+        data["efficiency_on"][hw_name].update(factors)
+    else:
+        path = HARDWARE_DIR / f"{hw_name}.json"
+        data = json.loads(path.read_text())
+        data["efficiency"].update(factors)
+    path.write_text(json.dumps(data, indent=2) + "\n")
+    return path
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m engines.sim.calibrate")
-    ap.add_argument("--profile", default="default")
-    ap.add_argument("--reps", type=int, default=8)
-    ap.add_argument("--write", action="store_true", help="store the fitted constants")
+    ap.add_argument("--anchor", default="default", choices=ANCHORS)
+    ap.add_argument("--reps", type=int, default=4)
+    ap.add_argument("--write", action="store_true", help="store the fitted factors")
+    ap.add_argument("--no-fit", action="store_true", help="only report")
     ns = ap.parse_args(argv)
-    prof = load_profile(ns.profile)
-    print(report(prof, ns.reps))
-    fitted = fit(prof, ns.reps)
-    names = fitted.data["calibration"]["fitted"]
-    print("fitted:", {k: fitted.data["step_costs"][k] for k in names})
-    print(report(fitted, ns.reps))
+    prof, cases, targets, names = anchor(ns.anchor)
+    published = published_targets(ns.anchor)
+    print(report(prof, cases, published, ns.reps))
+    if ns.no_fit:
+        return 0
+    factors = fit(prof, cases, targets, names, ns.reps)
+    print("fitted:", factors)
+    print(report(with_efficiency(prof, **factors), cases, published, ns.reps))
     if ns.write:
-        data = json.loads(prof.path.read_text())
-        for k in names:
-            data["step_costs"][k] = fitted.data["step_costs"][k]
-        text = prof.path.read_text()
-        for k in names:  # keep the file's hand formatting: replace the numbers in place
-            text = re.sub(rf'("{k}":\s*)[-0-9.eE]+', rf"\g<1>{data['step_costs'][k]}", text)
-        prof.path.write_text(text)
-        print(f"wrote {prof.path}")
+        print(f"wrote {write_factors(prof, factors)}")
     return 0
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.sglang.adaptive import candidate_steps
+from engines.sglang.adaptive import candidate_steps, default_decode_max_bs
 from engines.sim.adaptive import load_adaptive_config
 from engines.sim.drafter import parse_mix
 from engines.sim.profile import Profile, load_profile
@@ -30,7 +30,8 @@ MODELLED_EXTRA_FLAGS: frozenset[str] = frozenset({
     "enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend",
     "disable_custom_all_reduce", "enable_nccl_nvls", "disable_cuda_graph", "cuda_graph_max_bs",
     "cuda_graph_max_bs_decode", "random_seed", "max_total_tokens", "max_prefill_tokens",
-    "context_length",
+    "context_length", "mem_fraction_static", "chunked_prefill_size", "disable_radix_cache",
+    "cuda_graph_bs", "cuda_graph_bs_decode", "disable_cuda_graph_padding",
 })
 """SGLang flags outside the explicit parser that the model still uses (no warning)."""
 
@@ -90,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--api-key", default=None)
     a("--decode-log-interval", type=int, default=40)
     a("--sim-profile", default="default", help="profile name or JSON path")
+    a("--sim-hardware", default=None,
+      help="hardware profile (engines/sim/profiles/hardware/NAME.json); default: the profile's")
+    a("--sim-model", default=None,
+      help="model profile (engines/sim/profiles/model/NAME.json); default: the profile's")
     a("--sim-startup-seconds", type=float, default=0.0,
       help="answer 503 on health and request endpoints for this long (wall clock)")
     a("--sim-crash-after-requests", type=int, default=None,
@@ -109,6 +114,17 @@ def build_parser() -> argparse.ArgumentParser:
       help='the drafter\'s training mix as JSON, e.g. \'{"coding": 0.6, "agentic": 0.4}\' '
       "(default: a coding/agentic mix)")
     return p
+
+
+def auto_speculative_params(algorithm: str, architectures: Sequence[str]) -> dict[str, int]:
+    """SGLang 0.5.23's automatic (steps, topk, draft_tokens) when none of the three is given:
+    python/sglang/srt/arg_groups/speculative_hook.py ``_auto_choose_speculative_params``:
+    STANDALONE (3, 1, 4); LlamaForCausalLM (5, 4, 8); Grok1 (5, 4, 8); others (3, 1, 4)."""
+    arch = architectures[0] if architectures else ""
+    if algorithm != "STANDALONE" and arch in ("LlamaForCausalLM", "Grok1ForCausalLM",
+                                              "Grok1VForCausalLM"):
+        return {"steps": 5, "topk": 4, "draft_tokens": 8}
+    return {"steps": 3, "topk": 1, "draft_tokens": 4}
 
 
 def _parse_value(values: list[str]) -> Any:
@@ -160,7 +176,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
     ns, rest = build_parser().parse_known_args(list(argv))
     extra, stray = parse_extra(rest)
     try:
-        profile = load_profile(ns.sim_profile)
+        profile = load_profile(ns.sim_profile, ns.sim_hardware, ns.sim_model)
     except ValueError as exc:
         raise SimArgError(str(exc)) from exc
     srv = profile.server
@@ -188,7 +204,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
             notes.append("speculative_adaptive ignored: no --speculative-algorithm")
         args["speculative_adaptive"] = False
     else:
-        auto = srv.get("auto_speculative", {"steps": 3, "topk": 1, "draft_tokens": 4})
+        auto = auto_speculative_params(algo, profile.model.get("architectures", []))
         adaptive = ns.speculative_adaptive
         if adaptive and (algo not in ADAPTIVE_ALGORITHMS or topk not in (None, 1)):
             reason = (f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
@@ -245,17 +261,29 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
             args["max_running_requests"] = int(srv.get("default_max_running_requests", 1024))
     args["speculative_adaptive_config_resolved"] = adaptive_cfg
     args["disable_cuda_graph"] = bool(extra.get("disable_cuda_graph", False))
-    args["cuda_graph_max_bs"] = int(extra.get("cuda_graph_max_bs_decode",
-                                              extra.get("cuda_graph_max_bs",
-                                                        srv.get("cuda_graph_max_bs", 256))))
-    args["max_total_num_tokens"] = int(extra.get("max_total_tokens",
-                                                 srv.get("max_total_num_tokens", 1 << 20)))
+    explicit_bs = extra.get("cuda_graph_max_bs_decode", extra.get("cuda_graph_max_bs"))
+    tp = profile.model_spec.node_tp or max(1, ns.tp_size)
+    args["cuda_graph_max_bs"] = int(explicit_bs) if explicit_bs is not None else \
+        default_decode_max_bs(profile.hardware.memory_gib * 1024, tp,
+                              args["max_running_requests"])
+    args["max_total_num_tokens"] = (int(extra["max_total_tokens"])
+                                    if "max_total_tokens" in extra else None)
+    # None: the KV pool that fits --mem-fraction-static, sized by engines/sim/engine.py.
     args["max_prefill_tokens"] = int(extra.get("max_prefill_tokens",
                                                srv.get("max_prefill_tokens", 16384)))
-    args["context_length"] = int(extra.get("context_length", srv.get("context_length", 131072)))
+    args["context_length"] = int(extra.get("context_length",
+                                           profile.model.get("context_length", 131072)))
+    args["mem_fraction_static"] = float(extra.get("mem_fraction_static",
+                                                  srv.get("mem_fraction_static", 0.88)))
+    args["chunked_prefill_size"] = int(extra.get("chunked_prefill_size",
+                                                 srv.get("chunked_prefill_size", 8192)))
+    args["disable_radix_cache"] = bool(extra.get("disable_radix_cache", False))
+    args["disable_cuda_graph_padding"] = bool(extra.get("disable_cuda_graph_padding", False))
     seed = ns.sim_seed if ns.sim_seed is not None else extra.get("random_seed", 0)
     sim = {
         "profile": profile.name,
+        "hardware": profile.hardware_data["name"],
+        "model": profile.model_data["name"],
         "startup_seconds": ns.sim_startup_seconds,
         "crash_after_requests": ns.sim_crash_after_requests,
         "hang_after_requests": ns.sim_hang_after_requests,

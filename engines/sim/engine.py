@@ -15,21 +15,27 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from engines.sim.adaptive import AdaptiveController, default_cuda_graph_bs
+from engines.sglang.adaptive import decode_capture_sizes
+from engines.sim.adaptive import AdaptiveController
 from engines.sim.cli import SimConfig
 from engines.sim.drafter import SimDrafter
+from engines.sim.loop import SchedulerLoop
 from engines.sim.model import (
     PerfModel,
     acceptance_probs,
     classify_domain,
-    hardware_factor,
     iter_env_names,
     natural_output_tokens,
 )
-from engines.sim.scheduler import BatchCore, SchedulerLoop, SimRequest, SpecParams
+from engines.sim.scheduler import BatchCore, SimRequest, SpecParams
 from engines.sim.text import find_stop, make_words, seed_for
 
 SPEC_ENV = ("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "SGLANG_SIMULATE_ACC_LEN")
+NOT_MODELLED_ENV = {
+    "CUDA_DEVICE_MAX_CONNECTIONS": "SGLang overwrites it with 8 at start-up, so a grid axis over "
+                                   "it has no effect (the simulator records it and does the same)",
+    "NCCL_CUMEM_ENABLE": "SGLang sets 0 when unset; no throughput effect modelled",
+}
 
 
 class RequestError(ValueError):
@@ -49,16 +55,24 @@ class SimEngine:
         self.seed: int = a["sim"]["seed"]
         self.time_scale: float = a["sim"]["time_scale"]
         flags = {**cfg.extra_flags}
-        factor, self.hw_details = hardware_factor(prof.hardware, cfg.env, flags, a["tp_size"])
+        self.roofline, self.hw_details = prof.roofline(a["tp_size"], cfg.env, flags)
         algo = a["speculative_algorithm"]
         algo_cfg = prof.algorithm(algo) if algo else {"accept_scale": 1.0, "draft_cost_scale": 1.0}
         self.accept_scale = float(algo_cfg.get("accept_scale", 1.0))
+        self.graph_bs = decode_capture_sizes(a["cuda_graph_max_bs"], speculative=algo is not None,
+                                             disable_padding=a["disable_cuda_graph_padding"])
         self.model = PerfModel(
-            costs=prof.costs,
-            hw_factor=factor,
+            roofline=self.roofline,
             cuda_graph=not a["disable_cuda_graph"],
+            graph_max_bs=a["cuda_graph_max_bs"],
             draft_cost_scale=float(algo_cfg.get("draft_cost_scale", 1.0)),
+            topk=a["speculative_eagle_topk"] or 1,
         )
+        if a["max_total_num_tokens"] is None:
+            a["max_total_num_tokens"] = self.roofline.kv_capacity_tokens(a["mem_fraction_static"])
+            if a["max_total_num_tokens"] < a["context_length"] // 8:
+                cfg.notes.append(f"KV cache holds only {a['max_total_num_tokens']} tokens at "
+                                 f"--mem-fraction-static {a['mem_fraction_static']}")
         self.spec: SpecParams | None = None
         adaptive: AdaptiveController | None = None
         self.max_steps = 0
@@ -67,8 +81,9 @@ class SimEngine:
                                    a["speculative_num_draft_tokens"])
             self.max_steps = self.spec.steps
             if a["speculative_adaptive"]:
-                graphs = None if a["disable_cuda_graph"] else default_cuda_graph_bs(
-                    a["cuda_graph_max_bs"])
+                # SGLang pads to the speculative capture list (adaptive_spec_params.py
+                # set_cuda_graph_bs); None when CUDA graphs are off.
+                graphs = None if a["disable_cuda_graph"] else self.graph_bs
                 adaptive = AdaptiveController(a["speculative_adaptive_config_resolved"],
                                               self.spec.steps, graphs)
                 self.max_steps = max(s for slot in adaptive.slots.values()
@@ -80,6 +95,8 @@ class SimEngine:
             model=self.model,
             max_running=a["max_running_requests"],
             max_prefill_tokens=a["max_prefill_tokens"],
+            chunked_prefill_size=a["chunked_prefill_size"],
+            radix_cache=not a["disable_radix_cache"],
             max_total_tokens=a["max_total_num_tokens"],
             spec=self.spec,
             adaptive=adaptive,
@@ -163,7 +180,7 @@ class SimEngine:
         return SimRequest(
             rid=rid, prompt_tokens=prompt_tokens, limit=limit, finish_reason=finish,
             words=words, probs=probs, rng=rng, domain=domain, arrival=time.monotonic(),
-            text_chars=text_chars, counted=counted,
+            text_chars=text_chars, counted=counted, prompt_text=prompt_text,
         )
 
     def submit(self, req: SimRequest) -> None:
@@ -175,22 +192,24 @@ class SimEngine:
             self.loop.abort(req)
 
     # ------------------------------------------------------------------ reporting
-    def step_time_table(self) -> dict[str, float]:
-        """Modelled step times (ms, before --sim-time-scale) at a few batch sizes."""
+    def step_time_table(self, context: int = 1024) -> dict[str, float]:
+        """Modelled step times (ms, before --sim-time-scale) at a few batch sizes, each
+        sequence holding ``context`` tokens of KV."""
         out: dict[str, float] = {}
         for b in (1, 8, 32, 64):
+            kv = b * context
             if self.spec is None:
-                out[f"decode_bs{b}_ms"] = round(self.model.decode_s(b) * 1000, 3)
+                out[f"decode_bs{b}_ms"] = round(self.model.decode_s(b, kv) * 1000, 3)
             else:
                 steps = self.adaptive.steps_for_batch(b) if self.adaptive else self.spec.steps
                 ndt = steps + 1 if self.adaptive else self.spec.draft_tokens
                 out[f"spec_bs{b}_steps{steps}_ms"] = round(
-                    self.model.spec_step_s(b, steps, ndt) * 1000, 3)
+                    self.model.spec_step_s(b, steps, ndt, kv) * 1000, 3)
         return out
 
     def sim_info(self) -> dict[str, Any]:
         """The ``sim`` section of /server_info."""
-        env_names = list(iter_env_names(self.cfg.profile.hardware)) + list(SPEC_ENV)
+        env_names = list(iter_env_names(self.cfg.profile.comm_multipliers)) + list(SPEC_ENV)
         extra_env = ["CUDA_DEVICE_MAX_CONNECTIONS", "NCCL_CUMEM_ENABLE"]
         return {
             **self.cfg.args["sim"],
@@ -199,7 +218,7 @@ class SimEngine:
             "modelled_env": {k: self.cfg.env[k] for k in env_names if k in self.cfg.env},
             "modelled_env_names": env_names,
             "recorded_env": {k: self.cfg.env[k] for k in extra_env if k in self.cfg.env},
-            "not_modelled_env": self.cfg.profile.hardware.get("not_modelled_env", {}),
+            "not_modelled_env": NOT_MODELLED_ENV,
             "not_modelled_flags": self.cfg.not_modelled,
             "step_times": self.step_time_table(),
             "drafter": self.drafter.info() if self.drafter else None,

@@ -1,15 +1,33 @@
-"""Server-side statistics and their Prometheus text, with SGLang's metric names.
+"""Server-side statistics and their Prometheus exposition, with SGLang 0.5.23's metric names and
+labels (python/sglang/srt/observability/metrics_collector.py).
 
-Pure bookkeeping (no I/O): the scheduler core calls the ``on_*`` hooks, /metrics renders
-``prometheus_text``. Names follow SGLang (``sglang:num_running_reqs`` ...), labels
-``model_name`` and ``tp_rank``.
+Pure bookkeeping (no I/O): the scheduler core updates ``ServerStats`` (plain numbers, cheap on
+the hot path); /metrics renders them through prometheus_client (``SimCollector`` +
+``generate_latest``), as SGLang exposes its metrics through prometheus_client too. Labels:
+
+- scheduler metrics (num_running_reqs, num_queue_reqs, gen_throughput, token_usage,
+  cache_hit_rate, spec_accept_length, spec_accept_rate, num_retracted_reqs):
+  ``model_name, engine_type, tp_rank, pp_rank, moe_ep_rank`` (SchedulerMetricsCollector);
+- tokenizer metrics: ``model_name, engine_type`` (tokenizer_metric_labels), plus
+  ``is_streaming`` ("true"/"false") on prompt_tokens_total, generation_tokens_total,
+  num_requests_total, time_to_first_token_seconds and e2e_request_latency_seconds
+  (TokenizerMetricsCollector). engine_type is "unified" (no disaggregation).
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import Collector
 
 TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
                 5.0, 7.5, 10.0, 15.0, 20.0, 25.0, 30.0)
@@ -17,11 +35,13 @@ ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035
                0.08, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
 E2E_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 90.0,
                120.0, 150.0, 180.0, 240.0, 300.0, 600.0)
+STREAM_FLAGS = ("false", "true")
+"""is_streaming label values, indexed by the request's ``stream`` bool."""
 
 
 @dataclass
 class Histogram:
-    """Cumulative-bucket histogram; ``observe(v, n)`` records n observations of v at once."""
+    """Bucket counts; ``observe(v, n)`` records n observations of v at once."""
 
     buckets: Sequence[float]
     counts: list[int] = field(default_factory=list)
@@ -36,26 +56,31 @@ class Histogram:
         self.total += value * n
         self.count += n
 
-    def lines(self, name: str, labels: str) -> list[str]:
-        out, cum = [], 0
+    def cumulative(self) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
+        cum = 0
         for bound, c in zip(self.buckets, self.counts, strict=False):
             cum += c
-            out.append(f'{name}_bucket{{{labels},le="{bound}"}} {cum}')
-        out.append(f'{name}_bucket{{{labels},le="+Inf"}} {self.count}')
-        out.append(f"{name}_sum{{{labels}}} {self.total}")
-        out.append(f"{name}_count{{{labels}}} {self.count}")
+            out.append((str(bound), cum))
+        out.append(("+Inf", self.count))
         return out
+
+
+def _pair(buckets: Sequence[float]) -> list[Histogram]:
+    return [Histogram(buckets), Histogram(buckets)]
 
 
 @dataclass
 class ServerStats:
-    """Counters since start (Prometheus) and since the last /flush_cache (server_info)."""
+    """Counters since start (Prometheus) and since the last /flush_cache (server_info).
+    Lists of two are indexed by is_streaming (0 = "false", 1 = "true")."""
 
-    prompt_tokens_total: int = 0
-    generation_tokens_total: int = 0
-    num_requests_total: int = 0
+    prompt_tokens: list[int] = field(default_factory=lambda: [0, 0])
+    generation_tokens: list[int] = field(default_factory=lambda: [0, 0])
+    num_requests: list[int] = field(default_factory=lambda: [0, 0])
     num_aborted_requests_total: int = 0
     spec_verify_calls_total: int = 0
+    num_retractions_total: int = 0
     decode_steps: int = 0
     prefill_steps: int = 0
     # since /flush_cache (SGLang's avg_spec_accept_length is lifetime-cumulative, reset there)
@@ -70,9 +95,21 @@ class ServerStats:
     win_spec_tokens: int = 0
     win_spec_verify: int = 0
     lag_events: int = 0
-    ttft: Histogram = field(default_factory=lambda: Histogram(TTFT_BUCKETS))
+    ttft: list[Histogram] = field(default_factory=lambda: _pair(TTFT_BUCKETS))
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
-    e2e: Histogram = field(default_factory=lambda: Histogram(E2E_BUCKETS))
+    e2e: list[Histogram] = field(default_factory=lambda: _pair(E2E_BUCKETS))
+
+    @property
+    def generation_tokens_total(self) -> int:
+        return sum(self.generation_tokens)
+
+    @property
+    def prompt_tokens_total(self) -> int:
+        return sum(self.prompt_tokens)
+
+    @property
+    def num_requests_total(self) -> int:
+        return sum(self.num_requests)
 
     def roll_window(self) -> None:
         """Close a decode-log window: the recent accept length becomes its average."""
@@ -97,59 +134,98 @@ class ServerStats:
         return self.cum_spec_correct / self.cum_spec_proposed
 
 
-def _esc(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+@dataclass
+class Snapshot:
+    """Scheduler state read at scrape time."""
+
+    running: int
+    queued: int
+    token_usage: float
+    cache_hit_rate: float
+    num_retracted: int
 
 
-def prometheus_text(
-    stats: ServerStats,
-    *,
-    model_name: str,
-    running: int,
-    queued: int,
-    token_usage: float,
-    speculative: bool,
-) -> str:
-    """The /metrics page (Prometheus text exposition format 0.0.4)."""
-    labels = f'model_name="{_esc(model_name)}",tp_rank="0"'
-    lines: list[str] = []
+class SimCollector(Collector):
+    """prometheus_client collector over one server's ``ServerStats``."""
 
-    def metric(name: str, kind: str, help_: str, value: float) -> None:
-        lines.append(f"# HELP sglang:{name} {help_}")
-        lines.append(f"# TYPE sglang:{name} {kind}")
-        lines.append(f"sglang:{name}{{{labels}}} {float(value)}")
+    def __init__(self, stats: ServerStats, model_name: str, speculative: bool,
+                 snapshot: Any) -> None:
+        self.stats = stats
+        self.speculative = speculative
+        self.snapshot = snapshot
+        self.tok_labels = ["model_name", "engine_type"]
+        self.tok_values = [model_name, "unified"]
+        self.sched_labels = [*self.tok_labels, "tp_rank", "pp_rank", "moe_ep_rank"]
+        self.sched_values = [*self.tok_values, "0", "0", "0"]
 
-    metric("num_running_reqs", "gauge", "The number of running requests.", running)
-    metric("num_queue_reqs", "gauge", "The number of requests in the waiting queue.", queued)
-    metric("gen_throughput", "gauge", "The generation throughput (token/s).",
-           stats.last_gen_throughput)
-    metric("token_usage", "gauge", "The token usage.", token_usage)
-    metric("cache_hit_rate", "gauge", "The prefix cache hit rate.", 0.0)
-    if speculative:
-        metric("spec_accept_length", "gauge", "The average acceptance length of speculative "
-               "decoding.", stats.recent_accept_length)
-        metric("spec_accept_rate", "gauge", "The average acceptance rate of speculative "
-               "decoding.", stats.avg_spec_accept_rate)
-    metric("prompt_tokens_total", "counter", "Number of prefill tokens processed.",
-           stats.prompt_tokens_total)
-    metric("generation_tokens_total", "counter", "Number of generation tokens processed.",
-           stats.generation_tokens_total)
-    metric("num_requests_total", "counter", "Number of requests processed.",
-           stats.num_requests_total)
-    metric("num_aborted_requests_total", "counter", "Number of requests aborted.",
-           stats.num_aborted_requests_total)
-    if speculative:
-        metric("spec_verify_calls_total", "counter", "Number of speculative verify calls.",
-               stats.spec_verify_calls_total)
-    for name, help_, hist in (
-        ("time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-         stats.ttft),
-        ("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-         stats.itl),
-        ("e2e_request_latency_seconds", "Histogram of End-to-end request latency in seconds",
-         stats.e2e),
-    ):
-        lines.append(f"# HELP sglang:{name} {help_}")
-        lines.append(f"# TYPE sglang:{name} histogram")
-        lines.extend(hist.lines(f"sglang:{name}", labels))
-    return "\n".join(lines) + "\n"
+    def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
+        g = GaugeMetricFamily(f"sglang:{name}", doc, labels=self.sched_labels)
+        g.add_metric(self.sched_values, float(value))
+        return g
+
+    def _used(self) -> list[bool]:
+        """Which is_streaming series exist: prometheus_client creates a labelled child on its
+        first use, so SGLang shows a series only once a request of that kind was counted."""
+        st = self.stats
+        return [bool(st.prompt_tokens[i] or st.generation_tokens[i] or st.num_requests[i]
+                     or st.ttft[i].count) for i in (0, 1)]
+
+    def _by_stream(self, name: str, doc: str, values: Sequence[int]) -> CounterMetricFamily:
+        c = CounterMetricFamily(f"sglang:{name}", doc, labels=[*self.tok_labels, "is_streaming"])
+        for flag, v, used in zip(STREAM_FLAGS, values, self._used(), strict=True):
+            if used:
+                c.add_metric([*self.tok_values, flag], float(v))
+        return c
+
+    def _hist(self, name: str, doc: str, hists: Sequence[Histogram],
+              streaming: bool) -> HistogramMetricFamily:
+        labels = [*self.tok_labels, "is_streaming"] if streaming else self.tok_labels
+        h = HistogramMetricFamily(f"sglang:{name}", doc, labels=labels)
+        used = self._used()
+        for i, hist in enumerate(hists):
+            if streaming and not used[i]:
+                continue
+            values = [*self.tok_values, STREAM_FLAGS[i]] if streaming else self.tok_values
+            h.add_metric(values, hist.cumulative(), hist.total)
+        return h
+
+    def collect(self) -> Iterator[Metric]:
+        st, snap = self.stats, self.snapshot()
+        yield self._gauge("num_running_reqs", "The number of running requests.", snap.running)
+        yield self._gauge("num_queue_reqs", "The number of requests in the waiting queue.",
+                          snap.queued)
+        yield self._gauge("gen_throughput", "The generation throughput (token/s).",
+                          st.last_gen_throughput)
+        yield self._gauge("token_usage", "The token usage.", snap.token_usage)
+        yield self._gauge("cache_hit_rate", "The prefix cache hit rate.", snap.cache_hit_rate)
+        yield self._gauge("num_retracted_reqs", "The number of retracted requests.",
+                          snap.num_retracted)
+        if self.speculative:
+            yield self._gauge("spec_accept_length",
+                              "The average acceptance length of speculative decoding.",
+                              st.recent_accept_length)
+            yield self._gauge("spec_accept_rate",
+                              "The average acceptance rate of speculative decoding.",
+                              st.avg_spec_accept_rate)
+        yield self._by_stream("prompt_tokens", "Number of prefill tokens processed.",
+                              st.prompt_tokens)
+        yield self._by_stream("generation_tokens", "Number of generation tokens processed.",
+                              st.generation_tokens)
+        yield self._by_stream("num_requests", "Number of requests processed.",
+                              st.num_requests)
+        aborted = CounterMetricFamily("sglang:num_aborted_requests",
+                                      "Number of requests aborted.", labels=self.tok_labels)
+        aborted.add_metric(self.tok_values, float(st.num_aborted_requests_total))
+        yield aborted
+        if self.speculative:
+            verify = CounterMetricFamily("sglang:spec_verify_calls",
+                                         "Number of speculative decoding verification calls.",
+                                         labels=self.tok_labels)
+            verify.add_metric(self.tok_values, float(st.spec_verify_calls_total))
+            yield verify
+        yield self._hist("time_to_first_token_seconds",
+                         "Histogram of time to first token in seconds.", st.ttft, True)
+        yield self._hist("inter_token_latency_seconds",
+                         "Histogram of inter-token latency in seconds.", [st.itl], False)
+        yield self._hist("e2e_request_latency_seconds",
+                         "Histogram of End-to-end request latency in seconds", st.e2e, True)

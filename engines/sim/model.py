@@ -15,8 +15,9 @@ Rules (all documented, all deterministic):
 - Acceptance: per-position *conditional* probabilities from the profile (position i is accepted
   only if positions < i were), so with s draft steps the accepted length is 1 (the bonus token
   the verifier always yields) plus the run of accepted drafts, at most s.
-- Step time: linear in tokens processed (see ``StepCosts``), times a hardware factor that carries
-  the environment's effect on the all-reduce share of a forward pass (see ``hardware_factor``).
+- Step time: the roofline of engines/sim/roofline.py (bytes and FLOPs of each forward pass on
+  the hardware profile, all-reduces, overheads); ``nccl_multiplier`` carries the environment's
+  effect on the NCCL all-reduces.
 """
 
 from __future__ import annotations
@@ -24,8 +25,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from engines.sim.roofline import Roofline
 
 CHARS_PER_TOKEN = 4
 """Prompt tokenizer rule: one token per 4 characters, rounded up."""
@@ -216,90 +219,41 @@ def natural_output_tokens(random: Callable[[], float], median: float, sigma: flo
 
 # --------------------------------------------------------------------------- step time
 @dataclass(frozen=True)
-class StepCosts:
-    """Step-time constants in milliseconds at the profile's reference hardware and environment.
-
-    A forward pass over ``n`` tokens costs ``decode_base_ms + decode_per_token_ms * n`` (a decode
-    step of batch b processes b tokens). Prefill is cheaper per token (compute-bound, large
-    GEMMs). A speculative step = draft (steps forwards of the small draft model) + verify (one
-    target forward over b * draft_tokens tokens, each ``verify_token_cost_ratio`` times a decode
-    token: tree masks, no fused decode kernels) + draft extend (one draft forward) + a fixed
-    per-step overhead (CPU-side tree building and bookkeeping, not overlapped).
-    """
-
-    decode_base_ms: float
-    decode_per_token_ms: float
-    prefill_base_ms: float
-    prefill_per_token_ms: float
-    draft_base_ms: float
-    draft_per_seq_ms: float
-    verify_token_cost_ratio: float
-    spec_overhead_base_ms: float
-    spec_overhead_per_seq_ms: float
-    draft_prefill_fraction: float = 0.1
-    """A speculative server also prefills the draft model: this fraction of the target prefill."""
-    zero_step_overhead_fraction: float = 0.25
-    """Share of the spec overhead still paid by a steps=0 (no drafting) adaptive step."""
-    no_cuda_graph_base_factor: float = 1.6
-    """--disable-cuda-graph: kernel launches are no longer replayed; the base cost grows."""
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any]) -> StepCosts:
-        known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: float(v) for k, v in data.items() if k in known})
-
-
-@dataclass(frozen=True)
 class PerfModel:
-    """Step durations in seconds (before --sim-time-scale) for one server configuration."""
+    """Step durations in seconds (before --sim-time-scale) for one server configuration: the
+    roofline of engines/sim/roofline.py plus the server's CUDA-graph and speculation settings."""
 
-    costs: StepCosts
-    hw_factor: float = 1.0
-    """Multiplier on GPU forward time: compute share x TP scaling + all-reduce share x env."""
+    roofline: Roofline
     cuda_graph: bool = True
+    graph_max_bs: int = 256
+    """Largest captured decode batch; larger batches run eager (per-layer launch cost)."""
     draft_cost_scale: float = 1.0
     """The speculative algorithm's draft cost relative to an EAGLE-3 head (NGRAM = 0)."""
-    details: Mapping[str, Any] = field(default_factory=dict)
+    topk: int = 1
 
-    def _fwd_ms(self, tokens: float) -> float:
-        c = self.costs
-        base = c.decode_base_ms * (1.0 if self.cuda_graph else c.no_cuda_graph_base_factor)
-        return base + c.decode_per_token_ms * tokens
+    def _graph(self, batch: int) -> bool:
+        return self.cuda_graph and batch <= self.graph_max_bs
 
-    def prefill_s(self, tokens: int, speculative: bool = False) -> float:
-        c = self.costs
-        ms = c.prefill_base_ms + c.prefill_per_token_ms * tokens
-        if speculative and self.draft_cost_scale > 0:
-            ms *= 1.0 + c.draft_prefill_fraction * self.draft_cost_scale
-        return ms * self.hw_factor / 1000.0
+    def prefill_s(self, tokens: int, kv_tokens: float = 0.0, speculative: bool = False) -> float:
+        """One prefill chunk of ``tokens`` new tokens (``kv_tokens``: context incl. the chunk)."""
+        draft = speculative and self.draft_cost_scale > 0
+        return self.roofline.prefill_s(tokens, max(kv_tokens, tokens), draft=draft)
 
-    def decode_s(self, batch: int) -> float:
-        """One plain decode step of ``batch`` sequences."""
-        return self._fwd_ms(batch) * self.hw_factor / 1000.0
+    def decode_s(self, batch: int, kv_tokens: float = 0.0) -> float:
+        """One plain decode step of ``batch`` sequences holding ``kv_tokens`` tokens of KV."""
+        return self.roofline.decode_s(batch, kv_tokens, self._graph(batch))
 
-    def spec_step_s(
-        self, batch: int, steps: int, draft_tokens: int, draft_extend: bool = True
-    ) -> float:
-        """One speculative step: steps > 0 drafts and verifies; steps == 0 is adaptive's
-        no-drafting step (a plain decode through the verify path, draft extend unless skipped)."""
-        c = self.costs
-        draft_fwd = (c.draft_base_ms + c.draft_per_seq_ms * batch) * self.draft_cost_scale
-        overhead = c.spec_overhead_base_ms + c.spec_overhead_per_seq_ms * batch
-        if steps <= 0:
-            gpu = self._fwd_ms(batch) + (draft_fwd if draft_extend else 0.0)
-            return (gpu * self.hw_factor + overhead * c.zero_step_overhead_fraction) / 1000.0
-        verify = self._fwd_ms(0) + c.decode_per_token_ms * c.verify_token_cost_ratio * (
-            batch * draft_tokens
-        )
-        gpu = verify + draft_fwd * (steps + 1)  # steps draft forwards + one draft extend
-        return (gpu * self.hw_factor + overhead) / 1000.0
+    def spec_step_s(self, batch: int, steps: int, draft_tokens: int, kv_tokens: float = 0.0,
+                    draft_extend: bool = True) -> float:
+        """One speculative step; steps == 0 is adaptive's no-drafting step (a 1-token verify
+        through the speculative path plus the draft extend unless skipped)."""
+        return self.roofline.spec_step_s(
+            batch, steps, draft_tokens, kv_tokens, topk=self.topk if steps > 0 else 1,
+            draft_extend=draft_extend, graph=self._graph(batch),
+            draft_scale=self.draft_cost_scale)
 
 
 # --------------------------------------------------------------------------- environment
-def _truthy(value: Any) -> bool:
-    return str(value).strip().lower() in ("1", "true", "yes", "on")
-
-
 def _lookup(table: Mapping[str, float], value: str) -> float | None:
     """Case-insensitive lookup; a comma list (NCCL_ALGO=Ring,Tree) takes the best listed value,
     since NCCL picks the fastest allowed algorithm; '^X' exclusions leave NCCL's default (1.0)."""
@@ -312,31 +266,14 @@ def _lookup(table: Mapping[str, float], value: str) -> float | None:
     return lowered.get("*")
 
 
-def hardware_factor(
-    hardware: Mapping[str, Any],
-    env: Mapping[str, str],
-    flags: Mapping[str, Any],
-    tp_size: int,
-) -> tuple[float, dict[str, Any]]:
-    """Multiplier on forward-pass time, and a record of what contributed.
-
-    factor = (1 - f) * compute_scale + f * comm_multiplier * comm_scale, with f the profile's
-    all-reduce share of a forward pass at the reference TP. With ``tp_scaling`` false (default
-    profile: it models one measured 8-GPU node as a whole) compute_scale = comm_scale = 1 and
-    --tp-size is only recorded. comm_multiplier is the product of the profile's per-variable
-    and per-flag multipliers (``comm_multipliers.env`` / ``comm_multipliers.flags``).
-    """
-    f = float(hardware.get("comm_fraction", 0.0))
-    ref_tp = int(hardware.get("reference_tp", 1))
-    compute_scale = comm_scale = 1.0
-    if hardware.get("tp_scaling", False):
-        tp = max(1, tp_size)
-        compute_scale = ref_tp / tp
-        ref_share = (ref_tp - 1) / ref_tp if ref_tp > 1 else 1.0
-        comm_scale = ((tp - 1) / tp) / ref_share if tp > 1 else 0.0
+def nccl_multiplier(
+    tables: Mapping[str, Any], env: Mapping[str, str], flags: Mapping[str, Any]
+) -> tuple[float, dict[str, float]]:
+    """Product of the hardware profile's NCCL multipliers (``comm_multipliers.env`` /
+    ``.flags``) that ``env`` and ``flags`` select, and a record of each one applied. They
+    scale only all-reduces that go through NCCL (roofline.Roofline.allreduce_s)."""
     mult = 1.0
     applied: dict[str, float] = {}
-    tables = hardware.get("comm_multipliers", {})
     for var, table in tables.get("env", {}).items():
         if var in env and env[var] != "":
             m = _lookup(table, str(env[var]))
@@ -351,17 +288,9 @@ def hardware_factor(
         if m is not None:
             mult *= m
             applied[f"flag:--{name.replace('_', '-')}={value}"] = m
-    factor = (1.0 - f) * compute_scale + f * mult * comm_scale
-    return factor, {
-        "factor": round(factor, 6),
-        "comm_fraction": f,
-        "comm_multiplier": round(mult, 6),
-        "compute_scale": compute_scale,
-        "comm_scale": comm_scale,
-        "applied": applied,
-    }
+    return mult, applied
 
 
-def iter_env_names(hardware: Mapping[str, Any]) -> Iterable[str]:
-    """Environment variables the hardware table models."""
-    return hardware.get("comm_multipliers", {}).get("env", {}).keys()
+def iter_env_names(tables: Mapping[str, Any]) -> Iterable[str]:
+    """Environment variables the hardware profile's NCCL table models."""
+    return tables.get("env", {}).keys()

@@ -1,72 +1,31 @@
-"""Simulator profiles: the calibration of the performance model, in one JSON file each.
+"""Simulator profiles: one JSON file for the server's behaviour, plus a hardware profile and a
+model profile that give the roofline its numbers (engines/sim/roofline.py).
 
-``--sim-profile NAME`` loads ``engines/sim/profiles/NAME.json``; ``--sim-profile PATH`` loads a
-file. The JSON is the single documented place for every constant; this docstring says where the
-default profile's numbers come from.
-
-Calibration of ``default`` (SIMULATION -- a model of a published measurement, not a measurement)
-----------------------------------------------------------------------------------------------
-Source: the single-node measurement quoted in docs/architecture.md -- one 8-GPU node, SGLang,
-baseline vs EAGLE-3 (3 steps, topk 1, 4 draft tokens) on prompts from the drafter's training
-distribution:
-
-=========================  ============  ===========
-scenario                   baseline      EAGLE-3
-=========================  ============  ===========
-single stream              89 tok/s      96.1 tok/s
-saturated                  773 tok/s     354 tok/s
-=========================  ============  ===========
-
-Scenario definitions (``calibration.scenario`` in the JSON; the HTTP calibration test measures
-exactly these through the API with a wall clock):
-
-- prompts: coding, 128 prompt tokens (512 characters), temperature 0, ``ignore_eos``, 256 output
-  tokens each.
-- single stream: 2 requests one after the other; tok/s = output tokens / wall time (TTFT
-  included).
-- saturated: 64 requests sent at once (64 concurrent streams); tok/s = output tokens / wall time
-  from the first send to the last byte. ``--max-running-requests`` is *not* set: the baseline runs
-  all 64 (default 1024), EAGLE-3 runs 48 (SGLang's silent cap) and queues 16 -- as the published
-  comparison most likely ran, and the reason the design tells users to set it explicitly.
-
-Fitted constants (``calibration.fitted``): ``decode_base_ms`` and ``decode_per_token_ms`` from the
-two baseline numbers, then ``spec_overhead_base_ms`` and ``verify_token_cost_ratio`` from the two
-EAGLE-3 numbers, with acceptance fixed by the table below. ``python -m engines.sim.calibrate``
-re-fits them by running the same scheduler offline (no clock) and prints the table.
-
-Assumed, not measured: the per-domain acceptance tables (coding/agentic in the drafter's mix:
-~2.9 accepted tokens per 4-token verify; encyclopedic off-mix: ~1.9), prefill costs, draft-model
-costs, the all-reduce share of a forward pass (20 %), and the environment multipliers.
-
-Environment and flags modelled (``hardware.comm_multipliers``; they scale the all-reduce share)
----------------------------------------------------------------------------------------------
-- ``NCCL_ALGO``: Ring 1.0, Tree 0.93, NVLS 0.85, NVLSTree 0.88 (a list takes its best entry).
-- ``NCCL_PROTO``: LL 0.95, LL128 0.97, Simple 1.25.
-- ``NCCL_P2P_LEVEL=LOC`` or ``NCCL_P2P_DISABLE=1``: 1.8 (all-reduce through host memory).
-- ``NCCL_NVLS_ENABLE=1`` / ``--enable-nccl-nvls``: 0.92 (SGLang defaults NVLS off).
-- ``--enable-flashinfer-allreduce-fusion`` / ``--flashinfer-allreduce-fusion-backend X``: 0.8.
-- ``--disable-custom-all-reduce``: 1.15.
-- ``CUDA_DEVICE_MAX_CONNECTIONS``: recorded, no effect -- SGLang overwrites it with 8.
-Speculation-related (engines/sim/scheduler.py): ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1``
-skips the draft extend at adaptive steps=0 (cheaper) but the next drafted steps of a request run
-with cold draft KV (acceptance x ``cold_draft_factor`` for ``cold_draft_steps`` steps);
-``SGLANG_SIMULATE_ACC_LEN=x`` forces a mean accept length x (SGLang's own test knob);
-``--disable-cuda-graph`` raises the per-step base cost and disables batch padding.
+``--sim-profile NAME`` loads ``engines/sim/profiles/NAME.json`` (or a file path): the sampling,
+server defaults, speculative algorithms and the calibration scenario, and which hardware and
+model it stands for. ``--sim-hardware NAME`` / ``--sim-model NAME`` swap in
+``profiles/hardware/NAME.json`` / ``profiles/model/NAME.json``. A model profile may carry
+efficiency factors fitted for one hardware (``efficiency_on``); otherwise the hardware
+profile's own factors apply. docs/simulator.md documents every number and where it comes from,
+including the two published anchors and the fitted factors.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from engines.sim.model import StepCosts
+from engines.sim.model import nccl_multiplier
+from engines.sim.roofline import Efficiency, Hardware, Model, Roofline
 
 PROFILE_DIR = Path(__file__).parent / "profiles"
 
-_REQUIRED = ("name", "step_costs", "hardware", "acceptance", "algorithms", "sampling", "server")
+_REQUIRED = ("name", "hardware", "model", "algorithms", "sampling", "server")
+HARDWARE_DIR = PROFILE_DIR / "hardware"
+MODEL_DIR = PROFILE_DIR / "model"
 
 
 @dataclass(frozen=True)
@@ -75,22 +34,54 @@ class Profile:
 
     data: Mapping[str, Any]
     path: Path
+    hardware_data: Mapping[str, Any]
+    """profiles/hardware/<name>.json"""
+    model_data: Mapping[str, Any]
+    """profiles/model/<name>.json"""
 
     @property
     def name(self) -> str:
         return str(self.data["name"])
 
     @property
-    def costs(self) -> StepCosts:
-        return StepCosts.from_mapping(self.data["step_costs"])
+    def hardware(self) -> Hardware:
+        """The hardware, with the model's fitted efficiency for it when the model has one."""
+        hw = Hardware.from_mapping(self.hardware_data)
+        fitted = self.model_data.get("efficiency_on", {}).get(hw.name)
+        if fitted:
+            hw = replace(hw, efficiency=Efficiency.from_mapping(
+                {**asdict(hw.efficiency), **fitted}))
+        return hw
+
+    def roofline(self, tp_size: int, env: Mapping[str, str],
+                 flags: Mapping[str, Any]) -> tuple[Roofline, dict[str, Any]]:
+        """The roofline for a server with ``--tp-size tp_size``, its environment and extra
+        flags, and a record of what was applied (/server_info's ``sim.hardware``). A model
+        profile with ``node_tp`` stands for that many GPUs whatever --tp-size says."""
+        model = self.model_spec
+        tp = model.node_tp or max(1, tp_size)
+        mult, applied = nccl_multiplier(self.comm_multipliers, env, flags)
+        force_nccl = bool(flags.get("disable_custom_all_reduce"))
+        rl = Roofline(self.hardware, model, tp=tp, nccl_multiplier=mult, force_nccl=force_nccl)
+        return rl, {"hardware": rl.hw.name, "model": model.name, "tp": tp,
+                    "tp_size_flag": tp_size, "interconnect": rl.hw.interconnect.kind,
+                    "custom_allreduce": (not force_nccl
+                                         and rl.hw.interconnect.custom_allreduce(tp)),
+                    "nccl_multiplier": round(mult, 6), "applied": applied,
+                    "efficiency": asdict(rl.hw.efficiency)}
 
     @property
-    def hardware(self) -> Mapping[str, Any]:
-        return self.data["hardware"]
+    def model_spec(self) -> Model:
+        return Model.from_mapping(self.model_data)
+
+    @property
+    def comm_multipliers(self) -> Mapping[str, Any]:
+        return self.hardware_data.get("comm_multipliers", {})
 
     @property
     def acceptance(self) -> Mapping[str, list[float]]:
-        return self.data["acceptance"]
+        """The drafter's per-domain chain acceptance (the model profile's)."""
+        return self.model_data["acceptance"]
 
     @property
     def sampling(self) -> Mapping[str, Any]:
@@ -102,7 +93,8 @@ class Profile:
 
     @property
     def model(self) -> Mapping[str, Any]:
-        return self.data.get("model", {})
+        """The model profile's JSON (architectures, model_type, ...)."""
+        return self.model_data
 
     def algorithm(self, name: str) -> Mapping[str, float]:
         """Acceptance and draft-cost factors for a speculative algorithm (``*`` = fallback)."""
@@ -118,28 +110,54 @@ class Profile:
             "description": self.data.get("description", ""),
             "sources": self.data.get("sources", {}),
             "calibration": self.data.get("calibration", {}),
+            "hardware": self.hardware_data.get("name"),
+            "model": self.model_data.get("name"),
+            "efficiency": asdict(self.hardware.efficiency),
         }
 
 
-def resolve_profile_path(name_or_path: str) -> Path:
+def resolve_profile_path(name_or_path: str, directory: Path = PROFILE_DIR) -> Path:
     """``default`` -> the packaged profiles/default.json; anything with a separator or ending in
     .json is a file path."""
     if name_or_path.endswith(".json") or "/" in name_or_path:
         return Path(name_or_path)
-    return PROFILE_DIR / f"{name_or_path}.json"
+    return directory / f"{name_or_path}.json"
 
 
-def load_profile(name_or_path: str = "default") -> Profile:
-    """Load and check a profile; ValueError with the reason when it is unusable."""
-    path = resolve_profile_path(name_or_path)
+def known(directory: Path) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.json"))
+
+
+def _load_json(name: str, directory: Path, kind: str) -> tuple[Path, dict[str, Any]]:
+    path = resolve_profile_path(name, directory)
     if not path.is_file():
-        known = sorted(p.stem for p in PROFILE_DIR.glob("*.json"))
-        raise ValueError(f"simulator profile {name_or_path!r} not found ({path}); known: {known}")
-    data = json.loads(path.read_text())
+        raise ValueError(f"simulator {kind} profile {name!r} not found ({path}); "
+                         f"known: {known(directory)}")
+    try:
+        return path, json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"simulator {kind} profile {path}: {exc}") from exc
+
+
+def load_profile(name_or_path: str = "default", hardware: str | None = None,
+                 model: str | None = None) -> Profile:
+    """Load and check a profile (with ``hardware`` / ``model`` overriding the profile's own);
+    ValueError with the reason when it is unusable."""
+    path, data = _load_json(name_or_path, PROFILE_DIR, "")
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise ValueError(f"simulator profile {path} lacks {missing}")
-    if "general" not in data["acceptance"]:
-        raise ValueError(f"simulator profile {path}: acceptance needs a 'general' entry")
-    StepCosts.from_mapping(data["step_costs"])  # raises TypeError on missing constants
-    return Profile(data=data, path=path.resolve())
+    _, hw = _load_json(hardware or data["hardware"], HARDWARE_DIR, "hardware")
+    if "efficiency_from" in hw:  # an unanchored GPU shares a sibling's fitted factors
+        _, sibling = _load_json(hw["efficiency_from"], HARDWARE_DIR, "hardware")
+        hw = {**hw, "efficiency": sibling["efficiency"]}
+    _, md = _load_json(model or data["model"], MODEL_DIR, "model")
+    if "general" not in md.get("acceptance", {}):
+        raise ValueError(f"simulator model profile {md.get('name')}: acceptance needs a "
+                         "'general' entry")
+    prof = Profile(data=data, path=path.resolve(), hardware_data=hw, model_data=md)
+    try:
+        prof.hardware, prof.model_spec  # noqa: B018 - raises on missing or bad fields
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"simulator profile {path}: {exc!r}") from exc
+    return prof

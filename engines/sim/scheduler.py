@@ -1,40 +1,47 @@
-"""Continuous batching: a pure core (``BatchCore``) and the real-time loop that drives it.
+"""Continuous batching: the pure, clock-free scheduler core (``BatchCore``).
 
-One scheduler iteration is either a *prefill* (admit waiting requests up to
-``max_running_requests``, the prefill token budget and the KV capacity; each admitted request gets
-its first token) or a *decode* step over every running request (1 token each, or with
-speculation an accepted length drawn per request). Prefill has priority, as in SGLang without
-mixed chunks. Tokens become visible when the step *ends*.
+One scheduler iteration is either a *prefill* or a *decode* step, as in SGLang without mixed
+chunks. A prefill step admits waiting requests up to ``max_running_requests``, a token budget
+of min(--chunked-prefill-size, --max-prefill-tokens) and the KV capacity; a prompt longer than
+the budget left is split into chunks (SGLang's chunked prefill), and while a request is part
+way through its prompt, decode steps of the running batch alternate with its chunks, so a long
+prompt delays each running stream by one chunk at a time, not by its whole prefill. A request
+gets its first token when its last chunk is done. The radix-style prefix cache
+(engines/sim/prefix_cache.py) skips a shared prompt prefix (``cached_tokens``).
 
-Speculative bookkeeping (per request, reported in the final meta_info as SGLang does):
-every decode step of a speculative server is one verify (``spec_verify_ct``), including adaptive
-steps with 0 draft steps (SGLang still runs a 1-token verify then); ``spec_accept_length`` =
-completion_tokens / spec_verify_ct (the prefill token is in the numerator, as in SGLang);
-``spec_num_proposed_drafts`` sums the draft steps of each verify, ``spec_num_correct_drafts``
-the accepted drafts; ``spec_accept_rate`` = correct / proposed.
+KV: running requests hold prompt + generated tokens; admission also reserves
+``NEW_TOKEN_RATIO`` of each request's remaining output (SGLang's initial new_token_ratio, 0.7).
+When a decode step does not fit, requests are *retracted* as SGLang's ``retract_decode`` does
+(fewest output tokens first, then longest prompt): their KV is freed, they go back to the front
+of the queue and are prefilled again (prompt + output so far) before they continue;
+``num_retractions`` counts it.
+
+Speculative bookkeeping (per request, reported in the final meta_info as SGLang does,
+python/sglang/srt/managers/scheduler_output_processor_mixin.py): every decode step of a
+speculative server is one verify (``spec_verify_ct``), including adaptive steps with 0 draft
+steps; ``spec_accept_length`` = completion_tokens / spec_verify_ct;
+``spec_num_proposed_drafts`` = verify_ct x (num_draft_tokens - 1) of the server's static
+setting and ``spec_accept_rate`` = correct / proposed; the fields are omitted when verify_ct is 0.
 
 The core is deterministic and clock-free: ``plan()`` picks the batch, its duration and its draws,
-``commit(step, now)`` applies them. ``SchedulerLoop`` sleeps each step's duration (times
-``--sim-time-scale``) against absolute deadlines, so timer granularity does not accumulate.
+``commit(step, now)`` applies them; engines/sim/loop.py runs it in real time.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import os
 import random
-import time
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from engines.sim.adaptive import AdaptiveController
 from engines.sim.metrics import ServerStats
 from engines.sim.model import PerfModel, simulated_accept_length
+from engines.sim.prefix_cache import PrefixCache, block_keys
 
-log = logging.getLogger("engines.sim")
+NEW_TOKEN_RATIO = 0.7
+"""Share of a request's remaining output reserved in KV at admission (SGLang's
+init_new_token_ratio)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -54,31 +61,49 @@ class SimRequest:
     arrival: float = 0.0
     text_chars: int | None = None
     """Characters of text returned when a stop string cut the text (None: all words)."""
+    prompt_text: str = ""
+    """For the prefix cache (block hashes of the prompt)."""
     n: int = 0
     verify_ct: int = 0
     correct_drafts: int = 0
-    proposed_drafts: int = 0
     cold_left: int = 0
+    cached_tokens: int = 0
+    """Prompt tokens served from the prefix cache at (first) admission."""
+    prefilled: int = 0
+    """Tokens of prompt (+ output after a retraction) whose KV is computed."""
+    num_retractions: int = 0
     first_token_at: float | None = None
     finished_at: float | None = None
     done: bool = False
     aborted: bool = False
     counted: bool = True
     """Counted in server statistics (health probes are not)."""
+    stream: bool = False
+    """Streamed response (the is_streaming label of SGLang's request metrics)."""
     waiter: Any = None
     """Future the HTTP handler waits on; set by the loop when tokens arrive."""
 
+    @property
+    def context(self) -> int:
+        """Tokens of KV this request holds once prefilled."""
+        return self.prompt_tokens + self.n
 
-def spec_meta(req: SimRequest) -> dict[str, Any]:
-    """Final meta_info fields of a speculative request (SGLang 0.5.23 names)."""
+
+def spec_meta(req: SimRequest, draft_tokens: int) -> dict[str, Any]:
+    """Final meta_info fields of a speculative request, SGLang 0.5.23's names, order and
+    formulas (python/sglang/srt/managers/tokenizer_manager.py
+    ``_calculate_spec_decoding_metrics``): present only when spec_verify_ct > 0 and
+    proposed = verify_ct x (speculative_num_draft_tokens - 1) > 0."""
     vct = req.verify_ct
+    proposed = vct * max(0, draft_tokens - 1)
+    if not vct or not proposed:
+        return {}
     return {
-        "spec_verify_ct": vct,
-        "spec_accept_length": (req.n / vct) if vct else 0.0,
-        "spec_accept_rate": (req.correct_drafts / req.proposed_drafts)
-        if req.proposed_drafts else 0.0,
+        "spec_accept_rate": req.correct_drafts / proposed,
+        "spec_accept_length": req.n / vct,
         "spec_num_correct_drafts": req.correct_drafts,
-        "spec_num_proposed_drafts": req.proposed_drafts,
+        "spec_num_proposed_drafts": proposed,
+        "spec_verify_ct": vct,
     }
 
 
@@ -91,6 +116,10 @@ class Step:
     accepts: list[int] | None = None
     draft_steps: int = 0
     tokens: int = 0
+    chunks: list[int] | None = None
+    """Prefill: new tokens computed for each request of ``reqs``."""
+    cached: int = 0
+    """Prefill: prompt tokens taken from the prefix cache."""
 
 
 @dataclass
@@ -109,6 +138,8 @@ class BatchCore:
     max_running: int
     max_prefill_tokens: int = 16384
     max_total_tokens: int = 1 << 20
+    chunked_prefill_size: int = 8192
+    radix_cache: bool = True
     spec: SpecParams | None = None
     adaptive: AdaptiveController | None = None
     skip_zero_step_extend: bool = False
@@ -120,8 +151,15 @@ class BatchCore:
     stats: ServerStats = field(default_factory=ServerStats)
     waiting: deque[SimRequest] = field(default_factory=deque)
     running: list[SimRequest] = field(default_factory=list)
+    chunked: SimRequest | None = None
+    """The request part way through its prompt (SGLang's chunked_req)."""
     kv_used: int = 0
+    cache: PrefixCache = field(init=False)
+    _last_chunk: bool = False
     _aborted: int = 0
+
+    def __post_init__(self) -> None:
+        self.cache = PrefixCache(self.max_total_tokens if self.radix_cache else 0)
 
     def submit(self, req: SimRequest) -> None:
         self.waiting.append(req)
@@ -134,54 +172,125 @@ class BatchCore:
                 self.stats.num_aborted_requests_total += 1
 
     def has_work(self) -> bool:
-        return bool(self.running or self.waiting)
+        return bool(self.running or self.waiting or self.chunked)
 
     def _purge(self) -> None:
         self.waiting = deque(r for r in self.waiting if not r.aborted)
+        if self.chunked is not None and self.chunked.aborted:
+            self.kv_used -= self.chunked.prefilled
+            self.chunked = None
         keep = []
         for r in self.running:
             if r.aborted:
-                self.kv_used -= r.prompt_tokens + r.limit
+                self.kv_used -= r.context
             else:
                 keep.append(r)
         self.running = keep
         self._aborted = 0
 
+    # ------------------------------------------------------------------ planning
     def plan(self) -> Step | None:
         """The next step, or None when there is nothing to run."""
         if self._aborted:
             self._purge()
-        if self.waiting and len(self.running) < self.max_running:
-            admitted: list[SimRequest] = []
-            tokens, kv = 0, self.kv_used
-            while self.waiting and len(self.running) + len(admitted) < self.max_running:
-                r = self.waiting[0]
-                need = r.prompt_tokens + r.limit
-                if admitted and tokens + r.prompt_tokens > self.max_prefill_tokens:
-                    break
-                if (admitted or self.running) and kv + need > self.max_total_tokens:
-                    break
-                self.waiting.popleft()
-                admitted.append(r)
-                tokens += r.prompt_tokens
-                kv += need
-            if admitted:
-                self.kv_used = kv
-                dur = self.model.prefill_s(tokens, speculative=self.spec is not None)
-                return Step("prefill", admitted, dur, tokens=tokens)
+        decode_first = self._last_chunk and bool(self.running)
+        self._last_chunk = False
+        if not decode_first and (self.chunked is not None or self.waiting):
+            step = self._plan_prefill()
+            if step is not None:
+                return step
         if not self.running:
             return None
+        return self._plan_decode()
+
+    def _prompt_need(self, r: SimRequest) -> int:
+        """Tokens whose KV a (re-)admitted request must compute: its prompt, plus the output
+        so far after a retraction."""
+        return r.prompt_tokens + (r.n if r.num_retractions else 0)
+
+    def _plan_prefill(self) -> Step | None:
+        budget = min(self.chunked_prefill_size or self.max_prefill_tokens,
+                     self.max_prefill_tokens)
+        reqs: list[SimRequest] = []
+        chunks: list[int] = []
+        kv_read = 0
+        cached_total = 0
+        kv = self.kv_used
+        if self.chunked is not None:
+            r = self.chunked
+            take = min(self._prompt_need(r) - r.prefilled, budget)
+            reqs.append(r)
+            chunks.append(take)
+            kv_read += r.prefilled + take
+            budget -= take
+            kv += take
+        while (self.waiting and budget > 0 and self.chunked is None
+               and len(self.running) + len(reqs) < self.max_running):
+            r = self.waiting[0]
+            need = self._prompt_need(r)
+            cached = 0
+            if self.radix_cache and r.prompt_text and r.prefilled == 0:
+                cached = self.cache.match(block_keys(r.prompt_text), r.prompt_tokens)
+            reserve = int((r.limit - r.n) * NEW_TOKEN_RATIO)
+            if (reqs or self.running) and kv + need + reserve > self.max_total_tokens:
+                break
+            self.waiting.popleft()
+            if r.num_retractions == 0:
+                r.cached_tokens = cached
+            r.prefilled = cached
+            kv += cached
+            cached_total += cached
+            take = min(need - cached, budget)
+            reqs.append(r)
+            chunks.append(take)
+            kv_read += cached + take
+            budget -= take
+            kv += take
+            if r.prefilled + take < need:
+                self.chunked = r  # the rest of its prompt goes in later chunks
+        if not reqs:
+            return None
+        self.kv_used = kv
+        tokens = sum(chunks)
+        dur = self.model.prefill_s(tokens, kv_read, speculative=self.spec is not None)
+        return Step("prefill", reqs, dur, tokens=tokens, chunks=chunks, cached=cached_total)
+
+    def _retract(self, need: int) -> None:
+        """Free KV until a decode step needing ``need`` new slots fits (SGLang's
+        retract_decode order: fewest output tokens first, then longest prompt); at least one
+        request keeps running."""
+        order = sorted(self.running, key=lambda r: (r.n, -r.prompt_tokens), reverse=True)
+        while len(order) > 1 and self.kv_used + need > self.max_total_tokens:
+            r = order.pop()
+            self.running.remove(r)
+            self.kv_used -= r.context
+            need -= self._tokens_per_step()
+            r.num_retractions += 1
+            r.prefilled = 0
+            self.waiting.appendleft(r)
+            self.stats.num_retractions_total += 1
+
+    def _tokens_per_step(self) -> int:
+        if self.spec is None:
+            return 1
+        return self.spec.draft_tokens if self.adaptive is None else self.spec.steps + 1
+
+    def _plan_decode(self) -> Step:
+        per = self._tokens_per_step()
+        if self.kv_used + len(self.running) * per > self.max_total_tokens:
+            self._retract(len(self.running) * per)
         reqs = list(self.running)
         b = len(reqs)
+        kv_tokens = sum(r.prompt_tokens + r.n for r in reqs)
         if self.spec is None:
-            return Step("decode", reqs, self.model.decode_s(b))
+            return Step("decode", reqs, self.model.decode_s(b, kv_tokens))
         if self.adaptive is not None:
             steps = self.adaptive.steps_for_batch(b)
             ndt = steps + 1
         else:
             steps, ndt = self.spec.steps, self.spec.draft_tokens
         skip_extend = steps == 0 and self.skip_zero_step_extend
-        dur = self.model.spec_step_s(b, steps, ndt, draft_extend=not skip_extend)
+        dur = self.model.spec_step_s(b, steps, ndt, kv_tokens, draft_extend=not skip_extend)
         accepts = [1] * b
         if steps > 0:
             max_len = min(steps + 1, ndt)
@@ -200,73 +309,95 @@ class BatchCore:
                 accepts[i] = a
         return Step("decode", reqs, dur, accepts=accepts, draft_steps=steps)
 
+    # ------------------------------------------------------------------ applying
     def commit(self, step: Step, now: float) -> list[SimRequest]:
         """Apply ``step`` at time ``now``; returns the requests that got tokens."""
+        if step.kind == "prefill":
+            return self._commit_prefill(step, now)
+        return self._commit_decode(step, now)
+
+    def _commit_prefill(self, step: Step, now: float) -> list[SimRequest]:
         st = self.stats
+        st.prefill_steps += 1
         touched: list[SimRequest] = []
         finished = False
-        if step.kind == "prefill":
-            st.prefill_steps += 1
-            for r in step.reqs:
-                if r.aborted:
-                    continue
-                r.n = min(1, r.limit)
+        assert step.chunks is not None
+        for r, take in zip(step.reqs, step.chunks, strict=True):
+            if r.aborted:
+                continue
+            r.prefilled += take
+            if r.prefilled < self._prompt_need(r):
+                self._last_chunk = True
+                continue
+            if self.chunked is r:
+                self.chunked = None
+                self._last_chunk = True
+            if r.num_retractions == 0 and self.radix_cache and r.prompt_text:
+                self.cache.insert(block_keys(r.prompt_text))
+            got = 1 if r.n < r.limit else 0
+            r.n += got
+            self.kv_used += got
+            if r.first_token_at is None:
                 r.first_token_at = now
                 if r.counted:
-                    st.prompt_tokens_total += r.prompt_tokens
-                    st.generation_tokens_total += r.n
-                    st.ttft.observe(now - r.arrival)
-                self.running.append(r)
-                touched.append(r)
-                if r.n >= r.limit:
-                    finished = True
-                    self._finish(r, now)
-        else:
-            st.decode_steps += 1
-            spec = self.spec is not None
-            steps = step.draft_steps
-            accepts = step.accepts
-            gen = 0
-            corrects: list[int] = []
-            for i, r in enumerate(step.reqs):
-                if r.aborted or r.done:
-                    continue
-                a = accepts[i] if accepts is not None else 1
-                left = r.limit - r.n
-                if a > left:
-                    a = left
-                r.n += a
-                gen += a
-                if spec:
-                    r.verify_ct += 1
-                    if steps > 0:
-                        r.correct_drafts += a - 1
-                        r.proposed_drafts += steps
-                        if r.cold_left:
-                            r.cold_left -= 1
-                        corrects.append(a - 1)
-                    else:
-                        corrects.append(0)
-                        if self.skip_zero_step_extend:
-                            r.cold_left = self.cold_draft_steps
-                touched.append(r)
-                if r.n >= r.limit:
-                    finished = True
-                    self._finish(r, now)
-            if gen:
-                st.generation_tokens_total += gen
-                st.itl.observe(step.duration_s * self.time_scale * len(touched) / gen, gen)
-            if spec and touched:
-                st.spec_verify_calls_total += 1
-                st.cum_spec_accept_tokens += gen
-                st.cum_spec_verify += len(touched)
+                    st.ttft[r.stream].observe(now - r.arrival)
+            self.running.append(r)
+            touched.append(r)
+            if r.n >= r.limit:
+                finished = True
+                self._finish(r, now)
+        if finished:
+            self.running = [r for r in self.running if not r.done]
+        return touched
+
+    def _commit_decode(self, step: Step, now: float) -> list[SimRequest]:
+        st = self.stats
+        st.decode_steps += 1
+        spec = self.spec is not None
+        steps = step.draft_steps
+        accepts = step.accepts
+        touched: list[SimRequest] = []
+        finished = False
+        gen = 0
+        corrects: list[int] = []
+        for i, r in enumerate(step.reqs):
+            if r.aborted or r.done or r.prefilled == 0:
+                continue  # aborted, or retracted after this step was planned
+            a = accepts[i] if accepts is not None else 1
+            left = r.limit - r.n
+            if a > left:
+                a = left
+            r.n += a
+            gen += a
+            if spec:
+                r.verify_ct += 1
                 if steps > 0:
-                    st.cum_spec_correct += gen - len(touched)
-                    st.cum_spec_proposed += steps * len(touched)
-                st.win_spec_tokens += gen
-                st.win_spec_verify += len(touched)
-                if self.adaptive is not None:
-                    self.adaptive.on_verify(len(step.reqs), corrects)
+                    r.correct_drafts += a - 1
+                    if r.cold_left:
+                        r.cold_left -= 1
+                    corrects.append(a - 1)
+                else:
+                    corrects.append(0)
+                    if self.skip_zero_step_extend:
+                        r.cold_left = self.cold_draft_steps
+            touched.append(r)
+            if r.n >= r.limit:
+                finished = True
+                self._finish(r, now)
+        self.kv_used += gen
+        if gen:
+            st.itl.observe(step.duration_s * self.time_scale * len(touched) / gen, gen)
+        if spec and touched:
+            st.spec_verify_calls_total += 1
+            st.cum_spec_accept_tokens += gen
+            st.cum_spec_verify += len(touched)
+            if steps > 0:
+                st.cum_spec_correct += gen - len(touched)
+                st.cum_spec_proposed += steps * len(touched)
+            st.win_spec_tokens += gen
+            st.win_spec_verify += len(touched)
+            if self.adaptive is not None:
+                self.adaptive.on_verify(len(step.reqs), corrects)
         if finished:
             self.running = [r for r in self.running if not r.done]
         return touched
@@ -274,129 +405,10 @@ class BatchCore:
     def _finish(self, r: SimRequest, now: float) -> None:
         r.done = True
         r.finished_at = now
-        self.kv_used -= r.prompt_tokens + r.limit
-        if r.counted:
-            self.stats.num_requests_total += 1
-            self.stats.e2e.observe(now - r.arrival)
-
-
-class SchedulerLoop:
-    """Runs a ``BatchCore`` in real time on the event loop and wakes waiting HTTP handlers."""
-
-    MAX_LAG_S = 0.05
-    """When the loop falls this far behind its deadlines, it re-anchors (and counts a lag)."""
-
-    def __init__(
-        self,
-        core: BatchCore,
-        time_scale: float = 1.0,
-        decode_log_interval: int = 40,
-        on_decode_log: Callable[[str], None] | None = None,
-    ) -> None:
-        self.core = core
-        self.time_scale = time_scale
-        self.decode_log_interval = max(1, decode_log_interval)
-        self.on_decode_log = on_decode_log or log.info
-        self.hung = False
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
-        self._win_t = time.monotonic()
-        self._win_tokens = 0
-        self._last_log = 0.0
-
-    def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="sim-scheduler")
-        self._task.add_done_callback(self._died)
-
-    @staticmethod
-    def _died(task: asyncio.Task[None]) -> None:
-        """A scheduler that stops by an error would leave a silent, wedged server: exit loudly."""
-        if not task.cancelled() and task.exception() is not None:
-            log.error("scheduler loop failed", exc_info=task.exception())
-            logging.shutdown()
-            os._exit(70)
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-
-    def submit(self, req: SimRequest) -> None:
-        self.core.submit(req)
-        self._wake.set()
-
-    def abort(self, req: SimRequest) -> None:
-        self.core.abort(req)
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        core = self.core
-        deadline = loop.time()
-        while True:
-            if self.hung:
-                await loop.create_future()  # never resolves: a hung server
-            step = core.plan()
-            if step is None:
-                self._wake.clear()
-                await self._wake.wait()
-                deadline = loop.time()
-                continue
-            deadline += step.duration_s * self.time_scale
-            delay = deadline - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            else:
-                if delay < -self.MAX_LAG_S:
-                    core.stats.lag_events += 1
-                    deadline = loop.time()
-                await asyncio.sleep(0)
-            if self.hung:
-                continue
-            touched = core.commit(step, loop.time())
-            for r in touched:
-                w = r.waiter
-                if w is not None and not w.done():
-                    w.set_result(None)
-            if step.kind == "decode":
-                self._window(step, touched)
-            elif step.kind == "prefill":
-                self._log_prefill(step)
-
-    def _window(self, step: Step, touched: list[SimRequest]) -> None:
-        st = self.core.stats
-        self._win_tokens += sum(step.accepts) if step.accepts is not None else len(touched)
-        if st.decode_steps % self.decode_log_interval:
-            return
-        st.roll_window()
-        now = time.monotonic()
-        elapsed = now - self._win_t
-        if elapsed > 0:
-            st.last_gen_throughput = self._win_tokens / elapsed
-        self._win_t, self._win_tokens = now, 0
-        if now - self._last_log < 0.1:  # SGLang logs every N steps; cap the rate at time-scale 0
-            return
-        self._last_log = now
-        core = self.core
-        msg = (f"Decode batch. #running-req: {len(core.running)}, #token: {core.kv_used}, "
-               f"token usage: {core.kv_used / core.max_total_tokens:.2f}, ")
-        if core.spec is not None:
-            msg += (f"accept len: {st.recent_accept_length:.2f}, "
-                    f"accept rate: {st.avg_spec_accept_rate:.2f}, ")
-        msg += (f"cuda graph: {core.model.cuda_graph}, gen throughput (token/s): "
-                f"{st.last_gen_throughput:.2f}, #queue-req: {len(core.waiting)}")
-        self.on_decode_log(msg)
-
-    def _log_prefill(self, step: Step) -> None:
-        now = time.monotonic()
-        if now - self._last_log < 0.1:
-            return
-        self._last_log = now
-        core = self.core
-        self.on_decode_log(
-            f"Prefill batch. #new-seq: {len(step.reqs)}, #new-token: {step.tokens}, "
-            f"#cached-token: 0, token usage: {core.kv_used / core.max_total_tokens:.2f}, "
-            f"#running-req: {len(core.running) - len(step.reqs)}, #queue-req: {len(core.waiting)}"
-        )
+        self.kv_used -= r.context
+        if r.counted:  # SGLang counts a request's tokens when it finishes
+            st = self.stats  # (metrics_collector.py observe_one_finished_request)
+            st.prompt_tokens[r.stream] += r.prompt_tokens
+            st.generation_tokens[r.stream] += r.n
+            st.num_requests[r.stream] += 1
+            st.e2e[r.stream].observe(now - r.arrival)

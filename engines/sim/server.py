@@ -28,11 +28,13 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from engines.sim.api import GenerationAPI, native_error
 from engines.sim.cli import SIM_VERSION, SimArgError, SimConfig, resolve
 from engines.sim.engine import SimEngine
-from engines.sim.metrics import prometheus_text
+from engines.sim.metrics import SimCollector, Snapshot
+from engines.sim.model import prompt_tokens
 from engines.sim.wire import json_response
 
 log = logging.getLogger("engines.sim")
@@ -42,8 +44,8 @@ GATED = frozenset({"/health", "/health_generate", "/ready", "/generate", "/v1/ch
                    "/v1/completions"})
 FLUSH_OK = ("Cache flushed.\nPlease check backend logs for more details. (When there are running "
             "or waiting requests, the operation will not be performed.)\n")
-FLUSH_BUSY = ("Cache not flushed.\nPlease check backend logs for more details. (When there are "
-              "running or waiting requests, the operation will not be performed.)\n")
+FLUSH_FAILED = "Flush cache failed.\n"
+FLUSH_TIMEOUT = "Timed out waiting for idle state."
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -53,6 +55,24 @@ def _bearer_ok(header: str | None, key: str) -> bool:
     parts = header.split(" ", 1)
     return len(parts) == 2 and parts[0].lower() == "bearer" and secrets.compare_digest(
         parts[1], key)
+
+
+def _redact(argv: Sequence[str]) -> list[str]:
+    """The command line with the API key replaced by *** (it must never reach a results file)."""
+    out: list[str] = []
+    hide = False
+    for tok in argv:
+        if hide:
+            out.append("***")
+            hide = False
+        elif tok == "--api-key":
+            out.append(tok)
+            hide = True
+        elif tok.startswith("--api-key="):
+            out.append("--api-key=***")
+        else:
+            out.append(tok)
+    return out
 
 
 class SimServer:
@@ -69,6 +89,12 @@ class SimServer:
         self.hung = False
         self.accepted = 0
         self.started_at = time.time()
+        self.startup_time = 0.0
+        """Seconds from process start to ready (SGLang's startup_time)."""
+        self.launch_command = " ".join(["python", "-m", "engines.sim", *_redact(sys.argv[1:])])
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(SimCollector(self.engine.core.stats, self.model_name,
+                                            self.engine.spec is not None, self._snapshot))
         self._stop = asyncio.Event()
 
     # ------------------------------------------------------------------ faults
@@ -111,16 +137,33 @@ class SimServer:
         return await handler(request)
 
     # ------------------------------------------------------------------ endpoints
-    async def health(self, request: web.Request) -> web.Response:
-        return web.Response(status=200, text="")
-
     async def health_generate(self, request: web.Request) -> web.Response:
+        """/health and /health_generate as SGLang 0.5.23 (python/sglang/srt/entrypoints/
+        http_server.py ``health_generate``): unless SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is
+        false (then /health answers at once), submit a 1-token generation, then every second
+        check whether the server produced any output since the check began; 200 when it did,
+        503 after SGLANG_HEALTH_CHECK_TIMEOUT (20) seconds. The one-second poll is scaled by
+        --sim-time-scale like every other duration."""
+        env = self.cfg.env
+        if (request.path == "/health" and env.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION",
+                                                 "true").strip().lower() in ("0", "false")):
+            return web.Response(status=200, text="")
         req = self.engine.new_request(prompt_text="health", prompt_tokens=1, max_new_tokens=1,
                                       ignore_eos=True, temperature=0.0,
                                       rid="HEALTH_CHECK_" + uuid.uuid4().hex, counted=False)
+        loop = self.engine.loop
+        tic = time.monotonic()
         self.engine.submit(req)
-        await self.api.wait_done(req)
-        return web.Response(status=200, text="")
+        timeout = float(env.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
+        poll = 1.0 * self.engine.time_scale
+        try:
+            while time.monotonic() < tic + timeout * max(self.engine.time_scale, 1e-3):
+                await asyncio.sleep(poll)
+                if loop is not None and loop.last_output_at > tic:
+                    return web.Response(status=200, text="")
+        finally:
+            self.engine.abort(req)
+        return web.Response(status=503, text="")
 
     async def ready_endpoint(self, request: web.Request) -> web.Response:
         return json_response({"status": "ready", "simulated": True})
@@ -131,27 +174,48 @@ class SimServer:
                 if k not in ("sim", "speculative_adaptive_config_resolved", "api_key")}
         args["api_key"] = "<set>" if self.args["api_key"] else None
         args.update({k: v for k, v in self.cfg.extra_flags.items() if k not in args})
+        rl = self.engine.roofline
+        weights_gb = (rl.model.weight_bytes_total() + rl.model.draft_params_b * 2e9) / rl.tp / 1e9
+        kv_gb = self.args["max_total_num_tokens"] * rl.model.kv_token_bytes / 1e9 / (
+            1 if rl.model.kv_replicated else min(rl.tp, max(1, rl.model.kv_heads)))
+        # SGLang 0.5.23 managers/scheduler_components/internal_state.py get_internal_state:
+        # resolved args + topology, memory_usage (memory_usage.py build_memory_usage),
+        # disaggregation fields, avg_spec_accept_length for speculative servers.
         internal: dict[str, Any] = {
-            "last_gen_throughput": st.last_gen_throughput,
-            "memory_usage": {"weight": 0.0, "kvcache": 0.0,
-                             "token_capacity": self.args["max_total_num_tokens"], "graph": 0},
+            **args,
+            "world_size": rl.tp,
+            "startup_time": self.startup_time,
             "effective_max_running_requests_per_dp": self.args["max_running_requests"],
+            "last_gen_throughput": st.last_gen_throughput,
+            "memory_usage": {"weight": round(weights_gb, 3), "kvcache": round(kv_gb, 3),
+                             "startup_available": round(rl.hw.memory_gib * 2**30 / 1e9, 3),
+                             "token_capacity": self.args["max_total_num_tokens"],
+                             "token_capacity_swa": None, "graph": {}},
+            "disaggregation_mode": "null",
+            "decode_cuda_graph_bs": [] if self.args["disable_cuda_graph"]
+            else self.engine.graph_bs,
+            "decode_cuda_graph_memory_gb": 0.0,
+            # not in SGLang: the simulator's live queue, for tests and debugging
             "num_running_reqs": len(self.engine.core.running),
             "num_queue_reqs": len(self.engine.core.waiting),
         }
         if self.engine.spec is not None:
             internal["avg_spec_accept_length"] = st.avg_spec_accept_length
-            internal["avg_spec_accept_rate"] = st.avg_spec_accept_rate
+        # SGLang 0.5.23 entrypoints/http_server.py server_info + utils/common.py
+        # build_server_info + managers/scheduler.py get_init_info
         return {
             **args,
+            "launch_command": self.launch_command,
             "status": "ready" if self.ready and not self.draining else
                       ("draining" if self.draining else "starting"),
             "max_total_num_tokens": self.args["max_total_num_tokens"],
             "max_req_input_len": self.args["context_length"] - 1,
+            "startup_time": self.startup_time,
             "speculative_adaptive_config_content":
                 self.args["speculative_adaptive_config_resolved"],
             "internal_states": [internal],
             "version": SIM_VERSION,
+            "frontend": "python",
             "simulated": True,
             "engine": ENGINE_NAME,
             "sim": self.engine.sim_info(),
@@ -162,12 +226,18 @@ class SimServer:
 
     async def model_info(self, request: web.Request) -> web.Response:
         prof_model = self.cfg.profile.model
+        # SGLang 0.5.23 entrypoints/http_server.py model_info: these fields, in this order
         return json_response({
             "model_path": self.args["model_path"],
+            "served_model_name": self.model_name,
             "tokenizer_path": self.args["tokenizer_path"],
             "is_generation": True,
             "preferred_sampling_params": None,
             "weight_version": "default",
+            "load_format": "auto",
+            "reasoning_parser": None,
+            "tool_call_parser": None,
+            "disaggregation_mode": "null",
             "has_image_understanding": False,
             "has_audio_understanding": False,
             "model_type": prof_model.get("model_type", "llama"),
@@ -177,22 +247,43 @@ class SimServer:
         })
 
     async def flush_cache(self, request: web.Request) -> web.Response:
-        if self.engine.core.has_work():
-            return web.Response(status=400, text=FLUSH_BUSY)
-        self.engine.core.stats.reset_spec_average()
+        """SGLang 0.5.23 (http_server.py ``flush_cache``, scheduler_components/
+        flush_wrapper.py): flushes when idle; busy with ``?timeout=0`` (default) answers 400
+        "Flush cache failed."; with ``?timeout=S`` it waits up to S seconds for idle, then
+        400 "Timed out waiting for idle state."."""
+        try:
+            timeout = float(request.query.get("timeout", "0"))
+        except ValueError:
+            return json_response({"detail": "timeout must be a number"}, status=422)
+        core = self.engine.core
+        if core.has_work() and timeout > 0:
+            deadline = time.monotonic() + timeout
+            while core.has_work() and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            if core.has_work():
+                return web.Response(status=400, text=FLUSH_TIMEOUT)
+        if core.has_work():
+            log.info("Cache not flushed because there are pending requests. #queue-req: %d, "
+                     "#running-req: %d", len(core.waiting), len(core.running))
+            return web.Response(status=400, text=FLUSH_FAILED)
+        core.stats.reset_spec_average()
+        core.cache.clear()
         log.info("Cache flushed successfully!")
         return web.Response(status=200, text=FLUSH_OK)
 
     async def metrics(self, request: web.Request) -> web.Response:
         if not self.args["enable_metrics"]:
             raise web.HTTPNotFound()
+        body = generate_latest(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST,
+                                                "X-Simulated": "specgrid-sim"})
+
+    def _snapshot(self) -> Snapshot:
         core = self.engine.core
-        body = prometheus_text(core.stats, model_name=self.model_name, running=len(core.running),
-                               queued=len(core.waiting),
-                               token_usage=core.kv_used / core.max_total_tokens,
-                               speculative=self.engine.spec is not None)
-        return web.Response(text=body, content_type="text/plain",
-                            headers={"X-Simulated": "specgrid-sim"})
+        return Snapshot(running=len(core.running), queued=len(core.waiting),
+                        token_usage=core.kv_used / max(1, core.max_total_tokens),
+                        cache_hit_rate=core.cache.hit_rate,
+                        num_retracted=core.stats.num_retractions_total)
 
     async def models(self, request: web.Request) -> web.Response:
         return json_response({"object": "list", "data": [{
@@ -203,7 +294,8 @@ class SimServer:
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[self.middleware], client_max_size=64 * 1024 * 1024)
         r = app.router
-        for path, fn in (("/health", self.health), ("/health_generate", self.health_generate),
+        for path, fn in (("/health", self.health_generate),
+                         ("/health_generate", self.health_generate),
                          ("/ready", self.ready_endpoint),
                          ("/server_info", self.server_info_endpoint),
                          ("/get_server_info", self.server_info_endpoint),
@@ -217,6 +309,18 @@ class SimServer:
         return app
 
     # ------------------------------------------------------------------ life cycle
+    async def _warmup(self) -> None:
+        """SGLang's start-up warmup (entrypoints/http_server.py ``_execute_server_warmup``): one
+        non-streaming generation of 8 tokens for "The capital city of France is" at
+        temperature 0, counted in the metrics like any request, before the ready line."""
+        text = "The capital city of France is"
+        req = self.engine.new_request(prompt_text=text, prompt_tokens=prompt_tokens(text),
+                                      max_new_tokens=8, temperature=0.0,
+                                      rid="warmup_" + uuid.uuid4().hex)
+        self.engine.submit(req)
+        await self.api.wait_done(req)
+
+
     def request_shutdown(self, drain: bool) -> None:
         if drain and not self.draining:
             log.info("Received SIGTERM: draining running requests, health returns 503.")
@@ -253,7 +357,9 @@ class SimServer:
             log.info("Simulating start-up (loading weights, capturing CUDA graphs) for %.1f s",
                      startup)
             await asyncio.sleep(startup)
+        await self._warmup()
         self.ready = True
+        self.startup_time = time.time() - self.started_at
         log.info(READY_LINE)
         await self._stop.wait()
         log.info("Shutting down the simulated server.")

@@ -10,6 +10,7 @@ for encyclopedic ones) so a human glancing at a response sees that the domain wa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import random
 from collections.abc import Sequence
@@ -68,6 +69,7 @@ def make_words(rng: random.Random, domain: str, count: int) -> list[str]:
     return rng.choices(_VOCABS.get(domain, _VOCABS["general"]), k=count)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def token_id(word: str) -> int:
     """A stable fake token id for a token string (for ``output_ids``)."""
     return 1000 + seed_for(word) % 120_000

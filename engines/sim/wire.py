@@ -72,31 +72,51 @@ class TextCursor:
 
 
 class NativeStream:
-    """Chunks of POST /generate with ``stream: true``."""
+    """Chunks of POST /generate with ``stream: true``: cumulative ``text`` and ``output_ids``,
+    then meta_info in SGLang 0.5.23's order (python/sglang/srt/managers/tokenizer_manager.py
+    ``_handle_batch_output``: id, finish_reason, prompt_tokens, weight_version,
+    num_retractions, reasoning_tokens, completion_tokens, cached_tokens; ``e2e_latency`` and the
+    spec fields only once finished)."""
 
-    def __init__(self, req: SimRequest, rid: str, speculative: bool) -> None:
+    def __init__(self, req: SimRequest, rid: str, draft_tokens: int | None) -> None:
         self.req = req
         self.cur = TextCursor(req)
-        self.speculative = speculative
+        self.draft_tokens = draft_tokens
+        self.ids = bytearray()
+        self.text = bytearray()
+        self.n_ids = 0
         self.meta_head = f'"meta_info":{{"id":{compact(rid)},"finish_reason":'.encode()
-        self.prompt_part = f',"prompt_tokens":{req.prompt_tokens},"completion_tokens":'.encode()
+        self.prompt_part = (f',"prompt_tokens":{req.prompt_tokens},"weight_version":"default",'
+                            '"num_retractions":').encode()
 
     def chunk(self, n: int, final: bool, now: float) -> bytes:
-        self.cur.advance(n)
+        delta = self.cur.advance(n)
+        if delta:
+            self.text += delta.encode()
         req = self.req
-        tail = f',"cached_tokens":0,"e2e_latency":{now - req.arrival:.6f}'
-        if final and self.speculative:
-            for k, v in spec_meta(req).items():
-                tail += f',"{k}":{v}'
+        if n > self.n_ids:
+            new = ",".join([str(token_id(w)) for w in req.words[self.n_ids:n]]).encode()
+            if self.ids:
+                self.ids += b","
+            self.ids += new
+            self.n_ids = n
+        tail = (f',"reasoning_tokens":0,"completion_tokens":{req.n},'
+                f'"cached_tokens":{req.cached_tokens}')
+        if final:
+            tail += f',"e2e_latency":{now - req.arrival:.6f}'
+            if self.draft_tokens is not None:
+                for k, v in spec_meta(req, self.draft_tokens).items():
+                    tail += f',"{k}":{v}'
         return b"".join((
-            b'data: {"text":"', self.cur.text.encode(), b'",', self.meta_head,
-            _finish_json(req).encode() if final else b"null",
-            self.prompt_part, str(req.n).encode(), tail.encode(), b"}}\n\n",
+            b'data: {"text":"', self.text, b'","output_ids":[', self.ids,
+            b"],", self.meta_head, _finish_json(req).encode() if final else b"null",
+            self.prompt_part, str(req.num_retractions).encode(), tail.encode(), b"}}\n\n",
         ))
 
 
-def native_response(req: SimRequest, rid: str, speculative: bool, now: float) -> dict[str, Any]:
-    """Non-streaming /generate body."""
+def native_response(req: SimRequest, rid: str, draft_tokens: int | None,
+                    now: float) -> dict[str, Any]:
+    """Non-streaming /generate body (same meta_info order as the stream's last chunk)."""
     cur = TextCursor(req)
     cur.advance(req.n)
     meta: dict[str, Any] = {
@@ -104,18 +124,31 @@ def native_response(req: SimRequest, rid: str, speculative: bool, now: float) ->
         "finish_reason": req.finish_reason,
         "prompt_tokens": req.prompt_tokens,
         "weight_version": "default",
+        "num_retractions": req.num_retractions,
+        "reasoning_tokens": 0,
         "completion_tokens": req.n,
-        "cached_tokens": 0,
+        "cached_tokens": req.cached_tokens,
         "e2e_latency": now - req.arrival,
     }
-    if speculative:
-        meta.update(spec_meta(req))
+    if draft_tokens is not None:
+        meta.update(spec_meta(req, draft_tokens))
     return {"text": cur.text, "output_ids": [token_id(w) for w in req.words[: req.n]],
             "meta_info": meta}
 
 
 class OpenAIStream:
-    """Chunks of /v1/chat/completions (``chat=True``) or /v1/completions with stream=true."""
+    """Chunks of /v1/chat/completions (``chat=True``) or /v1/completions with stream=true, byte
+    for byte as SGLang 0.5.23 writes them:
+
+    - chat: python/sglang/srt/entrypoints/openai/sse_utils.py ``build_sse_content`` (msgspec,
+      omit_defaults): a role chunk, content chunks whose delta is
+      ``{"reasoning_content":null,"content":...}``, a separate finish chunk, no ``usage`` key;
+    - completions: serving_completions.py (pydantic ``model_dump_json``): one chunk per output
+      with ``"usage":null``, the last one carrying both the final text and the finish_reason
+      (no extra empty chunk);
+    - usage chunk (``stream_options.include_usage``): chat ``model_dump_json()`` of
+      ChatCompletionStreamResponse, completions ``model_dump_json(exclude_none=True)``.
+    """
 
     def __init__(self, req: SimRequest, model: str, chat: bool, include_usage: bool) -> None:
         self.req = req
@@ -128,9 +161,9 @@ class OpenAIStream:
         self.head = (f'data: {{"id":"{self.id}","object":"{obj}","created":{self.created},'
                      f'"model":{compact(model)},"choices":[').encode()
         if chat:
-            self.content_open = b'{"index":0,"delta":{"content":"'
+            self.content_open = b'{"index":0,"delta":{"reasoning_content":null,"content":"'
             self.content_close = (b'"},"logprobs":null,"finish_reason":null,'
-                                  b'"matched_stop":null}],"usage":null}\n\n')
+                                  b'"matched_stop":null}]}\n\n')
         else:
             self.content_open = b'{"index":0,"text":"'
             self.content_close = (b'","logprobs":null,"finish_reason":null,'
@@ -139,35 +172,48 @@ class OpenAIStream:
     def first(self) -> bytes | None:
         if not self.chat:
             return None
-        return self.head + (b'{"index":0,"delta":{"role":"assistant","content":""},'
-                            b'"logprobs":null,"finish_reason":null,"matched_stop":null}],'
-                            b'"usage":null}\n\n')
+        return self.head + (b'{"index":0,"delta":{"reasoning_content":null,"role":"assistant",'
+                            b'"content":""},"logprobs":null,"finish_reason":null,'
+                            b'"matched_stop":null}]}\n\n')
 
     def chunk(self, n: int, final: bool, now: float) -> bytes:
         delta = self.cur.advance(n)
-        out = b""
-        if delta:
-            out = b"".join((self.head, self.content_open, delta.encode(), self.content_close))
-        if final:
-            reason, matched = openai_finish(self.req)
-            empty = b'{"index":0,"delta":{},' if self.chat else b'{"index":0,"text":"",'
-            out += b"".join((
-                self.head, empty,
-                f'"logprobs":null,"finish_reason":"{reason}",'
-                f'"matched_stop":{compact(matched)}}}],"usage":null}}\n\n'.encode(),
-            ))
+        if not final:
+            if not delta:
+                return b""
+            return b"".join((self.head, self.content_open, delta.encode(), self.content_close))
+        reason, matched = openai_finish(self.req)
+        finish = (f'"logprobs":null,"finish_reason":"{reason}",'
+                  f'"matched_stop":{compact(matched)}}}]').encode()
+        if self.chat:
+            out = b""
+            if delta:
+                out = b"".join((self.head, self.content_open, delta.encode(),
+                                self.content_close))
+            out += self.head + b'{"index":0,"delta":{"reasoning_content":null},' + finish + \
+                b"}\n\n"
             if self.include_usage:
-                out += self.head + f'],"usage":{usage_json(self.req)}}}\n\n'.encode()
+                u = self.req
+                out += self.head + (
+                    f'],"usage":{{"prompt_tokens":{u.prompt_tokens},'
+                    f'"total_tokens":{u.prompt_tokens + u.n},"completion_tokens":{u.n},'
+                    '"prompt_tokens_details":null,"reasoning_tokens":0,'
+                    '"completion_tokens_details":null}}\n\n').encode()
+            return out
+        out = b"".join((self.head, b'{"index":0,"text":"', delta.encode(), b'",', finish,
+                        b',"usage":null}\n\n'))
+        if self.include_usage:
+            u = self.req
+            out += self.head + (
+                f'],"usage":{{"prompt_tokens":{u.prompt_tokens},'
+                f'"total_tokens":{u.prompt_tokens + u.n},"completion_tokens":{u.n},'
+                '"reasoning_tokens":0}}\n\n').encode()
         return out
 
 
 def usage(req: SimRequest) -> dict[str, int]:
     return {"prompt_tokens": req.prompt_tokens, "completion_tokens": req.n,
             "total_tokens": req.prompt_tokens + req.n}
-
-
-def usage_json(req: SimRequest) -> str:
-    return compact(usage(req))
 
 
 def openai_response(req: SimRequest, model: str, chat: bool) -> dict[str, Any]:

@@ -56,8 +56,9 @@ def test_smoke_sweep_end_to_end_then_resume(tmp_path):
     metrics = load_server_metrics(run_dir)
     generated = metrics[metrics.metric == "sglang:generation_tokens_total"]
     for cell_id, samples in generated.groupby("cell_id"):
-        samples = samples.sort_values("scraped_at")
-        delta = samples.value.iloc[-1] - samples.value.iloc[0]
+        # one series per is_streaming value (SGLang 0.5.23 labels); sum them per scrape
+        per_scrape = samples.groupby("scraped_at").value.sum().sort_index()
+        delta = per_scrape.iloc[-1] - per_scrape.iloc[0]
         assert delta == requests[requests.cell_id == cell_id].output_tokens.sum() + 16
 
     servers = _servers(run_dir)

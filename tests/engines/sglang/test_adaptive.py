@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,102 @@ def test_threshold_args_adds_adaptive_flags(tmp_path: Path) -> None:
     assert adaptive.steps_for_batch(path, 17, initial_steps=3) == 0
     # num_steps must be one of the union of candidates, as SGLang checks
     assert EAGLE3["speculative_num_steps"] in adaptive.candidate_steps(path)
+
+
+# --------------------------------------------------------------------------- vs SGLang itself
+SGLANG_PYTHON = os.environ.get("SPECGRID_SGLANG_PYTHON", "").split(os.pathsep)[0]
+needs_sglang = pytest.mark.skipif(
+    not SGLANG_PYTHON, reason="SPECGRID_SGLANG_PYTHON is not set: build the validation venv "
+    "with scripts/validate_sglang_venv.sh")
+
+# Runs inside the validation env: SGLang's own capture-list function and its own router
+# (python/sglang/srt/arg_groups/cuda_graph_hook.py generate_decode_cuda_graph_batch_sizes,
+# python/sglang/srt/speculative/adaptive_spec_params.py AdaptiveSpeculativeParams._route).
+_SGLANG_PROBE = r"""
+import json, sys, types
+try:
+    import safetensors.torch  # noqa: F401
+except ImportError:  # the parser-only validation env lacks it; these functions never use it
+    st = types.ModuleType("safetensors"); st.torch = types.ModuleType("safetensors.torch")
+    st.torch.load = st.torch.save = None
+    sys.modules["safetensors"], sys.modules["safetensors.torch"] = st, st.torch
+from sglang.srt.arg_groups import cuda_graph_hook, overrides
+from sglang.srt.speculative import adaptive_spec_params as asp
+req = json.load(sys.stdin)
+out = {"lists": {}, "routes": {}}
+for key, (max_bs, spec, nopad) in req["lists"].items():
+    sa = types.SimpleNamespace(speculative_algorithm="EAGLE3" if spec else None,
+                               disable_cuda_graph_padding=nopad)
+    overrides.resolving_view = lambda s: s
+    cuda_graph_hook.resolving_view = lambda s: s
+    out["lists"][key] = cuda_graph_hook.generate_decode_cuda_graph_batch_sizes(sa, max_bs)
+asp.log_info_on_rank0 = lambda *a, **k: None
+for key, (path, graphs, top) in req["routes"].items():
+    p = asp.AdaptiveSpeculativeParams(initial_steps=3, cfg_path=path)
+    p.set_cuda_graph_bs(graphs)
+    out["routes"][key] = [p.get_steps_for_batch(b) for b in range(1, top + 1)]
+print(json.dumps(out))
+"""
+
+
+def _sglang(request: dict[str, object]) -> dict[str, object]:
+    proc = subprocess.run([SGLANG_PYTHON, "-c", _SGLANG_PROBE], input=json.dumps(request),
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+SHIPPED_THRESHOLDS = (8, 16, 32, 64)
+"""grid/conf/sweep/spec_threshold.yaml's speculative_disable_above_batch values."""
+
+
+@needs_sglang
+def test_capture_lists_and_threshold_routing_match_sglang(tmp_path: Path) -> None:
+    lists = {f"{b}-{s}-{p}": (b, s, p) for b in (48, 160, 256, 512)
+             for s in (True, False) for p in (False,)}
+    lists["64-True-True"] = (64, True, True)
+    graphs = adaptive.decode_capture_sizes(512, speculative=True)
+    routes = {}
+    thresholds = (*SHIPPED_THRESHOLDS, 6, 9, 10, 20, 30, 33, 100)
+    for n in thresholds:
+        path = adaptive.write_config(adaptive.threshold_config(3, n), tmp_path)
+        routes[str(n)] = (str(path), graphs, 600)
+    got = _sglang({"lists": lists, "routes": routes})
+    for key, (max_bs, spec, nopad) in lists.items():
+        assert adaptive.decode_capture_sizes(max_bs, speculative=spec,
+                                             disable_padding=nopad) == got["lists"][key], key
+    for n in thresholds:
+        ours = [adaptive.steps_for_batch(adaptive.threshold_config(3, n), b,
+                                         initial_steps=3, cuda_graph_bs=graphs)
+                for b in range(1, 601)]
+        assert ours == got["routes"][str(n)], n
+        ranges, warning = adaptive.threshold_ranges(3, n, graphs)
+        drafting = [b for b in range(1, 601) if got["routes"][str(n)][b - 1] == 3]
+        assert [b for lo, hi in ranges for b in range(lo, hi + 1)] == drafting, n
+        assert (warning is None) == (drafting[-1] == n), n
+
+
+def test_threshold_ranges_and_plan_lines() -> None:
+    graphs = adaptive.decode_capture_sizes(48, speculative=True)
+    assert graphs[:12] == [1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16]
+    assert adaptive.threshold_ranges(3, 10, graphs) == ([(1, 10)], None)
+    ranges, warning = adaptive.threshold_ranges(3, 9, graphs)
+    assert ranges == [(1, 8)] and warning is not None and "8 and 10" in warning
+    line, warn = adaptive.plan_lines("eagle3-t9", 3, 9, 48)
+    assert "1-8" in line and warn is not None and warn.startswith("eagle3-t9: ")
+    assert adaptive.default_decode_max_bs(80 * 1024, 1, None) == 256
+    assert adaptive.default_decode_max_bs(97_887, 8, 48) == 48
+
+
+def test_threshold_notes_for_the_plan() -> None:
+    variant = {"speculative_disable_above_batch": 9,
+               "args": {**EAGLE3, "max_running_requests": 64}}
+    lines = adaptive.threshold_notes("eagle3__off_above-9", variant)
+    assert lines[0] == ("eagle3__off_above-9: drafts 3 steps at running batch 1-8; no drafting "
+                        "above (speculative CUDA-graph sizes up to 64)")
+    assert len(lines) == 2 and "between the captured CUDA-graph batch sizes 8 and 10" in lines[1]
+    even = {"speculative_disable_above_batch": 16, "args": {**EAGLE3}}
+    assert adaptive.threshold_notes("t16", even) == [
+        "t16: drafts 3 steps at running batch 1-16; no drafting above (speculative CUDA-graph "
+        "sizes up to 48)"]
+    assert adaptive.threshold_notes("plain", {"args": EAGLE3}) == []

@@ -74,7 +74,7 @@ def start_sim(args: Sequence[str] = (), env: Mapping[str, str] | None = None,
         if proc.poll() is not None:
             raise RuntimeError(f"simulator exited with {proc.returncode}:\n{sim.log()}")
         try:
-            r = httpx.get(sim.url + "/health", timeout=1.0)
+            r = httpx.get(sim.url + "/health", timeout=3.0)  # a 1-token generation, ~1 s
             if wait == "listen" or r.status_code == 200:
                 return sim
         except httpx.TransportError:

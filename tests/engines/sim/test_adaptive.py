@@ -8,20 +8,23 @@ from typing import Any
 
 import pytest
 
-from engines.sglang.adaptive import candidate_steps, steps_for_batch, threshold_config
+from engines.sglang.adaptive import (
+    candidate_steps,
+    decode_capture_sizes,
+    steps_for_batch,
+    threshold_config,
+)
 from engines.sim.adaptive import (
     DEFAULT_ADAPTIVE_CONFIG,
     AdaptiveController,
     AdaptiveStepSlot,
-    default_cuda_graph_bs,
     load_adaptive_config,
 )
 
-GRAPHS = default_cuda_graph_bs(256)
-
-
-def test_default_graphs() -> None:
-    assert GRAPHS[:8] == [1, 2, 4, 8, 12, 16, 24, 32] and GRAPHS[-1] == 256
+# A speculative server pads to the speculative capture list (SGLang 0.5.23
+# python/sglang/srt/arg_groups/cuda_graph_hook.py generate_decode_cuda_graph_batch_sizes;
+# tests/engines/sglang/test_adaptive.py checks this list against SGLang's own function).
+GRAPHS = decode_capture_sizes(256, speculative=True)
 
 
 def test_default_config_tiers() -> None:
@@ -39,9 +42,12 @@ def test_threshold_config_and_padding() -> None:
                                               "17": {"candidate_steps": [0]}}
     ctl = AdaptiveController(cfg, 3, GRAPHS)
     assert [ctl.steps_for_batch(b) for b in (1, 16, 17, 24, 100)] == [3, 3, 0, 0, 0]
-    # N=20 is not a captured size: batch 17..20 pads to 24 -> no drafting from 17 on
+    # N=20 is a captured size of a speculative server: batch 20 drafts, 21 pads to 22 -> no
     ctl20 = AdaptiveController(threshold_config(3, 20), 3, GRAPHS)
-    assert ctl20.steps_for_batch(16) == 3 and ctl20.steps_for_batch(17) == 0
+    assert ctl20.steps_for_batch(20) == 3 and ctl20.steps_for_batch(21) == 0
+    # N=9 falls between the captured 8 and 10: batch 9 pads to 10 = N+1 -> no drafting
+    ctl9 = AdaptiveController(threshold_config(3, 9), 3, GRAPHS)
+    assert ctl9.steps_for_batch(8) == 3 and ctl9.steps_for_batch(9) == 0
     # without CUDA graphs (--disable-cuda-graph) the switch is exact
     exact = AdaptiveController(threshold_config(3, 20), 3, None)
     assert exact.steps_for_batch(20) == 3 and exact.steps_for_batch(21) == 0
@@ -49,17 +55,20 @@ def test_threshold_config_and_padding() -> None:
 
 # Expected steps derived by hand from SGLang's routing (python/sglang/srt/speculative/
 # adaptive_spec_params.py, `AdaptiveSpeculativeParams._route` and `AdaptiveStepSlot.__init__`):
-# pad the batch to the next captured CUDA-graph size (graphs 1, 2, 4, 8, 12, 16, 24, 32, 40, ...,
-# 256), take the largest tier key <= it, start at the initial steps (3) if that tier offers
-# them, else at its middle candidate.
+# pad the batch to the next size of a speculative server's capture list (1..8, then 10..32 step
+# 2, then 40..64 step 4, then step 8 to 256; a batch above the largest is not padded), take the
+# largest tier key <= it, start at the initial steps (3) if that tier offers them, else at its
+# middle candidate.
 ROUTED = [
-    # SGLang's default tiers 1 -> [1,3,5,7], 8 -> [0,1,3], 32 -> [0,1], 64 -> [0]
-    (DEFAULT_ADAPTIVE_CONFIG, {1: 3, 4: 3, 5: 3, 8: 3, 24: 3, 25: 1, 32: 1, 33: 1, 57: 0,
+    # SGLang's default tiers 1 -> [1,3,5,7], 8 -> [0,1,3], 32 -> [0,1], 64 -> [0];
+    # 25 pads to 26 (tier 8), 33 to 40 and 57 to 60 (tier 32)
+    (DEFAULT_ADAPTIVE_CONFIG, {1: 3, 4: 3, 5: 3, 8: 3, 24: 3, 25: 3, 32: 1, 33: 1, 57: 1,
                                64: 0, 300: 0}),
-    # a threshold at 8: 1 -> [3], 9 -> [0]; batch 9 pads to 12
+    # a threshold at 8: 1 -> [3], 9 -> [0]; batch 9 pads to 10
     (threshold_config(3, 8), {1: 3, 8: 3, 9: 0, 12: 0, 100: 0}),
-    # a threshold at 20 (not a graph size): batch 17 pads to 24 >= 21, so no drafting
-    (threshold_config(5, 20), {1: 5, 16: 5, 17: 0, 21: 0, 256: 0}),
+    # a threshold at 20 (a captured size of a speculative server): 17 pads to 18 and 20 stays
+    # 20, both draft; 21 pads to 22 >= 21, so no drafting
+    (threshold_config(5, 20), {1: 5, 16: 5, 17: 5, 20: 5, 21: 0, 256: 0}),
 ]
 
 

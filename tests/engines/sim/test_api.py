@@ -20,7 +20,8 @@ def spec_sim() -> Iterator[SimProcess]:
     sim = start_sim(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
                      "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4",
                      "--enable-metrics", "--sim-time-scale", "0.05", "--served-model-name",
-                     "sim-model", "--mem-fraction-static", "0.8", "--sim-seed", "3"])
+                     "sim-model", "--mem-fraction-static", "0.8", "--attention-backend", "fa3",
+                     "--sim-seed", "3"])
     yield sim
     sim.stop()
     sim.log_path.unlink(missing_ok=True)
@@ -109,7 +110,9 @@ def test_chat_stream_with_usage(spec_sim: SimProcess) -> None:
             "temperature": 0}
     r = httpx.post(spec_sim.url + "/v1/chat/completions", json=body, timeout=30)
     chunks = sse_json(r.content)
-    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    # SGLang: sse_utils.py StreamDelta (reasoning_content always serialized)
+    assert chunks[0]["choices"][0]["delta"] == {"reasoning_content": None, "role": "assistant",
+                                                "content": ""}
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
     text = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     finish = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
@@ -155,7 +158,8 @@ def test_info_endpoints(spec_sim: SimProcess) -> None:
         assert info["simulated"] is True and info["engine"] == "specgrid-sim"
         assert info["speculative_algorithm"] == "EAGLE3"
         assert info["max_running_requests"] == 48  # SGLang's silent cap, logged by the sim
-        assert info["mem_fraction_static"] == 0.8  # unmodelled flags are still recorded
+        assert info["mem_fraction_static"] == 0.8  # sizes the KV pool
+        assert info["attention_backend"] == "fa3"  # unmodelled flags are still recorded
         assert "internal_states" in info and "last_gen_throughput" in info["internal_states"][0]
         assert "CUDA_DEVICE_MAX_CONNECTIONS" in info["sim"]["not_modelled_env"]
     for path in ("/model_info", "/get_model_info"):
@@ -165,7 +169,7 @@ def test_info_endpoints(spec_sim: SimProcess) -> None:
     assert httpx.get(spec_sim.url + "/v1/models").json()["data"][0]["id"] == "sim-model"
     assert httpx.get(spec_sim.url + "/health_generate").status_code == 200
     assert httpx.get(spec_sim.url + "/ready").status_code == 200
-    assert "mem-fraction-static is accepted but not modelled" in spec_sim.log()
+    assert "attention-backend is accepted but not modelled" in spec_sim.log()
     assert "capped at 48" in spec_sim.log()
     assert "The server is fired up and ready to roll!" in spec_sim.log()
     assert "SIMULATED" in spec_sim.log()
@@ -187,8 +191,11 @@ def test_flush_cache_busy_then_ok_and_resets_accept_average(spec_sim: SimProcess
     while httpx.get(spec_sim.url + "/server_info").json()["internal_states"][0][
             "num_running_reqs"] == 0:
         time.sleep(0.01)
+    # SGLang 0.5.23 http_server.py flush_cache + flush_wrapper.py: busy -> 400, no message
     busy = httpx.post(spec_sim.url + "/flush_cache")
-    assert busy.status_code == 400 and "not flushed" in busy.text
+    assert busy.status_code == 400 and busy.text == "Flush cache failed.\n"
+    waited = httpx.post(spec_sim.url + "/flush_cache", params={"timeout": "0.05"})
+    assert waited.status_code == 400 and waited.text == "Timed out waiting for idle state."
     t.join(30)
     assert done.is_set()
     assert httpx.post(spec_sim.url + "/flush_cache").status_code == 200
@@ -201,14 +208,26 @@ def test_metrics(spec_sim: SimProcess, base_sim: SimProcess) -> None:
     assert httpx.get(base_sim.url + "/metrics").status_code == 404  # no --enable-metrics
     gen(spec_sim, "Write a regex for emails.", False, max_new_tokens=10, ignore_eos=True)
     text = httpx.get(spec_sim.url + "/metrics").text
+    # labels as SGLang 0.5.23 python/sglang/srt/observability/metrics_collector.py:
+    # scheduler gauges {model_name, engine_type, tp_rank, pp_rank, moe_ep_rank}; request
+    # metrics {model_name, engine_type} plus is_streaming on the per-request counters/histograms
+    # (prometheus_client writes label names sorted)
+    sched = 'engine_type="unified",model_name="sim-model",moe_ep_rank="0",pp_rank="0",tp_rank="0"'
     for name in ("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:gen_throughput",
-                 "sglang:spec_accept_length", "sglang:prompt_tokens_total",
-                 "sglang:generation_tokens_total", "sglang:num_requests_total",
-                 "sglang:time_to_first_token_seconds_bucket",
-                 "sglang:inter_token_latency_seconds_count",
-                 "sglang:e2e_request_latency_seconds_sum"):
-        assert f'{name}{{model_name="sim-model",tp_rank="0"' in text, name
-    m = re.search(r'sglang:generation_tokens_total\{[^}]*\} ([0-9.]+)', text)
+                 "sglang:spec_accept_length", "sglang:token_usage", "sglang:cache_hit_rate"):
+        assert f"{name}{{{sched}}}" in text, name
+    tok = 'engine_type="unified",model_name="sim-model"'
+    req = 'engine_type="unified",is_streaming="false",model_name="sim-model"'
+    for name in ("sglang:prompt_tokens_total", "sglang:generation_tokens_total",
+                 "sglang:num_requests_total", "sglang:e2e_request_latency_seconds_sum"):
+        assert f'{name}{{{req}}}' in text, name
+    ttft = re.search(r'sglang:time_to_first_token_seconds_bucket\{engine_type="unified",'
+                     r'is_streaming="false",le="\+Inf",model_name="sim-model"\} ([0-9.]+)', text)
+    assert ttft and float(ttft.group(1)) >= 1
+    assert f"sglang:inter_token_latency_seconds_count{{{tok}}}" in text
+    assert f"sglang:spec_verify_calls_total{{{tok}}}" in text
+    m = re.search(r'sglang:generation_tokens_total\{[^}]*is_streaming="false"[^}]*\} ([0-9.]+)',
+                  text)
     assert m and float(m.group(1)) >= 10
 
 
@@ -225,6 +244,8 @@ def test_api_key(launch_sim: LaunchSim) -> None:
     ok = {"Authorization": "Bearer sekret"}
     assert httpx.post(sim.url + "/generate", json=body, headers=ok).status_code == 200
     assert httpx.get(sim.url + "/server_info", headers=ok).json()["api_key"] == "<set>"
+    info = httpx.get(sim.url + "/server_info", headers=ok)
+    assert "sekret" not in info.text and "--api-key ***" in info.json()["launch_command"]
 
 
 def test_503_while_starting(launch_sim: LaunchSim) -> None:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import pytest
 
-from engines.sim.calibrate import coding_prompt
+from engines.sim.calibrate import chat_prompt, coding_prompt
 from tests.engines.sim.conftest import LaunchSim, run_generate
 
-TARGETS = {  # tok/s of the published 8-GPU measurement (docs/architecture.md)
+TARGETS = {  # tok/s of the published 8-GPU measurement (profiles/default.json)
     ("baseline", "single"): 89.0,
     ("baseline", "saturated"): 773.0,
     ("eagle3", "single"): 96.1,
@@ -25,7 +25,7 @@ VARIANTS = {
     "eagle3": ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
                "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"],
 }
-SCALE = {"single": 0.25, "saturated": 0.1}
+SCALE = {"single": 0.25, "saturated": 0.2}
 
 
 def body(i: int) -> dict[str, object]:
@@ -50,3 +50,30 @@ def test_calibration_through_http(launch_sim: LaunchSim, variant: str) -> None:
             accept = sum(m["completion_tokens"] for m in metas) / sum(
                 m["spec_verify_ct"] for m in metas)
             assert 2.6 < accept < 3.3  # coding prompts are in the drafter's training mix
+
+
+# Second anchor (engines/sim/profiles/model/llama3.1-8b.json "anchor"): SGLang's published
+# single-stream Llama-3.1-8B-Instruct on one H100 (MT-bench-like chat prompts).
+H100_TARGETS = {"baseline": 158.34, "eagle3": 373.25}
+H100_ARGS = ["--sim-hardware", "h100", "--sim-model", "llama3.1-8b"]
+H100_VARIANTS = {
+    "baseline": [],
+    "eagle3": ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "5",
+               "--speculative-eagle-topk", "8", "--speculative-num-draft-tokens", "32"],
+}
+
+
+@pytest.mark.parametrize("variant", ["baseline", "eagle3"])
+def test_h100_llama_single_stream_through_http(launch_sim: LaunchSim, variant: str) -> None:
+    scale = 0.25
+    sim = launch_sim([*H100_ARGS, *H100_VARIANTS[variant], "--sim-time-scale", str(scale)])
+    bodies = [{"text": chat_prompt(i), "stream": True,
+               "sampling_params": {"max_new_tokens": 256, "ignore_eos": True, "temperature": 0}}
+              for i in range(2)]
+    wall, metas = run_generate(sim.url, bodies, concurrent=False)
+    assert all(m["completion_tokens"] == 256 for m in metas)
+    tok_s = 2 * 256 / wall * scale
+    target = H100_TARGETS[variant]
+    print(f"\nh100 llama3.1-8b {variant:<9} target {target:7.2f} tok/s  measured {tok_s:7.2f} "
+          f"tok/s  ({(tok_s - target) / target:+.1%})")
+    assert tok_s == pytest.approx(target, rel=0.10), (variant, tok_s)

@@ -25,7 +25,7 @@ def test_known_and_unknown_flags() -> None:
     cfg = resolve(["--model-path", "m", "--tp", "8", "--port=123", "--mem-fraction-static=0.7",
                    "--disable-cuda-graph", "--attention-backend", "fa3"], env={})
     assert cfg.tp_size == 8 and cfg.port == 123 and cfg.served_model_name == "m"
-    assert cfg.not_modelled == ["attention_backend", "mem_fraction_static"]
+    assert cfg.not_modelled == ["attention_backend"]  # mem_fraction_static sizes the KV
     assert cfg.args["disable_cuda_graph"] is True  # modelled: no warning
     assert cfg.extra_flags["attention_backend"] == "fa3"
 
@@ -66,3 +66,23 @@ def test_main_refuses_bad_line_and_warns_on_unknown() -> None:
     r = subprocess.run([sys.executable, "-m", "engines.sim", "--port", "notanint"],
                        cwd=REPO, capture_output=True, text=True, timeout=30)
     assert r.returncode == 2
+
+
+def test_automatic_speculative_params_follow_the_architecture() -> None:
+    # SGLang 0.5.23 arg_groups/speculative_hook.py _auto_choose_speculative_params
+    llama = resolve(["--speculative-algorithm", "EAGLE3", "--sim-model", "llama3.1-8b"], env={})
+    assert (llama.speculative_num_steps, llama.speculative_eagle_topk,
+            llama.speculative_num_draft_tokens) == (5, 4, 8)
+    kimi = resolve(["--speculative-algorithm", "EAGLE3"], env={})  # DeepseekV3ForCausalLM
+    assert (kimi.speculative_num_steps, kimi.speculative_eagle_topk,
+            kimi.speculative_num_draft_tokens) == (3, 1, 4)
+    standalone = resolve(["--speculative-algorithm", "STANDALONE", "--sim-model",
+                          "llama3.1-8b"], env={})
+    assert standalone.speculative_num_steps == 3
+
+
+def test_unknown_hardware_or_model_profile_is_refused() -> None:
+    with pytest.raises(SimArgError, match="hardware profile 'b300' not found"):
+        resolve(["--sim-hardware", "b300"], env={})
+    with pytest.raises(SimArgError, match="model profile 'gpt-9' not found"):
+        resolve(["--sim-model", "gpt-9"], env={})

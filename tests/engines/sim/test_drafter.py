@@ -17,8 +17,7 @@ from tests.workloads.test_alignment import CODE_WORDS, PROSE_WORDS, _texts
 
 CODE = _texts(CODE_WORDS, 30, seed=1)
 PROSE = _texts(PROSE_WORDS, 30, seed=2)
-PROFILE = json.loads((Path(__file__).resolve().parents[3] / "engines" / "sim" / "profiles"
-                      / "default.json").read_text())["acceptance"]
+PROFILE = load_profile().acceptance  # the default model profile's chains
 
 
 def _training(tmp_path: Path, texts: list[str], name: str) -> Path:

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engines.sim.calibrate import coding_prompt, scenario_tok_s
+from engines.sim.calibrate import anchor, coding_prompt, published_targets, results
 from engines.sim.cli import resolve
 from engines.sim.engine import RequestError, SimEngine
-from engines.sim.profile import load_profile
 from engines.sim.scheduler import BatchCore, SimRequest, spec_meta
 
 EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
@@ -66,7 +65,7 @@ def test_speculative_step_accounting_matches_sglang_fields() -> None:
     r = req(e, 0, n=100)
     e.core.submit(r)
     drain(e.core)
-    meta = spec_meta(r)
+    meta = spec_meta(r, 4)
     assert r.n == 100 and r.done
     assert meta["spec_accept_length"] == pytest.approx(100 / r.verify_ct)
     assert meta["spec_num_proposed_drafts"] == 3 * r.verify_ct
@@ -89,7 +88,10 @@ def test_threshold_zero_steps_are_one_token_verifies(tmp_path: Path) -> None:
     step = e.core.plan()
     assert step is not None and step.draft_steps == 0 and step.accepts == [1] * 8
     drain(e.core)
-    assert all(r.proposed_drafts == 0 and r.n == 20 and r.verify_ct == 19 for r in reqs)
+    assert all(r.n == 20 and r.verify_ct == 19 and r.correct_drafts == 0 for r in reqs)
+    # SGLang reports proposed = verify_ct x (num_draft_tokens - 1) even for 0-step verifies
+    assert spec_meta(reqs[0], 4)["spec_num_proposed_drafts"] == 19 * 3
+    assert spec_meta(reqs[0], 4)["spec_accept_rate"] == 0.0
 
 
 def test_skip_zero_step_extend_env_is_cheaper_but_cold() -> None:
@@ -97,7 +99,9 @@ def test_skip_zero_step_extend_env_is_cheaper_but_cold() -> None:
     skip = engine(*EAGLE3, "--speculative-adaptive",
                   env={"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": "1"})
     assert skip.core.skip_zero_step_extend and not base.core.skip_zero_step_extend
-    assert skip.model.spec_step_s(64, 0, 1, draft_extend=False) < base.model.spec_step_s(64, 0, 1)
+    kv = 64 * 256
+    assert skip.model.spec_step_s(64, 0, 1, kv, draft_extend=False) < \
+        base.model.spec_step_s(64, 0, 1, kv)
 
 
 def test_kv_capacity_limits_admission() -> None:
@@ -131,8 +135,93 @@ def test_request_errors() -> None:
     assert short.limit == 99  # capped by the context length
 
 
-def test_offline_calibration_matches_targets() -> None:
-    prof = load_profile("default")
-    got = scenario_tok_s(prof, reps=4)
-    for key, target in prof.data["calibration"]["targets_tok_s"].items():
-        assert got[key] == pytest.approx(target, rel=0.03), key
+def test_chunked_prefill_interleaves_with_decode() -> None:
+    e = engine("--chunked-prefill-size", "1024")
+    short = req(e, 0, n=200)
+    e.core.submit(short)
+    drain_until = e.core.plan()
+    assert drain_until is not None
+    e.core.commit(drain_until, 0.0)  # the short request is running
+    long_text = coding_prompt(1, chars=4 * 8192)
+    e.core.submit(req(e, 1, n=4, text=long_text))
+    kinds, chunk_tokens = [], []
+    for _ in range(16):
+        step = e.core.plan()
+        assert step is not None
+        kinds.append(step.kind)
+        if step.kind == "prefill":
+            chunk_tokens.append(step.tokens)
+        e.core.commit(step, 0.0)
+    # 8192 prompt tokens in 1024-token chunks, each followed by one decode step
+    assert chunk_tokens == [1024] * 8
+    assert kinds == ["prefill", "decode"] * 8
+    # the running stream's longest gap is one chunk + one decode, not the whole prompt
+    whole = e.model.prefill_s(8192, 8192)
+    one_chunk = e.model.prefill_s(1024, 8192)
+    assert one_chunk < whole / 4
+
+
+def test_kv_exhaustion_retracts_and_the_request_still_completes() -> None:
+    e = engine("--max-total-tokens", "700")
+    reqs = [req(e, i, n=200) for i in range(3)]  # 128 + 200 each; 3 x 328 > 700
+    for r in reqs:
+        e.core.submit(r)
+    step = e.core.plan()
+    assert step is not None and len(step.reqs) == 3  # 3 x (128 + 140 reserved) fits
+    e.core.commit(step, 0.0)
+    drain(e.core)
+    assert all(r.done and r.n == 200 for r in reqs)
+    assert sum(r.num_retractions for r in reqs) >= 1
+    assert e.core.stats.num_retractions_total == sum(r.num_retractions for r in reqs)
+    assert e.core.kv_used == 0
+
+
+def test_prefix_cache_hits_show_in_cached_tokens_and_ttft() -> None:
+    e = engine()
+    shared = coding_prompt(0, chars=4 * 4096)
+    first = req(e, 0, n=4, text=shared + " first question")
+    e.core.submit(first)
+    step1 = e.core.plan()
+    assert step1 is not None
+    e.core.commit(step1, 0.0)
+    drain(e.core)
+    second = req(e, 1, n=4, text=shared + " another question")
+    e.core.submit(second)
+    step2 = e.core.plan()
+    assert step2 is not None
+    assert first.cached_tokens == 0
+    assert second.cached_tokens == 4096  # whole shared blocks; the rest is computed
+    assert step2.tokens == second.prompt_tokens - 4096
+    assert step2.duration_s < step1.duration_s / 5  # TTFT: only the new tokens
+    off = engine("--disable-radix-cache")
+    for i, text in enumerate((shared + " a", shared + " b")):
+        r = req(off, i, n=2, text=text)
+        off.core.submit(r)
+        drain(off.core)
+        assert r.cached_tokens == 0
+
+
+def test_offline_default_anchor_within_ten_percent() -> None:
+    prof, cases, _, _ = anchor("default")
+    got = results(prof, cases, reps=4)
+    for key, target in published_targets("default").items():
+        assert got[key] == pytest.approx(target, rel=0.10), key
+
+
+def test_offline_h100_llama_single_stream_within_ten_percent() -> None:
+    prof, cases, _, _ = anchor("h100-llama3.1-8b")
+    single = {k: c for k, c in cases.items() if k.endswith("_single")}
+    got = results(prof, single, reps=4)
+    targets = published_targets("h100-llama3.1-8b")
+    for key in single:
+        assert got[key] == pytest.approx(targets[key], rel=0.10), key
+
+
+@pytest.mark.xfail(strict=True, reason="open gap: the roofline predicts ~1.08x at batch 64 "
+                   "(docs/simulator.md), the EAGLE-3 paper reports 1.38x")
+def test_offline_h100_llama_batch64_gain_within_ten_percent() -> None:
+    prof, cases, _, _ = anchor("h100-llama3.1-8b")
+    batch = {k: c for k, c in cases.items() if k.endswith("_bs64")}
+    got = results(prof, batch, reps=2)
+    assert got["gain_bs64"] == pytest.approx(published_targets("h100-llama3.1-8b")["gain_bs64"],
+                                             rel=0.10)

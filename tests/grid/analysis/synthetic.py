@@ -75,7 +75,7 @@ def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, **kw
                        else int(r["spec_verify_ct"]))
             rows.append(row)
         row = {k: cell.get(k) for k in CELL_FIELDS.names}
-        row.update(run_id=run_dir.name, server_key=cell["variant"], model="sim-8gpu",
+        row.update(run_id=run_dir.name, server_key=cell["variant"], model="kimi-k2.5-class",
                    rate=None, server_command=f"python -m engines.sim --{cell['variant']}")
         write_cell(run_dir, variant=cell["variant"], workload=cell["workload"],
                    cell_id=cell["cell_id"], attempt=1, requests=rows, cell_row=row,

@@ -33,6 +33,12 @@ REQUEST_FIELDS = pa.schema([
     ("accept_length", pa.float64()),
     ("spec_verify_ct", pa.int64()),
     ("finish_reason", pa.string()),
+    # load generator detail (actors/loadgen/spec.py ROW_KEYS, docs/loadgen.md)
+    ("accept_length_decode", pa.float64()),
+    ("chunk_offset_us", pa.list_(pa.int32())),
+    ("chunk_tokens", pa.list_(pa.int32())),
+    ("chunk_gap_s", pa.list_(pa.float64())),
+    ("merged_reads", pa.int64()),
 ])
 
 CELL_FIELDS = pa.schema([
@@ -69,6 +75,19 @@ CELL_FIELDS = pa.schema([
     ("engine_version", pa.string()),
     ("server_info", pa.string()),
     ("cuda_visible_devices", pa.string()),
+    # load generator (actors/loadgen/cellstats.py, docs/loadgen.md)
+    ("transport", pa.string()),
+    *[(f"chunk_gap_{q}_s", pa.float64()) for q in ("p50", "p90", "p99")],
+    ("accept_length_decode", pa.float64()),
+    ("accept_length_source", pa.string()),
+    ("offered_rate_req_s", pa.float64()),
+    ("achieved_rate_req_s", pa.float64()),
+    ("start_late_s", pa.float64()),
+    ("client_dispatch_lag_p99_s", pa.float64()),
+    ("loop_lag_p99_s", pa.float64()),
+    ("client_cpu_percent", pa.float64()),
+    ("merged_reads", pa.int64()),
+    ("merged_read_fraction", pa.float64()),
 ])
 
 SERVER_METRIC_FIELDS = pa.schema([

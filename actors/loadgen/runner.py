@@ -36,6 +36,7 @@ from actors.loadgen.selfcheck import LoopLagMonitor, verdict
 from actors.loadgen.spec import ROW_KEYS, LoadResult, LoadSpec, Prompt, share
 from actors.loadgen.streams import Timeline, chat_body, generate_body, run_request
 from actors.loadgen.transport import make_transport
+from grid.acceptance import accept_length_decode
 from grid.metrics import accept_length, request_timing
 
 PREBUILD_LIMIT = 8192
@@ -162,21 +163,26 @@ async def _closed_loop(
     deadline: float | None,
     out: list[tuple[int, int, Timeline]],
 ) -> None:
-    """``concurrency`` workers pull (index, prompt position) from one shared iterator."""
+    """``concurrency`` workers pull (index, prompt position) from one shared iterator. A
+    request is due when its slot became free (the end of the slot's previous request, the
+    window start for the first), so its dispatch lag counts every delay of the client's own."""
     spec = plan.spec
     it = iter(positions)
+    start = perf_counter()
 
     async def worker() -> None:
+        free_since = start  # when this slot became free: the previous request's end
         for n, pos in it:
-            now = perf_counter()
-            if deadline is not None and now >= deadline:
+            if deadline is not None and perf_counter() >= deadline:
                 return
             pidx = plan.prompt_index(pos)
-            tl = Timeline(now)
+            tl = Timeline(free_since)
             out.append((n, pidx, tl))
             await plan.gate.turn()
             await run_request(plan.kind, plan.send, plan.request(pidx), tl,
                               spec.request_timeout_s)
+            assert tl.end is not None
+            free_since = tl.end
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
@@ -220,10 +226,17 @@ async def _open_loop(
         await asyncio.gather(*list(tasks))
 
 
+def chunk_gaps(chunk_times: list[float]) -> list[float]:
+    """Per-chunk gaps: time between consecutive content events, whatever their token count
+    (vLLM's and GuideLLM's notion of ITL; ``itl_s`` splits each over its tokens, SGLang's)."""
+    return [b - a for a, b in zip(chunk_times, chunk_times[1:], strict=False)]
+
+
 def _row(spec: LoadSpec, n: int, pidx: int, tl: Timeline, offset: float) -> dict[str, Any]:
     prompt: Prompt = spec.prompts[pidx]
     ok = tl.error is None
     timing = request_timing(tl.sent, tl.chunk_times, tl.chunk_tokens, tl.end, tl.output_tokens)
+    sent = tl.sent
     row = {
         "request_id": f"c{spec.client_index}-{n}",
         "prompt_id": prompt.prompt_id,
@@ -233,7 +246,7 @@ def _row(spec: LoadSpec, n: int, pidx: int, tl: Timeline, offset: float) -> dict
         "input_tokens": tl.input_tokens,
         "output_tokens": tl.output_tokens,
         "scheduled_at": tl.scheduled + offset,
-        "sent_at": tl.sent + offset,
+        "sent_at": sent + offset,
         "ttft_s": timing["ttft_s"],
         "e2e_s": timing["e2e_s"],
         "tpot_s": timing["tpot_s"] if ok else None,
@@ -241,33 +254,178 @@ def _row(spec: LoadSpec, n: int, pidx: int, tl: Timeline, offset: float) -> dict
         "accept_length": accept_length(tl.output_tokens, tl.spec_verify_ct) if ok else None,
         "spec_verify_ct": tl.spec_verify_ct,
         "finish_reason": tl.finish_reason,
+        "accept_length_decode": (accept_length_decode(tl.output_tokens, tl.spec_verify_ct)
+                                 if ok else None),
+        "chunk_offset_us": [round((t - sent) * 1e6) for t in tl.chunk_times],
+        "chunk_tokens": list(tl.chunk_tokens),
+        "chunk_gap_s": chunk_gaps(tl.chunk_times),
+        "merged_reads": tl.merged,
     }
     assert tuple(row) == ROW_KEYS
     return row
 
 
+class LoadRun:
+    """One client's share of one cell, in two steps so that the clients of a cell can start
+    together: :meth:`prepare` (build requests, open connections, run this client's warm-up
+    requests, all completed) then :meth:`measure` (the measured window from ``start_at``).
+    :meth:`aclose` closes the connections. :func:`run_load` chains the three.
+
+    ``transport``: an httpx transport to use instead of building ``spec.transport`` (tests pass
+    ``httpx.MockTransport``); the run takes ownership and closes it.
+    """
+
+    def __init__(self, spec: LoadSpec, transport: httpx.AsyncBaseTransport | None = None
+                 ) -> None:
+        self.spec = spec
+        self.offset = time.time() - perf_counter()
+        self.weights = _weights(spec)
+        self.transport = transport if transport is not None else make_transport(
+            spec.transport, tls_verify=spec.tls_verify, ca_bundle=spec.ca_bundle,
+            keepalive_s=spec.keepalive_s)
+        self.transport_name = spec.transport if transport is None else type(transport).__name__
+        timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
+        self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
+        self.plan = _Plan(spec, self.client, self.transport)
+        self.warm_results: list[tuple[int, int, Timeline]] = []
+        self.prepared = False
+
+    async def prepare(self) -> dict[str, Any]:
+        """Warm-up (this client's share of ``warmup_requests``, closed loop, all completed) and
+        request building; returns ``{"warmup_requests", "warmup_errors", "ready_at"}``."""
+        spec = self.spec
+        warm_idx = list(schedule.client_indices(spec.warmup_requests, self.weights,
+                                                spec.client_index))
+        if warm_idx:
+            wconc = spec.my_concurrency or min(len(warm_idx), WARMUP_OPEN_LOOP_CONCURRENCY)
+            await _closed_loop(self.plan, ((w, w) for w in warm_idx), wconc, None,
+                               self.warm_results)
+        n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
+        self.plan.prepare(spec.warmup_requests + n for n in schedule.client_indices(
+            min(n_plan, PREBUILD_LIMIT), self.weights, spec.client_index))
+        self.prepared = True
+        return {"warmup_requests": len(self.warm_results),
+                "warmup_errors": sum(1 for *_, tl in self.warm_results if tl.error is not None),
+                "ready_at": time.time()}
+
+    async def measure(self, start_at: float | None = None) -> LoadResult:
+        """The measured window. ``start_at`` (epoch s): when it opens; one already past
+        re-anchors the window (and an open-loop schedule) at now rather than firing the
+        arrivals it missed at once; how late it was is ``stats["start_late_s"]``."""
+        if not self.prepared:
+            await self.prepare()
+        freeze = _GcFreeze(self.spec.gc_freeze)
+        freeze.engage()
+        try:
+            result = await self._measure(start_at, freeze)
+        finally:
+            freeze.release()
+        result.stats["gc_collected"] = freeze.collected
+        return result
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+    async def _measure(self, start_at: float | None, freeze: _GcFreeze) -> LoadResult:
+        spec, plan, offset = self.spec, self.plan, self.offset
+        me, conc = spec.client_index, spec.my_concurrency
+        results: list[tuple[int, int, Timeline]] = []
+        now = perf_counter()
+        t0, late = now, 0.0
+        if start_at is not None:
+            t0 = start_at - offset
+            if t0 > now:
+                await _sleep_until(t0)
+            else:
+                late, t0 = now - t0, now
+        deadline = t0 + spec.duration_s if spec.duration_s is not None else None
+        monitor = LoopLagMonitor()
+        monitor.start()
+        if spec.closed_loop:
+            if conc:
+                idx = schedule.client_indices(spec.num_requests, self.weights, me)
+                await _closed_loop(plan, ((n, spec.warmup_requests + n) for n in idx),
+                                   conc, deadline, results)
+        else:
+            assert spec.rate is not None
+            arrivals = schedule.client_arrivals(
+                spec.num_requests, self.weights, me, spec.rate, spec.arrival, spec.burstiness,
+                spec.seed, horizon_s=spec.duration_s,
+            )
+            await _open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results)
+        await monitor.stop()
+        results.sort(key=lambda r: r[0])
+        rows = [_row(spec, n, pidx, tl, offset) for n, pidx, tl in results]
+        t_end = max((tl.end for _, _, tl in results if tl.end is not None), default=t0)
+        stats = _self_check(spec, results, monitor, t0)
+        stats.update(
+            window_start=t0 + offset,
+            window_end=t_end + offset,
+            start_late_s=late,
+            measured_requests=len(rows),
+            warmup_requests=len(self.warm_results),
+            warmup_errors=sum(1 for *_, tl in self.warm_results if tl.error is not None),
+            client_index=spec.client_index,
+            num_clients=spec.num_clients,
+            transport=self.transport_name,
+            gc_paused=freeze.engaged,
+            clock_offset_s=offset,
+            event_loop=type(asyncio.get_running_loop()).__module__,
+            **_rates(spec, results, offset),
+        )
+        return LoadResult(rows=rows, stats=stats)
+
+
+def _self_check(spec: LoadSpec, results: list[tuple[int, int, Timeline]],
+                monitor: LoopLagMonitor, t0: float) -> dict[str, Any]:
+    """The verdict's inputs from this client's timelines (see actors/loadgen/selfcheck.py)."""
+    conc = spec.my_concurrency
+    lags = [tl.sent - tl.scheduled for _, _, tl in results]
+    by_send = sorted((tl for _, _, tl in results), key=lambda tl: tl.sent)
+    # a closed loop's first wave is due all at once at the window start and necessarily goes
+    # out one request per loop turn: not a sign of saturation
+    wave = (conc or 0) if spec.closed_loop else 0
+    first_wave = {id(tl) for tl in sorted((tl for _, _, tl in results),
+                                          key=lambda tl: tl.scheduled)[:wave]}
+    client_lags = [tl.sent - max(tl.scheduled, tl.slot) for _, _, tl in results
+                   if id(tl) not in first_wave]
+    # steady window: every slot busy, from the end of the first wave to the last dispatch
+    steady_start = by_send[wave - 1].sent if wave and len(by_send) >= wave else t0
+    steady_end = by_send[-1].sent if by_send else t0
+    merged = sum(tl.merged for _, _, tl in results)
+    gaps = sum(max(0, len(tl.chunk_times) - 1) for _, _, tl in results)
+    return verdict(lags, client_lags, monitor.lags,
+                   monitor.cpu_percent(steady_start, steady_end), merged, gaps)
+
+
+def _rates(spec: LoadSpec, results: list[tuple[int, int, Timeline]], offset: float
+           ) -> dict[str, Any]:
+    """Offered arrival rate (this client's share of an open-loop cell's rate; None in closed
+    loop) and achieved: requests sent over the span of their sends. ``first_sent_at`` /
+    ``last_sent_at`` (epoch s) let a cell combine clients."""
+    sends = sorted(tl.sent for _, _, tl in results)
+    achieved = ((len(sends) - 1) / (sends[-1] - sends[0])
+                if len(sends) >= 2 and sends[-1] > sends[0] else None)
+    return {
+        "offered_rate_req_s": spec.my_rate,
+        "achieved_rate_req_s": achieved,
+        "sent_requests": len(sends),
+        "first_sent_at": sends[0] + offset if sends else None,
+        "last_sent_at": sends[-1] + offset if sends else None,
+    }
+
+
 async def run_load(
     spec: LoadSpec, transport: httpx.AsyncBaseTransport | None = None
 ) -> LoadResult:
-    """Drive this client's share of the cell described by ``spec``; return its rows and stats.
-
-    ``transport``: an httpx transport to use instead of building ``spec.transport`` (tests pass
-    ``httpx.MockTransport``); the client takes ownership and closes it.
-    """
-    offset = time.time() - perf_counter()
-    weights = _weights(spec)
-    warm_idx = list(schedule.client_indices(spec.warmup_requests, weights, spec.client_index))
-    tr = transport if transport is not None else make_transport(spec.transport,
-                                                                  spec.connect_timeout_s)
-    timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
-    monitor = LoopLagMonitor()
-    freeze = _GcFreeze(spec.gc_freeze)
+    """Drive this client's share of the cell described by ``spec`` (warm-up, then the window
+    from ``spec.start_at``); return its rows and stats. See :class:`LoadRun`."""
+    run = LoadRun(spec, transport)
     try:
-        result = await _run(spec, tr, timeout, offset, weights, warm_idx, monitor, freeze)
+        await run.prepare()
+        return await run.measure(spec.start_at)
     finally:
-        freeze.release()
-    result.stats["gc_collected"] = freeze.collected
-    return result
+        await run.aclose()
 
 
 class _GcFreeze:
@@ -302,97 +460,27 @@ class _GcFreeze:
             self.engaged = False
 
 
-async def _run(
-    spec: LoadSpec,
-    tr: httpx.AsyncBaseTransport,
-    timeout: httpx.Timeout,
-    offset: float,
-    weights: list[int],
-    warm_idx: list[int],
-    monitor: LoopLagMonitor,
-    freeze: _GcFreeze,
-) -> LoadResult:
-    me = spec.client_index
-    conc = spec.my_concurrency
-    results: list[tuple[int, int, Timeline]] = []
-    warm_results: list[tuple[int, int, Timeline]] = []
-    async with httpx.AsyncClient(transport=tr, timeout=timeout) as client:
-        plan = _Plan(spec, client, tr)
-        if warm_idx:
-            wconc = conc or min(len(warm_idx), WARMUP_OPEN_LOOP_CONCURRENCY)
-            await _closed_loop(plan, ((w, w) for w in warm_idx), wconc, None,
-                               warm_results)
-        n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
-        plan.prepare(spec.warmup_requests + n
-                     for n in schedule.client_indices(min(n_plan, PREBUILD_LIMIT), weights, me))
-        freeze.engage()
-        now = perf_counter()
-        t0 = now
-        if spec.start_at is not None:
-            t0 = spec.start_at - offset
-            if t0 > now:
-                await _sleep_until(t0)
-            elif spec.closed_loop:
-                t0 = now
-        deadline = t0 + spec.duration_s if spec.duration_s is not None else None
-        monitor.start()
-        if spec.closed_loop:
-            if conc:
-                idx = schedule.client_indices(spec.num_requests, weights, me)
-                await _closed_loop(plan,
-                                   ((n, spec.warmup_requests + n) for n in idx),
-                                   conc, deadline, results)
-        else:
-            assert spec.rate is not None
-            arrivals = schedule.client_arrivals(
-                spec.num_requests, weights, me, spec.rate, spec.arrival, spec.burstiness,
-                spec.seed, horizon_s=spec.duration_s,
-            )
-            await _open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results)
-        await monitor.stop()
-    results.sort(key=lambda r: r[0])
-    rows = [_row(spec, n, pidx, tl, offset) for n, pidx, tl in results]
-    t_end = max((tl.end for _, _, tl in results if tl.end is not None), default=t0)
-    lags = [tl.sent - tl.scheduled for _, _, tl in results]
-    # the saturation check looks at the steady state: a closed loop's first wave is scheduled
-    # all at once at the window start and necessarily goes out one request per loop turn
-    by_send = sorted(results, key=lambda r: r[2].scheduled)
-    steady = by_send[conc or 0:] if spec.closed_loop else by_send
-    client_lags = [tl.sent - max(tl.scheduled, tl.slot) for _, _, tl in steady]
-    stats = verdict(lags, client_lags, monitor.lags, monitor.cpu_percent)
-    stats.update(
-        window_start=t0 + offset,
-        window_end=t_end + offset,
-        measured_requests=len(rows),
-        warmup_requests=len(warm_results),
-        warmup_errors=sum(1 for _, _, tl in warm_results if tl.error is not None),
-        client_index=spec.client_index,
-        num_clients=spec.num_clients,
-        transport=type(tr).__name__,
-        gc_paused=freeze.engaged,
-        clock_offset_s=offset,
-        event_loop=type(asyncio.get_running_loop()).__module__,
-    )
-    return LoadResult(rows=rows, stats=stats)
-
-
 def run_load_sync(
     spec: LoadSpec,
     transport_factory: Callable[[], httpx.AsyncBaseTransport] | None = None,
     use_uvloop: bool = True,
 ) -> LoadResult:
     """Run :func:`run_load` on a fresh event loop (uvloop when installed and asked for) in the
-    calling thread, which must have no running loop. A Ray actor can call it through
-    ``await asyncio.to_thread(run_load_sync, spec)`` to keep the load off the actor's own loop."""
+    calling thread, which must have no running loop."""
 
     async def main() -> LoadResult:
         return await run_load(spec, transport_factory() if transport_factory else None)
 
+    return new_event_loop_runner(use_uvloop)(main())
+
+
+def new_event_loop_runner(use_uvloop: bool = True) -> Callable[[Any], Any]:
+    """``uvloop.run`` when uvloop is installed and asked for, else ``asyncio.run``."""
     if use_uvloop:
         try:
             import uvloop
         except ImportError:
             pass
         else:
-            return uvloop.run(main())
-    return asyncio.run(main())
+            return uvloop.run
+    return asyncio.run

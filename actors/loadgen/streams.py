@@ -52,7 +52,7 @@ class Timeline:
 
     __slots__ = (
         "scheduled", "slot", "sent", "end", "chunk_times", "chunk_tokens", "error",
-        "input_tokens", "output_tokens", "finish_reason", "spec_verify_ct",
+        "input_tokens", "output_tokens", "finish_reason", "spec_verify_ct", "merged",
     )
 
     def __init__(self, scheduled: float) -> None:
@@ -67,6 +67,16 @@ class Timeline:
         self.output_tokens: int | None = None
         self.finish_reason: str | None = None
         self.spec_verify_ct: int | None = None
+        self.merged = 0
+        """Token events that arrived in the same read as the previous one (same stamp)."""
+
+    def add_chunk(self, t: float, k: int) -> None:
+        """A content event carrying ``k`` new tokens arrived at ``t``."""
+        times = self.chunk_times
+        if times and times[-1] == t:
+            self.merged += 1
+        times.append(t)
+        self.chunk_tokens.append(k)
 
 
 def generate_body(text: str, max_new_tokens: int, temperature: float, ignore_eos: bool,
@@ -160,8 +170,7 @@ class NativeSink:
                     if m is not None:
                         n = int(m.group(1))
                         if n > prev:
-                            tl.chunk_times.append(t)
-                            tl.chunk_tokens.append(n - prev)
+                            tl.add_chunk(t, n - prev)
                             prev = n
                         self.last = p
                         continue
@@ -177,8 +186,7 @@ class NativeSink:
                 raise StreamError(f"unexpected event: {p[:200]!r}")
             n = int(meta["completion_tokens"])
             if n > prev:
-                tl.chunk_times.append(t)
-                tl.chunk_tokens.append(n - prev)
+                tl.add_chunk(t, n - prev)
                 prev = n
             self.last = p
         self.prev = prev
@@ -245,8 +253,7 @@ class ChatSink:
                 else:
                     k = 1
                 if k > 0:
-                    tl.chunk_times.append(t)
-                    tl.chunk_tokens.append(k)
+                    tl.add_chunk(t, k)
                     self.counted += k
 
     def finish(self) -> None:

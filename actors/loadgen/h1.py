@@ -16,8 +16,11 @@ what a parser cannot know:
   reused after one (the parser cannot be told to skip the body);
 * a body delimited by the connection's close (no length, not chunked) ends at EOF.
 
-Obsolete header folding is accepted and unfolded (``lenient_headers``), as RFC 9112 §5.2 asks
-of a user agent and as h11 (httpx's default) does.
+Obsolete header folding is accepted and unfolded, as RFC 9112 §5.2 asks of a user agent and as
+h11 (httpx's default) does; so are bare-LF line ends and spaces after a chunk size (h11 too).
+Where llhttp is stricter than h11 and the RFC allows both (identical duplicate
+``Content-Length``; ``Content-Length`` with ``Transfer-Encoding``; an HTTP major version other
+than 1) the response is an error: tests/actors/test_h1_differential.py lists these.
 """
 
 from __future__ import annotations
@@ -74,7 +77,10 @@ class H1Connection(asyncio.Protocol):
     def begin(self, head_only: bool = False) -> None:
         """Prepare for the response to a request about to be written."""
         parser = httptools.HttpResponseParser(self)
-        parser.set_dangerous_leniencies(lenient_headers=True)  # obs-fold, see module doc
+        # obs-fold (RFC 9112 §5.2), bare LF line ends (§2.2 "MAY"), spaces after a chunk size,
+        # as h11 accepts them; NUL/CR/LF inside a value are still rejected (on_header)
+        parser.set_dangerous_leniencies(lenient_headers=True, lenient_optional_cr_before_lf=True,
+                                        lenient_spaces_after_chunk_size=True)
         self._parser = parser
         self.active = True
         self.head_only = head_only
@@ -148,7 +154,7 @@ class H1Connection(asyncio.Protocol):
             self._fail("unexpected protocol upgrade")
         except httptools.HttpParserError as exc:
             if not self.eof:  # after the end = data beyond the response (on_message_begin)
-                self._fail(f"malformed HTTP response: {exc}")
+                self._fail(f"malformed HTTP response: {exc.__context__ or exc}")
             self.keep_alive = False
         pieces = self._pieces
         if pieces:
@@ -174,9 +180,15 @@ class H1Connection(asyncio.Protocol):
         self.reason += reason
 
     def on_header(self, name: bytes, value: bytes) -> None:
+        if b"\x00" in value or b"\r" in value or b"\n" in value:  # RFC 9110 §5.5
+            raise ValueError(f"invalid character in header {name[:40]!r}")
         self.headers.append((name, value))
         lname = name.lower()
-        if lname == b"content-length" or lname == b"transfer-encoding":
+        if lname == b"content-length":
+            self._framed = True
+        elif lname == b"transfer-encoding":
+            if value.strip().lower() != b"chunked":  # no decoder for gzip & co here
+                raise ValueError(f"unsupported transfer coding {value[:40]!r}")
             self._framed = True
 
     def on_headers_complete(self) -> None:

@@ -17,6 +17,7 @@ EngineName = Literal["sim", "sglang", "external"]
 SglangLauncher = Literal["serve", "launch_server"]
 Endpoint = Literal["generate", "chat"]
 Arrival = Literal["poisson", "gamma", "constant"]
+Transport = Literal["raw", "aiohttp", "httpx"]
 
 
 class ConfigError(ValueError):
@@ -120,6 +121,15 @@ class LoadConfig:
     """LoadGenActors sharing one cell's load."""
     seed: int = 0
     """Seeds prompt order and arrival schedules."""
+    transport: str = "raw"
+    """HTTP client of the load generator (Transport; docs/loadgen.md): raw (llhttp, stamps
+    every read where it arrives), aiohttp (httpx-aiohttp; honours HTTP(S)_PROXY), httpx."""
+    tls_verify: bool = True
+    """Check the server's TLS certificate (https:// servers)."""
+    ca_bundle: str | None = None
+    """PEM file of CA certificates to trust instead of the system's (https:// servers)."""
+    keepalive_s: float = 60.0
+    """Idle keep-alive connections older than this are closed, not reused."""
 
 
 @dataclass
@@ -186,6 +196,7 @@ _CHOICES: dict[str, Any] = {
     "engine.launcher": SglangLauncher,
     "workload.endpoint": Endpoint,
     "load.arrival": Arrival,
+    "load.transport": Transport,
 }
 
 

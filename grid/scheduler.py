@@ -16,7 +16,8 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from actors.loadgen.actor import LoadGenActor
+from actors.loadgen.actor import START_MARGIN_S, LoadGenActor
+from actors.loadgen.cellstats import cell_columns, merge_client_stats
 from actors.loadgen.spec import LoadSpec, Prompt
 from engines.launch import LaunchSpec
 from engines.sglang.command import redact_argv
@@ -162,17 +163,18 @@ def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: ServerHandle,
     started = time.time()
     server.flush_cache()
     specs = _load_specs(ctx, cell, server.url, len(loadgens))
-    server.start_metrics(ctx.metrics_interval_s)
-    refs = [actor.run.remote(spec) for actor, spec in zip(loadgens, specs, strict=True)]
-    try:
-        results = ray.get(refs)
+    try:  # barrier: every client warmed up, then one shared start (actors/loadgen/actor.py)
+        ray.get([actor.prepare.remote(spec) for actor, spec in zip(loadgens, specs, strict=True)])
+        server.start_metrics(ctx.metrics_interval_s)
+        start_at = time.time() + START_MARGIN_S
+        results = ray.get([actor.run.remote(start_at) for actor in loadgens])
     except ray.exceptions.RayActorError as e:
         raise ServerDown(f"load generator died: {e}") from None
     finally:
         samples = server.stop_metrics()
     died, log_tail = server_death(server)
     rows = [row for result in results for row in result.rows]
-    stats = _merge_stats([result.stats for result in results])
+    stats = merge_client_stats([result.stats for result in results])
     window_s = max(stats["window_end"] - stats["window_start"], 1e-9)
     summary = summarize_cell(rows, window_s, stats)
     status, error = "done", None
@@ -187,6 +189,7 @@ def _run_cell(ctx: RunContext, cell: Cell, attempt: int, server: ServerHandle,
     if died:
         row["server_command"] = shlex.join(redact_argv(server.info["argv"]))
     row.update(summary)
+    row.update(cell_columns(rows, stats, samples, cell.config["workload"]["endpoint"]))
     row["status"], row["error"] = status, error
     metrics = [{"run_id": ctx.run_id, "cell_id": cell.cell_id, "attempt": attempt,
                 "scraped_at": t, "metric": name, "labels": json.dumps(labels, sort_keys=True),
@@ -216,27 +219,12 @@ def _load_specs(ctx: RunContext, cell: Cell, url: str, clients: int) -> list[Loa
         api_key=config["engine"].get("api_key"),
         seed=int(load["seed"]),
         num_clients=clients,
+        transport=load["transport"],
+        tls_verify=bool(load["tls_verify"]),
+        ca_bundle=load["ca_bundle"],
+        keepalive_s=float(load["keepalive_s"]),
     )
-    if clients > 1:
-        # One shared start, a moment ahead, so the clients' arrival schedules line up.
-        base = replace(base, start_at=time.time() + 0.5)
     return [replace(base, client_index=i) for i in range(clients)]
-
-
-def _merge_stats(stats: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """One cell's client stats from several clients: the window spans all of them; lags and
-    saturation take the worst client."""
-    merged = dict(stats[0])
-    merged["window_start"] = min(s["window_start"] for s in stats)
-    merged["window_end"] = max(s["window_end"] for s in stats)
-    for key in ("dispatch_lag_p50_s", "dispatch_lag_p99_s", "loop_lag_p99_s",
-                "client_cpu_percent"):
-        values = [s[key] for s in stats if s.get(key) is not None]
-        merged[key] = max(values) if values else None
-    reasons = [s["saturation_reason"] for s in stats if s.get("client_saturated")]
-    merged["client_saturated"] = bool(reasons)
-    merged["saturation_reason"] = "; ".join(reasons) if reasons else None
-    return merged
 
 
 def _cell_row(ctx: RunContext, cell: Cell, attempt: int, server: ServerHandle | None, status: str,

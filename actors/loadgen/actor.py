@@ -31,9 +31,10 @@ import ray
 from actors.loadgen.runner import LoadRun, new_event_loop_runner
 from actors.loadgen.spec import LoadResult, LoadSpec
 
-START_MARGIN_S = 0.25
+START_MARGIN_S = 0.5
 """Lead time of a shared start after the barrier: covers the ``run`` calls reaching every actor
-(a few ms on one node); a client reached later re-anchors (``start_late_s``)."""
+(a few ms on an idle node, 100s of ms on a busy one); a client reached later re-anchors
+(``start_late_s``)."""
 
 T = TypeVar("T")
 

@@ -288,6 +288,7 @@ class LoadRun:
         self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
         self.plan = _Plan(spec, self.client, self.transport)
         self.warm_results: list[tuple[int, int, Timeline]] = []
+        self.freeze = _GcFreeze(spec.gc_freeze)
         self.prepared = False
 
     async def prepare(self) -> dict[str, Any]:
@@ -303,6 +304,7 @@ class LoadRun:
         n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
         self.plan.prepare(spec.warmup_requests + n for n in schedule.client_indices(
             min(n_plan, PREBUILD_LIMIT), self.weights, spec.client_index))
+        self.freeze.engage()  # before the barrier: the collector's pass costs no start time
         self.prepared = True
         return {"warmup_requests": len(self.warm_results),
                 "warmup_errors": sum(1 for *_, tl in self.warm_results if tl.error is not None),
@@ -314,16 +316,15 @@ class LoadRun:
         arrivals it missed at once; how late it was is ``stats["start_late_s"]``."""
         if not self.prepared:
             await self.prepare()
-        freeze = _GcFreeze(self.spec.gc_freeze)
-        freeze.engage()
         try:
-            result = await self._measure(start_at, freeze)
+            result = await self._measure(start_at, self.freeze)
         finally:
-            freeze.release()
-        result.stats["gc_collected"] = freeze.collected
+            self.freeze.release()
+        result.stats["gc_collected"] = self.freeze.collected
         return result
 
     async def aclose(self) -> None:
+        self.freeze.release()
         await self.client.aclose()
 
     async def _measure(self, start_at: float | None, freeze: _GcFreeze) -> LoadResult:

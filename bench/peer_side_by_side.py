@@ -7,7 +7,8 @@ one sitting (the order reversed every other round). Two modes, each at concurren
 * **throughput**: ``/sched/0/0`` (no delay: 1-3 tokens per chunk as fast as the server core
   writes them), 2000 requests x 256 output tokens;
 * **timing**: ``/sched/20/20`` (first chunk 20 ms after the request arrived, then one every
-  20 ms), 64 output tokens, 4 requests per stream at 64, 2 at 256.
+  20 ms), 64 output tokens, 4 requests per stream, Poisson arrivals at 90 % of the rate that
+  keeps ``concurrency`` streams busy, capped at ``concurrency`` in flight.
 
 Every figure comes from the server's own stamps (``GET /stamps``, CLOCK_MONOTONIC shared by all
 processes) and the client's process CPU (``/proc/<pid>/stat``, all threads, sampled every 20 ms),
@@ -50,8 +51,18 @@ ROOT = HERE.parent
 SERVER_CPU, CLIENT_CPU = "0", "1"
 MODES = {
     "throughput": {"path": "/sched/0/0", "tokens": 256, "requests": {64: 2000, 256: 2000}},
-    "timing": {"path": "/sched/20/20", "tokens": 64, "requests": {64: 256, 256: 512}},
+    "timing": {"path": "/sched/20/20", "tokens": 64, "requests": {64: 256, 256: 1024}},
 }
+TIMING_REQUEST_S = 0.02 + 31 * 0.02
+"""A timing request's length: first chunk at 20 ms, then ~31 more (1-3 of its 64 tokens each)
+every 20 ms."""
+
+
+def _rate(mode: str, conc: int) -> float | None:
+    """Timing mode arrives open loop (Poisson) at 90 % of what keeps ``conc`` streams busy, so
+    requests do not arrive in one burst (whose queueing in the server would dominate TTFT) and
+    the cap rarely binds; throughput mode is closed loop."""
+    return 0.9 * conc / TIMING_REQUEST_S if mode == "timing" else None
 CLIENTS = [
     # name, kind, transport / rust flag, event loop
     ("sglang python (asyncio)", "sglang", "", "asyncio"),
@@ -131,21 +142,21 @@ def _server_timing(stamps: dict[str, Any]) -> tuple[list[float], list[float]]:
 
 
 def _specgrid_cmd(transport: str, loop: str, url: str, conc: int, n: int, tokens: int,
-                  out: Path) -> list[str]:
-    cfg = {"url": url, "concurrency": conc, "requests": n, "tokens": tokens,
+                  rate: float | None, out: Path) -> list[str]:
+    cfg = {"url": url, "concurrency": conc, "requests": n, "tokens": tokens, "rate": rate,
            "transport": transport, "loop": loop, "out": str(out)}
     return [sys.executable, __file__, "--worker", json.dumps(cfg)]
 
 
 def _sglang_cmd(py: str, flag: str, loop: str, url: str, conc: int, n: int, tokens: int,
-                tok_dir: str, out: Path) -> list[str]:
+                rate: float | None, tok_dir: str, out: Path) -> list[str]:
     head = [py, "-c", SGLANG_UVLOOP] if loop == "uvloop" else [py, "-m", "sglang.benchmark.serving"]
     return [*head, "--backend", "sglang", "--base-url", url, "--model", "m", "--tokenizer",
             tok_dir, "--dataset-name", "random-ids", "--random-input-len", "16",
             "--random-output-len", str(tokens), "--random-range-ratio", "1.0", "--num-prompts",
             str(n), "--max-concurrency", str(conc), "--ready-check-timeout-sec", "0",
             "--output-file", str(out), "--output-details", "--disable-tqdm",
-            *([flag] if flag else [])]
+            *(["--request-rate", f"{rate:.3f}"] if rate else []), *([flag] if flag else [])]
 
 
 def worker(cfg: dict[str, Any]) -> None:
@@ -161,8 +172,9 @@ def worker(cfg: dict[str, Any]) -> None:
     prompts = tuple(Prompt(f"p{i}-{time.time_ns()}", "", "bench") for i in range(n + warm))
     prompts = tuple(Prompt(p.prompt_id, p.prompt_id, "bench") for p in prompts)
     spec = LoadSpec(url=cfg["url"], prompts=prompts, concurrency=cfg["concurrency"],
-                    num_requests=n, warmup_requests=warm, max_new_tokens=cfg["tokens"],
-                    transport=cfg["transport"], seed=1, request_timeout_s=120.0)
+                    rate=cfg["rate"], num_requests=n, warmup_requests=warm,
+                    max_new_tokens=cfg["tokens"], transport=cfg["transport"], seed=1,
+                    request_timeout_s=120.0)
     if cfg["loop"] == "uvloop":
         import uvloop
 
@@ -183,9 +195,11 @@ def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: s
     m = MODES[mode]
     url = server + m["path"]
     n = m["requests"][conc]
+    rate = _rate(mode, conc)
     out = work / f"{kind}-{flag or 'py'}-{loop}-{mode}-{conc}-{time.time_ns()}.json"
-    cmd = (_sglang_cmd(args.sglang_python, flag, loop, url, conc, n, m["tokens"], tok_dir, out)
-           if kind == "sglang" else _specgrid_cmd(flag, loop, url, conc, n, m["tokens"], out))
+    cmd = (_sglang_cmd(args.sglang_python, flag, loop, url, conc, n, m["tokens"], rate, tok_dir,
+                       out)
+           if kind == "sglang" else _specgrid_cmd(flag, loop, url, conc, n, m["tokens"], rate, out))
     _get(server + "/stamps")  # clear
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, *cmd], cwd=work, env=env,

@@ -247,7 +247,10 @@ class ChatSink:
             if ch.get("finish_reason") is not None:
                 self.fr = ch["finish_reason"]
             delta = ch.get("delta") or {}
-            if delta.get("content") or delta.get("reasoning_content"):
+            # output is content, reasoning (SGLang's separate_reasoning) or a streamed tool
+            # call (SGLang 0.5.23 srt/entrypoints/openai/serving_chat.py sends tool-call
+            # arguments as ``delta.tool_calls``, with no content)
+            if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
                 if usage and usage.get("completion_tokens") is not None:
                     k = usage["completion_tokens"] - self.counted
                 else:

@@ -74,10 +74,12 @@ CLIENTS = [
     ("specgrid aiohttp (asyncio)", "specgrid", "aiohttp", "asyncio"),
 ]
 TOKENIZER = """
+# a word-level tokenizer of 1M words: SGLang's random-ids prompts are runs of consecutive ids
+# from a random offset, so a small vocabulary makes prompts (the server's stamp keys) collide
 import sys
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast
-vocab = {"[UNK]": 0, "[BOS]": 1, "[EOS]": 2, **{f"w{i}": i for i in range(3, 2000)}}
+vocab = {"[UNK]": 0, "[BOS]": 1, "[EOS]": 2, **{f"w{i}": i for i in range(3, 1_000_000)}}
 tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
 tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
 PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", bos_token="[BOS]",

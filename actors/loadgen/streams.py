@@ -162,6 +162,7 @@ class NativeSink:
         self.t_last = t
         prev = self.prev
         tl = self.tl
+        times = tl.chunk_times
         for p in self.decoder.feed(data):
             if p and p[0] == _OBJ_OPEN and p[-1] == _OBJ_CLOSE:
                 i = p.rfind(_CT_KEY)
@@ -169,8 +170,11 @@ class NativeSink:
                     m = _INT(p, i + _CT_LEN)
                     if m is not None:
                         n = int(m.group(1))
-                        if n > prev:
-                            tl.add_chunk(t, n - prev)
+                        if n > prev:  # Timeline.add_chunk, inlined: the per-event hot path
+                            if times and times[-1] == t:
+                                tl.merged += 1
+                            times.append(t)
+                            tl.chunk_tokens.append(n - prev)
                             prev = n
                         self.last = p
                         continue

@@ -65,8 +65,8 @@ async def _sleep_until(target: float) -> None:
 
 
 START_BATCH = 8
-"""Request starts allowed per event-loop iteration: ~40 µs each (measured with the raw
-transport), so a full batch holds the loop for ~0.3 ms, under the stated precision
+"""Request starts allowed per event-loop iteration. A start costs tens of µs of Python, so a
+full batch holds the loop for a few hundred µs, under the stated precision
 (actors/loadgen/selfcheck.py PRECISION_S)."""
 
 

@@ -10,7 +10,7 @@
 (0) Context: a platform-jitter probe (spinning on the client CPU) and a parser micro-benchmark.
 
 Clients compared in the same run: specgrid's ``run_load`` with each transport (raw stamping
-transport, httpx-aiohttp, httpx default/httpcore) on asyncio and uvloop, and a reference client
+transport, httpx-aiohttp, httpx default (httpcore)) on asyncio and uvloop, and a reference client
 written like SGLang's bench_serving (bench/loadgen_aiohttp_ref.py). Server pinned to CPU 0, each
 client run in its own process pinned to CPU 1.
 
@@ -299,7 +299,7 @@ VARIANTS = [
     ("specgrid raw+asyncio", "ours", "raw", "asyncio"),
     ("specgrid aiohttp-transport+uvloop", "ours", "aiohttp", "uvloop"),
     ("specgrid aiohttp-transport+asyncio", "ours", "aiohttp", "asyncio"),
-    ("specgrid httpcore+asyncio", "ours", "httpcore", "asyncio"),
+    ("specgrid httpx+asyncio", "ours", "httpx", "asyncio"),
     ("bench_serving-style aiohttp (asyncio)", "ref", "-", "asyncio"),
     ("bench_serving-style aiohttp (uvloop)", "ref", "-", "uvloop"),
 ]

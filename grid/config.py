@@ -18,6 +18,7 @@ SglangLauncher = Literal["serve", "launch_server"]
 Endpoint = Literal["generate", "chat"]
 Arrival = Literal["poisson", "gamma", "constant"]
 InputShaping = Literal["filter", "fit"]
+Transport = Literal["raw", "aiohttp", "httpx"]
 
 
 class ConfigError(ValueError):
@@ -175,6 +176,15 @@ class LoadConfig:
     repeat: int = 0
     """Repeat index: `grid.axes.repeat=[0,1,2]` measures the same cell again under distinct
     cell ids (part of the cell identity; nothing else changes)."""
+    transport: str = "raw"
+    """HTTP client of the load generator (Transport; docs/loadgen.md): raw (llhttp, stamps
+    every read where it arrives), aiohttp (httpx-aiohttp; honours HTTP(S)_PROXY), httpx."""
+    tls_verify: bool = True
+    """Check the server's TLS certificate (https:// servers)."""
+    ca_bundle: str | None = None
+    """PEM file of CA certificates to trust instead of the system's (https:// servers)."""
+    keepalive_s: float = 60.0
+    """Idle keep-alive connections older than this are closed, not reused."""
 
 
 @dataclass
@@ -265,6 +275,7 @@ _CHOICES: dict[str, Any] = {
     "workload.endpoint": Endpoint,
     "load.arrival": Arrival,
     "workload.input_shaping": InputShaping,
+    "load.transport": Transport,
 }
 
 

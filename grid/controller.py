@@ -30,7 +30,7 @@ import ray
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-from actors.loadgen.actor import LoadGenActor
+from actors.loadgen.actor import START_MARGIN_S, LoadGenActor
 from actors.telemetry import TelemetryActor
 from grid import rows
 from grid.cells import Cell, ServerGroup, group_by_server
@@ -229,16 +229,20 @@ class GroupRun:
         server = yield from self._ensure_server(prefix)
         loadgens = yield from self._ensure_loadgens()
         server.flush_cache()
-        planned = self.ctl.plan.loads[cell.cell_id]
-        # Clients of one cell share a start a moment ahead, so their schedules line up.
-        start_at = time.time() + 0.5 if len(planned) > 1 else None
-        specs = at_url(planned, server.url, start_at)
+        specs = at_url(self.ctl.plan.loads[cell.cell_id], server.url)
+        # Barrier (actors/loadgen/actor.py): every client connected and warmed up, then one
+        # shared start a moment ahead, so the clients' schedules line up and no client
+        # measures while another still warms up.
+        refs = [lg.prepare.remote(spec) for lg, spec in zip(loadgens, specs, strict=True)]
+        yield Wait(refs)
+        _collect(refs)
         server.start_metrics(self.ctl.metrics_interval_s)
         telemetry = self._telemetry()
         if telemetry is not None:
             ray.get(telemetry.start.remote())
         try:
-            refs = [lg.run.remote(spec) for lg, spec in zip(loadgens, specs, strict=True)]
+            start_at = time.time() + START_MARGIN_S
+            refs = [lg.run.remote(start_at) for lg in loadgens]
             yield Wait(refs)
             results = _collect(refs)
         finally:

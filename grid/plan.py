@@ -172,6 +172,10 @@ def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:
         raise ConfigError(f"rate must be positive, got {load['rate']}{where}")
     if load["clients"] < 1:
         raise ConfigError(f"load.clients must be at least 1, got {load['clients']}")
+    if load["ca_bundle"] is not None and not Path(load["ca_bundle"]).is_file():
+        raise ConfigError(f"load.ca_bundle={load['ca_bundle']} is not a file")
+    if not load["keepalive_s"] > 0:
+        raise ConfigError(f"load.keepalive_s must be positive, got {load['keepalive_s']}")
 
 
 def default_run_id(cfg: DictConfig) -> str:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from grid.cells import Cell
+from grid.clientstats import cell_columns as client_columns
+from grid.clientstats import merge_client_stats
 from grid.metrics import summarize_cell
 from grid.provenance import redact_info
 
@@ -57,7 +59,7 @@ def measured(run_id: str, cell: Cell, attempt: int, *, started: float, finished:
     request error ratio exceeds `max_error_rate`, else done. `results` are the clients'
     LoadResults; the rows are kept either way."""
     rows = [row for result in results for row in result.rows]
-    stats = merge_stats([result.stats for result in results])
+    stats = merge_client_stats([result.stats for result in results])
     window_s = max(stats["window_end"] - stats["window_start"], 1e-9)
     summary = summarize_cell(rows, window_s, stats)
     status, error = "done", None
@@ -71,6 +73,7 @@ def measured(run_id: str, cell: Cell, attempt: int, *, started: float, finished:
     row = cell_row(run_id, cell, attempt, status=status, error=error, started=started,
                    finished=finished, server=server)
     row.update(summary)
+    row.update(client_columns(rows, stats, samples, cell.config["workload"]["endpoint"]))
     row["status"], row["error"] = status, error
     return CellOutcome(status, error, log_tail, row,
                        [request_row(run_id, cell, attempt, r) for r in rows],
@@ -128,22 +131,6 @@ def telemetry_rows(run_id: str, cell: Cell, attempt: int,
     """The TelemetryActor's samples as rows of the cell attempt."""
     return [{**s, "run_id": run_id, "cell_id": cell.cell_id, "attempt": attempt}
             for s in samples]
-
-
-def merge_stats(stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """One cell's client stats from several clients: the window spans all of them; lags and
-    saturation take the worst client."""
-    merged = dict(stats[0])
-    merged["window_start"] = min(s["window_start"] for s in stats)
-    merged["window_end"] = max(s["window_end"] for s in stats)
-    for key in ("dispatch_lag_p50_s", "dispatch_lag_p99_s", "loop_lag_p99_s",
-                "client_cpu_percent"):
-        values = [s[key] for s in stats if s.get(key) is not None]
-        merged[key] = max(values) if values else None
-    reasons = [s["saturation_reason"] for s in stats if s.get("client_saturated")]
-    merged["client_saturated"] = bool(reasons)
-    merged["saturation_reason"] = "; ".join(reasons) if reasons else None
-    return merged
 
 
 def describe(row: Mapping[str, Any]) -> str:

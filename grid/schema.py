@@ -42,6 +42,12 @@ REQUEST_FIELDS = _schema([
     # cells, its similarity to the drafter's training data (workloads/alignment.py).
     ("source", pa.string()),
     ("nearest_train_similarity", pa.float64()),
+    # load generator detail (actors/loadgen/spec.py ROW_KEYS, docs/loadgen.md)
+    ("accept_length_decode", pa.float64()),
+    ("chunk_offset_us", pa.list_(pa.int32())),
+    ("chunk_tokens", pa.list_(pa.int32())),
+    ("chunk_gap_s", pa.list_(pa.float64())),
+    ("merged_reads", pa.int64()),
 ])
 
 CELL_FIELDS = _schema([
@@ -88,6 +94,19 @@ CELL_FIELDS = _schema([
     ("node_id", pa.string()),
     ("node_ip", pa.string()),
     ("hostname", pa.string()),
+    # load generator (grid/clientstats.py, docs/loadgen.md)
+    ("transport", pa.string()),
+    *[(f"chunk_gap_{q}_s", pa.float64()) for q in ("p50", "p90", "p99")],
+    ("accept_length_decode", pa.float64()),
+    ("accept_length_source", pa.string()),
+    ("offered_rate_req_s", pa.float64()),
+    ("achieved_rate_req_s", pa.float64()),
+    ("start_late_s", pa.float64()),
+    ("client_dispatch_lag_p99_s", pa.float64()),
+    ("loop_lag_p99_s", pa.float64()),
+    ("client_cpu_percent", pa.float64()),
+    ("merged_reads", pa.int64()),
+    ("merged_read_fraction", pa.float64()),
 ])
 
 SERVER_METRIC_FIELDS = _schema([

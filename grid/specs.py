@@ -120,6 +120,10 @@ def load_specs(cell: Cell, prompts: tuple[Prompt, ...], url: str = PLANNED_URL
             api_key=config["engine"].get("api_key"),
             seed=int(load["seed"]),
             num_clients=clients,
+            transport=load["transport"],
+            tls_verify=bool(load["tls_verify"]),
+            ca_bundle=load["ca_bundle"],
+            keepalive_s=float(load["keepalive_s"]),
         )
         return tuple(replace(base, client_index=i) for i in range(clients))
     except ValueError as e:
@@ -132,9 +136,9 @@ def _config_words(message: str, open_loop: bool) -> str:
     return re.sub(r"\b(" + "|".join(keys) + r")\b", lambda m: keys[m.group(1)], message)
 
 
-def at_url(specs: tuple[LoadSpec, ...], url: str, start_at: float | None) -> list[LoadSpec]:
-    """The planned specs aimed at a running server; clients of one cell share `start_at`."""
-    return [replace(spec, url=url, start_at=start_at) for spec in specs]
+def at_url(specs: tuple[LoadSpec, ...], url: str) -> list[LoadSpec]:
+    """The planned specs aimed at a running server."""
+    return [replace(spec, url=url) for spec in specs]
 
 
 # --- engine versions (part of a cell's identity) -------------------------------------------

@@ -1,22 +1,108 @@
-"""LoadGenActor: a Ray actor around the asyncio load generator. The load runs in a thread of
-its own on a fresh uvloop (about half the client CPU of Ray's plain asyncio loop at 256
-streams, see bench/README_loadgen.md), so the actor's own loop stays free to answer. Per-token
-data stays inside the actor; one batch of rows per cell crosses Ray."""
+"""LoadGenActor: a Ray actor around the asyncio load generator.
+
+The load runs on an event loop of its own (uvloop when installed: about half the client CPU of
+Ray's plain asyncio loop at 256 streams, bench/README_loadgen.md) in a thread of its own, so the
+actor's loop stays free to answer. Per-token data stays inside the actor; one batch of rows per
+cell crosses Ray.
+
+How the driver runs one cell on N actors (the barrier that keeps the clients of a cell from
+starting while others still warm up)::
+
+    ray.get([a.prepare.remote(spec_i) for a, spec_i in zip(actors, specs)])  # all warmed up
+    start_at = time.time() + START_MARGIN_S                                  # one shared origin
+    results = ray.get([a.run.remote(start_at) for a in actors])              # LoadResult each
+
+``prepare`` builds the requests, opens connections and runs the client's warm-up requests (all
+completed). ``run`` waits until ``start_at`` (epoch s) and runs the measured window; a
+``start_at`` already past when ``run`` starts re-anchors at that moment (no backlog of arrivals
+fired at once; ``stats["start_late_s"]`` says by how much). ``run`` closes the connections; a
+``prepare`` not followed by ``run`` is closed by the next ``prepare`` or ``close``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
 
 import ray
 
-from actors.loadgen.runner import LoadResult, run_load_sync
-from actors.loadgen.spec import LoadSpec
+from actors.loadgen.runner import LoadRun, new_event_loop_runner
+from actors.loadgen.spec import LoadResult, LoadSpec
+
+START_MARGIN_S = 0.5
+"""Lead time of a shared start after the barrier: covers the ``run`` calls reaching every actor
+(a few ms on an idle node, 100s of ms on a busy one); a client reached later re-anchors
+(``start_late_s``)."""
+
+T = TypeVar("T")
+
+
+class LoopThread:
+    """An event loop (uvloop when installed) running forever in a daemon thread."""
+
+    def __init__(self) -> None:
+        ready = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+        async def main() -> None:
+            self.loop = asyncio.get_running_loop()
+            self._stop = asyncio.Event()
+            ready.set()
+            await self._stop.wait()
+
+        self._thread = threading.Thread(target=new_event_loop_runner(), args=(main(),),
+                                        name="loadgen-loop", daemon=True)
+        self._thread.start()
+        ready.wait()
+
+    async def call(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run ``coro`` on the thread's loop; await its result from another loop."""
+        assert self.loop is not None
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    def stop(self) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=5)
 
 
 @ray.remote(max_restarts=0)
 class LoadGenActor:
-    async def run(self, spec: LoadSpec) -> LoadResult:
-        return await asyncio.to_thread(run_load_sync, spec)
+    def __init__(self) -> None:
+        self._loop = LoopThread()
+        self._run: LoadRun | None = None
+
+    async def prepare(self, spec: LoadSpec) -> dict[str, Any]:
+        """Connect and warm up for one cell (see the module doc)."""
+        await self.close()
+
+        async def go() -> dict[str, Any]:
+            self._run = LoadRun(spec)
+            return await self._run.prepare()
+
+        return await self._loop.call(go())
+
+    async def run(self, start_at: float | None) -> LoadResult:
+        """The measured window of the prepared cell, from ``start_at`` (epoch s)."""
+        if self._run is None:
+            raise RuntimeError("run() without prepare()")
+        run, self._run = self._run, None
+
+        async def go() -> LoadResult:
+            try:
+                return await run.measure(start_at)
+            finally:
+                await run.aclose()
+
+        return await self._loop.call(go())
+
+    async def close(self) -> None:
+        """Close a prepared cell that will not run."""
+        if self._run is not None:
+            run, self._run = self._run, None
+            await self._loop.call(run.aclose())
 
     async def ping(self) -> bool:
         return True

@@ -32,11 +32,11 @@ from typing import Any
 import httpx
 
 from actors.loadgen import schedule
-from actors.loadgen.selfcheck import LoopLagMonitor, verdict
-from actors.loadgen.spec import ROW_KEYS, LoadResult, LoadSpec, Prompt, share
+from actors.loadgen.rows import rates, request_row, self_check
+from actors.loadgen.selfcheck import LoopLagMonitor
+from actors.loadgen.spec import LoadResult, LoadSpec, share
 from actors.loadgen.streams import Timeline, chat_body, generate_body, run_request
 from actors.loadgen.transport import make_transport
-from grid.metrics import accept_length, request_timing
 
 PREBUILD_LIMIT = 8192
 """Requests (one per distinct prompt) built before the load window; more are built on first
@@ -64,36 +64,54 @@ async def _sleep_until(target: float) -> None:
         await asyncio.sleep(delay)
 
 
+START_BATCH = 8
+"""Request starts allowed per event-loop iteration. A start costs tens of µs of Python, so a
+full batch holds the loop for a few hundred µs, under the stated precision
+(actors/loadgen/selfcheck.py PRECISION_S)."""
+
+
 class _SendGate:
-    """Lets at most one request start per event-loop iteration.
+    """Lets at most ``batch`` requests start per event-loop iteration.
 
-    Starting a request costs ~50 µs of Python; when many slots free up together (a wave of
-    completions) starting all their successors back to back would keep the loop from polling
-    its sockets for milliseconds, and every chunk arriving meanwhile would be stamped late. With
-    the gate, queued starts are spread one per iteration with a socket poll between them. The
-    wait counts in dispatch lag (``sent_at - scheduled_at``), where the self-check sees it."""
+    Starting a request costs tens of µs of Python; when many slots free up together (a wave of
+    completions: requests of one length started together end together) starting all their
+    successors back to back would keep the loop from polling its sockets for milliseconds, and
+    every chunk arriving meanwhile would be stamped late. With the gate, queued starts are
+    spread ``batch`` per iteration with a socket poll between batches. The wait counts in
+    dispatch lag (``sent_at - scheduled_at``), where the self-check sees it."""
 
-    def __init__(self) -> None:
+    def __init__(self, batch: int = START_BATCH) -> None:
+        self.batch = batch
         self._waiters: deque[asyncio.Future[None]] = deque()
-        self._open = True
+        self._used = 0  # starts let through in the current iteration
+        self._ticking = False
 
     async def turn(self) -> None:
-        if self._open and not self._waiters:
-            self._open = False
-            asyncio.get_running_loop().call_soon(self._tick)
+        if not self._waiters and self._used < self.batch:
+            self._used += 1
+            self._schedule_tick()
             return
         fut = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
+        self._schedule_tick()
         await fut
 
+    def _schedule_tick(self) -> None:
+        if not self._ticking:
+            self._ticking = True
+            asyncio.get_running_loop().call_soon(self._tick)
+
     def _tick(self) -> None:
-        while self._waiters:
+        """Next iteration: a fresh budget, spent first on the queued starts."""
+        self._used = 0
+        self._ticking = False
+        while self._waiters and self._used < self.batch:
             fut = self._waiters.popleft()
             if not fut.done():  # skip waiters cancelled meanwhile
-                fut.set_result(None)
-                asyncio.get_running_loop().call_soon(self._tick)
-                return
-        self._open = True
+                fut.set_result(None)  # resumes in the next iteration, in its budget
+                self._used += 1
+        if self._used:
+            self._schedule_tick()
 
 
 class _Plan:
@@ -162,21 +180,26 @@ async def _closed_loop(
     deadline: float | None,
     out: list[tuple[int, int, Timeline]],
 ) -> None:
-    """``concurrency`` workers pull (index, prompt position) from one shared iterator."""
+    """``concurrency`` workers pull (index, prompt position) from one shared iterator. A
+    request is due when its slot became free (the end of the slot's previous request, the
+    window start for the first), so its dispatch lag counts every delay of the client's own."""
     spec = plan.spec
     it = iter(positions)
+    start = perf_counter()
 
     async def worker() -> None:
+        free_since = start  # when this slot became free: the previous request's end
         for n, pos in it:
-            now = perf_counter()
-            if deadline is not None and now >= deadline:
+            if deadline is not None and perf_counter() >= deadline:
                 return
             pidx = plan.prompt_index(pos)
-            tl = Timeline(now)
+            tl = Timeline(free_since)
             out.append((n, pidx, tl))
             await plan.gate.turn()
             await run_request(plan.kind, plan.send, plan.request(pidx), tl,
                               spec.request_timeout_s)
+            assert tl.end is not None
+            free_since = tl.end
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 
@@ -220,54 +243,129 @@ async def _open_loop(
         await asyncio.gather(*list(tasks))
 
 
-def _row(spec: LoadSpec, n: int, pidx: int, tl: Timeline, offset: float) -> dict[str, Any]:
-    prompt: Prompt = spec.prompts[pidx]
-    ok = tl.error is None
-    timing = request_timing(tl.sent, tl.chunk_times, tl.chunk_tokens, tl.end, tl.output_tokens)
-    row = {
-        "request_id": f"c{spec.client_index}-{n}",
-        "prompt_id": prompt.prompt_id,
-        "domain": prompt.domain,
-        "status": "ok" if ok else "error",
-        "error": tl.error,
-        "input_tokens": tl.input_tokens,
-        "output_tokens": tl.output_tokens,
-        "scheduled_at": tl.scheduled + offset,
-        "sent_at": tl.sent + offset,
-        "ttft_s": timing["ttft_s"],
-        "e2e_s": timing["e2e_s"],
-        "tpot_s": timing["tpot_s"] if ok else None,
-        "itl_s": timing["itl_s"],
-        "accept_length": accept_length(tl.output_tokens, tl.spec_verify_ct) if ok else None,
-        "spec_verify_ct": tl.spec_verify_ct,
-        "finish_reason": tl.finish_reason,
-    }
-    assert tuple(row) == ROW_KEYS
-    return row
+class LoadRun:
+    """One client's share of one cell, in two steps so that the clients of a cell can start
+    together: :meth:`prepare` (build requests, open connections, run this client's warm-up
+    requests, all completed) then :meth:`measure` (the measured window from ``start_at``).
+    :meth:`aclose` closes the connections. :func:`run_load` chains the three.
+
+    ``transport``: an httpx transport to use instead of building ``spec.transport`` (tests pass
+    ``httpx.MockTransport``); the run takes ownership and closes it.
+    """
+
+    def __init__(self, spec: LoadSpec, transport: httpx.AsyncBaseTransport | None = None
+                 ) -> None:
+        self.spec = spec
+        self.offset = time.time() - perf_counter()
+        self.weights = _weights(spec)
+        self.transport = transport if transport is not None else make_transport(
+            spec.transport, tls_verify=spec.tls_verify, ca_bundle=spec.ca_bundle,
+            keepalive_s=spec.keepalive_s)
+        self.transport_name = spec.transport if transport is None else type(transport).__name__
+        timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
+        self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
+        self.plan = _Plan(spec, self.client, self.transport)
+        self.warm_results: list[tuple[int, int, Timeline]] = []
+        self.freeze = _GcFreeze(spec.gc_freeze)
+        self.prepared = False
+
+    async def prepare(self) -> dict[str, Any]:
+        """Warm-up (this client's share of ``warmup_requests``, closed loop, all completed) and
+        request building; returns ``{"warmup_requests", "warmup_errors", "ready_at"}``."""
+        spec = self.spec
+        warm_idx = list(schedule.client_indices(spec.warmup_requests, self.weights,
+                                                spec.client_index))
+        if warm_idx:
+            wconc = spec.my_concurrency or min(len(warm_idx), WARMUP_OPEN_LOOP_CONCURRENCY)
+            await _closed_loop(self.plan, ((w, w) for w in warm_idx), wconc, None,
+                               self.warm_results)
+        n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
+        self.plan.prepare(spec.warmup_requests + n for n in schedule.client_indices(
+            min(n_plan, PREBUILD_LIMIT), self.weights, spec.client_index))
+        self.freeze.engage()  # before the barrier: the collector's pass costs no start time
+        self.prepared = True
+        return {"warmup_requests": len(self.warm_results),
+                "warmup_errors": sum(1 for *_, tl in self.warm_results if tl.error is not None),
+                "ready_at": time.time()}
+
+    async def measure(self, start_at: float | None = None) -> LoadResult:
+        """The measured window. ``start_at`` (epoch s): when it opens; one already past
+        re-anchors the window (and an open-loop schedule) at now rather than firing the
+        arrivals it missed at once; how late it was is ``stats["start_late_s"]``."""
+        if not self.prepared:
+            await self.prepare()
+        try:
+            result = await self._measure(start_at, self.freeze)
+        finally:
+            self.freeze.release()
+        result.stats["gc_collected"] = self.freeze.collected
+        return result
+
+    async def aclose(self) -> None:
+        self.freeze.release()
+        await self.client.aclose()
+
+    async def _measure(self, start_at: float | None, freeze: _GcFreeze) -> LoadResult:
+        spec, plan, offset = self.spec, self.plan, self.offset
+        me, conc = spec.client_index, spec.my_concurrency
+        results: list[tuple[int, int, Timeline]] = []
+        now = perf_counter()
+        t0, late = now, 0.0
+        if start_at is not None:
+            t0 = start_at - offset
+            if t0 > now:
+                await _sleep_until(t0)
+            else:
+                late, t0 = now - t0, now
+        deadline = t0 + spec.duration_s if spec.duration_s is not None else None
+        monitor = LoopLagMonitor()
+        monitor.start()
+        if spec.closed_loop:
+            if conc:
+                idx = schedule.client_indices(spec.num_requests, self.weights, me)
+                await _closed_loop(plan, ((n, spec.warmup_requests + n) for n in idx),
+                                   conc, deadline, results)
+        else:
+            assert spec.rate is not None
+            arrivals = schedule.client_arrivals(
+                spec.num_requests, self.weights, me, spec.rate, spec.arrival, spec.burstiness,
+                spec.seed, horizon_s=spec.duration_s,
+            )
+            await _open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results)
+        await monitor.stop()
+        results.sort(key=lambda r: r[0])
+        rows = [request_row(spec, n, pidx, tl, offset) for n, pidx, tl in results]
+        t_end = max((tl.end for _, _, tl in results if tl.end is not None), default=t0)
+        stats = self_check(spec, results, monitor, t0)
+        stats.update(
+            window_start=t0 + offset,
+            window_end=t_end + offset,
+            start_late_s=late,
+            measured_requests=len(rows),
+            warmup_requests=len(self.warm_results),
+            warmup_errors=sum(1 for *_, tl in self.warm_results if tl.error is not None),
+            client_index=spec.client_index,
+            num_clients=spec.num_clients,
+            transport=self.transport_name,
+            gc_paused=freeze.engaged,
+            clock_offset_s=offset,
+            event_loop=type(asyncio.get_running_loop()).__module__,
+            **rates(spec, results, offset),
+        )
+        return LoadResult(rows=rows, stats=stats)
 
 
 async def run_load(
     spec: LoadSpec, transport: httpx.AsyncBaseTransport | None = None
 ) -> LoadResult:
-    """Drive this client's share of the cell described by ``spec``; return its rows and stats.
-
-    ``transport``: an httpx transport to use instead of building ``spec.transport`` (tests pass
-    ``httpx.MockTransport``); the client takes ownership and closes it.
-    """
-    offset = time.time() - perf_counter()
-    weights = _weights(spec)
-    warm_idx = list(schedule.client_indices(spec.warmup_requests, weights, spec.client_index))
-    tr = transport if transport is not None else make_transport(spec.transport,
-                                                                  spec.connect_timeout_s)
-    timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
-    monitor = LoopLagMonitor()
-    freeze = _GcFreeze(spec.gc_freeze)
+    """Drive this client's share of the cell described by ``spec`` (warm-up, then the window
+    from ``spec.start_at``); return its rows and stats. See :class:`LoadRun`."""
+    run = LoadRun(spec, transport)
     try:
-        result = await _run(spec, tr, timeout, offset, weights, warm_idx, monitor, freeze)
+        await run.prepare()
+        return await run.measure(spec.start_at)
     finally:
-        freeze.release()
-    result.stats["gc_collected"] = freeze.collected
-    return result
+        await run.aclose()
 
 
 class _GcFreeze:
@@ -302,97 +400,27 @@ class _GcFreeze:
             self.engaged = False
 
 
-async def _run(
-    spec: LoadSpec,
-    tr: httpx.AsyncBaseTransport,
-    timeout: httpx.Timeout,
-    offset: float,
-    weights: list[int],
-    warm_idx: list[int],
-    monitor: LoopLagMonitor,
-    freeze: _GcFreeze,
-) -> LoadResult:
-    me = spec.client_index
-    conc = spec.my_concurrency
-    results: list[tuple[int, int, Timeline]] = []
-    warm_results: list[tuple[int, int, Timeline]] = []
-    async with httpx.AsyncClient(transport=tr, timeout=timeout) as client:
-        plan = _Plan(spec, client, tr)
-        if warm_idx:
-            wconc = conc or min(len(warm_idx), WARMUP_OPEN_LOOP_CONCURRENCY)
-            await _closed_loop(plan, ((w, w) for w in warm_idx), wconc, None,
-                               warm_results)
-        n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
-        plan.prepare(spec.warmup_requests + n
-                     for n in schedule.client_indices(min(n_plan, PREBUILD_LIMIT), weights, me))
-        freeze.engage()
-        now = perf_counter()
-        t0 = now
-        if spec.start_at is not None:
-            t0 = spec.start_at - offset
-            if t0 > now:
-                await _sleep_until(t0)
-            elif spec.closed_loop:
-                t0 = now
-        deadline = t0 + spec.duration_s if spec.duration_s is not None else None
-        monitor.start()
-        if spec.closed_loop:
-            if conc:
-                idx = schedule.client_indices(spec.num_requests, weights, me)
-                await _closed_loop(plan,
-                                   ((n, spec.warmup_requests + n) for n in idx),
-                                   conc, deadline, results)
-        else:
-            assert spec.rate is not None
-            arrivals = schedule.client_arrivals(
-                spec.num_requests, weights, me, spec.rate, spec.arrival, spec.burstiness,
-                spec.seed, horizon_s=spec.duration_s,
-            )
-            await _open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results)
-        await monitor.stop()
-    results.sort(key=lambda r: r[0])
-    rows = [_row(spec, n, pidx, tl, offset) for n, pidx, tl in results]
-    t_end = max((tl.end for _, _, tl in results if tl.end is not None), default=t0)
-    lags = [tl.sent - tl.scheduled for _, _, tl in results]
-    # the saturation check looks at the steady state: a closed loop's first wave is scheduled
-    # all at once at the window start and necessarily goes out one request per loop turn
-    by_send = sorted(results, key=lambda r: r[2].scheduled)
-    steady = by_send[conc or 0:] if spec.closed_loop else by_send
-    client_lags = [tl.sent - max(tl.scheduled, tl.slot) for _, _, tl in steady]
-    stats = verdict(lags, client_lags, monitor.lags, monitor.cpu_percent)
-    stats.update(
-        window_start=t0 + offset,
-        window_end=t_end + offset,
-        measured_requests=len(rows),
-        warmup_requests=len(warm_results),
-        warmup_errors=sum(1 for _, _, tl in warm_results if tl.error is not None),
-        client_index=spec.client_index,
-        num_clients=spec.num_clients,
-        transport=type(tr).__name__,
-        gc_paused=freeze.engaged,
-        clock_offset_s=offset,
-        event_loop=type(asyncio.get_running_loop()).__module__,
-    )
-    return LoadResult(rows=rows, stats=stats)
-
-
 def run_load_sync(
     spec: LoadSpec,
     transport_factory: Callable[[], httpx.AsyncBaseTransport] | None = None,
     use_uvloop: bool = True,
 ) -> LoadResult:
     """Run :func:`run_load` on a fresh event loop (uvloop when installed and asked for) in the
-    calling thread, which must have no running loop. A Ray actor can call it through
-    ``await asyncio.to_thread(run_load_sync, spec)`` to keep the load off the actor's own loop."""
+    calling thread, which must have no running loop."""
 
     async def main() -> LoadResult:
         return await run_load(spec, transport_factory() if transport_factory else None)
 
+    return new_event_loop_runner(use_uvloop)(main())
+
+
+def new_event_loop_runner(use_uvloop: bool = True) -> Callable[[Any], Any]:
+    """``uvloop.run`` when uvloop is installed and asked for, else ``asyncio.run``."""
     if use_uvloop:
         try:
             import uvloop
         except ImportError:
             pass
         else:
-            return uvloop.run(main())
-    return asyncio.run(main())
+            return uvloop.run
+    return asyncio.run

@@ -16,14 +16,15 @@ Endpoint = Literal["generate", "chat"]
 Arrival = Literal["poisson", "gamma", "constant"]
 """Open-loop inter-arrival law: exponential, gamma with shape ``burstiness``, or fixed."""
 
-TransportName = Literal["raw", "aiohttp", "httpcore"]
-"""Which httpx transport ``run_load`` builds when none is injected:
+TransportName = Literal["raw", "aiohttp", "httpx"]
+"""Which httpx transport ``run_load`` builds when none is injected (recorded per cell):
 
-* ``raw`` (default): :class:`actors.loadgen.transport.StampingTransport`, a minimal HTTP/1.1
-  keep-alive transport on ``asyncio.Protocol`` that stamps and parses every read inside
-  ``data_received`` (fastest, most precise; ``http://`` and ``https://``, no proxies).
-* ``aiohttp``: ``httpx_aiohttp.AiohttpTransport`` over one unlimited ``aiohttp`` connector.
-* ``httpcore``: httpx's default transport (measured ~4x slower per chunk; kept for comparison).
+* ``raw`` (default): :class:`actors.loadgen.transport.StampingTransport`, HTTP/1.1 keep-alive
+  connections parsed by llhttp (``httptools``) that stamp and parse every read inside
+  ``data_received`` (most precise; ``http://`` and ``https://``, no proxies).
+* ``aiohttp``: ``httpx_aiohttp.AiohttpTransport`` over one unlimited ``aiohttp`` connector;
+  honours ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` (``trust_env``).
+* ``httpx``: httpx's default transport (httpcore + h11; measured ~4x the client CPU per chunk).
 """
 
 ENDPOINTS: tuple[str, ...] = get_args(Endpoint)
@@ -91,6 +92,12 @@ class LoadSpec:
     # --- additions beyond the lead's contract -------------------------------------------------
     transport: str = "raw"
     """Transport built when ``run_load`` gets none (see :data:`TransportName`)."""
+    tls_verify: bool = True
+    """Check the server's TLS certificate and host name (https:// URLs)."""
+    ca_bundle: str | None = None
+    """PEM file of trusted CA certificates instead of the system's (https:// URLs)."""
+    keepalive_s: float = 60.0
+    """An idle keep-alive connection older than this is closed instead of reused."""
     start_at: float | None = None
     """Epoch s at which the measured phase starts (after warmup); None = as soon as ready. Set
     the same value on every client of a split open-loop cell so their schedules line up."""
@@ -130,6 +137,8 @@ class LoadSpec:
             errors.append(f"warmup_requests must be >= 0, got {self.warmup_requests}")
         if self.max_new_tokens < 1:
             errors.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if not self.keepalive_s > 0:
+            errors.append(f"keepalive_s must be > 0, got {self.keepalive_s}")
         if not self.request_timeout_s > 0 or not self.connect_timeout_s > 0:
             errors.append("request_timeout_s and connect_timeout_s must be > 0")
         if self.num_clients < 1 or not 0 <= self.client_index < self.num_clients:
@@ -203,5 +212,15 @@ ROW_KEYS: tuple[str, ...] = (
     "accept_length",
     "spec_verify_ct",
     "finish_reason",
+    "accept_length_decode",
+    "chunk_offset_us",
+    "chunk_tokens",
+    "chunk_gap_s",
+    "merged_reads",
 )
-"""Keys of every row, in order (the lead's data contract)."""
+"""Keys of every row, in order (grid/schema.py REQUEST_FIELDS). ``accept_length`` is SGLang's
+completion / verify, ``accept_length_decode`` (completion - 1) / verify (grid/acceptance.py);
+``chunk_offset_us`` / ``chunk_tokens``: each content event's arrival (whole microseconds after
+``sent_at``) and new tokens; ``itl_s`` splits each event's gap over its tokens (SGLang),
+``chunk_gap_s`` keeps one gap per event (vLLM); ``merged_reads``: events that arrived in the
+same socket read as the previous one (docs/loadgen.md)."""

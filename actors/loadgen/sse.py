@@ -64,7 +64,9 @@ class SSEDecoder:
         self._buf = events.pop()
         out: list[bytes] = []
         for ev in events:
-            if ev:
+            if ev.startswith(b"data: ") and b"\n" not in ev:  # the common case, inlined
+                out.append(ev[6:])
+            elif ev:
                 payload = event_data(ev)
                 if payload is not None:
                     out.append(payload)

@@ -52,7 +52,7 @@ class Timeline:
 
     __slots__ = (
         "scheduled", "slot", "sent", "end", "chunk_times", "chunk_tokens", "error",
-        "input_tokens", "output_tokens", "finish_reason", "spec_verify_ct",
+        "input_tokens", "output_tokens", "finish_reason", "spec_verify_ct", "merged",
     )
 
     def __init__(self, scheduled: float) -> None:
@@ -67,6 +67,16 @@ class Timeline:
         self.output_tokens: int | None = None
         self.finish_reason: str | None = None
         self.spec_verify_ct: int | None = None
+        self.merged = 0
+        """Token events that arrived in the same read as the previous one (same stamp)."""
+
+    def add_chunk(self, t: float, k: int) -> None:
+        """A content event carrying ``k`` new tokens arrived at ``t``."""
+        times = self.chunk_times
+        if times and times[-1] == t:
+            self.merged += 1
+        times.append(t)
+        self.chunk_tokens.append(k)
 
 
 def generate_body(text: str, max_new_tokens: int, temperature: float, ignore_eos: bool,
@@ -152,6 +162,7 @@ class NativeSink:
         self.t_last = t
         prev = self.prev
         tl = self.tl
+        times = tl.chunk_times
         for p in self.decoder.feed(data):
             if p and p[0] == _OBJ_OPEN and p[-1] == _OBJ_CLOSE:
                 i = p.rfind(_CT_KEY)
@@ -159,8 +170,10 @@ class NativeSink:
                     m = _INT(p, i + _CT_LEN)
                     if m is not None:
                         n = int(m.group(1))
-                        if n > prev:
-                            tl.chunk_times.append(t)
+                        if n > prev:  # Timeline.add_chunk, inlined: the per-event hot path
+                            if times and times[-1] == t:
+                                tl.merged += 1
+                            times.append(t)
                             tl.chunk_tokens.append(n - prev)
                             prev = n
                         self.last = p
@@ -177,8 +190,7 @@ class NativeSink:
                 raise StreamError(f"unexpected event: {p[:200]!r}")
             n = int(meta["completion_tokens"])
             if n > prev:
-                tl.chunk_times.append(t)
-                tl.chunk_tokens.append(n - prev)
+                tl.add_chunk(t, n - prev)
                 prev = n
             self.last = p
         self.prev = prev
@@ -239,14 +251,16 @@ class ChatSink:
             if ch.get("finish_reason") is not None:
                 self.fr = ch["finish_reason"]
             delta = ch.get("delta") or {}
-            if delta.get("content") or delta.get("reasoning_content"):
+            # output is content, reasoning (SGLang's separate_reasoning) or a streamed tool
+            # call (SGLang 0.5.23 srt/entrypoints/openai/serving_chat.py sends tool-call
+            # arguments as ``delta.tool_calls``, with no content)
+            if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
                 if usage and usage.get("completion_tokens") is not None:
                     k = usage["completion_tokens"] - self.counted
                 else:
                     k = 1
                 if k > 0:
-                    tl.chunk_times.append(t)
-                    tl.chunk_tokens.append(k)
+                    tl.add_chunk(t, k)
                     self.counted += k
 
     def finish(self) -> None:

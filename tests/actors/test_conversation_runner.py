@@ -200,9 +200,6 @@ def test_load_window_end_marks_rounds_not_run() -> None:
     assert res.rows[2]["error"] == "load window ended"
 
 
-@pytest.mark.xfail(reason="the simulator's prefix cache (cached_tokens) is being built in "
-                          "parallel; until it lands engines/sim reports cached_tokens=0",
-                   strict=False)
 def test_later_round_hits_the_prefix_cache(sim: SimProcess) -> None:
     conv = shipped(1)[0]
     spec = ConversationLoadSpec(url=sim.url, conversations=(conv,), concurrency=1, max_turns=4,

@@ -236,7 +236,7 @@ def test_starved_client_is_flagged() -> None:
     rec = Recorder(gap_s=0.0, counts=[1, 2, 3, 4, 5, 6], block_s=0.015)
     res = run(mk(concurrency=2, num_requests=6), rec)
     assert res.stats["client_saturated"] is True
-    assert "event-loop lag" in res.stats["saturation_reason"]
+    assert "event-loop latency" in res.stats["saturation_reason"]
     assert res.stats["loop_lag_p99_s"] > 0.005
 
 
@@ -257,7 +257,7 @@ async def _with_server(fn: Any, **cfg: Any) -> Any:
         await server.wait_closed()
 
 
-@pytest.mark.parametrize("transport", ["raw", "aiohttp", "httpcore"])
+@pytest.mark.parametrize("transport", ["raw", "aiohttp", "httpx"])
 @pytest.mark.parametrize("endpoint", ["generate", "chat"])
 def test_real_server_timing(transport: str, endpoint: str) -> None:
     async def go(url: str, cfg: Any) -> LoadResult:
@@ -275,8 +275,18 @@ def test_real_server_timing(transport: str, endpoint: str) -> None:
         assert all(0.0 <= g < 0.050 for g in r["itl_s"])
         assert sum(r["itl_s"]) == pytest.approx(r["e2e_s"] - r["ttft_s"], abs=0.02)
         assert r["e2e_s"] > r["ttft_s"]
+        # chunk series: arrival offsets after sent_at, tokens, one gap per chunk
+        assert sum(r["chunk_tokens"]) == 12 and len(r["chunk_offset_us"]) == len(r["chunk_tokens"])
+        assert r["chunk_offset_us"][0] == pytest.approx(r["ttft_s"] * 1e6, abs=1)
+        assert r["chunk_offset_us"] == sorted(r["chunk_offset_us"])
+        assert len(r["chunk_gap_s"]) == len(r["chunk_tokens"]) - 1
+        assert sum(r["chunk_gap_s"]) == pytest.approx(sum(r["itl_s"]), abs=1e-9)
+    assert res.stats["transport"] == transport
     if endpoint == "generate":
         assert all(r["spec_verify_ct"] and r["accept_length"] >= 1.0 for r in res.rows)
+        for r in res.rows:
+            n, v = r["output_tokens"], r["spec_verify_ct"]
+            assert r["accept_length"] == n / v and r["accept_length_decode"] == (n - 1) / v
 
 
 def test_real_server_faults_and_keepalive() -> None:
@@ -351,7 +361,8 @@ def test_gc_is_paused_in_the_window_and_restored() -> None:
     assert res.stats["gc_paused"] is False and res.stats["gc_collected"] is None
 
 
-def test_send_gate_lets_one_request_start_per_loop_iteration() -> None:
+@pytest.mark.parametrize("batch", [1, 3])
+def test_send_gate_lets_a_batch_of_requests_start_per_loop_iteration(batch: int) -> None:
     from actors.loadgen.runner import _SendGate
 
     async def go() -> list[int]:
@@ -363,15 +374,17 @@ def test_send_gate_lets_one_request_start_per_loop_iteration() -> None:
             loop.call_soon(tick)
 
         loop.call_soon(tick)
-        gate = _SendGate()
+        gate = _SendGate(batch)
         passed: list[int] = []
 
         async def starter() -> None:
             await gate.turn()
             passed.append(turn["n"])
 
-        await asyncio.gather(*(starter() for _ in range(6)))
+        await asyncio.gather(*(starter() for _ in range(7)))
         return passed
 
     passed = asyncio.run(go())
-    assert len(passed) == 6 and len(set(passed)) == 6  # each in its own iteration
+    assert len(passed) == 7
+    per_iteration = [passed.count(n) for n in sorted(set(passed))]
+    assert max(per_iteration) == batch and len(per_iteration) == -(-7 // batch)

@@ -209,3 +209,22 @@ def request_path_ok(body: dict[str, object]) -> bool:
 def test_http_error_status_is_an_error_row() -> None:
     res = asyncio.run(run_load(spec(n=2), transport=mock(lambda r: [b"overloaded"], status=503)))
     assert all(r["status"] == "error" and "HTTP 503" in r["error"] for r in res.rows)
+
+
+def test_chat_tool_call_deltas_are_output() -> None:
+    """SGLang streams a function call as ``delta.tool_calls`` with no content (0.5.23
+    srt/entrypoints/openai/serving_chat.py): those chunks are output tokens too."""
+    first = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    calls = [{"choices": [{"index": 0, "delta": {"tool_calls": [
+        {"index": 0, "function": {"arguments": arg}}]},
+        "finish_reason": "tool_calls" if j == 2 else None}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2 * (j + 1)}}
+        for j, arg in enumerate(['{"a"', ': 1', "}"])]
+    usage = {"choices": [], "usage": {"prompt_tokens": 5, "completion_tokens": 6}}
+    body = b"".join(b"data: " + json.dumps(c).encode() + b"\n\n"
+                    for c in [first, *calls, usage]) + b"data: [DONE]\n\n"
+    res = asyncio.run(run_load(spec(n=1, endpoint="chat"), transport=mock(lambda r: [body])))
+    row = res.rows[0]
+    assert row["status"] == "ok", row["error"]
+    assert row["chunk_tokens"] == [2, 2, 2] and row["output_tokens"] == 6
+    assert row["ttft_s"] is not None and row["finish_reason"] == "tool_calls"

@@ -1,92 +1,24 @@
-"""The raw stamping transport (actors/loadgen/transport.py): HTTP/1.1 framing at every split
-point, keep-alive, stale connections, stamps."""
+"""The raw stamping transport (actors/loadgen/transport.py, actors/loadgen/h1.py) over real
+sockets: keep-alive, connections that turn readable while idle, keep-alive expiry, HEAD, streamed
+request bodies, stale connections, read timeouts, TLS settings on every transport, and the
+aiohttp transport through a proxy. Response parsing itself: tests/actors/test_h1_differential.py."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from actors.loadgen.transport import StampingTransport, _Conn, make_transport
+from actors.loadgen.transport import StampingTransport, make_transport
 
 HEAD_CHUNKED = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                 b"Transfer-Encoding: chunked\r\n\r\n")
-BODY_PARTS = [b"data: one\n\n", b"data: two\n\ndata: three\n\n", b"x" * 300]
-
-
-def chunked(parts: list[bytes], trailers: bytes = b"") -> bytes:
-    out = b"".join(b"%x;ext=1\r\n%b\r\n" % (len(p), p) for p in parts)
-    return out + b"0\r\n" + trailers + b"\r\n"
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.closed = False
-
-    def get_extra_info(self, name: str) -> Any:
-        return None
-
-    def close(self) -> None:
-        self.closed = True
-
-
-def feed(raw: bytes, cuts: list[int]) -> _Conn:
-    conn = _Conn()
-    conn.connection_made(FakeTransport())  # type: ignore[arg-type]
-    prev = 0
-    for c in [*cuts, len(raw)]:
-        if c > prev:
-            conn.data_received(raw[prev:c])
-        prev = c
-    return conn
-
-
-def body_of(conn: _Conn) -> bytes:
-    return b"".join(d for d, _ in conn._queue)
-
-
-@pytest.mark.parametrize("trailers", [b"", b"X-Trailer: 1\r\n"])
-def test_chunked_every_split_point(trailers: bytes) -> None:
-    raw = HEAD_CHUNKED + chunked(BODY_PARTS, trailers)
-    for cut in range(1, len(raw)):
-        conn = feed(raw, [cut])
-        assert conn.error is None, cut
-        assert conn.status == 200 and conn._eof and conn._state == 2, cut
-        assert body_of(conn) == b"".join(BODY_PARTS), cut
-    conn = feed(raw, list(range(1, len(raw))))  # byte by byte
-    assert body_of(conn) == b"".join(BODY_PARTS) and conn._eof
-
-
-def test_content_length_until_close_and_interim() -> None:
-    raw = b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 503 Busy\r\nContent-Length: 5\r\n\r\nhello"
-    for cut in range(1, len(raw)):
-        conn = feed(raw, [cut])
-        assert conn.status == 503 and body_of(conn) == b"hello" and conn._eof
-        assert conn.reason == b"Busy" and conn.keep_alive
-    conn = feed(b"HTTP/1.0 200 OK\r\n\r\nabc", [])
-    assert not conn._eof and not conn.keep_alive
-    conn.connection_lost(None)
-    assert conn._eof and conn.error is None and body_of(conn) == b"abc"
-
-
-def test_malformed_and_truncated() -> None:
-    conn = feed(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", [])
-    assert isinstance(conn.error, httpx.RemoteProtocolError)
-    conn = feed(HEAD_CHUNKED + b"5\r\nab", [])
-    conn.connection_lost(None)
-    assert isinstance(conn.error, httpx.RemoteProtocolError)
-    conn = feed(b"garbage\r\n\r\n", [])
-    assert isinstance(conn.error, httpx.RemoteProtocolError)
-
-
-def test_stamps_are_taken_per_read() -> None:
-    conn = feed(HEAD_CHUNKED, [])
-    conn.data_received(b"5\r\nhello\r\n")
-    conn.data_received(b"5\r\nworld\r\n")
-    (d1, t1), (d2, t2) = conn._queue
-    assert (d1, d2) == (b"hello", b"world") and t2 >= t1 > 0
 
 
 async def _serve(handler: Any) -> tuple[asyncio.Server, int]:
@@ -225,12 +157,241 @@ def test_interop_with_aiohttp_web_server() -> None:
 
 def test_make_transport_names() -> None:
     assert isinstance(make_transport("raw"), StampingTransport)
-    assert isinstance(make_transport("httpcore"), httpx.AsyncHTTPTransport)
+    assert isinstance(make_transport("httpx"), httpx.AsyncHTTPTransport)
     assert type(make_transport("aiohttp")).__name__ == "AiohttpTransport"
     with pytest.raises(ValueError):
         make_transport("curl")
 
 
-def test_bad_content_length_is_a_protocol_error() -> None:
-    conn = feed(b"HTTP/1.1 200 OK\r\nContent-Length: abc\r\n\r\nxyz", [])
-    assert isinstance(conn.error, httpx.RemoteProtocolError)
+def test_stamps_are_taken_per_read() -> None:
+    async def two_chunks(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await r.readuntil(b"\r\n\r\n")
+        w.write(HEAD_CHUNKED + b"5\r\nhello\r\n")
+        await w.drain()
+        await asyncio.sleep(0.03)
+        w.write(b"5\r\nworld\r\n0\r\n\r\n")
+        await w.drain()
+
+    async def go() -> list[tuple[bytes, float]]:
+        server, port = await _serve(two_chunks)
+        tr = StampingTransport()
+        got: list[tuple[bytes, float]] = []
+        async with httpx.AsyncClient(transport=tr) as client:
+            resp = await tr.handle_async_request(client.build_request("GET", f"http://127.0.0.1:{port}/"))
+            stream = resp.extensions["specgrid_stream"]
+            async for data in stream:
+                got.append((data, stream.t))
+            await resp.aclose()
+        server.close()
+        return got
+
+    (d1, t1), (d2, t2) = asyncio.run(go())
+    assert (d1, d2) == (b"hello", b"world") and t2 - t1 >= 0.025
+
+
+class _Counting:
+    """A keep-alive server that counts connections; ``after_response`` runs on the connection
+    after each response (to write something while it is idle)."""
+
+    def __init__(self, after_response: Any = None, head_body: bool = False) -> None:
+        self.connections = 0
+        self.after = after_response
+
+    async def handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await r.readuntil(b"\r\n\r\n")
+                if head.startswith(b"HEAD"):
+                    w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")  # no body
+                else:
+                    w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                await w.drain()
+                if self.after is not None:
+                    await self.after(w)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            w.close()
+
+
+def test_idle_connection_that_became_readable_is_not_reused() -> None:
+    async def send_408_while_idle(w: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(0.02)
+        w.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n\r\n")
+        await w.drain()  # and keep the connection open: the trap
+
+    async def go() -> int:
+        srv = _Counting(send_408_while_idle)
+        server, port = await _serve(srv.handle)
+        async with httpx.AsyncClient(transport=StampingTransport()) as client:
+            for _ in range(3):
+                resp = await client.get(f"http://127.0.0.1:{port}/")
+                assert (resp.status_code, resp.content) == (200, b"ok")
+                await asyncio.sleep(0.06)
+        server.close()
+        return srv.connections
+
+    assert asyncio.run(go()) == 3
+
+
+@pytest.mark.parametrize("keepalive_s, connections", [(0.03, 3), (30.0, 1)])
+def test_keepalive_expiry(keepalive_s: float, connections: int) -> None:
+    async def go() -> int:
+        srv = _Counting()
+        server, port = await _serve(srv.handle)
+        async with httpx.AsyncClient(transport=StampingTransport(keepalive_s=keepalive_s)) as c:
+            for _ in range(3):
+                assert (await c.get(f"http://127.0.0.1:{port}/")).content == b"ok"
+                await asyncio.sleep(0.06)
+        server.close()
+        return srv.connections
+
+    assert asyncio.run(go()) == connections
+
+
+def test_head_reply_with_length_does_not_wait_for_a_body() -> None:
+    async def go() -> None:
+        srv = _Counting()
+        server, port = await _serve(srv.handle)
+        async with httpx.AsyncClient(transport=StampingTransport(),
+                                     timeout=httpx.Timeout(1.0)) as client:
+            resp = await client.head(f"http://127.0.0.1:{port}/")
+            assert resp.status_code == 200 and resp.content == b""
+            assert (await client.get(f"http://127.0.0.1:{port}/")).content == b"ok"
+        server.close()
+
+    asyncio.run(go())
+
+
+def test_streamed_request_body_is_sent_chunked() -> None:
+    from aiohttp import web
+
+    async def echo(request: web.Request) -> web.Response:
+        body = await request.read()  # aiohttp decodes the chunked framing
+        return web.json_response({"te": request.headers.get("Transfer-Encoding"),
+                                  "body": body.decode()})
+
+    async def parts() -> AsyncIterator[bytes]:
+        for p in (b"hello ", b"", b"world"):
+            yield p
+
+    async def go() -> dict[str, Any]:
+        app = web.Application()
+        app.router.add_post("/echo", echo)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        try:
+            async with httpx.AsyncClient(transport=StampingTransport()) as client:
+                resp = await client.post(f"http://127.0.0.1:{port}/echo", content=parts())
+                return dict(resp.json())
+        finally:
+            await runner.cleanup()
+
+    assert asyncio.run(go()) == {"te": "chunked", "body": "hello world"}
+
+
+# --- TLS --------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key), "-out",
+                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
+                    "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+    return cert, key
+
+
+async def _tls_get(cert: Path, key: Path, transport: httpx.AsyncBaseTransport) -> httpx.Response:
+    import ssl
+
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    srv = _Counting()
+    server = await asyncio.start_server(srv.handle, "127.0.0.1", 0, ssl=ctx)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with httpx.AsyncClient(transport=transport) as client:
+            return await client.get(f"https://127.0.0.1:{port}/")
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("name", ["raw", "aiohttp", "httpx"])
+def test_tls_verify_on_fails_clearly_off_works(name: str, self_signed: tuple[Path, Path]) -> None:
+    cert, key = self_signed
+    # (httpx-aiohttp maps aiohttp's certificate error to ConnectTimeout; the text is clear)
+    with pytest.raises(httpx.TransportError, match="CERTIFICATE_VERIFY_FAILED"):
+        asyncio.run(_tls_get(cert, key, make_transport(name)))
+    resp = asyncio.run(_tls_get(cert, key, make_transport(name, tls_verify=False)))
+    assert (resp.status_code, resp.content) == (200, b"ok")
+    resp = asyncio.run(_tls_get(cert, key, make_transport(name, ca_bundle=str(cert))))
+    assert (resp.status_code, resp.content) == (200, b"ok")
+
+
+# --- proxy (aiohttp transport) ------------------------------------------------------------------
+class _ForwardProxy:
+    """A plain HTTP forward proxy (aiohttp.web + aiohttp client): takes absolute-form requests,
+    records their targets and streams the origin's response back."""
+
+    def __init__(self) -> None:
+        self.targets: list[str] = []
+
+    async def start(self) -> int:
+        import aiohttp
+        from aiohttp import web
+
+        async def forward(request: web.Request) -> web.StreamResponse:
+            self.targets.append(str(request.url))
+            async with aiohttp.ClientSession(trust_env=False) as session, session.request(
+                    request.method, str(request.url), data=await request.read(),
+                    headers={"Content-Type": request.headers.get("Content-Type", "")}) as up:
+                resp = web.StreamResponse(status=up.status)
+                await resp.prepare(request)
+                async for data in up.content.iter_any():
+                    await resp.write(data)
+                await resp.write_eof()
+                return resp
+
+        app = web.Application()
+        app.router.add_route("*", "/{tail:.*}", forward)
+        self.runner = web.AppRunner(app)
+        await self.runner.setup()
+        site = web.TCPSite(self.runner, "127.0.0.1", 0)
+        await site.start()
+        return int(site._server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+
+
+def test_aiohttp_transport_goes_through_the_environment_proxy(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from actors.loadgen.runner import run_load
+    from actors.loadgen.spec import LoadSpec, Prompt
+    from tests.actors.test_runner import _server_module
+
+    mod = _server_module()
+
+    port = 0
+
+    async def go() -> tuple[Any, list[str]]:
+        nonlocal port
+        proxy = _ForwardProxy()
+        pport = await proxy.start()
+        server, port, _ = await mod.start_server(cfg=mod.ServerConfig(ttft_ms=1, chunk_ms=1))
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{pport}")
+        for name in ("NO_PROXY", "no_proxy", "http_proxy"):
+            monkeypatch.delenv(name, raising=False)
+        try:
+            res = await run_load(LoadSpec(url=f"http://127.0.0.1:{port}",
+                                          prompts=(Prompt("a", "hi", "d"),), concurrency=2,
+                                          num_requests=4, max_new_tokens=5, transport="aiohttp"))
+        finally:
+            server.close()
+            await proxy.runner.cleanup()
+        return res, proxy.targets
+
+    res, targets = asyncio.run(go())
+    assert [r["status"] for r in res.rows] == ["ok"] * 4, res.rows[0]["error"]
+    assert len(targets) == 4 and all(t == f"http://127.0.0.1:{port}/generate" for t in targets)
+    assert json.dumps(res.stats["transport"]) == '"aiohttp"'

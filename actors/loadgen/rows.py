@@ -1,0 +1,95 @@
+"""What one client's measured window hands back, from its timelines (pure: no sockets):
+request rows (actors/loadgen/spec.py ROW_KEYS), the self-check's inputs, arrival rates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from actors.loadgen.selfcheck import LoopLagMonitor, verdict
+from actors.loadgen.spec import ROW_KEYS, LoadSpec, Prompt
+from actors.loadgen.streams import Timeline
+from grid.acceptance import accept_length_decode
+from grid.metrics import accept_length, request_timing
+
+Result = tuple[int, int, Timeline]
+"""(global request index, prompt index, timeline)."""
+
+
+def chunk_gaps(chunk_times: list[float]) -> list[float]:
+    """Per-chunk gaps: time between consecutive content events, whatever their token count
+    (vLLM's and GuideLLM's notion of ITL; ``itl_s`` splits each over its tokens, SGLang's)."""
+    return [b - a for a, b in zip(chunk_times, chunk_times[1:], strict=False)]
+
+
+def request_row(spec: LoadSpec, n: int, pidx: int, tl: Timeline, offset: float) -> dict[str, Any]:
+    prompt: Prompt = spec.prompts[pidx]
+    ok = tl.error is None
+    timing = request_timing(tl.sent, tl.chunk_times, tl.chunk_tokens, tl.end, tl.output_tokens)
+    sent = tl.sent
+    row = {
+        "request_id": f"c{spec.client_index}-{n}",
+        "prompt_id": prompt.prompt_id,
+        "domain": prompt.domain,
+        "status": "ok" if ok else "error",
+        "error": tl.error,
+        "input_tokens": tl.input_tokens,
+        "output_tokens": tl.output_tokens,
+        "scheduled_at": tl.scheduled + offset,
+        "sent_at": sent + offset,
+        "ttft_s": timing["ttft_s"],
+        "e2e_s": timing["e2e_s"],
+        "tpot_s": timing["tpot_s"] if ok else None,
+        "itl_s": timing["itl_s"],
+        "accept_length": accept_length(tl.output_tokens, tl.spec_verify_ct) if ok else None,
+        "spec_verify_ct": tl.spec_verify_ct,
+        "finish_reason": tl.finish_reason,
+        "accept_length_decode": (accept_length_decode(tl.output_tokens, tl.spec_verify_ct)
+                                 if ok else None),
+        "chunk_offset_us": [round((t - sent) * 1e6) for t in tl.chunk_times],
+        "chunk_tokens": list(tl.chunk_tokens),
+        "chunk_gap_s": chunk_gaps(tl.chunk_times),
+        "merged_reads": tl.merged,
+    }
+    assert tuple(row) == ROW_KEYS
+    return row
+
+
+def self_check(spec: LoadSpec, results: list[Result],
+                monitor: LoopLagMonitor, t0: float) -> dict[str, Any]:
+    """The verdict's inputs from this client's timelines (see actors/loadgen/selfcheck.py)."""
+    conc = spec.my_concurrency
+    lags = [tl.sent - tl.scheduled for _, _, tl in results]
+    by_send = sorted((tl for _, _, tl in results), key=lambda tl: tl.sent)
+    # a closed loop's first wave is due all at once at the window start and necessarily goes
+    # out one request per loop turn: not a sign of saturation
+    wave = (conc or 0) if spec.closed_loop else 0
+    first_wave = {id(tl) for tl in sorted((tl for _, _, tl in results),
+                                          key=lambda tl: tl.scheduled)[:wave]}
+    client_lags = [tl.sent - max(tl.scheduled, tl.slot) for _, _, tl in results
+                   if id(tl) not in first_wave]
+    # steady window: every slot busy, from the end of the first wave to the last dispatch
+    steady_start = by_send[wave - 1].sent if wave and len(by_send) >= wave else t0
+    steady_end = by_send[-1].sent if by_send else t0
+    merged = sum(tl.merged for _, _, tl in results)
+    gaps = sum(max(0, len(tl.chunk_times) - 1) for _, _, tl in results)
+    return verdict(lags, client_lags, monitor.lags,
+                   monitor.cpu_percent(steady_start, steady_end), merged, gaps)
+
+
+def rates(spec: LoadSpec, results: list[Result], offset: float
+           ) -> dict[str, Any]:
+    """Offered arrival rate (this client's share of an open-loop cell's rate; None in closed
+    loop) and achieved: requests sent over the span of their sends. ``first_sent_at`` /
+    ``last_sent_at`` (epoch s) let a cell combine clients."""
+    sends = sorted(tl.sent for _, _, tl in results)
+    achieved = ((len(sends) - 1) / (sends[-1] - sends[0])
+                if len(sends) >= 2 and sends[-1] > sends[0] else None)
+    return {
+        "offered_rate_req_s": spec.my_rate,
+        "achieved_rate_req_s": achieved,
+        "sent_requests": len(sends),
+        "first_sent_at": sends[0] + offset if sends else None,
+        "last_sent_at": sends[-1] + offset if sends else None,
+    }
+
+

@@ -1,0 +1,322 @@
+"""specgrid's load generator side by side with SGLang's own ``sglang.benchmark.serving`` (its
+Python client and its Rust client, ``--rust-client``) against bench/fixed_schedule_server.py.
+
+Setup: the server on CPU 0, every client run its own process on CPU 1, clients alternating in
+one sitting (the order reversed every other round). Two modes, each at concurrency 64 and 256:
+
+* **throughput**: ``/sched/0/0`` (no delay: 1-3 tokens per chunk as fast as the server core
+  writes them), 2000 requests x 256 output tokens;
+* **timing**: ``/sched/20/20`` (first chunk 20 ms after the request arrived, then one every
+  20 ms), 64 output tokens, 4 requests per stream, Poisson arrivals at 90 % of the rate that
+  keeps ``concurrency`` streams busy, capped at ``concurrency`` in flight.
+
+Every figure comes from the server's own stamps (``GET /stamps``, CLOCK_MONOTONIC shared by all
+processes) and the client's process CPU (``/proc/<pid>/stat``, all threads, sampled every 20 ms),
+so SGLang's clients and specgrid are measured the same way:
+
+* window = first measured request received -> last chunk written (server stamps);
+* chunks/s, output tok/s = chunks / tokens the server wrote in the window / window;
+* client CPU us/chunk = the client's CPU time inside the window / chunks;
+* timing error = |client percentile - server percentile| of TTFT (server: first chunk written
+  - request received) and of per-token ITL (server: gaps between chunk writes split over each
+  chunk's tokens, SGLang's rule), at p50 and p99. SGLang's result file holds no prompt, so
+  requests are compared as distributions, for every client alike.
+
+SGLang's clients run from a separate venv (``--sglang-python``; see docs/loadgen.md for how it
+is built), reach the prefixed URL with ``--base-url``, skip the ``/v1/models`` readiness probe
+(``--ready-check-timeout-sec 0``) and tokenise with a small local tokenizer written at start.
+Event-loop policy: SGLang's Python client runs ``asyncio.run`` (plain asyncio); it is run a
+second time with uvloop installed as the policy, and specgrid on both.
+
+    python bench/peer_side_by_side.py --sglang-python .venv-sglang-bench/bin/python \\
+        [--rounds 2] [--only throughput|timing] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+SERVER_CPU, CLIENT_CPU = "0", "1"
+MODES = {
+    "throughput": {"path": "/sched/0/0", "tokens": 256, "requests": {64: 2000, 256: 2000}},
+    "timing": {"path": "/sched/20/20", "tokens": 64, "requests": {64: 256, 256: 1024}},
+}
+TIMING_REQUEST_S = 0.02 + 31 * 0.02
+"""A timing request's length: first chunk at 20 ms, then ~31 more (1-3 of its 64 tokens each)
+every 20 ms."""
+
+
+def _rate(mode: str, conc: int) -> float | None:
+    """Timing mode arrives open loop (Poisson) at 90 % of what keeps ``conc`` streams busy, so
+    requests do not arrive in one burst (whose queueing in the server would dominate TTFT) and
+    the cap rarely binds; throughput mode is closed loop."""
+    return 0.9 * conc / TIMING_REQUEST_S if mode == "timing" else None
+CLIENTS = [
+    # name, kind, transport / rust flag, event loop
+    ("sglang python (asyncio)", "sglang", "", "asyncio"),
+    ("sglang python (uvloop)", "sglang", "", "uvloop"),
+    ("sglang rust", "sglang", "--rust-client", "tokio"),
+    ("specgrid raw (uvloop)", "specgrid", "raw", "uvloop"),
+    ("specgrid raw (asyncio)", "specgrid", "raw", "asyncio"),
+    ("specgrid aiohttp (uvloop)", "specgrid", "aiohttp", "uvloop"),
+    ("specgrid aiohttp (asyncio)", "specgrid", "aiohttp", "asyncio"),
+]
+TOKENIZER = """
+# a word-level tokenizer of 1M words: SGLang's random-ids prompts are runs of consecutive ids
+# from a random offset, so a small vocabulary makes prompts (the server's stamp keys) collide
+import sys
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import PreTrainedTokenizerFast
+vocab = {"[UNK]": 0, "[BOS]": 1, "[EOS]": 2, **{f"w{i}": i for i in range(3, 1_000_000)}}
+tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", bos_token="[BOS]",
+                        eos_token="[EOS]").save_pretrained(sys.argv[1])
+"""
+SGLANG_UVLOOP = ("import runpy, sys, uvloop; uvloop.install(); sys.argv[0] = 'serving'; "
+                 "runpy.run_module('sglang.benchmark.serving', run_name='__main__')")
+
+
+def _get(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def _cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class CpuSampler(threading.Thread):
+    """(perf_counter, CPU seconds) of one process every ``period_s`` while it lives."""
+
+    def __init__(self, pid: int, period_s: float = 0.02) -> None:
+        super().__init__(daemon=True)
+        self.pid, self.period_s = pid, period_s
+        self.samples: list[tuple[float, float]] = []
+
+    def run(self) -> None:
+        while True:
+            try:
+                self.samples.append((time.perf_counter(), _cpu_s(self.pid)))
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                return
+            time.sleep(self.period_s)
+
+    def at(self, t: float) -> float:
+        """CPU seconds at ``t``, interpolated between samples."""
+        s = self.samples
+        for (t0, c0), (t1, c1) in zip(s, s[1:], strict=False):
+            if t0 <= t <= t1:
+                return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c0
+        return s[0][1] if t < s[0][0] else s[-1][1]
+
+
+def _pct(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    pos = (len(xs) - 1) * q / 100
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _server_timing(stamps: dict[str, Any]) -> tuple[list[float], list[float]]:
+    ttft, itl = [], []
+    for s in stamps.values():
+        sent, toks = s["sent"], s["tokens"]
+        ttft.append(sent[0] - s["recv"])
+        for j in range(1, len(sent)):
+            itl.extend([(sent[j] - sent[j - 1]) / toks[j]] * toks[j])
+    return ttft, itl
+
+
+def _specgrid_cmd(transport: str, loop: str, url: str, conc: int, n: int, tokens: int,
+                  rate: float | None, out: Path) -> list[str]:
+    cfg = {"url": url, "concurrency": conc, "requests": n, "tokens": tokens, "rate": rate,
+           "transport": transport, "loop": loop, "out": str(out)}
+    return [sys.executable, __file__, "--worker", json.dumps(cfg)]
+
+
+def _sglang_cmd(py: str, flag: str, loop: str, url: str, conc: int, n: int, tokens: int,
+                rate: float | None, tok_dir: str, out: Path) -> list[str]:
+    head = [py, "-c", SGLANG_UVLOOP] if loop == "uvloop" else [py, "-m", "sglang.benchmark.serving"]
+    return [*head, "--backend", "sglang", "--base-url", url, "--model", "m", "--tokenizer",
+            tok_dir, "--dataset-name", "random-ids", "--random-input-len", "16",
+            "--random-output-len", str(tokens), "--random-range-ratio", "1.0", "--num-prompts",
+            str(n), "--max-concurrency", str(conc), "--ready-check-timeout-sec", "0",
+            "--output-file", str(out), "--output-details", "--disable-tqdm",
+            *(["--request-rate", f"{rate:.3f}"] if rate else []), *([flag] if flag else [])]
+
+
+def worker(cfg: dict[str, Any]) -> None:
+    """specgrid's client: ``run_load`` with ``concurrency`` warm-up requests (the pool opened),
+    results (prompt texts, TTFT, ITL) written to ``out``."""
+    sys.path.insert(0, str(ROOT))
+    import asyncio
+
+    from actors.loadgen.runner import run_load
+    from actors.loadgen.spec import LoadSpec, Prompt
+
+    n, warm = cfg["requests"], cfg["concurrency"]
+    prompts = tuple(Prompt(f"p{i}-{time.time_ns()}", "", "bench") for i in range(n + warm))
+    prompts = tuple(Prompt(p.prompt_id, p.prompt_id, "bench") for p in prompts)
+    spec = LoadSpec(url=cfg["url"], prompts=prompts, concurrency=cfg["concurrency"],
+                    rate=cfg["rate"], num_requests=n, warmup_requests=warm,
+                    max_new_tokens=cfg["tokens"], transport=cfg["transport"], seed=1,
+                    request_timeout_s=120.0)
+    if cfg["loop"] == "uvloop":
+        import uvloop
+
+        res = uvloop.run(run_load(spec))
+    else:
+        res = asyncio.run(run_load(spec))
+    ok = [r for r in res.rows if r["status"] == "ok"]
+    Path(cfg["out"]).write_text(json.dumps({
+        "prompts": [r["prompt_id"] for r in ok], "ttfts": [r["ttft_s"] for r in ok],
+        "itls": [r["itl_s"] for r in ok], "errors": len(res.rows) - len(ok),
+        "saturated": res.stats["saturation_reason"],
+    }))
+
+
+def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: str, conc: int,
+            server: str, server_pid: int, tok_dir: str, work: Path) -> dict[str, Any]:
+    name, kind, flag, loop = client
+    m = MODES[mode]
+    url = server + m["path"]
+    n = m["requests"][conc]
+    rate = _rate(mode, conc)
+    out = work / f"{kind}-{flag or 'py'}-{loop}-{mode}-{conc}-{time.time_ns()}.json"
+    cmd = (_sglang_cmd(args.sglang_python, flag, loop, url, conc, n, m["tokens"], rate, tok_dir,
+                       out)
+           if kind == "sglang" else _specgrid_cmd(flag, loop, url, conc, n, m["tokens"], rate, out))
+    _get(server + "/stamps")  # clear
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, *cmd], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    client_cpu, server_cpu = CpuSampler(proc.pid), CpuSampler(server_pid)
+    client_cpu.start()
+    server_cpu.start()
+    log, _ = proc.communicate(timeout=600)
+    server_cpu.pid = -1  # stop sampling the server
+    if proc.returncode != 0 or not out.exists():
+        raise RuntimeError(f"{name} failed ({proc.returncode}): {log[-3000:]}")
+    stamps = _get(server + "/stamps")
+    if kind == "sglang":
+        res = json.loads(out.read_text().splitlines()[-1])
+        keep = sorted(stamps, key=lambda p: stamps[p]["recv"])[-len(res["ttfts"]):]  # no warm-up
+        errors = sum(1 for e in res["errors"] if e)
+    else:
+        res = json.loads(out.read_text())
+        keep = [p for p in res["prompts"] if p in stamps]
+        errors = res["errors"]
+    measured = {p: stamps[p] for p in keep}
+    start = min(s["recv"] for s in measured.values())
+    end = max(s["sent"][-1] for s in measured.values())
+    chunks = sum(len(s["sent"]) for s in measured.values())
+    tokens = sum(sum(s["tokens"]) for s in measured.values())
+    window = end - start
+    c_cpu = client_cpu.at(end) - client_cpu.at(start)
+    s_cpu = server_cpu.at(end) - server_cpu.at(start)
+    row: dict[str, Any] = {
+        "client": name, "mode": mode, "concurrency": conc, "requests": len(measured),
+        "errors": errors, "window_s": window, "chunks_s": chunks / window,
+        "tok_s": tokens / window, "client_cpu_percent": 100 * c_cpu / window,
+        "client_cpu_us_per_chunk": 1e6 * c_cpu / chunks,
+        "server_cpu_percent": 100 * s_cpu / window, "saturated": res.get("saturated"),
+    }
+    s_ttft, s_itl = _server_timing(measured)
+    c_ttft = [t for t in res["ttfts"] if t]
+    c_itl = [g for lst in res["itls"] for g in lst]
+    for q in (50, 99):
+        row[f"ttft_err_p{q}_ms"] = 1e3 * abs(_pct(c_ttft, q) - _pct(s_ttft, q))
+        row[f"itl_err_p{q}_ms"] = 1e3 * abs(_pct(c_itl, q) - _pct(s_itl, q))
+    return row
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--sglang-python", default=str(ROOT / ".venv-sglang-bench/bin/python"))
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--only", choices=list(MODES))
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
+    ap.add_argument("--clients", nargs="+", help="substrings of client names to run")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if args.worker:
+        worker(json.loads(args.worker))
+        return
+    work = Path(tempfile.mkdtemp(prefix="specgrid-peer-"))
+    tok_dir = str(work / "tokenizer")
+    subprocess.run([args.sglang_python, "-c", TOKENIZER, tok_dir], check=True)
+    srv = subprocess.Popen(["taskset", "-c", SERVER_CPU, sys.executable,
+                            str(HERE / "fixed_schedule_server.py"), "--port", "0"],
+                           stdout=subprocess.PIPE, text=True)
+    assert srv.stdout is not None
+    port = int(srv.stdout.readline().split()[1])
+    server = f"http://127.0.0.1:{port}"
+    clients = [c for c in CLIENTS if not args.clients or any(s in c[0] for s in args.clients)]
+    rows: list[dict[str, Any]] = []
+    try:
+        for rnd in range(args.rounds):
+            order = clients if rnd % 2 == 0 else clients[::-1]
+            for mode in [args.only] if args.only else list(MODES):
+                for conc in args.concurrency:
+                    for client in order:
+                        row = run_one(args, client, mode, conc, server, srv.pid, tok_dir, work)
+                        row["round"] = rnd
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
+    finally:
+        srv.terminate()
+        srv.wait(timeout=10)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    _report(rows)
+
+
+def _report(rows: list[dict[str, Any]]) -> None:
+    """Median over rounds (and the range of the headline figure) per client, mode, level."""
+    keys = sorted({(r["mode"], r["concurrency"]) for r in rows})
+    for mode, conc in keys:
+        sel = [r for r in rows if r["mode"] == mode and r["concurrency"] == conc]
+        print(f"\n{mode}, concurrency {conc}")
+        if mode == "throughput":
+            print("| client | output tok/s (runs) | chunks/s | client CPU | µs/chunk "
+                  "| server CPU |")
+            print("|---|---|---|---|---|---|")
+        else:
+            print("| client | TTFT err p50 / p99 ms | ITL err p50 / p99 ms | client CPU |")
+            print("|---|---|---|---|")
+        for name in dict.fromkeys(r["client"] for r in sel):
+            rs = [r for r in sel if r["client"] == name]
+
+            def med(k: str, rs: list[dict[str, Any]] = rs) -> float:
+                return _pct([r[k] for r in rs], 50)
+
+            if mode == "throughput":
+                runs = ", ".join(f"{r['tok_s'] / 1e3:.0f}k" for r in rs)
+                print(f"| {name} | {med('tok_s') / 1e3:.0f}k ({runs}) | {med('chunks_s'):,.0f} "
+                      f"| {med('client_cpu_percent'):.0f}% | {med('client_cpu_us_per_chunk'):.1f}"
+                      f" | {med('server_cpu_percent'):.0f}% |")
+            else:
+                print(f"| {name} | {med('ttft_err_p50_ms'):.2f} / {med('ttft_err_p99_ms'):.2f} "
+                      f"| {med('itl_err_p50_ms'):.3f} / {med('itl_err_p99_ms'):.3f} "
+                      f"| {med('client_cpu_percent'):.0f}% |")
+
+
+if __name__ == "__main__":
+    main()

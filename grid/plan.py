@@ -376,19 +376,23 @@ PROMPT_TOKENS = 200
 
 
 @functools.lru_cache(maxsize=8)
-def _profile(name: str) -> Any:
+def _profile(name: str, hardware: str | None, model: str | None) -> Any:
     from engines.sim.profile import load_profile
 
-    return load_profile(name)
+    return load_profile(name, hardware, model)
 
 
 def _perf(cell: Cell) -> tuple[Any, Any]:
-    """(profile, performance model) the estimate uses for this cell's engine."""
+    """(profile, performance model) the estimate uses for this cell's engine: the simulator's
+    roofline for the cell's hardware, model, parallelism, environment and flags."""
     from engines.sim.model import PerfModel
 
     sim_args = cell.config["engine"].get("sim_args") or {}
-    profile = _profile(str(sim_args.get("profile") or "default"))
-    return profile, PerfModel(profile.costs)
+    profile = _profile(str(sim_args.get("profile") or "default"), sim_args.get("hardware"),
+                       sim_args.get("model"))
+    variant = cell.config["variant"]
+    roofline, _ = profile.roofline(cell.tp_size, dict(variant["env"]), dict(variant["args"]))
+    return profile, PerfModel(roofline)
 
 
 def _token_seconds(cell: Cell, batch: int) -> float:

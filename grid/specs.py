@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import json
 import re
 import sys
 import tomllib
@@ -145,27 +146,35 @@ def at_url(specs: tuple[LoadSpec, ...], url: str) -> list[LoadSpec]:
 def engine_version(config: Mapping[str, Any], sglang_version: str | None) -> str | None:
     """What changes the engine's behaviour besides its flags, as one string: SGLang's version
     as detected where the server runs (engine.python) or as given; for the simulator, the
-    specgrid release, the SGLang version it imitates and a digest of the profile's CONTENT.
-    None for an external server (recorded from its /server_info when it runs)."""
+    specgrid release, the SGLang version it imitates and a digest of the CONTENT of its
+    server, hardware and model profiles. None for an external server (recorded from its
+    /server_info when it runs)."""
     engine = config["engine"]
     if engine["name"] == "sglang":
         return f"sglang {sglang_version or engine.get('version') or 'unknown'}"
     if engine["name"] == "sim":
-        return sim_version(str((engine.get("sim_args") or {}).get("profile") or "default"))
+        args = engine.get("sim_args") or {}
+        return sim_version(str(args.get("profile") or "default"), args.get("hardware"),
+                           args.get("model"))
     return None
 
 
-def sim_version(profile: str) -> str:
+@functools.lru_cache(maxsize=32)
+def sim_version(profile: str, hardware: str | None = None, model: str | None = None) -> str:
+    """The simulator's identity; ConfigError (before anything starts) when a profile is
+    missing or unusable."""
     # Imported here: the simulator's modules are needed only for simulated runs.
     from engines.sim.cli import SIM_VERSION
-    from engines.sim.profile import resolve_profile_path
+    from engines.sim.profile import load_profile
 
-    path = resolve_profile_path(profile)
-    if not path.is_file():
-        raise ConfigError(f"engine.sim_args.profile: simulator profile {profile!r} not found "
-                          f"({path})")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()[:12]
-    return f"sim {SIM_VERSION} (specgrid {specgrid_version()}), profile {path.stem}@{digest}"
+    try:
+        prof = load_profile(profile, hardware, model)
+    except ValueError as e:
+        raise ConfigError(f"engine.sim_args: {e}") from None
+    content = json.dumps([prof.data, prof.hardware_data, prof.model_data], sort_keys=True)
+    digest = hashlib.sha256(content.encode()).hexdigest()[:12]
+    return (f"sim {SIM_VERSION} (specgrid {specgrid_version()}), profile {prof.path.stem} "
+            f"on {prof.hardware_data.get('name')} / {prof.model_data.get('name')}@{digest}")
 
 
 @functools.lru_cache(maxsize=1)

@@ -139,7 +139,7 @@ def test_dotted_axes_and_typed_values_give_the_cells_of_the_sweep_file(tmp_path)
         "variant.args.enable_flashinfer_allreduce_fusion=choice(false)",
         "load.concurrency=choice(1)", f"results_dir={tmp_path}"]).plan
     from_line = make_plan([
-        "variant=baseline", "load.requests_per_stream=2", "load.min_requests=8",
+        "variant=baseline", "load.requests_per_stream=4", "load.min_requests=8",
         "variant.env.NCCL_ALGO=Ring,Tree", "+variant.env.NCCL_PROTO=Simple",
         "+variant.env.NCCL_P2P_LEVEL=NVL", "+variant.env.CUDA_DEVICE_MAX_CONNECTIONS=1",
         "+variant.args.enable_flashinfer_allreduce_fusion=false",

@@ -1,6 +1,7 @@
 """Multi-turn conversations as a workload: the model (:mod:`.model`), streaming loaders of
 trace and dataset formats (:mod:`.loaders`, :mod:`.formats`), the history/rendering of each
-round's request (:mod:`.render`) and the shipped agentic conversations (:mod:`.shipped`).
+round's request (:mod:`.render`). The shipped agentic conversations are package data in
+``workloads/conversations_data/`` (written by its ``make_agentic`` module).
 
 Pure: imports nothing from ``grid``, ``actors`` or ``engines``."""
 

@@ -1,0 +1,116 @@
+"""The conversation part of a run's report (workload.kind=conversations, docs/agentic.md): per
+variant and conversation concurrency, by context-length bin, the rounds' accept length, TTFT
+p50 and per-stream decode speed; the prefix-cache hit rate; each speculative variant's speedup
+over the baseline per bin, and where it stops paying for this traffic.
+
+Definitions (as grid/metrics.py states them for requests): accept length = Σ output tokens /
+Σ spec_verify_ct over completed rounds; per-stream speed = Σ output tokens / Σ (E2E - TTFT);
+cache hit rate = Σ cached_tokens / Σ context_tokens; speedup = a variant's per-stream speed /
+the baseline's at the same concurrency and bin. Only completed rounds count. Pure pandas."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+BIN_EDGES = (0, 4096, 8192, 16384)
+"""Lower edges of the context-length bins (tokens): 0-4k, 4-8k, 8-16k, 16k+."""
+
+
+def context_bin(tokens: float) -> str:
+    """The bin label of a context of `tokens` tokens."""
+    lows = [edge for edge in BIN_EDGES if tokens >= edge]
+    lo = lows[-1] if lows else 0
+    i = BIN_EDGES.index(lo)
+    if i + 1 < len(BIN_EDGES):
+        return f"{lo // 1024}-{BIN_EDGES[i + 1] // 1024}k"
+    return f"{lo // 1024}k+"
+
+
+def _bin_order(label: str) -> int:
+    return int(label.split("-")[0].rstrip("k+"))
+
+
+def turn_table(turns: pd.DataFrame) -> pd.DataFrame:
+    """One row per (variant, concurrency, context bin) of the completed rounds: rounds,
+    accept_length, ttft_p50_s, stream_tok_s, cache_hit_rate."""
+    ok = turns[(turns.status == "ok") & turns.context_tokens.notna()].copy()
+    if ok.empty:
+        return pd.DataFrame(columns=["variant", "concurrency", "bin", "rounds", "accept_length",
+                                     "ttft_p50_s", "stream_tok_s", "cache_hit_rate"])
+    ok["bin"] = ok.context_tokens.map(context_bin)
+    ok["decode_s"] = ok.e2e_s - ok.ttft_s
+    rows = []
+    for (variant, conc, label), g in ok.groupby(["variant", "concurrency", "bin"],
+                                                observed=True, dropna=False):
+        verify = g.spec_verify_ct.fillna(0)
+        spec = g[verify > 0]
+        decode = g.decode_s.sum()
+        cached = g[g.cached_tokens.notna()]
+        rows.append({
+            "variant": variant, "concurrency": conc, "bin": label, "rounds": len(g),
+            "accept_length": (spec.output_tokens.sum() / spec.spec_verify_ct.sum()
+                              if len(spec) else None),
+            "ttft_p50_s": float(g.ttft_s.median()),
+            "stream_tok_s": float(g.output_tokens.sum() / decode) if decode > 0 else None,
+            "cache_hit_rate": (float(cached.cached_tokens.sum() / cached.context_tokens.sum())
+                               if len(cached) else None),
+        })
+    table = pd.DataFrame(rows)
+    table["_order"] = table.bin.map(_bin_order)
+    return (table.sort_values(["variant", "concurrency", "_order"]).drop(columns="_order")
+            .reset_index(drop=True))
+
+
+def with_speedup(table: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
+    """`table` plus `speedup`: stream_tok_s / the baseline's at the same concurrency and bin
+    (None where the baseline has no rounds there)."""
+    base = table[table.variant == baseline].set_index(["concurrency", "bin"]).stream_tok_s
+    out = table.copy()
+    out["speedup"] = [
+        (row.stream_tok_s / base[(row.concurrency, row.bin)]
+         if (row.concurrency, row.bin) in base.index and row.stream_tok_s is not None
+         and base[(row.concurrency, row.bin)] else None)
+        for row in out.itertuples()]
+    return out
+
+
+def crossover(table: pd.DataFrame, baseline: str = "baseline") -> list[str]:
+    """Per speculative variant and concurrency: the first context bin from which its per-stream
+    speed is below the baseline's (speculation stops paying), or that it pays in every bin."""
+    lines = []
+    spec = table[(table.variant != baseline) & table.speedup.notna()]
+    for (variant, conc), g in spec.groupby(["variant", "concurrency"], observed=True):
+        losing = g[g.speedup < 1.0]
+        if losing.empty:
+            lines.append(f"{variant} c={conc}: faster than {baseline} in every context bin "
+                         f"(speedup {g.speedup.min():.2f}-{g.speedup.max():.2f}x)")
+        else:
+            first = losing.iloc[0]
+            lines.append(f"{variant} c={conc}: stops paying from context {first.bin} "
+                         f"(speedup {first.speedup:.2f}x)")
+    return lines
+
+
+def agentic_summary(turns: pd.DataFrame, baseline: str = "baseline") -> list[str]:
+    """The report's conversation section as text lines (empty without turns)."""
+    if turns.empty:
+        return []
+    table = with_speedup(turn_table(turns), baseline)
+    lines = ["conversations (turns dataset): by context length; speedup = per-stream decode "
+             f"tok/s vs {baseline}"]
+    ok = turns[turns.status == "ok"]
+    for variant, g in ok.groupby("variant", observed=True):
+        cached = g[g.cached_tokens.notna()]
+        rate = cached.cached_tokens.sum() / cached.context_tokens.sum() if len(cached) else None
+        lines.append(f"  {variant}: prefix-cache hit rate "
+                     f"{'-' if rate is None else f'{rate:.0%}'} over {len(g)} rounds")
+    lines.append(f"  {'variant':<12} {'c':>3} {'context':>8} {'rounds':>6} {'accept':>6} "
+                 f"{'TTFT p50':>9} {'tok/s/stream':>12} {'speedup':>7}")
+    for row in table.itertuples():
+        accept = "-" if pd.isna(row.accept_length) else f"{row.accept_length:.2f}"
+        speed = "-" if pd.isna(row.stream_tok_s) else f"{row.stream_tok_s:.1f}"
+        speedup = "-" if pd.isna(row.speedup) else f"{row.speedup:.2f}x"
+        lines.append(f"  {row.variant:<12} {row.concurrency:>3} {row.bin:>8} {row.rounds:>6} "
+                     f"{accept:>6} {row.ttft_p50_s * 1000:>7.1f}ms {speed:>12} {speedup:>7}")
+    lines += [f"  {line}" for line in crossover(table, baseline)]
+    return lines

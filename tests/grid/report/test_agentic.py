@@ -1,0 +1,51 @@
+"""grid/report/agentic.py on hand-built turn rows whose aggregates are worked out by hand."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from grid.report.agentic import agentic_summary, context_bin, turn_table, with_speedup
+
+
+def _turn(variant, context, cached, out, ttft, e2e, verify=None, status="ok"):
+    return {"variant": variant, "concurrency": 4, "status": status, "context_tokens": context,
+            "cached_tokens": cached, "output_tokens": out, "ttft_s": ttft, "e2e_s": e2e,
+            "spec_verify_ct": verify}
+
+
+TURNS = pd.DataFrame([
+    # baseline: 0-4k bin decodes 10 tokens in 1 s each round; 8-16k bin 10 tokens in 2 s
+    _turn("baseline", 1000, 0, 10, 0.1, 1.1),
+    _turn("baseline", 3000, 900, 10, 0.3, 1.3),
+    _turn("baseline", 9000, 2900, 10, 0.2, 2.2),
+    # eagle3: 0-4k twice as fast (10 tokens in 0.5 s), 8-16k slower (10 tokens in 4 s)
+    _turn("eagle3", 1000, 0, 10, 0.1, 0.6, verify=4),
+    _turn("eagle3", 3000, 900, 10, 0.3, 0.8, verify=4),
+    _turn("eagle3", 9000, 2900, 10, 0.2, 4.2, verify=5),
+    _turn("eagle3", 9000, 9000, 10, 0.2, 4.2, verify=5, status="error"),  # not counted
+])
+
+
+def test_bins():
+    assert [context_bin(t) for t in (0, 4095, 4096, 8191, 9000, 16384, 40000)] == \
+        ["0-4k", "0-4k", "4-8k", "4-8k", "8-16k", "16k+", "16k+"]
+
+
+def test_table_speedup_and_crossover():
+    table = with_speedup(turn_table(TURNS))
+    eagle = table[table.variant == "eagle3"].set_index("bin")
+    assert eagle.loc["0-4k", "rounds"] == 2
+    assert eagle.loc["0-4k", "accept_length"] == 20 / 8
+    assert eagle.loc["8-16k", "accept_length"] == 10 / 5
+    assert eagle.loc["0-4k", "stream_tok_s"] == 20 / 1.0
+    assert eagle.loc["0-4k", "speedup"] == 2.0
+    assert eagle.loc["8-16k", "speedup"] == 0.5
+    assert eagle.loc["0-4k", "ttft_p50_s"] == 0.2
+    assert eagle.loc["0-4k", "cache_hit_rate"] == 900 / 4000
+    text = "\n".join(agentic_summary(TURNS))
+    assert "eagle3 c=4: stops paying from context 8-16k (speedup 0.50x)" in text
+    assert "eagle3: prefix-cache hit rate 29% over 3 rounds" in text  # 3800 / 13000
+
+
+def test_no_turns_no_section():
+    assert agentic_summary(TURNS.iloc[0:0]) == []

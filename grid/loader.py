@@ -108,8 +108,8 @@ DATASETS = {"requests": REQUEST_FIELDS, "cells": CELL_FIELDS,
 
 def sql(*run_dirs: str | Path) -> duckdb.DuckDBPyConnection:
     """An in-memory DuckDB connection with the views `requests`, `cells`, `server_metrics`,
-    `telemetry` and `turns` over one or several runs: each cell's latest committed attempt (files unioned
-    by column name; `variant` and `workload` from the folder names). Query it like
+    `telemetry` and `turns` over one or several runs: each cell's latest committed attempt
+    (files unioned by column name; `variant` and `workload` from the folder names). Query it like
     `sql(run_a, run_b).sql("SELECT run_id, variant, avg(output_tok_s) FROM cells GROUP BY
     ALL").df()`."""
     if not run_dirs:

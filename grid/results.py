@@ -6,9 +6,9 @@ Layout (hive partitions, so `pd.read_parquet(run_dir / "requests")` works):
     <dataset>/variant=<v>/workload=<w>/<cell_id>.a<attempt>.parquet     latest committed attempt
     <dataset>/variant=<v>/workload=<w>/_<cell_id>.a<attempt>.parquet    superseded attempt
 
-for dataset in requests, server_metrics, telemetry, turns (conversation cells), cells. Readers (pyarrow, pandas, DuckDB)
-skip names starting with `_` or `.`, so a plain read sees one attempt per cell; `grid.loader`
-can read the superseded ones too.
+for dataset in requests, server_metrics, telemetry, turns (conversation cells), cells. Readers
+(pyarrow, pandas, DuckDB) skip names starting with `_` or `.`, so a plain read sees one attempt
+per cell; `grid.loader` can read the superseded ones too.
 
 Commit protocol of one attempt: every file is written under a hidden temporary name and
 fsynced; then the data files are renamed into place, then the cell row (the commit point); the

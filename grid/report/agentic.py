@@ -10,6 +10,8 @@ the baseline's at the same concurrency and bin. Only completed rounds count. Pur
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 BIN_EDGES = (0, 4096, 8192, 16384)
@@ -64,13 +66,16 @@ def turn_table(turns: pd.DataFrame) -> pd.DataFrame:
 def with_speedup(table: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
     """`table` plus `speedup`: stream_tok_s / the baseline's at the same concurrency and bin
     (None where the baseline has no rounds there)."""
-    base = table[table.variant == baseline].set_index(["concurrency", "bin"]).stream_tok_s
+    base = {(r["concurrency"], r["bin"]): r["stream_tok_s"]
+            for r in table[table.variant == baseline].to_dict("records")}
     out = table.copy()
-    out["speedup"] = [
-        (row.stream_tok_s / base[(row.concurrency, row.bin)]
-         if (row.concurrency, row.bin) in base.index and row.stream_tok_s is not None
-         and base[(row.concurrency, row.bin)] else None)
-        for row in out.itertuples()]
+    speedups: list[float | None] = []
+    for r in table.to_dict("records"):
+        ref = base.get((r["concurrency"], r["bin"]))
+        mine = r["stream_tok_s"]
+        speedups.append(None if ref is None or mine is None or pd.isna(ref) or pd.isna(mine)
+                        or not ref else float(mine / ref))
+    out["speedup"] = speedups
     return out
 
 
@@ -106,11 +111,14 @@ def agentic_summary(turns: pd.DataFrame, baseline: str = "baseline") -> list[str
                      f"{'-' if rate is None else f'{rate:.0%}'} over {len(g)} rounds")
     lines.append(f"  {'variant':<12} {'c':>3} {'context':>8} {'rounds':>6} {'accept':>6} "
                  f"{'TTFT p50':>9} {'tok/s/stream':>12} {'speedup':>7}")
-    for row in table.itertuples():
-        accept = "-" if pd.isna(row.accept_length) else f"{row.accept_length:.2f}"
-        speed = "-" if pd.isna(row.stream_tok_s) else f"{row.stream_tok_s:.1f}"
-        speedup = "-" if pd.isna(row.speedup) else f"{row.speedup:.2f}x"
-        lines.append(f"  {row.variant:<12} {row.concurrency:>3} {row.bin:>8} {row.rounds:>6} "
-                     f"{accept:>6} {row.ttft_p50_s * 1000:>7.1f}ms {speed:>12} {speedup:>7}")
+    for row in table.to_dict("records"):
+        lines.append(f"  {row['variant']:<12} {row['concurrency']:>3} {row['bin']:>8} "
+                     f"{row['rounds']:>6} {_fmt(row['accept_length'], '.2f'):>6} "
+                     f"{row['ttft_p50_s'] * 1000:>7.1f}ms {_fmt(row['stream_tok_s'], '.1f'):>12} "
+                     f"{_fmt(row['speedup'], '.2f', 'x'):>7}")
     lines += [f"  {line}" for line in crossover(table, baseline)]
     return lines
+
+
+def _fmt(value: Any, spec: str, unit: str = "") -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:{spec}}{unit}"

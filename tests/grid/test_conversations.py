@@ -21,7 +21,8 @@ WORKLOAD = {"name": "agentic_conversations", "kind": "conversations",
 
 def _config(**load):
     return {
-        "engine": {"name": "sim", "api_key": None}, "model": {"name": "m", "model_path": "m", "tp_size": 1},
+        "engine": {"name": "sim", "api_key": None},
+        "model": {"name": "m", "model_path": "m", "tp_size": 1},
         "variant": {"name": "baseline", "args": {}, "env": {}},
         "workload": {**WORKLOAD, "endpoint": "generate", "time_scale": 1.0, "think_time": "none",
                      "think_time_s": 0.0, "replay": "recorded", "template": "llama3",

@@ -96,19 +96,49 @@ def crossover(table: pd.DataFrame, baseline: str = "baseline") -> list[str]:
     return lines
 
 
-def agentic_summary(turns: pd.DataFrame, baseline: str = "baseline") -> list[str]:
-    """The report's conversation section as text lines (empty without turns)."""
+def cell_lines(cells: pd.DataFrame, turns: pd.DataFrame, baseline: str = "baseline"
+               ) -> list[str]:
+    """Per conversation cell (variant x conversations in flight): throughput (output tok/s of
+    the completed rounds over the load window, the cell row's), its ratio to the baseline's at
+    the same concurrency, TTFT p50, accept length and prefix-cache hit rate."""
+    mine = cells[cells.cell_id.isin(set(turns.cell_id))].sort_values(["variant", "concurrency"])
+    base = {r["concurrency"]: r["output_tok_s"]
+            for r in mine[mine.variant == baseline].to_dict("records")}
+    lines = [f"  {'variant':<12} {'c':>3} {'tok/s':>8} {'vs base':>7} {'TTFT p50':>9} "
+             f"{'accept':>6} {'cache hit':>9}"]
+    for r in mine.to_dict("records"):
+        ref = base.get(r["concurrency"])
+        ratio = (r["output_tok_s"] / ref if ref and not pd.isna(ref)
+                 and not pd.isna(r["output_tok_s"]) else None)
+        hit = None if pd.isna(r["cache_hit_rate"]) else 100 * r["cache_hit_rate"]
+        lines.append(f"  {r['variant']:<12} {r['concurrency']:>3} "
+                     f"{_fmt(r['output_tok_s'], '.1f'):>8} {_fmt(ratio, '.2f', 'x'):>7} "
+                     f"{_fmt(_ms(r['ttft_p50_s']), '.1f', 'ms'):>9} "
+                     f"{_fmt(r['accept_length'], '.2f'):>6} {_fmt(hit, '.0f', '%'):>9}")
+    return lines
+
+
+def _ms(seconds: Any) -> float | None:
+    return None if seconds is None or pd.isna(seconds) else 1000 * float(seconds)
+
+
+def agentic_summary(turns: pd.DataFrame, cells: pd.DataFrame | None = None,
+                    baseline: str = "baseline") -> list[str]:
+    """The report's conversation section as text lines (empty without turns): per cell (when
+    `cells` is given), then by context length."""
     if turns.empty:
         return []
     table = with_speedup(turn_table(turns), baseline)
-    lines = ["conversations (turns dataset): by context length; speedup = per-stream decode "
-             f"tok/s vs {baseline}"]
+    lines = ["conversations (turns dataset): concurrency c = conversations in flight"]
     ok = turns[turns.status == "ok"]
     for variant, g in ok.groupby("variant", observed=True):
         cached = g[g.cached_tokens.notna()]
         rate = cached.cached_tokens.sum() / cached.context_tokens.sum() if len(cached) else None
         lines.append(f"  {variant}: prefix-cache hit rate "
                      f"{'-' if rate is None else f'{rate:.0%}'} over {len(g)} rounds")
+    if cells is not None and not cells.empty:
+        lines += cell_lines(cells, turns, baseline)
+    lines.append(f"by context length (speedup = per-stream decode tok/s vs {baseline}):")
     lines.append(f"  {'variant':<12} {'c':>3} {'context':>8} {'rounds':>6} {'accept':>6} "
                  f"{'TTFT p50':>9} {'tok/s/stream':>12} {'speedup':>7}")
     for row in table.to_dict("records"):

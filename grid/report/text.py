@@ -86,7 +86,7 @@ def summary_text(data: RunData) -> str:
     distribution = distribution_summary(data.requests, data.cells)
     if distribution:
         parts.append("\n" + distribution)
-    agentic = agentic_summary(load_turns(data.run_dir))  # conversation cells (turns dataset)
+    agentic = agentic_summary(load_turns(data.run_dir), data.cells)  # conversation cells
     if agentic:
         parts.append("\n" + "\n".join(agentic))
     return "\n".join(parts)

@@ -44,5 +44,6 @@ def test_agentic_sweep_end_to_end(tmp_path):
             mine.cached_tokens.sum() / mine.context_tokens.sum())
         assert cell.output_tok_s > 0 and cell.ttft_p50_s > 0
     text = "\n".join(lines)
-    assert "conversations (turns dataset): by context length" in text
+    assert "conversations (turns dataset): concurrency c = conversations in flight" in text
+    assert "by context length (speedup = per-stream decode tok/s vs baseline):" in text
     assert "eagle3: prefix-cache hit rate" in text and "eagle3 c=4:" in text

@@ -49,3 +49,20 @@ def test_table_speedup_and_crossover():
 
 def test_no_turns_no_section():
     assert agentic_summary(TURNS.iloc[0:0]) == []
+
+
+def test_cell_lines_compare_throughput_at_the_same_concurrency():
+    turns = TURNS.assign(cell_id=TURNS.variant + "-c4")
+    cells = pd.DataFrame([
+        {"cell_id": "baseline-c4", "variant": "baseline", "concurrency": 4,
+         "output_tok_s": 100.0, "ttft_p50_s": 0.2, "accept_length": None,
+         "cache_hit_rate": 0.5},
+        {"cell_id": "eagle3-c4", "variant": "eagle3", "concurrency": 4, "output_tok_s": 150.0,
+         "ttft_p50_s": 0.25, "accept_length": 2.5, "cache_hit_rate": 0.5},
+        {"cell_id": "other", "variant": "eagle3", "concurrency": 8, "output_tok_s": 1.0,
+         "ttft_p50_s": 0.25, "accept_length": 2.5, "cache_hit_rate": 0.5},  # no turns
+    ])
+    lines = agentic_summary(turns, cells)
+    eagle = [line.split() for line in lines if line.split()[:2] == ["eagle3", "4"]]
+    assert eagle[0][:6] == ["eagle3", "4", "150.0", "1.50x", "250.0ms", "2.50"]
+    assert not any(line.split()[:2] == ["eagle3", "8"] for line in lines)

@@ -1,12 +1,14 @@
 """The conversation part of a run's report (workload.kind=conversations, docs/agentic.md): per
 variant and conversation concurrency, by context-length bin, the rounds' accept length, TTFT
-p50 and per-stream decode speed; the prefix-cache hit rate; each speculative variant's speedup
-over the baseline per bin, and where it stops paying for this traffic.
+p50, per-stream decode speed and round speed; the prefix-cache hit rate; each speculative
+variant's speedup over the baseline per bin, and where it stops paying for this traffic.
 
 Definitions (as grid/metrics.py states them for requests): accept length = Σ output tokens /
-Σ spec_verify_ct over completed rounds; per-stream speed = Σ output tokens / Σ (E2E - TTFT);
-cache hit rate = Σ cached_tokens / Σ context_tokens; speedup = a variant's per-stream speed /
-the baseline's at the same concurrency and bin. Only completed rounds count. Pure pandas."""
+Σ spec_verify_ct over completed rounds; decode speed = Σ output tokens / Σ (E2E - TTFT); round
+speed = Σ output tokens / Σ E2E (what an agent waiting on each reply sees: prefill of the new
+context and decode together); cache hit rate = Σ cached_tokens / Σ context_tokens; speedup = a
+variant's round speed / the baseline's at the same concurrency and bin. Only completed rounds
+count. Pure pandas."""
 
 from __future__ import annotations
 
@@ -34,11 +36,12 @@ def _bin_order(label: str) -> int:
 
 def turn_table(turns: pd.DataFrame) -> pd.DataFrame:
     """One row per (variant, concurrency, context bin) of the completed rounds: rounds,
-    accept_length, ttft_p50_s, stream_tok_s, cache_hit_rate."""
+    accept_length, ttft_p50_s, stream_tok_s (decode), round_tok_s, cache_hit_rate."""
     ok = turns[(turns.status == "ok") & turns.context_tokens.notna()].copy()
     if ok.empty:
         return pd.DataFrame(columns=["variant", "concurrency", "bin", "rounds", "accept_length",
-                                     "ttft_p50_s", "stream_tok_s", "cache_hit_rate"])
+                                     "ttft_p50_s", "stream_tok_s", "round_tok_s",
+                                     "cache_hit_rate"])
     ok["bin"] = ok.context_tokens.map(context_bin)
     ok["decode_s"] = ok.e2e_s - ok.ttft_s
     rows = []
@@ -46,7 +49,7 @@ def turn_table(turns: pd.DataFrame) -> pd.DataFrame:
                                                 observed=True, dropna=False):
         verify = g.spec_verify_ct.fillna(0)
         spec = g[verify > 0]
-        decode = g.decode_s.sum()
+        decode, e2e = g.decode_s.sum(), g.e2e_s.sum()
         cached = g[g.cached_tokens.notna()]
         rows.append({
             "variant": variant, "concurrency": conc, "bin": label, "rounds": len(g),
@@ -54,6 +57,7 @@ def turn_table(turns: pd.DataFrame) -> pd.DataFrame:
                               if len(spec) else None),
             "ttft_p50_s": float(g.ttft_s.median()),
             "stream_tok_s": float(g.output_tokens.sum() / decode) if decode > 0 else None,
+            "round_tok_s": float(g.output_tokens.sum() / e2e) if e2e > 0 else None,
             "cache_hit_rate": (float(cached.cached_tokens.sum() / cached.context_tokens.sum())
                                if len(cached) else None),
         })
@@ -64,15 +68,15 @@ def turn_table(turns: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_speedup(table: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
-    """`table` plus `speedup`: stream_tok_s / the baseline's at the same concurrency and bin
+    """`table` plus `speedup`: round_tok_s / the baseline's at the same concurrency and bin
     (None where the baseline has no rounds there)."""
-    base = {(r["concurrency"], r["bin"]): r["stream_tok_s"]
+    base = {(r["concurrency"], r["bin"]): r["round_tok_s"]
             for r in table[table.variant == baseline].to_dict("records")}
     out = table.copy()
     speedups: list[float | None] = []
     for r in table.to_dict("records"):
         ref = base.get((r["concurrency"], r["bin"]))
-        mine = r["stream_tok_s"]
+        mine = r["round_tok_s"]
         speedups.append(None if ref is None or mine is None or pd.isna(ref) or pd.isna(mine)
                         or not ref else float(mine / ref))
     out["speedup"] = speedups
@@ -80,7 +84,7 @@ def with_speedup(table: pd.DataFrame, baseline: str = "baseline") -> pd.DataFram
 
 
 def crossover(table: pd.DataFrame, baseline: str = "baseline") -> list[str]:
-    """Per speculative variant and concurrency: the first context bin from which its per-stream
+    """Per speculative variant and concurrency: the first context bin from which its round
     speed is below the baseline's (speculation stops paying), or that it pays in every bin."""
     lines = []
     spec = table[(table.variant != baseline) & table.speedup.notna()]
@@ -138,13 +142,15 @@ def agentic_summary(turns: pd.DataFrame, cells: pd.DataFrame | None = None,
                      f"{'-' if rate is None else f'{rate:.0%}'} over {len(g)} rounds")
     if cells is not None and not cells.empty:
         lines += cell_lines(cells, turns, baseline)
-    lines.append(f"by context length (speedup = per-stream decode tok/s vs {baseline}):")
+    lines.append("by context length (decode = per-stream decode tok/s; round = output tokens / "
+                 f"round E2E; speedup = round tok/s vs {baseline}):")
     lines.append(f"  {'variant':<12} {'c':>3} {'context':>8} {'rounds':>6} {'accept':>6} "
-                 f"{'TTFT p50':>9} {'tok/s/stream':>12} {'speedup':>7}")
+                 f"{'TTFT p50':>9} {'decode':>7} {'round':>7} {'speedup':>7}")
     for row in table.to_dict("records"):
         lines.append(f"  {row['variant']:<12} {row['concurrency']:>3} {row['bin']:>8} "
                      f"{row['rounds']:>6} {_fmt(row['accept_length'], '.2f'):>6} "
-                     f"{row['ttft_p50_s'] * 1000:>7.1f}ms {_fmt(row['stream_tok_s'], '.1f'):>12} "
+                     f"{row['ttft_p50_s'] * 1000:>7.1f}ms {_fmt(row['stream_tok_s'], '.1f'):>7} "
+                     f"{_fmt(row['round_tok_s'], '.1f'):>7} "
                      f"{_fmt(row['speedup'], '.2f', 'x'):>7}")
     lines += [f"  {line}" for line in crossover(table, baseline)]
     return lines

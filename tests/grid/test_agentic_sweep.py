@@ -45,5 +45,5 @@ def test_agentic_sweep_end_to_end(tmp_path):
         assert cell.output_tok_s > 0 and cell.ttft_p50_s > 0
     text = "\n".join(lines)
     assert "conversations (turns dataset): concurrency c = conversations in flight" in text
-    assert "by context length (speedup = per-stream decode tok/s vs baseline):" in text
+    assert "by context length (decode = per-stream decode tok/s" in text
     assert "eagle3: prefix-cache hit rate" in text and "eagle3 c=4:" in text

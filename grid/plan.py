@@ -520,8 +520,10 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
         if group.cells[0].engine_version:
             lines.append(f"  engine: {group.cells[0].engine_version}")
         for cell in group.cells:
-            lines.append(f"  cell {cell.cell_id}: {cell.describe()} "
-                         f"requests={cell.num_requests}")
+            conversations = plan.conversation_loads.get(cell.cell_id)
+            size = (f"conversations={sum(len(s.conversations) for s in conversations)}"
+                    if conversations else f"requests={cell.num_requests}")
+            lines.append(f"  cell {cell.cell_id}: {cell.describe()} {size}")
     lines.append("")
     if plan.workloads is not None:  # alignment of each workload x speculative variant
         lines += alignment_lines(plan.cells, plan.workloads)

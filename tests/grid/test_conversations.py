@@ -100,3 +100,27 @@ def test_bad_conversation_file_exits_2_before_ray(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("specgrid: error: "), proc.stderr
     assert str(bad) in lines[0]
     assert not (tmp_path / "r").exists()
+
+
+def test_agentic_sweep_plans_one_conversation_spec_per_cell(tmp_path):
+    from grid.plan import format_plan
+    from grid.run import make_plan
+
+    plan = make_plan(["+sweep=agentic", f"results_dir={tmp_path}"]).plan
+    assert len(plan.cells) == 4 and not plan.loads
+    assert set(plan.conversation_loads) == {c.cell_id for c in plan.cells}
+    by_cell = {c.cell_id: c for c in plan.cells}
+    for cell_id, specs in plan.conversation_loads.items():
+        (spec,) = specs
+        assert spec.concurrency == by_cell[cell_id].concurrency
+        assert len(spec.conversations) == 8 and spec.max_turns == 6
+        assert spec.max_new_tokens == 32 and spec.template == "llama3"
+    assert format_plan(plan).count("agentic_conversations conversations=8") == 4
+    # the file's content is part of the cell id
+    copy = tmp_path / "copy.jsonl"
+    lines = AGENTIC.read_text().splitlines()
+    copy.write_text("\n".join([lines[1], lines[0], *lines[2:]]) + "\n")
+    other = make_plan(["+sweep=agentic", f"results_dir={tmp_path}",
+                       f"workload.conversations={copy}"]).plan
+    assert not {c.cell_id for c in other.cells} & set(by_cell)
+    assert not tmp_path.joinpath(plan.run_id).exists()  # planning writes nothing

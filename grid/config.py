@@ -16,7 +16,11 @@ from omegaconf import DictConfig, OmegaConf
 EngineName = Literal["sim", "sglang", "external"]
 SglangLauncher = Literal["serve", "launch_server"]
 Endpoint = Literal["generate", "chat"]
-Arrival = Literal["poisson", "gamma", "constant"]
+Arrival = Literal["poisson", "gamma", "constant", "trace"]
+WorkloadKind = Literal["prompts", "conversations"]
+Replay = Literal["recorded", "live"]
+ThinkTime = Literal["trace", "none", "constant", "exponential"]
+Template = Literal["chatml", "llama3"]
 InputShaping = Literal["filter", "fit"]
 Transport = Literal["raw", "aiohttp", "httpx"]
 
@@ -140,6 +144,30 @@ class WorkloadConfig:
     input_shaping: str = "filter"
     """How input_tokens shapes prompts: `filter` drops those outside the range, `fit`
     truncates long ones and pads short ones by repetition (InputShaping)."""
+    # --- kind=conversations: multi-turn replay (docs/agentic.md) ----------------------------
+    kind: str = "prompts"
+    """`prompts` (single requests from `prompts`/`train_data`) or `conversations` (multi-turn
+    replay of `conversations`; load.concurrency = conversations in flight) (WorkloadKind)."""
+    conversations: str | None = None
+    """Conversation file: a name in workloads/conversations_data/ or a path."""
+    format: str = "auto"
+    """Conversation file format (auto, sglang_agentic, mooncake, sharegpt, openai,
+    speed_bench); checked when the file is read, before anything starts."""
+    template: str = "llama3"
+    """Chat template layout of the rendered /generate prompt (Template)."""
+    replay: str = "recorded"
+    """History of later rounds: the trace's replies (`recorded`, the same contexts for every
+    variant) or the server's own (`live`) (Replay)."""
+    max_turns: int | None = None
+    """Replay at most this many rounds of each conversation (None = all)."""
+    num_conversations: int | None = None
+    """Read and replay only the first this many conversations (None = all)."""
+    think_time: str = "none"
+    """Think time between rounds: trace | none | constant | exponential (ThinkTime)."""
+    think_time_s: float = 0.0
+    """Constant think time, or the mean of the exponential one (s)."""
+    time_scale: float = 1.0
+    """load.arrival=trace: multiplier of the trace's arrival offsets (0.5 = twice as fast)."""
 
 
 @dataclass
@@ -151,7 +179,8 @@ class LoadConfig:
     max_in_flight: int | None = None
     """Open loop: at most this many requests in flight (None = unbounded)."""
     arrival: str = "poisson"
-    """Open-loop arrival process (Arrival)."""
+    """Open-loop arrival process (Arrival; `trace` = the trace's own arrival times, for
+    workload.kind=conversations)."""
     burstiness: float = 1.0
     """Gamma shape for arrival=gamma; 1.0 is Poisson, below 1 burstier."""
     num_requests: int | None = None
@@ -276,6 +305,10 @@ _CHOICES: dict[str, Any] = {
     "load.arrival": Arrival,
     "workload.input_shaping": InputShaping,
     "load.transport": Transport,
+    "workload.kind": WorkloadKind,
+    "workload.replay": Replay,
+    "workload.think_time": ThinkTime,
+    "workload.template": Template,
 }
 
 

@@ -32,6 +32,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors.loadgen.actor import START_MARGIN_S, LoadGenActor
 from actors.telemetry import TelemetryActor
+from grid import conversations as conv
 from grid import rows
 from grid.cells import Cell, ServerGroup, group_by_server
 from grid.plan import Plan
@@ -229,11 +230,16 @@ class GroupRun:
         server = yield from self._ensure_server(prefix)
         loadgens = yield from self._ensure_loadgens()
         server.flush_cache()
-        specs = at_url(self.ctl.plan.loads[cell.cell_id], server.url)
+        conversations = self.ctl.plan.conversation_loads.get(cell.cell_id)
         # Barrier (actors/loadgen/actor.py): every client connected and warmed up, then one
         # shared start a moment ahead, so the clients' schedules line up and no client
         # measures while another still warms up.
-        refs = [lg.prepare.remote(spec) for lg, spec in zip(loadgens, specs, strict=True)]
+        if conversations is not None:  # workload.kind=conversations (grid/conversations.py)
+            refs = [lg.prepare_conversations.remote(spec) for lg, spec in
+                    zip(loadgens, conv.at_url(conversations, server.url), strict=True)]
+        else:
+            specs = at_url(self.ctl.plan.loads[cell.cell_id], server.url)
+            refs = [lg.prepare.remote(spec) for lg, spec in zip(loadgens, specs, strict=True)]
         yield Wait(refs)
         _collect(refs)
         server.start_metrics(self.ctl.metrics_interval_s)
@@ -242,14 +248,17 @@ class GroupRun:
             ray.get(telemetry.start.remote())
         try:
             start_at = time.time() + START_MARGIN_S
-            refs = [lg.run.remote(start_at) for lg in loadgens]
+            refs = [(lg.run if conversations is None else lg.run_conversations).remote(start_at)
+                    for lg in loadgens]
             yield Wait(refs)
             results = _collect(refs)
         finally:
             samples = _stop_metrics(server)
             gpu_rows = ray.get(telemetry.stop.remote()) if telemetry is not None else []
         death = server.death()
-        outcome = rows.measured(
+        measured: Callable[..., CellOutcome] = (rows.measured if conversations is None
+                                                else conv.measured)
+        outcome = measured(
             self.ctl.plan.run_id, cell, attempt, started=started, finished=time.time(),
             results=results, samples=samples, server=server.facts(), server_death=death,
             log_tail=server.log_tail() if death else None,

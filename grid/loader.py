@@ -23,6 +23,7 @@ from grid.schema import (
     REQUEST_FIELDS,
     SERVER_METRIC_FIELDS,
     TELEMETRY_FIELDS,
+    TURN_FIELDS,
     with_partitions,
 )
 
@@ -93,14 +94,22 @@ def load_telemetry(run_dir: str | Path, attempts: Attempts = "latest") -> pd.Dat
     return _read(Path(run_dir), "telemetry", TELEMETRY_FIELDS, attempts=attempts)
 
 
+def load_turns(run_dir: str | Path, columns: list[str] | None = None,
+               attempts: Attempts = "latest", filters: Filters = None) -> pd.DataFrame:
+    """One row per round of each replayed conversation (workload.kind=conversations) of each
+    cell's latest committed attempt; empty for a run without conversation cells."""
+    return _read(Path(run_dir), "turns", TURN_FIELDS, columns, attempts, filters)
+
+
 DATASETS = {"requests": REQUEST_FIELDS, "cells": CELL_FIELDS,
-            "server_metrics": SERVER_METRIC_FIELDS, "telemetry": TELEMETRY_FIELDS}
+            "server_metrics": SERVER_METRIC_FIELDS, "telemetry": TELEMETRY_FIELDS,
+            "turns": TURN_FIELDS}
 
 
 def sql(*run_dirs: str | Path) -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection with the views `requests`, `cells`, `server_metrics` and
-    `telemetry` over one or several runs: each cell's latest committed attempt (files unioned
-    by column name; `variant` and `workload` from the folder names). Query it like
+    """An in-memory DuckDB connection with the views `requests`, `cells`, `server_metrics`,
+    `telemetry` and `turns` over one or several runs: each cell's latest committed attempt
+    (files unioned by column name; `variant` and `workload` from the folder names). Query it like
     `sql(run_a, run_b).sql("SELECT run_id, variant, avg(output_tok_s) FROM cells GROUP BY
     ALL").df()`."""
     if not run_dirs:

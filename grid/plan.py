@@ -21,6 +21,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
 from engines.launch import LaunchSpec
 from engines.sglang import adaptive
@@ -41,7 +42,20 @@ from grid.cells import (
 )
 from grid.commandline import CommandLine, merge_axes
 from grid.config import ConfigError, check_choices
-from grid.specs import engine_version, external_url, launch_spec, load_specs, sglang_equivalent
+from grid.conversations import (
+    conversation_set_key,
+    conversation_specs,
+    is_conversations,
+    load_conversation_set,
+)
+from grid.specs import (
+    PLANNED_URL,
+    engine_version,
+    external_url,
+    launch_spec,
+    load_specs,
+    sglang_equivalent,
+)
 from grid.workloads import (
     AlignmentCache,
     WorkloadPlan,
@@ -81,6 +95,10 @@ class Plan:
     """Server groups that run at the same time."""
     workloads: WorkloadPlan | None = None
     """Prompt sets and each speculative cell's alignment with its drafter (grid/workloads.py)."""
+    conversation_loads: dict[str, tuple[ConversationLoadSpec, ...]] = dataclasses.field(
+        default_factory=dict)
+    """Cell id -> one ConversationLoadSpec per client, for workload.kind=conversations cells
+    (which have no entry in `loads`)."""
 
 
 def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) -> DictConfig:
@@ -140,6 +158,18 @@ def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
             # The simulated drafter follows the model's drafter (engines/sim/drafter.py).
             config["engine"]["sim_args"] = {**sim_drafter_args(config),
                                             **(config["engine"]["sim_args"] or {})}
+        if is_conversations(config["workload"]):  # multi-turn replay (grid/conversations.py)
+            key = conversation_set_key(config["workload"])
+            if key not in loaded:
+                loaded[key] = load_conversation_set(config["workload"])
+                if loaded[key].name in workloads.conversations:
+                    raise ConfigError(f"workload name {loaded[key].name!r} names two different "
+                                      "conversation sets in this grid; give them distinct "
+                                      "workload.name")
+                workloads.conversations[loaded[key].name] = loaded[key]
+                workloads.notes += loaded[key].notes
+            cells.append(make_cell(combo, config, loaded[key].digest))
+            continue
         key = prompt_set_key(config["workload"])
         if key not in loaded:
             loaded[key] = load_workload(config["workload"])
@@ -245,7 +275,12 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     if cfg.plan and gpus == 0:
         gpus = None  # planning for a GPU node from a machine without GPUs
     prompts = workloads.prompts
-    loads = {c.cell_id: load_specs(c, prompts[c.workload]) for c in cells}
+    convs = workloads.conversations
+    conversation_loads = {c.cell_id: conversation_specs(c, convs[c.workload].conversations,
+                                                        PLANNED_URL)
+                          for c in cells if c.workload in convs}
+    loads = {c.cell_id: load_specs(c, prompts[c.workload]) for c in cells
+             if c.workload not in convs}
     check_gpus(groups, gpus)
     check_cpus(groups, cluster_cpus(cfg))
     check_engine(cfg, groups)
@@ -254,7 +289,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     warnings = plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
                 loads, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
-                workloads)
+                workloads, conversation_loads)
 
 
 def _sglang_version(cfg: DictConfig) -> tuple[str | None, str | None]:
@@ -485,8 +520,10 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
         if group.cells[0].engine_version:
             lines.append(f"  engine: {group.cells[0].engine_version}")
         for cell in group.cells:
-            lines.append(f"  cell {cell.cell_id}: {cell.describe()} "
-                         f"requests={cell.num_requests}")
+            conversations = plan.conversation_loads.get(cell.cell_id)
+            size = (f"conversations={sum(len(s.conversations) for s in conversations)}"
+                    if conversations else f"requests={cell.num_requests}")
+            lines.append(f"  cell {cell.cell_id}: {cell.describe()} {size}")
     lines.append("")
     if plan.workloads is not None:  # alignment of each workload x speculative variant
         lines += alignment_lines(plan.cells, plan.workloads)

@@ -88,7 +88,7 @@ class RunRecord:
         results.write_cell(self.run_dir, variant=cell.variant, workload=cell.workload,
                            cell_id=cell.cell_id, attempt=attempt, requests=outcome.requests,
                            cell_row=outcome.row, server_metrics=outcome.metrics,
-                           telemetry=outcome.telemetry)
+                           telemetry=outcome.telemetry, turns=outcome.turns)
         self.ledger.finish(cell.cell_id, outcome.status, outcome.error, outcome.log_tail)
 
     def interrupted(self, cell: Cell, reason: str) -> None:

@@ -6,9 +6,9 @@ Layout (hive partitions, so `pd.read_parquet(run_dir / "requests")` works):
     <dataset>/variant=<v>/workload=<w>/<cell_id>.a<attempt>.parquet     latest committed attempt
     <dataset>/variant=<v>/workload=<w>/_<cell_id>.a<attempt>.parquet    superseded attempt
 
-for dataset in requests, server_metrics, telemetry, cells. Readers (pyarrow, pandas, DuckDB)
-skip names starting with `_` or `.`, so a plain read sees one attempt per cell; `grid.loader`
-can read the superseded ones too.
+for dataset in requests, server_metrics, telemetry, turns (conversation cells), cells. Readers
+(pyarrow, pandas, DuckDB) skip names starting with `_` or `.`, so a plain read sees one attempt
+per cell; `grid.loader` can read the superseded ones too.
 
 Commit protocol of one attempt: every file is written under a hidden temporary name and
 fsynced; then the data files are renamed into place, then the cell row (the commit point); the
@@ -29,11 +29,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from grid.schema import CELL_FIELDS, REQUEST_FIELDS, SERVER_METRIC_FIELDS, TELEMETRY_FIELDS
+from grid.schema import (
+    CELL_FIELDS,
+    REQUEST_FIELDS,
+    SERVER_METRIC_FIELDS,
+    TELEMETRY_FIELDS,
+    TURN_FIELDS,
+)
 
 COMMIT_DATASET = "cells"
 """The dataset whose file commits an attempt (written last)."""
-DATA_DATASETS = ("requests", "server_metrics", "telemetry")
+DATA_DATASETS = ("requests", "server_metrics", "telemetry", "turns")
 """Datasets written per attempt before the commit."""
 _NAME = re.compile(r"^(_?)([^./_][^/]*?)\.a(\d+)\.parquet$")
 
@@ -106,6 +112,7 @@ def write_cell(
     cell_row: Mapping[str, Any],
     server_metrics: Sequence[Mapping[str, Any]] = (),
     telemetry: Sequence[Mapping[str, Any]] = (),
+    turns: Sequence[Mapping[str, Any]] = (),
 ) -> None:
     """Commit one cell attempt (module docstring). Tables are built before anything is
     written; ResultsWriteError if a file cannot be written (then nothing was committed)."""
@@ -113,6 +120,8 @@ def write_cell(
               "telemetry": pa.Table.from_pylist([dict(r) for r in telemetry],
                                                 schema=TELEMETRY_FIELDS),
               COMMIT_DATASET: cell_table(cell_row)}
+    if turns:  # conversation cells only (grid/conversations.py)
+        tables["turns"] = pa.Table.from_pylist([dict(r) for r in turns], schema=TURN_FIELDS)
     commit_attempt(run_dir, variant, workload, cell_id, attempt, tables)
 
 

@@ -49,6 +49,8 @@ class CellOutcome:
     metrics: list[dict[str, Any]] = field(default_factory=list)
     telemetry: list[dict[str, Any]] = field(default_factory=list)
     """GPU telemetry rows of the cell (grid.schema.TELEMETRY_FIELDS)."""
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    """Per-round rows of a conversation cell (grid.schema.TURN_FIELDS; grid/conversations.py)."""
 
 
 def measured(run_id: str, cell: Cell, attempt: int, *, started: float, finished: float,

@@ -107,6 +107,8 @@ CELL_FIELDS = _schema([
     ("client_cpu_percent", pa.float64()),
     ("merged_reads", pa.int64()),
     ("merged_read_fraction", pa.float64()),
+    # workload.kind=conversations: Σ cached_tokens / Σ context_tokens over the completed rounds
+    ("cache_hit_rate", pa.float64()),
 ])
 
 SERVER_METRIC_FIELDS = _schema([
@@ -135,6 +137,43 @@ TELEMETRY_FIELDS = _schema([
 """Long format: one row per GPU per metric per sample (`gpu_util_pct`, `memory_used_mib`,
 `power_w`, `sm_clock_mhz`; 1 Hz by default). A node without NVML gives one row per cell with
 metric `unavailable`, gpu -1, no value and the reason in `note`."""
+
+
+TURN_FIELDS = _schema([
+    ("run_id", pa.string()),
+    ("cell_id", pa.string()),
+    ("engine", pa.string()),
+    ("simulated", pa.bool_()),
+    ("concurrency", pa.int64()),
+    ("rate", pa.float64()),
+    ("attempt", pa.int64()),
+    # actors/loadgen/conversation_plan.py ROW_KEYS, in order (docs/agentic.md)
+    ("conversation_id", pa.string()),
+    ("turn_index", pa.int64()),
+    ("num_turns", pa.int64()),
+    ("domain", pa.string()),
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("context_tokens", pa.int64()),
+    ("cached_tokens", pa.int64()),
+    ("request_chars", pa.int64()),
+    ("output_tokens", pa.int64()),
+    ("reply_source", pa.string()),
+    ("think_time_s", pa.float64()),
+    ("scheduled_at", pa.float64()),
+    ("sent_at", pa.float64()),
+    ("dispatch_lag_s", pa.float64()),
+    ("ttft_s", pa.float64()),
+    ("e2e_s", pa.float64()),
+    ("tpot_s", pa.float64()),
+    ("itl_s", pa.list_(pa.float64())),
+    ("accept_length", pa.float64()),
+    ("spec_verify_ct", pa.int64()),
+    ("finish_reason", pa.string()),
+])
+"""One row per round of each replayed conversation (workload.kind=conversations). status:
+ok | error | skipped (an earlier round failed) | not_run (the load window ended first);
+`cached_tokens`: the server's prefix-cache hit for the round's context (`context_tokens`)."""
 
 
 def with_partitions(fields: pa.Schema) -> pa.Schema:

@@ -72,6 +72,8 @@ class WorkloadPlan:
     alignments: dict[str, CellAlignment] = field(default_factory=dict)
     """Cell id -> alignment (speculative cells whose drafter is described)."""
     notes: list[str] = field(default_factory=list)
+    conversations: dict[str, Any] = field(default_factory=dict)
+    """Workload name -> its grid.conversations.ConversationSet (workload.kind=conversations)."""
 
     @property
     def prompts(self) -> dict[str, tuple[Prompt, ...]]:

@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import ray
 
+from actors.loadgen.conversation import ConversationResult, run_conversations
+from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.runner import LoadRun, new_event_loop_runner
 from actors.loadgen.spec import LoadResult, LoadSpec
 
@@ -73,6 +76,7 @@ class LoadGenActor:
     def __init__(self) -> None:
         self._loop = LoopThread()
         self._run: LoadRun | None = None
+        self._conversations: ConversationLoadSpec | None = None
 
     async def prepare(self, spec: LoadSpec) -> dict[str, Any]:
         """Connect and warm up for one cell (see the module doc)."""
@@ -98,8 +102,31 @@ class LoadGenActor:
 
         return await self._loop.call(go())
 
+    async def prepare_conversations(self, spec: ConversationLoadSpec) -> dict[str, Any]:
+        """Hold a conversation cell's spec for ``run_conversations`` (a conversation load has
+        no warm-up: every round is measured; connections open with the first rounds)."""
+        await self.close()
+        self._conversations = spec
+        return {}
+
+    async def run_conversations(self, start_at: float | None) -> ConversationResult:
+        """The prepared conversation load (actors/loadgen/conversation.py), from ``start_at``
+        (epoch s; already past = now), so the clients of a cell start together as ``run``'s
+        do."""
+        if self._conversations is None:
+            raise RuntimeError("run_conversations() without prepare_conversations()")
+        spec, self._conversations = self._conversations, None
+
+        async def go() -> ConversationResult:
+            if start_at is not None:
+                await asyncio.sleep(max(0.0, start_at - time.time()))
+            return await run_conversations(spec)
+
+        return await self._loop.call(go())
+
     async def close(self) -> None:
         """Close a prepared cell that will not run."""
+        self._conversations = None
         if self._run is not None:
             run, self._run = self._run, None
             await self._loop.call(run.aclose())

@@ -10,6 +10,8 @@ from typing import Any
 import pandas as pd
 
 from grid.distribution_report import distribution_summary
+from grid.loader import load_turns
+from grid.report.agentic import agentic_summary
 from grid.report.data import RunData
 
 
@@ -84,4 +86,7 @@ def summary_text(data: RunData) -> str:
     distribution = distribution_summary(data.requests, data.cells)
     if distribution:
         parts.append("\n" + distribution)
+    agentic = agentic_summary(load_turns(data.run_dir), data.cells)  # conversation cells
+    if agentic:
+        parts.append("\n" + "\n".join(agentic))
     return "\n".join(parts)

@@ -69,3 +69,32 @@ def test_telemetry_roundtrip(tmp_path):
 def test_sql_needs_a_run():
     with pytest.raises(ValueError):
         sql()
+
+
+def test_turns_roundtrip_with_the_attempt(tmp_path):
+    from grid.loader import load_turns
+
+    def turn(k, cached, attempt):
+        return {"run_id": "r", "cell_id": "c1", "attempt": attempt, "conversation_id": "conv-1",
+                "turn_index": k, "num_turns": 2, "status": "ok", "context_tokens": 1000 + k,
+                "cached_tokens": cached, "itl_s": [0.01, 0.02], "ttft_s": 0.1}
+
+    for attempt in (1, 2):
+        write_cell(tmp_path, variant="eagle3", workload="agentic", cell_id="c1", attempt=attempt,
+                   requests=[], cell_row={"run_id": "r", "cell_id": "c1", "attempt": attempt,
+                                          "status": "done"},
+                   turns=[turn(0, 0, attempt), turn(1, 960, attempt)])
+    turns = load_turns(tmp_path)  # the latest committed attempt only
+    assert turns[["attempt", "turn_index", "cached_tokens", "variant"]].values.tolist() == [
+        [2, 0, 0, "eagle3"], [2, 1, 960, "eagle3"]]
+    assert turns.itl_s.map(list).tolist() == [[0.01, 0.02], [0.01, 0.02]]
+    assert len(load_turns(tmp_path, attempts="all")) == 4
+    assert sql(tmp_path).sql("SELECT sum(cached_tokens) FROM turns").fetchall() == [(960,)]
+    # turns without their cell row (an uncommitted attempt) are never read
+    (tmp_path / "cells" / "variant=eagle3" / "workload=agentic" / "c1.a2.parquet").unlink()
+    assert load_turns(tmp_path).attempt.tolist() == [1, 1]
+
+
+def test_a_run_without_conversations_has_an_empty_turns_view(runs):
+    a, _ = runs
+    assert sql(a).sql("SELECT count(*) FROM turns").fetchall() == [(0,)]

@@ -1,0 +1,160 @@
+"""The conversation part of a run's report (workload.kind=conversations, docs/agentic.md): per
+variant and conversation concurrency, by context-length bin, the rounds' accept length, TTFT
+p50, per-stream decode speed and round speed; the prefix-cache hit rate; each speculative
+variant's speedup over the baseline per bin, and where it stops paying for this traffic.
+
+Definitions (as grid/metrics.py states them for requests): accept length = Σ output tokens /
+Σ spec_verify_ct over completed rounds; decode speed = Σ output tokens / Σ (E2E - TTFT); round
+speed = Σ output tokens / Σ E2E (what an agent waiting on each reply sees: prefill of the new
+context and decode together); cache hit rate = Σ cached_tokens / Σ context_tokens; speedup = a
+variant's round speed / the baseline's at the same concurrency and bin. Only completed rounds
+count. Pure pandas."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+BIN_EDGES = (0, 4096, 8192, 16384)
+"""Lower edges of the context-length bins (tokens): 0-4k, 4-8k, 8-16k, 16k+."""
+
+
+def context_bin(tokens: float) -> str:
+    """The bin label of a context of `tokens` tokens."""
+    lows = [edge for edge in BIN_EDGES if tokens >= edge]
+    lo = lows[-1] if lows else 0
+    i = BIN_EDGES.index(lo)
+    if i + 1 < len(BIN_EDGES):
+        return f"{lo // 1024}-{BIN_EDGES[i + 1] // 1024}k"
+    return f"{lo // 1024}k+"
+
+
+def _bin_order(label: str) -> int:
+    return int(label.split("-")[0].rstrip("k+"))
+
+
+def turn_table(turns: pd.DataFrame) -> pd.DataFrame:
+    """One row per (variant, concurrency, context bin) of the completed rounds: rounds,
+    accept_length, ttft_p50_s, stream_tok_s (decode), round_tok_s, cache_hit_rate."""
+    ok = turns[(turns.status == "ok") & turns.context_tokens.notna()].copy()
+    if ok.empty:
+        return pd.DataFrame(columns=["variant", "concurrency", "bin", "rounds", "accept_length",
+                                     "ttft_p50_s", "stream_tok_s", "round_tok_s",
+                                     "cache_hit_rate"])
+    ok["bin"] = ok.context_tokens.map(context_bin)
+    ok["decode_s"] = ok.e2e_s - ok.ttft_s
+    rows = []
+    for (variant, conc, label), g in ok.groupby(["variant", "concurrency", "bin"],
+                                                observed=True, dropna=False):
+        verify = g.spec_verify_ct.fillna(0)
+        spec = g[verify > 0]
+        decode, e2e = g.decode_s.sum(), g.e2e_s.sum()
+        cached = g[g.cached_tokens.notna()]
+        rows.append({
+            "variant": variant, "concurrency": conc, "bin": label, "rounds": len(g),
+            "accept_length": (spec.output_tokens.sum() / spec.spec_verify_ct.sum()
+                              if len(spec) else None),
+            "ttft_p50_s": float(g.ttft_s.median()),
+            "stream_tok_s": float(g.output_tokens.sum() / decode) if decode > 0 else None,
+            "round_tok_s": float(g.output_tokens.sum() / e2e) if e2e > 0 else None,
+            "cache_hit_rate": (float(cached.cached_tokens.sum() / cached.context_tokens.sum())
+                               if len(cached) else None),
+        })
+    table = pd.DataFrame(rows)
+    table["_order"] = table.bin.map(_bin_order)
+    return (table.sort_values(["variant", "concurrency", "_order"]).drop(columns="_order")
+            .reset_index(drop=True))
+
+
+def with_speedup(table: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
+    """`table` plus `speedup`: round_tok_s / the baseline's at the same concurrency and bin
+    (None where the baseline has no rounds there)."""
+    base = {(r["concurrency"], r["bin"]): r["round_tok_s"]
+            for r in table[table.variant == baseline].to_dict("records")}
+    out = table.copy()
+    speedups: list[float | None] = []
+    for r in table.to_dict("records"):
+        ref = base.get((r["concurrency"], r["bin"]))
+        mine = r["round_tok_s"]
+        speedups.append(None if ref is None or mine is None or pd.isna(ref) or pd.isna(mine)
+                        or not ref else float(mine / ref))
+    out["speedup"] = speedups
+    return out
+
+
+def crossover(table: pd.DataFrame, baseline: str = "baseline") -> list[str]:
+    """Per speculative variant and concurrency: the first context bin from which its round
+    speed is below the baseline's (speculation stops paying), or that it pays in every bin."""
+    lines = []
+    spec = table[(table.variant != baseline) & table.speedup.notna()]
+    for (variant, conc), g in spec.groupby(["variant", "concurrency"], observed=True):
+        losing = g[g.speedup < 1.0]
+        if losing.empty:
+            lines.append(f"{variant} c={conc}: faster than {baseline} in every context bin "
+                         f"(speedup {g.speedup.min():.2f}-{g.speedup.max():.2f}x)")
+        else:
+            first = losing.iloc[0]
+            lines.append(f"{variant} c={conc}: stops paying from context {first.bin} "
+                         f"(speedup {first.speedup:.2f}x)")
+    return lines
+
+
+def cell_lines(cells: pd.DataFrame, turns: pd.DataFrame, baseline: str = "baseline"
+               ) -> list[str]:
+    """Per conversation cell (variant x conversations in flight): throughput (output tok/s of
+    the completed rounds over the load window, the cell row's), its ratio to the baseline's at
+    the same concurrency, TTFT p50, accept length and prefix-cache hit rate."""
+    mine = cells[cells.cell_id.isin(set(turns.cell_id))].sort_values(["variant", "concurrency"])
+    base = {r["concurrency"]: r["output_tok_s"]
+            for r in mine[mine.variant == baseline].to_dict("records")}
+    lines = [f"  {'variant':<12} {'c':>3} {'tok/s':>8} {'vs base':>7} {'TTFT p50':>9} "
+             f"{'accept':>6} {'cache hit':>9}"]
+    for r in mine.to_dict("records"):
+        ref = base.get(r["concurrency"])
+        ratio = (r["output_tok_s"] / ref if ref and not pd.isna(ref)
+                 and not pd.isna(r["output_tok_s"]) else None)
+        hit = None if pd.isna(r["cache_hit_rate"]) else 100 * r["cache_hit_rate"]
+        lines.append(f"  {r['variant']:<12} {r['concurrency']:>3} "
+                     f"{_fmt(r['output_tok_s'], '.1f'):>8} {_fmt(ratio, '.2f', 'x'):>7} "
+                     f"{_fmt(_ms(r['ttft_p50_s']), '.1f', 'ms'):>9} "
+                     f"{_fmt(r['accept_length'], '.2f'):>6} {_fmt(hit, '.0f', '%'):>9}")
+    return lines
+
+
+def _ms(seconds: Any) -> float | None:
+    return None if seconds is None or pd.isna(seconds) else 1000 * float(seconds)
+
+
+def agentic_summary(turns: pd.DataFrame, cells: pd.DataFrame | None = None,
+                    baseline: str = "baseline") -> list[str]:
+    """The report's conversation section as text lines (empty without turns): per cell (when
+    `cells` is given), then by context length."""
+    if turns.empty:
+        return []
+    table = with_speedup(turn_table(turns), baseline)
+    lines = ["conversations (turns dataset): concurrency c = conversations in flight"]
+    ok = turns[turns.status == "ok"]
+    for variant, g in ok.groupby("variant", observed=True):
+        cached = g[g.cached_tokens.notna()]
+        rate = cached.cached_tokens.sum() / cached.context_tokens.sum() if len(cached) else None
+        lines.append(f"  {variant}: prefix-cache hit rate "
+                     f"{'-' if rate is None else f'{rate:.0%}'} over {len(g)} rounds")
+    if cells is not None and not cells.empty:
+        lines += cell_lines(cells, turns, baseline)
+    lines.append("by context length (decode = per-stream decode tok/s; round = output tokens / "
+                 f"round E2E; speedup = round tok/s vs {baseline}):")
+    lines.append(f"  {'variant':<12} {'c':>3} {'context':>8} {'rounds':>6} {'accept':>6} "
+                 f"{'TTFT p50':>9} {'decode':>7} {'round':>7} {'speedup':>7}")
+    for row in table.to_dict("records"):
+        lines.append(f"  {row['variant']:<12} {row['concurrency']:>3} {row['bin']:>8} "
+                     f"{row['rounds']:>6} {_fmt(row['accept_length'], '.2f'):>6} "
+                     f"{row['ttft_p50_s'] * 1000:>7.1f}ms {_fmt(row['stream_tok_s'], '.1f'):>7} "
+                     f"{_fmt(row['round_tok_s'], '.1f'):>7} "
+                     f"{_fmt(row['speedup'], '.2f', 'x'):>7}")
+    lines += [f"  {line}" for line in crossover(table, baseline)]
+    return lines
+
+
+def _fmt(value: Any, spec: str, unit: str = "") -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:{spec}}{unit}"

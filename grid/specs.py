@@ -159,10 +159,10 @@ def engine_version(config: Mapping[str, Any], sglang_version: str | None) -> str
     return None
 
 
-@functools.lru_cache(maxsize=32)
 def sim_version(profile: str, hardware: str | None = None, model: str | None = None) -> str:
     """The simulator's identity; ConfigError (before anything starts) when a profile is
-    missing or unusable."""
+    missing or unusable. Read anew each time: a profile edited between two plans must give
+    new cells."""
     # Imported here: the simulator's modules are needed only for simulated runs.
     from engines.sim.cli import SIM_VERSION
     from engines.sim.profile import load_profile

@@ -130,13 +130,13 @@ def known(directory: Path) -> list[str]:
 
 def _load_json(name: str, directory: Path, kind: str) -> tuple[Path, dict[str, Any]]:
     path = resolve_profile_path(name, directory)
+    what = f"simulator {kind} profile" if kind else "simulator profile"
     if not path.is_file():
-        raise ValueError(f"simulator {kind} profile {name!r} not found ({path}); "
-                         f"known: {known(directory)}")
+        raise ValueError(f"{what} {name!r} not found ({path}); known: {known(directory)}")
     try:
         return path, json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"simulator {kind} profile {path}: {exc}") from exc
+        raise ValueError(f"{what} {path}: {exc}") from exc
 
 
 def load_profile(name_or_path: str = "default", hardware: str | None = None,

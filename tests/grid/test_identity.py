@@ -88,7 +88,7 @@ def test_sim_profile_is_identified_by_content(tmp_path):
     first = plan()
     same = plan()
     data = json.loads(profile.read_text())
-    data["step_costs"]["decode_base_ms"] *= 1.5
+    data["algorithms"]["EAGLE3"]["accept_scale"] *= 0.9
     profile.write_text(json.dumps(data))
     changed = plan()
     assert [c.cell_id for c in first.cells] == [c.cell_id for c in same.cells]
@@ -105,7 +105,7 @@ def test_new_engine_version_runs_new_cells_and_keeps_the_old(tmp_path):
     first = run(command, echo=lambda _: None)
     assert first.exit_code == 0 and first.counts["done"] == 2
     data = json.loads(profile.read_text())
-    data["step_costs"]["decode_base_ms"] *= 1.5
+    data["algorithms"]["EAGLE3"]["accept_scale"] *= 0.9
     profile.write_text(json.dumps(data))
 
     lines: list[str] = []

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from actors.loadgen import schedule
-from actors.loadgen.spec import ENDPOINTS, TRANSPORTS
+from actors.loadgen.spec import ENDPOINTS, TRANSPORTS, choice_errors
 from workloads.conversations.model import Conversation
 from workloads.conversations.render import REPLAYS, TEMPLATES
 
@@ -97,18 +97,11 @@ class ConversationLoadSpec:
             errors.append(f"url must start with http:// or https://, got {self.url!r}")
         if not self.conversations:
             errors.append("conversations must not be empty")
-        if self.endpoint not in ENDPOINTS:
-            errors.append(f"endpoint must be one of {ENDPOINTS}, got {self.endpoint!r}")
-        if self.arrival not in ARRIVALS:
-            errors.append(f"arrival must be one of {ARRIVALS}, got {self.arrival!r}")
-        if self.think_time not in THINK_TIMES:
-            errors.append(f"think_time must be one of {THINK_TIMES}, got {self.think_time!r}")
-        if self.replay not in REPLAYS:
-            errors.append(f"replay must be one of {REPLAYS}, got {self.replay!r}")
-        if self.template not in TEMPLATES:
-            errors.append(f"template must be one of {TEMPLATES}, got {self.template!r}")
-        if self.transport not in TRANSPORTS:
-            errors.append(f"transport must be one of {TRANSPORTS}, got {self.transport!r}")
+        errors += choice_errors(endpoint=(self.endpoint, ENDPOINTS),
+                                arrival=(self.arrival, ARRIVALS),
+                                think_time=(self.think_time, THINK_TIMES),
+                                replay=(self.replay, REPLAYS), template=(self.template, TEMPLATES),
+                                transport=(self.transport, TRANSPORTS))
         if self.concurrency is not None and self.concurrency < 1:
             errors.append(f"concurrency must be >= 1, got {self.concurrency}")
         if self.closed_loop and self.concurrency is None:

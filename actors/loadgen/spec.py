@@ -115,12 +115,9 @@ class LoadSpec:
             errors.append(f"url must start with http:// or https://, got {self.url!r}")
         if not self.prompts:
             errors.append("prompts must not be empty")
-        if self.endpoint not in ENDPOINTS:
-            errors.append(f"endpoint must be one of {ENDPOINTS}, got {self.endpoint!r}")
-        if self.arrival not in ARRIVALS:
-            errors.append(f"arrival must be one of {ARRIVALS}, got {self.arrival!r}")
-        if self.transport not in TRANSPORTS:
-            errors.append(f"transport must be one of {TRANSPORTS}, got {self.transport!r}")
+        errors += choice_errors(endpoint=(self.endpoint, ENDPOINTS),
+                                arrival=(self.arrival, ARRIVALS),
+                                transport=(self.transport, TRANSPORTS))
         if self.concurrency is not None and self.concurrency < 1:
             errors.append(f"concurrency must be >= 1, got {self.concurrency}")
         if self.rate is not None and not self.rate > 0:
@@ -180,6 +177,12 @@ class LoadSpec:
     @property
     def my_rate(self) -> float | None:
         return None if self.rate is None else self.rate / self.num_clients
+
+
+def choice_errors(**fields: tuple[str, tuple[str, ...]]) -> list[str]:
+    """One message per field whose value is not among its choices: name=(value, choices)."""
+    return [f"{name} must be one of {choices}, got {value!r}"
+            for name, (value, choices) in fields.items() if value not in choices]
 
 
 def share(total: int, parts: int, index: int) -> int:

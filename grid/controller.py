@@ -55,6 +55,8 @@ from grid.workloads import cell_columns, record_workloads, request_columns
 
 PLACEMENT_TIMEOUT_S = 60.0
 PING_TIMEOUT_S = 10.0
+PROGRESS_INTERVAL_S = 1.0
+"""How often a live display asks the load generators for the running cell's counts."""
 T = TypeVar("T")
 Steps = Generator[Wait, None, T]
 """A group's work: yields what it waits for, returns its result."""
@@ -250,7 +252,7 @@ class GroupRun:
             start_at = time.time() + START_MARGIN_S
             refs = [(lg.run if conversations is None else lg.run_conversations).remote(start_at)
                     for lg in loadgens]
-            yield Wait(refs)
+            yield from self._wait_reporting(refs, loadgens)
             results = _collect(refs)
         finally:
             samples = _stop_metrics(server)
@@ -268,6 +270,28 @@ class GroupRun:
         if death:
             self._drop_server()  # relaunched for the group's next cell
         return outcome
+
+    def _wait_reporting(self, refs: list[Any], loadgens: list[Any]) -> Steps[None]:
+        """Wait for a cell's load; with a live display, ask the load generators every
+        PROGRESS_INTERVAL_S how many requests are done (best effort: a client that does not
+        answer is left to the load's own result, which says why)."""
+        progress = self.ctl.progress if self.ctl.progress and self.ctl.progress.live else None
+        while True:
+            try:
+                yield Wait(refs, timeout_s=PROGRESS_INTERVAL_S if progress else None)
+                return
+            except WaitTimeout:
+                assert progress is not None
+                try:
+                    counts = ray.get([lg.progress.remote() for lg in loadgens],
+                                     timeout=PING_TIMEOUT_S)
+                except ray.exceptions.RayError:
+                    continue
+                done = [c for c in counts if c is not None]
+                if done:
+                    progress.cell_requests(sum(c["done"] for c in done),
+                                           sum(c["tokens"] for c in done),
+                                           sum(c["errors"] for c in done))
 
     def _telemetry(self) -> Any:
         """The group's TelemetryActor on the server's node (created on first use), or None

@@ -76,6 +76,7 @@ class LoadGenActor:
     def __init__(self) -> None:
         self._loop = LoopThread()
         self._run: LoadRun | None = None
+        self._measuring: LoadRun | None = None
         self._conversations: ConversationLoadSpec | None = None
 
     async def prepare(self, spec: LoadSpec) -> dict[str, Any]:
@@ -100,7 +101,17 @@ class LoadGenActor:
             finally:
                 await run.aclose()
 
-        return await self._loop.call(go())
+        self._measuring = run
+        try:
+            return await self._loop.call(go())
+        finally:
+            self._measuring = None
+
+    async def progress(self) -> dict[str, int] | None:
+        """Requests done, output tokens and errors of the window now running (None when none
+        is): the actor's own loop answers while the load runs on its thread."""
+        run = self._measuring
+        return run.progress() if run is not None else None
 
     async def prepare_conversations(self, spec: ConversationLoadSpec) -> dict[str, Any]:
         """Hold a conversation cell's spec for ``run_conversations`` (a conversation load has

@@ -266,8 +266,19 @@ class LoadRun:
         self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
         self.plan = _Plan(spec, self.client, self.transport)
         self.warm_results: list[tuple[int, int, Timeline]] = []
+        self.results: list[tuple[int, int, Timeline]] = []
+        """Measured requests finished so far (appended as they end; see :meth:`progress`)."""
         self.freeze = _GcFreeze(spec.gc_freeze)
         self.prepared = False
+
+    def progress(self) -> dict[str, int]:
+        """Measured requests finished so far, their output tokens and how many failed: read
+        from another thread while the window runs (copying a list is one atomic step under
+        the GIL), for the driver's live display."""
+        done = list(self.results)
+        failed = sum(1 for *_, tl in done if tl.error is not None)
+        tokens = sum(tl.output_tokens or 0 for *_, tl in done if tl.error is None)
+        return {"done": len(done), "tokens": tokens, "errors": failed}
 
     async def prepare(self) -> dict[str, Any]:
         """Warm-up (this client's share of ``warmup_requests``, closed loop, all completed) and
@@ -308,7 +319,7 @@ class LoadRun:
     async def _measure(self, start_at: float | None, freeze: _GcFreeze) -> LoadResult:
         spec, plan, offset = self.spec, self.plan, self.offset
         me, conc = spec.client_index, spec.my_concurrency
-        results: list[tuple[int, int, Timeline]] = []
+        results = self.results
         now = perf_counter()
         t0, late = now, 0.0
         if start_at is not None:

@@ -127,6 +127,32 @@ def test_closed_loop_rows_warmup_and_concurrency() -> None:
     assert cell["requests_ok"] == 12 and cell["accept_length"] == pytest.approx(4 / 3)
 
 
+def test_progress_counts_finished_requests_while_the_window_runs() -> None:
+    from actors.loadgen.runner import LoadRun
+
+    rec = Recorder(gap_s=0.01)  # 4 chunks: ~40 ms a request, 2 at a time
+
+    async def go() -> tuple[list[dict[str, int]], LoadResult, dict[str, int]]:
+        run = LoadRun(mk(concurrency=2, num_requests=20, warmup_requests=0),
+                      transport=rec.transport())
+        await run.prepare()
+        task = asyncio.create_task(run.measure())
+        seen = []
+        while not task.done():
+            await asyncio.sleep(0.05)
+            seen.append(run.progress())
+        result = await task
+        final = run.progress()
+        await run.aclose()
+        return seen, result, final
+
+    seen, result, final = asyncio.run(go())
+    done = [s["done"] for s in seen]
+    assert done == sorted(done) and 0 < done[0] < 20  # counted while running, never backwards
+    assert final == {"done": 20, "tokens": 20 * 4, "errors": 0}
+    assert final["tokens"] == sum(r["output_tokens"] for r in result.rows)
+
+
 def test_default_closed_loop_is_one_at_a_time_and_duration_bounds() -> None:
     rec = Recorder(gap_s=0.005)
     res = run(mk(num_requests=None, duration_s=0.3), rec)

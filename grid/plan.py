@@ -79,6 +79,8 @@ class Plan:
     """Consecutive failed starts of a server after which its group's remaining cells fail."""
     max_parallel_servers: int = 1
     """Server groups that run at the same time."""
+    exclusive_node: bool = True
+    """One server per node (grid.exclusive_node); False packs servers on GPU subsets."""
     workloads: WorkloadPlan | None = None
     """Prompt sets and each speculative cell's alignment with its drafter (grid/workloads.py)."""
 
@@ -209,7 +211,7 @@ def detected_gpus() -> int:
 def cluster_gpus(cfg: DictConfig) -> int | None:
     """GPUs of the local cluster the run will start; None when joining an existing cluster
     (checked after joining)."""
-    if cfg.cluster.address:
+    if cfg.cluster.kind == "ray":
         return None
     if cfg.cluster.num_gpus is not None:
         return int(cfg.cluster.num_gpus)
@@ -228,6 +230,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     if cfg.grid.max_parallel_servers < 1:
         raise ConfigError("grid.max_parallel_servers must be >= 1, got "
                           f"{cfg.grid.max_parallel_servers}")
+    check_cluster(cfg)
     if not cfg.load.client_cpus > 0:
         raise ConfigError(f"load.client_cpus must be > 0, got {cfg.load.client_cpus}")
     run_id = resolve_run_id(cfg)
@@ -254,7 +257,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     warnings = plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
                 loads, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
-                workloads)
+                bool(cfg.grid.exclusive_node), workloads)
 
 
 def _sglang_version(cfg: DictConfig) -> tuple[str | None, str | None]:
@@ -308,10 +311,19 @@ def check_gpus(groups: Sequence[ServerGroup], gpus: int | None) -> None:
                 f"variant {group.variant} needs {group.tp_size} GPUs but the cluster has {gpus}")
 
 
+def check_cluster(cfg: DictConfig) -> None:
+    """cluster=local never joins a running cluster; cluster=ray needs an address to join."""
+    if cfg.cluster.kind == "local" and cfg.cluster.address:
+        raise ConfigError(f"cluster.address={cfg.cluster.address} joins a running Ray cluster: "
+                          "use cluster=ray cluster.address=... (cluster=local starts its own)")
+    if cfg.cluster.kind == "ray" and not cfg.cluster.address:
+        raise ConfigError("cluster=ray needs cluster.address (auto, or the head's host:port)")
+
+
 def cluster_cpus(cfg: DictConfig) -> float | None:
     """CPUs of the local cluster the run will start (Ray's default: this machine's); None when
     joining an existing cluster."""
-    if cfg.cluster.address:
+    if cfg.cluster.kind == "ray":
         return None
     return float(cfg.cluster.num_cpus or os.cpu_count() or 1)
 

@@ -241,8 +241,8 @@ class SloConfig:
 @dataclass
 class ClusterConfig:
     kind: str = "local"
-    """One of ClusterKind. local: start a private Ray instance on this machine, never joining a running cluster;
-    ray: join the running Ray cluster at `address` (docs/cluster.md)."""
+    """One of ClusterKind. local: start a private Ray instance on this machine, never joining
+    a running cluster; ray: join the running Ray cluster at `address` (docs/cluster.md)."""
     address: str | None = None
     """The Ray cluster to join (cluster=ray): `auto` (found through RAY_ADDRESS or the node's
     running Ray) or `host:port` of its head; must be unset for cluster=local."""

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from actors.loadgen.spec import LoadSpec, Prompt
 from engines.launch import LaunchSpec
 from engines.sglang import adaptive
-from engines.sglang.command import concurrency_warnings, threshold_warnings
+from engines.sglang.command import concurrency_warnings, redact_argv, threshold_warnings
 from engines.sglang.validate import ValidationUnavailable, check_batch, sglang_available
 from grid.cells import (
     GROUP_AXES,
@@ -471,7 +471,10 @@ def estimate_seconds(plan: Plan) -> float:
 def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
     lines = [f"run {plan.run_id} -> {plan.run_dir}",
              f"{len(plan.cells)} cells in {len(plan.groups)} server groups; cluster GPUs: "
-             f"{plan.cluster_gpus if plan.cluster_gpus is not None else 'not checked here'}"]
+             f"{plan.cluster_gpus if plan.cluster_gpus is not None else 'not checked here'}",
+             f"placement: {plan.max_parallel_servers} server group(s) at a time, "
+             + ("one server per node (grid.exclusive_node)" if plan.exclusive_node
+                else "servers packed on GPU subsets of a node (grid.exclusive_node=false)")]
     gpu = 0
     for n, group in enumerate(plan.groups, 1):
         spec = plan.launches[group.server_key]
@@ -488,7 +491,8 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
                      if plan.max_parallel_servers == 1 else "its own GPUs, assigned by Ray")
             lines.append(f"server {n}: {group.variant} [{engine}] on {group.tp_size} GPU(s) "
                          f"({where})")
-            lines.append(f"  command: {shlex.join(spec.argv)} {spec.port_flag} <free port>"
+            lines.append(f"  command: {shlex.join(redact_argv(spec.argv))} {spec.port_flag} "
+                         "<free port>"
                          + "".join(f" {f} <free port>" for f in spec.extra_port_flags))
             for name, content in sorted(spec.files.items()):
                 lines.append(f"  file {name} (written beside the server): {content.strip()}")

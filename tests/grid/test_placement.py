@@ -66,3 +66,15 @@ def test_a_source_checkout_ships_as_working_dir_without_results_or_venvs():
     env = runtime_env()  # the tests run from a checkout, not an installed package
     assert Path(env["working_dir"]) == ROOT
     assert {".git", ".venv*", "results"} <= set(env["excludes"])
+
+
+def test_the_plan_shows_the_placement_and_never_the_api_key(tmp_path):
+    lines: list[str] = []
+    outcome = run(["+sweep=smoke", "plan=true", "grid.max_parallel_servers=2",
+                   "grid.exclusive_node=false", "engine.api_key=sk-plan-secret",
+                   f"results_dir={tmp_path}"], echo=lines.append)
+    text = "\n".join(lines)
+    assert outcome.exit_code == 0
+    assert ("placement: 2 server group(s) at a time, servers packed on GPU subsets of a node "
+            "(grid.exclusive_node=false)") in text
+    assert "sk-plan-secret" not in text and "--api-key '***'" in text

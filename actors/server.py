@@ -33,7 +33,7 @@ import ray
 from actors import _process, probe
 from engines.launch import LaunchSpec
 
-LOG_LIMIT_BYTES = 64 * 2**20
+LOG_LIMIT_BYTES = 16 * 2**20
 """The most of a server's log stop() returns (its end); SGLang logs stay far below."""
 
 

@@ -12,11 +12,29 @@ one Ray instance in its life).
 
     python bench/parallel_servers.py            # the whole table, ~5 minutes on 2 cores
 
-Wall time includes server start-up, the cells and the run's report. On the 2-core development
-machine every simulator process, load generator and Ray worker shares the same 2 cores, so
-running servers side by side mostly overlaps their start-up and idle waits; it cannot add
-compute. On a GPU node each server has its own GPUs and the speed-up approaches the number of
-servers that fit.
+Recorded on the 2-core development machine shared with other work (load average 3.6 after
+the run), PYTHONPATH=$PWD, 5 minutes for the whole script:
+
+| grid        | nodes | setting                          | servers | cells done | wall s |
+|-------------|-------|----------------------------------|---------|------------|--------|
+| concurrency | 1     | max_parallel_servers=1           | 2       | 6/6        | 56.1   |
+| concurrency | 1     | max_parallel_servers=8, packed   | 2       | 6/6        | 31.5   |
+| tp1x8       | 1     | max_parallel_servers=1           | 8       | 8/8        | 53.8   |
+| tp1x8       | 1     | max_parallel_servers=8, packed   | 8       | 8/8        | 23.5   |
+| concurrency | 2     | 2 nodes, one server per node     | 2       | 6/6        | 33.6   |
+| tp1x8       | 2     | 2 nodes, one server per node     | 8       | 8/8        | 31.7   |
+
+concurrency: 1.8x with its two groups side by side (at most 2x), the same on two nodes (1.7x).
+tp1x8: 2.3x with eight servers packed on one node, 1.7x with two nodes one server each.
+
+Wall time includes server start-up, the cells and the run's report (a few seconds, serial,
+the same in every setting). What limits the speed-up here: every simulator process, load
+generator and Ray worker shares the same 2 cores (the fake nodes are processes on this one
+machine), so running servers side by side overlaps their start-up (Python imports, mostly
+CPU) and the modelled GPU step time (sleeps), but adds no compute; eight servers at once are
+CPU-bound well before eight times faster, and the report at the end does not shrink. On a
+GPU node each server has its own GPUs and the speed-up approaches the number of servers that
+fit.
 """
 
 from __future__ import annotations
@@ -60,8 +78,8 @@ def child(nodes: int, out: Path) -> None:
     cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
     for grid, overrides in GRIDS.items():
-        for label, setting in SETTINGS[nodes]:
-            folder = out / f"{grid}-{nodes}-{len(label)}"
+        for n, (label, setting) in enumerate(SETTINGS[nodes]):
+            folder = out / f"{grid}-{nodes}node-{n}"
             started = time.monotonic()
             outcome = run([*overrides, *setting, "cluster=ray",
                            f"cluster.address={cluster.address}", "load.client_cpus=0.5",

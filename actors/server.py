@@ -6,9 +6,13 @@ process group and dies with the actor's worker; stop() kills the whole tree and 
 its ports are free. Never restarted by Ray (max_restarts=0): a silently restarted server would
 corrupt a cell.
 
-Files the command needs (SGLang's adaptive speculation config) arrive as content in the
-LaunchSpec; the actor writes them into a temporary folder of its own on the server's node and
-removes it when the server stops, so nothing depends on a shared file system."""
+Nothing depends on a shared file system: files the command needs (SGLang's adaptive
+speculation config) arrive as content in the LaunchSpec, and the server's log is written on the
+node; both live in a temporary folder the actor owns, removed when the server stops. stop()
+returns the whole log (the driver writes it into the run folder) and log_tail() its end.
+
+The interpreter the command names (engine.python) is checked on the node before launching: a
+path that does not exist there is a clear start error for the group's cells."""
 
 from __future__ import annotations
 
@@ -29,19 +33,42 @@ import ray
 from actors import _process, probe
 from engines.launch import LaunchSpec
 
+LOG_LIMIT_BYTES = 16 * 2**20
+"""The most of a server's log stop() returns (its end); SGLang logs stay far below."""
+
 
 class ServerStartError(RuntimeError):
     """The server exited or never became ready; the message carries the log tail."""
 
 
+def _check_program(program: str) -> None:
+    """ServerStartError if the command's program (engine.python) is not on this node."""
+    if os.sep in program:
+        if not os.access(program, os.X_OK):
+            raise ServerStartError(f"{program} does not exist on node {socket.gethostname()} "
+                                   "(engine.python must name an interpreter on every GPU node)")
+    elif shutil.which(program) is None:
+        raise ServerStartError(f"{program} is not on the PATH of node {socket.gethostname()}")
+
+
+def _read_log(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - LOG_LIMIT_BYTES))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
 @ray.remote(max_restarts=0, max_concurrency=4)  # type: ignore[call-overload]
 class ServerActor:
-    def __init__(self, spec: LaunchSpec, log_path: str, host: str = "127.0.0.1") -> None:
+    def __init__(self, spec: LaunchSpec, host: str = "127.0.0.1") -> None:
         self.spec = spec
-        self.log_path = Path(log_path)
         self.host = host
         self.proc: subprocess.Popen[bytes] | None = None
         self.files_dir: str | None = None
+        self.log_path = Path(tempfile.gettempdir(), "specgrid-server-not-started.log")
         self.ports: list[int] = []
         self.env: dict[str, str] = {}
         self.argv: list[str] = []
@@ -61,6 +88,7 @@ class ServerActor:
         for port in ports:
             if not _process.port_is_free(port, self.host):
                 raise _process.PortBusyError(f"port {port} on {self.host} is already taken")
+        _check_program(self.spec.argv[0])
         argv = self._materialize() + [self.spec.port_flag, str(ports[0])]
         for flag, port in zip(self.spec.extra_port_flags, ports[1:], strict=True):
             argv += [flag, str(port)]
@@ -85,10 +113,12 @@ class ServerActor:
         }
 
     def _materialize(self) -> list[str]:
-        """The command, with the spec's files written into a folder this actor owns."""
+        """The command, with the spec's files written into a folder this actor owns (where the
+        server's log goes too)."""
+        self.files_dir = tempfile.mkdtemp(prefix="specgrid-server-")
+        self.log_path = Path(self.files_dir, "server.log")
         if not self.spec.files:
             return list(self.spec.argv)
-        self.files_dir = tempfile.mkdtemp(prefix="specgrid-server-")
         for name, content in self.spec.files.items():
             Path(self.files_dir, name).write_text(content)
         return self.spec.argv_in(self.files_dir)
@@ -136,10 +166,11 @@ class ServerActor:
         return _process.log_tail(self.log_path, lines)
 
     def stop(self) -> dict[str, Any]:
-        """SIGTERM the tree, SIGKILL after the grace period, wait until the ports are free."""
+        """SIGTERM the tree, SIGKILL after the grace period, wait until the ports are free;
+        returns the exit code and the server's log (its last LOG_LIMIT_BYTES)."""
         with self._lock:
             if self.proc is None:
-                return {"stopped": False}
+                return {"stopped": False, "log": ""}
             pid = self.proc.pid
             code = self.proc.poll()
             if code is None:
@@ -150,10 +181,11 @@ class ServerActor:
             ports_free = _process.wait_ports_free(self.ports, timeout_s=30, host=self.host)
             self.proc = None
             self.phase = "stopped"
+            log = _read_log(self.log_path)
             if self.files_dir is not None:
                 shutil.rmtree(self.files_dir, ignore_errors=True)
                 self.files_dir = None
-        return {"stopped": True, "exit_code": code, "ports_free": ports_free}
+        return {"stopped": True, "exit_code": code, "ports_free": ports_free, "log": log}
 
     # --- the server's own endpoints, reached from its node ---------------------------------
     def _url(self) -> str:

@@ -25,6 +25,9 @@ AXIS_ROOTS = ("engine", "model", "variant", "workload", "load")
 """Config sections that change what a cell measures: the only keys a sweep can vary."""
 NOT_RECORDED = ("run.id", "run.fresh", "results_dir", "plan")
 """Keys that name or preview a run folder rather than define its grid: left out of run.json."""
+SECRET_KEYS = ("engine.api_key",)
+"""Keys whose literal value is never written to run.json (an interpolation such as
+`'${oc.env:SPECGRID_API_KEY}'` is): a resume gives the secret again."""
 _SHORT_NAMES = {key: short for short, key in KEY_ALIASES.items()}
 
 
@@ -154,7 +157,8 @@ def recorded_overrides(overrides: Sequence[str]) -> list[str]:
     that name or preview the folder (run.id, run.fresh, results_dir, plan)."""
     parsed = _parse(overrides)
     return [text for text, o in zip(overrides, parsed, strict=True)
-            if o.key_or_group not in NOT_RECORDED]
+            if o.key_or_group not in NOT_RECORDED
+            and not (o.key_or_group in SECRET_KEYS and "${" not in text)]
 
 
 def override_keys(overrides: Sequence[str]) -> list[str]:

@@ -23,6 +23,7 @@ ThinkTime = Literal["trace", "none", "constant", "exponential"]
 Template = Literal["chatml", "llama3"]
 InputShaping = Literal["filter", "fit"]
 Transport = Literal["raw", "aiohttp", "httpx"]
+ClusterKind = Literal["local", "ray"]
 
 
 class ConfigError(ValueError):
@@ -229,6 +230,9 @@ class GridAxes:
     max_parallel_servers: int = 1
     """Server groups run at the same time (each on its own GPUs); 1 keeps measurements
     undisturbed by other servers on the node."""
+    exclusive_node: bool = True
+    """One server per node: a server reserves all GPUs of its node (it still uses tp_size of
+    them). False packs servers on GPU subsets of one node (two TP4 servers on an 8-GPU node)."""
 
 
 @dataclass
@@ -265,8 +269,12 @@ class SloConfig:
 
 @dataclass
 class ClusterConfig:
+    kind: str = "local"
+    """One of ClusterKind. local: start a private Ray instance on this machine, never joining
+    a running cluster; ray: join the running Ray cluster at `address` (docs/cluster.md)."""
     address: str | None = None
-    """Join this Ray cluster; None = start a local one."""
+    """The Ray cluster to join (cluster=ray): `auto` (found through RAY_ADDRESS or the node's
+    running Ray) or `host:port` of its head; must be unset for cluster=local."""
     num_gpus: int | None = None
     """GPUs of a local cluster; None = the GPUs found (logical GPUs: 8 for the simulator)."""
     num_cpus: int | None = None
@@ -309,6 +317,7 @@ _CHOICES: dict[str, Any] = {
     "workload.replay": Replay,
     "workload.think_time": ThinkTime,
     "workload.template": Template,
+    "cluster.kind": ClusterKind,
 }
 
 

@@ -23,7 +23,7 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import ray
@@ -35,6 +35,7 @@ from actors.telemetry import TelemetryActor
 from grid import conversations as conv
 from grid import rows
 from grid.cells import Cell, ServerGroup, group_by_server
+from grid.placement import bundle_gpus
 from grid.plan import Plan
 from grid.progress import Progress
 from grid.record import RunRecord
@@ -81,6 +82,8 @@ class Controller:
     """Live progress (grid/progress.py): cell and server start-up events; None = plain lines."""
     telemetry_interval_s: float | None = None
     """GPU telemetry (NVML) sampled during each cell by one TelemetryActor per group."""
+    node_gpus: list[int] = field(default_factory=list)
+    """GPUs of each node of the Ray cluster (grid/cluster.py); sizes exclusive placements."""
     total: int = 0
     started: int = 0
 
@@ -163,7 +166,9 @@ class GroupRun:
         otherwise fails its cells (not the run)."""
         bundles: list[dict[str, float]] = []
         if self.spec is not None:
-            bundles.append({"GPU": self.group.tp_size, "CPU": PG_CPU})
+            gpus = bundle_gpus(self.group.tp_size, self.ctl.node_gpus,
+                               self.ctl.plan.exclusive_node)  # grid.exclusive_node
+            bundles.append({"GPU": gpus, "CPU": PG_CPU})
         bundles += [{"CPU": self.client_cpus}] * self.clients
         try:
             self.pg = placement_group(bundles, strategy="STRICT_PACK")
@@ -382,7 +387,7 @@ class GroupRun:
             info.get("create_time"))
         self.ctl.echo(f"{prefix}: starting server {self.group.variant} (pid "
                       f"{server.info['pid']}, GPUs {server.info['cuda_visible_devices'] or '-'}, "
-                      f"log {log_path})")
+                      f"log at stop: {log_path})")
         try:
             yield from server.wait_ready(self.spec.ready_timeout_s, self._on_phase(prefix))
         except BaseException:

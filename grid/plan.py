@@ -25,7 +25,7 @@ from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
 from engines.launch import LaunchSpec
 from engines.sglang import adaptive
-from engines.sglang.command import concurrency_warnings, threshold_warnings
+from engines.sglang.command import concurrency_warnings, redact_argv, threshold_warnings
 from engines.sglang.validate import ValidationUnavailable, check_batch, sglang_available
 from grid.cells import (
     GROUP_AXES,
@@ -93,6 +93,8 @@ class Plan:
     """Consecutive failed starts of a server after which its group's remaining cells fail."""
     max_parallel_servers: int = 1
     """Server groups that run at the same time."""
+    exclusive_node: bool = True
+    """One server per node (grid.exclusive_node); False packs servers on GPU subsets."""
     workloads: WorkloadPlan | None = None
     """Prompt sets and each speculative cell's alignment with its drafter (grid/workloads.py)."""
     conversation_loads: dict[str, tuple[ConversationLoadSpec, ...]] = dataclasses.field(
@@ -239,7 +241,7 @@ def detected_gpus() -> int:
 def cluster_gpus(cfg: DictConfig) -> int | None:
     """GPUs of the local cluster the run will start; None when joining an existing cluster
     (checked after joining)."""
-    if cfg.cluster.address:
+    if cfg.cluster.kind == "ray":
         return None
     if cfg.cluster.num_gpus is not None:
         return int(cfg.cluster.num_gpus)
@@ -258,6 +260,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     if cfg.grid.max_parallel_servers < 1:
         raise ConfigError("grid.max_parallel_servers must be >= 1, got "
                           f"{cfg.grid.max_parallel_servers}")
+    check_cluster(cfg)
     if not cfg.load.client_cpus > 0:
         raise ConfigError(f"load.client_cpus must be > 0, got {cfg.load.client_cpus}")
     run_id = resolve_run_id(cfg)
@@ -289,7 +292,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     warnings = plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
                 loads, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
-                workloads, conversation_loads)
+                bool(cfg.grid.exclusive_node), workloads, conversation_loads)
 
 
 def _sglang_version(cfg: DictConfig) -> tuple[str | None, str | None]:
@@ -343,10 +346,19 @@ def check_gpus(groups: Sequence[ServerGroup], gpus: int | None) -> None:
                 f"variant {group.variant} needs {group.tp_size} GPUs but the cluster has {gpus}")
 
 
+def check_cluster(cfg: DictConfig) -> None:
+    """cluster=local never joins a running cluster; cluster=ray needs an address to join."""
+    if cfg.cluster.kind == "local" and cfg.cluster.address:
+        raise ConfigError(f"cluster.address={cfg.cluster.address} joins a running Ray cluster: "
+                          "use cluster=ray cluster.address=... (cluster=local starts its own)")
+    if cfg.cluster.kind == "ray" and not cfg.cluster.address:
+        raise ConfigError("cluster=ray needs cluster.address (auto, or the head's host:port)")
+
+
 def cluster_cpus(cfg: DictConfig) -> float | None:
     """CPUs of the local cluster the run will start (Ray's default: this machine's); None when
     joining an existing cluster."""
-    if cfg.cluster.address:
+    if cfg.cluster.kind == "ray":
         return None
     return float(cfg.cluster.num_cpus or os.cpu_count() or 1)
 
@@ -494,7 +506,10 @@ def estimate_seconds(plan: Plan) -> float:
 def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
     lines = [f"run {plan.run_id} -> {plan.run_dir}",
              f"{len(plan.cells)} cells in {len(plan.groups)} server groups; cluster GPUs: "
-             f"{plan.cluster_gpus if plan.cluster_gpus is not None else 'not checked here'}"]
+             f"{plan.cluster_gpus if plan.cluster_gpus is not None else 'not checked here'}",
+             f"placement: {plan.max_parallel_servers} server group(s) at a time, "
+             + ("one server per node (grid.exclusive_node)" if plan.exclusive_node
+                else "servers packed on GPU subsets of a node (grid.exclusive_node=false)")]
     gpu = 0
     for n, group in enumerate(plan.groups, 1):
         spec = plan.launches[group.server_key]
@@ -511,7 +526,8 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
                      if plan.max_parallel_servers == 1 else "its own GPUs, assigned by Ray")
             lines.append(f"server {n}: {group.variant} [{engine}] on {group.tp_size} GPU(s) "
                          f"({where})")
-            lines.append(f"  command: {shlex.join(spec.argv)} {spec.port_flag} <free port>"
+            lines.append(f"  command: {shlex.join(redact_argv(spec.argv))} {spec.port_flag} "
+                         "<free port>"
                          + "".join(f" {f} <free port>" for f in spec.extra_port_flags))
             for name, content in sorted(spec.files.items()):
                 lines.append(f"  file {name} (written beside the server): {content.strip()}")

@@ -112,6 +112,11 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
         echo(format_plan(plan.plan))
         return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in plan.plan.cells])
     try:
+        if plan.cfg.cluster.kind == "ray":
+            # A joined cluster's nodes are known once joined: check the placement before the
+            # results folder or any server exists (grid/cluster.py).
+            from grid.cluster import connect
+            connect(plan.cfg, plan.plan)
         return execute(plan, echo)
     except (RunLockedError, ResultsWriteError, PermissionError, ConfigError) as e:
         _error(e)
@@ -253,7 +258,7 @@ def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
 
     previous = signal.getsignal(signal.SIGTERM)
     try:
-        connect(cfg, plan)
+        node_gpus = connect(cfg, plan)
         # After ray.init: Ray installs a SIGTERM handler of its own that would just exit.
         signal.signal(signal.SIGTERM, on_sigterm)
         # Live progress; plain lines when stdout is not a terminal or echo is captured.
@@ -264,7 +269,8 @@ def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
             Controller(plan, record, max_error_rate=float(cfg.run.max_error_rate),
                        metrics_interval_s=cfg.run.metrics_interval_s, echo=progress.echo,
                        progress=progress,
-                       telemetry_interval_s=cfg.run.telemetry_interval_s).run(todo)
+                       telemetry_interval_s=cfg.run.telemetry_interval_s,
+                       node_gpus=node_gpus).run(todo)
         return 0
     except (Interrupted, KeyboardInterrupt):
         record.interrupt_running("driver interrupted")

@@ -171,7 +171,7 @@ class LaunchedServer:
             name=name, num_gpus=tp_size, num_cpus=PG_CPU,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=bundle),
-        ).remote(spec, str(log_path))
+        ).remote(spec)
         try:
             info = ray.get(actor.start.remote(), timeout=schedule_timeout_s)
         except ray.exceptions.GetTimeoutError:
@@ -244,13 +244,14 @@ class LaunchedServer:
         return self._dead
 
     def log_tail(self) -> str:
-        """From the actor; if the actor is gone, from the log file when this node can see it."""
+        """From the actor on the server's node ("" once the actor, and its node's log, is
+        gone)."""
         if self._dead is None or not self._dead.startswith("server actor died"):
             try:
                 return str(ray.get(self.actor.log_tail.remote(), timeout=30))
             except ray.exceptions.RayError:
                 pass
-        return _process.log_tail(self.log_path)
+        return ""
 
     def facts(self) -> ServerFacts:
         info: dict[str, Any] = {}
@@ -268,10 +269,15 @@ class LaunchedServer:
             hostname=self.info.get("host"), info=info)
 
     def stop(self) -> None:
-        """Stop the process through its actor and end the actor. If the actor is already gone
-        its process died with it; a process left on this host is killed by its recorded pid."""
+        """Stop the process through its actor, write the log it returns into `log_path` (the
+        run folder; appended across relaunches), and end the actor. If the actor is already
+        gone its process died with it; a process left on this host is killed by its recorded
+        pid."""
         try:
-            ray.get(self.actor.stop.remote(), timeout=120)
+            stopped = ray.get(self.actor.stop.remote(), timeout=120)
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8", errors="replace") as f:
+                f.write(stopped.get("log", ""))
         except ray.exceptions.RayError:
             if self.info.get("host") == socket.gethostname():
                 _process.kill_recorded(int(self.info["pid"]), int(self.info["pgid"]),

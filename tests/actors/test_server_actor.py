@@ -23,7 +23,7 @@ def _actor(tmp_path, mode, *extra, ready_timeout_s=30.0, stop_timeout_s=2.0):
     spec = LaunchSpec(argv=[sys.executable, FAKE, mode, *extra], env={"NCCL_ALGO": "Ring"},
                       ready_timeout_s=ready_timeout_s, stop_timeout_s=stop_timeout_s,
                       log_phases=(LogPhase("fired up", "ready to roll"),))
-    return ServerActor.options(num_gpus=2, num_cpus=0).remote(spec, str(tmp_path / "s.log"))
+    return ServerActor.options(num_gpus=2, num_cpus=0).remote(spec)
 
 
 def _wait_ready(actor, timeout_s):
@@ -63,17 +63,17 @@ def test_child_sees_the_gpus_ray_assigned_and_the_variant_env(tmp_path):
 def test_files_travel_as_content_and_are_removed_on_stop(tmp_path):
     spec = LaunchSpec(argv=[sys.executable, FAKE, "ok", "--config", f"{FILES_DIR}/a.json"],
                       files={"a.json": '{"1": {"candidate_steps": [3]}}'})
-    actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec, str(tmp_path / "s.log"))
+    actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec)
     info = ray.get(actor.start.remote())
     try:
         assert _wait_ready(actor, 20)
         path = info["argv"][info["argv"].index("--config") + 1]
         assert FILES_DIR not in path and Path(path).is_file()
-        log = (tmp_path / "s.log").read_text()
-        assert f'config {path}: {{"1": {{"candidate_steps": [3]}}}}' in log
+        assert not (tmp_path / "s.log").exists()  # the log stays on the node until stop
     finally:
-        ray.get(actor.stop.remote())
+        stopped = ray.get(actor.stop.remote())
         ray.kill(actor)
+    assert f'config {path}: {{"1": {{"candidate_steps": [3]}}}}' in stopped["log"]
     assert not Path(path).exists() and not Path(path).parent.exists()
 
 
@@ -142,9 +142,19 @@ def test_port_taken_is_a_clear_error(tmp_path):
         busy.listen()
         port = busy.getsockname()[1]
         spec = LaunchSpec(argv=[sys.executable, FAKE, "ok"])
-        actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec, str(tmp_path / "l"))
+        actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec)
         with pytest.raises(ray.exceptions.RayTaskError, match=f"port {port} .* already taken"):
             ray.get(actor.start.remote([port]))
         assert ray.get(actor.exit_code.remote()) is None  # nothing was launched
         ray.kill(actor)
-        assert not (tmp_path / "l").exists()
+
+
+def test_missing_interpreter_on_the_node_is_a_clear_start_error():
+    """engine.python is checked on the server's node before anything is launched."""
+    spec = LaunchSpec(argv=["/nonexistent/specgrid/python", "-m", "engines.sim"])
+    actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec)
+    with pytest.raises(ray.exceptions.RayTaskError,
+                       match="/nonexistent/specgrid/python does not exist on node"):
+        ray.get(actor.start.remote())
+    assert ray.get(actor.exit_code.remote()) is None  # nothing was launched
+    ray.kill(actor)

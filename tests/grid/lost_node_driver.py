@@ -22,7 +22,7 @@ cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus
 worker = cluster.add_node(num_cpus=2, num_gpus=8)
 ray.init(address=cluster.address, log_to_driver=False)
 command = ["+sweep=smoke", "grid.axes.variant=[baseline]", "load.num_requests=30", "run.id=r",
-           f"cluster.address={cluster.address}", f"results_dir={sys.argv[1]}"]
+           "cluster=ray", f"cluster.address={cluster.address}", f"results_dir={sys.argv[1]}"]
 removed: list[float] = []
 
 

@@ -54,6 +54,8 @@ def test_api_key_is_used_and_never_recorded(tmp_path):
                   echo=lambda line: None)
     assert outcome.exit_code == 0
     assert (load_requests(outcome.run_dir).status == "ok").all()
-    for parquet in outcome.run_dir.rglob("*.parquet"):
-        assert b"sk-not-for-parquet" not in parquet.read_bytes()
+    files = [p for p in outcome.run_dir.rglob("*") if p.is_file()]
+    assert any(p.name.startswith("server-") for p in files)  # the server log is among them
+    for path in files:  # results, run.json, the ledger, server logs, the report
+        assert b"sk-not-for-parquet" not in path.read_bytes(), path
     assert "--api-key '***'" in load_cells(outcome.run_dir).server_command.iloc[0]

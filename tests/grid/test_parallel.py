@@ -28,7 +28,8 @@ def _servers(run_dir):
 
 
 def test_two_groups_run_at_the_same_time(tmp_path):
-    outcome, out = _run(tmp_path, "grid.max_parallel_servers=2", "load.num_requests=12")
+    outcome, out = _run(tmp_path, "grid.max_parallel_servers=2", "grid.exclusive_node=false",
+                        "load.num_requests=12")
     assert outcome.exit_code == 0, out
     (_, start_a, stop_a), (_, start_b, stop_b) = _servers(outcome.run_dir)
     assert start_b < stop_a and start_a < stop_b  # the two servers' lives overlap
@@ -44,6 +45,18 @@ def test_two_groups_run_at_the_same_time(tmp_path):
     assert len(set(cells.cuda_visible_devices)) == 2  # each server on its own GPU
     assert len(set(cells.gpu_ids)) == 2 and cells.node_id.notna().all()
     assert (cells.hostname == socket.gethostname()).all() and cells.node_ip.notna().all()
+    # Each server's log came back through its actor into the run folder.
+    logs = sorted((outcome.run_dir / "logs").glob("server-*.log"))
+    assert len(logs) == 2 and all("Cache flushed successfully" in p.read_text() for p in logs), logs
+
+
+def test_exclusive_node_keeps_one_server_per_node(tmp_path):
+    """grid.exclusive_node (default true): on the one 8-GPU node of the session, two TP1
+    servers with max_parallel_servers=2 still run one after the other."""
+    outcome, out = _run(tmp_path, "grid.max_parallel_servers=2")
+    assert outcome.exit_code == 0, out
+    (_, _, stop_a), (_, start_b, _) = sorted(_servers(outcome.run_dir), key=lambda s: s[1])
+    assert start_b >= stop_a
 
 
 def test_groups_wait_for_gpus_another_group_holds(tmp_path):

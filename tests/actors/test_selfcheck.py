@@ -28,7 +28,7 @@ def test_healthy_inputs_are_not_flagged() -> None:
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"client_lags": [0.0001] * 98 + [0.0025] * 2}, "dispatch lag p99"),
+    ({"client_lags": [0.0001] * 98 + [0.0055] * 2}, "dispatch lag p99"),
     ({"loop_lags": [0.0002] * 98 + [0.0015] * 2}, "event-loop latency p99"),
     ({"cpu_percent": 91.0}, "client CPU 91%"),
     ({"merged_reads": 11}, "1.1% of chunk gaps merged"),
@@ -42,9 +42,10 @@ def test_each_branch_flags(change: dict[str, object], words: str) -> None:
 
 def test_thresholds_follow_the_stated_precision() -> None:
     assert selfcheck.LOOP_LAG_P99_MAX_S == selfcheck.PRECISION_S == 0.001
-    assert selfcheck.DISPATCH_LAG_P99_MAX_S == 0.002  # precision + 1 ms timer resolution
+    # precision + 1 ms timer resolution + 3 ms for the OS scheduling the thread
+    assert selfcheck.DISPATCH_LAG_P99_MAX_S == pytest.approx(0.005)
     # just under each threshold: not flagged
-    v = verdict([0.0019] * 100, [0.0019] * 100, [0.00099] * 100, 89.9, 10, 1000)
+    v = verdict([0.0049] * 100, [0.0049] * 100, [0.00099] * 100, 89.9, 10, 1000)
     assert v["client_saturated"] is False, v["saturation_reason"]
 
 

@@ -91,6 +91,7 @@ def test_malformed_stream_is_an_error_row(tmp_path):
     assert bad.error.str.contains("malformed|JSON|json|SSE", regex=True).all()
 
 
+@pytest.mark.slow
 def test_hung_server_times_out_requests(tmp_path):
     outcome, _ = _run(tmp_path, "engine.sim_args.hang_after_requests=3",
                       "grid.axes.concurrency=[2]", "load.request_timeout_s=1",

@@ -27,6 +27,7 @@ def _servers(run_dir):
         return db.execute("SELECT server_key, started_at, stopped_at FROM servers").fetchall()
 
 
+@pytest.mark.slow
 def test_two_groups_run_at_the_same_time(tmp_path):
     outcome, out = _run(tmp_path, "grid.max_parallel_servers=2", "grid.exclusive_node=false",
                         "load.num_requests=12")
@@ -59,6 +60,7 @@ def test_exclusive_node_keeps_one_server_per_node(tmp_path):
     assert start_b >= stop_a
 
 
+@pytest.mark.slow
 def test_groups_wait_for_gpus_another_group_holds(tmp_path):
     """Two 8-GPU servers on an 8-GPU cluster with max_parallel_servers=2: the second group's
     placement waits until the first releases its GPUs, then runs (not a failure)."""

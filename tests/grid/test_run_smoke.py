@@ -79,6 +79,7 @@ def test_smoke_sweep_end_to_end_then_resume(tmp_path):
     assert len(load_requests(run_dir)) == 24
 
 
+@pytest.mark.slow
 def test_notebook_reads_a_run(tmp_path, monkeypatch):
     """notebooks/explore.ipynb's code cells run against a real run folder laid out as in the
     repository (notebooks/ beside results/)."""

@@ -12,9 +12,9 @@ every tripped check) when any of:
   resolution: an open-loop arrival is woken by a timer that libuv and asyncio round to whole
   milliseconds, + ``OS_SCHEDULING_S`` for the operating system handing the client's thread a
   core: on the 2-core CI machine, with Ray's own processes beside it, a healthy client of 8
-  requests showed a dispatch lag p99 of 4.9 ms): requests left later than they should have. Closed loop: from the *end of the
-  previous request of the same slot* to the send (not from when the worker resumed, which hides
-  a slow loop); open loop: from the scheduled arrival, minus any wait for a concurrency-cap slot
+  requests showed a dispatch lag p99 of 4.9 ms): requests left later than they should have.
+  Closed loop: from the *end of the previous request of the same slot* to the send (not from
+  when the worker resumed, which hides a slow loop); open loop: from the scheduled arrival, minus any wait for a concurrency-cap slot
   (the configured cap at work). A closed loop's first wave (all due at the window start, started
   one per loop turn) is excluded from the check (not from the reported ``dispatch_lag_*``).
 * **merged reads** > ``MERGED_READ_FRACTION_MAX`` (1 %) of chunk gaps: several token events

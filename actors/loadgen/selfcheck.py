@@ -14,9 +14,10 @@ every tripped check) when any of:
   core: on the 2-core CI machine, with Ray's own processes beside it, a healthy client of 8
   requests showed a dispatch lag p99 of 4.9 ms): requests left later than they should have.
   Closed loop: from the *end of the previous request of the same slot* to the send (not from
-  when the worker resumed, which hides a slow loop); open loop: from the scheduled arrival, minus any wait for a concurrency-cap slot
-  (the configured cap at work). A closed loop's first wave (all due at the window start, started
-  one per loop turn) is excluded from the check (not from the reported ``dispatch_lag_*``).
+  when the worker resumed, which hides a slow loop); open loop: from the scheduled arrival,
+  minus any wait for a concurrency-cap slot (the configured cap at work). A closed loop's first
+  wave (all due at the window start, started one per loop turn) is excluded from the check
+  (not from the reported ``dispatch_lag_*``).
 * **merged reads** > ``MERGED_READ_FRACTION_MAX`` (1 %) of chunk gaps: several token events
   arrived in one socket read, so they share one stamp (a gap of 0 and an inflated gap before
   it). Above 1 % of gaps this reaches the p99 of ITL and chunk gaps.

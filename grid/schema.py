@@ -14,6 +14,18 @@ def _schema(fields: list[tuple[str, pa.DataType]]) -> pa.Schema:
 
 PARTITION_SCHEMA = _schema([("variant", pa.string()), ("workload", pa.string())])
 
+_STREAM_FIELDS: list[tuple[str, pa.DataType]] = [
+    ("ttft_s", pa.float64()),
+    ("e2e_s", pa.float64()),
+    ("tpot_s", pa.float64()),
+    ("itl_s", pa.list_(pa.float64())),
+    ("accept_length", pa.float64()),
+    ("spec_verify_ct", pa.int64()),
+    ("finish_reason", pa.string()),
+]
+"""Timing and outcome of one streamed request: shared by request rows and conversation rounds
+(definitions in grid/metrics.py)."""
+
 REQUEST_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
@@ -31,13 +43,7 @@ REQUEST_FIELDS = _schema([
     ("output_tokens", pa.int64()),
     ("scheduled_at", pa.float64()),
     ("sent_at", pa.float64()),
-    ("ttft_s", pa.float64()),
-    ("e2e_s", pa.float64()),
-    ("tpot_s", pa.float64()),
-    ("itl_s", pa.list_(pa.float64())),
-    ("accept_length", pa.float64()),
-    ("spec_verify_ct", pa.int64()),
-    ("finish_reason", pa.string()),
+    *_STREAM_FIELDS,
     # Workload provenance (grid/workloads.py): the prompt's source label and, for speculative
     # cells, its similarity to the drafter's training data (workloads/alignment.py).
     ("source", pa.string()),
@@ -163,13 +169,7 @@ TURN_FIELDS = _schema([
     ("scheduled_at", pa.float64()),
     ("sent_at", pa.float64()),
     ("dispatch_lag_s", pa.float64()),
-    ("ttft_s", pa.float64()),
-    ("e2e_s", pa.float64()),
-    ("tpot_s", pa.float64()),
-    ("itl_s", pa.list_(pa.float64())),
-    ("accept_length", pa.float64()),
-    ("spec_verify_ct", pa.int64()),
-    ("finish_reason", pa.string()),
+    *_STREAM_FIELDS,
 ])
 """One row per round of each replayed conversation (workload.kind=conversations). status:
 ok | error | skipped (an earlier round failed) | not_run (the load window ended first);

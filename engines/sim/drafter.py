@@ -19,6 +19,23 @@ the plan calls aligned is at or near it) gets the calibrated acceptance; one at 
 FLOOR_ALIGNMENT (it shares only incidental words with the data) gets the floor. Cost: one sparse
 vector product per distinct prompt (bench/workloads_throughput.py measures it), cached, so a
 repeated prompt costs a dictionary lookup.
+
+Context length (`ContextDecay`, from the model profile's `drafter` section): an EAGLE-style draft
+head is trained on sequences cut to a maximum length (`train_context_tokens`; EAGLE-3's own
+trainer and SpecForge cut at 2048 tokens), and its acceptance falls once the context is longer.
+Every position of the chain is multiplied by
+
+    f(L) = 1                                              L <= T
+    f(L) = max(floor, 1 - slope x (L / T - 1))            L >  T
+
+with L the request's context (its prompt tokens: the whole history of a conversation round),
+T = `train_context_tokens`, `slope` = `context_decay_slope` (share of the short-context
+acceptance lost per training length of extra context) and `floor` = `context_floor` (share kept
+however long the context). The shape and the fitted numbers (slope 0.125, floor 0.13) come from a
+published measurement of an EAGLE-3 drafter's accept length against context length (2k to 20k
+tokens); docs/simulator.md ("Acceptance and context length") gives the sources, the fit and what
+is assumed. Only algorithms whose profile entry sets `context_decay` (EAGLE, EAGLE3: a separately
+trained short-sequence head) get the factor.
 """
 
 from __future__ import annotations
@@ -26,6 +43,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -43,6 +61,56 @@ ON_DISTRIBUTION = "coding"
 OFF_DISTRIBUTION = "encyclopedic"
 """Profile acceptance chain on text unlike anything the drafter trained on."""
 CACHE_PROMPTS = 4096
+DEFAULT_CONTEXT_DECAY_SLOPE = 0.125
+"""Share of the short-context acceptance lost per training length of extra context, when the
+model profile gives none (fitted in docs/simulator.md, "Acceptance and context length")."""
+DEFAULT_CONTEXT_FLOOR = 0.13
+"""Share of the short-context acceptance kept at any context length, when the profile gives
+none (same fit)."""
+
+
+def context_factor(context_tokens: int, train_context_tokens: int | None, *,
+                   slope: float = DEFAULT_CONTEXT_DECAY_SLOPE,
+                   floor: float = DEFAULT_CONTEXT_FLOOR) -> float:
+    """Multiplier of every chain position for a request of ``context_tokens``: 1 up to the
+    drafter's training length, then ``1 - slope x (L / T - 1)``, never below ``floor``.
+    ``train_context_tokens`` None = a drafter without a short training length (factor 1)."""
+    if train_context_tokens is None or context_tokens <= train_context_tokens:
+        return 1.0
+    return max(floor, 1.0 - slope * (context_tokens / train_context_tokens - 1.0))
+
+
+@dataclass(frozen=True)
+class ContextDecay:
+    """How the drafter's acceptance falls with context length (model profile, `drafter`)."""
+
+    train_context_tokens: int
+    """Longest sequence the draft head was trained on (`drafter.train_context_tokens`)."""
+    slope: float = DEFAULT_CONTEXT_DECAY_SLOPE
+    """`drafter.context_decay_slope`: share of the short-context acceptance lost per training
+    length of extra context."""
+    floor: float = DEFAULT_CONTEXT_FLOOR
+    """`drafter.context_floor`: share of the short-context acceptance kept at any length."""
+
+    @classmethod
+    def from_profile(cls, drafter: Mapping[str, Any]) -> ContextDecay | None:
+        """The model profile's `drafter` section -> its decay; None when it gives no training
+        length (acceptance then does not depend on context length); ValueError when a value is
+        out of range."""
+        tokens = drafter.get("train_context_tokens")
+        if tokens is None:
+            return None
+        decay = cls(int(tokens), float(drafter.get("context_decay_slope",
+                                                   DEFAULT_CONTEXT_DECAY_SLOPE)),
+                    float(drafter.get("context_floor", DEFAULT_CONTEXT_FLOOR)))
+        if decay.train_context_tokens < 1 or decay.slope < 0 or not 0 <= decay.floor <= 1:
+            raise ValueError(f"drafter: train_context_tokens must be >= 1, context_decay_slope "
+                             f">= 0 and context_floor in [0, 1], got {decay}")
+        return decay
+
+    def factor(self, context_tokens: int) -> float:
+        return context_factor(context_tokens, self.train_context_tokens, slope=self.slope,
+                              floor=self.floor)
 
 
 def parse_mix(text: str | None) -> dict[str, float] | None:
@@ -69,7 +137,8 @@ class SimDrafter:
     """Prompt -> acceptance chain, from the prompt's alignment with the drafter's data."""
 
     def __init__(self, acceptance: Mapping[str, Sequence[float]], *,
-                 train_data: str | None = None, train_mix: Mapping[str, float] | None = None):
+                 train_data: str | None = None, train_mix: Mapping[str, float] | None = None,
+                 context: ContextDecay | None = None):
         # Imported here: scikit-learn costs ~1 s of start-up that a baseline server never needs.
         from workloads.alignment import ReferenceIndex
         from workloads.reference import drafter_reference
@@ -85,13 +154,15 @@ class SimDrafter:
             self.off.append(self.off[-1] * 0.95)
         while len(self.on) < len(self.off):
             self.on.append(self.on[-1] * 0.95)
+        self.context = context
+        """Acceptance vs context length; None = independent of it."""
         self._cache: OrderedDict[str, float] = OrderedDict()
 
     @classmethod
-    def from_sim_args(cls, sim: Mapping[str, Any],
-                      acceptance: Mapping[str, Sequence[float]]) -> SimDrafter:
+    def from_sim_args(cls, sim: Mapping[str, Any], acceptance: Mapping[str, Sequence[float]],
+                      context: ContextDecay | None = None) -> SimDrafter:
         return cls(acceptance, train_data=sim.get("drafter_train_data"),
-                   train_mix=parse_mix(sim.get("drafter_train_mix")))
+                   train_mix=parse_mix(sim.get("drafter_train_mix")), context=context)
 
     def alignment(self, prompt_text: str) -> float:
         """The prompt's alignment in [0, 1] with the drafter's data (cached per prompt)."""
@@ -106,14 +177,20 @@ class SimDrafter:
             self._cache.popitem(last=False)
         return value
 
-    def chain(self, prompt_text: str) -> list[float]:
-        """Per-position conditional acceptance for this prompt (before algorithm, tree and
-        temperature factors, which engines/sim/model.py acceptance_probs applies)."""
+    def chain(self, prompt_text: str, context_tokens: int = 0) -> list[float]:
+        """Per-position conditional acceptance for this prompt of ``context_tokens`` tokens
+        (before algorithm, tree and temperature factors, which engines/sim/model.py
+        acceptance_probs applies)."""
         span = FULL_ACCEPTANCE_AT - FLOOR_ALIGNMENT
         weight = min(1.0, max(0.0, (self.alignment(prompt_text) - FLOOR_ALIGNMENT) / span))
-        return [off + (on - off) * weight for on, off in zip(self.on, self.off, strict=True)]
+        scale = self.context.factor(context_tokens) if self.context else 1.0
+        return [(off + (on - off) * weight) * scale
+                for on, off in zip(self.on, self.off, strict=True)]
 
     def info(self) -> dict[str, Any]:
         """What /server_info shows about the drafter."""
+        context = None if self.context is None else {
+            "train_context_tokens": self.context.train_context_tokens,
+            "context_decay_slope": self.context.slope, "context_floor": self.context.floor}
         return {"reference": self.description, "reference_rows": len(self.index),
-                "typical_similarity": round(self.index.typical, 4)}
+                "typical_similarity": round(self.index.typical, 4), "context": context}

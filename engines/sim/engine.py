@@ -114,8 +114,12 @@ class SimEngine:
         self.natural_median = float(smp.get("natural_output_median_tokens", 220))
         self.natural_sigma = float(smp.get("natural_output_sigma", 0.7))
         self.temperature_penalty = float(smp.get("temperature_accept_penalty", 0.0))
-        # Acceptance follows the prompt's closeness to the drafter's data (engines/sim/drafter.py).
-        self.drafter = SimDrafter.from_sim_args(a["sim"], prof.acceptance) if algo else None
+        # Acceptance follows the prompt's closeness to the drafter's data and, for a trained
+        # short-sequence head (the algorithm's `context_decay`), the request's context length
+        # (engines/sim/drafter.py).
+        context = prof.context_decay if algo_cfg.get("context_decay") else None
+        self.drafter = SimDrafter.from_sim_args(a["sim"], prof.acceptance, context) \
+            if algo else None
 
     def start(self, on_log: Any = None) -> SchedulerLoop:
         self.loop = SchedulerLoop(self.core, self.time_scale, self.cfg.args["decode_log_interval"],
@@ -168,8 +172,8 @@ class SimEngine:
         rng = None
         if self.spec is not None:
             # The drafter's chain for this prompt (engines/sim/drafter.py), not a domain table.
-            table = {"general": self.drafter.chain(prompt_text)} if self.drafter else \
-                self.cfg.profile.acceptance
+            table = ({"general": self.drafter.chain(prompt_text, prompt_tokens)}
+                     if self.drafter else self.cfg.profile.acceptance)
             probs = acceptance_probs(
                 table, domain, accept_scale=self.accept_scale,
                 topk=self.spec.topk, temperature=temperature,

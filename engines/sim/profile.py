@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from engines.sim.drafter import ContextDecay
 from engines.sim.model import nccl_multiplier
 from engines.sim.roofline import Efficiency, Hardware, Model, Roofline
 
@@ -82,6 +83,13 @@ class Profile:
     def acceptance(self) -> Mapping[str, list[float]]:
         """The drafter's per-domain chain acceptance (the model profile's)."""
         return self.model_data["acceptance"]
+
+    @property
+    def context_decay(self) -> ContextDecay | None:
+        """How the drafter's acceptance falls with context length (the model profile's
+        `drafter.train_context_tokens`, `context_decay_slope`, `context_floor`); None when the
+        profile gives no training length."""
+        return ContextDecay.from_profile(self.model_data.get("drafter", {}))
 
     @property
     def sampling(self) -> Mapping[str, Any]:
@@ -157,7 +165,7 @@ def load_profile(name_or_path: str = "default", hardware: str | None = None,
                          "'general' entry")
     prof = Profile(data=data, path=path.resolve(), hardware_data=hw, model_data=md)
     try:
-        prof.hardware, prof.model_spec  # noqa: B018 - raises on missing or bad fields
+        prof.hardware, prof.model_spec, prof.context_decay  # noqa: B018 - raises on bad fields
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"simulator profile {path}: {exc!r}") from exc
     return prof

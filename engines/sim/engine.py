@@ -118,8 +118,8 @@ class SimEngine:
         # short-sequence head (the algorithm's `context_decay`), the request's context length
         # (engines/sim/drafter.py).
         context = prof.context_decay if algo_cfg.get("context_decay") else None
-        self.drafter = SimDrafter.from_sim_args(a["sim"], prof.acceptance, context) \
-            if algo else None
+        self.drafter = (SimDrafter.from_sim_args(a["sim"], prof.acceptance, context)
+                        if algo else None)
 
     def start(self, on_log: Any = None) -> SchedulerLoop:
         self.loop = SchedulerLoop(self.core, self.time_scale, self.cfg.args["decode_log_interval"],

@@ -116,7 +116,6 @@ def test_long_context_accepts_less_through_http(launch_sim: LaunchSim):
     assert all(8192 <= m["prompt_tokens"] < 8800 for m in mid)
     assert all(m["prompt_tokens"] >= 24000 for m in far)
     got = [accept_length(metas) for metas in (short, mid, far)]
-    print("accept length short / ~8.5k / ~24k tokens:", got)
     # Expected per 4-token verify with the coding chain 0.82, 0.76, 0.72 (x the context factor
     # f): 1 + p1 + p1 p2 + p1 p2 p3 -> f = 1: 2.89; f = 0.59-0.63 (8.2k-8.8k tokens): 1.80-1.87;
     # f = 0.13: ~1.12. 8 x 128 tokens per length, so a tenth or two of sampling spread.

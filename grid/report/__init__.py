@@ -96,6 +96,7 @@ def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
         data.cells = data.cells[data.cells.cell_id.isin(keep)]
         data.stats.table = data.stats.table[data.stats.table.cell_id.isin(keep)]
         data.requests = data.requests[data.requests.cell_id.isin(keep)]
+        data.turns = data.turns[data.turns.cell_id.isin(keep)]
         data.decision = decide(data.stats)
     return summary_text(data)
 

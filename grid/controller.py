@@ -201,7 +201,8 @@ class GroupRun:
         prefix = f"[{ctl.started}/{ctl.total}] {cell.describe()}"
         attempt = ctl.record.start_attempt(cell)
         if ctl.progress is not None:
-            ctl.progress.cell_started(index, cell.describe(), cell.num_requests)
+            unit = "rounds" if cell.cell_id in ctl.plan.conversation_loads else "requests"
+            ctl.progress.cell_started(index, cell.describe(), ctl.plan.requests_of(cell), unit)
         started = time.time()
         try:
             outcome = yield from self._measure(cell, attempt, started, prefix)

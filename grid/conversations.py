@@ -13,14 +13,19 @@ from pathlib import Path
 from typing import Any
 
 from actors.loadgen.conversation import ConversationResult
-from actors.loadgen.conversation_plan import ROW_KEYS, ConversationLoadSpec
+from actors.loadgen.conversation_plan import (
+    ROW_KEYS,
+    ConversationLoadSpec,
+    arrival_offsets,
+    think_times,
+)
 from grid import rows as cell_rows
 from grid.cells import Cell
 from grid.config import ConfigError
 from grid.metrics import summarize_cell
 from grid.rows import CellOutcome, ServerFacts
 from workloads.conversations.loaders import load_conversations
-from workloads.conversations.model import Conversation
+from workloads.conversations.model import Conversation, estimate_tokens, message_text
 from workloads.conversations_data import DATA_DIR
 
 CONVERSATION_SET_FIELDS = ("name", "kind", "conversations", "format", "num_conversations")
@@ -127,6 +132,53 @@ def conversation_specs(cell: Cell, conversations: Sequence[Conversation],
             for i in range(clients))
     except ValueError as e:
         raise ConfigError(str(e) + where) from None
+
+
+@dataclass(frozen=True)
+class ConversationWork:
+    """What a conversation cell's load will send, counted from its planned specs (the rounds
+    each client replays: ``num_conversations`` and ``max_turns`` applied)."""
+
+    conversations: int
+    rounds: int
+    """Σ over conversations of the rounds replayed: the cell's requests."""
+    output_tokens: int
+    """Σ of each round's output length (the trace's, else ``max_new_tokens``)."""
+    new_tokens: int
+    """Σ of each round's new context (its messages; round 0 also the system prompt and tool
+    schemas), estimated as characters / 4: what prefill computes when the rest of the history
+    comes from the prefix cache."""
+    think_s: float
+    """Σ of the think times before rounds (the runner's own seeded schedule)."""
+    open_loop: bool
+    """Conversations start at a rate or at the trace's times (not a fixed number in flight)."""
+    last_arrival_s: float
+    """Open loop: offset of the last conversation's start (0 in a closed loop)."""
+
+
+def conversation_work(specs: Sequence[ConversationLoadSpec]) -> ConversationWork:
+    """The work of one conversation cell: its clients' specs summed."""
+    convs = rounds = output = new = 0
+    think = last = 0.0
+    open_loop = False
+    for spec in specs:
+        open_loop = open_loop or not spec.closed_loop
+        selected = spec.selected()
+        convs += len(selected)
+        for index, conv in enumerate(selected):
+            n = spec.turns_of(conv)
+            rounds += n
+            think += sum(think_times(spec, conv, index))
+            for k, turn in enumerate(conv.turns[:n]):
+                output += turn.output_tokens or spec.max_new_tokens
+                chars = sum(len(message_text(m)) for m in turn.messages)
+                if k == 0:
+                    chars += len(conv.system or "") + (
+                        len(json.dumps(list(conv.tools), default=str)) if conv.tools else 0)
+                new += estimate_tokens(chars)
+        if not spec.closed_loop and selected:
+            last = max(last, max(arrival_offsets(spec, selected)))
+    return ConversationWork(convs, rounds, output, new, think, open_loop, last)
 
 
 def at_url(specs: Iterable[ConversationLoadSpec], url: str) -> list[ConversationLoadSpec]:

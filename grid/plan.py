@@ -43,8 +43,10 @@ from grid.cells import (
 from grid.commandline import CommandLine, merge_axes
 from grid.config import ConfigError, check_choices
 from grid.conversations import (
+    ConversationWork,
     conversation_set_key,
     conversation_specs,
+    conversation_work,
     is_conversations,
     load_conversation_set,
 )
@@ -101,6 +103,21 @@ class Plan:
         default_factory=dict)
     """Cell id -> one ConversationLoadSpec per client, for workload.kind=conversations cells
     (which have no entry in `loads`)."""
+
+    def work(self, cell: Cell) -> ConversationWork | None:
+        """A conversation cell's planned work (None for a prompt cell)."""
+        specs = self.conversation_loads.get(cell.cell_id)
+        return conversation_work(specs) if specs is not None else None
+
+    def requests_of(self, cell: Cell) -> int:
+        """The requests a cell measures: a conversation cell's rounds (conversations x their
+        rounds), a prompt cell's num_requests."""
+        work = self.work(cell)
+        return cell.num_requests if work is None else work.rounds
+
+    def cell_seconds(self, cell: Cell) -> float:
+        """estimate_cell_seconds with the cell's conversation work, if it has any."""
+        return estimate_cell_seconds(cell, self.work(cell))
 
 
 def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) -> DictConfig:
@@ -465,15 +482,22 @@ def _token_seconds(cell: Cell, batch: int) -> float:
     return model.spec_step_s(batch, steps, draft) / accept
 
 
-def estimate_cell_seconds(cell: Cell) -> float:
+def _time_scale(config: dict[str, Any]) -> float:
+    scale = (config["engine"].get("sim_args") or {}).get("time_scale")
+    return 1.0 if scale is None or config["engine"]["name"] != "sim" else float(scale)
+
+
+def estimate_cell_seconds(cell: Cell, work: ConversationWork | None = None) -> float:
     """One cell's wall time: its requests (warmup included) in waves of `concurrency`
     streams (open loop: at the arrival rate), each wave a prefill plus max_new_tokens steps
-    at that batch, plus the per-cell overhead."""
+    at that batch, plus the per-cell overhead. A conversation cell (`work`, from its planned
+    specs) is sized by its rounds instead (see _conversation_seconds)."""
+    if work is not None:
+        return _conversation_seconds(cell, work) + CELL_OVERHEAD_S
     config = cell.config
     load, tokens = config["load"], int(config["workload"]["max_new_tokens"])
     cap = config["variant"]["args"].get("max_running_requests") or 1024
-    scale = (config["engine"].get("sim_args") or {}).get("time_scale")
-    scale = 1.0 if scale is None or config["engine"]["name"] != "sim" else float(scale)
+    scale = _time_scale(config)
     warmup = int(load["warmup_requests"])
     if cell.rate is not None:
         # Open loop: the arrival period, plus one request's life at the batch it settles at.
@@ -491,6 +515,29 @@ def estimate_cell_seconds(cell: Cell) -> float:
     return (waves * wave_s + warm_s) * scale + CELL_OVERHEAD_S
 
 
+def _conversation_seconds(cell: Cell, work: ConversationWork) -> float:
+    """Wall seconds of a conversation cell's load: its rounds in waves of the conversations
+    in flight, each round a prefill of only its new context (the rest of the history is in the
+    prefix cache) plus its output tokens at that batch (modelled time, x the simulator's
+    time_scale), and the think time spread over the streams. Open loop: the last
+    conversation's start plus one conversation's life at batch 1. Arrivals and think times
+    are the client's wall clock: never scaled."""
+    if not work.rounds:
+        return 0.0
+    _, model = _perf(cell)
+    scale = _time_scale(cell.config)
+    out, new = work.output_tokens / work.rounds, work.new_tokens / work.rounds
+    if work.open_loop:
+        per_conv = work.rounds / max(1, work.conversations)
+        life = per_conv * (out * _token_seconds(cell, 1) + model.prefill_s(max(1, round(new))))
+        return work.last_arrival_s + life * scale + work.think_s / max(1, work.conversations)
+    cap = cell.config["variant"]["args"].get("max_running_requests") or 1024
+    streams = max(1, min(int(cell.concurrency or 1), cap, work.conversations))
+    waves = math.ceil(work.rounds / streams)
+    wave_s = out * _token_seconds(cell, streams) + model.prefill_s(max(1, round(streams * new)))
+    return waves * wave_s * scale + work.think_s / streams
+
+
 def estimate_seconds(plan: Plan) -> float:
     """The run's wall time: Ray start, each server group's start, each cell. With
     max_parallel_servers > 1, groups are laid out in order on that many slots, each taking the
@@ -498,7 +545,7 @@ def estimate_seconds(plan: Plan) -> float:
     slots = [0.0] * max(1, plan.max_parallel_servers)
     for group in plan.groups:
         seconds = SERVER_START_S.get(group.config["engine"]["name"], SGLANG_START_S)
-        seconds += sum(estimate_cell_seconds(cell) for cell in group.cells)
+        seconds += sum(plan.cell_seconds(cell) for cell in group.cells)
         slots[slots.index(min(slots))] += seconds
     return RUN_OVERHEAD_S + max(slots)
 
@@ -536,9 +583,9 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
         if group.cells[0].engine_version:
             lines.append(f"  engine: {group.cells[0].engine_version}")
         for cell in group.cells:
-            conversations = plan.conversation_loads.get(cell.cell_id)
-            size = (f"conversations={sum(len(s.conversations) for s in conversations)}"
-                    if conversations else f"requests={cell.num_requests}")
+            work = plan.work(cell)
+            size = (f"conversations={work.conversations} rounds={work.rounds}"
+                    if work is not None else f"requests={cell.num_requests}")
             lines.append(f"  cell {cell.cell_id}: {cell.describe()} {size}")
     lines.append("")
     if plan.workloads is not None:  # alignment of each workload x speculative variant

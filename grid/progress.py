@@ -101,21 +101,24 @@ class Progress:
         else:
             print(line, file=self.stream, flush=True)
 
-    def cell_started(self, index: int, name: str, num_requests: int) -> None:
+    def cell_started(self, index: int, name: str, num_requests: int,
+                     unit: str = "requests") -> None:
+        """`num_requests`: what the cell will send (a conversation cell's rounds, `unit`
+        "rounds")."""
         self.cell = {"index": index, "name": name, "total": num_requests, "done": 0,
                      "tokens": 0, "errors": 0, "started": time.monotonic()}
         self.phase = None
         if self.live:
             # No total until the first request count arrives: a pulsing bar, not a stuck 0/n.
             self._bars.update(self._cell_task, description=name, total=None, completed=0,
-                              visible=True, info=f"{num_requests} requests")
+                              visible=True, info=f"{num_requests} {unit}")
             self._refresh()
         else:
             self.echo(f"[{self.cells_done + 1}/{self.total}] {name}: started "
-                      f"({num_requests} requests)")
+                      f"({num_requests} {unit})")
 
     def cell_requests(self, done: int, output_tokens: int, errors: int) -> None:
-        """Requests finished so far in the current cell (live display only: one line per
+        """Requests (rounds) finished so far in the current cell (live display only: one line per
         update would flood a log)."""
         if self.cell is None:
             return

@@ -42,7 +42,6 @@ from grid.plan import (
     build_plan,
     compose_cells,
     compose_grid,
-    estimate_cell_seconds,
     format_plan,
 )
 from grid.progress import Progress
@@ -263,7 +262,7 @@ def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
         signal.signal(signal.SIGTERM, on_sigterm)
         # Live progress; plain lines when stdout is not a terminal or echo is captured.
         live = echo is print and sys.stdout.isatty()
-        estimates = [estimate_cell_seconds(c) for g in group_by_server(todo) for c in g.cells]
+        estimates = [plan.cell_seconds(c) for g in group_by_server(todo) for c in g.cells]
         with Progress(len(todo), estimates, live=live,
                       echo=None if live else echo) as progress:
             Controller(plan, record, max_error_rate=float(cfg.run.max_error_rate),

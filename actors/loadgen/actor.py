@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 import ray
 
-from actors.loadgen.conversation import ConversationResult, run_conversations
+from actors.loadgen.conversation import ConversationResult, RoundProgress, run_conversations
 from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.runner import LoadRun, new_event_loop_runner
 from actors.loadgen.spec import LoadResult, LoadSpec
@@ -76,7 +76,7 @@ class LoadGenActor:
     def __init__(self) -> None:
         self._loop = LoopThread()
         self._run: LoadRun | None = None
-        self._measuring: LoadRun | None = None
+        self._measuring: LoadRun | RoundProgress | None = None
         self._conversations: ConversationLoadSpec | None = None
 
     async def prepare(self, spec: LoadSpec) -> dict[str, Any]:
@@ -108,8 +108,9 @@ class LoadGenActor:
             self._measuring = None
 
     async def progress(self) -> dict[str, int] | None:
-        """Requests done, output tokens and errors of the window now running (None when none
-        is): the actor's own loop answers while the load runs on its thread."""
+        """Requests (conversation rounds) done, output tokens and errors of the window now
+        running (None when none is): the actor's own loop answers while the load runs on its
+        thread."""
         run = self._measuring
         return run.progress() if run is not None else None
 
@@ -127,13 +128,18 @@ class LoadGenActor:
         if self._conversations is None:
             raise RuntimeError("run_conversations() without prepare_conversations()")
         spec, self._conversations = self._conversations, None
+        counter = RoundProgress()
 
         async def go() -> ConversationResult:
             if start_at is not None:
                 await asyncio.sleep(max(0.0, start_at - time.time()))
-            return await run_conversations(spec)
+            return await run_conversations(spec, counter=counter)
 
-        return await self._loop.call(go())
+        self._measuring = counter
+        try:
+            return await self._loop.call(go())
+        finally:
+            self._measuring = None
 
     async def close(self) -> None:
         """Close a prepared cell that will not run."""

@@ -60,6 +60,27 @@ class ConversationResult:
     stats: dict[str, Any]
 
 
+@dataclass
+class RoundProgress:
+    """Rounds finished so far, their output tokens and how many failed: updated only by the
+    runner's loop as each round ends, read from another thread for the driver's live display
+    (each field is one int, read whole under the GIL; the three may be a round apart)."""
+
+    done: int = 0
+    tokens: int = 0
+    errors: int = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        if row["status"] == "ok":
+            self.tokens += row["output_tokens"] or 0
+        else:
+            self.errors += 1
+        self.done += 1
+
+    def progress(self) -> dict[str, int]:
+        return {"done": self.done, "tokens": self.tokens, "errors": self.errors}
+
+
 class NativeReplySink(NativeSink):
     """:class:`NativeSink` that also keeps the final event's ``text`` and ``cached_tokens``."""
 
@@ -219,7 +240,8 @@ async def _sleep_until(target: float) -> None:
 
 
 async def run_conversation(cl: _Client, conv: Conversation, index: int, due: float,
-                           deadline: float | None, offset: float) -> list[dict[str, Any]]:
+                           deadline: float | None, offset: float,
+                           counter: RoundProgress | None = None) -> list[dict[str, Any]]:
     """Replay one conversation whose first round is due at ``due`` (perf_counter s)."""
     spec = cl.spec
     n = spec.turns_of(conv)
@@ -239,6 +261,8 @@ async def run_conversation(cl: _Client, conv: Conversation, index: int, due: flo
                                 spec.request_timeout_s)
         source = history.reply(k, sink.text) if tl.error is None else None
         rows.append(_row(conv, k, n, tl, sink, len(body), source, thinks[k], offset))
+        if counter is not None:
+            counter.add(rows[-1])
         if tl.error is not None:
             rows += unrun_rows(conv, k + 1, n, "skipped", f"round {k} failed")
             break
@@ -248,9 +272,10 @@ async def run_conversation(cl: _Client, conv: Conversation, index: int, due: flo
 
 async def run_conversations(spec: ConversationLoadSpec,
                             transport: httpx.AsyncBaseTransport | None = None,
-                            ) -> ConversationResult:
+                            counter: RoundProgress | None = None) -> ConversationResult:
     """Drive ``spec``'s conversations; return their rows and stats. ``transport``: an httpx
-    transport to use instead of building ``spec.transport`` (closed by the client)."""
+    transport to use instead of building ``spec.transport`` (closed by the client);
+    ``counter``: counts the rounds as they end (live progress)."""
     offset = time.time() - perf_counter()
     tr = transport if transport is not None else make_transport(spec.transport)
     timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
@@ -262,7 +287,8 @@ async def run_conversations(spec: ConversationLoadSpec,
         deadline = t0 + spec.duration_s if spec.duration_s is not None else None
 
         async def one(i: int, due: float) -> None:
-            results[i] = await run_conversation(cl, convs[i], i, due, deadline, offset)
+            results[i] = await run_conversation(cl, convs[i], i, due, deadline, offset,
+                                                counter)
 
         if spec.closed_loop:
             todo = iter(range(len(convs)))

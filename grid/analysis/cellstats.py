@@ -141,7 +141,7 @@ def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, 
 
 IDENTITY = ["cell_id", "variant", "workload", "concurrency", "rate", "status", "engine",
             "simulated", "client_saturated", "error_rate", "requests_error", "num_requests",
-            "factors", "engine_version"]
+            "factors", "engine_version", "cache_hit_rate"]
 
 
 def analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo | None = None,

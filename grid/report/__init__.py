@@ -15,6 +15,7 @@ from pathlib import Path
 
 from grid.analysis import Slo, decide
 from grid.report import plots
+from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, RunData, load_run
 from grid.report.html import compare_html, run_html
 from grid.report.text import domain_acceptance, summary_table, summary_text
@@ -61,6 +62,9 @@ def decision_json(data: RunData) -> dict:
         "cells": {"total": len(table),
                   "done": int((table.status == "done").sum()) if len(table) else 0},
         **data.decision.as_json(),
+        # Conversation cells are in the speedups above like any cell (by conversations in
+        # flight); this adds what only their rounds show: by context length.
+        **({"conversations": conv} if (conv := findings(data.turns, data.baseline)) else {}),
     }
 
 
@@ -92,6 +96,7 @@ def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
         data.cells = data.cells[data.cells.cell_id.isin(keep)]
         data.stats.table = data.stats.table[data.stats.table.cell_id.isin(keep)]
         data.requests = data.requests[data.requests.cell_id.isin(keep)]
+        data.turns = data.turns[data.turns.cell_id.isin(keep)]
         data.decision = decide(data.stats)
     return summary_text(data)
 

@@ -30,7 +30,8 @@ def context_bin(tokens: float) -> str:
     return f"{lo // 1024}k+"
 
 
-def _bin_order(label: str) -> int:
+def bin_order(label: str) -> int:
+    """Sort key of a bin label (its lower edge in k tokens)."""
     return int(label.split("-")[0].rstrip("k+"))
 
 
@@ -62,7 +63,7 @@ def turn_table(turns: pd.DataFrame) -> pd.DataFrame:
                                if len(cached) else None),
         })
     table = pd.DataFrame(rows)
-    table["_order"] = table.bin.map(_bin_order)
+    table["_order"] = table.bin.map(bin_order)
     return (table.sort_values(["variant", "concurrency", "_order"]).drop(columns="_order")
             .reset_index(drop=True))
 
@@ -83,43 +84,111 @@ def with_speedup(table: pd.DataFrame, baseline: str = "baseline") -> pd.DataFram
     return out
 
 
+def crossover_points(table: pd.DataFrame, baseline: str = "baseline") -> list[dict[str, Any]]:
+    """Per speculative variant and concurrency (of a `with_speedup` table): `stops_from`, the
+    first context bin from which its round speed is below the baseline's (speculation stops
+    paying; None when it pays in every bin), the speedup there and the range over bins."""
+    out = []
+    spec = table[(table.variant != baseline) & table.speedup.notna()]
+    for (variant, conc), g in spec.groupby(["variant", "concurrency"], observed=True):
+        losing = g[g.speedup < 1.0]
+        first = losing.iloc[0] if len(losing) else None
+        out.append({"variant": str(variant), "concurrency": _plain(conc),
+                    "stops_from": None if first is None else str(first.bin),
+                    "speedup_there": None if first is None else float(first.speedup),
+                    "speedup_min": float(g.speedup.min()),
+                    "speedup_max": float(g.speedup.max())})
+    return out
+
+
 def crossover(table: pd.DataFrame, baseline: str = "baseline") -> list[str]:
     """Per speculative variant and concurrency: the first context bin from which its round
     speed is below the baseline's (speculation stops paying), or that it pays in every bin."""
     lines = []
-    spec = table[(table.variant != baseline) & table.speedup.notna()]
-    for (variant, conc), g in spec.groupby(["variant", "concurrency"], observed=True):
-        losing = g[g.speedup < 1.0]
-        if losing.empty:
-            lines.append(f"{variant} c={conc}: faster than {baseline} in every context bin "
-                         f"(speedup {g.speedup.min():.2f}-{g.speedup.max():.2f}x)")
+    for p in crossover_points(table, baseline):
+        if p["stops_from"] is None:
+            lines.append(f"{p['variant']} c={p['concurrency']}: faster than {baseline} in every "
+                         f"context bin (speedup {p['speedup_min']:.2f}-{p['speedup_max']:.2f}x)")
         else:
-            first = losing.iloc[0]
-            lines.append(f"{variant} c={conc}: stops paying from context {first.bin} "
-                         f"(speedup {first.speedup:.2f}x)")
+            lines.append(f"{p['variant']} c={p['concurrency']}: stops paying from context "
+                         f"{p['stops_from']} (speedup {p['speedup_there']:.2f}x)")
     return lines
+
+
+def conversation_cells(cells: pd.DataFrame, turns: pd.DataFrame, baseline: str = "baseline"
+                       ) -> pd.DataFrame:
+    """The rows of `cells` (the analysed cells table, or any frame with cell_id, variant,
+    concurrency, output_tok_s) that have turns, sorted by variant and concurrency, with
+    `conversations` and `rounds` (sent) from the turns and `vs_baseline`: output_tok_s / the
+    baseline's at the same concurrency (None without one)."""
+    mine = cells[cells.cell_id.isin(set(turns.cell_id))].sort_values(["variant", "concurrency"])
+    sent = turns[turns.status.isin(("ok", "error"))]
+    convs = sent.groupby("cell_id").conversation_id.nunique() if "conversation_id" in sent \
+        else pd.Series(dtype=float)
+    rounds = sent.groupby("cell_id").size()
+    base = {r["concurrency"]: r["output_tok_s"]
+            for r in mine[mine.variant == baseline].to_dict("records")}
+    ratios = []
+    for r in mine.to_dict("records"):
+        ref = base.get(r["concurrency"])
+        ratios.append(float(r["output_tok_s"] / ref) if ref and not pd.isna(ref)
+                      and not pd.isna(r["output_tok_s"]) else None)
+    return mine.assign(conversations=mine.cell_id.map(convs), rounds=mine.cell_id.map(rounds),
+                       vs_baseline=pd.Series(ratios, index=mine.index, dtype=float)
+                       ).reset_index(drop=True)
 
 
 def cell_lines(cells: pd.DataFrame, turns: pd.DataFrame, baseline: str = "baseline"
                ) -> list[str]:
     """Per conversation cell (variant x conversations in flight): throughput (output tok/s of
-    the completed rounds over the load window, the cell row's), its ratio to the baseline's at
-    the same concurrency, TTFT p50, accept length and prefix-cache hit rate."""
-    mine = cells[cells.cell_id.isin(set(turns.cell_id))].sort_values(["variant", "concurrency"])
-    base = {r["concurrency"]: r["output_tok_s"]
-            for r in mine[mine.variant == baseline].to_dict("records")}
+    the completed rounds, as the cells table has it), its ratio to the baseline's at the same
+    concurrency, TTFT p50, accept length and prefix-cache hit rate."""
     lines = [f"  {'variant':<12} {'c':>3} {'tok/s':>8} {'vs base':>7} {'TTFT p50':>9} "
              f"{'accept':>6} {'cache hit':>9}"]
-    for r in mine.to_dict("records"):
-        ref = base.get(r["concurrency"])
-        ratio = (r["output_tok_s"] / ref if ref and not pd.isna(ref)
-                 and not pd.isna(r["output_tok_s"]) else None)
+    for r in conversation_cells(cells, turns, baseline).to_dict("records"):
         hit = None if pd.isna(r["cache_hit_rate"]) else 100 * r["cache_hit_rate"]
         lines.append(f"  {r['variant']:<12} {r['concurrency']:>3} "
-                     f"{_fmt(r['output_tok_s'], '.1f'):>8} {_fmt(ratio, '.2f', 'x'):>7} "
+                     f"{_fmt(r['output_tok_s'], '.1f'):>8} {_fmt(r['vs_baseline'], '.2f', 'x'):>7} "
                      f"{_fmt(_ms(r['ttft_p50_s']), '.1f', 'ms'):>9} "
                      f"{_fmt(r['accept_length'], '.2f'):>6} {_fmt(hit, '.0f', '%'):>9}")
     return lines
+
+
+def cache_hit_by_variant(turns: pd.DataFrame) -> dict[str, tuple[float | None, int]]:
+    """Variant -> (prefix-cache hit rate over its completed rounds that report one, rounds)."""
+    out = {}
+    ok = turns[turns.status == "ok"]
+    for variant, g in ok.groupby("variant", observed=True):
+        cached = g[g.cached_tokens.notna()]
+        rate = (float(cached.cached_tokens.sum() / cached.context_tokens.sum())
+                if len(cached) and cached.context_tokens.sum() else None)
+        out[str(variant)] = (rate, len(g))
+    return out
+
+
+def findings(turns: pd.DataFrame, baseline: str = "baseline") -> dict[str, Any]:
+    """The conversation findings for decision.json: the by-context table (with speedups) and
+    where each speculative variant stops paying; empty without turns."""
+    if turns.empty:
+        return {}
+    table = with_speedup(turn_table(turns), baseline)
+    return {"context_bins_tokens": list(BIN_EDGES),
+            "prefix_cache_hit_rate": {v: rate for v, (rate, _) in
+                                      cache_hit_by_variant(turns).items()},
+            "by_context": [{k: _plain(v) for k, v in r.items()}
+                           for r in table.to_dict("records")],
+            "stops_paying": crossover_points(table, baseline)}
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready scalar: numpy numbers as Python's, NaN as None."""
+    if value is None:
+        return None
+    if hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, float) and pd.isna(value):
+        return None
+    return value
 
 
 def _ms(seconds: Any) -> float | None:
@@ -129,17 +198,14 @@ def _ms(seconds: Any) -> float | None:
 def agentic_summary(turns: pd.DataFrame, cells: pd.DataFrame | None = None,
                     baseline: str = "baseline") -> list[str]:
     """The report's conversation section as text lines (empty without turns): per cell (when
-    `cells` is given), then by context length."""
+    `cells`, the analysed cells table, is given), then by context length."""
     if turns.empty:
         return []
     table = with_speedup(turn_table(turns), baseline)
     lines = ["conversations (turns dataset): concurrency c = conversations in flight"]
-    ok = turns[turns.status == "ok"]
-    for variant, g in ok.groupby("variant", observed=True):
-        cached = g[g.cached_tokens.notna()]
-        rate = cached.cached_tokens.sum() / cached.context_tokens.sum() if len(cached) else None
+    for variant, (rate, n) in cache_hit_by_variant(turns).items():
         lines.append(f"  {variant}: prefix-cache hit rate "
-                     f"{'-' if rate is None else f'{rate:.0%}'} over {len(g)} rounds")
+                     f"{'-' if rate is None else f'{rate:.0%}'} over {n} rounds")
     if cells is not None and not cells.empty:
         lines += cell_lines(cells, turns, baseline)
     lines.append("by context length (decode = per-stream decode tok/s; round = output tokens / "

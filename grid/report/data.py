@@ -18,8 +18,14 @@ from actors.probe import counter_deltas
 from grid.analysis import CellStats, Decision, Slo, analyse_cells, decide
 from grid.analysis.cellstats import REQUEST_COLUMNS
 from grid.distribution_report import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
-from grid.loader import load_cells, load_requests, load_server_metrics, load_telemetry
-from grid.schema import REQUEST_FIELDS
+from grid.loader import (
+    load_cells,
+    load_requests,
+    load_server_metrics,
+    load_telemetry,
+    load_turns,
+)
+from grid.schema import REQUEST_FIELDS, TURN_FIELDS
 
 SIM_BANNER = "SIMULATION — numbers come from specgrid's simulated SGLang server, not a GPU."
 DECISION_FILE = "decision.json"
@@ -31,6 +37,12 @@ SERVER_COUNTERS = {"sglang:generation_tokens_total": "generation_tokens",
                    "sglang:num_retracted_requests_total": "retractions",
                    "sglang:num_requests_total": "requests"}
 _REQUEST_EXTRA = ["variant", "workload", "concurrency", "domain"]
+TURN_COLUMNS = [name for name in TURN_FIELDS.names if name != "itl_s"] + ["variant", "workload"]
+"""The turn columns the report reads (not the per-token gaps: the cell row has ITL
+percentiles)."""
+SENT_ROUNDS = ("ok", "error")
+"""Rounds that reached the server (skipped / not_run ones never did): a conversation cell's
+requests."""
 _ALIGNMENT = "alignment_ok"
 
 
@@ -41,6 +53,9 @@ class RunData:
     """The loader's cells (latest attempt each)."""
     requests: pd.DataFrame
     """The request columns the analysis needs (no per-token lists)."""
+    turns: pd.DataFrame
+    """One row per round of each conversation cell (workload.kind=conversations; empty
+    without); its sent rounds are the cell's requests in `stats`."""
     stats: CellStats
     decision: Decision
     server_metrics: pd.DataFrame
@@ -52,6 +67,8 @@ class RunData:
     slo: Slo
     validity: list[tuple[str, str]] = field(default_factory=list)
     """(level: `warning` | `note`, text) — shown at the top of every report."""
+    baseline: str = "baseline"
+    """The variant the others are compared to."""
 
     @property
     def simulated(self) -> bool:
@@ -75,14 +92,26 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
     extra = [c for c in (_ALIGNMENT,) if c in REQUEST_FIELDS.names]
     wanted = REQUEST_COLUMNS + _REQUEST_EXTRA + extra + DISTRIBUTION_COLUMNS
     requests = load_requests(run_dir, columns=list(dict.fromkeys(wanted)))
-    stats = analyse_cells(cells, requests, slo, replicates, seed)
+    turns = load_turns(run_dir, columns=TURN_COLUMNS)
+    stats = analyse_cells(cells, with_rounds(requests, turns), slo, replicates, seed)
     metrics = load_server_metrics(run_dir)
     telemetry = load_telemetry(run_dir)
-    data = RunData(run_dir, cells, requests, stats, decide(stats, baseline), metrics,
+    data = RunData(run_dir, cells, requests, turns, stats, decide(stats, baseline), metrics,
                    server_deltas(metrics, stats.table), telemetry,
-                   energy_per_token(telemetry, cells, stats.table), slo)
+                   energy_per_token(telemetry, cells, stats.table), slo, baseline=baseline)
     data.validity = validity(data)
     return data
+
+
+def with_rounds(requests: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
+    """The requests the cell analysis reads: the prompt cells' requests and, for conversation
+    cells, their sent rounds (a round is one request: sent, timed, streamed like any other;
+    grid/metrics.py's definitions apply unchanged)."""
+    rounds = turns[turns.status.isin(SENT_ROUNDS)]
+    if rounds.empty:
+        return requests
+    rounds = rounds[[c for c in REQUEST_COLUMNS if c in rounds]]
+    return rounds if requests.empty else pd.concat([requests, rounds], ignore_index=True)
 
 
 def server_deltas(metrics: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
@@ -151,6 +180,7 @@ def validity(data: RunData) -> list[tuple[str, str]]:
         more = len(frame) - len(shown)
         return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
 
+    conversation_ids = set(data.turns.cell_id) if len(data.turns) else set()
     saturated = table[table.client_saturated.fillna(False).astype(bool)]
     if len(saturated):
         out.append(("warning", f"client saturated in {len(saturated)} cell(s) (latency there "
@@ -179,7 +209,15 @@ def validity(data: RunData) -> list[tuple[str, str]]:
         out.append(("warning", f"too few requests for a tight interval (throughput ±10 % or "
                                f"fewer than 10 requests in the steady window) in "
                                f"{len(loose)} cell(s): {names(loose)}; raise "
-                               f"load.requests_per_stream"))
+                               f"load.requests_per_stream"
+                               + (" (conversation cells: more rounds, workload."
+                                  "num_conversations / workload.max_turns)"
+                                  if loose.cell_id.isin(conversation_ids).any() else "")))
+    if len(conversation_ids):
+        out.append(("note", f"{len(conversation_ids)} conversation cell(s): their requests are "
+                            "the rounds sent; intervals resample rounds as if independent, but "
+                            "the rounds of one conversation share its growing context, so "
+                            "these intervals are likely too narrow"))
     unsteady = table[(table.get("steady", pd.Series(True, index=table.index)) == False)  # noqa: E712
                      & (table.status == "done")]
     if len(unsteady):

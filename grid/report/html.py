@@ -15,7 +15,16 @@ import pandas as pd
 
 from grid.analysis.bootstrap import excludes_zero, interval
 from grid.analysis.decision import NO_DIFFERENCE, points
+from grid.report.agentic import (
+    BIN_EDGES,
+    cache_hit_by_variant,
+    conversation_cells,
+    crossover,
+    turn_table,
+    with_speedup,
+)
 from grid.report.data import SIM_BANNER, RunData, provenance
+from grid.report.plots import CONVERSATION_PLOTS
 from grid.report.text import domain_acceptance
 
 STYLE = """
@@ -152,6 +161,72 @@ def cells_section(data: RunData) -> str:
             "the client's.</p><table>" + "".join(rows) + "</table>")
 
 
+def _table(head: list[str], rows: list[list[str]]) -> str:
+    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(
+        "<tr>" + "".join(f"<td class=n>{c}</td>" for c in r) + "</tr>" for r in rows)
+        + "</table>")
+
+
+def conversation_section(data: RunData, figures: dict[str, bytes]) -> str:
+    """Conversation cells (workload.kind=conversations, grid/report/agentic.py): per cell,
+    then per context-length bin with the speedup over the baseline and where speculation
+    stops paying, with the conversation plots. Empty without conversation cells."""
+    turns = data.turns
+    if turns.empty:
+        return ""
+    base = data.baseline
+    out = ["<h2>Conversations</h2>"]
+    if data.simulated:
+        out.append('<p class="banner">SIMULATION — these conversations were served by '
+                   "specgrid's simulated SGLang server, not a GPU.</p>")
+    out.append("<p>Multi-turn replay: each round sends the whole history, so the context "
+               "grows round by round and most of it can come from the prefix cache. "
+               "c = conversations in flight. A round is a request: the cells table below and "
+               "this one count sent rounds, over the steady-state window with 95 % "
+               "intervals (rounds resampled as if independent; rounds of one conversation "
+               "share its context, so these intervals are on the narrow side). ITL from the "
+               "cell row (all completed rounds).</p>")
+    hits = cache_hit_by_variant(turns)
+    out.append("<p>Prefix-cache hit rate (Σ cached / Σ context tokens of completed rounds): "
+               + "; ".join(f"{esc(v)} {_f(rate, '{:.0%}')} over {n} rounds"
+                           for v, (rate, n) in hits.items()) + "</p>")
+    cells = conversation_cells(data.stats.table, turns, base)
+    itl = data.cells.set_index("cell_id")[["itl_p50_s", "itl_p99_s"]] \
+        if {"itl_p50_s", "itl_p99_s"} <= set(data.cells) else None
+    rows = []
+    for _, r in cells.iterrows():
+        load = f"c={int(r.concurrency)}" if pd.isna(r.rate) else f"{r.rate:g}/s"
+        i = itl.loc[r.cell_id] if itl is not None and r.cell_id in itl.index else {}
+        rows.append([esc(r.variant), esc(r.workload), load, esc(r.status),
+                     _f(r.conversations, "{:.0f}"), _f(r.rounds, "{:.0f}"),
+                     _ci(r, "output_tok_s"), _f(r.vs_baseline, "{:.2f}x"),
+                     _ci(r, "ttft_p50_s", "{:.0f}", 1e3), _ci(r, "ttft_p99_s", "{:.0f}", 1e3),
+                     _f(i.get("itl_p50_s"), "{:.1f}", 1e3), _f(i.get("itl_p99_s"), "{:.1f}", 1e3),
+                     _ci(r, "accept_length", "{:.2f}"), _f(r.cache_hit_rate, "{:.0%}")])
+    out.append(_table(["variant", "workload", "load", "status", "conversations", "rounds",
+                       "tok/s", f"vs {esc(base)}", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
+                       "ITL p99 ms", "accept", "cache hit"], rows))
+    table = with_speedup(turn_table(turns), base)
+    edges = ", ".join(f"{e // 1024}k" for e in BIN_EDGES[1:])
+    out.append(f"<p>By context length of the round (bins split at {edges} tokens; completed "
+               f"rounds): decode = per-stream decode tok/s, round = output tokens / round E2E "
+               f"(prefill of the new context plus decode: what an agent waits on), speedup = "
+               f"round tok/s over {esc(base)}'s at the same concurrency and bin.</p>")
+    out.append(_table(
+        ["variant", "c", "context", "rounds", "accept", "TTFT p50 ms", "decode tok/s",
+         "round tok/s", "cache hit", "speedup"],
+        [[esc(r.variant), _f(r.concurrency, "{:.0f}"), esc(r.bin), str(r.rounds),
+          _f(r.accept_length, "{:.2f}"), _f(r.ttft_p50_s, "{:.1f}", 1e3),
+          _f(r.stream_tok_s), _f(r.round_tok_s), _f(r.cache_hit_rate, "{:.0%}"),
+          _f(r.speedup, "{:.2f}x")] for r in table.itertuples()]))
+    lines = crossover(table, base)
+    if lines:
+        out.append("<p>Where speculation stops paying for this traffic:</p><ul>"
+                   + "".join(f"<li>{esc(line)}</li>" for line in lines) + "</ul>")
+    out += [img(png, name) for name, png in figures.items() if name in CONVERSATION_PLOTS]
+    return "\n".join(out)
+
+
 def provenance_section(data: RunData) -> str:
     p = provenance(data)
     out = ["<h2>Provenance</h2>", f"<p>run {esc(p['run'])}; hardware: {esc(p['hardware'])}; "
@@ -175,11 +250,12 @@ def page(title: str, body: list[str]) -> str:
 def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests)
     body = [validity_section(data), decision_section(data), "<h2>Plots</h2>"]
-    body += [img(png, name) for name, png in figures.items()]
+    body += [img(png, name) for name, png in figures.items() if name not in CONVERSATION_PLOTS]
     if accept:
         body.append("<h2>Acceptance by prompt domain</h2><ul>" + "".join(
             f"<li>{esc(a)}</li>" for a in accept) + "</ul>")
-    body += [f"<p>Goodput SLO: {esc(data.slo.describe())} (SGLang's rule: a request counts "
+    body += [conversation_section(data, figures),
+             f"<p>Goodput SLO: {esc(data.slo.describe())} (SGLang's rule: a request counts "
              f"when it succeeded and met every SLO set).</p>", cells_section(data),
              provenance_section(data)]
     return page(f"specgrid run {data.run_dir.name}", body)

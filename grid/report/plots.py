@@ -14,6 +14,13 @@ from matplotlib.figure import Figure
 
 from grid.analysis.bootstrap import interval
 from grid.analysis.decision import points
+from grid.report.agentic import (
+    bin_order,
+    conversation_cells,
+    crossover_points,
+    turn_table,
+    with_speedup,
+)
 from grid.report.data import SERVER_GAUGES, RunData
 
 DPI = 90
@@ -232,9 +239,111 @@ def _short_load(labels: pd.DataFrame, cell_id: str) -> str:
     return f"c={int(row.concurrency)}" if pd.isna(row.rate) else f"{row.rate:g}/s"
 
 
+def _simulated(data: RunData, title: str) -> str:
+    """A figure title, marked when its numbers come from the simulator (a plot file may be
+    seen without the report's banner)."""
+    return f"SIMULATION — {title}" if data.simulated else title
+
+
+def conversation_load(data: RunData) -> Figure | None:
+    """Conversation cells: output tok/s (95 % interval) and prefix-cache hit rate against
+    conversations in flight (open loop: conversation arrival rate), per variant."""
+    if data.turns.empty:
+        return None
+    workloads = set(data.turns.workload.astype(str))
+    tok = series(data, "output_tok_s")
+    tok = tok[tok.workload.isin(workloads)] if len(tok) else tok
+    if tok.empty:
+        return None
+    cells = conversation_cells(data.stats.table, data.turns, data.baseline)
+    cells = cells.assign(load=np.where(cells.rate.isna(), cells.concurrency, cells.rate))
+    kinds = _kinds(tok)
+    fig = Figure(figsize=(11, 4 * len(kinds)), layout="constrained")
+    fig.suptitle(_simulated(data, "conversations: throughput and prefix-cache hits by load"),
+                 fontsize=10)
+    axes = fig.subplots(len(kinds), 2, squeeze=False)
+    for row, kind in enumerate(kinds):
+        frame = tok[tok.load_kind == kind]
+        ax1, ax2 = axes[row]
+        _lines(ax1, frame)
+        _axis(ax1, kind, frame.load)
+        ax1.set_title("output tokens/s of the rounds (95 % interval)", fontsize=9)
+        ax1.legend(fontsize=7)
+        part = cells[cells.rate.isna() == (kind == "concurrency")]
+        hits = part.groupby(["variant", "load"]).cache_hit_rate.mean().dropna()
+        for variant, group in hits.groupby(level="variant", sort=True):
+            ax2.plot(group.index.get_level_values("load"), 100 * group.to_numpy(), "-o",
+                     markersize=4, label=str(variant))
+        _axis(ax2, kind, frame.load)
+        ax2.set_ylim(0, 100)
+        ax2.set_ylabel("% of context tokens from the prefix cache")
+        ax2.set_title("prefix-cache hit rate (completed rounds)", fontsize=9)
+        ax2.legend(fontsize=7)
+    if kinds == ["concurrency"]:
+        for ax in axes[0]:
+            ax.set_xlabel("conversations in flight")
+    return fig
+
+
+def conversation_context(data: RunData) -> Figure | None:
+    """Conversation rounds by context length (the bins of grid/report/agentic.py): TTFT p50,
+    accept length, prefix-cache hit rate and round speed over the baseline's (where it drops
+    below 1, speculation stops paying: marked), one line per variant and concurrency."""
+    if data.turns.empty:
+        return None
+    table = with_speedup(turn_table(data.turns), data.baseline)
+    if table.empty:
+        return None
+    order = sorted(set(table.bin), key=bin_order)
+    x_of = {b: i for i, b in enumerate(order)}
+    fig = Figure(figsize=(11, 7.5), layout="constrained")
+    fig.suptitle(_simulated(data, "conversation rounds by context length (tokens)"),
+                 fontsize=10)
+    axes = fig.subplots(2, 2)
+    panels = ((axes[0][0], "ttft_p50_s", 1e3, "TTFT p50 (ms)"),
+              (axes[0][1], "accept_length", 1.0, "accept length (tokens per verify step)"),
+              (axes[1][0], "cache_hit_rate", 100.0, "prefix-cache hit rate (%)"),
+              (axes[1][1], "speedup", 1.0, f"round tok/s / {data.baseline}'s"))
+    colours = {v: f"C{i % 10}" for i, v in enumerate(sorted(table.variant.unique()))}
+    styles = {c: s for c, s in zip(sorted(table.concurrency.dropna().unique()),
+                                   ("-o", "--s", ":^", "-.v", "-D", "--P"), strict=False)}
+    for ax, column, scale, title in panels:
+        for (variant, conc), g in table.groupby(["variant", "concurrency"], sort=True):
+            if column == "speedup" and variant == data.baseline:
+                continue  # 1.0 by definition: the horizontal line
+            values = pd.to_numeric(g[column], errors="coerce")
+            if values.isna().all():
+                continue
+            ax.plot([x_of[b] for b in g.bin], values * scale, styles.get(conc, "-o"),
+                    color=colours[variant], markersize=4, label=f"{variant} c={conc:g}")
+        ax.set_xticks(range(len(order)), order)
+        ax.set_title(title, fontsize=9)
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    speed_ax = axes[1][1]
+    speed_ax.axhline(1.0, color="black", linewidth=0.8)
+    for p in crossover_points(table, data.baseline):
+        if p["stops_from"] is not None:
+            x = x_of[p["stops_from"]]
+            speed_ax.plot([x], [p["speedup_there"]], "x", color=colours[p["variant"]],
+                          markersize=10, markeredgewidth=2)
+            speed_ax.annotate(f"{p['variant']} c={p['concurrency']:g} stops paying", (x,
+                              p["speedup_there"]), fontsize=7, xytext=(4, -12),
+                              textcoords="offset points")
+    speed_ax.set_title(f"speedup over {data.baseline} (round tok/s; x: stops paying)",
+                       fontsize=9)
+    for ax in axes[1]:
+        ax.set_xlabel("context length (tokens)")
+    return fig
+
+
 PLOTS = {"throughput": throughput, "latency": latency, "speedup": speedup,
-         "acceptance": acceptance, "server_metrics": server_metrics, "telemetry": telemetry}
+         "acceptance": acceptance, "server_metrics": server_metrics, "telemetry": telemetry,
+         "conversation_load": conversation_load, "conversation_context": conversation_context}
 """Name -> plot function, in report order."""
+CONVERSATION_PLOTS = ("conversation_load", "conversation_context")
+"""The plots the report shows in its conversation section (the rest under Plots)."""
 
 
 def compare_throughput(a: RunData, b: RunData) -> Figure | None:

@@ -10,7 +10,6 @@ from typing import Any
 import pandas as pd
 
 from grid.distribution_report import distribution_summary
-from grid.loader import load_turns
 from grid.report.agentic import agentic_summary
 from grid.report.data import RunData
 
@@ -29,7 +28,8 @@ def _ci(row: pd.Series, name: str, fmt: str = "{:.0f}") -> str:
 
 
 def summary_table(table: pd.DataFrame) -> str:
-    """One line per analysed cell (grid/analysis/cellstats.py's table)."""
+    """One line per analysed cell (grid/analysis/cellstats.py's table; a conversation cell's
+    requests are its sent rounds, grid/report/data.py `with_rounds`)."""
     if table.empty:
         return "(no committed cells)"
     view = table.sort_values(["workload", "variant", "concurrency", "rate", "repeat"],
@@ -38,9 +38,13 @@ def summary_table(table: pd.DataFrame) -> str:
     # Cells measured on several engine versions are shown side by side, each with its version.
     versions = view.get("engine_version", pd.Series(index=view.index, dtype=object))
     several = versions.fillna("unknown").nunique() > 1
-    header = (f"{'variant':<26} {'workload':<10} {'load':>7}{' rep' if repeats else ''} "
+    # Conversation cells (grid/report/agentic.py) add their prefix-cache hit rate.
+    cache = "cache_hit_rate" in view and bool(view.cache_hit_rate.notna().any())
+    wide = max(10, *(len(str(w)) for w in view.workload))
+    header = (f"{'variant':<26} {'workload':<{wide}} {'load':>7}{' rep' if repeats else ''} "
               f"{'tok/s [95% CI]':>20} {'goodput tok/s':>20} {'TTFT p50':>9} {'TPOT p50':>9} "
-              f"{'accept':>6} {'window':>10}  status" + ("  [engine version]" if several else ""))
+              f"{'accept':>6}{' cache hit' if cache else ''} {'window':>10}  status"
+              + ("  [engine version]" if several else ""))
     lines = [header, "-" * len(header)]
     for _, row in view.iterrows():
         load = f"c={int(row.concurrency)}" if pd.isna(row.rate) else f"{row.rate:g}/s"
@@ -50,12 +54,14 @@ def summary_table(table: pd.DataFrame) -> str:
                   if not pd.isna(row.get("window_s")) else "-")
         rep = f" {int(row['repeat']):>3}"
         lines.append(
-            f"{row.variant:<26} {row.workload:<10} {load:>7}"
+            f"{row.variant:<26} {row.workload:<{wide}} {load:>7}"
             f"{rep if repeats else ''} "
             f"{_ci(row, 'output_tok_s'):>20} {_ci(row, 'goodput_tok_s'):>20} "
             f"{_num(row.get('ttft_p50_s'), '{:.0f} ms', 1e3):>9} "
             f"{_num(row.get('tpot_p50_s'), '{:.1f} ms', 1e3):>9} "
-            f"{_num(row.get('accept_length'), '{:.2f}'):>6} {window:>10}  {status}"
+            f"{_num(row.get('accept_length'), '{:.2f}'):>6}"
+            + (f" {_num(row.get('cache_hit_rate'), '{:.0f}%', 100):>9}" if cache else "")
+            + f" {window:>10}  {status}"
             + (f"  [{row.get('engine_version') or 'unknown'}]" if several else ""))
     return "\n".join(lines)
 
@@ -86,7 +92,7 @@ def summary_text(data: RunData) -> str:
     distribution = distribution_summary(data.requests, data.cells)
     if distribution:
         parts.append("\n" + distribution)
-    agentic = agentic_summary(load_turns(data.run_dir), data.cells)  # conversation cells
+    agentic = agentic_summary(data.turns, data.stats.table, data.baseline)  # conversation cells
     if agentic:
         parts.append("\n" + "\n".join(agentic))
     return "\n".join(parts)

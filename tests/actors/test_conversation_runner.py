@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from actors.loadgen.conversation import ConversationResult, run_conversations
+from actors.loadgen.conversation import ConversationResult, RoundProgress, run_conversations
 from actors.loadgen.conversation_plan import ROW_KEYS, ConversationLoadSpec
 from actors.loadgen.selfcheck import DISPATCH_LAG_P99_MAX_S
 from tests.engines.sim.conftest import SimProcess, start_sim
@@ -178,10 +178,13 @@ def test_a_killed_server_leaves_finished_rounds_and_marks_the_rest() -> None:
         spec = ConversationLoadSpec(url=s.url, conversations=shipped(2, 6),
                                     concurrency=1, max_turns=6, max_new_tokens=8,
                                     request_timeout_s=10, connect_timeout_s=2)
-        res = asyncio.run(run_conversations(spec))
+        counter = RoundProgress()
+        res = asyncio.run(run_conversations(spec, counter=counter))
     finally:
         s.stop()
         s.log_path.unlink(missing_ok=True)
+    # live progress counts the rounds sent (3 ok of 8 tokens, 2 errors), not the skipped ones
+    assert counter.progress() == {"done": 5, "tokens": 24, "errors": 2}
     first = res.rows[:6]
     assert [r["status"] for r in first] == ["ok"] * 3 + ["error", "skipped", "skipped"]
     assert all(r["ttft_s"] is not None and r["context_tokens"] for r in first[:3])

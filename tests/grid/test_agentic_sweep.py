@@ -4,6 +4,9 @@ dataset committed with each attempt -> the report's conversation section."""
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from grid.loader import load_cells, load_turns
@@ -47,3 +50,15 @@ def test_agentic_sweep_end_to_end(tmp_path):
     assert "conversations (turns dataset): concurrency c = conversations in flight" in text
     assert "by context length (decode = per-stream decode tok/s" in text
     assert "eagle3: prefix-cache hit rate" in text and "eagle3 c=4:" in text
+    # progress counts a cell's rounds (8 conversations x their rounds), as planned
+    assert all(f"started ({n} rounds)" in text for n in turns.groupby("cell_id").size())
+    # the summary table has numbers for conversation cells (tok/s with an interval)
+    rows = [line for line in text.splitlines() if line.split()[1:2] == ["agentic_conversations"]]
+    assert len(rows) == 4 and all(re.search(r"c=[14]\s+\d+ \[\d+, \d+\]", r) for r in rows)
+    page = (outcome.run_dir / "report.html").read_text()
+    section = page[page.index("<h2>Conversations</h2>"):page.index("<h2>Cells</h2>")]
+    assert "SIMULATION" in section and section.count('<img alt="conversation_') == 2
+    decision = json.loads((outcome.run_dir / "decision.json").read_text())
+    assert {(s["variant"], s["load"]) for s in decision["speedups"]} == {("eagle3", 1.0),
+                                                                         ("eagle3", 4.0)}
+    assert {p["concurrency"] for p in decision["conversations"]["stops_paying"]} == {1, 4}

@@ -49,3 +49,11 @@ def test_eta_without_estimates_uses_mean_duration():
     assert eta.remaining_s() is None
     eta.finished(0, 6.0)
     assert eta.remaining_s() == 12.0
+
+
+def test_a_conversation_cell_counts_rounds():
+    out = io.StringIO()
+    with Progress(1, stream=out) as progress:
+        progress.cell_started(0, "eagle3 c=4 agentic_conversations", 45, unit="rounds")
+        progress.cell_finished(0, "eagle3 c=4 agentic_conversations", "done", 3.0)
+    assert "[1/1] eagle3 c=4 agentic_conversations: started (45 rounds)" in out.getvalue()

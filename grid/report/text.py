@@ -37,7 +37,7 @@ def summary_table(table: pd.DataFrame) -> str:
     repeats = view.repeat.nunique() > 1
     # Cells measured on several engine versions are shown side by side, each with its version.
     versions = view.get("engine_version", pd.Series(index=view.index, dtype=object))
-    several = versions.fillna("unknown").nunique() > 1
+    several = versions.astype(object).fillna("unknown").nunique() > 1
     # Conversation cells (grid/report/agentic.py) add their prefix-cache hit rate.
     cache = "cache_hit_rate" in view and bool(view.cache_hit_rate.notna().any())
     wide = max(10, *(len(str(w)) for w in view.workload))

@@ -90,11 +90,11 @@ def test_any_exception_in_a_cell_fails_only_that_cell(tmp_path, monkeypatch):
     real = grid.controller.at_url
     calls = {"n": 0}
 
-    def first_one_breaks(specs, url):
+    def first_one_breaks(specs, *server):
         calls["n"] += 1
         if calls["n"] == 1:
             raise ValueError("invalid LoadSpec: something the plan could not know")
-        return real(specs, url)
+        return real(specs, *server)
 
     monkeypatch.setattr(grid.controller, "at_url", first_one_breaks)
     outcome, out = _run(tmp_path)

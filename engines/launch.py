@@ -49,8 +49,9 @@ class LaunchSpec:
     """How long SIGTERM may take before the whole process group gets SIGKILL."""
     log_phases: tuple[LogPhase, ...] = ()
     """Start-up phases recognised in the log, for progress lines."""
-    api_key: str | None = None
-    """Bearer token the server expects (sent with every request to it); never logged."""
+    api_key: str | None = field(default=None, repr=False)
+    """Bearer token the server expects (sent with every request to it); never logged, kept out
+    of reprs."""
     api_key_flag: str = "--api-key"
     """Flag that receives `api_key` (appended by the actor at launch)."""
     files: dict[str, str] = field(default_factory=dict)

@@ -12,7 +12,14 @@ node; both live in a temporary folder the actor owns, removed when the server st
 returns the whole log (the driver writes it into the run folder) and log_tail() its end.
 
 The interpreter the command names (engine.python) is checked on the node before launching: a
-path that does not exist there is a clear start error for the group's cells."""
+path that does not exist there is a clear start error for the group's cells.
+
+The server binds to `spec.host`; clients on the node reach it there, or at the node's address
+when it binds to every interface (0.0.0.0). Its API key (`spec.api_key`, given or generated for
+the run, arrives through Ray with the spec) is appended to the command here and sent with every
+request the actor makes; everything the actor hands out (command, log, log tail, errors) has
+it replaced by `***`: SGLang logs its server_args, api_key included, at start
+(python/sglang/srt/entrypoints/engine.py, `server_args=...`)."""
 
 from __future__ import annotations
 
@@ -35,6 +42,9 @@ from engines.launch import LaunchSpec
 
 LOG_LIMIT_BYTES = 16 * 2**20
 """The most of a server's log stop() returns (its end); SGLang logs stay far below."""
+REDACTED = "***"
+WILDCARD = "0.0.0.0"
+"""The bind address meaning every interface of the node."""
 
 
 class ServerStartError(RuntimeError):
@@ -63,9 +73,11 @@ def _read_log(path: Path) -> str:
 
 @ray.remote(max_restarts=0, max_concurrency=4)  # type: ignore[call-overload]
 class ServerActor:
-    def __init__(self, spec: LaunchSpec, host: str = "127.0.0.1") -> None:
+    def __init__(self, spec: LaunchSpec) -> None:
         self.spec = spec
-        self.host = host
+        self.host = spec.host
+        self.reach = ray.util.get_node_ip_address() if spec.host == WILDCARD else spec.host
+        """Where clients on this node connect to the server."""
         self.proc: subprocess.Popen[bytes] | None = None
         self.files_dir: str | None = None
         self.log_path = Path(tempfile.gettempdir(), "specgrid-server-not-started.log")
@@ -92,6 +104,8 @@ class ServerActor:
         argv = self._materialize() + [self.spec.port_flag, str(ports[0])]
         for flag, port in zip(self.spec.extra_port_flags, ports[1:], strict=True):
             argv += [flag, str(port)]
+        if self.spec.api_key:
+            argv += [self.spec.api_key_flag, self.spec.api_key]
         env = dict(os.environ)
         env.update(self.spec.env)
         with self._lock:
@@ -105,8 +119,8 @@ class ServerActor:
             "create_time": _process.create_time(self.proc.pid),
             "node_id": ray.get_runtime_context().get_node_id(),
             "node_ip": ray.util.get_node_ip_address(),
-            "url": f"http://{self.host}:{ports[0]}",
-            "argv": argv,
+            "url": f"http://{self.reach}:{ports[0]}",
+            "argv": [self._hide(arg) for arg in argv],
             "env": env,
             "cuda_visible_devices": env.get("CUDA_VISIBLE_DEVICES", ""),
             "gpu_ids": [str(g) for g in ray.get_gpu_ids()],
@@ -127,18 +141,18 @@ class ServerActor:
         """Check readiness for up to `wait_s`: {'ready', 'phase', 'exit_code'}. Raises
         ServerStartError with the log tail if the process has exited."""
         deadline = time.monotonic() + wait_s
-        headers = {"Authorization": f"Bearer {self.spec.api_key}"} if self.spec.api_key else {}
-        url = f"http://{self.host}:{self.ports[0]}{self.spec.health_path}"
+        url = self._url() + self.spec.health_path
         proc = self.proc
         if proc is None:
             raise ServerStartError("poll_ready before start")
-        with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0), headers=headers) as client:
+        with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0),
+                          headers=self._headers()) as client:
             while True:
                 code = proc.poll()
                 if code is not None:
                     raise ServerStartError(
                         f"server exited with code {code} before it was ready; log tail:\n"
-                        + _process.log_tail(self.log_path))
+                        + self.log_tail())
                 self._update_phase()
                 try:
                     if client.get(url).status_code == 200:
@@ -163,7 +177,12 @@ class ServerActor:
         return None if self.proc is None else self.proc.poll()
 
     def log_tail(self, lines: int = 40) -> str:
-        return _process.log_tail(self.log_path, lines)
+        return self._hide(_process.log_tail(self.log_path, lines))
+
+    def _hide(self, text: str) -> str:
+        """`text` with the server's API key replaced."""
+        key = self.spec.api_key
+        return text.replace(key, REDACTED) if key else text
 
     def stop(self) -> dict[str, Any]:
         """SIGTERM the tree, SIGKILL after the grace period, wait until the ports are free;
@@ -181,7 +200,7 @@ class ServerActor:
             ports_free = _process.wait_ports_free(self.ports, timeout_s=30, host=self.host)
             self.proc = None
             self.phase = "stopped"
-            log = _read_log(self.log_path)
+            log = self._hide(_read_log(self.log_path))
             if self.files_dir is not None:
                 shutil.rmtree(self.files_dir, ignore_errors=True)
                 self.files_dir = None
@@ -189,7 +208,7 @@ class ServerActor:
 
     # --- the server's own endpoints, reached from its node ---------------------------------
     def _url(self) -> str:
-        return f"http://{self.host}:{self.ports[0]}"
+        return f"http://{self.reach}:{self.ports[0]}"
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.spec.api_key}"} if self.spec.api_key else {}

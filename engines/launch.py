@@ -9,7 +9,8 @@ system is needed."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import ipaddress
+from dataclasses import dataclass, field, replace
 
 FILES_DIR = "{files}"
 """Placeholder in `LaunchSpec.argv` for the folder that holds the spec's `files` on the node."""
@@ -30,7 +31,10 @@ class LaunchSpec:
     """One server process to start. Everything here is decided before any process starts."""
 
     argv: list[str]
-    """Full command line without the port flags (the actor appends those)."""
+    """Full command line without the port and API key flags (the actor appends those, so no
+    planned command holds a secret)."""
+    host: str = "127.0.0.1"
+    """Address the server binds to (its `--host`, already in `argv`)."""
     env: dict[str, str] = field(default_factory=dict)
     """Variables set over the node's environment (NCCL_*, CUDA_*, SGLANG_* grid factors)."""
     port_flag: str = "--port"
@@ -45,11 +49,31 @@ class LaunchSpec:
     """How long SIGTERM may take before the whole process group gets SIGKILL."""
     log_phases: tuple[LogPhase, ...] = ()
     """Start-up phases recognised in the log, for progress lines."""
-    api_key: str | None = None
-    """Bearer token the server expects (sent with health checks); never logged."""
+    api_key: str | None = field(default=None, repr=False)
+    """Bearer token the server expects (sent with every request to it); never logged, kept out
+    of reprs."""
+    api_key_flag: str = "--api-key"
+    """Flag that receives `api_key` (appended by the actor at launch)."""
     files: dict[str, str] = field(default_factory=dict)
     """File name -> content, written into the `FILES_DIR` folder before the process starts."""
 
     def argv_in(self, files_dir: str) -> list[str]:
         """The command with `FILES_DIR` replaced by `files_dir` (where `files` were written)."""
         return [arg.replace(FILES_DIR, files_dir) for arg in self.argv]
+
+    @property
+    def binds_beyond_loopback(self) -> bool:
+        """Whether the server listens on more than its node's loopback interface."""
+        return binds_beyond_loopback(self.host)
+
+    def with_run_key(self, run_key: str) -> LaunchSpec:
+        """The spec a run launches: a server that binds beyond loopback and has no API key of
+        its own gets the run's `run_key`; a server reachable only from its node needs none."""
+        if self.api_key or not self.binds_beyond_loopback:
+            return self
+        return replace(self, api_key=run_key)
+
+
+def binds_beyond_loopback(host: str) -> bool:
+    """Whether binding to `host` (an IPv4 address) reaches beyond the node itself."""
+    return not ipaddress.IPv4Address(host).is_loopback

@@ -25,7 +25,8 @@ KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate", "repeat":
 
 # Fields that change how a run is operated, not what a cell measures.
 _NOT_IDENTITY = {
-    "engine": ("python", "validate_python", "ready_timeout_s", "stop_timeout_s", "api_key"),
+    "engine": ("python", "validate_python", "ready_timeout_s", "stop_timeout_s", "host",
+               "api_key"),
     "load": ("request_timeout_s", "client_cpus"),
 }
 # Shorter labels for variant factors that appear in variant names.

@@ -45,8 +45,13 @@ class EngineConfig:
     validate_python: str | None = None
     """A Python with SGLang installed whose own parser checks every server command before
     anything starts (default: `python` for engine=sglang; unset for the simulator = not checked)."""
+    host: str = "127.0.0.1"
+    """IPv4 address a launched server binds to (--host). 127.0.0.1: reachable only from its
+    node, where its load generators run. 0.0.0.0 (every interface, e.g. to reach it from
+    another machine) or a node's address: the server gets an API key (docs/cluster.md)."""
     api_key: str | None = None
-    """Bearer token the server expects (passed as --api-key to launched servers)."""
+    """Bearer token the server expects (passed as --api-key to launched servers). Unset, a
+    server bound beyond loopback gets a fresh key for each run."""
     ready_timeout_s: float = 1800.0
     """Start-up budget before a server is declared never-ready (big models load for minutes)."""
     stop_timeout_s: float = 20.0

@@ -24,6 +24,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
+from secrets import token_urlsafe
 from typing import Any, TypeVar
 
 import ray
@@ -84,6 +85,10 @@ class Controller:
     """GPU telemetry (NVML) sampled during each cell by one TelemetryActor per group."""
     node_gpus: list[int] = field(default_factory=list)
     """GPUs of each node of the Ray cluster (grid/cluster.py); sizes exclusive placements."""
+    run_key: str = field(default_factory=lambda: token_urlsafe(32), repr=False)
+    """This run's API key for servers that bind beyond loopback without engine.api_key
+    (LaunchSpec.with_run_key); it reaches the ServerActors and LoadGenActors through Ray, in
+    their specs, and is never recorded."""
     total: int = 0
     started: int = 0
 
@@ -138,7 +143,8 @@ class GroupRun:
     def __init__(self, ctl: Controller, group: ServerGroup) -> None:
         self.ctl = ctl
         self.group = group
-        self.spec = ctl.plan.launches[group.server_key]
+        planned = ctl.plan.launches[group.server_key]
+        self.spec = planned.with_run_key(ctl.run_key) if planned is not None else None
         self.clients = int(group.config["load"]["clients"])
         self.client_cpus = float(group.config["load"]["client_cpus"])
         self.pg: Any = None
@@ -244,9 +250,10 @@ class GroupRun:
         # measures while another still warms up.
         if conversations is not None:  # workload.kind=conversations (grid/conversations.py)
             refs = [lg.prepare_conversations.remote(spec) for lg, spec in
-                    zip(loadgens, conv.at_url(conversations, server.url), strict=True)]
+                    zip(loadgens, conv.at_url(conversations, server.url, server.api_key),
+                        strict=True)]
         else:
-            specs = at_url(self.ctl.plan.loads[cell.cell_id], server.url)
+            specs = at_url(self.ctl.plan.loads[cell.cell_id], server.url, server.api_key)
             refs = [lg.prepare.remote(spec) for lg, spec in zip(loadgens, specs, strict=True)]
         yield Wait(refs)
         _collect(refs)

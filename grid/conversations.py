@@ -181,9 +181,10 @@ def conversation_work(specs: Sequence[ConversationLoadSpec]) -> ConversationWork
     return ConversationWork(convs, rounds, output, new, think, open_loop, last)
 
 
-def at_url(specs: Iterable[ConversationLoadSpec], url: str) -> list[ConversationLoadSpec]:
-    """The planned specs aimed at a running server."""
-    return [replace(spec, url=url) for spec in specs]
+def at_url(specs: Iterable[ConversationLoadSpec], url: str, api_key: str | None
+           ) -> list[ConversationLoadSpec]:
+    """The planned specs aimed at a running server, with the API key it expects."""
+    return [replace(spec, url=url, api_key=api_key) for spec in specs]
 
 
 def cache_hit_rate(rows: Iterable[Mapping[str, Any]]) -> float | None:

@@ -573,9 +573,13 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
                      if plan.max_parallel_servers == 1 else "its own GPUs, assigned by Ray")
             lines.append(f"server {n}: {group.variant} [{engine}] on {group.tp_size} GPU(s) "
                          f"({where})")
+            key = f" {spec.api_key_flag} '***'" if spec.api_key else ""
+            if not key and spec.binds_beyond_loopback:
+                key = (f" {spec.api_key_flag} '***' (generated for the run: the server binds "
+                       "beyond loopback)")
             lines.append(f"  command: {shlex.join(redact_argv(spec.argv))} {spec.port_flag} "
                          "<free port>"
-                         + "".join(f" {f} <free port>" for f in spec.extra_port_flags))
+                         + "".join(f" {f} <free port>" for f in spec.extra_port_flags) + key)
             for name, content in sorted(spec.files.items()):
                 lines.append(f"  file {name} (written beside the server): {content.strip()}")
             if spec.env:

@@ -59,6 +59,8 @@ class ServerDown(RuntimeError):
 
 class Server(Protocol):
     url: str
+    api_key: str | None
+    """The Bearer token its clients send (None: it expects none)."""
     ledger_id: int | None
     """The ledger's record of the process (None: nothing was launched)."""
 
@@ -80,11 +82,6 @@ def first_line(e: BaseException) -> str:
     return lines[0] if lines else type(cause).__name__
 
 
-def _auth(engine: dict[str, Any]) -> dict[str, str]:
-    key = engine.get("api_key")
-    return {"Authorization": f"Bearer {key}"} if key else {}
-
-
 # --- external ----------------------------------------------------------------------------------
 class ExternalServer:
     """A server someone else runs: nothing to start or stop, probed directly."""
@@ -93,7 +90,8 @@ class ExternalServer:
 
     def __init__(self, url: str, engine: dict[str, Any]) -> None:
         self.url = url
-        self.headers = _auth(engine)
+        self.api_key: str | None = engine.get("api_key")
+        self.headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self._sampler: probe.MetricsSampler | None = None
 
     @classmethod
@@ -149,11 +147,12 @@ class ExternalServer:
 class LaunchedServer:
     """A server process owned by a ServerActor in the group's placement group."""
 
-    def __init__(self, actor: Any, info: dict[str, Any], log_path: Path,
+    def __init__(self, actor: Any, info: dict[str, Any], api_key: str | None, log_path: Path,
                  variant_env: dict[str, Any]) -> None:
         self.actor = actor
         self.info = info
         self.url: str = info["url"]
+        self.api_key = api_key
         self.log_path = log_path
         self.variant_env = variant_env
         self.ledger_id: int | None = None
@@ -181,7 +180,7 @@ class LaunchedServer:
         except ray.exceptions.RayError as e:
             ray.kill(actor)
             raise ServerDown(first_line(e)) from None
-        return cls(actor, info, log_path, variant_env)
+        return cls(actor, info, spec.api_key, log_path, variant_env)
 
     def wait_ready(self, timeout_s: float, on_phase: Callable[[str], None]
                    ) -> Generator[Wait, None, None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.metadata
+import ipaddress
 import json
 import re
 import sys
@@ -50,7 +51,7 @@ def launch_spec(config: Mapping[str, Any], sglang_version: str | None = None
         ready_timeout_s=float(engine["ready_timeout_s"]),
         stop_timeout_s=float(engine["stop_timeout_s"]),
         disable_above_batch=variant.get("speculative_disable_above_batch"),
-        api_key=engine.get("api_key"), revision=model.get("revision"),
+        host=bind_host(engine), api_key=engine.get("api_key"), revision=model.get("revision"),
         draft_revision=model.get("draft_revision"),
     )
     python = engine.get("python") or sys.executable
@@ -58,6 +59,18 @@ def launch_spec(config: Mapping[str, Any], sglang_version: str | None = None
         return build_sim_launch(python=python, sim_args=engine.get("sim_args") or {}, **common)
     return build_sglang_launch(python=python, version=sglang_version,
                                launcher=engine["launcher"], **common)
+
+
+def bind_host(engine: Mapping[str, Any]) -> str:
+    """engine.host, checked: an IPv4 address (the same value serves every node, so 127.0.0.1
+    or 0.0.0.0 in a cluster); ConfigError otherwise."""
+    host = str(engine.get("host") or "")
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        raise ConfigError(f"engine.host must be an IPv4 address (127.0.0.1, 0.0.0.0 or a "
+                          f"node's address), got {host!r}") from None
+    return host
 
 
 def sglang_equivalent(config: Mapping[str, Any], version: str | None) -> LaunchSpec:
@@ -137,9 +150,9 @@ def _config_words(message: str, open_loop: bool) -> str:
     return re.sub(r"\b(" + "|".join(keys) + r")\b", lambda m: keys[m.group(1)], message)
 
 
-def at_url(specs: tuple[LoadSpec, ...], url: str) -> list[LoadSpec]:
-    """The planned specs aimed at a running server."""
-    return [replace(spec, url=url) for spec in specs]
+def at_url(specs: tuple[LoadSpec, ...], url: str, api_key: str | None) -> list[LoadSpec]:
+    """The planned specs aimed at a running server, with the API key it expects."""
+    return [replace(spec, url=url, api_key=api_key) for spec in specs]
 
 
 # --- engine versions (part of a cell's identity) -------------------------------------------

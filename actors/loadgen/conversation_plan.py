@@ -21,7 +21,7 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from actors.loadgen import schedule
@@ -84,8 +84,8 @@ class ConversationLoadSpec:
     """TCP/TLS connect limit."""
     model: str = "default"
     """``model`` of chat requests."""
-    api_key: str | None = None
-    """Bearer token, when the server wants one."""
+    api_key: str | None = field(default=None, repr=False)
+    """Bearer token, when the server wants one (a secret: kept out of reprs)."""
     transport: str = "raw"
     """httpx transport (see :data:`actors.loadgen.spec.TransportName`)."""
     seed: int = 0

@@ -85,7 +85,7 @@ class LoadSpec:
     request_timeout_s: float = 300.0
     connect_timeout_s: float = 10.0
     model: str = "default"
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # a secret: kept out of reprs
     seed: int = 0
     client_index: int = 0
     num_clients: int = 1

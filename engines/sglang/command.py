@@ -9,7 +9,9 @@ What every SGLang server gets, and why:
   `--speculative-draft-model-revision` when the model config pins them;
 - `--base-gpu-id 0`: Ray's CUDA_VISIBLE_DEVICES already narrows the devices, and SGLang counts
   GPU ids among the visible ones;
-- `--host 127.0.0.1` (load generators run on the same node);
+- `--host` from the engine config (default 127.0.0.1: load generators run on the same node);
+- no `--api-key`: the ServerActor appends it (`LaunchSpec.api_key_flag`), so no planned
+  command holds a secret;
 - `--max-running-requests` always explicit, on baseline and speculative servers alike: without
   it SGLang silently caps EAGLE/EAGLE3/NEXTN/STANDALONE servers at 48 running requests, which
   makes a comparison at high concurrency unfair. It comes from the variant's args, else from
@@ -49,7 +51,7 @@ RESERVED_FIELDS: dict[str, str] = {
     "tp": "the variant's or model's tp_size",
     "tensor_parallel_size": "the variant's or model's tp_size",
     "base_gpu_id": "specgrid (always 0 among Ray's visible GPUs)",
-    "host": "specgrid (127.0.0.1)",
+    "host": "the engine config's host",
     "port": "the ServerActor (a free port)",
     "nccl_port": "the ServerActor (a free port)",
     "api_key": "the engine config's api_key",
@@ -145,7 +147,7 @@ def server_args(
     disable_above_batch: int | None,
     version: str | None,
     default_max_running_requests: int | None = None,
-    api_key: str | None = None,
+    host: str = "127.0.0.1",
     revision: str | None = None,
     draft_revision: str | None = None,
 ) -> dict[str, Any]:
@@ -170,9 +172,8 @@ def server_args(
         "served_model_name": served_model_name,
         "tp_size": tp_size,
         "base_gpu_id": 0,
-        "host": "127.0.0.1",
+        "host": host,
         "enable_metrics": True,
-        "api_key": api_key,
         "revision": revision,
         **{str(k): v for k, v in args.items()},
         "max_running_requests": mrr,
@@ -242,6 +243,7 @@ def build_sglang_launch(
     ready_timeout_s: float,
     disable_above_batch: int | None,
     default_max_running_requests: int | None = None,
+    host: str = "127.0.0.1",
     api_key: str | None = None,
     stop_timeout_s: float = 20.0,
     revision: str | None = None,
@@ -256,7 +258,7 @@ def build_sglang_launch(
         args=args, model_path=model_path, draft_model_path=draft_model_path,
         served_model_name=served_model_name, tp_size=tp_size,
         disable_above_batch=disable_above_batch, version=version,
-        default_max_running_requests=default_max_running_requests, api_key=api_key,
+        default_max_running_requests=default_max_running_requests, host=host,
         revision=revision, draft_revision=draft_revision)
     return LaunchSpec(
         argv=sglang_program(python, launcher) + server_args_to_argv(fields, version),
@@ -267,6 +269,7 @@ def build_sglang_launch(
         ready_timeout_s=float(ready_timeout_s),
         stop_timeout_s=float(stop_timeout_s),
         log_phases=SGLANG_LOG_PHASES,
+        host=host,
         api_key=api_key,
         files=_launch_files(args, disable_above_batch, version),
     )
@@ -295,6 +298,7 @@ def build_sim_launch(
     disable_above_batch: int | None,
     sim_args: Mapping[str, Any],
     default_max_running_requests: int | None = None,
+    host: str = "127.0.0.1",
     api_key: str | None = None,
     stop_timeout_s: float = 5.0,
     revision: str | None = None,
@@ -307,7 +311,7 @@ def build_sim_launch(
         args=args, model_path=model_path, draft_model_path=draft_model_path,
         served_model_name=served_model_name, tp_size=tp_size,
         disable_above_batch=disable_above_batch, version=None,
-        default_max_running_requests=default_max_running_requests, api_key=api_key,
+        default_max_running_requests=default_max_running_requests, host=host,
         revision=revision, draft_revision=draft_revision)
     return LaunchSpec(
         argv=[python, "-m", "engines.sim"] + server_args_to_argv(fields, None)
@@ -319,6 +323,7 @@ def build_sim_launch(
         ready_timeout_s=float(ready_timeout_s),
         stop_timeout_s=float(stop_timeout_s),
         log_phases=SGLANG_LOG_PHASES,
+        host=host,
         api_key=api_key,
         files=_launch_files(args, disable_above_batch, None),
     )

@@ -126,7 +126,13 @@ class SimServer:
             await asyncio.get_running_loop().create_future()
         path = request.path
         key = self.args["api_key"]
-        if key and request.method != "OPTIONS" and not path.startswith(("/health", "/metrics")):
+        # --api-key as SGLang 0.5.23 enforces it (python/sglang/srt/utils/auth.py,
+        # decide_request_auth): OPTIONS and paths starting /health, /ready or /metrics are
+        # always open (probes, Prometheus); every other route, /flush_cache included (its
+        # ADMIN_OPTIONAL level falls back to api_key without an admin key), needs
+        # `Authorization: Bearer <key>`, else 401 {"error": "Unauthorized"}.
+        if key and request.method != "OPTIONS" and not path.startswith(
+                ("/health", "/ready", "/metrics")):
             if not _bearer_ok(request.headers.get("Authorization"), key):
                 return json_response({"error": "Unauthorized"}, status=401)
         if path in GATED and (not self.ready or self.draining):

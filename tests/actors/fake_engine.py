@@ -3,7 +3,8 @@
 Modes: ok (serves /health), crash (logs and exits 3 at start), never (never listens),
 ignore-sigterm (serves /health, ignores SIGTERM), grandchild (serves /health and starts a
 grandchild that writes its pid to --pid-file and sleeps). `--config FILE` logs the file's path
-and content (it must exist when the engine starts)."""
+and content (it must exist when the engine starts). `--api-key KEY` is logged in the clear, as
+SGLang logs its server_args (python/sglang/srt/entrypoints/engine.py)."""
 
 from __future__ import annotations
 
@@ -30,8 +31,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--pid-file")
     parser.add_argument("--config")
+    parser.add_argument("--api-key")
     args = parser.parse_args()
     print(f"fake engine {args.mode} starting", flush=True)
+    if args.api_key:
+        print(f"server_args={{'api_key': {args.api_key!r}}}", flush=True)
     if args.config:
         with open(args.config) as f:
             print(f"config {args.config}: {f.read()}", flush=True)

@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import psutil
 import pytest
 import ray
@@ -14,6 +15,7 @@ import ray
 from actors._process import port_is_free
 from actors.server import ServerActor
 from engines.launch import FILES_DIR, LaunchSpec, LogPhase
+from engines.sglang.command import build_sim_launch
 
 FAKE = str(Path(__file__).with_name("fake_engine.py"))
 pytestmark = pytest.mark.usefixtures("ray_session")
@@ -158,3 +160,57 @@ def test_missing_interpreter_on_the_node_is_a_clear_start_error():
         ray.get(actor.start.remote())
     assert ray.get(actor.exit_code.remote()) is None  # nothing was launched
     ray.kill(actor)
+
+
+def test_a_server_bound_beyond_loopback_needs_its_key_and_is_ready_with_it():
+    """engine.host=0.0.0.0: the simulator gets the run's key on its command line, readiness
+    and the actor's own calls send it, a request without it is refused as SGLang refuses it
+    (401), and clients reach the server at the node's address."""
+    spec = build_sim_launch(
+        args={}, env={}, model_path="specgrid/sim-model", draft_model_path=None,
+        served_model_name=None, tp_size=1, python=sys.executable, ready_timeout_s=60,
+        disable_above_batch=None, sim_args={"time_scale": 0}, default_max_running_requests=8,
+        host="0.0.0.0").with_run_key("sk-run-key-123")
+    actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec)
+    info = ray.get(actor.start.remote())
+    try:
+        assert _wait_ready(actor, 30)
+        url = info["url"]
+        assert url.startswith(f"http://{ray.util.get_node_ip_address()}:")
+        body = {"text": "hi", "sampling_params": {"max_new_tokens": 2}}
+        refused = httpx.post(url + "/generate", json=body)
+        assert refused.status_code == 401 and refused.json() == {"error": "Unauthorized"}
+        key = {"Authorization": "Bearer sk-run-key-123"}
+        assert httpx.post(url + "/generate", json=body, headers=key).status_code == 200
+        ray.get(actor.flush_cache.remote())
+        assert ray.get(actor.server_info.remote())["api_key"] == "<set>"
+        argv = info["argv"]
+        assert argv[argv.index("--api-key") + 1] == "***"
+        assert "sk-run-key-123" not in repr(info)
+    finally:
+        ray.get(actor.stop.remote())
+        ray.kill(actor)
+
+
+def test_the_key_never_leaves_the_actor_in_a_log(tmp_path):
+    """A server that logs its key (SGLang logs its server_args) has it hidden in the log, the
+    log tail and a start error the actor hands out."""
+    spec = LaunchSpec(argv=[sys.executable, FAKE, "ok"], api_key="sk-in-the-log")
+    actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec)
+    ray.get(actor.start.remote())
+    try:
+        assert _wait_ready(actor, 20)
+        tail = ray.get(actor.log_tail.remote())
+    finally:
+        stopped = ray.get(actor.stop.remote())
+        ray.kill(actor)
+    assert "server_args={'api_key': '***'}" in stopped["log"]
+    assert "sk-in-the-log" not in stopped["log"] and "sk-in-the-log" not in tail
+    crashing = ServerActor.options(num_gpus=1, num_cpus=0).remote(
+        LaunchSpec(argv=[sys.executable, FAKE, "crash"], api_key="sk-in-the-log"))
+    ray.get(crashing.start.remote())
+    with pytest.raises(ray.exceptions.RayTaskError) as failed:
+        for _ in range(20):
+            ray.get(crashing.poll_ready.remote(1.0))
+    ray.kill(crashing)
+    assert "CUDA out of memory" in str(failed.value) and "sk-in-the-log" not in str(failed.value)

@@ -133,9 +133,21 @@ def test_env_strings_and_api_key(tmp_path: Path) -> None:
     spec = build(tmp_path, {"max_running_requests": 8}, api_key="sk-secret",
                  env={"NCCL_P2P_DISABLE": 1, "FLAG": True, "GONE": None})
     assert spec.env == {"NCCL_P2P_DISABLE": "1", "FLAG": "1"}
-    assert spec.api_key == "sk-secret"
-    assert redact_argv(spec.argv).count("sk-secret") == 0
-    assert "***" in redact_argv(spec.argv)
+    assert spec.api_key == "sk-secret" and spec.api_key_flag == "--api-key"
+    assert "sk-secret" not in spec.argv  # the ServerActor appends it at launch
+
+
+def test_bind_host_and_the_run_key(tmp_path: Path) -> None:
+    """A server bound beyond loopback gets the run's key unless it has its own; one that only
+    its node can reach gets none."""
+    local = build(tmp_path, {"max_running_requests": 8})
+    assert local.host == "127.0.0.1" and not local.binds_beyond_loopback
+    assert local.with_run_key("run-key").api_key is None
+    wide = build(tmp_path, {"max_running_requests": 8}, host="0.0.0.0")
+    assert wide.argv[wide.argv.index("--host") + 1] == "0.0.0.0"
+    assert wide.binds_beyond_loopback and wide.with_run_key("run-key").api_key == "run-key"
+    own = build(tmp_path, {"max_running_requests": 8}, host="10.0.0.7", api_key="sk-own")
+    assert own.with_run_key("run-key").api_key == "sk-own"
 
 
 def test_sim_launch(tmp_path: Path) -> None:

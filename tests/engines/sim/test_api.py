@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -246,6 +248,45 @@ def test_api_key(launch_sim: LaunchSim) -> None:
     assert httpx.get(sim.url + "/server_info", headers=ok).json()["api_key"] == "<set>"
     info = httpx.get(sim.url + "/server_info", headers=ok)
     assert "sekret" not in info.text and "--api-key ***" in info.json()["launch_command"]
+    assert httpx.get(sim.url + "/ready").status_code == 200  # open, as in SGLang
+    assert httpx.post(sim.url + "/flush_cache").status_code == 401
+    assert httpx.post(sim.url + "/flush_cache", headers=ok).status_code == 200
+
+
+SGLANG_PYTHON = os.environ.get("SPECGRID_SGLANG_PYTHON", "").split(os.pathsep)[0]
+AUTH_CASES = [(method, path, header)
+              for method, path in [("GET", "/health"), ("GET", "/health_generate"),
+                                   ("GET", "/ready"), ("GET", "/metrics"),
+                                   ("GET", "/server_info"), ("GET", "/v1/models"),
+                                   ("POST", "/generate"), ("POST", "/v1/chat/completions"),
+                                   ("POST", "/flush_cache"), ("OPTIONS", "/generate")]
+              for header in (None, "Bearer sekret", "bearer sekret", "Bearer nope", "sekret")]
+# SGLang's own decision (python/sglang/srt/utils/auth.py decide_request_auth) with only
+# --api-key set; its ADMIN_OPTIONAL routes (/flush_cache) then decide as NORMAL ones.
+_AUTH_PROBE = r"""
+import json, sys
+from sglang.srt.utils.auth import AuthLevel, decide_request_auth
+cases = json.loads(sys.argv[1])
+print(json.dumps([decide_request_auth(method=m, path=p, authorization_header=h, api_key="sekret",
+                                      admin_api_key=None, auth_level=AuthLevel.NORMAL).allowed
+                  for m, p, h in cases]))
+"""
+
+
+@pytest.mark.skipif(not SGLANG_PYTHON, reason="SPECGRID_SGLANG_PYTHON is not set")
+def test_api_key_is_enforced_as_sglang_decides(launch_sim: LaunchSim) -> None:
+    proc = subprocess.run([SGLANG_PYTHON, "-c", _AUTH_PROBE, json.dumps(AUTH_CASES)],
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    allowed = json.loads(proc.stdout.strip().splitlines()[-1])
+    sim = launch_sim(["--api-key", "sekret", "--sim-time-scale", "0", "--enable-metrics"])
+    body = {"text": "hi", "sampling_params": {"max_new_tokens": 1},
+            "messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+    for (method, path, header), sglang_allows in zip(AUTH_CASES, allowed, strict=True):
+        headers = {"Authorization": header} if header else {}
+        r = httpx.request(method, sim.url + path, headers=headers,
+                          json=body if method == "POST" else None)
+        assert (r.status_code != 401) == sglang_allows, (method, path, header, r.status_code)
 
 
 def test_503_while_starting(launch_sim: LaunchSim) -> None:

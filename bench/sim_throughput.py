@@ -63,6 +63,8 @@ class Result:
     tokens: int
     events: int
     seconds: float
+    server_cpu_s: float | None
+    """CPU seconds the server process used during the cell (user + system, /proc), or None."""
 
     @property
     def tok_s(self) -> float:
@@ -71,6 +73,22 @@ class Result:
     @property
     def events_s(self) -> float:
         return self.events / self.seconds
+
+    @property
+    def tok_cpu_s(self) -> float | None:
+        """Tokens per second of server CPU time: what one core sustains, whatever else the
+        machine runs (wall-clock tok/s drops when other processes share the server's core)."""
+        return self.tokens / self.server_cpu_s if self.server_cpu_s else None
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of process ``pid`` so far (Linux /proc), None elsewhere."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_port() -> int:
@@ -140,6 +158,18 @@ async def drive(port: int, concurrency: int, requests: int, max_new: int,
         return totals[0], totals[1], totals[2], time.perf_counter() - t0
 
 
+def run_cell(pid: int, port: int, variant: str, endpoint: str, concurrency: int,
+             ns: argparse.Namespace) -> Result:
+    """One cell. The server's CPU time is read around the whole of ``drive``, whose short
+    warm-up (16 requests) is not counted in the tokens, so tok/CPU-s is slightly low."""
+    c0 = cpu_seconds(pid)
+    tok, ev, done, secs = asyncio.run(
+        drive(port, concurrency, ns.requests, ns.max_new_tokens, endpoint))
+    c1 = cpu_seconds(pid)
+    cpu = c1 - c0 if c0 is not None and c1 is not None else None
+    return Result(variant, endpoint, concurrency, done, tok, ev, secs, cpu)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
@@ -149,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--endpoints", nargs="+", default=["generate", "chat"])
     ap.add_argument("--server-cpu", type=int, default=0)
     ap.add_argument("--client-cpu", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each cell")
     ns = ap.parse_args(argv)
     cpus = os.cpu_count() or 1
     server_cpu = ns.server_cpu if cpus > 1 else None
@@ -166,22 +197,25 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for endpoint in ns.endpoints:
                 for c in ns.concurrency:
-                    tok, ev, done, secs = asyncio.run(
-                        drive(port, c, ns.requests, ns.max_new_tokens, endpoint))
-                    results.append(Result(variant, endpoint, c, done, tok, ev, secs))
-                    r = results[-1]
-                    print(f"  {variant:<9}{endpoint:<9} c={c:<4} {r.tok_s:>10,.0f} tok/s "
-                          f"{r.events_s:>10,.0f} events/s", flush=True)
+                    for _ in range(ns.repeat):
+                        r = run_cell(proc.pid, port, variant, endpoint, c, ns)
+                        results.append(r)
+                        cpu = f"{r.tok_cpu_s:>10,.0f} tok/CPU-s" if r.tok_cpu_s else ""
+                        print(f"  {variant:<9}{endpoint:<9} c={c:<4} {r.tok_s:>10,.0f} tok/s "
+                              f"{r.events_s:>10,.0f} events/s {cpu}", flush=True)
         finally:
             proc.terminate()
             proc.wait(10)
     print()
     print(f"| {'variant':<9}| {'endpoint':<9}| {'streams':>7} | {'requests':>8} | "
-          f"{'tokens/s':>9} | {'events/s':>9} | {'tok/event':>9} |")
-    print(f"|{'-' * 10}|{'-' * 10}|{'-' * 9}|{'-' * 10}|{'-' * 11}|{'-' * 11}|{'-' * 11}|")
+          f"{'tokens/s':>9} | {'events/s':>9} | {'tok/event':>9} | {'tok/CPU-s':>9} |")
+    print(f"|{'-' * 10}|{'-' * 10}|{'-' * 9}|{'-' * 10}|{'-' * 11}|{'-' * 11}|{'-' * 11}|"
+          f"{'-' * 11}|")
     for r in results:
+        cpu = f"{r.tok_cpu_s:>9,.0f}" if r.tok_cpu_s else f"{'-':>9}"
         print(f"| {r.variant:<9}| {r.endpoint:<9}| {r.concurrency:>7} | {r.requests:>8} | "
-              f"{r.tok_s:>9,.0f} | {r.events_s:>9,.0f} | {r.tokens / max(r.events, 1):>9.2f} |")
+              f"{r.tok_s:>9,.0f} | {r.events_s:>9,.0f} | {r.tokens / max(r.events, 1):>9.2f} | "
+              f"{cpu} |")
     return 0
 
 

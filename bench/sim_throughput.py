@@ -11,25 +11,32 @@ client falls behind and the server coalesces chunks, as SGLang does).
     .venv/bin/python bench/sim_throughput.py                       # the default table
     .venv/bin/python bench/sim_throughput.py --concurrency 64 256 --requests 2000
 
-Recorded on the 2-core development machine (server on CPU 0 with uvloop, client on CPU 1,
-256 tokens per request, 1024 requests per cell; goal >= 20,000 tokens/s), in one sitting with
-the machine shared (load average 5-8 on 2 cores), the current simulator (SGLang 0.5.23's
-cumulative ``output_ids`` and full meta_info on every /generate chunk) next to the previous one
-(text only) run right after it with the same command:
+Besides wall-clock tok/s (which falls whenever other processes share the server's core), each
+cell reports tok/CPU-s: output tokens per second of the server process's own CPU time (user +
+system, from /proc), i.e. what one core sustains.
 
-| variant  | endpoint | streams |  tokens/s |  events/s | tok/event | previous tok/s |
-|----------|----------|---------|-----------|-----------|-----------|----------------|
-| baseline | generate |      64 |    11,554 |    11,554 |      1.00 |         18,141 |
-| baseline | generate |     256 |     9,971 |     9,971 |      1.00 |         21,063 |
-| baseline | chat     |      64 |     8,418 |     8,516 |      0.99 |         12,291 |
-| baseline | chat     |     256 |     7,766 |     7,857 |      0.99 |          7,845 |
-| eagle3   | generate |      64 |    19,042 |     7,312 |      2.60 |         25,922 |
-| eagle3   | generate |     256 |    12,008 |     4,626 |      2.60 |         17,412 |
-| eagle3   | chat     |      64 |    35,098 |    13,954 |      2.52 |         32,933 |
-| eagle3   | chat     |     256 |    19,170 |     7,568 |      2.53 |         25,155 |
+Recorded on the shared 2-core development machine (server on CPU 0 with uvloop, client on CPU 1,
+256 tokens per request, 1024 requests per cell, goal >= 20,000 tokens/s on one core), command
+``.venv/bin/python bench/sim_throughput.py --repeat 2``, two runs per cell (min-max), the
+current /generate encoder next to the previous one (text and ids re-encoded per chunk) run
+right after it with the same command (load average 1.5-3 during both):
 
-On an idle machine the previous simulator measured 73,807 (baseline generate, 64 streams) to
-173,506 (eagle3 chat, 64 streams) tokens/s; these loaded numbers are not comparable with those.
+| variant | endpoint | streams | k tok/CPU-s | k tok/s wall | before: k tok/CPU-s | k tok/s wall |
+|---|---|---|---|---|---|---|
+| baseline | generate | 64 | 68.4-72.2 | 47.2-48.0 | 64.9-66.9 | 61.8-65.1 |
+| baseline | generate | 256 | 61.1-67.2 | 50.3-67.3 | 46.8-47.1 | 31.1-34.5 |
+| baseline | chat | 64 | 78.3-79.4 | 78.9-80.1 | 70.5-75.5 | 40.6-41.4 |
+| baseline | chat | 256 | 63.0-69.4 | 62.9-69.3 | 54.6-56.1 | 27.3-29.0 |
+| eagle3 | generate | 64 | 127.9-138.7 | 129.6-140.9 | 100.1-123.7 | 58.1-73.0 |
+| eagle3 | generate | 256 | 103.6-117.0 | 102.9-116.6 | 93.0-98.6 | 73.3-87.5 |
+| eagle3 | chat | 64 | 157.0-158.9 | 158.8-159.7 | 135.1-158.9 | 108.1-112.7 |
+| eagle3 | chat | 256 | 135.1-147.3 | 134.4-145.8 | 116.0-145.6 | 90.0-126.5 |
+
+Tokens per event: 1.00 (baseline), 2.60 (eagle3 generate), 2.52 (eagle3 chat). The chat
+encoder did not change; its differences show the run-to-run noise of the shared machine. On the
+same machine under heavier load (load average 5-8) an earlier run measured 11,554 wall tok/s for
+baseline generate at 64 streams: wall-clock figures there measure the machine, tok/CPU-s the
+simulator.
 """
 
 from __future__ import annotations

@@ -130,11 +130,12 @@ class NativeStream:
         req = self.req
         if n > self.n_ids:
             self._advance(n)
-        parts = [b'data: {"text":"', self.text, b'","output_ids":[', self.ids, b"],",
-                 self.meta_head, _finish_json(req).encode() if final else b"null",
-                 self.prompt_part, b"%d" % req.num_retractions,
-                 b',"reasoning_tokens":0,"completion_tokens":%d,"cached_tokens":%d'
-                 % (req.n, req.cached_tokens)]
+        parts: list[bytes | bytearray] = [
+            b'data: {"text":"', self.text, b'","output_ids":[', self.ids, b"],",
+            self.meta_head, _finish_json(req).encode() if final else b"null",
+            self.prompt_part, b"%d" % req.num_retractions,
+            b',"reasoning_tokens":0,"completion_tokens":%d,"cached_tokens":%d'
+            % (req.n, req.cached_tokens)]
         if final:
             tail = f',"e2e_latency":{now - req.arrival:.6f}'
             if self.draft_tokens is not None:

@@ -11,16 +11,17 @@ are the only free numbers, and the anchors' other figures are predictions.
 Anchors:
 
 - ``default`` (profiles/default.json ``calibration``): 8x RTX PRO 6000 + Kimi-K2.5-class,
-  baseline 89 / EAGLE-3 96.1 tok/s at one stream, 773 / 354 saturated; fits ``bandwidth``,
-  ``compute``, ``pass_overhead_ms``, ``spec_step_overhead_ms`` into the model profile's
-  ``efficiency_on.rtx-pro-6000``.
-- ``h100-llama3.1-8b`` (profiles/model/llama3.1-8b.json ``anchor``): SGLang's published
-  single-stream Llama-3.1-8B-Instruct figures on one H100 (158.34 / 373.25 tok/s); fits
-  ``bandwidth`` and ``spec_step_overhead_ms`` into profiles/hardware/h100.json; the EAGLE-3
-  paper's batch-64 gain is a prediction.
+  baseline 89 / EAGLE-3 96.1 tok/s at one stream, 773 / 354 saturated; fits the factors
+  listed in ``calibration.fitted`` (``bandwidth``, ``spec_step_overhead_ms``,
+  ``spec_token_overhead_us``) into the model profile's ``efficiency_on.rtx-pro-6000``.
+- ``h100-llama3.1-8b`` (profiles/model/llama3.1-8b.json ``anchor``): the EAGLE-3 paper's
+  SGLang figures for Llama-3.1-8B-Instruct on one H100 (arXiv 2503.01840, section 4.3):
+  single stream 158.34 / 373.25 tok/s (Table 4) and EAGLE-3's throughput gain at batch sizes
+  2..64 with a chain of 3 (Table 3); fits ``bandwidth``, ``compute``,
+  ``spec_step_overhead_ms`` and ``spec_token_overhead_us`` (4 factors, 11 figures) into
+  profiles/hardware/h100.json.
 
-tests/engines/sim/test_calibration.py and test_anchor_h100.py measure the same scenarios over
-HTTP with a wall clock.
+tests/engines/sim/test_calibration.py measures the same scenarios over HTTP with a wall clock.
 """
 
 from __future__ import annotations
@@ -219,7 +220,7 @@ def fit(profile: Profile, cases: Mapping[str, Mapping[str, Any]], targets: Mappi
     from scipy.optimize import least_squares  # type: ignore[import-untyped]  # offline only
 
     eff = profile.hardware.efficiency
-    x0 = [math.log(getattr(eff, n)) for n in names]
+    x0 = [math.log(max(getattr(eff, n), BOUNDS[n][0])) for n in names]
     used = {k: c for k, c in cases.items() if k in targets or
             (k.startswith(("baseline_bs", "eagle3_bs")) and
              f"gain_bs{k.split('_bs')[1]}" in targets)}

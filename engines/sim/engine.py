@@ -176,7 +176,9 @@ class SimEngine:
                      if self.drafter else self.cfg.profile.acceptance)
             probs = acceptance_probs(
                 table, domain, accept_scale=self.accept_scale,
-                topk=self.spec.topk, temperature=temperature,
+                topk=self.spec.topk, steps=self.spec.steps, draft_tokens=self.spec.draft_tokens,
+                second_guess=self.cfg.profile.tree_second_guess,
+                temperature=temperature,
                 temperature_penalty=self.temperature_penalty,
                 max_positions=max(16, self.max_steps + 1),
             )

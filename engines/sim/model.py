@@ -22,6 +22,8 @@ Rules (all documented, all deterministic):
 
 from __future__ import annotations
 
+import functools
+import heapq
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -156,6 +158,9 @@ def acceptance_probs(
     *,
     accept_scale: float = 1.0,
     topk: int = 1,
+    steps: int = 0,
+    draft_tokens: int = 0,
+    second_guess: float = 1.0,
     temperature: float = 0.0,
     temperature_penalty: float = 0.0,
     max_positions: int = 16,
@@ -164,22 +169,60 @@ def acceptance_probs(
 
     ``table[domain]`` holds the profile's chain (topk=1) probabilities at temperature 0; missing
     positions extend the last value by a 0.95 decay. ``accept_scale`` is the algorithm's factor
-    (EAGLE3 = 1.0). topk > 1 (a tree) gives each position more candidates: p -> 1-(1-p)^(1+(k-1)/2),
-    a heuristic for "one of k guesses matches". Sampling (temperature > 0) lowers every position
-    by ``temperature_penalty * min(temperature, 1)`` relative.
+    (EAGLE3 = 1.0). Sampling (temperature > 0) lowers every position by
+    ``temperature_penalty * min(temperature, 1)`` relative. topk > 1 (a tree of ``steps``
+    levels and ``draft_tokens`` tokens) replaces the first ``steps`` positions by the tree's
+    conditional acceptance (``tree_reach``, with the drafter's ``second_guess`` share).
     """
     base = list(table.get(domain) or table["general"])
     while len(base) < max_positions:
         base.append(base[-1] * 0.95)
     factor = accept_scale * (1.0 - temperature_penalty * min(max(temperature, 0.0), 1.0))
-    tree_exp = 1.0 + (max(topk, 1) - 1) / 2.0
-    out: list[float] = []
-    for p in base[:max_positions]:
-        q = min(max(p * factor, 0.0), 0.999)
-        if tree_exp != 1.0:
-            q = 1.0 - (1.0 - q) ** tree_exp
-        out.append(q)
+    out = [min(max(p * factor, 0.0), 0.999) for p in base[:max_positions]]
+    if topk > 1 and steps > 0:
+        reach = tree_reach(tuple(out[:steps]), steps, topk, draft_tokens or steps * topk + 1,
+                           second_guess)
+        prev = 1.0
+        for i, r in enumerate(reach):
+            out[i] = min(r / prev, 0.999) if prev > 0 else 0.0
+            prev = r
     return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def tree_reach(chain: tuple[float, ...], steps: int, topk: int, draft_tokens: int,
+               second_guess: float = 1.0) -> tuple[float, ...]:
+    """P(accepted drafts >= d) for d = 1..steps when SGLang's EAGLE worker drafts a tree.
+
+    SGLang's tree (python/sglang/srt/speculative/spec_utils.py ``select_top_k_tokens``,
+    eagle_utils.py ``organize_draft_results``): the first draft step proposes the top ``topk``
+    tokens; each later step expands each of the ``topk`` best paths by ``topk`` tokens
+    (topk**2 candidates) and keeps the ``topk`` best by cumulative draft score; then the
+    ``draft_tokens - 1`` best of all ``topk + (steps - 1) topk**2`` candidates are verified.
+    The drafter is taken as calibrated: at depth d its first guess is the target's token with
+    probability ``p_d`` (the chain acceptance) and, when it is not, each further guess is with
+    probability ``second_guess x p_d`` (1: every guess catches the same share of what is left,
+    a geometric tail; below 1: the drafter's later guesses are worse than its first, as EAGLE
+    drafters' are -- the model profile sets it from a published tree accept length). A
+    candidate's score is then the probability that it lies on the target's path, so
+    P(accepted >= d) is the sum of the verified candidates' scores at depth d. topk = 1
+    reduces to the chain: prod(p_1..p_d).
+    """
+    beams = [1.0]
+    cands: list[tuple[float, int]] = []
+    for d in range(steps):
+        p = chain[d] if d < len(chain) else chain[-1]
+        later = p * second_guess
+        ranks = [p] + [(1.0 - p) * (1.0 - later) ** (r - 1) * later for r in range(1, topk)]
+        expanded = sorted((b * q for b in beams for q in ranks), reverse=True)
+        if d == 0:
+            expanded = expanded[:topk]
+        cands.extend((s, d) for s in expanded)
+        beams = expanded[:topk]
+    reach = [0.0] * steps
+    for score, depth in heapq.nlargest(max(draft_tokens - 1, 0), cands):
+        reach[depth] += score
+    return tuple(reach)
 
 
 def draw_accept_length(random: Callable[[], float], probs: Sequence[float], steps: int) -> int:

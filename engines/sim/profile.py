@@ -92,6 +92,12 @@ class Profile:
         return ContextDecay.from_profile(self.model_data.get("drafter", {}))
 
     @property
+    def tree_second_guess(self) -> float:
+        """The drafter's later guesses relative to its first (engines/sim/model.py
+        ``tree_reach``); 1 when the model profile does not say."""
+        return float(self.model_data.get("tree_second_guess", 1.0))
+
+    @property
     def sampling(self) -> Mapping[str, Any]:
         return self.data["sampling"]
 

@@ -71,16 +71,36 @@ class TextCursor:
         return self.text[before:]
 
 
+_WORD_PARTS: dict[str, tuple[bytes, bytes]] = {}
+"""Token string -> (its text bytes, its ``output_ids`` entry): the hot path encodes each
+distinct token once (the simulated vocabulary is a few hundred strings)."""
+_WORD_PARTS_MAX = 1 << 16
+
+
+def word_parts(word: str) -> tuple[bytes, bytes]:
+    """(text bytes, id digits) of one token string, cached."""
+    parts = _WORD_PARTS.get(word)
+    if parts is None:
+        parts = (word.encode(), str(token_id(word)).encode())
+        if len(_WORD_PARTS) < _WORD_PARTS_MAX:
+            _WORD_PARTS[word] = parts
+    return parts
+
+
 class NativeStream:
     """Chunks of POST /generate with ``stream: true``: cumulative ``text`` and ``output_ids``,
     then meta_info in SGLang 0.5.23's order (python/sglang/srt/managers/tokenizer_manager.py
     ``_handle_batch_output``: id, finish_reason, prompt_tokens, weight_version,
     num_retractions, reasoning_tokens, completion_tokens, cached_tokens; ``e2e_latency`` and the
-    spec fields only once finished)."""
+    spec fields only once finished).
+
+    Every chunk repeats everything sent so far (as SGLang does), so the text and the ids are
+    kept as already-encoded byte buffers that only grow, and each chunk is one join of them
+    with pre-encoded fixed parts: no per-chunk JSON encoding of the cumulative fields."""
 
     def __init__(self, req: SimRequest, rid: str, draft_tokens: int | None) -> None:
         self.req = req
-        self.cur = TextCursor(req)
+        self.cur = TextCursor(req) if req.text_chars is not None else None
         self.draft_tokens = draft_tokens
         self.ids = bytearray()
         self.text = bytearray()
@@ -89,29 +109,41 @@ class NativeStream:
         self.prompt_part = (f',"prompt_tokens":{req.prompt_tokens},"weight_version":"default",'
                             '"num_retractions":').encode()
 
+    def _advance(self, n: int) -> None:
+        req = self.req
+        words = req.words[self.n_ids:n]
+        text, ids = self.text, self.ids
+        for w in words:
+            t, i = word_parts(w)
+            if ids:
+                ids += b","
+            ids += i
+            if self.cur is None:
+                text += t
+        if self.cur is not None:
+            delta = self.cur.advance(n)
+            if delta:
+                text += delta.encode()
+        self.n_ids = n
+
     def chunk(self, n: int, final: bool, now: float) -> bytes:
-        delta = self.cur.advance(n)
-        if delta:
-            self.text += delta.encode()
         req = self.req
         if n > self.n_ids:
-            new = ",".join([str(token_id(w)) for w in req.words[self.n_ids:n]]).encode()
-            if self.ids:
-                self.ids += b","
-            self.ids += new
-            self.n_ids = n
-        tail = (f',"reasoning_tokens":0,"completion_tokens":{req.n},'
-                f'"cached_tokens":{req.cached_tokens}')
+            self._advance(n)
+        parts: list[bytes | bytearray] = [
+            b'data: {"text":"', self.text, b'","output_ids":[', self.ids, b"],",
+            self.meta_head, _finish_json(req).encode() if final else b"null",
+            self.prompt_part, b"%d" % req.num_retractions,
+            b',"reasoning_tokens":0,"completion_tokens":%d,"cached_tokens":%d'
+            % (req.n, req.cached_tokens)]
         if final:
-            tail += f',"e2e_latency":{now - req.arrival:.6f}'
+            tail = f',"e2e_latency":{now - req.arrival:.6f}'
             if self.draft_tokens is not None:
                 for k, v in spec_meta(req, self.draft_tokens).items():
                     tail += f',"{k}":{v}'
-        return b"".join((
-            b'data: {"text":"', self.text, b'","output_ids":[', self.ids,
-            b"],", self.meta_head, _finish_json(req).encode() if final else b"null",
-            self.prompt_part, str(req.num_retractions).encode(), tail.encode(), b"}}\n\n",
-        ))
+            parts.append(tail.encode())
+        parts.append(b"}}\n\n")
+        return b"".join(parts)
 
 
 def native_response(req: SimRequest, rid: str, draft_tokens: int | None,

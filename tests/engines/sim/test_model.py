@@ -17,6 +17,7 @@ from engines.sim.model import (
     natural_output_tokens,
     prompt_tokens,
     simulated_accept_length,
+    tree_reach,
 )
 from engines.sim.profile import load_profile
 from engines.sim.text import find_stop, make_words, seed_for
@@ -75,11 +76,27 @@ def test_acceptance_depends_on_domain_and_draws_match_expectation() -> None:
 def test_acceptance_modifiers() -> None:
     base = acceptance_probs(PROFILE.acceptance, "coding")
     hot = acceptance_probs(PROFILE.acceptance, "coding", temperature=1.0, temperature_penalty=0.1)
-    tree = acceptance_probs(PROFILE.acceptance, "coding", topk=4)
+    tree = acceptance_probs(PROFILE.acceptance, "coding", topk=4, steps=4, draft_tokens=16)
     ngram = acceptance_probs(PROFILE.acceptance, "coding", accept_scale=0.6)
-    assert all(h < b < t for h, b, t in zip(hot, base, tree, strict=True))
+    assert all(h < b for h, b in zip(hot, base, strict=True))
+    assert all(b < t for b, t in zip(base[:4], tree[:4], strict=True))  # the tree's 4 levels
+    assert tree[4:] == base[4:]
     assert all(n < b for n, b in zip(ngram, base, strict=True))
     assert len(acceptance_probs(PROFILE.acceptance, "unknown-domain", max_positions=20)) == 20
+
+
+def test_tree_reach_by_hand() -> None:
+    # topk 1 is the chain: P(accepted >= d) = p1 ... pd
+    assert tree_reach((0.8, 0.5), 2, 1, 3) == pytest.approx((0.8, 0.4))
+    # one level, two guesses: 0.5 + (1 - 0.5) x 0.5; a budget of one draft token keeps only
+    # the first guess
+    assert tree_reach((0.5,), 1, 2, 3) == pytest.approx((0.75,))
+    assert tree_reach((0.5,), 1, 2, 2) == pytest.approx((0.5,))
+    # later guesses at half the first one's rate: 0.5 + 0.5 x 0.25
+    assert tree_reach((0.5,), 1, 2, 3, second_guess=0.5) == pytest.approx((0.625,))
+    # two levels, topk 2, 4 draft tokens: candidates 0.5, 0.25 (level 1) and 0.25, 0.125,
+    # 0.125, 0.0625 (level 2); the 3 best are 0.5, 0.25 (level 1) and one 0.25 (level 2)
+    assert tree_reach((0.5, 0.5), 2, 2, 4) == pytest.approx((0.75, 0.25))
 
 
 def test_simulated_accept_length_mean() -> None:

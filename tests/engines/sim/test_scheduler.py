@@ -217,11 +217,18 @@ def test_offline_h100_llama_single_stream_within_ten_percent() -> None:
         assert got[key] == pytest.approx(targets[key], rel=0.10), key
 
 
-@pytest.mark.xfail(strict=True, reason="open gap: the roofline predicts ~1.08x at batch 64 "
-                   "(docs/simulator.md), the EAGLE-3 paper reports 1.38x")
-def test_offline_h100_llama_batch64_gain_within_ten_percent() -> None:
+# The EAGLE-3 paper (Li et al., arXiv 2503.01840 v3), section 4.3, Table 3: throughput of SGLang
+# v0.4.4 with EAGLE-3 (no tree, chain length 3) over SGLang without speculation, Llama-3.1-8B-
+# Instruct on one H100, MT-bench, by batch size. Typed from the paper.
+PAPER_TABLE3_EAGLE3_GAIN = {2: 1.81, 4: 1.82, 8: 1.62, 16: 1.48, 24: 1.39, 32: 1.32, 48: 1.38,
+                            56: 1.34, 64: 1.38}
+
+
+def test_offline_h100_llama_batch_gains_within_ten_percent_of_the_paper() -> None:
     prof, cases, _, _ = anchor("h100-llama3.1-8b")
-    batch = {k: c for k, c in cases.items() if k.endswith("_bs64")}
-    got = results(prof, batch, reps=2)
-    assert got["gain_bs64"] == pytest.approx(published_targets("h100-llama3.1-8b")["gain_bs64"],
-                                             rel=0.10)
+    batch = {k: c for k, c in cases.items() if "_bs" in k}
+    assert {int(k.split("_bs")[1]) for k in batch} == set(PAPER_TABLE3_EAGLE3_GAIN)
+    got = results(prof, batch, reps=4)  # 4 seeds, as engines.sim.calibrate
+    misses = {b: round(got[f"gain_bs{b}"], 3) for b, gain in PAPER_TABLE3_EAGLE3_GAIN.items()
+              if got[f"gain_bs{b}"] != pytest.approx(gain, rel=0.10)}
+    assert not misses, f"gain outside +-10 % of the paper's Table 3 at batch sizes {misses}"

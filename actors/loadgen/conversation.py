@@ -252,7 +252,9 @@ async def run_conversations(spec: ConversationLoadSpec,
     """Drive ``spec``'s conversations; return their rows and stats. ``transport``: an httpx
     transport to use instead of building ``spec.transport`` (closed by the client)."""
     offset = time.time() - perf_counter()
-    tr = transport if transport is not None else make_transport(spec.transport)
+    tr = transport if transport is not None else make_transport(
+        spec.transport, tls_verify=spec.tls_verify, ca_bundle=spec.ca_bundle,
+        keepalive_s=spec.keepalive_s)
     timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
     convs = spec.selected()
     results: list[list[dict[str, Any]]] = [[] for _ in convs]

@@ -88,6 +88,12 @@ class ConversationLoadSpec:
     """Bearer token, when the server wants one."""
     transport: str = "raw"
     """httpx transport (see :data:`actors.loadgen.spec.TransportName`)."""
+    tls_verify: bool = True
+    """Check the server's TLS certificate and host name (https:// URLs)."""
+    ca_bundle: str | None = None
+    """PEM file of trusted CA certificates instead of the system's (https:// URLs)."""
+    keepalive_s: float = 60.0
+    """An idle keep-alive connection older than this is closed instead of reused."""
     seed: int = 0
     """Seed of arrivals and think times."""
 

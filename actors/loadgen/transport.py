@@ -260,6 +260,42 @@ class StampingTransport(httpx.AsyncBaseTransport):
         self._idle.clear()
 
 
+def settings_error(name: str, tls_verify: bool = True, ca_bundle: str | None = None
+                   ) -> str | None:
+    """Why ``make_transport(name, ...)`` would fail or misbehave in the load generator, checked
+    where the run is planned (before anything starts), or None: a ``ca_bundle`` that is not a
+    PEM file of CA certificates (``ssl_context`` builds the same context the transport will);
+    on ``aiohttp``, a proxy from the environment that aiohttp cannot use (it parses every
+    proxy variable per request, so a malformed one fails every request, and it skips an
+    ``https://`` proxy with a warning, sending the requests direct). The proxies are read from
+    this process's environment, which a local cluster's load generators inherit."""
+    if ca_bundle is not None:
+        try:
+            ssl_context(tls_verify, ca_bundle)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            why = getattr(exc, "reason", None) or exc
+            return f"load.ca_bundle={ca_bundle} is not a PEM file of CA certificates ({why})"
+    if name == "aiohttp":
+        from urllib.request import getproxies_environment
+
+        from yarl import URL
+
+        proxies = getproxies_environment()  # what aiohttp reads (urllib.request.getproxies)
+        for scheme in ("http", "https", "ws", "wss"):  # aiohttp.helpers.proxies_from_env
+            value = proxies.get(scheme)
+            if value is None:
+                continue
+            var = f"{scheme.upper()}_PROXY"
+            try:
+                url = URL(value)
+            except ValueError as exc:
+                return f"load.transport=aiohttp: {var}={value!r} is not a URL ({exc})"
+            if scheme in ("http", "https") and (url.scheme != "http" or not url.host):
+                return (f"load.transport=aiohttp: {var}={value!r} is not an http://host:port "
+                        "proxy (aiohttp uses http:// proxies only)")
+    return None
+
+
 def make_transport(
     name: str,
     *,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,7 +60,9 @@ def worker(cfg: dict[str, Any]) -> None:
     else:
         res = uvloop.run(run_load(spec))
     ok = [r["prompt_id"] for r in res.rows if r["status"] == "ok"]
-    Path(cfg["out"]).write_text(json.dumps({"prompts": ok, "errors": len(res.rows) - len(ok)}))
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    Path(cfg["out"]).write_text(json.dumps({"prompts": ok, "errors": len(res.rows) - len(ok),
+                                            "user_s": use.ru_utime, "sys_s": use.ru_stime}))
 
 
 def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
@@ -88,6 +91,7 @@ def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
     return {"concurrency": conc, "requests": len(measured), "errors": res["errors"],
             "chunks": chunks, "tok_s": tokens / (end - start),
             "client_cpu_percent": 100 * c_cpu / (end - start),
+            "process_sys_share": res["sys_s"] / (res["user_s"] + res["sys_s"]),
             "us_per_chunk": 1e6 * c_cpu / chunks}
 
 

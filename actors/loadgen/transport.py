@@ -22,9 +22,11 @@ became readable or was closed while idle (a ``408``, a close notice: see ``H1Con
 has been idle longer than ``keepalive_s``. A reused connection that the server closed before
 answering is retried once on a new one (the request never reached the application). Read
 timeouts are lazy (one timer per wait, re-armed from the last read): no timer work per read.
-Scope: ``http://`` and ``https://``, no proxies (use ``aiohttp``), no HTTP/2. The request is
-serialised once per ``httpx.Request`` object and cached in its extensions (the runner reuses
-request objects); a streamed body is read and sent with chunked framing.
+``preconnect`` opens idle connections ahead of a load window (the runner tops the pool up to
+the client's concurrency after its warm-up). Scope: ``http://`` and ``https://``, no proxies
+(use ``aiohttp``), no HTTP/2. The request is serialised once per ``httpx.Request`` object and
+cached in its extensions (the runner reuses request objects); a streamed body is read and sent
+with chunked framing.
 """
 
 from __future__ import annotations
@@ -48,6 +50,17 @@ client uses 10 MiB)."""
 DEFAULT_KEEPALIVE_S = 60.0
 
 Key = tuple[str, str, int]
+
+
+PRECONNECT_BATCH = 32
+"""Connects in flight at once in ``StampingTransport.preconnect``."""
+
+
+def _origin(url: httpx.URL) -> Key:
+    scheme = url.scheme
+    if scheme not in ("http", "https"):
+        raise httpx.UnsupportedProtocol(f"unsupported scheme {scheme!r}")
+    return scheme, url.host, url.port or (443 if scheme == "https" else 80)
 
 
 def ssl_context(verify: bool = True, ca_bundle: str | None = None) -> ssl.SSLContext:
@@ -182,6 +195,29 @@ class StampingTransport(httpx.AsyncBaseTransport):
         self._all.add(proto)
         return proto
 
+    async def preconnect(self, url: str, n: int, timeout: float | None = None) -> int:
+        """Open connections to ``url``'s origin until ``n`` wait idle in the pool, at most
+        ``PRECONNECT_BATCH`` connects in flight (a burst of hundreds overflows a server's
+        listen backlog: dropped SYNs are retried after a second). Returns how many it opened.
+
+        Why: a request that finds no idle connection opens one, and its TTFT includes the TCP
+        (and TLS) handshake and the server's accept; a cell whose warm-up sent fewer requests
+        than it has streams would pay that in every first-wave request."""
+        key = _origin(httpx.URL(url))
+        idle = self._idle.setdefault(key, deque())
+        for conn in [c for c in idle if c.closed]:
+            idle.remove(conn)
+            self._drop(conn)
+        opened = 0
+        while len(idle) < n:
+            batch = min(n - len(idle), PRECONNECT_BATCH)
+            conns = await asyncio.gather(*(self._connect(key, timeout) for _ in range(batch)))
+            for conn in conns:
+                conn.park()
+                idle.append(conn)
+            opened += batch
+        return opened
+
     # -- requests -------------------------------------------------------------------------------
     @staticmethod
     async def _wire(request: httpx.Request) -> bytes:
@@ -204,12 +240,7 @@ class StampingTransport(httpx.AsyncBaseTransport):
         return payload
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        scheme = url.scheme
-        if scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"unsupported scheme {scheme!r}")
-        port = url.port or (443 if scheme == "https" else 80)
-        key = (scheme, url.host, port)
+        key = _origin(request.url)
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
         read_timeout = timeouts.get("read")
         payload = await self._wire(request)

@@ -3,10 +3,11 @@ of bench/peer_side_by_side.py (without SGLang's clients).
 
 bench/fixed_schedule_server.py on CPU 0 at ``/sched/20/20`` (first chunk 20 ms after the
 request arrived, then one every 20 ms, 64 tokens), the client (``run_load``, uvloop, raw
-transport) on CPU 1: ``concurrency`` warm-up requests, then ``4 x concurrency`` requests
-arriving Poisson at 90 % of the rate that keeps ``concurrency`` streams busy, capped at
-``concurrency`` in flight. Server and client stamps share CLOCK_MONOTONIC (``perf_counter``), so
-each request's TTFT error (client TTFT - server TTFT) splits into
+transport) on CPU 1: ``concurrency`` warm-up requests (``--warmup``), then
+``4 x concurrency`` requests arriving Poisson at 90 % of the rate that keeps ``concurrency``
+streams busy, capped at ``concurrency`` in flight. Server and client stamps share
+CLOCK_MONOTONIC (``perf_counter``), so each request's TTFT error (client TTFT - server TTFT)
+splits into
 
 * ``delivery``: server received the request - client sent it (the request's way in: loopback
   and the server's loop);
@@ -16,7 +17,7 @@ each request's TTFT error (client TTFT - server TTFT) splits into
 Reported: p50/p99 of |error| per request, the peer script's distribution error (|client
 percentile - server percentile|), both parts, and the self-check's verdict.
 
-    python bench/loadgen_ttft_error.py [--concurrency 64 256] [--runs 2] [--root DIR]
+    python bench/loadgen_ttft_error.py [--concurrency 64 256] [--runs 2] [--warmup N] [--root DIR]
 """
 
 from __future__ import annotations
@@ -52,12 +53,12 @@ def worker(cfg: dict[str, Any]) -> None:
     from actors.loadgen.runner import run_load
     from actors.loadgen.spec import LoadSpec, Prompt
 
-    conc = cfg["concurrency"]
+    conc, warm = cfg["concurrency"], cfg["warmup"]
     n = 4 * conc
-    ids = [f"p{i}-{time.time_ns()}" for i in range(n + conc)]
+    ids = [f"p{i}-{time.time_ns()}" for i in range(n + warm)]
     spec = LoadSpec(url=cfg["url"], prompts=tuple(Prompt(i, i, "bench") for i in ids),
                     concurrency=conc, rate=0.9 * conc / TIMING_REQUEST_S, num_requests=n,
-                    warmup_requests=conc, max_new_tokens=TOKENS, transport="raw", seed=1,
+                    warmup_requests=warm, max_new_tokens=TOKENS, transport="raw", seed=1,
                     request_timeout_s=120.0)
     res = uvloop.run(run_load(spec))
     off = res.stats["clock_offset_s"]
@@ -72,9 +73,10 @@ def worker(cfg: dict[str, Any]) -> None:
     }))
 
 
-def run_one(server: str, conc: int, root: str, work: Path) -> dict[str, Any]:
+def run_one(server: str, conc: int, warm: int, root: str, work: Path) -> dict[str, Any]:
     out = work / f"c{conc}-{time.time_ns()}.json"
-    cfg = {"url": server + PATH, "concurrency": conc, "root": root, "out": str(out)}
+    cfg = {"url": server + PATH, "concurrency": conc, "warmup": warm, "root": root,
+           "out": str(out)}
     _get(server + "/stamps")  # clear
     proc = subprocess.run(["taskset", "-c", CLIENT_CPU, sys.executable, __file__, "--worker",
                            json.dumps(cfg)], capture_output=True, text=True, timeout=600)
@@ -97,7 +99,7 @@ def run_one(server: str, conc: int, root: str, work: Path) -> dict[str, Any]:
     def ms(xs: list[float], q: float) -> float:
         return round(1e3 * _pct(xs, q), 3)
 
-    return {"concurrency": conc, "requests": len(err), "errors": res["errors"],
+    return {"concurrency": conc, "warmup": warm, "requests": len(err), "errors": res["errors"],
             "ttft_err_p50_ms": ms(err, 50), "ttft_err_p99_ms": ms(err, 99),
             "dist_err_p50_ms": round(1e3 * abs(_pct(c_ttft, 50) - _pct(s_ttft, 50)), 3),
             "dist_err_p99_ms": round(1e3 * abs(_pct(c_ttft, 99) - _pct(s_ttft, 99)), 3),
@@ -113,6 +115,8 @@ def main() -> None:
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--warmup", type=int, help="warm-up requests (default: the concurrency, as "
+                    "peer_side_by_side.py; the grid's load.warmup_requests default is 2)")
     ap.add_argument("--root", default=str(HERE.parent), help="checkout whose actors/ to import")
     args = ap.parse_args()
     if args.worker:
@@ -127,8 +131,9 @@ def main() -> None:
     try:
         for _ in range(args.runs):
             for conc in args.concurrency:
-                print(json.dumps(run_one(server, conc, str(Path(args.root).resolve()), work)),
-                      flush=True)
+                warm = conc if args.warmup is None else args.warmup
+                root = str(Path(args.root).resolve())
+                print(json.dumps(run_one(server, conc, warm, root, work)), flush=True)
     finally:
         srv.terminate()
         srv.wait(timeout=10)

@@ -5,9 +5,9 @@ bench/fixed_schedule_server.py on CPU 0 at ``/sched/20/20`` (first chunk 20 ms a
 request arrived, then one every 20 ms, 64 tokens), the client (``run_load``, uvloop, raw
 transport) on CPU 1: ``concurrency`` warm-up requests (``--warmup``), then
 ``4 x concurrency`` requests arriving Poisson at 90 % of the rate that keeps ``concurrency``
-streams busy, capped at ``concurrency`` in flight. Server and client stamps share
-CLOCK_MONOTONIC (``perf_counter``), so each request's TTFT error (client TTFT - server TTFT)
-splits into
+streams busy, capped at ``concurrency`` in flight (``--closed``: closed loop). Server and
+client stamps share CLOCK_MONOTONIC (``perf_counter``), so each request's TTFT error (client
+TTFT - server TTFT) splits into
 
 * ``delivery``: server received the request - client sent it (the request's way in: loopback
   and the server's loop);
@@ -17,7 +17,8 @@ splits into
 Reported: p50/p99 of |error| per request, the peer script's distribution error (|client
 percentile - server percentile|), both parts, and the self-check's verdict.
 
-    python bench/loadgen_ttft_error.py [--concurrency 64 256] [--runs 2] [--warmup N] [--root DIR]
+    python bench/loadgen_ttft_error.py [--concurrency 64 256] [--runs 2] [--warmup N] [--closed]
+        [--root DIR]
 """
 
 from __future__ import annotations
@@ -57,7 +58,8 @@ def worker(cfg: dict[str, Any]) -> None:
     n = 4 * conc
     ids = [f"p{i}-{time.time_ns()}" for i in range(n + warm)]
     spec = LoadSpec(url=cfg["url"], prompts=tuple(Prompt(i, i, "bench") for i in ids),
-                    concurrency=conc, rate=0.9 * conc / TIMING_REQUEST_S, num_requests=n,
+                    concurrency=conc, rate=None if cfg["closed"] else 0.9 * conc / TIMING_REQUEST_S,
+                    num_requests=n,
                     warmup_requests=warm, max_new_tokens=TOKENS, transport="raw", seed=1,
                     request_timeout_s=120.0)
     res = uvloop.run(run_load(spec))
@@ -73,10 +75,11 @@ def worker(cfg: dict[str, Any]) -> None:
     }))
 
 
-def run_one(server: str, conc: int, warm: int, root: str, work: Path) -> dict[str, Any]:
+def run_one(server: str, conc: int, warm: int, closed: bool, root: str, work: Path
+            ) -> dict[str, Any]:
     out = work / f"c{conc}-{time.time_ns()}.json"
-    cfg = {"url": server + PATH, "concurrency": conc, "warmup": warm, "root": root,
-           "out": str(out)}
+    cfg = {"url": server + PATH, "concurrency": conc, "warmup": warm, "closed": closed,
+           "root": root, "out": str(out)}
     _get(server + "/stamps")  # clear
     proc = subprocess.run(["taskset", "-c", CLIENT_CPU, sys.executable, __file__, "--worker",
                            json.dumps(cfg)], capture_output=True, text=True, timeout=600)
@@ -99,7 +102,8 @@ def run_one(server: str, conc: int, warm: int, root: str, work: Path) -> dict[st
     def ms(xs: list[float], q: float) -> float:
         return round(1e3 * _pct(xs, q), 3)
 
-    return {"concurrency": conc, "warmup": warm, "requests": len(err), "errors": res["errors"],
+    return {"concurrency": conc, "warmup": warm, "closed_loop": closed, "requests": len(err),
+            "errors": res["errors"],
             "ttft_err_p50_ms": ms(err, 50), "ttft_err_p99_ms": ms(err, 99),
             "dist_err_p50_ms": round(1e3 * abs(_pct(c_ttft, 50) - _pct(s_ttft, 50)), 3),
             "dist_err_p99_ms": round(1e3 * abs(_pct(c_ttft, 99) - _pct(s_ttft, 99)), 3),
@@ -115,6 +119,8 @@ def main() -> None:
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--closed", action="store_true",
+                    help="closed loop (every stream sends its next request when one ends)")
     ap.add_argument("--warmup", type=int, help="warm-up requests (default: the concurrency, as "
                     "peer_side_by_side.py; the grid's load.warmup_requests default is 2)")
     ap.add_argument("--root", default=str(HERE.parent), help="checkout whose actors/ to import")
@@ -133,7 +139,8 @@ def main() -> None:
             for conc in args.concurrency:
                 warm = conc if args.warmup is None else args.warmup
                 root = str(Path(args.root).resolve())
-                print(json.dumps(run_one(server, conc, warm, root, work)), flush=True)
+                print(json.dumps(run_one(server, conc, warm, args.closed, root, work)),
+                      flush=True)
     finally:
         srv.terminate()
         srv.wait(timeout=10)

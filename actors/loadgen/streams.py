@@ -189,12 +189,18 @@ class NativeSink:
                     or not buf.startswith(b"data: {", start)):
                 general = True
                 break
-            k = rfind(_CT_KEY, start, i)
-            m = _INT(buf, k + _CT_LEN) if k >= 0 else None
-            if m is None:
+            k = rfind(_CT_KEY, start, i) + _CT_LEN
+            if k < _CT_LEN:
                 general = True
                 break
-            n = int(m.group(1))
+            try:  # the value runs to the next comma (SGLang's meta_info has keys after it)
+                n = int(buf[k:find(b",", k, i)])
+            except ValueError:  # the last key of its object, or not a plain integer
+                m = _INT(buf, k, i)
+                n = int(m[1]) if m is not None else -1
+            if n < 0:
+                general = True
+                break
             if n > prev:
                 tokens.append(n - prev)
                 prev = n

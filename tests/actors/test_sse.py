@@ -102,6 +102,8 @@ def _mixed_native_events(crlf: bool) -> list[bytes]:
     def ev(done: int, compact: bool = True, final: bool = False) -> bytes:
         meta = {"id": "x", "finish_reason": {"type": "length"} if final else None,
                 "prompt_tokens": 7, "completion_tokens": done}
+        if done % 2:  # SGLang's order (a key after ours); else ours is the object's last
+            meta["cached_tokens"] = 0
         obj = {"text": 'say \\"completion_tokens\\": 999 ' * (done % 2), "meta_info": meta}
         if done % 3 == 0:  # another object with the key, before meta_info
             obj = {"other": {"completion_tokens": 0}, **obj}

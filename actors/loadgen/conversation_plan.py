@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from actors.loadgen import schedule
-from actors.loadgen.spec import ENDPOINTS, TRANSPORTS, choice_errors
+from actors.loadgen.spec import ENDPOINTS, TRANSPORTS, api_key_errors, choice_errors
 from workloads.conversations.model import Conversation
 from workloads.conversations.render import REPLAYS, TEMPLATES
 
@@ -103,6 +103,7 @@ class ConversationLoadSpec:
             errors.append(f"url must start with http:// or https://, got {self.url!r}")
         if not self.conversations:
             errors.append("conversations must not be empty")
+        errors += api_key_errors(self.api_key)
         errors += choice_errors(endpoint=(self.endpoint, ENDPOINTS),
                                 arrival=(self.arrival, ARRIVALS),
                                 think_time=(self.think_time, THINK_TIMES),

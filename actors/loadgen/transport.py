@@ -32,6 +32,7 @@ with chunked framing.
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -52,6 +53,9 @@ DEFAULT_KEEPALIVE_S = 60.0
 Key = tuple[str, str, int]
 
 
+_FORBIDDEN_IN_HEADER = re.compile(rb"[\r\n\x00]")
+"""Bytes a request header may not hold (RFC 9110 §5.5): httpx does not check them, and written
+as they are they would split the header (header injection)."""
 PRECONNECT_BATCH = 32
 """Connects in flight at once in ``StampingTransport.preconnect``."""
 
@@ -229,6 +233,9 @@ class StampingTransport(httpx.AsyncBaseTransport):
         chunked = False
         head = [b"%s %s HTTP/1.1\r\n" % (request.method.encode(), request.url.raw_path)]
         for name, value in request.headers.raw:
+            if _FORBIDDEN_IN_HEADER.search(name + value):  # would end the header early
+                raise httpx.LocalProtocolError(
+                    f"invalid character in request header {name[:40]!r}")
             if name.lower() == b"transfer-encoding" and b"chunked" in value.lower():
                 chunked = True
             head.append(b"%s: %s\r\n" % (name, value))

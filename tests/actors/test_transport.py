@@ -233,6 +233,23 @@ def test_idle_connection_that_became_readable_is_not_reused() -> None:
     assert asyncio.run(go()) == 3
 
 
+def test_a_line_break_in_a_request_header_is_refused_not_sent() -> None:
+    """httpx lets CR/LF through in header values; written as they are they would inject a
+    header. The raw transport refuses the request before anything is sent."""
+    async def go() -> int:
+        srv = _Counting()
+        server, port = await _serve(srv.handle)
+        async with httpx.AsyncClient(transport=StampingTransport()) as client:
+            with pytest.raises(httpx.LocalProtocolError, match="invalid character"):
+                await client.get(f"http://127.0.0.1:{port}/",
+                                 headers={"Authorization": "Bearer k\r\nX-Injected: 1"})
+            assert (await client.get(f"http://127.0.0.1:{port}/")).content == b"ok"
+        server.close()
+        return srv.connections
+
+    assert asyncio.run(go()) == 1
+
+
 def test_preconnect_fills_the_pool_and_requests_reuse_it() -> None:
     async def go() -> tuple[int, int, int, int]:
         srv = _Counting()

@@ -193,7 +193,10 @@ class NativeSink:
             if k < _CT_LEN:
                 general = True
                 break
-            try:  # the value runs to the next comma (SGLang's meta_info has keys after it)
+            # the value runs to the next comma: SGLang's meta_info has "cached_tokens" right
+            # after it (python/sglang/srt/managers/tokenizer_manager.py, meta_info.update of
+            # reasoning_tokens, completion_tokens, cached_tokens)
+            try:
                 n = int(buf[k:find(b",", k, i)])
             except ValueError:  # the last key of its object, or not a plain integer
                 m = _INT(buf, k, i)

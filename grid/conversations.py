@@ -124,7 +124,8 @@ def conversation_specs(cell: Cell, conversations: Sequence[Conversation],
             request_timeout_s=float(load["request_timeout_s"]),
             model=model.get("served_model_name") or model["model_path"],
             api_key=config["engine"].get("api_key"), transport=load["transport"],
-            seed=int(load["seed"]))
+            tls_verify=bool(load["tls_verify"]), ca_bundle=load["ca_bundle"],
+            keepalive_s=float(load["keepalive_s"]), seed=int(load["seed"]))
         return tuple(
             replace(base, conversations=tuple(conversations[i::clients]), seed=base.seed + i,
                     concurrency=None if total is None

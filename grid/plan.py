@@ -23,6 +23,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
+from actors.loadgen.transport import settings_error
 from engines.launch import LaunchSpec
 from engines.sglang import adaptive
 from engines.sglang.command import concurrency_warnings, redact_argv, threshold_warnings
@@ -223,6 +224,9 @@ def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:
         raise ConfigError(f"load.clients must be at least 1, got {load['clients']}")
     if load["ca_bundle"] is not None and not Path(load["ca_bundle"]).is_file():
         raise ConfigError(f"load.ca_bundle={load['ca_bundle']} is not a file")
+    transport_error = settings_error(load["transport"], load["tls_verify"], load["ca_bundle"])
+    if transport_error is not None:  # the TLS context / proxies the load generator will build
+        raise ConfigError(transport_error)
     if not load["keepalive_s"] > 0:
         raise ConfigError(f"load.keepalive_s must be positive, got {load['keepalive_s']}")
 

@@ -34,6 +34,7 @@ _SPEC_KEYS = {
     "duration_s": "load.duration_s", "burstiness": "load.burstiness", "rate": "load.rate",
     "max_new_tokens": "workload.max_new_tokens", "request_timeout_s": "load.request_timeout_s",
     "prompts": "workload.prompts", "endpoint": "workload.endpoint", "arrival": "load.arrival",
+    "api_key": "engine.api_key",
 }
 
 

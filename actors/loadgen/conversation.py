@@ -25,6 +25,7 @@ recorded as None.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ from actors.loadgen.conversation_plan import (
 from actors.loadgen.sse import SSEDecoder
 from actors.loadgen.streams import ChatSink, NativeSink, StreamError, Timeline, generate_body
 from actors.loadgen.streams import stream_into as _stream_into
-from actors.loadgen.transport import make_transport
+from actors.loadgen.transport import StampingTransport, make_transport
 from grid.metrics import accept_length, percentile, request_timing
 from workloads.conversations.model import Conversation
 from workloads.conversations.render import History
@@ -277,12 +278,18 @@ async def run_conversations(spec: ConversationLoadSpec,
     transport to use instead of building ``spec.transport`` (closed by the client);
     ``counter``: counts the rounds as they end (live progress)."""
     offset = time.time() - perf_counter()
-    tr = transport if transport is not None else make_transport(spec.transport)
+    tr = transport if transport is not None else make_transport(
+        spec.transport, tls_verify=spec.tls_verify, ca_bundle=spec.ca_bundle,
+        keepalive_s=spec.keepalive_s)
     timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
     convs = spec.selected()
     results: list[list[dict[str, Any]]] = [[] for _ in convs]
     async with httpx.AsyncClient(transport=tr, timeout=timeout) as client:
         cl = _Client(spec, client, tr)
+        if spec.concurrency and isinstance(tr, StampingTransport):
+            # one connection per stream before the window: no handshake inside a round's TTFT
+            with contextlib.suppress(httpx.TransportError):
+                await tr.preconnect(str(cl.url), spec.concurrency, spec.connect_timeout_s)
         cpu0, t0 = process_time(), perf_counter()
         deadline = t0 + spec.duration_s if spec.duration_s is not None else None
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from actors.loadgen import schedule
-from actors.loadgen.spec import ENDPOINTS, TRANSPORTS, choice_errors
+from actors.loadgen.spec import ENDPOINTS, TRANSPORTS, api_key_errors, choice_errors
 from workloads.conversations.model import Conversation
 from workloads.conversations.render import REPLAYS, TEMPLATES
 
@@ -88,6 +88,12 @@ class ConversationLoadSpec:
     """Bearer token, when the server wants one (a secret: kept out of reprs)."""
     transport: str = "raw"
     """httpx transport (see :data:`actors.loadgen.spec.TransportName`)."""
+    tls_verify: bool = True
+    """Check the server's TLS certificate and host name (https:// URLs)."""
+    ca_bundle: str | None = None
+    """PEM file of trusted CA certificates instead of the system's (https:// URLs)."""
+    keepalive_s: float = 60.0
+    """An idle keep-alive connection older than this is closed instead of reused."""
     seed: int = 0
     """Seed of arrivals and think times."""
 
@@ -97,6 +103,7 @@ class ConversationLoadSpec:
             errors.append(f"url must start with http:// or https://, got {self.url!r}")
         if not self.conversations:
             errors.append("conversations must not be empty")
+        errors += api_key_errors(self.api_key)
         errors += choice_errors(endpoint=(self.endpoint, ENDPOINTS),
                                 arrival=(self.arrival, ARRIVALS),
                                 think_time=(self.think_time, THINK_TIMES),

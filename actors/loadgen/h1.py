@@ -44,6 +44,7 @@ class H1Connection(asyncio.Protocol):
         "key", "transport", "closed", "error", "active", "idle_since", "head_only", "_parser",
         "status", "reason", "headers", "head_done", "eof", "keep_alive", "_framed",
         "_pieces", "_queue", "_waiter", "got_bytes", "t_first", "t_last", "sink", "_timer",
+        "_callbacks", "_head_callbacks",
     )
 
     def __init__(self, key: tuple[str, str, int] = ("", "", 0)) -> None:
@@ -72,11 +73,16 @@ class H1Connection(asyncio.Protocol):
         self.t_last = 0.0
         self.sink: Sink | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._callbacks = _Callbacks(self, self._pieces.append)
+        self._head_callbacks: _Callbacks | None = None
 
     # -- request life cycle -------------------------------------------------------------------
     def begin(self, head_only: bool = False) -> None:
         """Prepare for the response to a request about to be written."""
-        parser = httptools.HttpResponseParser(self)
+        if head_only and self._head_callbacks is None:
+            self._head_callbacks = _Callbacks(self, _discard)  # a HEAD reply has no body
+        parser = httptools.HttpResponseParser(
+            self._head_callbacks if head_only else self._callbacks)  # type: ignore[arg-type]
         # obs-fold (RFC 9112 §5.2), bare LF line ends (§2.2 "MAY"), spaces after a chunk size,
         # as h11 accepts them; NUL/CR/LF inside a value are still rejected (on_header)
         parser.set_dangerous_leniencies(lenient_headers=True, lenient_optional_cr_before_lf=True,
@@ -160,7 +166,14 @@ class H1Connection(asyncio.Protocol):
         if pieces:
             body = pieces[0] if len(pieces) == 1 else b"".join(pieces)
             pieces.clear()
-            self._emit(body, t)
+            sink = self.sink
+            if sink is None:
+                self._queue.append((body, t))
+            else:
+                try:
+                    sink(body, t)
+                except Exception as exc:  # a malformed event: end this response, not the loop
+                    self._sink_failed(exc)
         # wake the reader per read while waiting for the head or in queue mode; in sink mode
         # only at the end of the body or on an error
         if self._waiter is not None and (
@@ -211,10 +224,6 @@ class H1Connection(asyncio.Protocol):
             self.eof = True
             self.keep_alive = False
 
-    def on_body(self, body: bytes) -> None:
-        if not self.head_only:
-            self._pieces.append(body)
-
     def on_message_complete(self) -> None:
         if not self.head_done:  # end of an interim response
             return
@@ -227,19 +236,12 @@ class H1Connection(asyncio.Protocol):
         if self.transport is not None:
             self.transport.close()
 
-    def _emit(self, data: bytes, t: float) -> None:
-        sink = self.sink
-        if sink is None:
-            self._queue.append((data, t))
-            return
-        try:
-            sink(data, t)
-        except Exception as exc:  # a malformed event: end this response, keep the loop alive
-            self.sink = None
-            self.error = exc
-            self.keep_alive = False
-            if self.transport is not None:
-                self.transport.close()
+    def _sink_failed(self, exc: Exception) -> None:
+        self.sink = None
+        self.error = exc
+        self.keep_alive = False
+        if self.transport is not None:
+            self.transport.close()
 
     def _wake(self) -> None:
         w = self._waiter
@@ -270,6 +272,28 @@ class H1Connection(asyncio.Protocol):
         else:  # data arrived meanwhile: re-arm for the rest of the idle window
             loop = asyncio.get_running_loop()
             self._timer = loop.call_at(loop.time() + timeout - idle, self._idle_check, w, timeout)
+
+
+class _Callbacks:
+    """What llhttp calls: the connection's methods, and for body bytes a list's ``append``
+    (the parser calls ``on_body`` once per HTTP chunk, so a builtin there instead of a Python
+    method saves a frame per streamed event; httptools looks the callbacks up once, when the
+    parser is built)."""
+
+    __slots__ = ("on_message_begin", "on_status", "on_header", "on_headers_complete",
+                 "on_body", "on_message_complete")
+
+    def __init__(self, conn: H1Connection, on_body: Callable[[bytes], object]) -> None:
+        self.on_message_begin = conn.on_message_begin
+        self.on_status = conn.on_status
+        self.on_header = conn.on_header
+        self.on_headers_complete = conn.on_headers_complete
+        self.on_body = on_body
+        self.on_message_complete = conn.on_message_complete
+
+
+def _discard(body: bytes) -> None:
+    pass
 
 
 class _BeyondResponse(Exception):

@@ -36,7 +36,7 @@ from actors.loadgen.rows import rates, request_row, self_check
 from actors.loadgen.selfcheck import LoopLagMonitor
 from actors.loadgen.spec import LoadResult, LoadSpec, share
 from actors.loadgen.streams import Timeline, chat_body, generate_body, run_request
-from actors.loadgen.transport import make_transport
+from actors.loadgen.transport import StampingTransport, make_transport
 
 PREBUILD_LIMIT = 8192
 """Requests (one per distinct prompt) built before the load window; more are built on first
@@ -270,6 +270,8 @@ class LoadRun:
         """Measured requests finished so far (appended as they end; see :meth:`progress`)."""
         self.freeze = _GcFreeze(spec.gc_freeze)
         self.prepared = False
+        self.preconnected = 0
+        """Connections opened ahead of the window by :meth:`prepare` (beyond the warm-up's)."""
 
     def progress(self) -> dict[str, int]:
         """Measured requests finished so far, their output tokens and how many failed: read
@@ -290,6 +292,7 @@ class LoadRun:
             wconc = spec.my_concurrency or min(len(warm_idx), WARMUP_OPEN_LOOP_CONCURRENCY)
             await _closed_loop(self.plan, ((w, w) for w in warm_idx), wconc, None,
                                self.warm_results)
+        self.preconnected = await self._preconnect()
         n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
         self.plan.prepare(spec.warmup_requests + n for n in schedule.client_indices(
             min(n_plan, PREBUILD_LIMIT), self.weights, spec.client_index))
@@ -298,6 +301,22 @@ class LoadRun:
         return {"warmup_requests": len(self.warm_results),
                 "warmup_errors": sum(1 for *_, tl in self.warm_results if tl.error is not None),
                 "ready_at": time.time()}
+
+    async def _preconnect(self) -> int:
+        """Top the pool up to one idle connection per stream of this client (its concurrency
+        share; none for an uncapped open loop, whose in-flight count has no bound), so that no
+        measured request's TTFT includes a connection set-up: a warm-up of fewer requests than
+        streams (``load.warmup_requests`` defaults to 2) leaves the first wave to connect
+        during the window otherwise. Only the raw transport can open connections without a
+        request; a failure here is left to the measured requests to report."""
+        want = self.spec.my_concurrency
+        if not want or not isinstance(self.transport, StampingTransport):
+            return 0
+        try:
+            return await self.transport.preconnect(self.plan.url, want,
+                                                   self.spec.connect_timeout_s)
+        except httpx.TransportError:
+            return 0
 
     async def measure(self, start_at: float | None = None) -> LoadResult:
         """The measured window. ``start_at`` (epoch s): when it opens; one already past
@@ -355,6 +374,7 @@ class LoadRun:
             measured_requests=len(rows),
             warmup_requests=len(self.warm_results),
             warmup_errors=sum(1 for *_, tl in self.warm_results if tl.error is not None),
+            preconnected=self.preconnected,
             client_index=spec.client_index,
             num_clients=spec.num_clients,
             transport=self.transport_name,

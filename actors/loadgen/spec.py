@@ -151,6 +151,7 @@ class LoadSpec:
                 f"open loop capped at concurrency {self.concurrency} cannot be split over "
                 f"{self.num_clients} clients (each needs a cap >= 1)"
             )
+        errors += api_key_errors(self.api_key)
         if errors:
             raise ValueError("invalid LoadSpec: " + "; ".join(errors))
 
@@ -177,6 +178,17 @@ class LoadSpec:
     @property
     def my_rate(self) -> float | None:
         return None if self.rate is None else self.rate / self.num_clients
+
+
+def api_key_errors(api_key: str | None) -> list[str]:
+    """The key is sent as ``Authorization: Bearer <key>``: visible ASCII only. A CR or LF would
+    end the header inside the key (and the raw transport refuses the request), a character
+    outside ASCII cannot be encoded (httpx raises building the request), so either would fail
+    every request of every cell. The message never repeats the key (a secret)."""
+    if api_key and not all("!" <= c <= "~" for c in api_key):
+        return ["api_key must be visible ASCII characters only (no spaces, line breaks or "
+                "other characters): it is sent in an HTTP header"]
+    return []
 
 
 def choice_errors(**fields: tuple[str, tuple[str, ...]]) -> list[str]:

@@ -29,7 +29,7 @@ from typing import Any
 
 import httpx
 
-from actors.loadgen.sse import SSEDecoder
+from actors.loadgen.sse import SSEDecoder, split_events
 
 _CT_KEY = b'"completion_tokens":'
 _CT_LEN = len(_CT_KEY)
@@ -37,6 +37,7 @@ _INT = re.compile(rb"\s*(\d+)").match
 _DONE = b"[DONE]"
 _OBJ_OPEN = ord("{")
 _OBJ_CLOSE = ord("}")
+_LF = ord("\n")
 
 
 Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
@@ -146,13 +147,23 @@ async def _fail_status(resp: httpx.Response) -> None:
 
 class NativeSink:
     """Parser of an SGLang native ``/generate`` stream: ``feed(bytes, t)`` per read, then
-    ``finish()``. Raises on a malformed or error event."""
+    ``finish()``. Raises on a malformed or error event.
 
-    __slots__ = ("tl", "decoder", "prev", "last", "done", "t_last")
+    Hot path (every event of a healthy stream): the read is scanned in place, one event per
+    line (``data: {...}`` then a blank line), the ``completion_tokens`` of each found inside
+    its bounds, without slicing the event out or building a list of events; only the last
+    event of the read is copied (for ``finish``) and the read's one stamp is appended once
+    for all its events. Anything else (CR line ends, comments, events of several lines,
+    ``[DONE]``, error events, events without the key) goes through ``sse.split_events`` and
+    ``_event``, the general path, from that event on. (Two regular expressions over the whole
+    read instead of this loop measured slower: bench/loadgen_cpu_per_chunk.py.)"""
+
+    __slots__ = ("tl", "buf", "prev", "last", "done", "t_last")
 
     def __init__(self, tl: Timeline) -> None:
         self.tl = tl
-        self.decoder = SSEDecoder()
+        self.buf = b""
+        """Bytes of an incomplete event carried to the next read."""
         self.prev = 0
         self.last: bytes | None = None
         self.done = False
@@ -160,45 +171,95 @@ class NativeSink:
 
     def feed(self, data: bytes, t: float) -> None:
         self.t_last = t
-        prev = self.prev
+        buf = self.buf + data if self.buf else data
         tl = self.tl
-        times = tl.chunk_times
-        for p in self.decoder.feed(data):
-            if p and p[0] == _OBJ_OPEN and p[-1] == _OBJ_CLOSE:
-                i = p.rfind(_CT_KEY)
-                if i >= 0:
-                    m = _INT(p, i + _CT_LEN)
-                    if m is not None:
-                        n = int(m.group(1))
-                        if n > prev:  # Timeline.add_chunk, inlined: the per-event hot path
-                            if times and times[-1] == t:
-                                tl.merged += 1
-                            times.append(t)
-                            tl.chunk_tokens.append(n - prev)
-                            prev = n
-                        self.last = p
-                        continue
-            if p == _DONE:
-                self.done = True
-                continue
-            obj = json.loads(p)  # error / unusual event: parse fully (raises if malformed)
-            err = _error_text(obj)
-            if err is not None:
-                raise StreamError(f"error event: {err}")
-            meta = obj.get("meta_info") if isinstance(obj, dict) else None
-            if not isinstance(meta, dict) or "completion_tokens" not in meta:
-                raise StreamError(f"unexpected event: {p[:200]!r}")
-            n = int(meta["completion_tokens"])
+        tokens = tl.chunk_tokens
+        prev = self.prev
+        find, rfind = buf.find, buf.rfind
+        last_byte = len(buf) - 1
+        start = 0
+        first = len(tokens)  # the events of this read are tokens[first:]
+        last_at = last_end = -1  # the last counted event of this read: its start, line end
+        general = 13 in buf  # CR (one memchr): the general path normalises line ends
+        while not general:
+            i = find(b"\n", start)
+            if i < 0 or i == last_byte:  # no complete line, or not yet known if the event ends
+                break
+            if (buf[i + 1] != _LF or buf[i - 1] != _OBJ_CLOSE
+                    or not buf.startswith(b"data: {", start)):
+                general = True
+                break
+            k = rfind(_CT_KEY, start, i) + _CT_LEN
+            if k < _CT_LEN:
+                general = True
+                break
+            # the value runs to the next comma: SGLang's meta_info has "cached_tokens" right
+            # after it (python/sglang/srt/managers/tokenizer_manager.py, meta_info.update of
+            # reasoning_tokens, completion_tokens, cached_tokens)
+            try:
+                n = int(buf[k:find(b",", k, i)])
+            except ValueError:  # the last key of its object, or not a plain integer
+                m = _INT(buf, k, i)
+                n = int(m[1]) if m is not None else -1
+            if n < 0:
+                general = True
+                break
             if n > prev:
-                tl.add_chunk(t, n - prev)
+                tokens.append(n - prev)
                 prev = n
-            self.last = p
+            last_at, last_end = start, i
+            start = i + 2
+        new = len(tokens) - first
+        if new:  # one stamp per read, appended for all its events at once
+            times = tl.chunk_times
+            tl.merged += new - (0 if times and times[-1] == t else 1)
+            if new == 1:
+                times.append(t)
+            else:
+                times += [t] * new
+        if last_at >= 0:
+            self.last = buf[last_at + 6:last_end]
         self.prev = prev
+        if not general:
+            self.buf = buf[start:] if start else buf
+            return
+        events, self.buf = split_events(buf[start:] if start else buf)
+        for p in events:
+            self._event(p, t)
+
+    def _event(self, p: bytes, t: float) -> None:
+        """One event's data, the general path (the same rules as the hot path, and more)."""
+        if p and p[0] == _OBJ_OPEN and p[-1] == _OBJ_CLOSE:
+            i = p.rfind(_CT_KEY)
+            if i >= 0:
+                m = _INT(p, i + _CT_LEN)
+                if m is not None:
+                    n = int(m.group(1))
+                    if n > self.prev:
+                        self.tl.add_chunk(t, n - self.prev)
+                        self.prev = n
+                    self.last = p
+                    return
+        if p == _DONE:
+            self.done = True
+            return
+        obj = json.loads(p)  # error / unusual event: parse fully (raises if malformed)
+        err = _error_text(obj)
+        if err is not None:
+            raise StreamError(f"error event: {err}")
+        meta = obj.get("meta_info") if isinstance(obj, dict) else None
+        if not isinstance(meta, dict) or "completion_tokens" not in meta:
+            raise StreamError(f"unexpected event: {p[:200]!r}")
+        n = int(meta["completion_tokens"])
+        if n > self.prev:
+            self.tl.add_chunk(t, n - self.prev)
+            self.prev = n
+        self.last = p
 
     def finish(self) -> None:
         tl = self.tl
-        if self.decoder.pending.strip():
-            raise StreamError(f"stream ended inside an event: {self.decoder.pending[:200]!r}")
+        if self.buf.strip():
+            raise StreamError(f"stream ended inside an event: {self.buf[:200]!r}")
         if self.last is None:
             raise StreamError("stream ended without any event")
         meta = json.loads(self.last).get("meta_info") or {}

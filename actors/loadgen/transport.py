@@ -22,14 +22,17 @@ became readable or was closed while idle (a ``408``, a close notice: see ``H1Con
 has been idle longer than ``keepalive_s``. A reused connection that the server closed before
 answering is retried once on a new one (the request never reached the application). Read
 timeouts are lazy (one timer per wait, re-armed from the last read): no timer work per read.
-Scope: ``http://`` and ``https://``, no proxies (use ``aiohttp``), no HTTP/2. The request is
-serialised once per ``httpx.Request`` object and cached in its extensions (the runner reuses
-request objects); a streamed body is read and sent with chunked framing.
+``preconnect`` opens idle connections ahead of a load window (the runner tops the pool up to
+the client's concurrency after its warm-up). Scope: ``http://`` and ``https://``, no proxies
+(use ``aiohttp``), no HTTP/2. The request is serialised once per ``httpx.Request`` object and
+cached in its extensions (the runner reuses request objects); a streamed body is read and sent
+with chunked framing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from collections import deque
 from collections.abc import AsyncIterator, Callable
@@ -48,6 +51,20 @@ client uses 10 MiB)."""
 DEFAULT_KEEPALIVE_S = 60.0
 
 Key = tuple[str, str, int]
+
+
+_FORBIDDEN_IN_HEADER = re.compile(rb"[\r\n\x00]")
+"""Bytes a request header may not hold (RFC 9110 §5.5): httpx does not check them, and written
+as they are they would split the header (header injection)."""
+PRECONNECT_BATCH = 32
+"""Connects in flight at once in ``StampingTransport.preconnect``."""
+
+
+def _origin(url: httpx.URL) -> Key:
+    scheme = url.scheme
+    if scheme not in ("http", "https"):
+        raise httpx.UnsupportedProtocol(f"unsupported scheme {scheme!r}")
+    return scheme, url.host, url.port or (443 if scheme == "https" else 80)
 
 
 def ssl_context(verify: bool = True, ca_bundle: str | None = None) -> ssl.SSLContext:
@@ -182,6 +199,29 @@ class StampingTransport(httpx.AsyncBaseTransport):
         self._all.add(proto)
         return proto
 
+    async def preconnect(self, url: str, n: int, timeout: float | None = None) -> int:
+        """Open connections to ``url``'s origin until ``n`` wait idle in the pool, at most
+        ``PRECONNECT_BATCH`` connects in flight (a burst of hundreds overflows a server's
+        listen backlog: dropped SYNs are retried after a second). Returns how many it opened.
+
+        Why: a request that finds no idle connection opens one, and its TTFT includes the TCP
+        (and TLS) handshake and the server's accept; a cell whose warm-up sent fewer requests
+        than it has streams would pay that in every first-wave request."""
+        key = _origin(httpx.URL(url))
+        idle = self._idle.setdefault(key, deque())
+        for conn in [c for c in idle if c.closed]:
+            idle.remove(conn)
+            self._drop(conn)
+        opened = 0
+        while len(idle) < n:
+            batch = min(n - len(idle), PRECONNECT_BATCH)
+            conns = await asyncio.gather(*(self._connect(key, timeout) for _ in range(batch)))
+            for conn in conns:
+                conn.park()
+                idle.append(conn)
+            opened += batch
+        return opened
+
     # -- requests -------------------------------------------------------------------------------
     @staticmethod
     async def _wire(request: httpx.Request) -> bytes:
@@ -193,6 +233,9 @@ class StampingTransport(httpx.AsyncBaseTransport):
         chunked = False
         head = [b"%s %s HTTP/1.1\r\n" % (request.method.encode(), request.url.raw_path)]
         for name, value in request.headers.raw:
+            if _FORBIDDEN_IN_HEADER.search(name + value):  # would end the header early
+                raise httpx.LocalProtocolError(
+                    f"invalid character in request header {name[:40]!r}")
             if name.lower() == b"transfer-encoding" and b"chunked" in value.lower():
                 chunked = True
             head.append(b"%s: %s\r\n" % (name, value))
@@ -204,12 +247,7 @@ class StampingTransport(httpx.AsyncBaseTransport):
         return payload
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        url = request.url
-        scheme = url.scheme
-        if scheme not in ("http", "https"):
-            raise httpx.UnsupportedProtocol(f"unsupported scheme {scheme!r}")
-        port = url.port or (443 if scheme == "https" else 80)
-        key = (scheme, url.host, port)
+        key = _origin(request.url)
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
         read_timeout = timeouts.get("read")
         payload = await self._wire(request)
@@ -258,6 +296,42 @@ class StampingTransport(httpx.AsyncBaseTransport):
             conn.close()
         self._all.clear()
         self._idle.clear()
+
+
+def settings_error(name: str, tls_verify: bool = True, ca_bundle: str | None = None
+                   ) -> str | None:
+    """Why ``make_transport(name, ...)`` would fail or misbehave in the load generator, checked
+    where the run is planned (before anything starts), or None: a ``ca_bundle`` that is not a
+    PEM file of CA certificates (``ssl_context`` builds the same context the transport will);
+    on ``aiohttp``, a proxy from the environment that aiohttp cannot use (it parses every
+    proxy variable per request, so a malformed one fails every request, and it skips an
+    ``https://`` proxy with a warning, sending the requests direct). The proxies are read from
+    this process's environment, which a local cluster's load generators inherit."""
+    if ca_bundle is not None:
+        try:
+            ssl_context(tls_verify, ca_bundle)
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            why = getattr(exc, "reason", None) or exc
+            return f"load.ca_bundle={ca_bundle} is not a PEM file of CA certificates ({why})"
+    if name == "aiohttp":
+        from urllib.request import getproxies_environment
+
+        from yarl import URL
+
+        proxies = getproxies_environment()  # what aiohttp reads (urllib.request.getproxies)
+        for scheme in ("http", "https", "ws", "wss"):  # aiohttp.helpers.proxies_from_env
+            value = proxies.get(scheme)
+            if value is None:
+                continue
+            var = f"{scheme.upper()}_PROXY"
+            try:
+                url = URL(value)
+            except ValueError as exc:
+                return f"load.transport=aiohttp: {var}={value!r} is not a URL ({exc})"
+            if scheme in ("http", "https") and (url.scheme != "http" or not url.host):
+                return (f"load.transport=aiohttp: {var}={value!r} is not an http://host:port "
+                        "proxy (aiohttp uses http:// proxies only)")
+    return None
 
 
 def make_transport(

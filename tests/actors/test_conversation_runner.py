@@ -231,3 +231,38 @@ def test_open_loop_at_a_rate_starts_conversations_on_schedule() -> None:
     for n, r in enumerate(firsts):
         assert r["scheduled_at"] - start == pytest.approx(n * 0.1, abs=1e-6)
         assert 0 <= r["dispatch_lag_s"] <= DISPATCH_LAG_P99_MAX_S
+
+
+def test_every_stream_has_a_connection_before_the_first_round() -> None:
+    """No round's TTFT includes a connection set-up: the pool holds one connection per stream
+    before the first request is sent."""
+    from actors.loadgen.transport import StampingTransport
+
+    events: list[str] = []
+
+    class Recording(StampingTransport):
+        async def _connect(self, key: Any, timeout: float | None) -> Any:
+            events.append("connect")
+            return await super()._connect(key, timeout)
+
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            events.append("send")
+            return await super().handle_async_request(request)
+
+    mod = _server_module()
+
+    async def go() -> ConversationResult:
+        server, port, _ = await mod.start_server(cfg=mod.ServerConfig(ttft_ms=1, chunk_ms=1))
+        try:
+            spec = ConversationLoadSpec(url=f"http://127.0.0.1:{port}",
+                                        conversations=shipped(4, min_turns=2), concurrency=3,
+                                        max_turns=2, max_new_tokens=4)
+            return await run_conversations(spec, transport=Recording())
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    res = asyncio.run(go())
+    assert [r["status"] for r in res.rows] == ["ok"] * 8
+    assert events[:3] == ["connect"] * 3 and "connect" not in events[3:]
+    assert events.count("send") == 8

@@ -315,6 +315,32 @@ def test_real_server_timing(transport: str, endpoint: str) -> None:
             assert r["accept_length"] == n / v and r["accept_length_decode"] == (n - 1) / v
 
 
+def test_streams_have_connections_before_the_window() -> None:
+    """A warm-up of fewer requests than streams: the pool is topped up to the concurrency
+    before the window, so no measured request (the first wave included) opens a connection."""
+    from time import perf_counter
+
+    from actors.loadgen.transport import StampingTransport
+
+    connects: list[float] = []
+
+    class Recording(StampingTransport):
+        async def _connect(self, key: Any, timeout: float | None) -> Any:
+            connects.append(perf_counter())
+            return await super()._connect(key, timeout)
+
+    async def go(url: str, cfg: Any) -> LoadResult:
+        return await run_load(LoadSpec(
+            url=url + "/sched/5/2", prompts=PROMPTS, concurrency=6, num_requests=12,
+            warmup_requests=1, max_new_tokens=4), transport=Recording())
+
+    res = asyncio.run(_with_server(go))
+    assert [r["status"] for r in res.rows] == ["ok"] * 12
+    assert res.stats["preconnected"] == 5 and len(connects) == 6
+    window_start = res.stats["window_start"] - res.stats["clock_offset_s"]
+    assert max(connects) < window_start
+
+
 def test_real_server_faults_and_keepalive() -> None:
     async def go(url: str, cfg: Any) -> dict[str, LoadResult]:
         out = {}

@@ -94,6 +94,72 @@ def test_decoder_merged_events_and_partial_tail() -> None:
     assert dec.feed(b"\n\n\n\n") == []
 
 
+# --- the native parser's fast path against json.loads, at every read boundary
+def _mixed_native_events(crlf: bool) -> list[bytes]:
+    """Events as SGLang writes them (compact JSON, one line) mixed with what the general path
+    handles: spaced JSON, a comment, an event of two lines, an event without new tokens, our
+    key inside the text and in an earlier object (meta_info's is the last), then [DONE]."""
+    def ev(done: int, compact: bool = True, final: bool = False) -> bytes:
+        meta = {"id": "x", "finish_reason": {"type": "length"} if final else None,
+                "prompt_tokens": 7, "completion_tokens": done}
+        if done % 2:  # SGLang's order (a key after ours); else ours is the object's last
+            meta["cached_tokens"] = 0
+        obj = {"text": 'say \\"completion_tokens\\": 999 ' * (done % 2), "meta_info": meta}
+        if done % 3 == 0:  # another object with the key, before meta_info
+            obj = {"other": {"completion_tokens": 0}, **obj}
+        sep = (",", ":") if compact else (", ", ": ")
+        return b"data: " + json.dumps(obj, separators=sep).encode() + b"\n\n"
+
+    events = [ev(1), ev(3), ev(4, compact=False), b": keep-alive\n\n", ev(6), ev(6),
+              b"event: message\n" + ev(8), ev(9), ev(12), ev(13, final=True),
+              b"data: [DONE]\n\n"]
+    return [e.replace(b"\n", b"\r\n") for e in events] if crlf else events
+
+
+def _expected(events: list[bytes], cuts: list[int]) -> tuple[list[float], list[int]]:
+    """(stamp, new tokens) of every token event, from json.loads: an event is stamped with the
+    read that holds its last byte."""
+    times: list[float] = []
+    tokens: list[int] = []
+    end, prev = 0, 0
+    for e in events:
+        end += len(e)
+        data = [line[5:] for line in e.replace(b"\r\n", b"\n").split(b"\n")
+                if line.startswith(b"data:")]
+        if not data or data[0].strip() == b"[DONE]":
+            continue
+        n = json.loads(b"\n".join(data))["meta_info"]["completion_tokens"]
+        if n > prev:
+            times.append(float(sum(1 for c in cuts if c < end)))  # reads before this one
+            tokens.append(n - prev)
+            prev = n
+    return times, tokens
+
+
+@pytest.mark.parametrize("crlf", [False, True])
+def test_native_parser_matches_json_at_every_split(crlf: bool) -> None:
+    import random
+
+    from actors.loadgen.streams import NativeSink, Timeline
+
+    events = _mixed_native_events(crlf)
+    raw = b"".join(events)
+    rng = random.Random(3)
+    splits = [[c] for c in range(1, len(raw))] + [list(range(1, len(raw)))]
+    splits += [sorted(rng.sample(range(1, len(raw)), k)) for k in (2, 5, 20) for _ in range(60)]
+    for cuts in splits:
+        tl = Timeline(0.0)
+        sink = NativeSink(tl)
+        bounds = [0, *cuts, len(raw)]
+        for r, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+            sink.feed(raw[a:b], float(r))
+        sink.finish()
+        times, tokens = _expected(events, cuts)
+        assert (tl.chunk_times, tl.chunk_tokens) == (times, tokens), cuts
+        assert tl.merged == sum(1 for a, b in zip(times, times[1:], strict=False) if a == b)
+        assert tl.output_tokens == 13 and tl.finish_reason == "length" and tl.input_tokens == 7
+
+
 # --- parsers through httpx.MockTransport
 def split_everywhere(data: bytes, size: int) -> list[bytes]:
     return [data[i : i + size] for i in range(0, len(data), size)]

@@ -233,6 +233,40 @@ def test_idle_connection_that_became_readable_is_not_reused() -> None:
     assert asyncio.run(go()) == 3
 
 
+def test_a_line_break_in_a_request_header_is_refused_not_sent() -> None:
+    """httpx lets CR/LF through in header values; written as they are they would inject a
+    header. The raw transport refuses the request before anything is sent."""
+    async def go() -> int:
+        srv = _Counting()
+        server, port = await _serve(srv.handle)
+        async with httpx.AsyncClient(transport=StampingTransport()) as client:
+            with pytest.raises(httpx.LocalProtocolError, match="invalid character"):
+                await client.get(f"http://127.0.0.1:{port}/",
+                                 headers={"Authorization": "Bearer k\r\nX-Injected: 1"})
+            assert (await client.get(f"http://127.0.0.1:{port}/")).content == b"ok"
+        server.close()
+        return srv.connections
+
+    assert asyncio.run(go()) == 1
+
+
+def test_preconnect_fills_the_pool_and_requests_reuse_it() -> None:
+    async def go() -> tuple[int, int, int, int]:
+        srv = _Counting()
+        server, port = await _serve(srv.handle)
+        url = f"http://127.0.0.1:{port}/x"
+        tr = StampingTransport()
+        opened = await tr.preconnect(url, 40)  # more than one batch of connects
+        again = await tr.preconnect(url, 40)
+        async with httpx.AsyncClient(transport=tr) as client:
+            got = await asyncio.gather(*(client.get(url) for _ in range(40)))
+            assert {(r.status_code, r.content) for r in got} == {(200, b"ok")}
+        server.close()
+        return opened, again, srv.connections, len(tr._all)
+
+    assert asyncio.run(go()) == (40, 0, 40, 0)
+
+
 @pytest.mark.parametrize("keepalive_s, connections", [(0.03, 3), (30.0, 1)])
 def test_keepalive_expiry(keepalive_s: float, connections: int) -> None:
     async def go() -> int:

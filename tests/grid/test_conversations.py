@@ -31,7 +31,8 @@ def _config(**load):
         "load": {"concurrency": 3, "rate": None, "max_in_flight": None, "arrival": "poisson",
                  "burstiness": 1.0, "clients": 2, "duration_s": None, "request_timeout_s": 30.0,
                  "seed": 7, "transport": "raw", "num_requests": None, "requests_per_stream": 4,
-                 "min_requests": 8, **load},
+                 "min_requests": 8, "tls_verify": True, "ca_bundle": None,
+                 "keepalive_s": 60.0, **load},
     }
 
 
@@ -124,3 +125,15 @@ def test_agentic_sweep_plans_one_conversation_spec_per_cell(tmp_path):
                        f"workload.conversations={copy}"]).plan
     assert not {c.cell_id for c in other.cells} & set(by_cell)
     assert not tmp_path.joinpath(plan.run_id).exists()  # planning writes nothing
+
+
+def test_conversation_specs_carry_the_load_connection_settings(tmp_path):
+    """load.tls_verify / ca_bundle / keepalive_s reach conversation cells as they reach prompt
+    cells (run_conversations builds its transport from them)."""
+    from grid.run import make_plan
+
+    plan = make_plan(["+sweep=agentic", "load.tls_verify=false", "load.keepalive_s=7",
+                      f"results_dir={tmp_path}"]).plan
+    specs = [s for ss in plan.conversation_loads.values() for s in ss]
+    assert specs and all(s.tls_verify is False and s.keepalive_s == 7.0 and s.ca_bundle is None
+                         for s in specs)

@@ -25,6 +25,9 @@ LOAD_ERRORS = [
      "load.clients=2 x load.client_cpus=1 (+ the server's 0.01) need 2.01 CPUs"),
     (["load.client_cpus=0"], "load.client_cpus must be > 0"),
     (["grid.max_parallel_servers=0"], "grid.max_parallel_servers must be >= 1"),
+    # sent as an HTTP header: every request of every cell would fail in the load generator
+    (["engine.api_key='s3cr et'"], "engine.api_key must be visible ASCII characters only"),
+    (["engine.api_key='s3crét'"], "engine.api_key must be visible ASCII characters only"),
 ]
 
 
@@ -36,6 +39,7 @@ def test_bad_load_is_one_line_before_anything_starts(overrides, message, tmp_pat
     assert outcome.exit_code == EXIT_BAD_INPUT
     assert len(err) == 1 and err[0].startswith("specgrid: error: "), err
     assert message in err[0]
+    assert "s3cr" not in err[0]  # a secret is never echoed
     assert not results.exists()
 
 

@@ -166,6 +166,14 @@ def energy_per_token(telemetry: pd.DataFrame, cells: pd.DataFrame, table: pd.Dat
     return pd.DataFrame(rows)
 
 
+
+def engine_versions(table: pd.DataFrame) -> list[str]:
+    """The distinct engine versions of a run's cells, sorted ("unknown" where none is
+    recorded); more than one means the cells table must name each cell's version."""
+    if "engine_version" not in table:
+        return []
+    return sorted(table.engine_version.astype(object).fillna("unknown").unique())
+
 def validity(data: RunData) -> list[tuple[str, str]]:
     """What limits the evidence, most important first."""
     out: list[tuple[str, str]] = []
@@ -192,9 +200,10 @@ def validity(data: RunData) -> list[tuple[str, str]]:
     errors = table[(table.status == "done") & (table.requests_error.fillna(0) > 0)]
     if len(errors):
         out.append(("warning", f"{len(errors)} cell(s) with request errors: {names(errors)}"))
-    if "engine_version" in table and table.engine_version.fillna("unknown").nunique() > 1:
+    versions = engine_versions(table)
+    if len(versions) > 1:
         out.append(("warning", "cells of several engine versions in this run ("
-                    + ", ".join(sorted(table.engine_version.fillna("unknown").unique()))
+                    + ", ".join(versions)
                     + "): the cells table names each cell's version; compare versions with "
                       "python -m grid.report RUN_A RUN_B"))
     off = off_distribution(data)

@@ -11,7 +11,7 @@ import pandas as pd
 
 from grid.distribution_report import distribution_summary
 from grid.report.agentic import agentic_summary
-from grid.report.data import RunData
+from grid.report.data import RunData, engine_versions
 
 
 def _num(value: Any, fmt: str, scale: float = 1.0) -> str:
@@ -36,8 +36,7 @@ def summary_table(table: pd.DataFrame) -> str:
                              na_position="last")
     repeats = view.repeat.nunique() > 1
     # Cells measured on several engine versions are shown side by side, each with its version.
-    versions = view.get("engine_version", pd.Series(index=view.index, dtype=object))
-    several = versions.astype(object).fillna("unknown").nunique() > 1
+    several = len(engine_versions(view)) > 1
     # Conversation cells (grid/report/agentic.py) add their prefix-cache hit rate.
     cache = "cache_hit_rate" in view and bool(view.cache_hit_rate.notna().any())
     wide = max(10, *(len(str(w)) for w in view.workload))

@@ -6,7 +6,8 @@ as the server core writes them), the client in its own process on CPU 1: ``run_l
 ``concurrency`` warm-up requests, then ``--requests`` x ``--tokens``. Window and chunk count from
 the server's stamps (first measured request received -> last chunk written); the client's CPU
 in that window from ``/proc/<pid>/stat`` sampled every 20 ms (``CpuSampler``), so the figure is
-the one peer_side_by_side.py reports as "client CPU µs/chunk". CPU time, unlike tok/s, does not
+the one peer_side_by_side.py reports as "client CPU µs/chunk"; its user and system parts are
+sampled the same way (``user_us_per_chunk``, ``sys_us_per_chunk``). CPU time, unlike tok/s, does not
 depend much on how much of a core the shared machine gave the client.
 
 ``--root`` picks the checkout whose ``actors/`` the client imports (compare two commits:
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -35,6 +37,21 @@ sys.path.insert(0, str(HERE))
 from peer_side_by_side import CLIENT_CPU, SERVER_CPU, CpuSampler, _get  # noqa: E402
 
 PATH = "/sched/0/0"
+
+
+class UserCpuSampler(CpuSampler):
+    """``CpuSampler`` of the process's user CPU seconds only (``utime``)."""
+
+    def run(self) -> None:
+        tck = os.sysconf("SC_CLK_TCK")
+        while True:
+            try:
+                with open(f"/proc/{self.pid}/stat") as f:
+                    utime = int(f.read().rsplit(")", 1)[1].split()[11])
+                self.samples.append((time.perf_counter(), utime / tck))
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                return
+            time.sleep(self.period_s)
 
 
 def worker(cfg: dict[str, Any]) -> None:
@@ -75,8 +92,9 @@ def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
     proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, sys.executable, __file__, "--worker",
                              json.dumps(cfg)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
-    cpu = CpuSampler(proc.pid)
+    cpu, user = CpuSampler(proc.pid), UserCpuSampler(proc.pid)
     cpu.start()
+    user.start()
     log, _ = proc.communicate(timeout=600)
     if proc.returncode != 0 or not out.exists():
         raise RuntimeError(f"client failed ({proc.returncode}): {log[-3000:]}")
@@ -88,11 +106,14 @@ def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
     chunks = sum(len(s["sent"]) for s in measured)
     tokens = sum(sum(s["tokens"]) for s in measured)
     c_cpu = cpu.at(end) - cpu.at(start)
+    c_user = user.at(end) - user.at(start)
     return {"concurrency": conc, "requests": len(measured), "errors": res["errors"],
             "chunks": chunks, "tok_s": tokens / (end - start),
             "client_cpu_percent": 100 * c_cpu / (end - start),
             "process_sys_share": res["sys_s"] / (res["user_s"] + res["sys_s"]),
-            "us_per_chunk": 1e6 * c_cpu / chunks}
+            "us_per_chunk": 1e6 * c_cpu / chunks,
+            "user_us_per_chunk": 1e6 * c_user / chunks,
+            "sys_us_per_chunk": 1e6 * (c_cpu - c_user) / chunks}
 
 
 def main() -> None:
@@ -125,9 +146,12 @@ def main() -> None:
         srv.terminate()
         srv.wait(timeout=10)
     for conc in args.concurrency:
-        us = [r["us_per_chunk"] for r in rows if r["concurrency"] == conc]
+        mine = [r for r in rows if r["concurrency"] == conc]
+        us = [r["us_per_chunk"] for r in mine]
         print(f"c={conc}: client CPU µs/chunk median {statistics.median(us):.2f} "
-              f"(runs {', '.join(f'{u:.2f}' for u in us)})")
+              f"(runs {', '.join(f'{u:.2f}' for u in us)}); user median "
+              f"{statistics.median(r['user_us_per_chunk'] for r in mine):.2f}, sys median "
+              f"{statistics.median(r['sys_us_per_chunk'] for r in mine):.2f}")
 
 
 if __name__ == "__main__":

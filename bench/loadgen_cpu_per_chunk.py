@@ -10,11 +10,16 @@ the one peer_side_by_side.py reports as "client CPU µs/chunk"; its user and sys
 sampled the same way (``user_us_per_chunk``, ``sys_us_per_chunk``). CPU time, unlike tok/s, does not
 depend much on how much of a core the shared machine gave the client.
 
+``--path /sched/0/1`` paces the server instead (a chunk per stream every millisecond): each read
+then carries one event whatever the relative speeds, so runs compare more steadily (the
+per-read cost); the default is the side-by-side's setting.
+
 ``--root`` picks the checkout whose ``actors/`` the client imports (compare two commits:
 ``git archive <commit> | tar -x -C /tmp/before`` then ``--root /tmp/before``). ``--profile
 out.prof`` runs the client under cProfile (slower; for where the time goes, not for the figure).
 
     python bench/loadgen_cpu_per_chunk.py [--concurrency 64 256] [--runs 3] [--root DIR]
+        [--path /sched/0/0]
 """
 
 from __future__ import annotations
@@ -85,7 +90,7 @@ def worker(cfg: dict[str, Any]) -> None:
 def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
             work: Path) -> dict[str, Any]:
     out = work / f"c{conc}-{time.time_ns()}.json"
-    cfg = {"url": server + PATH, "concurrency": conc, "requests": args.requests,
+    cfg = {"url": server + args.path, "concurrency": conc, "requests": args.requests,
            "tokens": args.tokens, "root": str(Path(args.root).resolve()), "out": str(out),
            "profile": args.profile}
     _get(server + "/stamps")  # clear
@@ -123,6 +128,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--tokens", type=int, default=256)
+    ap.add_argument("--path", default=PATH, help="schedule prefix of the bench server's URL")
     ap.add_argument("--root", default=str(HERE.parent), help="checkout whose actors/ to import")
     ap.add_argument("--profile", help="cProfile the client into this file (one run)")
     args = ap.parse_args()

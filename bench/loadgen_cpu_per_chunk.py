@@ -14,6 +14,10 @@ depend much on how much of a core the shared machine gave the client.
 then carries one event whatever the relative speeds, so runs compare more steadily (the
 per-read cost); the default is the side-by-side's setting.
 
+``--count-reads`` wraps ``H1Connection.data_received`` to count the client's reads (warm-up
+included) and reports ``events_per_read`` (chunks of the whole run / reads): the wrapper costs
+CPU, so its CPU figures are not for comparison.
+
 ``--root`` picks the checkout whose ``actors/`` the client imports (compare two commits:
 ``git archive <commit> | tar -x -C /tmp/before`` then ``--root /tmp/before``). ``--profile
 out.prof`` runs the client under cProfile (slower; for where the time goes, not for the figure).
@@ -67,6 +71,17 @@ def worker(cfg: dict[str, Any]) -> None:
     from actors.loadgen.runner import run_load
     from actors.loadgen.spec import LoadSpec, Prompt
 
+    reads = [0]
+    if cfg.get("count_reads"):
+        from actors.loadgen import h1
+
+        received = h1.H1Connection.data_received
+
+        def counted(self: h1.H1Connection, data: bytes) -> None:
+            reads[0] += 1
+            received(self, data)
+
+        h1.H1Connection.data_received = counted  # type: ignore[method-assign]
     n, warm = cfg["requests"], cfg["concurrency"]
     ids = [f"p{i}-{time.time_ns()}" for i in range(n + warm)]
     spec = LoadSpec(url=cfg["url"], prompts=tuple(Prompt(i, i, "bench") for i in ids),
@@ -83,7 +98,10 @@ def worker(cfg: dict[str, Any]) -> None:
         res = uvloop.run(run_load(spec))
     ok = [r["prompt_id"] for r in res.rows if r["status"] == "ok"]
     use = resource.getrusage(resource.RUSAGE_SELF)
+    chunks = sum(len(r["chunk_tokens"] or ()) for r in res.rows) * (n + warm) / n
     Path(cfg["out"]).write_text(json.dumps({"prompts": ok, "errors": len(res.rows) - len(ok),
+                                            "events_per_read": chunks / reads[0] if reads[0]
+                                            else None,
                                             "user_s": use.ru_utime, "sys_s": use.ru_stime}))
 
 
@@ -92,7 +110,7 @@ def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
     out = work / f"c{conc}-{time.time_ns()}.json"
     cfg = {"url": server + args.path, "concurrency": conc, "requests": args.requests,
            "tokens": args.tokens, "root": str(Path(args.root).resolve()), "out": str(out),
-           "profile": args.profile}
+           "profile": args.profile, "count_reads": args.count_reads}
     _get(server + "/stamps")  # clear
     proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, sys.executable, __file__, "--worker",
                              json.dumps(cfg)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -115,6 +133,7 @@ def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
     return {"concurrency": conc, "requests": len(measured), "errors": res["errors"],
             "chunks": chunks, "tok_s": tokens / (end - start),
             "client_cpu_percent": 100 * c_cpu / (end - start),
+            "events_per_read": res["events_per_read"],
             "process_sys_share": res["sys_s"] / (res["user_s"] + res["sys_s"]),
             "us_per_chunk": 1e6 * c_cpu / chunks,
             "user_us_per_chunk": 1e6 * c_user / chunks,
@@ -130,6 +149,8 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--path", default=PATH, help="schedule prefix of the bench server's URL")
     ap.add_argument("--root", default=str(HERE.parent), help="checkout whose actors/ to import")
+    ap.add_argument("--count-reads", action="store_true",
+                    help="count the client's reads (costs CPU: not for the CPU figures)")
     ap.add_argument("--profile", help="cProfile the client into this file (one run)")
     args = ap.parse_args()
     if args.worker:

@@ -225,7 +225,7 @@ class NativeSink:
             self.prev = prev
             times = self.tl.chunk_times
             new = len(tokens) - first
-            if times and times[-1] == t:  # fed twice with one stamp (several queued reads)
+            if times and times[-1] == t:  # the previous feed had the same stamp
                 self.tl.merged += new
             elif new > 1:
                 self.tl.merged += new - 1

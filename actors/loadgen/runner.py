@@ -125,6 +125,10 @@ class _Plan:
         self.spec = spec
         self.client = client
         self.send = transport.handle_async_request
+        self._serialise = (transport.prepare if isinstance(transport, StampingTransport)
+                           else None)
+        """Serialises a built request ahead of the window (raw transport: ~5 µs of CPU per
+        request that would otherwise be spent on its first send, inside the window)."""
         self.gate = _SendGate()
         self.order = schedule.prompt_order(len(spec.prompts), spec.seed)
         self._requests: dict[int, httpx.Request] = {}
@@ -164,6 +168,8 @@ class _Plan:
             req = httpx.Request("POST", tmpl.url, content=body, extensions=dict(tmpl.extensions),
                                 headers=[*self._raw_headers,
                                          (b"Content-Length", b"%d" % len(body))])
+            if self._serialise is not None:
+                self._serialise(req)
             self._requests[pidx] = req
         return req
 

@@ -158,26 +158,38 @@ class NativeSink:
     ``_event``, the general path, from that event on. (Two regular expressions over the whole
     read instead of this loop measured slower: bench/loadgen_cpu_per_chunk.py.)"""
 
-    __slots__ = ("tl", "buf", "prev", "last", "done", "t_last")
+    __slots__ = ("tl", "buf", "prev", "done", "t_last", "_last_src", "_last_a", "_last_b")
 
     def __init__(self, tl: Timeline) -> None:
         self.tl = tl
         self.buf = b""
         """Bytes of an incomplete event carried to the next read."""
         self.prev = 0
-        self.last: bytes | None = None
         self.done = False
         self.t_last: float | None = None
+        # the last counted event: its bytes are sliced out of its read (``last``) only when
+        # asked for, at the end of the stream, not once per read
+        self._last_src: bytes | None = None
+        self._last_a = 0
+        self._last_b = 0
+
+    @property
+    def last(self) -> bytes | None:
+        """The data of the last event that carried ``completion_tokens`` (None before one)."""
+        src = self._last_src
+        return None if src is None else src[self._last_a:self._last_b]
+
+    def _set_last(self, p: bytes) -> None:
+        self._last_src, self._last_a, self._last_b = p, 0, len(p)
 
     def feed(self, data: bytes, t: float) -> None:
         self.t_last = t
         buf = self.buf + data if self.buf else data
-        tl = self.tl
-        tokens = tl.chunk_tokens
-        prev = self.prev
-        find, rfind = buf.find, buf.rfind
+        find = buf.find
         last_byte = len(buf) - 1
         start = 0
+        prev = prev0 = self.prev
+        tokens = self.tl.chunk_tokens
         first = len(tokens)  # the events of this read are tokens[first:]
         last_at = last_end = -1  # the last counted event of this read: its start, line end
         general = 13 in buf  # CR (one memchr): the general path normalises line ends
@@ -189,7 +201,7 @@ class NativeSink:
                     or not buf.startswith(b"data: {", start)):
                 general = True
                 break
-            k = rfind(_CT_KEY, start, i) + _CT_LEN
+            k = buf.rfind(_CT_KEY, start, i) + _CT_LEN
             if k < _CT_LEN:
                 general = True
                 break
@@ -209,17 +221,20 @@ class NativeSink:
                 prev = n
             last_at, last_end = start, i
             start = i + 2
-        new = len(tokens) - first
-        if new:  # one stamp per read, appended for all its events at once
-            times = tl.chunk_times
-            tl.merged += new - (0 if times and times[-1] == t else 1)
+        if prev != prev0:  # one stamp per read, appended for all its new events at once
+            self.prev = prev
+            times = self.tl.chunk_times
+            new = len(tokens) - first
+            if times and times[-1] == t:  # the previous feed had the same stamp
+                self.tl.merged += new
+            elif new > 1:
+                self.tl.merged += new - 1
             if new == 1:
                 times.append(t)
             else:
                 times += [t] * new
         if last_at >= 0:
-            self.last = buf[last_at + 6:last_end]
-        self.prev = prev
+            self._last_src, self._last_a, self._last_b = buf, last_at + 6, last_end
         if not general:
             self.buf = buf[start:] if start else buf
             return
@@ -238,7 +253,7 @@ class NativeSink:
                     if n > self.prev:
                         self.tl.add_chunk(t, n - self.prev)
                         self.prev = n
-                    self.last = p
+                    self._set_last(p)
                     return
         if p == _DONE:
             self.done = True
@@ -254,15 +269,16 @@ class NativeSink:
         if n > self.prev:
             self.tl.add_chunk(t, n - self.prev)
             self.prev = n
-        self.last = p
+        self._set_last(p)
 
     def finish(self) -> None:
         tl = self.tl
         if self.buf.strip():
             raise StreamError(f"stream ended inside an event: {self.buf[:200]!r}")
-        if self.last is None:
+        last = self.last
+        if last is None:
             raise StreamError("stream ended without any event")
-        meta = json.loads(self.last).get("meta_info") or {}
+        meta = json.loads(last).get("meta_info") or {}
         fr = meta.get("finish_reason")
         tl.input_tokens = meta.get("prompt_tokens")
         tl.output_tokens = meta.get("completion_tokens", self.prev)

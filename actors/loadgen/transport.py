@@ -229,22 +229,20 @@ class StampingTransport(httpx.AsyncBaseTransport):
         payload: bytes | None = request.extensions.get("specgrid_wire")
         if payload is not None:
             return payload
-        body = await request.aread()
-        chunked = False
-        head = [b"%s %s HTTP/1.1\r\n" % (request.method.encode(), request.url.raw_path)]
-        for name, value in request.headers.raw:
-            if _FORBIDDEN_IN_HEADER.search(name + value):  # would end the header early
-                raise httpx.LocalProtocolError(
-                    f"invalid character in request header {name[:40]!r}")
-            if name.lower() == b"transfer-encoding" and b"chunked" in value.lower():
-                chunked = True
-            head.append(b"%s: %s\r\n" % (name, value))
-        head.append(b"\r\n")
-        if chunked:  # httpx announces chunked for a streamed body: frame it so
-            body = (b"%x\r\n%s\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n"
-        payload = b"".join(head) + body
+        payload = _serialise(request, await request.aread())
         request.extensions["specgrid_wire"] = payload
         return payload
+
+    @staticmethod
+    def prepare(request: httpx.Request) -> None:
+        """Serialise a request whose body is already read (bytes content) now, ahead of a
+        load window, instead of on its first send inside it. A request that cannot be
+        serialised is left as it is: its send fails it, as it would have."""
+        if "specgrid_wire" not in request.extensions:
+            try:
+                request.extensions["specgrid_wire"] = _serialise(request, request.content)
+            except (httpx.LocalProtocolError, httpx.RequestNotRead):
+                pass
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         key = _origin(request.url)
@@ -296,6 +294,23 @@ class StampingTransport(httpx.AsyncBaseTransport):
             conn.close()
         self._all.clear()
         self._idle.clear()
+
+
+def _serialise(request: httpx.Request, body: bytes) -> bytes:
+    """HTTP/1.1 bytes of ``request`` with ``body``."""
+    chunked = False
+    head = [b"%s %s HTTP/1.1\r\n" % (request.method.encode(), request.url.raw_path)]
+    for name, value in request.headers.raw:
+        if _FORBIDDEN_IN_HEADER.search(name + value):  # would end the header early
+            raise httpx.LocalProtocolError(
+                f"invalid character in request header {name[:40]!r}")
+        if name.lower() == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+        head.append(b"%s: %s\r\n" % (name, value))
+    head.append(b"\r\n")
+    if chunked:  # httpx announces chunked for a streamed body: frame it so
+        body = (b"%x\r\n%s\r\n" % (len(body), body) if body else b"") + b"0\r\n\r\n"
+    return b"".join(head) + body
 
 
 def settings_error(name: str, tls_verify: bool = True, ca_bundle: str | None = None

@@ -29,6 +29,16 @@ _NOT_IDENTITY = {
                "api_key"),
     "load": ("request_timeout_s", "client_cpus"),
 }
+
+
+def unmeasured_key(key: str) -> bool:
+    """A config key that is neither part of a cell's identity nor read into it some other way
+    (`engine.python` is: the engine version it reports is part of the identity). Such a key
+    cannot be a grid axis: its cells would share one id and collapse into one."""
+    section, _, name = key.partition(".")
+    return name != "python" and name in _NOT_IDENTITY.get(section, ())
+
+
 # Shorter labels for variant factors that appear in variant names.
 _FACTOR_ABBREV = {"speculative_disable_above_batch": "off_above"}
 

@@ -40,6 +40,7 @@ from grid.cells import (
     group_by_server,
     make_cell,
     stable_hash,
+    unmeasured_key,
 )
 from grid.commandline import CommandLine, merge_axes
 from grid.config import ConfigError, check_choices
@@ -147,6 +148,10 @@ def _check_axis_key(cfg: DictConfig, axis: str) -> None:
     a schema section. Below an open dict (env, args, sim_args) any key is allowed."""
     if axis in GROUP_AXES:
         return
+    if unmeasured_key(axis_key(axis)):
+        raise ConfigError(f"grid axis {axis}: {axis_key(axis)} changes how a run is operated, "
+                          "not what a cell measures (not part of a cell's id); set it once "
+                          "instead of sweeping it")
     node: Any = cfg
     for part in axis_key(axis).split("."):
         schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None

@@ -202,6 +202,10 @@ BAD_COMMAND_LINES = [
     (["~load.rate=1,2"], "a deletion cannot be swept"),
     (["load.concurrency=1,2", "load.concurrency=4,8"], "sweeps load.concurrency a second time"),
     (["load.bogus=1,2"], "grid axis load.bogus: Key 'bogus' not in 'LoadConfig'"),
+    (["engine.host=127.0.0.1,0.0.0.0"],
+     "grid axis engine.host: engine.host changes how a run is operated"),
+    (["load.request_timeout_s=10,20"],
+     "grid axis load.request_timeout_s: load.request_timeout_s changes how a run is operated"),
     (["+sweep=smoke", "grid.include=[{variant:eagle3,load.bogus:1}]"],
      "grid axis load.bogus: Key 'bogus' not in 'LoadConfig'"),
 ]

@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,9 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
 
+import fixed_schedule_server  # noqa: E402
 import uvloop  # noqa: E402
 
 from actors.loadgen.conversation import (  # noqa: E402
@@ -113,12 +114,7 @@ def main() -> None:
     two_cpus = (os.cpu_count() or 1) > 1
     if two_cpus:
         os.sched_setaffinity(0, {CLIENT_CPU})
-    server = subprocess.Popen(
-        [sys.executable, str(HERE / "fixed_schedule_server.py"), "--port", "0", "--no-record"],
-        stdout=subprocess.PIPE, text=True,
-        preexec_fn=(lambda: os.sched_setaffinity(0, {SERVER_CPU})) if two_cpus else None)
-    assert server.stdout is not None
-    port = int(server.stdout.readline().split()[1])
+    server, base_url = fixed_schedule_server.launch(SERVER_CPU, "--no-record")
     convs = conversations(args.conversations, args.turns, args.context_tokens)
     results: dict[str, Any] = {"args": vars(args) | {"json": None}, "runs": {}}
     try:
@@ -127,7 +123,7 @@ def main() -> None:
                 f"paced_{n}": (args.ttft_ms, args.chunk_ms, n),
                 f"zero_delay_{n}": (0.0, 0.0, n)}
         for name, (ttft, chunk, conc) in runs.items():
-            url = f"http://127.0.0.1:{port}/sched/{ttft:g}/{chunk:g}"
+            url = f"{base_url}/sched/{ttft:g}/{chunk:g}"
             spec = ConversationLoadSpec(url=url, conversations=convs[:conc],
                                         endpoint=args.endpoint, concurrency=conc,
                                         think_time="none", max_new_tokens=args.output_tokens,

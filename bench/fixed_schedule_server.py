@@ -37,10 +37,13 @@ import functools
 import gc
 import heapq
 import json
+import os
 import socket
+import subprocess
 import sys
 import zlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from time import perf_counter
 from typing import Any
 
@@ -456,6 +459,19 @@ async def _main(args: argparse.Namespace) -> None:
     print(f"READY {port}", flush=True)
     async with server:
         await server.serve_forever()
+
+
+def launch(cpu: int | None = None, *flags: str) -> tuple[subprocess.Popen[str], str]:
+    """Start this server in a process of its own, on CPU ``cpu`` when given and the machine has
+    more than one; return the process and its base URL (the port the OS chose, read from the
+    server's ``READY <port>`` line). The benchmarks under bench/ all start it this way."""
+    pin = cpu is not None and (os.cpu_count() or 1) > 1
+    proc = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), "--port", "0", *flags],
+        stdout=subprocess.PIPE, text=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, {cpu})) if pin and cpu is not None else None)
+    assert proc.stdout is not None
+    return proc, f"http://127.0.0.1:{int(proc.stdout.readline().split()[1])}"
 
 
 def main() -> None:

@@ -43,6 +43,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import fixed_schedule_server  # noqa: E402
 from peer_side_by_side import CLIENT_CPU, SERVER_CPU, CpuSampler, _get  # noqa: E402
 
 PATH = "/sched/0/0"
@@ -157,11 +158,7 @@ def main() -> None:
         worker(json.loads(args.worker))
         return
     work = Path(tempfile.mkdtemp(prefix="specgrid-cpu-"))
-    srv = subprocess.Popen(["taskset", "-c", SERVER_CPU, sys.executable,
-                            str(HERE / "fixed_schedule_server.py"), "--port", "0"],
-                           stdout=subprocess.PIPE, text=True)
-    assert srv.stdout is not None
-    server = f"http://127.0.0.1:{int(srv.stdout.readline().split()[1])}"
+    srv, server = fixed_schedule_server.launch(int(SERVER_CPU))
     rows: list[dict[str, Any]] = []
     try:
         for _ in range(1 if args.profile else args.runs):

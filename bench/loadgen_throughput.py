@@ -39,6 +39,8 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
+import fixed_schedule_server  # noqa: E402
+
 SERVER_CPU = 0
 CLIENT_CPU = 1
 
@@ -386,15 +388,7 @@ def main() -> None:
     if args.wait_quiet > 0 and os.path.exists("/proc/stat"):
         _wait_quiet(args.wait_quiet)
     _pin(CLIENT_CPU)
-    server = subprocess.Popen(
-        [sys.executable, str(HERE / "fixed_schedule_server.py"), "--port", "0"],
-        stdout=subprocess.PIPE, text=True,
-        preexec_fn=(lambda: os.sched_setaffinity(0, {SERVER_CPU}))
-        if (os.cpu_count() or 1) > 1 else None,
-    )
-    assert server.stdout is not None
-    port = int(server.stdout.readline().split()[1])
-    base = f"http://127.0.0.1:{port}"
+    server, base = fixed_schedule_server.launch(SERVER_CPU)
     results: dict[str, Any] = {"throughput": {}, "timing": {}, "cpus": os.cpu_count(),
                                "loadavg_at_start": os.getloadavg()}
     print(f"load average at start: {os.getloadavg()}")

@@ -35,6 +35,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import fixed_schedule_server  # noqa: E402
 from peer_side_by_side import (  # noqa: E402
     CLIENT_CPU,
     SERVER_CPU,
@@ -129,11 +130,7 @@ def main() -> None:
         worker(json.loads(args.worker))
         return
     work = Path(tempfile.mkdtemp(prefix="specgrid-ttft-"))
-    srv = subprocess.Popen(["taskset", "-c", SERVER_CPU, sys.executable,
-                            str(HERE / "fixed_schedule_server.py"), "--port", "0"],
-                           stdout=subprocess.PIPE, text=True)
-    assert srv.stdout is not None
-    server = f"http://127.0.0.1:{int(srv.stdout.readline().split()[1])}"
+    srv, server = fixed_schedule_server.launch(int(SERVER_CPU))
     try:
         for _ in range(args.runs):
             for conc in args.concurrency:

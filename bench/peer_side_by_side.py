@@ -48,6 +48,10 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import fixed_schedule_server  # noqa: E402
+
 SERVER_CPU, CLIENT_CPU = "0", "1"
 MODES = {
     "throughput": {"path": "/sched/0/0", "tokens": 256, "requests": {64: 2000, 256: 2000}},
@@ -262,12 +266,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="specgrid-peer-"))
     tok_dir = str(work / "tokenizer")
     subprocess.run([args.sglang_python, "-c", TOKENIZER, tok_dir], check=True)
-    srv = subprocess.Popen(["taskset", "-c", SERVER_CPU, sys.executable,
-                            str(HERE / "fixed_schedule_server.py"), "--port", "0"],
-                           stdout=subprocess.PIPE, text=True)
-    assert srv.stdout is not None
-    port = int(srv.stdout.readline().split()[1])
-    server = f"http://127.0.0.1:{port}"
+    srv, server = fixed_schedule_server.launch(int(SERVER_CPU))
     clients = [c for c in CLIENTS if not args.clients or any(s in c[0] for s in args.clients)]
     rows: list[dict[str, Any]] = []
     try:

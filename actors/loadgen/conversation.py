@@ -42,8 +42,13 @@ from actors.loadgen.conversation_plan import (
     unrun_rows,
 )
 from actors.loadgen.sse import SSEDecoder
-from actors.loadgen.streams import ChatSink, NativeSink, StreamError, Timeline, generate_body
-from actors.loadgen.streams import stream_into as _stream_into
+from actors.loadgen.streams import (
+    ChatSink,
+    NativeSink,
+    Timeline,
+    generate_body,
+    run_into,
+)
 from actors.loadgen.transport import StampingTransport, make_transport
 from grid.metrics import accept_length, percentile, request_timing
 from workloads.conversations.model import Conversation
@@ -139,25 +144,11 @@ class ChatReplySink(ChatSink):
 
 async def send_round(send: Any, request: httpx.Request, endpoint: str, tl: Timeline,
                      timeout_s: float) -> NativeReplySink | ChatReplySink:
-    """Stream one round into ``tl`` under ``timeout_s``; a failure ends in ``tl.error`` (the
-    same mapping as :func:`actors.loadgen.streams.run_request`)."""
+    """Stream one round into ``tl`` under ``timeout_s``; a failure ends in ``tl.error``
+    (:func:`actors.loadgen.streams.run_into`)."""
     sink: NativeReplySink | ChatReplySink = (NativeReplySink(tl) if endpoint == "generate"
                                              else ChatReplySink(tl))
-    try:
-        async with asyncio.timeout(timeout_s):
-            await _stream_into(send, request, tl, sink)
-    except TimeoutError:
-        tl.error = f"timeout: no complete response within {timeout_s:g} s"
-    except StreamError as exc:
-        tl.error = str(exc)
-    except httpx.HTTPError as exc:
-        tl.error = f"{type(exc).__name__}: {exc}"
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        tl.error = f"bad event: {type(exc).__name__}: {exc}"
-    except Exception as exc:  # a broken round ends its conversation, never the load
-        tl.error = f"{type(exc).__name__}: {exc}"
-    if tl.end is None:
-        tl.end = perf_counter()
+    await run_into(send, request, tl, sink, timeout_s)
     return sink
 
 

@@ -386,7 +386,15 @@ async def run_request(
     kind: str, send: Send, request: httpx.Request, tl: Timeline, timeout_s: float
 ) -> Timeline:
     """Run one request under an overall ``timeout_s``; any failure is recorded in ``tl.error``."""
-    sink = NativeSink(tl) if kind == "generate" else ChatSink(tl)
+    await run_into(send, request, tl, NativeSink(tl) if kind == "generate" else ChatSink(tl),
+                   timeout_s)
+    return tl
+
+
+async def run_into(send: Send, request: httpx.Request, tl: Timeline,
+                   sink: NativeSink | ChatSink, timeout_s: float) -> None:
+    """:func:`stream_into` under an overall ``timeout_s``, every failure mapped to one
+    ``tl.error`` line (the one mapping for prompt requests and conversation rounds)."""
     try:
         async with asyncio.timeout(timeout_s):
             await stream_into(send, request, tl, sink)
@@ -400,8 +408,7 @@ async def run_request(
         tl.error = f"{type(exc).__name__}: {exc}"
     except (ValueError, KeyError, TypeError, AttributeError) as exc:  # malformed event
         tl.error = f"bad event: {type(exc).__name__}: {exc}"
-    except Exception as exc:  # a broken request ends itself, never the cell
+    except Exception as exc:  # a broken request ends itself, never the cell or conversation
         tl.error = f"{type(exc).__name__}: {exc}"
     if tl.end is None:
         tl.end = perf_counter()
-    return tl

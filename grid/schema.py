@@ -26,7 +26,7 @@ _STREAM_FIELDS: list[tuple[str, pa.DataType]] = [
 """Timing and outcome of one streamed request: shared by request rows and conversation rounds
 (definitions in grid/metrics.py)."""
 
-REQUEST_FIELDS = _schema([
+_CELL_CONTEXT_FIELDS: list[tuple[str, pa.DataType]] = [
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("engine", pa.string()),
@@ -34,6 +34,12 @@ REQUEST_FIELDS = _schema([
     ("concurrency", pa.int64()),
     ("rate", pa.float64()),
     ("attempt", pa.int64()),
+]
+"""Which run, cell and attempt a streamed request or conversation round belongs to, and the
+load it ran under: the leading columns of request rows and conversation rounds."""
+
+REQUEST_FIELDS = _schema([
+    *_CELL_CONTEXT_FIELDS,
     ("request_id", pa.string()),
     ("prompt_id", pa.string()),
     ("domain", pa.string()),
@@ -146,13 +152,7 @@ metric `unavailable`, gpu -1, no value and the reason in `note`."""
 
 
 TURN_FIELDS = _schema([
-    ("run_id", pa.string()),
-    ("cell_id", pa.string()),
-    ("engine", pa.string()),
-    ("simulated", pa.bool_()),
-    ("concurrency", pa.int64()),
-    ("rate", pa.float64()),
-    ("attempt", pa.int64()),
+    *_CELL_CONTEXT_FIELDS,
     # actors/loadgen/conversation_plan.py ROW_KEYS, in order (docs/agentic.md)
     ("conversation_id", pa.string()),
     ("turn_index", pa.int64()),

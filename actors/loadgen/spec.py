@@ -89,7 +89,7 @@ class LoadSpec:
     seed: int = 0
     client_index: int = 0
     num_clients: int = 1
-    # --- additions beyond the lead's contract -------------------------------------------------
+    # --- transport and TLS ----------------------------------------------------------------------
     transport: str = "raw"
     """Transport built when ``run_load`` gets none (see :data:`TransportName`)."""
     tls_verify: bool = True

@@ -48,25 +48,25 @@ _CHAT_WORDS = (
 ).split()
 
 
+def _padded(text: str, words: list[str], start: int, step: int, chars: int) -> str:
+    """``text`` followed by every ``step``-th word of ``words`` from ``start``, cut at ``chars``."""
+    j = start
+    while len(text) < chars:
+        text += " " + words[j % len(words)]
+        j += step
+    return text[:chars]
+
+
 def coding_prompt(i: int, chars: int = 512) -> str:
     """A distinct coding prompt of exactly ``chars`` characters (``chars / 4`` prompt tokens)."""
-    text = f"Write a Python function solve_{i}(data) and a pytest unit test for it."
-    j = i
-    while len(text) < chars:
-        text += " " + _CODE_WORDS[j % len(_CODE_WORDS)]
-        j += 7
-    return text[:chars]
+    return _padded(f"Write a Python function solve_{i}(data) and a pytest unit test for it.",
+                   _CODE_WORDS, i, 7, chars)
 
 
 def chat_prompt(i: int, chars: int = 512) -> str:
     """A distinct general-chat prompt (no domain keyword: MT-bench-like writing) of ``chars``
     characters."""
-    text = f"Note {i}:"
-    j = i
-    while len(text) < chars:
-        text += " " + _CHAT_WORDS[j % len(_CHAT_WORDS)]
-        j += 5
-    return text[:chars]
+    return _padded(f"Note {i}:", _CHAT_WORDS, i, 5, chars)
 
 
 PROMPTS = {"coding": coding_prompt, "general": chat_prompt}

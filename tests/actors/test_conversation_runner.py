@@ -5,12 +5,9 @@ its own process)."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
@@ -19,24 +16,12 @@ import pytest
 from actors.loadgen.conversation import ConversationResult, RoundProgress, run_conversations
 from actors.loadgen.conversation_plan import ROW_KEYS, ConversationLoadSpec
 from actors.loadgen.selfcheck import DISPATCH_LAG_P99_MAX_S
+from tests.actors.bench_server import bench_server_module
 from tests.engines.sim.conftest import SimProcess, start_sim
 from workloads.conversations import Conversation, Turn, load_conversations
 from workloads.conversations_data import AGENTIC
 
-ROOT = Path(__file__).resolve().parents[2]
 GEN = "<|im_start|>assistant\n"
-
-
-def _server_module() -> ModuleType:
-    name = "fixed_schedule_server"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def shipped(n: int, min_turns: int = 5) -> tuple[Conversation, ...]:
@@ -48,7 +33,7 @@ def shipped(n: int, min_turns: int = 5) -> tuple[Conversation, ...]:
 def run_fixed(spec_kw: dict[str, Any], **server_kw: Any,
               ) -> tuple[ConversationResult, dict[str, Any]]:
     """Run against an in-process fixed-schedule server; returns (result, its /stamps)."""
-    mod = _server_module()
+    mod = bench_server_module()
 
     async def go() -> tuple[ConversationResult, dict[str, Any]]:
         server, port, _ = await mod.start_server(cfg=mod.ServerConfig(**server_kw))
@@ -249,7 +234,7 @@ def test_every_stream_has_a_connection_before_the_first_round() -> None:
             events.append("send")
             return await super().handle_async_request(request)
 
-    mod = _server_module()
+    mod = bench_server_module()
 
     async def go() -> ConversationResult:
         server, port, _ = await mod.start_server(cfg=mod.ServerConfig(ttft_ms=1, chunk_ms=1))

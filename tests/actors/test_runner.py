@@ -4,13 +4,9 @@ httpx.MockTransport and against the real bench/fixed_schedule_server.py over soc
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
-import sys
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import httpx
@@ -20,21 +16,7 @@ from actors.loadgen import schedule
 from actors.loadgen.runner import run_load, run_load_sync
 from actors.loadgen.spec import ROW_KEYS, LoadResult, LoadSpec, Prompt
 from grid.metrics import summarize_cell
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def _server_module() -> ModuleType:
-    name = "fixed_schedule_server"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
+from tests.actors.bench_server import bench_server_module
 
 PROMPTS = tuple(Prompt(f"p{i}", f"prompt number {i}", ["coding", "agentic"][i % 2])
                 for i in range(10))
@@ -274,7 +256,7 @@ def test_healthy_client_is_not_flagged() -> None:
 
 # --- real sockets: bench/fixed_schedule_server.py
 async def _with_server(fn: Any, **cfg: Any) -> Any:
-    mod = _server_module()
+    mod = bench_server_module()
     server, port, config = await mod.start_server(cfg=mod.ServerConfig(**cfg))
     try:
         return await fn(f"http://127.0.0.1:{port}", config)
@@ -386,7 +368,7 @@ def test_keepalive_reuses_connections() -> None:
 
 
 def test_run_load_sync_on_uvloop() -> None:
-    mod = _server_module()
+    mod = bench_server_module()
 
     async def serve_and_run() -> LoadResult:
         server, port, _ = await mod.start_server()

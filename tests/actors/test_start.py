@@ -13,7 +13,8 @@ import pytest
 
 from actors.loadgen.runner import LoadRun
 from actors.loadgen.spec import LoadSpec, Prompt
-from tests.actors.test_runner import PROMPTS, Recorder, _server_module
+from tests.actors.bench_server import bench_server_module
+from tests.actors.test_runner import PROMPTS, Recorder
 
 
 def test_past_start_time_reanchors_instead_of_firing_a_backlog() -> None:
@@ -64,7 +65,7 @@ def test_clients_start_together_after_slow_and_fast_warmups() -> None:
 
     from actors.loadgen.actor import START_MARGIN_S, LoadGenActor
 
-    mod = _server_module()
+    mod = bench_server_module()
     loop = asyncio.new_event_loop()
     server, port, _ = loop.run_until_complete(mod.start_server(cfg=mod.ServerConfig()))
     thread = threading.Thread(target=loop.run_forever, daemon=True)

@@ -402,9 +402,9 @@ def test_aiohttp_transport_goes_through_the_environment_proxy(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from actors.loadgen.runner import run_load
     from actors.loadgen.spec import LoadSpec, Prompt
-    from tests.actors.test_runner import _server_module
+    from tests.actors.bench_server import bench_server_module
 
-    mod = _server_module()
+    mod = bench_server_module()
 
     port = 0
 

@@ -23,13 +23,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import ray
 
-from actors.loadgen.conversation import ConversationResult, RoundProgress, run_conversations
+from actors.loadgen.conversation import ConversationResult, ConversationRun, RoundProgress
 from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.runner import LoadRun, new_event_loop_runner
 from actors.loadgen.spec import LoadResult, LoadSpec
@@ -77,7 +76,7 @@ class LoadGenActor:
         self._loop = LoopThread()
         self._run: LoadRun | None = None
         self._measuring: LoadRun | RoundProgress | None = None
-        self._conversations: ConversationLoadSpec | None = None
+        self._conversations: ConversationRun | None = None
 
     async def prepare(self, spec: LoadSpec) -> dict[str, Any]:
         """Connect and warm up for one cell (see the module doc)."""
@@ -115,11 +114,17 @@ class LoadGenActor:
         return run.progress() if run is not None else None
 
     async def prepare_conversations(self, spec: ConversationLoadSpec) -> dict[str, Any]:
-        """Hold a conversation cell's spec for ``run_conversations`` (a conversation load has
-        no warm-up: every round is measured; connections open with the first rounds)."""
+        """Connect for a conversation cell (one connection per conversation in flight; a
+        conversation load has no warm-up: every round is measured)."""
         await self.close()
-        self._conversations = spec
-        return {}
+
+        async def go() -> dict[str, Any]:
+            run = ConversationRun(spec, counter=RoundProgress())
+            self._conversations = run
+            await run.prepare()
+            return {}
+
+        return await self._loop.call(go())
 
     async def run_conversations(self, start_at: float | None) -> ConversationResult:
         """The prepared conversation load (actors/loadgen/conversation.py), from ``start_at``
@@ -127,15 +132,15 @@ class LoadGenActor:
         do."""
         if self._conversations is None:
             raise RuntimeError("run_conversations() without prepare_conversations()")
-        spec, self._conversations = self._conversations, None
-        counter = RoundProgress()
+        run, self._conversations = self._conversations, None
 
         async def go() -> ConversationResult:
-            if start_at is not None:
-                await asyncio.sleep(max(0.0, start_at - time.time()))
-            return await run_conversations(spec, counter=counter)
+            try:
+                return await run.run(start_at)
+            finally:
+                await run.aclose()
 
-        self._measuring = counter
+        self._measuring = run.counter
         try:
             return await self._loop.call(go())
         finally:
@@ -143,7 +148,9 @@ class LoadGenActor:
 
     async def close(self) -> None:
         """Close a prepared cell that will not run."""
-        self._conversations = None
+        if self._conversations is not None:
+            conv, self._conversations = self._conversations, None
+            await self._loop.call(conv.aclose())
         if self._run is not None:
             run, self._run = self._run, None
             await self._loop.call(run.aclose())

@@ -262,25 +262,43 @@ async def run_conversation(cl: _Client, conv: Conversation, index: int, due: flo
     return rows
 
 
-async def run_conversations(spec: ConversationLoadSpec,
-                            transport: httpx.AsyncBaseTransport | None = None,
-                            counter: RoundProgress | None = None) -> ConversationResult:
-    """Drive ``spec``'s conversations; return their rows and stats. ``transport``: an httpx
-    transport to use instead of building ``spec.transport`` (closed by the client);
-    ``counter``: counts the rounds as they end (live progress)."""
-    offset = time.time() - perf_counter()
-    tr = transport if transport is not None else make_transport(
-        spec.transport, tls_verify=spec.tls_verify, ca_bundle=spec.ca_bundle,
-        keepalive_s=spec.keepalive_s)
-    timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
-    convs = spec.selected()
-    results: list[list[dict[str, Any]]] = [[] for _ in convs]
-    async with httpx.AsyncClient(transport=tr, timeout=timeout) as client:
-        cl = _Client(spec, client, tr)
+class ConversationRun:
+    """One client's share of a conversation cell, in two steps like a prompt cell's
+    :class:`actors.loadgen.runner.LoadRun`: :meth:`prepare` builds the transport and client and
+    opens one connection per conversation in flight (raw transport) before the cell's shared
+    start, so no handshake lands in a round's TTFT and no client starts late; :meth:`run` drives
+    the conversations from ``start_at``; :meth:`aclose` closes the client."""
+
+    def __init__(self, spec: ConversationLoadSpec,
+                 transport: httpx.AsyncBaseTransport | None = None,
+                 counter: RoundProgress | None = None) -> None:
+        self.spec = spec
+        self.counter = counter
+        self._tr = transport if transport is not None else make_transport(
+            spec.transport, tls_verify=spec.tls_verify, ca_bundle=spec.ca_bundle,
+            keepalive_s=spec.keepalive_s)
+        self._client = httpx.AsyncClient(
+            transport=self._tr,
+            timeout=httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s))
+        self._cl = _Client(spec, self._client, self._tr)
+
+    async def prepare(self) -> None:
+        spec, tr = self.spec, self._tr
         if spec.concurrency and isinstance(tr, StampingTransport):
-            # one connection per stream before the window: no handshake inside a round's TTFT
-            with contextlib.suppress(httpx.TransportError):
-                await tr.preconnect(str(cl.url), spec.concurrency, spec.connect_timeout_s)
+            with contextlib.suppress(httpx.TransportError):  # the rounds report a failure
+                await tr.preconnect(str(self._cl.url), spec.concurrency, spec.connect_timeout_s)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def run(self, start_at: float | None = None) -> ConversationResult:
+        """The conversations, from ``start_at`` (epoch s; already past or None = now)."""
+        if start_at is not None:
+            await asyncio.sleep(max(0.0, start_at - time.time()))
+        spec, cl, counter = self.spec, self._cl, self.counter
+        offset = time.time() - perf_counter()
+        convs = spec.selected()
+        results: list[list[dict[str, Any]]] = [[] for _ in convs]
         cpu0, t0 = process_time(), perf_counter()
         deadline = t0 + spec.duration_s if spec.duration_s is not None else None
 
@@ -321,8 +339,22 @@ async def run_conversations(spec: ConversationLoadSpec,
                 tasks.append(asyncio.create_task(capped(i, due)))
             await asyncio.gather(*tasks)
         wall, cpu = perf_counter() - t0, process_time() - cpu0
-    rows = [r for conv_rows in results for r in conv_rows]
-    return ConversationResult(rows, _stats(rows, wall, cpu, t0 + offset, len(convs)))
+        rows = [r for conv_rows in results for r in conv_rows]
+        return ConversationResult(rows, _stats(rows, wall, cpu, t0 + offset, len(convs)))
+
+
+async def run_conversations(spec: ConversationLoadSpec,
+                            transport: httpx.AsyncBaseTransport | None = None,
+                            counter: RoundProgress | None = None) -> ConversationResult:
+    """Drive ``spec``'s conversations now; return their rows and stats. ``transport``: an
+    httpx transport to use instead of building ``spec.transport`` (closed by the client);
+    ``counter``: counts the rounds as they end (live progress)."""
+    run = ConversationRun(spec, transport, counter)
+    try:
+        await run.prepare()
+        return await run.run()
+    finally:
+        await run.aclose()
 
 
 def _stats(rows: list[dict[str, Any]], wall: float, cpu: float, start: float,

@@ -250,7 +250,7 @@ class GroupRun:
         # measures while another still warms up.
         if conversations is not None:  # workload.kind=conversations (grid/conversations.py)
             refs = [lg.prepare_conversations.remote(spec) for lg, spec in
-                    zip(loadgens, conv.at_url(conversations, server.url, server.api_key),
+                    zip(loadgens, at_url(conversations, server.url, server.api_key),
                         strict=True)]
         else:
             specs = at_url(self.ctl.plan.loads[cell.cell_id], server.url, server.api_key)

@@ -182,12 +182,6 @@ def conversation_work(specs: Sequence[ConversationLoadSpec]) -> ConversationWork
     return ConversationWork(convs, rounds, output, new, think, open_loop, last)
 
 
-def at_url(specs: Iterable[ConversationLoadSpec], url: str, api_key: str | None
-           ) -> list[ConversationLoadSpec]:
-    """The planned specs aimed at a running server, with the API key it expects."""
-    return [replace(spec, url=url, api_key=api_key) for spec in specs]
-
-
 def cache_hit_rate(rows: Iterable[Mapping[str, Any]]) -> float | None:
     """Prefix-cache hit rate = Σ cached_tokens / Σ context_tokens over completed rounds that
     report both (None when none does)."""

@@ -106,10 +106,18 @@ class Plan:
     """Cell id -> one ConversationLoadSpec per client, for workload.kind=conversations cells
     (which have no entry in `loads`)."""
 
+    _works: dict[str, ConversationWork] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False)
+
     def work(self, cell: Cell) -> ConversationWork | None:
-        """A conversation cell's planned work (None for a prompt cell)."""
+        """A conversation cell's planned work (None for a prompt cell), counted once per cell:
+        the estimate, the plan's listing and the progress display all ask for it."""
         specs = self.conversation_loads.get(cell.cell_id)
-        return conversation_work(specs) if specs is not None else None
+        if specs is None:
+            return None
+        if cell.cell_id not in self._works:
+            self._works[cell.cell_id] = conversation_work(specs)
+        return self._works[cell.cell_id]
 
     def requests_of(self, cell: Cell) -> int:
         """The requests a cell measures: a conversation cell's rounds (conversations x their
@@ -582,10 +590,11 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
                      if plan.max_parallel_servers == 1 else "its own GPUs, assigned by Ray")
             lines.append(f"server {n}: {group.variant} [{engine}] on {group.tp_size} GPU(s) "
                          f"({where})")
-            key = f" {spec.api_key_flag} '***'" if spec.api_key else ""
-            if not key and spec.binds_beyond_loopback:
-                key = (f" {spec.api_key_flag} '***' (generated for the run: the server binds "
-                       "beyond loopback)")
+            key = ""
+            if spec.api_key or spec.binds_beyond_loopback:
+                key = f" {spec.api_key_flag} '***'" + (
+                    "" if spec.api_key else " (generated for the run: the server binds beyond "
+                                            "loopback)")
             lines.append(f"  command: {shlex.join(redact_argv(spec.argv))} {spec.port_flag} "
                          "<free port>"
                          + "".join(f" {f} <free port>" for f in spec.extra_port_flags) + key)

@@ -13,11 +13,12 @@ import json
 import re
 import sys
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
 from engines.external import ExternalUrlError, normalize_url
 from engines.launch import LaunchSpec
@@ -151,8 +152,12 @@ def _config_words(message: str, open_loop: bool) -> str:
     return re.sub(r"\b(" + "|".join(keys) + r")\b", lambda m: keys[m.group(1)], message)
 
 
-def at_url(specs: tuple[LoadSpec, ...], url: str, api_key: str | None) -> list[LoadSpec]:
-    """The planned specs aimed at a running server, with the API key it expects."""
+PlannedSpec = TypeVar("PlannedSpec", LoadSpec, ConversationLoadSpec)
+
+
+def at_url(specs: Iterable[PlannedSpec], url: str, api_key: str | None) -> list[PlannedSpec]:
+    """The planned specs (a prompt or a conversation cell's) aimed at a running server, with
+    the API key it expects."""
     return [replace(spec, url=url, api_key=api_key) for spec in specs]
 
 

@@ -166,13 +166,13 @@ def energy_per_token(telemetry: pd.DataFrame, cells: pd.DataFrame, table: pd.Dat
     return pd.DataFrame(rows)
 
 
-
 def engine_versions(table: pd.DataFrame) -> list[str]:
     """The distinct engine versions of a run's cells, sorted ("unknown" where none is
     recorded); more than one means the cells table must name each cell's version."""
     if "engine_version" not in table:
         return []
     return sorted(table.engine_version.astype(object).fillna("unknown").unique())
+
 
 def validity(data: RunData) -> list[tuple[str, str]]:
     """What limits the evidence, most important first."""

@@ -41,7 +41,6 @@ from actors.loadgen.conversation_plan import (
     think_times,
     unrun_rows,
 )
-from actors.loadgen.sse import SSEDecoder
 from actors.loadgen.streams import (
     ChatSink,
     NativeSink,
@@ -111,31 +110,25 @@ class NativeReplySink(NativeSink):
 
 class ChatReplySink(ChatSink):
     """:class:`ChatSink` that also keeps the reply text and ``usage.prompt_tokens_details.
-    cached_tokens``. Events are framed a second time here (the parent's decoder is private to
-    its parsing); only events that carry content or usage are parsed again."""
+    cached_tokens``, from the events the parent has already decoded."""
 
-    __slots__ = ("own", "parts", "cached_tokens")
+    __slots__ = ("parts", "cached_tokens")
 
     def __init__(self, tl: Timeline) -> None:
         super().__init__(tl)
-        self.own = SSEDecoder()
         self.parts: list[str] = []
         self.cached_tokens: int | None = None
 
-    def feed(self, data: bytes, t: float) -> None:
-        super().feed(data, t)
-        for p in self.own.feed(data):
-            if p == b"[DONE]" or (b'"content"' not in p and b'"usage":{' not in p):
-                continue
-            obj = json.loads(p)
-            for ch in obj.get("choices") or ():
-                c = (ch.get("delta") or {}).get("content")
-                if c:
-                    self.parts.append(c)
-            details = (obj.get("usage") or {}).get("prompt_tokens_details") or {}
-            ct = details.get("cached_tokens")
-            if isinstance(ct, int):
-                self.cached_tokens = ct
+    def event(self, obj: dict[str, Any], t: float) -> None:
+        super().event(obj, t)
+        for ch in obj.get("choices") or ():
+            c = (ch.get("delta") or {}).get("content")
+            if c:
+                self.parts.append(c)
+        details = (obj.get("usage") or {}).get("prompt_tokens_details") or {}
+        ct = details.get("cached_tokens")
+        if isinstance(ct, int):
+            self.cached_tokens = ct
 
     @property
     def text(self) -> str:

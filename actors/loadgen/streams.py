@@ -306,39 +306,43 @@ class ChatSink:
 
     def feed(self, data: bytes, t: float) -> None:
         self.t_last = t
-        tl = self.tl
         for p in self.decoder.feed(data):
             if p == _DONE:
                 self.done = True
                 continue
-            obj = json.loads(p)
-            err = _error_text(obj)
-            if err is not None:
-                raise StreamError(f"error event: {err}")
-            usage = obj.get("usage")
-            if usage:
-                if usage.get("prompt_tokens") is not None:
-                    tl.input_tokens = usage["prompt_tokens"]
-                if usage.get("completion_tokens") is not None:
-                    self.usage_ct = usage["completion_tokens"]
-            choices = obj.get("choices")
-            if not choices:
-                continue
-            ch = choices[0]
-            if ch.get("finish_reason") is not None:
-                self.fr = ch["finish_reason"]
-            delta = ch.get("delta") or {}
-            # output is content, reasoning (SGLang's separate_reasoning) or a streamed tool
-            # call (SGLang 0.5.23 srt/entrypoints/openai/serving_chat.py sends tool-call
-            # arguments as ``delta.tool_calls``, with no content)
-            if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
-                if usage and usage.get("completion_tokens") is not None:
-                    k = usage["completion_tokens"] - self.counted
-                else:
-                    k = 1
-                if k > 0:
-                    tl.add_chunk(t, k)
-                    self.counted += k
+            self.event(json.loads(p), t)
+
+    def event(self, obj: dict[str, Any], t: float) -> None:
+        """One parsed event that arrived at ``t`` (a subclass that keeps more of the reply
+        extends this, so each event is decoded once)."""
+        tl = self.tl
+        err = _error_text(obj)
+        if err is not None:
+            raise StreamError(f"error event: {err}")
+        usage = obj.get("usage")
+        if usage:
+            if usage.get("prompt_tokens") is not None:
+                tl.input_tokens = usage["prompt_tokens"]
+            if usage.get("completion_tokens") is not None:
+                self.usage_ct = usage["completion_tokens"]
+        choices = obj.get("choices")
+        if not choices:
+            return
+        ch = choices[0]
+        if ch.get("finish_reason") is not None:
+            self.fr = ch["finish_reason"]
+        delta = ch.get("delta") or {}
+        # output is content, reasoning (SGLang's separate_reasoning) or a streamed tool
+        # call (SGLang 0.5.23 srt/entrypoints/openai/serving_chat.py sends tool-call
+        # arguments as ``delta.tool_calls``, with no content)
+        if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
+            if usage and usage.get("completion_tokens") is not None:
+                k = usage["completion_tokens"] - self.counted
+            else:
+                k = 1
+            if k > 0:
+                tl.add_chunk(t, k)
+                self.counted += k
 
     def finish(self) -> None:
         tl = self.tl

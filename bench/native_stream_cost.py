@@ -42,7 +42,7 @@ def main() -> None:
     from actors.loadgen.h1 import H1Connection
     from actors.loadgen.streams import NativeSink, Timeline
 
-    for per_read in (1, 4, 17):
+    for per_read in (1, 4, 17, 64):
         streams = []
         for i in range(50):
             frames = _frames(chunk_plan(f"p{i}", 256, 3), 10, False, False, True, None)

@@ -6,6 +6,13 @@ one sitting (the order reversed every other round). Two modes, each at concurren
 
 * **throughput**: ``/sched/0/0`` (no delay: 1-3 tokens per chunk as fast as the server core
   writes them), 2000 requests x 256 output tokens;
+* **capped**: throughput's stream with the client held to ``--client-share`` of its core
+  (default 0.4) by a cgroup CPU quota (cpu.max, or cgroup v1 ``cpu.cfs_quota_us``; needs root),
+  1000 requests: the server now outpaces the client, so each client reads as much as has
+  piled up in its sockets and its own cost per chunk sets the throughput; ``chunks/s per client
+  core`` = chunks/s / the client's CPU share. (In throughput mode the server core is the
+  bottleneck: a client that is quicker per read goes back to epoll sooner and reads fewer
+  events per read, so CPU per chunk there mixes the client's speed with how it was paced.)
 * **timing**: ``/sched/20/20`` (first chunk 20 ms after the request arrived, then one every
   20 ms), 64 output tokens, 4 requests per stream, Poisson arrivals at 90 % of the rate that
   keeps ``concurrency`` streams busy, capped at ``concurrency`` in flight.
@@ -55,8 +62,13 @@ import fixed_schedule_server  # noqa: E402
 SERVER_CPU, CLIENT_CPU = "0", "1"
 MODES = {
     "throughput": {"path": "/sched/0/0", "tokens": 256, "requests": {64: 2000, 256: 2000}},
+    "capped": {"path": "/sched/0/0", "tokens": 256, "requests": {64: 1000, 256: 1000}},
+    "paced": {"path": {64: "/sched/0/1", 256: "/sched/0/4"}, "tokens": 256,
+              "requests": {64: 1000, 256: 1000}},
     "timing": {"path": "/sched/20/20", "tokens": 64, "requests": {64: 256, 256: 1024}},
 }
+CAP_PERIOD_US = 10_000
+"""The quota's period: the client runs at most share x 10 ms in every 10 ms."""
 TIMING_REQUEST_S = 0.02 + 31 * 0.02
 """A timing request's length: first chunk at 20 ms, then ~31 more (1-3 of its 64 tokens each)
 every 20 ms."""
@@ -98,31 +110,34 @@ def _get(url: str) -> Any:
         return json.loads(r.read())
 
 
-def _cpu_s(pid: int) -> float:
+def _cpu_s(pid: int) -> tuple[float, float]:
+    """(user + system, user) CPU seconds of a process, all its threads."""
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    tck = os.sysconf("SC_CLK_TCK")
+    return (int(fields[11]) + int(fields[12])) / tck, int(fields[11]) / tck
 
 
 class CpuSampler(threading.Thread):
-    """(perf_counter, CPU seconds) of one process every ``period_s`` while it lives."""
+    """(perf_counter, CPU seconds, user CPU seconds) of one process every ``period_s`` while it
+    lives."""
 
     def __init__(self, pid: int, period_s: float = 0.02) -> None:
         super().__init__(daemon=True)
         self.pid, self.period_s = pid, period_s
-        self.samples: list[tuple[float, float]] = []
+        self.samples: list[tuple[float, float, float]] = []
 
     def run(self) -> None:
         while True:
             try:
-                self.samples.append((time.perf_counter(), _cpu_s(self.pid)))
+                self.samples.append((time.perf_counter(), *_cpu_s(self.pid)))
             except (FileNotFoundError, ProcessLookupError, IndexError):
                 return
             time.sleep(self.period_s)
 
-    def at(self, t: float) -> float:
-        """CPU seconds at ``t``, interpolated between samples."""
-        s = self.samples
+    def at(self, t: float, user: bool = False) -> float:
+        """CPU seconds (user only when ``user``) at ``t``, interpolated between samples."""
+        s = [(x[0], x[2] if user else x[1]) for x in self.samples]
         for (t0, c0), (t1, c1) in zip(s, s[1:], strict=False):
             if t0 <= t <= t1:
                 return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c0
@@ -195,11 +210,40 @@ def worker(cfg: dict[str, Any]) -> None:
     }))
 
 
+class CpuCap:
+    """A cgroup that holds its processes (and their later threads) to ``share`` of one CPU."""
+
+    V2, V1 = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/cpu")
+
+    def __init__(self, share: float) -> None:
+        quota = int(share * CAP_PERIOD_US)
+        name = f"specgrid-bench-{os.getpid()}"
+        v2 = self.V2 / "cgroup.controllers"
+        if v2.exists() and "cpu" in v2.read_text().split():
+            self.path = self.V2 / name
+            self.path.mkdir()
+            (self.path / "cpu.max").write_text(f"{quota} {CAP_PERIOD_US}")
+        elif (self.V1 / "cpu.cfs_quota_us").exists():
+            self.path = self.V1 / name
+            self.path.mkdir()
+            (self.path / "cpu.cfs_period_us").write_text(str(CAP_PERIOD_US))
+            (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+        else:
+            raise SystemExit("capped mode needs a cgroup CPU controller (cpu.max or "
+                             "cpu.cfs_quota_us) under /sys/fs/cgroup")
+
+    def add(self, pid: int) -> None:
+        (self.path / "cgroup.procs").write_text(str(pid))
+
+    def remove(self) -> None:
+        self.path.rmdir()  # empty once its processes have exited
+
+
 def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: str, conc: int,
             server: str, server_pid: int, tok_dir: str, work: Path) -> dict[str, Any]:
     name, kind, flag, loop = client
     m = MODES[mode]
-    url = server + m["path"]
+    url = server + (m["path"][conc] if isinstance(m["path"], dict) else m["path"])
     n = m["requests"][conc]
     rate = _rate(mode, conc)
     out = work / f"{kind}-{flag or 'py'}-{loop}-{mode}-{conc}-{time.time_ns()}.json"
@@ -210,6 +254,8 @@ def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: s
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, *cmd], cwd=work, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if mode == "capped":
+        args.cap.add(proc.pid)  # before its event loop or any thread starts
     client_cpu, server_cpu = CpuSampler(proc.pid), CpuSampler(server_pid)
     client_cpu.start()
     server_cpu.start()
@@ -233,12 +279,16 @@ def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: s
     tokens = sum(sum(s["tokens"]) for s in measured.values())
     window = end - start
     c_cpu = client_cpu.at(end) - client_cpu.at(start)
+    c_user = client_cpu.at(end, user=True) - client_cpu.at(start, user=True)
     s_cpu = server_cpu.at(end) - server_cpu.at(start)
     row: dict[str, Any] = {
         "client": name, "mode": mode, "concurrency": conc, "requests": len(measured),
         "errors": errors, "window_s": window, "chunks_s": chunks / window,
         "tok_s": tokens / window, "client_cpu_percent": 100 * c_cpu / window,
         "client_cpu_us_per_chunk": 1e6 * c_cpu / chunks,
+        "chunks_s_per_client_core": chunks / c_cpu,
+        "client_user_us_per_chunk": 1e6 * c_user / chunks,
+        "client_sys_us_per_chunk": 1e6 * (c_cpu - c_user) / chunks,
         "server_cpu_percent": 100 * s_cpu / window, "saturated": res.get("saturated"),
     }
     s_ttft, s_itl = _server_timing(measured)
@@ -258,11 +308,15 @@ def main() -> None:
     ap.add_argument("--only", choices=list(MODES))
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--clients", nargs="+", help="substrings of client names to run")
+    ap.add_argument("--client-share", type=float, default=0.4,
+                    help="capped mode: the client's CPU quota, a fraction of one core")
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.worker:
         worker(json.loads(args.worker))
         return
+    modes = [args.only] if args.only else list(MODES)
+    args.cap = CpuCap(args.client_share) if "capped" in modes else None
     work = Path(tempfile.mkdtemp(prefix="specgrid-peer-"))
     tok_dir = str(work / "tokenizer")
     subprocess.run([args.sglang_python, "-c", TOKENIZER, tok_dir], check=True)
@@ -272,7 +326,7 @@ def main() -> None:
     try:
         for rnd in range(args.rounds):
             order = clients if rnd % 2 == 0 else clients[::-1]
-            for mode in [args.only] if args.only else list(MODES):
+            for mode in modes:
                 for conc in args.concurrency:
                     for client in order:
                         row = run_one(args, client, mode, conc, server, srv.pid, tok_dir, work)
@@ -282,6 +336,8 @@ def main() -> None:
     finally:
         srv.terminate()
         srv.wait(timeout=10)
+        if args.cap is not None:
+            args.cap.remove()
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     _report(rows)
@@ -293,9 +349,13 @@ def _report(rows: list[dict[str, Any]]) -> None:
     for mode, conc in keys:
         sel = [r for r in rows if r["mode"] == mode and r["concurrency"] == conc]
         print(f"\n{mode}, concurrency {conc}")
-        if mode == "throughput":
-            print("| client | output tok/s (runs) | chunks/s | client CPU | µs/chunk "
-                  "| server CPU |")
+        if mode in ("capped", "paced"):
+            print("| client | chunks/s per client core (runs) | chunks/s | client CPU "
+                  "| µs/chunk (user + sys) | server CPU |")
+            print("|---|---|---|---|---|---|")
+        elif mode == "throughput":
+            print("| client | output tok/s (runs) | chunks/s | client CPU "
+                  "| µs/chunk (user + sys) | server CPU |")
             print("|---|---|---|---|---|---|")
         else:
             print("| client | TTFT err p50 / p99 ms | ITL err p50 / p99 ms | client CPU |")
@@ -306,10 +366,20 @@ def _report(rows: list[dict[str, Any]]) -> None:
             def med(k: str, rs: list[dict[str, Any]] = rs) -> float:
                 return _pct([r[k] for r in rs], 50)
 
-            if mode == "throughput":
+            def us() -> str:
+                return (f"{med('client_cpu_us_per_chunk'):.1f} "
+                        f"({med('client_user_us_per_chunk'):.1f} + "
+                        f"{med('client_sys_us_per_chunk'):.1f})")
+
+            if mode in ("capped", "paced"):
+                runs = ", ".join(f"{r['chunks_s_per_client_core'] / 1e3:.0f}k" for r in rs)
+                print(f"| {name} | {med('chunks_s_per_client_core') / 1e3:.0f}k ({runs}) "
+                      f"| {med('chunks_s'):,.0f} | {med('client_cpu_percent'):.0f}% "
+                      f"| {us()} | {med('server_cpu_percent'):.0f}% |")
+            elif mode == "throughput":
                 runs = ", ".join(f"{r['tok_s'] / 1e3:.0f}k" for r in rs)
                 print(f"| {name} | {med('tok_s') / 1e3:.0f}k ({runs}) | {med('chunks_s'):,.0f} "
-                      f"| {med('client_cpu_percent'):.0f}% | {med('client_cpu_us_per_chunk'):.1f}"
+                      f"| {med('client_cpu_percent'):.0f}% | {us()}"
                       f" | {med('server_cpu_percent'):.0f}% |")
             else:
                 print(f"| {name} | {med('ttft_err_p50_ms'):.2f} / {med('ttft_err_p99_ms'):.2f} "

@@ -2,10 +2,12 @@
 
 * SGLang native ``POST /generate`` (``stream: true``): every event carries cumulative ``text`` and
   cumulative ``meta_info.completion_tokens``. Intermediate events are NOT ``json.loads``-ed (their
-  cumulative text makes that O(n²) per request): the last ``"completion_tokens":`` key is found
-  with ``bytes.rfind`` (a JSON string value cannot contain an unescaped ``"`` so the match is
-  always the key) and its integer read with a regex; an event without it, or not shaped like a
-  JSON object, is parsed fully (error events, malformed events -> error). The final event is
+  cumulative text makes that O(n²) per request): the last ``"completion_tokens":`` key of each
+  event line is found searching back from the line's end (a JSON string value cannot contain an
+  unescaped ``"`` so the match is always the key) and its integer read in place, by a small C
+  scan for the common shape (``_native_scan.c``) and in Python for the rest; an event without
+  the key, or not shaped like a JSON object, is parsed fully (error events, malformed events ->
+  error). The final event is
   parsed fully for ``prompt_tokens``, ``completion_tokens``, ``finish_reason`` and speculation
   counters (``spec_verify_ct``; older servers' ``spec_accept_length`` is converted back).
 * OpenAI ``POST /v1/chat/completions`` with ``stream_options = {include_usage,
@@ -29,6 +31,7 @@ from typing import Any
 
 import httpx
 
+from actors.loadgen._native_scan import scan as _scan
 from actors.loadgen.sse import SSEDecoder, split_events
 
 _CT_KEY = b'"completion_tokens":'
@@ -37,7 +40,6 @@ _INT = re.compile(rb"\s*(\d+)").match
 _DONE = b"[DONE]"
 _OBJ_OPEN = ord("{")
 _OBJ_CLOSE = ord("}")
-_LF = ord("\n")
 
 
 Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
@@ -149,14 +151,13 @@ class NativeSink:
     """Parser of an SGLang native ``/generate`` stream: ``feed(bytes, t)`` per read, then
     ``finish()``. Raises on a malformed or error event.
 
-    Hot path (every event of a healthy stream): the read is scanned in place, one event per
-    line (``data: {...}`` then a blank line), the ``completion_tokens`` of each found inside
-    its bounds, without slicing the event out or building a list of events; only the last
-    event of the read is copied (for ``finish``) and the read's one stamp is appended once
-    for all its events. Anything else (CR line ends, comments, events of several lines,
-    ``[DONE]``, error events, events without the key) goes through ``sse.split_events`` and
-    ``_event``, the general path, from that event on. (Two regular expressions over the whole
-    read instead of this loop measured slower: bench/loadgen_cpu_per_chunk.py.)"""
+    Hot path (every event of a healthy stream): one call per read to the C scan
+    (actors/loadgen/_native_scan.c: its rule, and why C), which walks the read's events in
+    place and appends each event's new-token count; this method then appends the read's one
+    stamp once for all of them and keeps the last counted event as (read, bounds), sliced only
+    when ``finish`` asks. Anything the scan does not cover (CR line ends, comments, events of
+    several lines, ``[DONE]``, error events, events without the key or with an unusual value)
+    goes through ``sse.split_events`` and ``_event``, the general path, from that event on."""
 
     __slots__ = ("tl", "buf", "prev", "done", "t_last", "_last_src", "_last_a", "_last_b")
 
@@ -185,43 +186,10 @@ class NativeSink:
     def feed(self, data: bytes, t: float) -> None:
         self.t_last = t
         buf = self.buf + data if self.buf else data
-        find = buf.find
-        last_byte = len(buf) - 1
-        start = 0
-        prev = prev0 = self.prev
         tokens = self.tl.chunk_tokens
         first = len(tokens)  # the events of this read are tokens[first:]
-        last_at = last_end = -1  # the last counted event of this read: its start, line end
-        general = 13 in buf  # CR (one memchr): the general path normalises line ends
-        while not general:
-            i = find(b"\n", start)
-            if i < 0 or i == last_byte:  # no complete line, or not yet known if the event ends
-                break
-            if (buf[i + 1] != _LF or buf[i - 1] != _OBJ_CLOSE
-                    or not buf.startswith(b"data: {", start)):
-                general = True
-                break
-            k = buf.rfind(_CT_KEY, start, i) + _CT_LEN
-            if k < _CT_LEN:
-                general = True
-                break
-            # the value runs to the next comma: SGLang's meta_info has "cached_tokens" right
-            # after it (python/sglang/srt/managers/tokenizer_manager.py, meta_info.update of
-            # reasoning_tokens, completion_tokens, cached_tokens)
-            try:
-                n = int(buf[k:find(b",", k, i)])
-            except ValueError:  # the last key of its object, or not a plain integer
-                m = _INT(buf, k, i)
-                n = int(m[1]) if m is not None else -1
-            if n < 0:
-                general = True
-                break
-            if n > prev:
-                tokens.append(n - prev)
-                prev = n
-            last_at, last_end = start, i
-            start = i + 2
-        if prev != prev0:  # one stamp per read, appended for all its new events at once
+        end, prev, last_at, last_end, general = _scan(buf, self.prev, tokens)
+        if prev != self.prev:  # one stamp per read, appended for all its new events at once
             self.prev = prev
             times = self.tl.chunk_times
             new = len(tokens) - first
@@ -236,9 +204,9 @@ class NativeSink:
         if last_at >= 0:
             self._last_src, self._last_a, self._last_b = buf, last_at + 6, last_end
         if not general:
-            self.buf = buf[start:] if start else buf
+            self.buf = buf[end:] if end else buf
             return
-        events, self.buf = split_events(buf[start:] if start else buf)
+        events, self.buf = split_events(buf[end:] if end else buf)
         for p in events:
             self._event(p, t)
 

@@ -2,17 +2,22 @@
 Python client and its Rust client, ``--rust-client``) against bench/fixed_schedule_server.py.
 
 Setup: the server on CPU 0, every client run its own process on CPU 1, clients alternating in
-one sitting (the order reversed every other round). Two modes, each at concurrency 64 and 256:
+one sitting (the order reversed every other round). Four modes, each at concurrency 64 and 256:
 
 * **throughput**: ``/sched/0/0`` (no delay: 1-3 tokens per chunk as fast as the server core
   writes them), 2000 requests x 256 output tokens;
-* **capped**: throughput's stream with the client held to ``--client-share`` of its core
-  (default 0.4) by a cgroup CPU quota (cpu.max, or cgroup v1 ``cpu.cfs_quota_us``; needs root),
-  1000 requests: the server now outpaces the client, so each client reads as much as has
-  piled up in its sockets and its own cost per chunk sets the throughput; ``chunks/s per client
-  core`` = chunks/s / the client's CPU share. (In throughput mode the server core is the
-  bottleneck: a client that is quicker per read goes back to epoll sooner and reads fewer
-  events per read, so CPU per chunk there mixes the client's speed with how it was paced.)
+* **capped** (throughput per client core): throughput's stream with the client held to
+  ``--client-share`` of its core (default 0.1) by a cgroup CPU quota (cpu.max, or cgroup v1
+  ``cpu.cfs_quota_us``; needs root), 1000 requests. The client is now the bottleneck (the
+  server's CPU column shows it idle most of the time; at a share of 0.4 it was not, see
+  docs/loadgen.md), reads whatever has piled up in its sockets, and ``chunks/s per client
+  core`` = chunks/s / the client's CPU share is what one core of that client sustains. In
+  throughput mode the server core is the bottleneck instead: a client that is quicker per read
+  goes back to epoll sooner and reads fewer events per read, so CPU per chunk there mixes the
+  client's own cost with how the server paced it;
+* **paced**: one event per read for every client (``/sched/0/1`` at 64 streams, ``/sched/0/4``
+  at 256: 64k chunks/s, below the server core's limit), 1000 requests x 256 tokens: the cost
+  of a read, kernel included;
 * **timing**: ``/sched/20/20`` (first chunk 20 ms after the request arrived, then one every
   20 ms), 64 output tokens, 4 requests per stream, Poisson arrivals at 90 % of the rate that
   keeps ``concurrency`` streams busy, capped at ``concurrency`` in flight.
@@ -36,7 +41,8 @@ Event-loop policy: SGLang's Python client runs ``asyncio.run`` (plain asyncio); 
 second time with uvloop installed as the policy, and specgrid on both.
 
     python bench/peer_side_by_side.py --sglang-python .venv-sglang-bench/bin/python \\
-        [--rounds 2] [--only throughput|timing] [--json out.json]
+        [--rounds 2] [--only throughput capped paced timing] [--client-share 0.1] \\
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -305,17 +311,17 @@ def main() -> None:
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--sglang-python", default=str(ROOT / ".venv-sglang-bench/bin/python"))
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--only", choices=list(MODES))
+    ap.add_argument("--only", nargs="+", choices=list(MODES), help="modes to run (all by default)")
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--clients", nargs="+", help="substrings of client names to run")
-    ap.add_argument("--client-share", type=float, default=0.4,
+    ap.add_argument("--client-share", type=float, default=0.1,
                     help="capped mode: the client's CPU quota, a fraction of one core")
     ap.add_argument("--json")
     args = ap.parse_args()
     if args.worker:
         worker(json.loads(args.worker))
         return
-    modes = [args.only] if args.only else list(MODES)
+    modes = args.only or list(MODES)
     args.cap = CpuCap(args.client_share) if "capped" in modes else None
     work = Path(tempfile.mkdtemp(prefix="specgrid-peer-"))
     tok_dir = str(work / "tokenizer")

@@ -8,7 +8,8 @@ one sitting (the order reversed every other round). Four modes, each at concurre
   writes them), 2000 requests x 256 output tokens;
 * **capped** (throughput per client core): throughput's stream with the client held to
   ``--client-share`` of its core (default 0.1) by a cgroup CPU quota (cpu.max, or cgroup v1
-  ``cpu.cfs_quota_us``; needs root), 1000 requests. The client is now the bottleneck (the
+  ``cpu.cfs_quota_us``; needs root) from its first connection to the server on (its start-up
+  runs uncapped), 1000 requests. The client is now the bottleneck (the
   server's CPU column shows it idle most of the time; at a share of 0.4 it was not, see
   docs/loadgen.md), reads whatever has piled up in its sockets, and ``chunks/s per client
   core`` = chunks/s / the client's CPU share is what one core of that client sustains. In
@@ -58,6 +59,8 @@ import time
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -238,8 +241,17 @@ class CpuCap:
             raise SystemExit("capped mode needs a cgroup CPU controller (cpu.max or "
                              "cpu.cfs_quota_us) under /sys/fs/cgroup")
 
-    def add(self, pid: int) -> None:
-        (self.path / "cgroup.procs").write_text(str(pid))
+    def add_when_connected(self, pid: int, port: int) -> None:
+        """Move process ``pid`` (all its threads) into the cgroup as soon as it has a TCP
+        connection to ``port``, i.e. once it starts its warm-up, before the measured window."""
+        proc = psutil.Process(pid)
+        try:
+            while not any(c.raddr and c.raddr.port == port
+                          for c in proc.net_connections(kind="tcp")):
+                time.sleep(0.005)
+            (self.path / "cgroup.procs").write_text(str(pid))
+        except (psutil.NoSuchProcess, ProcessLookupError):
+            pass
 
     def remove(self) -> None:
         self.path.rmdir()  # empty once its processes have exited
@@ -260,8 +272,9 @@ def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: s
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, *cmd], cwd=work, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if mode == "capped":
-        args.cap.add(proc.pid)  # before its event loop or any thread starts
+    if mode == "capped":  # once it talks to the server: its start-up (imports) runs uncapped
+        threading.Thread(target=args.cap.add_when_connected,
+                         args=(proc.pid, int(server.rsplit(":", 1)[1])), daemon=True).start()
     client_cpu, server_cpu = CpuSampler(proc.pid), CpuSampler(server_pid)
     client_cpu.start()
     server_cpu.start()

@@ -20,9 +20,13 @@ from grid.plan import Plan, check_gpus
 
 SOURCE_ROOT = Path(grid.__file__).resolve().parents[1]
 """The checkout (or site-packages folder) the driver's specgrid is imported from."""
-WORKING_DIR_EXCLUDES = [".git", ".venv*", "results", "**/__pycache__", "notebooks",
-                        ".mypy_cache", ".ruff_cache", ".pytest_cache", "*.parquet"]
-"""What of a source checkout is not shipped to the workers."""
+WORKING_DIR_EXCLUDES = [".git", ".venv*", "results", "outputs", "**/__pycache__", "notebooks",
+                        ".mypy_cache", ".ruff_cache", ".pytest_cache", "*.parquet", "*.egg-info",
+                        "build", ".whl"]
+"""What of a source checkout is not shipped to the workers. Ray would also leave out whatever
+.gitignore lists, which includes the load generator's compiled module (``*.so``, built in place
+by ``pip install -e``): ``connect`` turns that off (``RAY_RUNTIME_ENV_IGNORE_GITIGNORE``) and
+this list says what stays home instead."""
 
 
 def installed() -> bool:
@@ -54,9 +58,12 @@ def connect(cfg: DictConfig, plan: Plan) -> list[int]:
         # Ray's per-actor log lines are noise here; server logs come back through their actor.
         os.environ.setdefault("RAY_DEDUP_LOGS", "0")
         if cfg.cluster.kind == "ray":
+            env = runtime_env()
+            if env:  # ship the compiled module with the checkout (WORKING_DIR_EXCLUDES)
+                os.environ["RAY_RUNTIME_ENV_IGNORE_GITIGNORE"] = "1"
             try:
                 ray.init(address=cfg.cluster.address, include_dashboard=False,
-                         log_to_driver=False, runtime_env=runtime_env())
+                         log_to_driver=False, runtime_env=env)
             except ConnectionError as e:
                 raise ConfigError(f"cannot join the Ray cluster at {cfg.cluster.address}: "
                                   f"{str(e).strip().splitlines()[0]}") from None

@@ -3,6 +3,7 @@ grid/plan.py, grid/cluster.py's runtime_env); no Ray."""
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -62,10 +63,20 @@ def test_exclusive_bundles_take_a_whole_node_packed_ones_their_tp():
     assert bundle_gpus(4, [], exclusive_node=True) == 4  # nodes unknown: its own GPUs
 
 
-def test_a_source_checkout_ships_as_working_dir_without_results_or_venvs():
+def test_a_source_checkout_ships_as_working_dir_without_results_or_venvs(tmp_path):
     env = runtime_env()  # the tests run from a checkout, not an installed package
     assert Path(env["working_dir"]) == ROOT
     assert {".git", ".venv*", "results"} <= set(env["excludes"])
+    # what Ray packs with those excludes and .gitignore off (as grid/cluster.py connects): the
+    # load generator's compiled module goes along, environments and results do not
+    from ray._private.runtime_env.packaging import create_package
+
+    create_package(str(ROOT), tmp_path / "pkg.zip", include_gitignore=False,
+                   excludes=env["excludes"])
+    names = zipfile.ZipFile(tmp_path / "pkg.zip").namelist()
+    assert any(n.startswith("actors/loadgen/_native_scan") and n.endswith(".so") for n in names)
+    assert not [n for n in names if n.startswith((".venv", "results/", ".git/"))
+                or "__pycache__" in n or ".egg-info" in n]
 
 
 def test_the_plan_shows_the_placement_and_never_the_api_key(tmp_path):

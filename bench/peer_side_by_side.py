@@ -225,6 +225,12 @@ class CpuCap:
     V2, V1 = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/cpu")
 
     def __init__(self, share: float) -> None:
+        try:
+            self._make(share)
+        except OSError as exc:  # not root, or a read-only cgroup file system
+            raise SystemExit(f"capped mode cannot make a cgroup: {exc}") from None
+
+    def _make(self, share: float) -> None:
         quota = int(share * CAP_PERIOD_US)
         name = f"specgrid-bench-{os.getpid()}"
         v2 = self.V2 / "cgroup.controllers"
@@ -254,7 +260,10 @@ class CpuCap:
             pass
 
     def remove(self) -> None:
-        self.path.rmdir()  # empty once its processes have exited
+        try:
+            self.path.rmdir()  # empty once its processes have exited
+        except OSError as exc:  # a client still running (the run failed): say so, go on
+            print(f"cgroup {self.path} left behind: {exc}", file=sys.stderr)
 
 
 def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: str, conc: int,

@@ -31,7 +31,14 @@ from typing import Any
 
 import httpx
 
-from actors.loadgen._native_scan import scan as _scan
+try:
+    from actors.loadgen._native_scan import scan as _scan
+except ModuleNotFoundError as exc:  # this source tree was never built (pip install -e .)
+    raise ModuleNotFoundError(
+        f"specgrid's C module actors/loadgen/_native_scan is not built next to {__file__}: "
+        "in a checkout run `pip install -e .` (a plain `pip install .` builds it into "
+        "site-packages, which a run started inside the checkout does not import)",
+        name=exc.name) from None
 from actors.loadgen.sse import SSEDecoder, split_events
 
 _CT_KEY = b'"completion_tokens":'

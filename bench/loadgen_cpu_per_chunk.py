@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
 import statistics
 import subprocess
@@ -47,21 +46,6 @@ import fixed_schedule_server  # noqa: E402
 from peer_side_by_side import CLIENT_CPU, SERVER_CPU, CpuSampler, _get  # noqa: E402
 
 PATH = "/sched/0/0"
-
-
-class UserCpuSampler(CpuSampler):
-    """``CpuSampler`` of the process's user CPU seconds only (``utime``)."""
-
-    def run(self) -> None:
-        tck = os.sysconf("SC_CLK_TCK")
-        while True:
-            try:
-                with open(f"/proc/{self.pid}/stat") as f:
-                    utime = int(f.read().rsplit(")", 1)[1].split()[11])
-                self.samples.append((time.perf_counter(), utime / tck))
-            except (FileNotFoundError, ProcessLookupError, IndexError):
-                return
-            time.sleep(self.period_s)
 
 
 def worker(cfg: dict[str, Any]) -> None:
@@ -116,9 +100,8 @@ def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
     proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, sys.executable, __file__, "--worker",
                              json.dumps(cfg)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
-    cpu, user = CpuSampler(proc.pid), UserCpuSampler(proc.pid)
+    cpu = CpuSampler(proc.pid)
     cpu.start()
-    user.start()
     log, _ = proc.communicate(timeout=600)
     if proc.returncode != 0 or not out.exists():
         raise RuntimeError(f"client failed ({proc.returncode}): {log[-3000:]}")
@@ -130,7 +113,7 @@ def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
     chunks = sum(len(s["sent"]) for s in measured)
     tokens = sum(sum(s["tokens"]) for s in measured)
     c_cpu = cpu.at(end) - cpu.at(start)
-    c_user = user.at(end) - user.at(start)
+    c_user = cpu.at(end, user=True) - cpu.at(start, user=True)
     return {"concurrency": conc, "requests": len(measured), "errors": res["errors"],
             "chunks": chunks, "tok_s": tokens / (end - start),
             "client_cpu_percent": 100 * c_cpu / (end - start),

@@ -591,10 +591,11 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
             lines.append(f"server {n}: {group.variant} [{engine}] on {group.tp_size} GPU(s) "
                          f"({where})")
             key = ""
-            if spec.api_key or spec.binds_beyond_loopback:
-                key = f" {spec.api_key_flag} '***'" + (
-                    "" if spec.api_key else " (generated for the run: the server binds beyond "
-                                            "loopback)")
+            if spec.api_key:
+                key = f" {spec.api_key_flag} '***'"
+            elif spec.binds_beyond_loopback:
+                key = (f" {spec.api_key_flag} '***' (generated for the run: the server binds "
+                       "beyond loopback)")
             lines.append(f"  command: {shlex.join(redact_argv(spec.argv))} {spec.port_flag} "
                          "<free port>"
                          + "".join(f" {f} <free port>" for f in spec.extra_port_flags) + key)

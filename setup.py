@@ -1,7 +1,18 @@
-"""The one thing pyproject.toml cannot declare without an experimental setuptools table: the
-load generator's C module (actors/loadgen/_native_scan.c says why it is C). pip compiles it
-on install (gcc and the Python headers); everything else is in pyproject.toml."""
+"""What pyproject.toml cannot declare without experimental setuptools tables:
 
-from setuptools import Extension, setup
+* the load generator's C module (actors/loadgen/_native_scan.c says why it is C); pip compiles
+  it on install (gcc and the Python headers);
+* the Hydra configs: they live in `conf/` at the top of the repository (the layout a Hydra app
+  is read by) and install as the package data `grid/conf/` (grid/run.py finds either).
 
-setup(ext_modules=[Extension("actors.loadgen._native_scan", ["actors/loadgen/_native_scan.c"])])
+Everything else is in pyproject.toml."""
+
+from setuptools import Extension, find_packages, setup
+
+setup(
+    packages=[*find_packages(include=["grid*", "actors*", "engines*", "workloads*",
+                                      "specgrid_metrics*"]), "grid.conf"],
+    package_dir={"grid.conf": "conf"},
+    package_data={"grid.conf": ["*.yaml", "*/*.yaml"]},
+    ext_modules=[Extension("actors.loadgen._native_scan", ["actors/loadgen/_native_scan.c"])],
+)

@@ -6,10 +6,9 @@ driver directly for an external server."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import httpx
@@ -62,31 +61,6 @@ def parse_prometheus(text: str, buckets: bool = False
     except ValueError:
         return []
     return samples
-
-
-COUNTER_SUFFIXES = ("_total", "_count", "_sum")
-"""Monotonic series: counters (`_total`) and histograms' `_count`/`_sum`."""
-
-
-def counter_deltas(samples: Iterable[tuple[float, str, Mapping[str, str], float]]
-                   ) -> dict[tuple[str, str], float]:
-    """Per-cell increase of every monotonic series, keyed by (name, labels as sorted JSON):
-    the sum of its rises between consecutive scrapes. A fall means the counter restarted
-    (a server relaunched): the new value is counted from zero, as Prometheus' increase()
-    does."""
-    series: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for t, name, labels, value in samples:
-        if name.endswith(COUNTER_SUFFIXES):
-            key = (name, json.dumps(dict(labels), sort_keys=True))
-            series.setdefault(key, []).append((t, value))
-    out = {}
-    for key, points in series.items():
-        points.sort(key=lambda p: p[0])
-        total = 0.0
-        for (_, prev), (_, cur) in zip(points, points[1:], strict=False):
-            total += cur - prev if cur >= prev else cur
-        out[key] = total
-    return out
 
 
 class MetricsSampler:

@@ -1,6 +1,6 @@
 """GPU telemetry during a cell: utilisation, memory used, power and SM clock of every GPU of a
 node, read through NVML (nvidia-ml-py) once a second by a thread, returned as long-format rows
-(grid/schema.py TELEMETRY_FIELDS without the run/cell identity, which the driver adds).
+(grid/store/schema.py TELEMETRY_FIELDS without the run/cell identity, which the driver adds).
 
 Without NVML (no driver, no GPU: this machine, the simulator) the sampler records one
 `unavailable` row with the reason and samples nothing; a metric a GPU does not support (power

@@ -118,7 +118,7 @@ def _prompts(n: int, tag: str) -> list[str]:
 
 
 def _pct(xs: list[float], q: float) -> float | None:
-    from grid.metrics import percentile
+    from specgrid_metrics.requests import percentile
 
     return percentile(xs, q)
 
@@ -134,7 +134,7 @@ def _errors(samples: list[tuple[float | None, list[float], str, float]],
     Server stamps are perf_counter (CLOCK_MONOTONIC, shared by all processes on Linux), so the
     TTFT error splits into delivery (server recv - client send: loopback + the *server's* loop
     delay) and first-chunk receive delay (client arrival - server write: the client's part)."""
-    from grid.metrics import itl_gaps
+    from specgrid_metrics.requests import itl_gaps
 
     ttft_err: list[float] = []
     recv_delay: list[float] = []

@@ -2,7 +2,7 @@
 
 The run is generated synthetically (closed-loop timelines with a chosen speed per variant and
 concurrency, 64 output tokens with their per-token gaps, server metric samples once a second)
-and written to Parquet through the real results writer (grid/results.py), then the report is
+and written to Parquet through the real results writer (grid/store/results.py), then the report is
 rendered as `python -m grid.report` does it: load through the loader, analyse (steady-state
 windows, 1000 bootstrap replicates per cell), decide, draw the plots, write report.html,
 report.md, decision.json and the PNGs. Each phase is timed separately; the figure that counts
@@ -26,7 +26,7 @@ import numpy as np
 
 from grid.report import write_report
 from grid.report.data import load_run
-from grid.results import write_cell
+from grid.store.results import write_cell
 
 VARIANTS = ("baseline", "eagle3", "eagle3__off_above-8", "eagle3__off_above-32")
 CONCURRENCY = (1, 4, 16, 32, 64)

@@ -26,31 +26,40 @@ from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from grid.analysis import Slo
-from grid.cells import Cell, group_by_server
-from grid.cli import CONFIG_NAME, display, parse_args, search_path_override, wants_display
-from grid.commandline import (
-    NOT_RECORDED,
-    hydra_string,
-    override_keys,
-    parse_overrides,
-    recorded_overrides,
-)
-from grid.config import ConfigError, register_configs
-from grid.ledger import DriverLock, RunLockedError
-from grid.plan import (
+from grid.cli.flags import CONFIG_NAME, display, parse_args, search_path_override, wants_display
+from grid.cli.runrecord import read_run_record, resume_command, write_run_record
+from grid.execute.progress import Progress
+from grid.plan.build import (
     Plan,
     build_plan,
     compose_cells,
     compose_grid,
     format_plan,
 )
-from grid.progress import Progress
-from grid.record import RunRecord
+from grid.plan.cells import Cell, group_by_server
+from grid.plan.config import ConfigError, register_configs
+from grid.plan.overrides import (
+    NOT_RECORDED,
+    hydra_string,
+    override_keys,
+    parse_overrides,
+    recorded_overrides,
+)
 from grid.report import write_report
-from grid.results import ResultsWriteError
-from grid.runrecord import read_run_record, resume_command, write_run_record
+from grid.store.ledger import DriverLock, RunLockedError
+from grid.store.record import RunRecord
+from grid.store.results import ResultsWriteError
 
-CONF_DIR = Path(__file__).resolve().parent / "conf"
+
+def _conf_dir() -> Path:
+    """The Hydra configs: `conf/` at the top of a checkout (also under an editable install),
+    mapped into the package as `grid/conf/` in a built wheel (setup.py)."""
+    here = Path(__file__).resolve().parent
+    packaged = here / "conf"
+    return packaged if packaged.is_dir() else here.parent / "conf"
+
+
+CONF_DIR = _conf_dir()
 EXIT_FAILED_CELLS = 3
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
@@ -113,8 +122,8 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
     try:
         if plan.cfg.cluster.kind == "ray":
             # A joined cluster's nodes are known once joined: check the placement before the
-            # results folder or any server exists (grid/cluster.py).
-            from grid.cluster import connect
+            # results folder or any server exists (grid/execute/cluster.py).
+            from grid.execute.cluster import connect
             connect(plan.cfg, plan.plan)
         return execute(plan, echo)
     except (RunLockedError, ResultsWriteError, PermissionError, ConfigError) as e:
@@ -132,7 +141,7 @@ class _Planned:
 
 @contextmanager
 def _hydra() -> Iterator[Hydra]:
-    """Hydra initialised on specgrid's configs (grid/conf, package data)."""
+    """Hydra initialised on specgrid's configs (conf/; package data in a wheel)."""
     register_configs()
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR),
                                job_name="specgrid"):
@@ -249,8 +258,8 @@ def _cells_to_run(record: RunRecord, cells: Sequence[Cell], retry_failed: bool,
 def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
                echo: Callable[[str], None]) -> int:
     # Imported here: planning and bad-input checks must not pay for importing Ray.
-    from grid.cluster import connect
-    from grid.controller import Controller, Interrupted
+    from grid.execute.cluster import connect
+    from grid.execute.controller import Controller, Interrupted
 
     def on_sigterm(signum: int, frame: object) -> None:
         raise Interrupted(f"signal {signum}")

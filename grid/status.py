@@ -7,8 +7,8 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from grid.ledger import LEDGER_NAME, STATUSES, Ledger
-from grid.runrecord import RUN_RECORD, resume_command
+from grid.cli.runrecord import RUN_RECORD, resume_command
+from grid.store.ledger import LEDGER_NAME, STATUSES, Ledger
 
 
 def format_status(run_dir: Path) -> str:

@@ -1,5 +1,5 @@
 """specgrid installed the ordinary way (a wheel, not an editable checkout) runs from any
-directory: the Hydra configs (grid/conf/), the prompt sets (workloads/prompts/) and the
+directory: the Hydra configs (conf/), the prompt sets (workloads/prompts/) and the
 simulator's profiles come along as package data, and results go to ./results of the working
 directory.
 

@@ -49,7 +49,7 @@ from actors.loadgen.streams import (
     run_into,
 )
 from actors.loadgen.transport import StampingTransport, make_transport
-from grid.metrics import accept_length, percentile, request_timing
+from specgrid_metrics.requests import accept_length, percentile, request_timing
 from workloads.conversations.model import Conversation
 from workloads.conversations.render import History
 

@@ -8,8 +8,8 @@ from typing import Any
 from actors.loadgen.selfcheck import LoopLagMonitor, verdict
 from actors.loadgen.spec import ROW_KEYS, LoadSpec, Prompt
 from actors.loadgen.streams import Timeline
-from grid.acceptance import accept_length_decode
-from grid.metrics import accept_length, request_timing
+from specgrid_metrics.acceptance import accept_length_decode
+from specgrid_metrics.requests import accept_length, request_timing
 
 Result = tuple[int, int, Timeline]
 """(global request index, prompt index, timeline)."""

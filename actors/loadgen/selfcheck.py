@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from time import perf_counter
 from typing import Any
 
-from grid.metrics import percentile
+from specgrid_metrics.requests import percentile
 
 PRECISION_S = 0.001
 """Stated timestamp precision: p99 error of TTFT / ITL stamps (docs/loadgen.md)."""

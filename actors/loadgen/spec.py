@@ -233,8 +233,9 @@ ROW_KEYS: tuple[str, ...] = (
     "chunk_gap_s",
     "merged_reads",
 )
-"""Keys of every row, in order (grid/schema.py REQUEST_FIELDS). ``accept_length`` is SGLang's
-completion / verify, ``accept_length_decode`` (completion - 1) / verify (grid/acceptance.py);
+"""Keys of every row, in order (grid.store.schema.REQUEST_FIELDS). ``accept_length`` is
+SGLang's completion / verify, ``accept_length_decode`` (completion - 1) / verify
+(specgrid_metrics.acceptance);
 ``chunk_offset_us`` / ``chunk_tokens``: each content event's arrival (whole microseconds after
 ``sent_at``) and new tokens; ``itl_s`` splits each event's gap over its tokens (SGLang),
 ``chunk_gap_s`` keeps one gap per event (vLLM); ``merged_reads``: events that arrived in the

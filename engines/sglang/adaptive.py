@@ -257,7 +257,7 @@ def plan_lines(variant_name: str, num_steps: int, disable_above_batch: int,
 
 
 def threshold_notes(variant_name: str, variant: Mapping[str, Any]) -> list[str]:
-    """Plan lines for a variant with `speculative_disable_above_batch` (grid/plan.py prints
+    """Plan lines for a variant with `speculative_disable_above_batch` (grid/plan/build.py prints
     them with its warnings): where SGLang drafts, and a warning when the threshold falls
     between captured sizes. The capture list's max_bs is the variant's
     cuda_graph_max_bs(_decode) if set, else SGLang's default for an unknown GPU (160),

@@ -14,11 +14,11 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from aiohttp import web
 
-from engines.sim.engine import RequestError
+from engines.sim.engine import RequestError, SimEngine
 from engines.sim.model import chat_prompt_text, chat_prompt_tokens, prompt_tokens
 from engines.sim.scheduler import SimRequest
 from engines.sim.wire import (
@@ -30,9 +30,6 @@ from engines.sim.wire import (
     native_response,
     openai_response,
 )
-
-if TYPE_CHECKING:
-    from engines.sim.server import SimServer
 
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
@@ -68,10 +65,20 @@ def _float_or(value: Any, default: float) -> float:
     return default if value is None else float(value)
 
 
-class GenerationAPI:
-    """Handlers bound to one ``SimServer``."""
+class Host(Protocol):
+    """What the handlers need of the server that mounts them (engines/sim/server.py SimServer;
+    a protocol, so that the server imports the API and not the other way round)."""
 
-    def __init__(self, server: SimServer) -> None:
+    engine: SimEngine
+    model_name: str
+
+    async def admit_api_request(self) -> tuple[bool, bool]: ...
+
+
+class GenerationAPI:
+    """Handlers bound to one server (a ``Host``)."""
+
+    def __init__(self, server: Host) -> None:
         self.server = server
         self.engine = server.engine
 

@@ -21,7 +21,7 @@ from grid.analysis.cellstats import CellStats
 
 NO_DIFFERENCE = "no significant difference"
 THRESHOLD_LABEL = re.compile(r"__off_above-(\d+)")
-"""How grid/cells.py labels a variant with speculative_disable_above_batch=N."""
+"""How grid/plan/cells.py labels a variant with speculative_disable_above_batch=N."""
 
 
 @dataclass

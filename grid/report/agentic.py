@@ -3,12 +3,12 @@ variant and conversation concurrency, by context-length bin, the rounds' accept 
 p50, per-stream decode speed and round speed; the prefix-cache hit rate; each speculative
 variant's speedup over the baseline per bin, and where it stops paying for this traffic.
 
-Definitions (as grid/metrics.py states them for requests): accept length = Σ output tokens /
-Σ spec_verify_ct over completed rounds; decode speed = Σ output tokens / Σ (E2E - TTFT); round
-speed = Σ output tokens / Σ E2E (what an agent waiting on each reply sees: prefill of the new
-context and decode together); cache hit rate = Σ cached_tokens / Σ context_tokens; speedup = a
-variant's round speed / the baseline's at the same concurrency and bin. Only completed rounds
-count. Pure pandas."""
+Definitions (as specgrid_metrics/requests.py states them for requests): accept length = Σ output
+tokens / Σ spec_verify_ct over completed rounds; decode speed = Σ output tokens / Σ (E2E -
+TTFT); round speed = Σ output tokens / Σ E2E (what an agent waiting on each reply sees:
+prefill of the new context and decode together); cache hit rate = Σ cached_tokens /
+Σ context_tokens; speedup = a variant's round speed / the baseline's at the same concurrency and
+bin. Only completed rounds count. Pure pandas."""
 
 from __future__ import annotations
 

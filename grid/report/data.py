@@ -14,18 +14,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from actors.probe import counter_deltas
 from grid.analysis import CellStats, Decision, Slo, analyse_cells, decide
 from grid.analysis.cellstats import REQUEST_COLUMNS
-from grid.distribution_report import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
-from grid.loader import (
+from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
+from grid.store.loader import (
     load_cells,
     load_requests,
     load_server_metrics,
     load_telemetry,
     load_turns,
 )
-from grid.schema import REQUEST_FIELDS, TURN_FIELDS
+from grid.store.schema import REQUEST_FIELDS, TURN_FIELDS
+from specgrid_metrics.counters import counter_deltas
 
 SIM_BANNER = "SIMULATION — numbers come from specgrid's simulated SGLang server, not a GPU."
 DECISION_FILE = "decision.json"
@@ -106,7 +106,7 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
 def with_rounds(requests: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
     """The requests the cell analysis reads: the prompt cells' requests and, for conversation
     cells, their sent rounds (a round is one request: sent, timed, streamed like any other;
-    grid/metrics.py's definitions apply unchanged)."""
+    specgrid_metrics/requests.py's definitions apply unchanged)."""
     rounds = turns[turns.status.isin(SENT_ROUNDS)]
     if rounds.empty:
         return requests

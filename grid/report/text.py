@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from grid.distribution_report import distribution_summary
+from grid.analysis.domains import distribution_summary
 from grid.report.agentic import agentic_summary
 from grid.report.data import RunData, engine_versions
 

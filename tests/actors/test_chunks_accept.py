@@ -1,5 +1,6 @@
 """Chunk-level data through Parquet, and accept length: SGLang's per-request definition, the
-decode-only one, and the cell's from the server's /metrics counters (grid/acceptance.py)."""
+decode-only one, and the cell's from the server's /metrics counters
+(specgrid_metrics/acceptance.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +14,12 @@ import pytest
 from actors.loadgen.runner import run_load
 from actors.loadgen.spec import LoadSpec, Prompt
 from actors.loadgen.streams import NativeSink, Timeline
-from grid.acceptance import counter_delta, server_accept_length
-from grid.clientstats import cell_columns, merge_client_stats
 from grid.loader import load_requests
-from grid.metrics import itl_gaps
-from grid.results import write_cell
+from grid.store.clientstats import cell_columns, merge_client_stats
+from grid.store.results import write_cell
+from specgrid_metrics.acceptance import server_accept_length
+from specgrid_metrics.counters import counter_delta
+from specgrid_metrics.requests import itl_gaps
 from tests.actors.test_sse import ListStream, native_stream
 
 PROMPTS = (Prompt("p", "hello", "d"),)

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from actors.probe import counter_deltas, parse_prometheus
+from actors.probe import parse_prometheus
+from specgrid_metrics.counters import counter_deltas
 
 SGLANG = (Path(__file__).parent / "fixtures" / "sglang_0_5_23_metrics.txt").read_text()
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"

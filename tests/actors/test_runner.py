@@ -15,7 +15,7 @@ import pytest
 from actors.loadgen import schedule
 from actors.loadgen.runner import run_load, run_load_sync
 from actors.loadgen.spec import ROW_KEYS, LoadResult, LoadSpec, Prompt
-from grid.metrics import summarize_cell
+from specgrid_metrics.requests import summarize_cell
 from tests.actors.bench_server import bench_server_module
 
 PROMPTS = tuple(Prompt(f"p{i}", f"prompt number {i}", ["coding", "agentic"][i % 2])

@@ -1,6 +1,6 @@
 """Start of the measured window: a start time already past re-anchors (no backlog fired at
 once), and the clients of a cell start together after all have warmed up (LoadGenActor's
-prepare/run barrier through Ray, as grid/controller.py drives it)."""
+prepare/run barrier through Ray, as grid/execute/controller.py drives it)."""
 
 from __future__ import annotations
 

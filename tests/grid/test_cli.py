@@ -1,5 +1,5 @@
 """The command line of `python -m grid.run`: Hydra's flags, sweep syntax as grid axes,
-collisions, --resume and the printed resume commands. Real Hydra composition over grid/conf/;
+collisions, --resume and the printed resume commands. Real Hydra composition over conf/;
 the end-to-end resume test runs the smoke sweep on real Ray and simulator processes."""
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grid.cli import parse_args
-from grid.commandline import recorded_overrides
+from grid.cli.flags import parse_args
+from grid.plan.overrides import recorded_overrides
 from grid.run import CONF_DIR, EXIT_BAD_INPUT, command_overrides, main, make_plan, run
 
 REPO = Path(__file__).resolve().parents[2]
 SMOKE_AS_SWEEP_SYNTAX = ["variant=baseline,eagle3", "load.concurrency=1,4", "workload=coding",
                          "workload.max_new_tokens=16", "load.num_requests=6",
                          "load.warmup_requests=1"]
-"""The cells of grid/conf/sweep/smoke.yaml, written as command-line sweeps."""
+"""The cells of conf/sweep/smoke.yaml, written as command-line sweeps."""
 
 
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

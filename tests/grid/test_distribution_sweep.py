@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from grid.distribution_report import REQUEST_COLUMNS, distribution_summary, domain_table
+from grid.analysis.domains import REQUEST_COLUMNS, distribution_summary, domain_table
 from grid.loader import load_cells, load_requests
 from grid.run import run
 

@@ -4,7 +4,7 @@ import pandas as pd
 import pytest
 
 from grid.loader import load_cells, load_requests, load_telemetry, sql
-from grid.results import write_cell
+from grid.store.results import write_cell
 from tests.grid.analysis.synthetic import write_run
 
 SPEEDS = {"baseline": {1: 90.0, 4: 80.0}, "eagle3": {1: 120.0, 4: 70.0}}

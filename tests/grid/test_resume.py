@@ -110,7 +110,7 @@ def test_signal_stops_servers_and_prints_resume(sig, tmp_path, ray_session, refe
 @pytest.mark.slow
 def test_sigkill_then_resume_completes(tmp_path, ray_session, reference):
     """The driver is SIGKILLed mid-cell; the next start marks the cell interrupted and runs
-    it again (the leftover-kill path itself: tests/grid/test_record.py)."""
+    it again (the leftover-kill path itself: tests/grid/store/test_record.py)."""
     driver = _driver(tmp_path)
     run_dir = tmp_path / "r"
     _wait_for(run_dir, "SELECT 1 FROM cells WHERE status='running'")

@@ -4,10 +4,10 @@ import json
 import subprocess
 import sys
 
-from grid.cells import make_cell
-from grid.ledger import Ledger
+from grid.plan.cells import make_cell
 from grid.status import format_status
-from tests.grid.test_cells import _config
+from grid.store.ledger import Ledger
+from tests.grid.plan.test_cells import _config
 
 
 def test_status_lists_cells_with_errors_and_resume_hint(tmp_path):

@@ -167,7 +167,7 @@ def _sglang(request: dict[str, object]) -> dict[str, object]:
 
 
 SHIPPED_THRESHOLDS = (8, 16, 32, 64)
-"""grid/conf/sweep/spec_threshold.yaml's speculative_disable_above_batch values."""
+"""conf/sweep/spec_threshold.yaml's speculative_disable_above_batch values."""
 
 
 @needs_sglang

@@ -17,8 +17,8 @@ import pytest
 
 from engines.sim.drafter import ContextDecay, SimDrafter, context_factor
 from engines.sim.profile import MODEL_DIR, load_profile
-from grid.config import ConfigError
-from grid.specs import sim_version
+from grid.plan.config import ConfigError
+from grid.plan.specs import sim_version
 from tests.engines.sim.conftest import LaunchSim, run_generate
 from tests.engines.sim.test_speculation import EAGLE3, accept_length, body, prompts
 

@@ -58,10 +58,10 @@ def grid(speeds: dict[str, dict[int, float]], jitter: float = 0.02, per_stream: 
 
 
 def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, **kw) -> None:
-    """The constructed grid written through the real results writer (grid/results.py);
+    """The constructed grid written through the real results writer (grid/store/results.py);
     `telemetry`: cell id -> telemetry rows committed with that cell."""
-    from grid.results import write_cell
-    from grid.schema import CELL_FIELDS, REQUEST_FIELDS
+    from grid.store.results import write_cell
+    from grid.store.schema import CELL_FIELDS, REQUEST_FIELDS
 
     cells, requests = grid(speeds, **kw)
     for cell in cells.to_dict("records"):

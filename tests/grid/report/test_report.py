@@ -133,7 +133,7 @@ def test_off_distribution_prompts_are_flagged_when_recorded(run_dir):
 
 
 def test_a_run_of_failed_cells_still_reports(tmp_path):
-    from grid.results import write_cell
+    from grid.store.results import write_cell
 
     run = tmp_path / "failed-run"
     row = {"run_id": run.name, "cell_id": "x1", "attempt": 1, "status": "failed",

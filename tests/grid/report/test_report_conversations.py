@@ -1,5 +1,5 @@
 """The report of a run with conversation cells, from turn rows written through the real results
-writer (grid/results.py): the cells table fills in from the rounds (numbers worked out by hand
+writer (grid/store/results.py): the cells table fills in from the rounds (numbers worked out by hand
 below), the HTML has a conversation section with its figures, decision.json the findings."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from grid.report import write_report
 from grid.report.data import load_run
 from grid.report.text import summary_table
-from grid.results import write_cell
-from grid.schema import CELL_FIELDS, TURN_FIELDS
+from grid.store.results import write_cell
+from grid.store.schema import CELL_FIELDS, TURN_FIELDS
 from tests.grid.analysis.synthetic import write_run
 
 CONTEXT = [1000, 3000, 5000, 9000, 20000]  # bins 0-4k, 0-4k, 4-8k, 8-16k, 16k+

@@ -1,0 +1,83 @@
+"""Starting or joining Ray for a run. cluster=local starts a private instance that advertises
+the plan's GPUs (logical ones for the simulator) and never joins a running cluster; cluster=ray
+joins the cluster at cluster.address, ships the code to its workers through a `runtime_env`,
+and checks the plan against its nodes before any server starts (docs/cluster.md)."""
+
+from __future__ import annotations
+
+import os
+import sysconfig
+from pathlib import Path
+from typing import Any
+
+import ray
+from omegaconf import DictConfig
+
+import grid
+from grid.plan.build import Plan, check_gpus
+from grid.plan.config import ConfigError
+from grid.plan.placement import check_nodes
+
+SOURCE_ROOT = Path(grid.__file__).resolve().parents[1]
+"""The checkout (or site-packages folder) the driver's specgrid is imported from."""
+WORKING_DIR_EXCLUDES = [".git", ".venv*", "results", "outputs", "**/__pycache__", "notebooks",
+                        ".mypy_cache", ".ruff_cache", ".pytest_cache", "*.parquet", "*.egg-info",
+                        "build", ".whl"]
+"""What of a source checkout is not shipped to the workers. Ray would also leave out whatever
+.gitignore lists, which includes the load generator's compiled module (``*.so``, built in place
+by ``pip install -e``): ``connect`` turns that off (``RAY_RUNTIME_ENV_IGNORE_GITIGNORE``) and
+this list says what stays home instead."""
+
+
+def installed() -> bool:
+    """Whether specgrid is imported from an installed package (site-packages), not a checkout."""
+    site = {Path(p).resolve() for p in (sysconfig.get_path("purelib"),
+                                        sysconfig.get_path("platlib")) if p}
+    return SOURCE_ROOT in site
+
+
+def runtime_env() -> dict[str, Any]:
+    """How the code reaches a joined cluster's workers: an installed specgrid is expected on
+    every node (nothing shipped); a source checkout is shipped as Ray's working_dir (Ray
+    uploads it once and puts it first on the workers' PYTHONPATH, which the server processes
+    inherit)."""
+    if installed():
+        return {}
+    return {"working_dir": str(SOURCE_ROOT), "excludes": WORKING_DIR_EXCLUDES}
+
+
+def node_gpus() -> list[int]:
+    """GPUs of each alive node of the connected cluster (nodes without GPUs included as 0)."""
+    return [int(n.get("Resources", {}).get("GPU", 0)) for n in ray.nodes() if n.get("Alive")]
+
+
+def connect(cfg: DictConfig, plan: Plan) -> list[int]:
+    """Start or join Ray (once per process), then check every server fits on one node; returns
+    the GPUs of each node. ConfigError (one line) if a server cannot be placed."""
+    if not ray.is_initialized():
+        # Ray's per-actor log lines are noise here; server logs come back through their actor.
+        os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+        if cfg.cluster.kind == "ray":
+            env = runtime_env()
+            if env:  # ship the compiled module with the checkout (WORKING_DIR_EXCLUDES)
+                os.environ["RAY_RUNTIME_ENV_IGNORE_GITIGNORE"] = "1"
+            try:
+                ray.init(address=cfg.cluster.address, include_dashboard=False,
+                         log_to_driver=False, runtime_env=env)
+            except ConnectionError as e:
+                raise ConfigError(f"cannot join the Ray cluster at {cfg.cluster.address}: "
+                                  f"{str(e).strip().splitlines()[0]}") from None
+        else:
+            # address="local": a private instance, never a cluster that happens to run here
+            # (ray.init() alone joins one found through RAY_ADDRESS or /tmp/ray).
+            ray.init(address="local", num_gpus=plan.cluster_gpus, num_cpus=cfg.cluster.num_cpus,
+                     include_dashboard=False, log_to_driver=False)
+    gpus = node_gpus()
+    needs_gpus = any(g.config["engine"]["name"] != "external" for g in plan.groups)
+    if needs_gpus and sum(gpus) == 0:
+        raise ConfigError("the Ray cluster has no GPUs")
+    check_gpus(plan.groups, sum(gpus))
+    if needs_gpus:
+        check_nodes(plan.groups, gpus)
+    return gpus
+

@@ -1,0 +1,494 @@
+"""The run controller: for each server group, reserve its node's resources (one STRICT_PACK
+placement group: the server's GPUs and one bundle per load generator), start its server and
+LoadGenActors there, run its cells in order and hand each outcome to the run record.
+
+Failure isolation, as Ray Tune's FailureConfig treats trials: any exception while running a
+cell (a dead ServerActor or LoadGenActor, a lost node, a Ray task error, a bad spec) fails that
+cell with the reason and the server's log tail, never the run. After a failure the group heals
+itself: a dead load generator is replaced (the server is left alone), a dead server is relaunched
+for the group's next cell, and after `run.max_server_starts` consecutive failed starts the
+group's remaining cells fail with the reason. Only an interruption of the driver (signal, Ctrl-C)
+or a results folder that cannot be written stops the run.
+
+Each group is one `GroupRun` holding its own placement group, server and load generators; its
+work is a generator of steps, each yielding the Ray refs it waits for (a server start poll, the
+load of a cell, its placement). The controller runs up to `grid.max_parallel_servers` groups at
+once and advances whichever is ready, with one `ray.wait` over the running work of all groups
+(as Ray Tune's controller does with trials); the cells of one group stay in order on their
+server. Short calls (flushing the cache, a metrics scrape) stay plain `ray.get`s."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass, field
+from secrets import token_urlsafe
+from typing import Any, TypeVar
+
+import ray
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from actors.loadgen.actor import START_MARGIN_S, LoadGenActor
+from actors.telemetry import TelemetryActor
+from grid.execute.progress import Progress
+from grid.execute.server import (
+    PG_CPU,
+    ExternalServer,
+    LaunchedServer,
+    Server,
+    ServerDown,
+    Wait,
+    WaitTimeout,
+    first_line,
+)
+from grid.plan.build import Plan
+from grid.plan.cells import Cell, ServerGroup, group_by_server
+from grid.plan.placement import bundle_gpus
+from grid.plan.specs import at_url, external_url
+from grid.plan.workloads import cell_columns, record_workloads, request_columns
+from grid.store import rows
+from grid.store.record import RunRecord
+from grid.store.results import ResultsWriteError
+from grid.store.rows import CellOutcome, ServerFacts
+
+PLACEMENT_TIMEOUT_S = 60.0
+PING_TIMEOUT_S = 10.0
+PROGRESS_INTERVAL_S = 1.0
+"""How often a live display asks the load generators for the running cell's counts."""
+T = TypeVar("T")
+Steps = Generator[Wait, None, T]
+"""A group's work: yields what it waits for, returns its result."""
+
+
+class Interrupted(BaseException):
+    """The driver got SIGINT/SIGTERM."""
+
+
+class LoadGenLost(RuntimeError):
+    """A load generator's actor died (or its node) while it drove a cell."""
+
+
+@dataclass
+class Controller:
+    plan: Plan
+    record: RunRecord
+    max_error_rate: float
+    metrics_interval_s: float | None
+    echo: Callable[[str], None] = print
+    progress: Progress | None = None
+    """Live progress (execute/progress.py): cell and server start-up events; None = plain lines."""
+    telemetry_interval_s: float | None = None
+    """GPU telemetry (NVML) sampled during each cell by one TelemetryActor per group."""
+    node_gpus: list[int] = field(default_factory=list)
+    """GPUs of each node of the Ray cluster (execute/cluster.py); sizes exclusive placements."""
+    run_key: str = field(default_factory=lambda: token_urlsafe(32), repr=False)
+    """This run's API key for servers that bind beyond loopback without engine.api_key
+    (LaunchSpec.with_run_key); it reaches the ServerActors and LoadGenActors through Ray, in
+    their specs, and is never recorded."""
+    total: int = 0
+    started: int = 0
+
+    def run(self, cells: Sequence[Cell]) -> None:
+        """Run `cells` (the ones still to do), grouped by server, groups in grid order, up to
+        `plan.max_parallel_servers` groups at a time."""
+        self.total = len(cells)
+        if self.plan.workloads is not None:  # the prompts the run sends, with their sources
+            record_workloads(self.plan.run_dir, self.plan.workloads.sets)
+        waiting = deque(GroupRun(self, group) for group in group_by_server(cells))
+        active: dict[GroupRun, tuple[Steps[None], Wait, float | None]] = {}
+        try:
+            while waiting or active:
+                while waiting and len(active) < self.plan.max_parallel_servers:
+                    run = waiting.popleft()
+                    self._advance(active, run, run.steps())
+                if not active:
+                    continue
+                refs = [ref for _, wait, _ in active.values() for ref in wait.refs]
+                ray.wait(refs, num_returns=1, timeout=1.0)
+                now = time.monotonic()
+                for run, (steps, wait, deadline) in list(active.items()):
+                    ready, _ = ray.wait(wait.refs, num_returns=len(wait.refs), timeout=0)
+                    if len(ready) == len(wait.refs):
+                        self._advance(active, run, steps)
+                    elif deadline is not None and now > deadline:
+                        if wait.patient and len(active) > 1:
+                            active[run] = (steps, wait, now + (wait.timeout_s or 0.0))
+                        else:
+                            self._advance(active, run, steps, WaitTimeout())
+        finally:
+            # Interrupted, or a results folder that cannot be written: every running group
+            # stops its server and load generators (its running cell is marked interrupted).
+            for steps, _, _ in active.values():
+                steps.close()
+
+    def _advance(self, active: dict[GroupRun, tuple[Steps[None], Wait, float | None]],
+                 run: GroupRun, steps: Steps[None], error: BaseException | None = None) -> None:
+        """Resume a group's work until it waits again (or ends)."""
+        active.pop(run, None)
+        try:
+            wait = steps.throw(error) if error is not None else next(steps)
+        except StopIteration:
+            return
+        deadline = None if wait.timeout_s is None else time.monotonic() + wait.timeout_s
+        active[run] = (steps, wait, deadline)
+
+
+class GroupRun:
+    """One server group: its placement group, its server and load generators, its cells."""
+
+    def __init__(self, ctl: Controller, group: ServerGroup) -> None:
+        self.ctl = ctl
+        self.group = group
+        planned = ctl.plan.launches[group.server_key]
+        self.spec = planned.with_run_key(ctl.run_key) if planned is not None else None
+        self.clients = int(group.config["load"]["clients"])
+        self.client_cpus = float(group.config["load"]["client_cpus"])
+        self.pg: Any = None
+        self.unplaceable: str | None = None
+        self.server: Server | None = None
+        self.loadgens: list[Any] = []
+        self.telemetry: Any = None
+        self.loadgens_verified = False
+        self.failed_starts = 0
+        self.last_start_error: ServerDown | None = None
+
+    def steps(self) -> Steps[None]:
+        """The group's whole life: reserve, run its cells in order, release."""
+        try:
+            yield from self._reserve()
+            for cell in self.group.cells:
+                yield from self._run_cell(cell)
+        finally:
+            self._close()
+
+    # --- resources -----------------------------------------------------------------------------
+    def _reserve(self) -> Steps[None]:
+        """One STRICT_PACK placement group: the server's GPUs and each client's CPUs on one
+        node. It waits while other groups hold what it needs; a group that cannot be placed
+        otherwise fails its cells (not the run)."""
+        bundles: list[dict[str, float]] = []
+        if self.spec is not None:
+            gpus = bundle_gpus(self.group.tp_size, self.ctl.node_gpus,
+                               self.ctl.plan.exclusive_node)  # grid.exclusive_node
+            bundles.append({"GPU": gpus, "CPU": PG_CPU})
+        bundles += [{"CPU": self.client_cpus}] * self.clients
+        try:
+            self.pg = placement_group(bundles, strategy="STRICT_PACK")
+            yield Wait([self.pg.ready()], timeout_s=PLACEMENT_TIMEOUT_S, patient=True)
+        except WaitTimeout:
+            self.unplaceable = (
+                f"cannot place {self.group.variant}: {self.group.tp_size} GPU(s) plus "
+                f"{self.clients} client(s) of {self.client_cpus:g} CPU do not fit on one node "
+                "of the Ray cluster")
+        except Exception as e:
+            self.unplaceable = f"cannot reserve resources for {self.group.variant}: {reason(e)}"
+
+    def _close(self) -> None:
+        self._drop_server()
+        for actor in [*self.loadgens, *([self.telemetry] if self.telemetry else [])]:
+            ray.kill(actor)
+        self.loadgens, self.telemetry = [], None
+        if self.pg is not None:
+            try:
+                remove_placement_group(self.pg)
+            except Exception as e:  # a lost node's group: nothing left to release here
+                self.ctl.echo(f"warning: releasing the placement group of "
+                              f"{self.group.variant}: {reason(e)}")
+
+    # --- one cell ------------------------------------------------------------------------------
+    def _run_cell(self, cell: Cell) -> Steps[None]:
+        ctl = self.ctl
+        ctl.started += 1
+        index = ctl.started - 1
+        prefix = f"[{ctl.started}/{ctl.total}] {cell.describe()}"
+        attempt = ctl.record.start_attempt(cell)
+        if ctl.progress is not None:
+            unit = "rounds" if cell.cell_id in ctl.plan.conversation_loads else "requests"
+            ctl.progress.cell_started(index, cell.describe(), ctl.plan.requests_of(cell), unit)
+        started = time.time()
+        try:
+            outcome = yield from self._measure(cell, attempt, started, prefix)
+        except (Interrupted, KeyboardInterrupt):
+            ctl.record.interrupted(cell, "driver interrupted")
+            raise
+        except ResultsWriteError:
+            raise
+        except Exception as e:  # one failure fails one cell, never the run
+            outcome = self._failed(cell, attempt, started, e)
+            self._heal()
+        try:
+            ctl.record.commit(cell, attempt, outcome)
+        except ResultsWriteError:
+            raise  # the results folder cannot take files: no cell could be committed
+        except Exception as e:  # rows that do not fit the schema: record the failure alone
+            outcome = rows.failed(ctl.plan.run_id, cell, attempt, started=started,
+                                  finished=time.time(), error=f"results of the cell could not "
+                                  f"be recorded: {reason(e)}", log_tail=None,
+                                  server=ServerFacts())
+            ctl.record.commit(cell, attempt, outcome)
+        if ctl.progress is not None:
+            ctl.progress.cell_finished(index, cell.describe(), outcome.status,
+                                       outcome.row["finished_at"] - outcome.row["started_at"],
+                                       rows.describe(outcome.row))
+        else:
+            ctl.echo(f"{prefix}: {rows.describe(outcome.row)}")
+
+    def _measure(self, cell: Cell, attempt: int, started: float, prefix: str
+                 ) -> Steps[CellOutcome]:
+        if self.unplaceable is not None:
+            raise ServerDown(self.unplaceable)
+        server = yield from self._ensure_server(prefix)
+        loadgens = yield from self._ensure_loadgens()
+        server.flush_cache()
+        conversations = self.ctl.plan.conversation_loads.get(cell.cell_id)
+        # Barrier (actors/loadgen/actor.py): every client connected and warmed up, then one
+        # shared start a moment ahead, so the clients' schedules line up and no client
+        # measures while another still warms up.
+        if conversations is not None:  # workload.kind=conversations (grid/plan/conversations.py)
+            refs = [lg.prepare_conversations.remote(spec) for lg, spec in
+                    zip(loadgens, at_url(conversations, server.url, server.api_key),
+                        strict=True)]
+        else:
+            specs = at_url(self.ctl.plan.loads[cell.cell_id], server.url, server.api_key)
+            refs = [lg.prepare.remote(spec) for lg, spec in zip(loadgens, specs, strict=True)]
+        yield Wait(refs)
+        _collect(refs)
+        server.start_metrics(self.ctl.metrics_interval_s)
+        telemetry = self._telemetry()
+        if telemetry is not None:
+            ray.get(telemetry.start.remote())
+        try:
+            start_at = time.time() + START_MARGIN_S
+            refs = [(lg.run if conversations is None else lg.run_conversations).remote(start_at)
+                    for lg in loadgens]
+            yield from self._wait_reporting(refs, loadgens)
+            results = _collect(refs)
+        finally:
+            samples = _stop_metrics(server)
+            gpu_rows = ray.get(telemetry.stop.remote()) if telemetry is not None else []
+        death = server.death()
+        measured: Callable[..., CellOutcome] = (rows.measured if conversations is None
+                                                else rows.measured_conversations)
+        outcome = measured(
+            self.ctl.plan.run_id, cell, attempt, started=started, finished=time.time(),
+            results=results, samples=samples, server=server.facts(), server_death=death,
+            log_tail=server.log_tail() if death else None,
+            max_error_rate=self.ctl.max_error_rate)
+        self._add_workload_columns(cell, outcome)
+        outcome.telemetry = rows.telemetry_rows(self.ctl.plan.run_id, cell, attempt, gpu_rows)
+        if death:
+            self._drop_server()  # relaunched for the group's next cell
+        return outcome
+
+    def _wait_reporting(self, refs: list[Any], loadgens: list[Any]) -> Steps[None]:
+        """Wait for a cell's load; with a live display, ask the load generators every
+        PROGRESS_INTERVAL_S how many requests are done (best effort: a client that does not
+        answer is left to the load's own result, which says why)."""
+        progress = self.ctl.progress if self.ctl.progress and self.ctl.progress.live else None
+        while True:
+            try:
+                yield Wait(refs, timeout_s=PROGRESS_INTERVAL_S if progress else None)
+                return
+            except WaitTimeout:
+                assert progress is not None
+                try:
+                    counts = ray.get([lg.progress.remote() for lg in loadgens],
+                                     timeout=PING_TIMEOUT_S)
+                except ray.exceptions.RayError:
+                    continue
+                done = [c for c in counts if c is not None]
+                if done:
+                    progress.cell_requests(sum(c["done"] for c in done),
+                                           sum(c["tokens"] for c in done),
+                                           sum(c["errors"] for c in done))
+
+    def _telemetry(self) -> Any:
+        """The group's TelemetryActor on the server's node (created on first use), or None
+        when telemetry is off or nothing was placed."""
+        if self.ctl.telemetry_interval_s is None or self.pg is None:
+            return None
+        if self.telemetry is None:
+            self.telemetry = TelemetryActor.options(  # type: ignore[attr-defined]
+                scheduling_strategy=PlacementGroupSchedulingStrategy(
+                    self.pg, placement_group_bundle_index=0)
+            ).remote(self.ctl.telemetry_interval_s)
+        return self.telemetry
+
+    def _add_workload_columns(self, cell: Cell, outcome: CellOutcome) -> None:
+        """The workload's alignment with the drafter (cell) and each prompt's source and
+        similarity to the drafter's training data (requests): grid/plan/workloads.py."""
+        plan = self.ctl.plan.workloads
+        if plan is None:
+            return
+        alignment = plan.alignments.get(cell.cell_id)
+        sources = plan.sources(cell.workload)
+        outcome.row.update(cell_columns(alignment))
+        for request in outcome.requests:
+            request.update(request_columns(sources, alignment, request["prompt_id"]))
+
+    def _failed(self, cell: Cell, attempt: int, started: float, error: Exception
+                ) -> CellOutcome:
+        tail = getattr(error, "log_tail", None) or None
+        facts = ServerFacts()
+        if self.server is not None:
+            try:
+                facts = self.server.facts()
+                tail = tail or (self.server.log_tail() if self.server.death() else None)
+            except Exception:  # the facts of a failing server are best effort
+                pass
+        return rows.failed(self.ctl.plan.run_id, cell, attempt, started=started,
+                           finished=time.time(), error=reason(error), log_tail=tail,
+                           server=facts)
+
+    # --- healing -------------------------------------------------------------------------------
+    def _heal(self) -> None:
+        """After a failed cell: drop a dead server (relaunched when next needed), replace dead
+        load generators, leave the living alone."""
+        if self.server is not None and self.server.death() is not None:
+            self._drop_server()
+        if self.loadgens:
+            alive = _responsive(self.loadgens)
+            for i, actor in enumerate(self.loadgens):
+                if not alive[i]:
+                    ray.kill(actor)
+                    self.loadgens[i] = self._new_loadgen(i)
+                    self.loadgens_verified = False
+                    self.ctl.echo(f"load generator {i} of {self.group.variant} replaced")
+
+    def _ensure_server(self, prefix: str) -> Steps[Server]:
+        if self.server is not None:
+            return self.server
+        limit = self.ctl.plan.max_server_starts
+        if self.failed_starts >= limit and self.last_start_error is not None:
+            raise ServerDown(f"server did not start ({self.failed_starts} attempt(s), "
+                             f"run.max_server_starts={limit}): {self.last_start_error}",
+                             self.last_start_error.log_tail)
+        try:
+            self.server = yield from self._start_server(prefix)
+        except ServerDown as e:
+            self.failed_starts += 1
+            self.last_start_error = e
+            raise
+        self.failed_starts = 0
+        return self.server
+
+    def _start_server(self, prefix: str) -> Steps[Server]:
+        config = self.group.config
+        engine = config["engine"]
+        if self.spec is None:
+            url = external_url(engine)
+            assert url is not None
+            return ExternalServer.connect(url, engine, float(engine["ready_timeout_s"]))
+        record = self.ctl.record
+        log_path = self.ctl.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
+        server = LaunchedServer.launch(
+            self.spec, name=_actor_name("server", self.group.server_key),
+            tp_size=self.group.tp_size, pg=self.pg, bundle=0, log_path=log_path,
+            variant_env=config["variant"]["env"], schedule_timeout_s=PLACEMENT_TIMEOUT_S)
+        info = server.info
+        server.ledger_id = record.server_started(
+            self.group.server_key, int(info["pid"]), int(info["pgid"]), info.get("host"),
+            info.get("create_time"))
+        self.ctl.echo(f"{prefix}: starting server {self.group.variant} (pid "
+                      f"{server.info['pid']}, GPUs {server.info['cuda_visible_devices'] or '-'}, "
+                      f"log at stop: {log_path})")
+        try:
+            yield from server.wait_ready(self.spec.ready_timeout_s, self._on_phase(prefix))
+        except BaseException:
+            self.server = server
+            self._drop_server()
+            raise
+        return server
+
+    def _on_phase(self, prefix: str) -> Callable[[str], None]:
+        """Where a server's start-up phases (loading weights, capturing CUDA graphs) go."""
+        progress = self.ctl.progress
+        if progress is not None:
+            return lambda phase: progress.server_phase(self.group.variant, phase)
+        return lambda phase: self.ctl.echo(f"{prefix}: server {phase}")
+
+    def _drop_server(self) -> None:
+        server, self.server = self.server, None
+        if server is None:
+            return
+        try:
+            server.stop()
+        except Exception as e:  # stopping is best effort; the ledger still records the stop
+            self.ctl.echo(f"warning: stopping the server of {self.group.variant}: {e}")
+        finally:
+            if server.ledger_id is not None:
+                self.ctl.record.server_stopped(server.ledger_id)
+
+    def _ensure_loadgens(self) -> Steps[list[Any]]:
+        """The group's load generators, created (and seen answering) once; LoadGenLost if one
+        cannot be scheduled in time (its node is gone)."""
+        if not self.loadgens:
+            self.loadgens = [self._new_loadgen(i) for i in range(self.clients)]
+            self.loadgens_verified = False
+        if not self.loadgens_verified:
+            try:
+                yield Wait([lg.ping.remote() for lg in self.loadgens],
+                           timeout_s=PLACEMENT_TIMEOUT_S)
+            except WaitTimeout:
+                raise LoadGenLost("a load generator could not be scheduled within "
+                                  f"{PLACEMENT_TIMEOUT_S:.0f} s") from None
+            self.loadgens_verified = True
+        return self.loadgens
+
+    def _new_loadgen(self, i: int) -> Any:
+        first = 1 if self.spec is not None else 0
+        return LoadGenActor.options(  # type: ignore[attr-defined]
+            name=_actor_name(f"loadgen{i}", self.group.server_key), num_cpus=self.client_cpus,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                self.pg, placement_group_bundle_index=first + i)).remote()
+
+
+def _actor_name(role: str, server_key: str) -> str:
+    """`specgrid-server-<key>-<unique>`: findable in Ray's tools; unique across relaunches."""
+    return f"specgrid-{role}-{server_key[:12]}-{uuid.uuid4().hex[:8]}"
+
+
+def _collect(refs: list[Any]) -> list[Any]:
+    """The clients' results once all have finished (the controller waited for all of them, so
+    none is left driving load into the next cell); LoadGenLost if one's actor died."""
+    results, lost = [], []
+    for ref in refs:
+        try:
+            results.append(ray.get(ref))
+        except ray.exceptions.RayActorError as e:
+            lost.append(first_line(e))
+    if lost:
+        raise LoadGenLost(f"load generator died: {lost[0]}")
+    return results
+
+
+def _stop_metrics(server: Server) -> list[tuple[float, str, dict[str, str], float]]:
+    try:
+        return server.stop_metrics()
+    except ServerDown:  # the server went away during the cell: no final scrape
+        return []
+
+
+def _responsive(actors: list[Any]) -> list[bool]:
+    """Which actors answer a ping within PING_TIMEOUT_S (one ray.wait over all of them)."""
+    refs = [actor.ping.remote() for actor in actors]
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=PING_TIMEOUT_S)
+    alive = []
+    for ref in refs:
+        try:
+            alive.append(ref in ready and bool(ray.get(ref)))
+        except ray.exceptions.RayError:
+            alive.append(False)
+    return alive
+
+
+def reason(error: BaseException) -> str:
+    """A failed cell's error: one line naming what failed."""
+    if isinstance(error, ServerDown | LoadGenLost):
+        return str(error)
+    if isinstance(error, ray.exceptions.RayError):
+        return f"{type(error).__name__}: {first_line(error)}"
+    return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error) else ''}"

@@ -1,0 +1,285 @@
+"""A server as the driver sees it, behind one interface with two implementations:
+`LaunchedServer` (a ServerActor owns the process on its node; every HTTP call to the server
+runs there) and `ExternalServer` (someone else runs it; reached directly). Starting one with
+progress from its log, stopping it, and telling whether it is still alive. Any Ray error from
+a server's actor (dead actor, lost node) becomes `ServerDown`, so the controller deals with
+one failure type per server."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import socket
+import time
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+import ray
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from actors import _process, probe
+from actors.server import ServerActor
+from engines.launch import LaunchSpec
+from engines.sglang.command import redact_argv
+from grid.plan.checks import SERVER_CPU
+from grid.store.provenance import recorded_env
+from grid.store.rows import ServerFacts
+
+PG_CPU = SERVER_CPU
+Samples = list[tuple[float, str, dict[str, str], float]]
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a step of a group's work waits for: Ray object refs, all of them (the controller
+    waits on the steps of every running group at once with `ray.wait`)."""
+
+    refs: list[Any]
+    timeout_s: float | None = None
+    """The controller throws WaitTimeout into the step after this long (None: no limit)."""
+    patient: bool = False
+    """Keep waiting past the timeout while other groups run (they hold what this one needs)."""
+
+
+class WaitTimeout(Exception):
+    """A Wait's refs were not all ready within its timeout."""
+
+
+class ServerDown(RuntimeError):
+    """The server could not be started, died, or its actor or node is gone; carries the log
+    tail when there is one."""
+
+    def __init__(self, message: str, log_tail: str = "") -> None:
+        super().__init__(message)
+        self.log_tail = log_tail
+
+
+class Server(Protocol):
+    url: str
+    api_key: str | None
+    """The Bearer token its clients send (None: it expects none)."""
+    ledger_id: int | None
+    """The ledger's record of the process (None: nothing was launched)."""
+
+    def flush_cache(self) -> None: ...
+    def server_info(self) -> dict[str, Any]: ...
+    def start_metrics(self, interval_s: float | None) -> None: ...
+    def stop_metrics(self) -> Samples: ...
+    def death(self) -> str | None:
+        """Why the server is gone (exited, actor died, node lost), or None while it serves."""
+    def log_tail(self) -> str: ...
+    def facts(self) -> ServerFacts: ...
+    def stop(self) -> None: ...
+
+
+def first_line(e: BaseException) -> str:
+    """The message of the exception an actor raised, without Ray's traceback wrapping."""
+    cause = getattr(e, "cause", None) or e
+    lines = [ln for ln in str(cause).splitlines() if ln.strip()]
+    return lines[0] if lines else type(cause).__name__
+
+
+# --- external ----------------------------------------------------------------------------------
+class ExternalServer:
+    """A server someone else runs: nothing to start or stop, probed directly."""
+
+    ledger_id: int | None = None
+
+    def __init__(self, url: str, engine: dict[str, Any]) -> None:
+        self.url = url
+        self.api_key: str | None = engine.get("api_key")
+        self.headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self._sampler: probe.MetricsSampler | None = None
+
+    @classmethod
+    def connect(cls, url: str, engine: dict[str, Any], timeout_s: float) -> ExternalServer:
+        """Wait until the server answers /health; ServerDown if it does not in time."""
+        server = cls(url, engine)
+        deadline = time.monotonic() + timeout_s
+        while server.death() is not None:
+            if time.monotonic() > deadline:
+                raise ServerDown(f"external server {url} did not answer /health within "
+                                 f"{timeout_s:.0f} s")
+            time.sleep(1)
+        return server
+
+    def flush_cache(self) -> None:
+        try:
+            probe.flush_cache(self.url, self.headers)
+        except probe.ProbeError as e:
+            raise ServerDown(str(e)) from None
+
+    def server_info(self) -> dict[str, Any]:
+        return probe.get_json(self.url, "/server_info", self.headers)
+
+    def start_metrics(self, interval_s: float | None) -> None:
+        if interval_s is not None:
+            self._sampler = probe.MetricsSampler(self.url, self.headers, interval_s).start()
+
+    def stop_metrics(self) -> Samples:
+        sampler, self._sampler = self._sampler, None
+        return sampler.stop() if sampler else []
+
+    def death(self) -> str | None:
+        try:
+            if httpx.get(f"{self.url}/health", timeout=5, headers=self.headers).status_code == 200:
+                return None
+        except httpx.HTTPError as e:
+            return f"external server {self.url} does not answer: {e!r}"
+        return f"external server {self.url} is not healthy"
+
+    def log_tail(self) -> str:
+        return ""
+
+    def facts(self) -> ServerFacts:
+        return ServerFacts(info=self.server_info())
+
+    def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.stop()
+            self._sampler = None
+
+
+# --- launched ----------------------------------------------------------------------------------
+class LaunchedServer:
+    """A server process owned by a ServerActor in the group's placement group."""
+
+    def __init__(self, actor: Any, info: dict[str, Any], api_key: str | None, log_path: Path,
+                 variant_env: dict[str, Any]) -> None:
+        self.actor = actor
+        self.info = info
+        self.url: str = info["url"]
+        self.api_key = api_key
+        self.log_path = log_path
+        self.variant_env = variant_env
+        self.ledger_id: int | None = None
+        self._dead: str | None = None
+
+    @classmethod
+    def launch(cls, spec: LaunchSpec, *, name: str, tp_size: int, pg: Any, bundle: int,
+               log_path: Path, variant_env: dict[str, Any],
+               schedule_timeout_s: float = 120.0) -> LaunchedServer:
+        """Start the server's actor (named `name`) in bundle `bundle` of `pg` and its process;
+        returns as soon as the process exists (record it, then `wait_ready`). ServerDown if it
+        cannot start, or its actor cannot be scheduled within `schedule_timeout_s` (the group's
+        node was lost and nothing can take its place)."""
+        actor = ServerActor.options(  # type: ignore[attr-defined]
+            name=name, num_gpus=tp_size, num_cpus=PG_CPU,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(
+                pg, placement_group_bundle_index=bundle),
+        ).remote(spec)
+        try:
+            info = ray.get(actor.start.remote(), timeout=schedule_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            ray.kill(actor)
+            raise ServerDown(f"the server's actor could not be scheduled within "
+                             f"{schedule_timeout_s:.0f} s (its node is gone?)") from None
+        except ray.exceptions.RayError as e:
+            ray.kill(actor)
+            raise ServerDown(first_line(e)) from None
+        return cls(actor, info, spec.api_key, log_path, variant_env)
+
+    def wait_ready(self, timeout_s: float, on_phase: Callable[[str], None]
+                   ) -> Generator[Wait, None, None]:
+        """Poll until the server serves, reporting start-up phases from its log (`on_phase`,
+        e.g. "loading weights"; not "starting" or "ready"); yields each
+        poll for the controller to wait on alongside other work. ServerDown (with the log
+        tail) if the process exits, is not ready in `timeout_s`, or its actor dies."""
+        deadline = time.monotonic() + timeout_s
+        phase = ""
+        while True:
+            ref = self.actor.poll_ready.remote(2.0)
+            yield Wait([ref])
+            try:
+                status = ray.get(ref)
+            except ray.exceptions.RayTaskError as e:  # the process exited before it was ready
+                raise ServerDown(first_line(e), str(getattr(e, "cause", None) or e)) from None
+            except ray.exceptions.RayError as e:
+                raise ServerDown(f"server actor lost while starting: {first_line(e)}",
+                                 self.log_tail()) from None
+            if status["phase"] != phase:
+                phase = status["phase"]
+                if phase not in ("starting", "ready"):
+                    on_phase(phase)
+            if status["ready"]:
+                return
+            if time.monotonic() > deadline:
+                raise ServerDown(f"server not ready after {timeout_s:.0f} s", self.log_tail())
+
+    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+        try:
+            return ray.get(getattr(self.actor, method).remote(*args), timeout=timeout)
+        except ray.exceptions.RayTaskError as e:
+            raise ServerDown(first_line(e)) from None
+        except ray.exceptions.RayError as e:
+            self._dead = f"server actor died: {first_line(e)}"
+            raise ServerDown(self._dead) from None
+
+    def flush_cache(self) -> None:
+        self._call("flush_cache")
+
+    def server_info(self) -> dict[str, Any]:
+        return dict(self._call("server_info"))
+
+    def start_metrics(self, interval_s: float | None) -> None:
+        if interval_s is not None:
+            self._call("start_metrics", interval_s)
+
+    def stop_metrics(self) -> Samples:
+        return list(self._call("stop_metrics"))
+
+    def death(self) -> str | None:
+        if self._dead is not None:
+            return self._dead
+        try:
+            code = self._call("exit_code", timeout=30)
+        except ServerDown as e:
+            return str(e)
+        if code is not None:
+            self._dead = f"server exited with code {code} during the cell"
+        return self._dead
+
+    def log_tail(self) -> str:
+        """From the actor on the server's node ("" once the actor, and its node's log, is
+        gone)."""
+        if self._dead is None or not self._dead.startswith("server actor died"):
+            try:
+                return str(ray.get(self.actor.log_tail.remote(), timeout=30))
+            except ray.exceptions.RayError:
+                pass
+        return ""
+
+    def facts(self) -> ServerFacts:
+        info: dict[str, Any] = {}
+        if self.death() is None:
+            try:
+                info = self.server_info()
+            except ServerDown:
+                info = {}
+        return ServerFacts(
+            command=shlex.join(redact_argv(self.info["argv"])),
+            env=json.dumps(recorded_env(self.info["env"], self.variant_env)),
+            cuda_visible_devices=self.info.get("cuda_visible_devices"),
+            gpu_ids=",".join(self.info.get("gpu_ids") or []) or None,
+            node_id=self.info.get("node_id"), node_ip=self.info.get("node_ip"),
+            hostname=self.info.get("host"), info=info)
+
+    def stop(self) -> None:
+        """Stop the process through its actor, write the log it returns into `log_path` (the
+        run folder; appended across relaunches), and end the actor. If the actor is already
+        gone its process died with it; a process left on this host is killed by its recorded
+        pid."""
+        try:
+            stopped = ray.get(self.actor.stop.remote(), timeout=120)
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.log_path, "a", encoding="utf-8", errors="replace") as f:
+                f.write(stopped.get("log", ""))
+        except ray.exceptions.RayError:
+            if self.info.get("host") == socket.gethostname():
+                _process.kill_recorded(int(self.info["pid"]), int(self.info["pgid"]),
+                                       self.info.get("create_time"))
+        finally:
+            ray.kill(self.actor)

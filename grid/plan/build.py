@@ -1,0 +1,375 @@
+"""The plan of a run, decided before anything expensive starts: the cells (one validated config
+each, composed by Hydra, identified with the engine version detected here), the server groups
+with their launch commands, every cell's load specs, the GPUs each needs, checks that fail with
+one clear line, and a rough duration estimate. Planning writes nothing to disk."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import shlex
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from actors.loadgen.conversation_plan import ConversationLoadSpec
+from actors.loadgen.spec import LoadSpec, Prompt
+from actors.loadgen.transport import settings_error
+from engines.launch import LaunchSpec
+from engines.sglang.command import redact_argv
+from grid.plan.cells import (
+    GROUP_AXES,
+    Cell,
+    ServerGroup,
+    axis_key,
+    axis_overrides,
+    dedupe,
+    engine_identity,
+    expand_axes,
+    group_by_server,
+    make_cell,
+    stable_hash,
+    unmeasured_key,
+)
+from grid.plan.checks import (
+    check_cluster,
+    check_cpus,
+    check_engine,
+    check_gpus,
+    cluster_cpus,
+    cluster_gpus,
+    plan_warnings,
+    sglang_version,
+    validate_flags,
+)
+from grid.plan.config import ConfigError, check_choices
+from grid.plan.conversations import (
+    ConversationWork,
+    conversation_set_key,
+    conversation_specs,
+    conversation_work,
+    is_conversations,
+    load_conversation_set,
+)
+from grid.plan.estimate import RUN_OVERHEAD_S, SERVER_START_S, SGLANG_START_S, estimate_cell_seconds
+from grid.plan.overrides import CommandLine, merge_axes
+from grid.plan.specs import (
+    PLANNED_URL,
+    engine_version,
+    launch_spec,
+    load_specs,
+)
+from grid.plan.workloads import (
+    AlignmentCache,
+    WorkloadPlan,
+    alignment_lines,
+    alignment_warnings,
+    check_drafter,
+    is_speculative,
+    load_workload,
+    prompt_set_key,
+    sim_drafter_args,
+)
+
+
+@dataclass
+class Plan:
+    run_id: str
+    run_dir: Path
+    cells: list[Cell]
+    groups: list[ServerGroup]
+    launches: dict[str, LaunchSpec | None]
+    """Server key -> what is launched (None for an external engine)."""
+    prompts: dict[str, tuple[Prompt, ...]]
+    cluster_gpus: int | None
+    warnings: list[str]
+    validation: str
+    """What checked the server flags (or that nothing could)."""
+    loads: dict[str, tuple[LoadSpec, ...]]
+    """Cell id -> one validated LoadSpec per client (URL filled in when the server runs)."""
+    max_server_starts: int = 2
+    """Consecutive failed starts of a server after which its group's remaining cells fail."""
+    max_parallel_servers: int = 1
+    """Server groups that run at the same time."""
+    exclusive_node: bool = True
+    """One server per node (grid.exclusive_node); False packs servers on GPU subsets."""
+    workloads: WorkloadPlan | None = None
+    """Prompt sets and each speculative cell's alignment with its drafter (plan/workloads.py)."""
+    conversation_loads: dict[str, tuple[ConversationLoadSpec, ...]] = dataclasses.field(
+        default_factory=dict)
+    """Cell id -> one ConversationLoadSpec per client, for workload.kind=conversations cells
+    (which have no entry in `loads`)."""
+
+    _works: dict[str, ConversationWork] = dataclasses.field(
+        default_factory=dict, repr=False, compare=False)
+
+    def work(self, cell: Cell) -> ConversationWork | None:
+        """A conversation cell's planned work (None for a prompt cell), counted once per cell:
+        the estimate, the plan's listing and the progress display all ask for it."""
+        specs = self.conversation_loads.get(cell.cell_id)
+        if specs is None:
+            return None
+        if cell.cell_id not in self._works:
+            self._works[cell.cell_id] = conversation_work(specs)
+        return self._works[cell.cell_id]
+
+    def requests_of(self, cell: Cell) -> int:
+        """The requests a cell measures: a conversation cell's rounds (conversations x their
+        rounds), a prompt cell's num_requests."""
+        work = self.work(cell)
+        return cell.num_requests if work is None else work.rounds
+
+    def cell_seconds(self, cell: Cell) -> float:
+        """estimate_cell_seconds with the cell's conversation work, if it has any."""
+        return estimate_cell_seconds(cell, self.work(cell))
+
+
+def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) -> DictConfig:
+    """The run's config: the fixed overrides composed, with the command line's sweeps merged
+    into grid.axes (a fixed override of an axis is a ConfigError naming both)."""
+    cfg = compose(line.fixed)
+    config_axes: dict[str, Any] = _plain(cfg.grid.axes) or {}
+    source = f"sweep {cfg.sweep}" if cfg.sweep != "single" else "grid.axes"
+    cfg.grid.axes = merge_axes(config_axes, line, source)
+    check_choices(cfg)
+    for axis in cfg.grid.axes:
+        _check_axis_key(cfg, axis)
+    for extra in _plain(cfg.grid.include) or []:  # extra cells: their keys act as axes too
+        for axis, value in extra.items():
+            _check_axis_key(cfg, axis)
+            text = line.fixed_keys.get(axis_key(axis))
+            if text is not None:
+                raise ConfigError(f"override {text} collides with {axis}={value!r} of an extra "
+                                  f"cell (grid.include) of {source}; drop the override")
+    return cfg
+
+
+def _check_axis_key(cfg: DictConfig, axis: str) -> None:
+    """An axis must name a key of the schema: cells set axes with Hydra's `++` (force add, so
+    that open dicts such as variant.env take new keys), which would also add a misspelt key to
+    a schema section. Below an open dict (env, args, sim_args) any key is allowed."""
+    if axis in GROUP_AXES:
+        return
+    if unmeasured_key(axis_key(axis)):
+        raise ConfigError(f"grid axis {axis}: {axis_key(axis)} changes how a run is operated, "
+                          "not what a cell measures (not part of a cell's id); set it once "
+                          "instead of sweeping it")
+    node: Any = cfg
+    for part in axis_key(axis).split("."):
+        schema = OmegaConf.get_type(node) if isinstance(node, DictConfig) else None
+        if schema is None or not dataclasses.is_dataclass(schema):
+            return
+        if part not in node:
+            raise ConfigError(f"grid axis {axis}: Key '{part}' not in '{schema.__name__}'")
+        node = node[part]
+
+
+def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
+                  compose: Callable[[list[str]], DictConfig]) -> tuple[list[Cell], WorkloadPlan]:
+    """One resolved config per axis combination of `base.grid` (see compose_grid), composed
+    with the fixed overrides plus the combination's own; each workload loaded once and each
+    speculative cell's workload aligned with its drafter."""
+    grid = base.grid
+    axes = _plain(grid.axes) or {}
+    combos = expand_axes(axes, _plain(grid.include), _plain(grid.exclude)) if axes else [{}]
+    cells: list[Cell] = []
+    loaded: dict[str, Any] = {}
+    workloads, aligner = WorkloadPlan(), AlignmentCache()
+    for combo in combos:
+        cfg = compose([*fixed_overrides, *axis_overrides(combo)])
+        check_choices(cfg)
+        config: dict[str, Any] = _plain(cfg)
+        _check_load(config["load"], combo)
+        check_drafter(config)
+        if config["engine"]["name"] == "sim" and is_speculative(config):
+            # The simulated drafter follows the model's drafter (engines/sim/drafter.py).
+            config["engine"]["sim_args"] = {**sim_drafter_args(config),
+                                            **(config["engine"]["sim_args"] or {})}
+        if is_conversations(config["workload"]):  # multi-turn replay (grid/plan/conversations.py)
+            key = conversation_set_key(config["workload"])
+            if key not in loaded:
+                loaded[key] = load_conversation_set(config["workload"])
+                if loaded[key].name in workloads.conversations:
+                    raise ConfigError(f"workload name {loaded[key].name!r} names two different "
+                                      "conversation sets in this grid; give them distinct "
+                                      "workload.name")
+                workloads.conversations[loaded[key].name] = loaded[key]
+                workloads.notes += loaded[key].notes
+            cells.append(make_cell(combo, config, loaded[key].digest))
+            continue
+        key = prompt_set_key(config["workload"])
+        if key not in loaded:
+            loaded[key] = load_workload(config["workload"])
+            if loaded[key].name in workloads.sets:
+                raise ConfigError(f"workload name {loaded[key].name!r} names two different "
+                                  "prompt sets in this grid; give them distinct workload.name")
+            workloads.sets[loaded[key].name] = loaded[key]
+            workloads.notes += loaded[key].notes
+        cell = make_cell(combo, config, loaded[key].digest)
+        alignment = aligner.for_cell(config, loaded[key])
+        if alignment is not None:
+            workloads.alignments[cell.cell_id] = alignment
+        cells.append(cell)
+    workloads.notes += aligner.reference_notes()
+    return dedupe(cells), workloads
+
+
+def _plain(node: Any) -> Any:
+    """A config node as plain, resolved containers (typed Any: its shape is the schema's)."""
+    return OmegaConf.to_container(node, resolve=True)
+
+
+def _check_load(load: dict[str, Any], combo: dict[str, Any]) -> None:
+    where = f" (cell {combo})" if combo else ""
+    if load["concurrency"] is None and load["rate"] is None:
+        raise ConfigError(f"load needs a concurrency or a rate{where}")
+    if load["concurrency"] is not None and load["concurrency"] <= 0:
+        raise ConfigError(f"concurrency must be positive, got {load['concurrency']}{where}")
+    if load["rate"] is not None and load["rate"] <= 0:
+        raise ConfigError(f"rate must be positive, got {load['rate']}{where}")
+    if load["clients"] < 1:
+        raise ConfigError(f"load.clients must be at least 1, got {load['clients']}")
+    if load["ca_bundle"] is not None and not Path(load["ca_bundle"]).is_file():
+        raise ConfigError(f"load.ca_bundle={load['ca_bundle']} is not a file")
+    transport_error = settings_error(load["transport"], load["tls_verify"], load["ca_bundle"])
+    if transport_error is not None:  # the TLS context / proxies the load generator will build
+        raise ConfigError(transport_error)
+    if not load["keepalive_s"] > 0:
+        raise ConfigError(f"load.keepalive_s must be positive, got {load['keepalive_s']}")
+
+
+def default_run_id(cfg: DictConfig) -> str:
+    """Derived from the sweep, engine and model, so the same command finds the same run folder
+    and resumes; adding cells to a sweep extends that run."""
+    engine = engine_identity(_plain(cfg.engine))
+    digest = stable_hash({"engine": engine, "model": OmegaConf.to_container(cfg.model)}, 6)
+    return f"{cfg.sweep}-{cfg.engine.name}-{cfg.model.name}-{digest}"
+
+
+def resolve_run_id(cfg: DictConfig) -> str:
+    if cfg.run.id:
+        return str(cfg.run.id)
+    run_id = default_run_id(cfg)
+    if cfg.run.fresh:
+        run_id += dt.datetime.now().strftime("-%Y%m%d-%H%M%S")
+    return run_id
+
+
+def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
+               results_dir: Path) -> Plan:
+    """Everything decided before anything starts; writes nothing. ConfigError (one line) for
+    anything that cannot run."""
+    if not cells:
+        raise ConfigError("the grid has no cells (every combination was excluded)")
+    if cfg.run.max_server_starts < 1:
+        raise ConfigError(f"run.max_server_starts must be >= 1, got {cfg.run.max_server_starts}")
+    if cfg.grid.max_parallel_servers < 1:
+        raise ConfigError("grid.max_parallel_servers must be >= 1, got "
+                          f"{cfg.grid.max_parallel_servers}")
+    check_cluster(cfg)
+    if not cfg.load.client_cpus > 0:
+        raise ConfigError(f"load.client_cpus must be > 0, got {cfg.load.client_cpus}")
+    run_id = resolve_run_id(cfg)
+    run_dir = results_dir / run_id
+    version, validator = sglang_version(cfg)
+    # The detected engine version is part of every cell's identity (and server key); the
+    # workloads' per-cell alignment follows the cells to their final ids.
+    versioned = [c.with_engine_version(engine_version(c.config, version)) for c in cells]
+    workloads.alignments = {new.cell_id: workloads.alignments[old.cell_id]
+                            for old, new in zip(cells, versioned, strict=True)
+                            if old.cell_id in workloads.alignments}
+    cells = dedupe(versioned)
+    groups = group_by_server(cells)
+    gpus = cluster_gpus(cfg)
+    if cfg.plan and gpus == 0:
+        gpus = None  # planning for a GPU node from a machine without GPUs
+    prompts = workloads.prompts
+    convs = workloads.conversations
+    conversation_loads = {c.cell_id: conversation_specs(c, convs[c.workload].conversations,
+                                                        PLANNED_URL)
+                          for c in cells if c.workload in convs}
+    loads = {c.cell_id: load_specs(c, prompts[c.workload]) for c in cells
+             if c.workload not in convs}
+    check_gpus(groups, gpus)
+    check_cpus(groups, cluster_cpus(cfg))
+    check_engine(cfg, groups)
+    launches = {g.server_key: launch_spec(g.config, version) for g in groups}
+    validation = validate_flags(groups, version, validator)
+    warnings = plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
+    return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
+                loads, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
+                bool(cfg.grid.exclusive_node), workloads, conversation_loads)
+
+
+
+
+def estimate_seconds(plan: Plan) -> float:
+    """The run's wall time: Ray start, each server group's start, each cell. With
+    max_parallel_servers > 1, groups are laid out in order on that many slots, each taking the
+    next free one (as the controller does)."""
+    slots = [0.0] * max(1, plan.max_parallel_servers)
+    for group in plan.groups:
+        seconds = SERVER_START_S.get(group.config["engine"]["name"], SGLANG_START_S)
+        seconds += sum(plan.cell_seconds(cell) for cell in group.cells)
+        slots[slots.index(min(slots))] += seconds
+    return RUN_OVERHEAD_S + max(slots)
+
+
+def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
+    lines = [f"run {plan.run_id} -> {plan.run_dir}",
+             f"{len(plan.cells)} cells in {len(plan.groups)} server groups; cluster GPUs: "
+             f"{plan.cluster_gpus if plan.cluster_gpus is not None else 'not checked here'}",
+             f"placement: {plan.max_parallel_servers} server group(s) at a time, "
+             + ("one server per node (grid.exclusive_node)" if plan.exclusive_node
+                else "servers packed on GPU subsets of a node (grid.exclusive_node=false)")]
+    gpu = 0
+    for n, group in enumerate(plan.groups, 1):
+        spec = plan.launches[group.server_key]
+        engine = group.config["engine"]["name"]
+        lines.append("")
+        if spec is None:
+            lines.append(f"server {n}: {group.variant} at {group.config['engine']['url']} "
+                         "(external: not launched, no GPUs reserved)")
+        else:
+            # One at a time, each server gets GPUs 0..tp-1 of its node; in parallel, Ray
+            # assigns each its own.
+            gpus = ",".join(str(gpu + i) for i in range(group.tp_size))
+            where = (f"CUDA_VISIBLE_DEVICES={gpus} as assigned by Ray"
+                     if plan.max_parallel_servers == 1 else "its own GPUs, assigned by Ray")
+            lines.append(f"server {n}: {group.variant} [{engine}] on {group.tp_size} GPU(s) "
+                         f"({where})")
+            key = ""
+            if spec.api_key:
+                key = f" {spec.api_key_flag} '***'"
+            elif spec.binds_beyond_loopback:
+                key = (f" {spec.api_key_flag} '***' (generated for the run: the server binds "
+                       "beyond loopback)")
+            lines.append(f"  command: {shlex.join(redact_argv(spec.argv))} {spec.port_flag} "
+                         "<free port>"
+                         + "".join(f" {f} <free port>" for f in spec.extra_port_flags) + key)
+            for name, content in sorted(spec.files.items()):
+                lines.append(f"  file {name} (written beside the server): {content.strip()}")
+            if spec.env:
+                lines.append("  env: " + " ".join(f"{k}={v}" for k, v in sorted(spec.env.items())))
+        if group.cells[0].engine_version:
+            lines.append(f"  engine: {group.cells[0].engine_version}")
+        for cell in group.cells:
+            work = plan.work(cell)
+            size = (f"conversations={work.conversations} rounds={work.rounds}"
+                    if work is not None else f"requests={cell.num_requests}")
+            lines.append(f"  cell {cell.cell_id}: {cell.describe()} {size}")
+    lines.append("")
+    if plan.workloads is not None:  # alignment of each workload x speculative variant
+        lines += alignment_lines(plan.cells, plan.workloads)
+    for warning in plan.warnings:
+        lines.append(f"warning: {warning}")
+    lines.append(plan.validation)
+    minutes = estimate_seconds(plan) / 60
+    how = ("servers run one after another" if plan.max_parallel_servers == 1 else
+           f"up to {plan.max_parallel_servers} servers at a time")
+    lines.append(f"estimate: ~{minutes:.1f} min (rough; {how})")
+    return "\n".join(lines)
+

@@ -1,0 +1,279 @@
+"""Cell expansion: the sweep's axes -> cells, each with a stable id, grouped by server.
+
+Pure: no Hydra, no Ray, no files. `expand_axes` makes the axis combinations; the caller
+composes one resolved config per combination (`axis_overrides` gives the Hydra overrides) and
+`make_cell` turns it into a Cell. A cell id is a hash of what the cell measures (engine and its
+detected version, model and draft paths and revisions, variant, the prompts' content, load) —
+never timeouts, interpreter paths or timestamps — so the same cell has the same id in every run
+and a changed cell gets a new one."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+GROUP_AXES = ("variant", "workload", "model", "engine")
+"""Axes whose values name a config option (conf/<axis>/<value>.yaml)."""
+KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate", "repeat": "load.repeat"}
+"""Short axis names for load settings."""
+
+# Fields that change how a run is operated, not what a cell measures.
+_NOT_IDENTITY = {
+    "engine": ("python", "validate_python", "ready_timeout_s", "stop_timeout_s", "host",
+               "api_key"),
+    "load": ("request_timeout_s", "client_cpus"),
+}
+
+
+def unmeasured_key(key: str) -> bool:
+    """A config key that is neither part of a cell's identity nor read into it some other way
+    (`engine.python` is: the engine version it reports is part of the identity). Such a key
+    cannot be a grid axis: its cells would share one id and collapse into one."""
+    section, _, name = key.partition(".")
+    return name != "python" and name in _NOT_IDENTITY.get(section, ())
+
+
+# Shorter labels for variant factors that appear in variant names.
+_FACTOR_ABBREV = {"speculative_disable_above_batch": "off_above"}
+
+
+def stable_hash(obj: Any, length: int = 16) -> str:
+    """sha256 of canonical JSON (sorted keys): equal for equal content, whatever the key order."""
+    text = json.dumps(obj, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def axis_key(axis: str) -> str:
+    """The config key an axis sets (`concurrency` -> `load.concurrency`)."""
+    return KEY_ALIASES.get(axis, axis)
+
+
+def expand_axes(
+    axes: Mapping[str, Sequence[Any]],
+    include: Iterable[Mapping[str, Any]] = (),
+    exclude: Iterable[Mapping[str, Any]] = (),
+) -> list[dict[str, Any]]:
+    """Cartesian product of the axes (in the order given), minus excluded, plus included.
+
+    An exclude rule drops a combination that matches every key of the rule (a rule value may
+    be a list of values). Included combinations are appended unless already present."""
+    names = list(axes)
+    for name in names:
+        values = axes[name]
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            raise ValueError(f"grid.axes.{name} must be a list, got {values!r}")
+        if len(values) == 0:
+            raise ValueError(f"grid.axes.{name} is empty: the grid has no cells")
+    combos = [dict(zip(names, values, strict=True)) for values in itertools.product(
+        *(axes[n] for n in names))]
+    rules = [dict(rule) for rule in exclude]
+    combos = [c for c in combos if not any(_matches(c, rule) for rule in rules)]
+    for extra in include:
+        extra = dict(extra)
+        if extra not in combos:
+            combos.append(extra)
+    return combos
+
+
+def _matches(combo: Mapping[str, Any], rule: Mapping[str, Any]) -> bool:
+    for key, wanted in rule.items():
+        if key not in combo:
+            return False
+        options = wanted if isinstance(wanted, list | tuple) else [wanted]
+        if combo[key] not in options:
+            return False
+    return True
+
+
+def axis_overrides(combo: Mapping[str, Any]) -> list[str]:
+    """Hydra overrides that select one combination: `variant=eagle3`, `++load.concurrency=8`."""
+    out = []
+    for axis, value in combo.items():
+        if axis in GROUP_AXES:
+            out.append(f"{axis}={value}")
+        else:
+            out.append(f"++{axis_key(axis)}={_hydra_value(value)}")
+    return out
+
+
+def _hydra_value(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    text = str(value).replace("\\", "\\\\").replace("'", "\\'")
+    return f"'{text}'"
+
+
+def requests_for_cell(load: Mapping[str, Any]) -> int:
+    """Measured requests of a cell: num_requests if set, else requests_per_stream per stream
+    (arrivals per second for an open-loop cell, else concurrency), at least min_requests."""
+    if load.get("num_requests") is not None:
+        return int(load["num_requests"])
+    streams = load["rate"] if load.get("rate") is not None else load.get("concurrency") or 1
+    return max(int(load["min_requests"]), math.ceil(load["requests_per_stream"] * streams))
+
+
+def variant_label(name: str, combo: Mapping[str, Any]) -> str:
+    """The variant's name plus the variant factors this cell sets, as a path-safe slug:
+    `eagle3` with `variant.speculative_disable_above_batch=16` -> `eagle3__off_above-16`."""
+    parts = []
+    for axis, value in combo.items():
+        if axis.startswith("variant.") and value is not None:
+            leaf = axis.rsplit(".", 1)[-1]
+            leaf = _FACTOR_ABBREV.get(leaf, leaf).lower()
+            parts.append(f"{leaf}-{_slug(value)}")
+    return "__".join([_slug(name), *parts])
+
+
+def _slug(value: Any) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "none"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the grid: a server configuration under one load and workload."""
+
+    cell_id: str
+    server_key: str
+    variant: str
+    """Variant label (name plus the variant factors of this cell)."""
+    workload: str
+    concurrency: int | None
+    """Closed loop: requests in flight (None for an open-loop rate cell)."""
+    rate: float | None
+    """Open loop: mean arrivals per second (None for a closed-loop cell)."""
+    num_requests: int
+    tp_size: int
+    factors: dict[str, Any]
+    """The axis values that define this cell (axis -> value)."""
+    config: dict[str, Any] = field(repr=False)
+    """The resolved config (plain containers)."""
+    prompts_digest: str = ""
+    """sha256 of the prompts' content (part of the identity)."""
+    engine_version: str | None = None
+    """The engine's detected version (part of the identity; see grid.plan.specs.engine_version)."""
+    max_in_flight: int | None = None
+    """Open loop: cap on requests in flight (None = unbounded)."""
+
+    def with_engine_version(self, version: str | None) -> Cell:
+        """The same cell measured on engine `version`: a new id and server key."""
+        return make_cell(self.factors, self.config, self.prompts_digest, version)
+
+    def describe(self) -> str:
+        """`eagle3 c=4 coding`, `baseline rate=5/s coding` (with `<=N in flight` if capped)."""
+        if self.rate is None:
+            load = f"c={self.concurrency}"
+        else:
+            load = f"rate={self.rate:g}/s"
+            if self.max_in_flight is not None:
+                load += f" <={self.max_in_flight} in flight"
+        return f"{self.variant} {load} {self.workload}"
+
+
+def identity(config: Mapping[str, Any], prompts_digest: str,
+             engine_version: str | None = None) -> dict[str, Any]:
+    """What a cell measures. The prompt file's path is replaced by a digest of its content;
+    the engine carries its detected version; load settings the cell's loop does not use
+    (concurrency for an open-loop cell; the arrival law and in-flight cap for a closed one)
+    are left out."""
+    ident: dict[str, Any] = {}
+    for part in ("engine", "model", "variant", "workload", "load"):
+        node = dict(config[part])
+        for drop in _NOT_IDENTITY.get(part, ()):
+            node.pop(drop, None)
+        ident[part] = node
+    ident["workload"]["prompts"] = prompts_digest
+    ident["engine"]["version"] = engine_version
+    unused = (("concurrency",) if config["load"].get("rate") is not None
+              else ("max_in_flight", "arrival", "burstiness"))
+    for key in unused:
+        ident["load"].pop(key, None)
+    return ident
+
+
+def engine_identity(engine: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine settings that change what is measured (not paths, timeouts or secrets)."""
+    return {k: v for k, v in engine.items() if k not in _NOT_IDENTITY["engine"]}
+
+
+def server_identity(config: Mapping[str, Any], engine_version: str | None = None
+                    ) -> dict[str, Any]:
+    """Everything that needs a distinct server process (not the variant's label)."""
+    variant = {k: v for k, v in config["variant"].items() if k != "name"}
+    variant["tp_size"] = resolved_tp_size(config)
+    engine = {**engine_identity(config["engine"]), "version": engine_version}
+    return {"engine": engine, "model": dict(config["model"]), "variant": variant}
+
+
+def resolved_tp_size(config: Mapping[str, Any]) -> int:
+    tp = config["variant"].get("tp_size")
+    return int(tp if tp is not None else config["model"]["tp_size"])
+
+
+def make_cell(combo: Mapping[str, Any], config: Mapping[str, Any], prompts_digest: str,
+              engine_version: str | None = None) -> Cell:
+    load = config["load"]
+    open_loop = load.get("rate") is not None
+    return Cell(
+        cell_id=stable_hash(identity(config, prompts_digest, engine_version)),
+        server_key=stable_hash(server_identity(config, engine_version)),
+        variant=variant_label(config["variant"]["name"], combo),
+        workload=str(config["workload"]["name"]),
+        concurrency=None if open_loop else load.get("concurrency"),
+        rate=load.get("rate"),
+        num_requests=requests_for_cell(load),
+        tp_size=resolved_tp_size(config),
+        factors=dict(combo),
+        config=dict(config),
+        prompts_digest=prompts_digest,
+        engine_version=engine_version,
+        max_in_flight=load.get("max_in_flight") if open_loop else None,
+    )
+
+
+@dataclass(frozen=True)
+class ServerGroup:
+    """Cells that share one server process, in grid order."""
+
+    server_key: str
+    cells: tuple[Cell, ...]
+
+    @property
+    def config(self) -> dict[str, Any]:
+        return self.cells[0].config
+
+    @property
+    def tp_size(self) -> int:
+        return self.cells[0].tp_size
+
+    @property
+    def variant(self) -> str:
+        return self.cells[0].variant
+
+
+def group_by_server(cells: Sequence[Cell]) -> list[ServerGroup]:
+    """Groups in order of first appearance; within a group, cells keep grid order."""
+    groups: dict[str, list[Cell]] = {}
+    for cell in cells:
+        groups.setdefault(cell.server_key, []).append(cell)
+    return [ServerGroup(key, tuple(members)) for key, members in groups.items()]
+
+
+def dedupe(cells: Iterable[Cell]) -> list[Cell]:
+    """Drop repeated cell ids (two axis combinations that resolve to the same cell)."""
+    seen: set[str] = set()
+    out = []
+    for cell in cells:
+        if cell.cell_id not in seen:
+            seen.add(cell.cell_id)
+            out.append(cell)
+    return out

@@ -1,0 +1,341 @@
+"""The config schema: one dataclass per component, registered with Hydra's ConfigStore so that a
+wrong type or an unknown key fails at composition with Hydra's own message.
+
+OmegaConf cannot type a field as `Literal`, so choice fields are `str` in the schema and their
+allowed values are the `Literal` aliases below, checked by `check_choices` right after
+composition (before anything expensive starts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, get_args
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+EngineName = Literal["sim", "sglang", "external"]
+SglangLauncher = Literal["serve", "launch_server"]
+Endpoint = Literal["generate", "chat"]
+Arrival = Literal["poisson", "gamma", "constant", "trace"]
+WorkloadKind = Literal["prompts", "conversations"]
+Replay = Literal["recorded", "live"]
+ThinkTime = Literal["trace", "none", "constant", "exponential"]
+Template = Literal["chatml", "llama3"]
+InputShaping = Literal["filter", "fit"]
+Transport = Literal["raw", "aiohttp", "httpx"]
+ClusterKind = Literal["local", "ray"]
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message is one line naming the problem."""
+
+
+@dataclass
+class EngineConfig:
+    name: str = "sim"
+    """Which engine serves the variants: one of EngineName."""
+    python: str = ""
+    """Interpreter that runs the engine program ("" = the driver's own)."""
+    launcher: str = "serve"
+    """SGLang only: `sglang serve` or `python -m sglang.launch_server` (SglangLauncher)."""
+    version: str | None = None
+    """SGLang version the flags are built for; None = read it from `python`."""
+    url: str | None = None
+    """External only: base URL of a server someone else runs (http://host:port)."""
+    validate_python: str | None = None
+    """A Python with SGLang installed whose own parser checks every server command before
+    anything starts (default: `python` for engine=sglang; unset for the simulator = not checked)."""
+    host: str = "127.0.0.1"
+    """IPv4 address a launched server binds to (--host). 127.0.0.1: reachable only from its
+    node, where its load generators run. 0.0.0.0 (every interface, e.g. to reach it from
+    another machine) or a node's address: the server gets an API key (docs/cluster.md)."""
+    api_key: str | None = None
+    """Bearer token the server expects (passed as --api-key to launched servers). Unset, a
+    server bound beyond loopback gets a fresh key for each run."""
+    ready_timeout_s: float = 1800.0
+    """Start-up budget before a server is declared never-ready (big models load for minutes)."""
+    stop_timeout_s: float = 20.0
+    """SIGTERM grace before the whole process group is killed."""
+    sim_args: dict[str, Any] = field(default_factory=dict)
+    """Simulator only: its own flags without the `--sim-` prefix, e.g. {profile: default}."""
+
+
+@dataclass
+class DrafterConfig:
+    """What the speculative variants' draft model was trained on (docs/workloads.md)."""
+
+    train_mix: Any = None
+    """Training mix, a mapping domain (coding, agentic, math, chat, encyclopedic) or data-set
+    family (magicoder, glaive, ...) -> weight; workloads are checked against it when no data is
+    given. Typed Any so that a command-line mapping is accepted (Hydra refuses new keys in a
+    typed dict); grid/plan/workloads.py check_drafter checks it after composition."""
+    train_data: str | None = None
+    """The drafter's training data (JSONL, ShareGPT, OpenAI messages, Parquet, or a folder);
+    when set, alignment compares prompts with its rows."""
+
+
+@dataclass
+class ModelConfig:
+    name: str = "kimi-k2.5-class"
+    """Short slug used in run ids and reports."""
+    model_path: str = "specgrid/sim-model"
+    """--model-path (a hub id or a local folder on the node)."""
+    draft_model_path: str | None = None
+    """EAGLE-3 draft model, passed only to speculative variants."""
+    revision: str | None = None
+    """--revision: the model's hub revision (branch, tag or commit); part of a cell's identity."""
+    draft_revision: str | None = None
+    """--speculative-draft-model-revision for the draft model; part of a cell's identity."""
+    served_model_name: str | None = None
+    """--served-model-name; also the `model` field of OpenAI requests."""
+    tp_size: int = 1
+    """GPUs per server unless the variant says otherwise."""
+    drafter: DrafterConfig = field(default_factory=DrafterConfig)
+    """The EAGLE-3 drafter's training distribution (recorded with every cell)."""
+
+
+@dataclass
+class HardwareConfig:
+    name: str = "rtx-pro-6000"
+    """GPU kind of the node: the simulator's hardware profile
+    (engines/sim/profiles/hardware/<name>.json); recorded for real engines."""
+
+
+@dataclass
+class VariantConfig:
+    name: str = "baseline"
+    """Label of the variant in results and reports."""
+    args: dict[str, Any] = field(default_factory=dict)
+    """SGLang ServerArgs field names -> values (speculative_algorithm: EAGLE3, ...)."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment over the node's (NCCL_*, CUDA_*, SGLANG_* as grid factors)."""
+    tp_size: int | None = None
+    """GPUs for this variant's server; None = model.tp_size."""
+    speculative_disable_above_batch: int | None = None
+    """Speculation off when the running batch exceeds this (becomes an adaptive config)."""
+
+
+@dataclass
+class WorkloadConfig:
+    name: str = "coding"
+    """Label of the workload in results and reports."""
+    prompts: str = "coding.jsonl"
+    """Prompt file (JSON lines: prompt_id, domain, source, text); a relative name is looked up
+    in workloads/prompts/ (package data)."""
+    domains: list[str] = field(default_factory=list)
+    """Keep only prompts of these domains (empty = all)."""
+    endpoint: str = "generate"
+    """SGLang native /generate (carries spec_verify_ct) or OpenAI chat (Endpoint)."""
+    max_new_tokens: int = 128
+    """Output length per request."""
+    temperature: float = 0.0
+    """Sampling temperature."""
+    ignore_eos: bool = True
+    """Generate exactly max_new_tokens (comparable cells)."""
+    train_data: str | None = None
+    """Sample the prompts from this training data instead of `prompts` (docs/workloads.md)."""
+    holdout: str | None = None
+    """With train_data: draw prompts only from a held-out split -- a file (rows also in
+    train_data are never drawn) or a fraction such as 0.1 (a seed-independent hash split)."""
+    mix: Any = None
+    """With train_data: a mapping source or domain -> weight of the sample (None = the data's
+    own mix). Typed Any so `workload.mix={coding: 0.6, agentic: 0.4}` works on the command line;
+    checked after composition (grid/plan/workloads.py check_drafter)."""
+    num_prompts: int = 256
+    """With train_data: prompts drawn."""
+    sample_seed: int = 0
+    """With train_data: seed of the stratified sample (same seed = same prompts, any process)."""
+    input_tokens: list[int] | None = None
+    """[min, max] prompt tokens (estimated as characters / 4); None = no shaping."""
+    input_shaping: str = "filter"
+    """How input_tokens shapes prompts: `filter` drops those outside the range, `fit`
+    truncates long ones and pads short ones by repetition (InputShaping)."""
+    # --- kind=conversations: multi-turn replay (docs/agentic.md) ----------------------------
+    kind: str = "prompts"
+    """`prompts` (single requests from `prompts`/`train_data`) or `conversations` (multi-turn
+    replay of `conversations`; load.concurrency = conversations in flight) (WorkloadKind)."""
+    conversations: str | None = None
+    """Conversation file: a name in workloads/conversations_data/ or a path."""
+    format: str = "auto"
+    """Conversation file format (auto, sglang_agentic, mooncake, sharegpt, openai,
+    speed_bench); checked when the file is read, before anything starts."""
+    template: str = "llama3"
+    """Chat template layout of the rendered /generate prompt (Template)."""
+    replay: str = "recorded"
+    """History of later rounds: the trace's replies (`recorded`, the same contexts for every
+    variant) or the server's own (`live`) (Replay)."""
+    max_turns: int | None = None
+    """Replay at most this many rounds of each conversation (None = all)."""
+    num_conversations: int | None = None
+    """Read and replay only the first this many conversations (None = all)."""
+    think_time: str = "none"
+    """Think time between rounds: trace | none | constant | exponential (ThinkTime)."""
+    think_time_s: float = 0.0
+    """Constant think time, or the mean of the exponential one (s)."""
+    time_scale: float = 1.0
+    """load.arrival=trace: multiplier of the trace's arrival offsets (0.5 = twice as fast)."""
+
+
+@dataclass
+class LoadConfig:
+    concurrency: int | None = 1
+    """Closed loop: requests in flight (ignored by open-loop rate cells: see max_in_flight)."""
+    rate: float | None = None
+    """Open loop: mean arrivals per second on a precomputed schedule (None = closed loop)."""
+    max_in_flight: int | None = None
+    """Open loop: at most this many requests in flight (None = unbounded)."""
+    arrival: str = "poisson"
+    """Open-loop arrival process (Arrival; `trace` = the trace's own arrival times, for
+    workload.kind=conversations)."""
+    burstiness: float = 1.0
+    """Gamma shape for arrival=gamma; 1.0 is Poisson, below 1 burstier."""
+    num_requests: int | None = None
+    """Measured requests per cell; None = max(min_requests, requests_per_stream x concurrency)."""
+    requests_per_stream: float = 4.0
+    """Requests per concurrent stream when num_requests is None (>= 4 leaves a steady-state
+    window of >= 3 requests per stream after ramp-up and drain)."""
+    min_requests: int = 8
+    """Floor on measured requests per cell."""
+    duration_s: float | None = None
+    """Bound the load window by time too (whichever ends first)."""
+    warmup_requests: int = 2
+    """Requests sent first and excluded from results."""
+    request_timeout_s: float = 300.0
+    """A request taking longer is an error row (catches hung servers)."""
+    clients: int = 1
+    """LoadGenActors sharing one cell's load."""
+    client_cpus: float = 1.0
+    """CPUs each LoadGenActor reserves on its server's node (its event loop needs a core)."""
+    seed: int = 0
+    """Seeds prompt order and arrival schedules."""
+    repeat: int = 0
+    """Repeat index: `grid.axes.repeat=[0,1,2]` measures the same cell again under distinct
+    cell ids (part of the cell identity; nothing else changes)."""
+    transport: str = "raw"
+    """HTTP client of the load generator (Transport; docs/loadgen.md): raw (llhttp, stamps
+    every read where it arrives), aiohttp (httpx-aiohttp; honours HTTP(S)_PROXY), httpx."""
+    tls_verify: bool = True
+    """Check the server's TLS certificate (https:// servers)."""
+    ca_bundle: str | None = None
+    """PEM file of CA certificates to trust instead of the system's (https:// servers)."""
+    keepalive_s: float = 60.0
+    """Idle keep-alive connections older than this are closed, not reused."""
+
+
+@dataclass
+class GridAxes:
+    axes: dict[str, Any] = field(default_factory=dict)
+    """Axis name -> list of values. `variant`, `workload`, `model`, `engine` pick config
+    options; `concurrency` and `rate` are load settings; any other dotted key
+    (variant.env.NCCL_ALGO) sets that config value."""
+    include: list[Any] = field(default_factory=list)
+    """Extra cells: mappings axis -> value, added after the product."""
+    exclude: list[Any] = field(default_factory=list)
+    """Rules axis -> value or list of values; a cell matching every key of a rule is dropped."""
+    max_parallel_servers: int = 1
+    """Server groups run at the same time (each on its own GPUs); 1 keeps measurements
+    undisturbed by other servers on the node."""
+    exclusive_node: bool = True
+    """One server per node: a server reserves all GPUs of its node (it still uses tp_size of
+    them). False packs servers on GPU subsets of one node (two TP4 servers on an 8-GPU node)."""
+
+
+@dataclass
+class RunConfig:
+    id: str | None = None
+    """Run folder name; None = derived from the sweep, engine and model (same command resumes)."""
+    fresh: bool = False
+    """Start a new run folder instead of resuming."""
+    retry_failed: bool = True
+    """On resume, run failed cells again."""
+    max_error_rate: float = 0.1
+    """A cell whose request error ratio exceeds this fails."""
+    max_server_starts: int = 2
+    """Consecutive failed starts of a group's server after which its remaining cells fail."""
+    metrics_interval_s: float | None = 1.0
+    """Sample the server's /metrics this often during a cell into server_metrics/ (None = off)."""
+    telemetry_interval_s: float | None = 1.0
+    """Sample the node's GPUs through NVML this often during a cell into telemetry/ (None =
+    off)."""
+
+
+@dataclass
+class SloConfig:
+    """Latency objectives for goodput (SGLang's rule: a request counts when it succeeded and
+    met every SLO that is set; grid/analysis/goodput.py)."""
+
+    ttft_ms: float | None = 2000.0
+    """Time to first token, milliseconds (None = not checked)."""
+    tpot_ms: float | None = 100.0
+    """Time per output token after the first, milliseconds (None = not checked)."""
+    e2e_ms: float | None = None
+    """End-to-end request latency, milliseconds (None = not checked)."""
+
+
+@dataclass
+class ClusterConfig:
+    kind: str = "local"
+    """One of ClusterKind. local: start a private Ray instance on this machine, never joining
+    a running cluster; ray: join the running Ray cluster at `address` (docs/cluster.md)."""
+    address: str | None = None
+    """The Ray cluster to join (cluster=ray): `auto` (found through RAY_ADDRESS or the node's
+    running Ray) or `host:port` of its head; must be unset for cluster=local."""
+    num_gpus: int | None = None
+    """GPUs of a local cluster; None = the GPUs found (logical GPUs: 8 for the simulator)."""
+    num_cpus: int | None = None
+    """CPUs of a local cluster; None = Ray's default."""
+
+
+@dataclass
+class SpecgridConfig:
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    hardware: HardwareConfig = field(default_factory=HardwareConfig)
+    variant: VariantConfig = field(default_factory=VariantConfig)
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    load: LoadConfig = field(default_factory=LoadConfig)
+    grid: GridAxes = field(default_factory=GridAxes)
+    run: RunConfig = field(default_factory=RunConfig)
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    slo: SloConfig = field(default_factory=SloConfig)
+    sweep: str = "single"
+    """Sweep name (set by sweep/*.yaml); part of the default run id."""
+    results_dir: str = "results"
+    """Where run folders go (relative to the working directory)."""
+    plan: bool = False
+    """Print the plan (cells, servers, commands, GPUs, estimate) and exit."""
+
+
+def register_configs() -> None:
+    """The root schema; config.yaml lists it first, so every group merged into it is typed."""
+    ConfigStore.instance().store(name="specgrid_schema", node=SpecgridConfig)
+
+
+_CHOICES: dict[str, Any] = {
+    "engine.name": EngineName,
+    "engine.launcher": SglangLauncher,
+    "workload.endpoint": Endpoint,
+    "load.arrival": Arrival,
+    "workload.input_shaping": InputShaping,
+    "load.transport": Transport,
+    "workload.kind": WorkloadKind,
+    "workload.replay": Replay,
+    "workload.think_time": ThinkTime,
+    "workload.template": Template,
+    "cluster.kind": ClusterKind,
+}
+
+
+def check_choices(cfg: DictConfig | dict[str, Any]) -> None:
+    """Raise ConfigError if a choice field holds a value outside its Literal."""
+    for key, alias in _CHOICES.items():
+        value = OmegaConf.select(cfg, key) if isinstance(cfg, DictConfig) else _dig(cfg, key)
+        allowed = get_args(alias)
+        if value not in allowed:
+            raise ConfigError(f"{key}={value!r} is not one of {', '.join(allowed)}")
+
+
+def _dig(d: dict[str, Any], dotted: str) -> Any:
+    for part in dotted.split("."):
+        d = d[part]
+    return d

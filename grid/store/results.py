@@ -1,0 +1,237 @@
+"""The results store: each cell attempt's requests, server metrics and cell row, committed so
+that they become visible together or not at all. Only the driver writes.
+
+Layout (hive partitions, so `pd.read_parquet(run_dir / "requests")` works):
+
+    <dataset>/variant=<v>/workload=<w>/<cell_id>.a<attempt>.parquet     latest committed attempt
+    <dataset>/variant=<v>/workload=<w>/_<cell_id>.a<attempt>.parquet    superseded attempt
+
+for dataset in requests, server_metrics, telemetry, turns (conversation cells), cells. Readers
+(pyarrow, pandas, DuckDB) skip names starting with `_` or `.`, so a plain read sees one attempt
+per cell; `grid.store.loader` can read the superseded ones too.
+
+Commit protocol of one attempt: every file is written under a hidden temporary name and
+fsynced; then the data files are renamed into place, then the cell row (the commit point); the
+folders are fsynced; only then are earlier attempts of the cell renamed to their `_` names. The
+cell row file is the proof of commit: a request or metrics file without its cell row is an
+uncommitted attempt, which `grid.store.loader` never shows and `reconcile` deletes on the next start
+(a kill between the renames leaves the previous attempt in place and visible to the loader)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from grid.store.schema import (
+    CELL_FIELDS,
+    REQUEST_FIELDS,
+    SERVER_METRIC_FIELDS,
+    TELEMETRY_FIELDS,
+    TURN_FIELDS,
+)
+
+COMMIT_DATASET = "cells"
+"""The dataset whose file commits an attempt (written last)."""
+DATA_DATASETS = ("requests", "server_metrics", "telemetry", "turns")
+"""Datasets written per attempt before the commit."""
+_NAME = re.compile(r"^(_?)([^./_][^/]*?)\.a(\d+)\.parquet$")
+
+
+class ResultsWriteError(OSError):
+    """A results file could not be written; nothing was committed."""
+
+
+@dataclass(frozen=True)
+class AttemptFile:
+    """One file of one cell attempt, as found on disk."""
+
+    path: Path
+    cell_id: str
+    attempt: int
+    superseded: bool
+    """Renamed to its `_` name because a later attempt of the cell was committed."""
+
+
+def partition_dir(root: Path, dataset: str, variant: str, workload: str) -> Path:
+    return root / dataset / f"variant={variant}" / f"workload={workload}"
+
+
+def attempt_name(cell_id: str, attempt: int, superseded: bool = False) -> str:
+    return f"{'_' if superseded else ''}{cell_id}.a{attempt}.parquet"
+
+
+def attempt_files(run_dir: Path, dataset: str) -> list[AttemptFile]:
+    """Every attempt file of `dataset` (latest and superseded); temporary files excluded."""
+    folder = Path(run_dir) / dataset
+    if not folder.is_dir():
+        return []
+    out = []
+    for path in sorted(folder.rglob("*.parquet")):
+        match = _NAME.match(path.name)
+        if match:
+            out.append(AttemptFile(path, match.group(2), int(match.group(3)),
+                                   bool(match.group(1))))
+    return out
+
+
+def committed_attempts(run_dir: Path) -> dict[str, list[int]]:
+    """Cell id -> its committed attempts, ascending (those with a cell row)."""
+    out: dict[str, list[int]] = {}
+    for f in attempt_files(run_dir, COMMIT_DATASET):
+        out.setdefault(f.cell_id, []).append(f.attempt)
+    return {cell: sorted(attempts) for cell, attempts in out.items()}
+
+
+def request_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist([dict(r) for r in rows], schema=REQUEST_FIELDS)
+
+
+def cell_table(row: Mapping[str, Any]) -> pa.Table:
+    return pa.Table.from_pylist([dict(row)], schema=CELL_FIELDS)
+
+
+def metrics_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist([dict(r) for r in rows], schema=SERVER_METRIC_FIELDS)
+
+
+def write_cell(
+    run_dir: Path,
+    *,
+    variant: str,
+    workload: str,
+    cell_id: str,
+    attempt: int,
+    requests: Sequence[Mapping[str, Any]],
+    cell_row: Mapping[str, Any],
+    server_metrics: Sequence[Mapping[str, Any]] = (),
+    telemetry: Sequence[Mapping[str, Any]] = (),
+    turns: Sequence[Mapping[str, Any]] = (),
+) -> None:
+    """Commit one cell attempt (module docstring). Tables are built before anything is
+    written; ResultsWriteError if a file cannot be written (then nothing was committed)."""
+    tables = {"requests": request_table(requests), "server_metrics": metrics_table(server_metrics),
+              "telemetry": pa.Table.from_pylist([dict(r) for r in telemetry],
+                                                schema=TELEMETRY_FIELDS),
+              COMMIT_DATASET: cell_table(cell_row)}
+    if turns:  # conversation cells only (grid/plan/conversations.py)
+        tables["turns"] = pa.Table.from_pylist([dict(r) for r in turns], schema=TURN_FIELDS)
+    commit_attempt(run_dir, variant, workload, cell_id, attempt, tables)
+
+
+def commit_attempt(run_dir: Path, variant: str, workload: str, cell_id: str, attempt: int,
+                   tables: Mapping[str, pa.Table]) -> None:
+    """Write `tables` (dataset -> table; must include the cell row) as one attempt: all hidden
+    and fsynced, data renamed into place, then the cell row, then earlier attempts hidden."""
+    assert COMMIT_DATASET in tables, "an attempt is committed by its cell row"
+    name = attempt_name(cell_id, attempt)
+    order = [d for d in tables if d != COMMIT_DATASET] + [COMMIT_DATASET]
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for dataset in order:
+            folder = partition_dir(run_dir, dataset, variant, workload)
+            _make_dirs(folder)
+            tmp = folder / f".{name}.tmp"
+            staged.append((tmp, folder / name))
+            pq.write_table(tables[dataset], tmp)
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+    except OSError as e:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
+        raise ResultsWriteError(f"cannot write results of cell {cell_id}: "
+                                f"{e.strerror or e}") from None
+    for tmp, final in staged:  # the cell row is last: its rename is the commit
+        os.replace(tmp, final)
+        fsync_dir(final.parent)
+    for dataset in order:
+        supersede(partition_dir(run_dir, dataset, variant, workload), cell_id, attempt)
+
+
+def supersede(folder: Path, cell_id: str, latest: int) -> None:
+    """Hide the visible files of `cell_id`'s attempts before `latest` (rename to `_` names)."""
+    changed = False
+    for path in folder.glob(f"{cell_id}.a*.parquet"):
+        match = _NAME.match(path.name)
+        if match and match.group(2) == cell_id and int(match.group(3)) < latest:
+            os.replace(path, path.with_name(attempt_name(cell_id, int(match.group(3)), True)))
+            changed = True
+    if changed:
+        fsync_dir(folder)
+
+
+def reconcile(run_dir: Path) -> list[str]:
+    """Bring the files to a committed state after a driver that died mid-commit: delete
+    temporary files and uncommitted attempts (data without a cell row), hide attempts a later
+    committed one supersedes. Returns one line per change."""
+    run_dir = Path(run_dir)
+    done = committed_attempts(run_dir)
+    notes: list[str] = []
+    for dataset in (COMMIT_DATASET, *DATA_DATASETS):
+        folder = run_dir / dataset
+        if not folder.is_dir():
+            continue
+        for tmp in folder.rglob(".*.tmp"):
+            tmp.unlink()
+            notes.append(f"removed unfinished file {tmp.relative_to(run_dir)}")
+        for f in attempt_files(run_dir, dataset):
+            attempts = done.get(f.cell_id, [])
+            if f.attempt not in attempts:
+                f.path.unlink()
+                fsync_dir(f.path.parent)
+                notes.append(f"removed uncommitted attempt {f.attempt} of cell {f.cell_id} "
+                             f"({dataset})")
+            elif not f.superseded and f.attempt < attempts[-1]:
+                supersede(f.path.parent, f.cell_id, attempts[-1])
+    return notes
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new entry in `folder` durable."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _make_dirs(folder: Path) -> None:
+    """Create `folder` (and parents), fsyncing each parent whose entries changed."""
+    missing: list[Path] = []
+    path = folder
+    while not path.exists():
+        missing.append(path)
+        path = path.parent
+    for new in reversed(missing):
+        new.mkdir(exist_ok=True)
+        fsync_dir(new.parent)
+
+
+def all_attempt_numbers(run_dir: Path) -> dict[str, int]:
+    """Cell id -> the highest attempt number in any file, committed or not."""
+    out: dict[str, int] = {}
+    for dataset in (COMMIT_DATASET, *DATA_DATASETS):
+        for f in attempt_files(run_dir, dataset):
+            out[f.cell_id] = max(out.get(f.cell_id, 0), f.attempt)
+    return out
+
+
+def select(files: Iterable[AttemptFile], committed: Mapping[str, list[int]],
+           attempts: str) -> list[Path]:
+    """The files a reader should see: of committed attempts only; with attempts="latest" only
+    each cell's latest committed one, with "all" every committed one."""
+    out = []
+    for f in files:
+        mine = committed.get(f.cell_id)
+        if not mine or f.attempt not in mine:
+            continue
+        if attempts == "latest" and f.attempt != mine[-1]:
+            continue
+        out.append(f.path)
+    return out

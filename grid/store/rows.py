@@ -1,0 +1,212 @@
+"""What one cell attempt leaves: its cell row (identity, status, aggregates, provenance),
+its request rows and its server-metric rows, assembled here and nowhere else. Pure: no Ray,
+no files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.loadgen.conversation import ConversationResult
+from actors.loadgen.conversation_plan import ROW_KEYS
+from grid.plan.cells import Cell
+from grid.store.clientstats import cell_columns as client_columns
+from grid.store.clientstats import merge_client_stats
+from grid.store.provenance import redact_info
+from specgrid_metrics.requests import summarize_cell
+
+SENT = ("ok", "error")
+"""Statuses of rounds that were sent (skipped / not_run rounds never reached the server)."""
+
+
+@dataclass(frozen=True)
+class ServerFacts:
+    """What a cell records about the server that served it (empty for none)."""
+
+    command: str | None = None
+    """The command line as started, secrets redacted."""
+    env: str | None = None
+    """JSON of the recorded environment (grid.store.provenance.recorded_env)."""
+    cuda_visible_devices: str | None = None
+    gpu_ids: str | None = None
+    """The GPU ids Ray assigned the server's actor, comma-separated."""
+    node_id: str | None = None
+    """The Ray node the server ran on."""
+    node_ip: str | None = None
+    hostname: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+    """The server's /server_info snapshot (secrets redacted when recorded)."""
+
+
+@dataclass
+class CellOutcome:
+    """One attempt of one cell, ready to commit."""
+
+    status: str
+    """done or failed."""
+    error: str | None
+    log_tail: str | None
+    """The server's log tail when the server died or failed to start."""
+    row: dict[str, Any]
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    telemetry: list[dict[str, Any]] = field(default_factory=list)
+    """GPU telemetry rows of the cell (grid.store.schema.TELEMETRY_FIELDS)."""
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    """Per-round rows of a conversation cell (grid.store.schema.TURN_FIELDS)."""
+
+
+def measured(run_id: str, cell: Cell, attempt: int, *, started: float, finished: float,
+             results: Sequence[Any], samples: Sequence[tuple[float, str, dict[str, str], float]],
+             server: ServerFacts, server_death: str | None, log_tail: str | None,
+             max_error_rate: float) -> CellOutcome:
+    """The outcome of a prompt cell whose load ran (`results` are the clients' LoadResults;
+    the rows are kept either way; `judged` says when it failed)."""
+    rows = [row for result in results for row in result.rows]
+    stats = merge_client_stats([result.stats for result in results])
+    window_s = max(stats["window_end"] - stats["window_start"], 1e-9)
+    summary = summarize_cell(rows, window_s, stats)
+    status, error = judged(summary, rows, server_death, max_error_rate)
+    row = cell_row(run_id, cell, attempt, status=status, error=error, started=started,
+                   finished=finished, server=server)
+    row.update(summary)
+    row.update(client_columns(rows, stats, samples, cell.config["workload"]["endpoint"]))
+    row["status"], row["error"] = status, error
+    return CellOutcome(status, error, log_tail, row,
+                       [request_row(run_id, cell, attempt, r) for r in rows],
+                       metric_rows(run_id, cell, attempt, samples))
+
+
+def measured_conversations(run_id: str, cell: Cell, attempt: int, *, started: float,
+                           finished: float, results: Sequence[ConversationResult],
+                           samples: Sequence[tuple[float, str, dict[str, str], float]],
+                           server: ServerFacts, server_death: str | None, log_tail: str | None,
+                           max_error_rate: float) -> CellOutcome:
+    """The outcome of a conversation cell whose load ran: aggregates over the rounds that were
+    sent (summarize_cell: a round is a request; error_rate counts `error` rounds, not
+    `skipped` / `not_run`), the prefix-cache hit rate, and every round as a turn row."""
+    turns = [row for result in results for row in result.rows]
+    sent = [r for r in turns if r["status"] in SENT]
+    starts = [float(res.stats["window_start"]) for res in results]
+    ends = [s + float(res.stats["window_s"]) for s, res in zip(starts, results, strict=True)]
+    window_s = max(max(ends, default=0.0) - min(starts, default=0.0), 1e-9)
+    summary = summarize_cell(sent, window_s)  # dispatch lag from the rows
+    status, error = judged(summary, sent, server_death, max_error_rate)
+    row = cell_row(run_id, cell, attempt, status=status, error=error, started=started,
+                   finished=finished, server=server)
+    row.update(summary)
+    row["num_requests"] = len(turns)
+    row["cache_hit_rate"] = cache_hit_rate(turns)
+    row["transport"] = cell.config["load"]["transport"]
+    outcome = CellOutcome(status, error, log_tail, row,
+                          metrics=metric_rows(run_id, cell, attempt, samples))
+    outcome.turns = [turn_row(run_id, cell, attempt, r) for r in turns]
+    return outcome
+
+
+def judged(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
+           server_death: str | None, max_error_rate: float) -> tuple[str, str | None]:
+    """(status, error) of a cell whose load ran: failed if the server died during it or the
+    error ratio of its sent requests exceeds `max_error_rate`, else done."""
+    if server_death:
+        return "failed", server_death
+    if summary["error_rate"] > max_error_rate:
+        first = next((r["error"] for r in rows if r["status"] != "ok"), None)
+        return "failed", (f"error rate {summary['error_rate']:.0%} above run.max_error_rate "
+                          f"{max_error_rate:.0%}; first error: {first}")
+    return "done", None
+
+
+def failed(run_id: str, cell: Cell, attempt: int, *, started: float, finished: float,
+           error: str, log_tail: str | None, server: ServerFacts) -> CellOutcome:
+    """The outcome of a cell that could not run (or whose load could not finish)."""
+    row = cell_row(run_id, cell, attempt, status="failed", error=error, started=started,
+                   finished=finished, server=server)
+    return CellOutcome("failed", error, log_tail, row)
+
+
+def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str | None,
+             started: float, finished: float, server: ServerFacts) -> dict[str, Any]:
+    """A cell row without aggregates (grid.store.schema.CELL_FIELDS for the columns)."""
+    config = cell.config
+    engine = config["engine"]["name"]
+    reported = server.info.get("version")
+    return {
+        "run_id": run_id, "cell_id": cell.cell_id, "server_key": cell.server_key,
+        "attempt": attempt, "status": status, "error": error,
+        "engine": engine, "simulated": engine == "sim",
+        "model": config["model"]["name"], "concurrency": cell.concurrency, "rate": cell.rate,
+        "max_in_flight": cell.max_in_flight, "num_requests": cell.num_requests,
+        "factors": json.dumps(cell.factors, default=str),
+        "started_at": started, "finished_at": finished,
+        "server_command": server.command, "server_env": server.env,
+        "engine_version": cell.engine_version or (str(reported) if reported else None),
+        "server_info": json.dumps(redact_info(server.info), default=str) if server.info else None,
+        "cuda_visible_devices": server.cuda_visible_devices, "gpu_ids": server.gpu_ids,
+        "node_id": server.node_id, "node_ip": server.node_ip, "hostname": server.hostname,
+    }
+
+
+def request_row(run_id: str, cell: Cell, attempt: int, row: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(row)
+    engine = cell.config["engine"]["name"]
+    out.update(run_id=run_id, cell_id=cell.cell_id, attempt=attempt, engine=engine,
+               simulated=engine == "sim", concurrency=cell.concurrency, rate=cell.rate)
+    return out
+
+
+def metric_rows(run_id: str, cell: Cell, attempt: int,
+                samples: Sequence[tuple[float, str, dict[str, str], float]]
+                ) -> list[dict[str, Any]]:
+    return [{"run_id": run_id, "cell_id": cell.cell_id, "attempt": attempt, "scraped_at": t,
+             "metric": name, "labels": json.dumps(labels, sort_keys=True), "value": value}
+            for t, name, labels, value in samples]
+
+
+def telemetry_rows(run_id: str, cell: Cell, attempt: int,
+                   samples: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The TelemetryActor's samples as rows of the cell attempt."""
+    return [{**s, "run_id": run_id, "cell_id": cell.cell_id, "attempt": attempt}
+            for s in samples]
+
+
+def describe(row: Mapping[str, Any]) -> str:
+    """One progress line for a committed cell row."""
+    parts = [f"{row['output_tok_s']:.1f} tok/s" if row.get("output_tok_s") is not None else "",
+             _ms("TTFT p50", row.get("ttft_p50_s")), _ms("TPOT p50", row.get("tpot_p50_s"))]
+    if row.get("accept_length") is not None:
+        parts.append(f"accept {row['accept_length']:.2f}")
+    if row.get("requests_error"):
+        parts.append(f"{row['requests_error']} errors")
+    if row.get("client_saturated"):
+        parts.append(f"CLIENT SATURATED ({row.get('saturation_reason')})")
+    text = ", ".join(p for p in parts if p)
+    if row["status"] != "done":
+        text += f" — {row['status'].upper()}: {row.get('error')}"
+    return f"{text} ({row['duration_s']:.1f} s)" if row.get("duration_s") else text
+
+
+def _ms(label: str, seconds: float | None) -> str:
+    return "" if seconds is None else f"{label} {seconds * 1000:.1f} ms"
+
+
+def cache_hit_rate(rows: Iterable[Mapping[str, Any]]) -> float | None:
+    """Prefix-cache hit rate = Σ cached_tokens / Σ context_tokens over completed rounds that
+    report both (None when none does)."""
+    cached = context = 0
+    for r in rows:
+        if r.get("status") == "ok" and r.get("cached_tokens") is not None \
+                and r.get("context_tokens"):
+            cached += int(r["cached_tokens"])
+            context += int(r["context_tokens"])
+    return cached / context if context else None
+
+
+def turn_row(run_id: str, cell: Cell, attempt: int, row: Mapping[str, Any]) -> dict[str, Any]:
+    out = {k: row.get(k) for k in ROW_KEYS}
+    engine = cell.config["engine"]["name"]
+    out.update(run_id=run_id, cell_id=cell.cell_id, attempt=attempt, engine=engine,
+               simulated=engine == "sim", concurrency=cell.concurrency, rate=cell.rate)
+    return out

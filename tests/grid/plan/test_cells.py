@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import pytest
+
+from grid.plan.cells import (
+    axis_overrides,
+    expand_axes,
+    group_by_server,
+    make_cell,
+    requests_for_cell,
+    stable_hash,
+    variant_label,
+)
+
+
+def _config(variant="baseline", concurrency=1, args=None, env=None, timeout=300.0):
+    return {
+        "engine": {"name": "sim", "python": "/usr/bin/python3", "ready_timeout_s": 60.0,
+                   "stop_timeout_s": 5.0, "api_key": None, "sim_args": {"seed": 0}},
+        "model": {"name": "m", "model_path": "m", "draft_model_path": None,
+                  "served_model_name": None, "tp_size": 1},
+        "variant": {"name": variant, "args": dict(args or {}), "env": dict(env or {}),
+                    "tp_size": None, "speculative_disable_above_batch": None},
+        "workload": {"name": "coding", "prompts": "coding.jsonl", "domains": [],
+                     "endpoint": "generate", "max_new_tokens": 16, "temperature": 0.0,
+                     "ignore_eos": True},
+        "load": {"concurrency": concurrency, "rate": None, "arrival": "poisson",
+                 "burstiness": 1.0, "num_requests": None, "requests_per_stream": 2.0,
+                 "min_requests": 8, "duration_s": None, "warmup_requests": 2,
+                 "request_timeout_s": timeout, "clients": 1, "seed": 0},
+    }
+
+
+def test_product_in_axis_order():
+    combos = expand_axes({"variant": ["a", "b"], "concurrency": [1, 8]})
+    assert combos == [
+        {"variant": "a", "concurrency": 1}, {"variant": "a", "concurrency": 8},
+        {"variant": "b", "concurrency": 1}, {"variant": "b", "concurrency": 8},
+    ]
+
+
+def test_exclude_and_include():
+    combos = expand_axes(
+        {"variant": ["baseline", "eagle3"], "variant.speculative_disable_above_batch": [None, 8]},
+        include=[{"variant": "eagle3", "concurrency": 64}],
+        exclude=[{"variant": "baseline", "variant.speculative_disable_above_batch": [8, 16]}],
+    )
+    assert {"variant": "baseline", "variant.speculative_disable_above_batch": 8} not in combos
+    assert {"variant": "baseline", "variant.speculative_disable_above_batch": None} in combos
+    assert combos[-1] == {"variant": "eagle3", "concurrency": 64}
+    assert len(combos) == 4
+
+
+@pytest.mark.parametrize("axes", [{"concurrency": []}, {"concurrency": 4}, {"variant": "a"}])
+def test_bad_axes_are_rejected(axes):
+    with pytest.raises(ValueError, match="grid.axes"):
+        expand_axes(axes)
+
+
+def test_overrides_select_groups_and_set_keys():
+    assert axis_overrides({"variant": "eagle3", "concurrency": 8, "variant.env.NCCL_ALGO": "Ring",
+                           "rate": None}) == [
+        "variant=eagle3", "++load.concurrency=8", "++variant.env.NCCL_ALGO='Ring'",
+        "++load.rate=null"]
+
+
+def test_hash_ignores_key_order():
+    assert stable_hash({"a": 1, "b": {"c": 2, "d": 3}}) == stable_hash({"b": {"d": 3, "c": 2},
+                                                                          "a": 1})
+
+
+def test_cell_id_is_stable_and_ignores_operational_fields():
+    a = make_cell({"concurrency": 1}, _config(), "digest")
+    b = make_cell({"concurrency": 1}, _config(timeout=10.0), "digest")
+    assert a.cell_id == b.cell_id  # request timeout does not change what is measured
+    assert a.cell_id == make_cell({"concurrency": 1}, _config(), "digest").cell_id
+    assert a.cell_id != make_cell({"concurrency": 2}, _config(concurrency=2), "digest").cell_id
+    assert a.cell_id != make_cell({"concurrency": 1}, _config(), "other-prompts").cell_id
+
+
+def test_server_key_ignores_client_side_axes():
+    c1 = make_cell({"concurrency": 1}, _config(concurrency=1), "d")
+    c8 = make_cell({"concurrency": 8}, _config(concurrency=8), "d")
+    spec = make_cell({}, _config(args={"speculative_algorithm": "EAGLE3"}), "d")
+    nccl = make_cell({}, _config(env={"NCCL_ALGO": "Ring"}), "d")
+    assert c1.server_key == c8.server_key
+    assert len({c1.server_key, spec.server_key, nccl.server_key}) == 3
+
+
+def test_grouping_keeps_grid_order():
+    cells = [make_cell({"c": c}, _config(variant=v, concurrency=c,
+                                         args={"x": 1} if v == "b" else {}), "d")
+             for v in ("a", "b") for c in (1, 4)]
+    groups = group_by_server(cells)
+    assert [len(g.cells) for g in groups] == [2, 2]
+    assert [c.concurrency for c in groups[0].cells] == [1, 4]
+    assert groups[1].variant == "b"
+
+
+def test_variant_label_names_factors():
+    assert variant_label("eagle3", {"variant.speculative_disable_above_batch": 16,
+                                    "concurrency": 4}) == "eagle3__off_above-16"
+    assert variant_label("baseline", {"variant.env.NCCL_ALGO": "Ring"}) == \
+        "baseline__nccl_algo-Ring"
+    assert variant_label("eagle3", {"variant.speculative_disable_above_batch": None}) == "eagle3"
+
+
+def test_requests_per_cell():
+    load = _config()["load"]
+    assert requests_for_cell({**load, "concurrency": 1}) == 8  # the floor
+    assert requests_for_cell({**load, "concurrency": 64}) == 128
+    assert requests_for_cell({**load, "num_requests": 5}) == 5

@@ -19,18 +19,24 @@ class ProbeError(RuntimeError):
     """The server did not answer as a healthy SGLang server does."""
 
 
-def flush_cache(url: str, headers: Mapping[str, str], timeout_s: float = 60.0) -> None:
-    """POST /flush_cache; SGLang answers 400 while requests still run, so retry until drained."""
+def flush_cache(url: str, headers: Mapping[str, str], timeout_s: float = 60.0,
+                path: str = "/flush_cache") -> None:
+    """POST `path` (SGLang's /flush_cache, vLLM's /reset_prefix_cache). SGLang answers 400
+    while requests still run, so a 400 is retried until drained (at most `timeout_s`); 404 and
+    405 are definite answers (no such endpoint): ProbeError at once."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            response = httpx.post(f"{url}/flush_cache", timeout=30, headers=dict(headers))
+            response = httpx.post(f"{url}{path}", timeout=30, headers=dict(headers))
         except httpx.HTTPError as e:
-            raise ProbeError(f"/flush_cache failed: {e!r}") from None
+            raise ProbeError(f"{path} failed: {e!r}") from None
         if response.status_code == 200:
             return
+        if response.status_code in (404, 405):
+            raise ProbeError(f"{path} answered {response.status_code}: the server has no such "
+                             "endpoint")
         if time.monotonic() > deadline:
-            raise ProbeError(f"/flush_cache still {response.status_code} after {timeout_s} s")
+            raise ProbeError(f"{path} still {response.status_code} after {timeout_s} s")
         time.sleep(0.2)
 
 

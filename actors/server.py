@@ -102,12 +102,13 @@ class ServerActor:
                 raise _process.PortBusyError(f"port {port} on {self.host} is already taken")
         _check_program(self.spec.argv[0])
         argv = self._materialize() + [self.spec.port_flag, str(ports[0])]
+        assert self.files_dir is not None
         for flag, port in zip(self.spec.extra_port_flags, ports[1:], strict=True):
             argv += [flag, str(port)]
         if self.spec.api_key:
             argv += [self.spec.api_key_flag, self.spec.api_key]
         env = dict(os.environ)
-        env.update(self.spec.env)
+        env.update(self.spec.env_in(self.files_dir))
         with self._lock:
             self.proc = _process.spawn(argv, env, self.log_path)
             self.ports, self.env, self.argv = ports, env, argv
@@ -214,10 +215,13 @@ class ServerActor:
         return {"Authorization": f"Bearer {self.spec.api_key}"} if self.spec.api_key else {}
 
     def flush_cache(self, timeout_s: float = 60.0) -> None:
-        probe.flush_cache(self._url(), self._headers(), timeout_s)
+        if self.spec.endpoints.flush_cache is not None:
+            probe.flush_cache(self._url(), self._headers(), timeout_s,
+                              self.spec.endpoints.flush_cache)
 
     def server_info(self) -> dict[str, Any]:
-        return probe.get_json(self._url(), "/server_info", self._headers())
+        path = self.spec.endpoints.server_info
+        return probe.get_json(self._url(), path, self._headers()) if path else {}
 
     def start_metrics(self, interval_s: float) -> None:
         self._sampler = probe.MetricsSampler(self._url(), self._headers(), interval_s).start()

@@ -27,6 +27,20 @@ class LogPhase:
 
 
 @dataclass(frozen=True)
+class Endpoints:
+    """The optional HTTP endpoints of a server, beside the OpenAI ones every engine serves.
+    None = the server has no such endpoint (the call is skipped, with a note, never retried)."""
+
+    flush_cache: str | None = "/flush_cache"
+    """POST that empties the prefix cache between cells (SGLang's `/flush_cache`, vLLM's
+    `/reset_prefix_cache`)."""
+    server_info: str | None = "/server_info"
+    """GET of the server's configuration, recorded with every cell."""
+    native_generate: bool = True
+    """Whether SGLang's native `/generate` is served (workload.endpoint=generate)."""
+
+
+@dataclass(frozen=True)
 class LaunchSpec:
     """One server process to start. Everything here is decided before any process starts."""
 
@@ -56,10 +70,16 @@ class LaunchSpec:
     """Flag that receives `api_key` (appended by the actor at launch)."""
     files: dict[str, str] = field(default_factory=dict)
     """File name -> content, written into the `FILES_DIR` folder before the process starts."""
+    endpoints: Endpoints = field(default_factory=Endpoints)
+    """The server's optional endpoints (cache flush, server info)."""
 
     def argv_in(self, files_dir: str) -> list[str]:
         """The command with `FILES_DIR` replaced by `files_dir` (where `files` were written)."""
         return [arg.replace(FILES_DIR, files_dir) for arg in self.argv]
+
+    def env_in(self, files_dir: str) -> dict[str, str]:
+        """The environment with `FILES_DIR` replaced by `files_dir` (a private TMPDIR, say)."""
+        return {k: v.replace(FILES_DIR, files_dir) for k, v in self.env.items()}
 
     @property
     def binds_beyond_loopback(self) -> bool:

@@ -11,26 +11,17 @@ Definitions:
 * **decode-only** (``accept_length_decode``): (completion_tokens - 1) / spec_verify_ct: tokens
   produced per verify step during decode. A cell's is Σ(completion - 1) / Σ spec_verify_ct.
 * **from the server's counters** (``accept_length_source = "server_metrics"``): endpoints that
-  carry no per-request verify count (OpenAI chat/completions) get the cell's figures from
-  ``/metrics`` counter deltas over the cell (first scrape just before the measured window, last
-  just after): Δ``sglang:generation_tokens_total`` / Δ``sglang:spec_verify_calls_total``, and
-  decode-only (Δgeneration - Δ``sglang:num_requests_total``) / Δverify. SGLang 0.5.23
-  (``srt/observability/metrics_collector.py``, ``observe_one_finished_request``) adds a
-  request's completion tokens, its verify count and 1 request to these counters when it
-  finishes, so the deltas cover exactly the requests that finished between the scrapes (also
-  any request from someone else meanwhile: the figure is labelled with its source).
+  carry no per-request verify count (OpenAI chat/completions) get the cell's figures from the
+  increases of the engine's ``/metrics`` counters over the cell; each engine names its counters
+  (``engines/base.py`` ``MetricNames.accept_length``), and ``specgrid_metrics.counters`` computes
+  the increases.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from specgrid_metrics.counters import Sample, counter_delta
-
-GENERATION_TOKENS = "sglang:generation_tokens_total"
-VERIFY_CALLS = "sglang:spec_verify_calls_total"
-REQUESTS = "sglang:num_requests_total"
 
 def accept_length_decode(completion_tokens: int | None, spec_verify_ct: int | None
                          ) -> float | None:
@@ -49,21 +40,3 @@ def cell_accept_length_decode(rows: Iterable[Mapping[str, Any]]) -> float | None
             num += n - 1
             den += v
     return num / den if den else None
-
-
-def server_accept_length(samples: Sequence[Sample]) -> dict[str, Any]:
-    """The cell's accept length from the server's counters (see the module doc): keys
-    ``accept_length``, ``accept_length_decode`` (None when not derivable) and
-    ``accept_length_source`` (``"server_metrics"``, or None when the counters are missing or
-    saw no verify step)."""
-    gen = counter_delta(samples, GENERATION_TOKENS)
-    ver = counter_delta(samples, VERIFY_CALLS)
-    req = counter_delta(samples, REQUESTS)
-    if gen is None or not ver:
-        return {"accept_length": None, "accept_length_decode": None,
-                "accept_length_source": None}
-    return {
-        "accept_length": gen / ver,
-        "accept_length_decode": (gen - req) / ver if req is not None else None,
-        "accept_length_source": "server_metrics",
-    }

@@ -24,7 +24,8 @@ from packaging.version import Version
 from grid.loader import load_cells
 
 REPO = Path(__file__).resolve().parents[1]
-SOURCES = ("pyproject.toml", "setup.py", "grid", "actors", "engines", "workloads")
+SOURCES = ("pyproject.toml", "setup.py", "conf", "grid", "actors", "engines", "workloads",
+           "specgrid_metrics")
 
 
 def _can_build_wheels() -> bool:
@@ -75,12 +76,14 @@ def test_wheel_installed_in_a_fresh_venv_runs_the_smoke_sweep(tmp_path):
     work = tmp_path / "elsewhere"
     work.mkdir()
     # the load generator's C scan was compiled into the wheel (a platform wheel)
-    where = _check([str(python), "-c", "import grid, actors, engines, workloads; "
-                    "from actors.loadgen import _native_scan; "
+    where = _check([str(python), "-c", "import grid, actors, engines, workloads, specgrid_metrics; "
+                    "from actors.loadgen import _native_scan; import grid.run; "
                     "print('\\n'.join(m.__file__ for m in "
-                    "(grid, actors, engines, workloads, _native_scan)))"],
+                    "(grid, actors, engines, workloads, specgrid_metrics, _native_scan)));"
+                    "print(grid.run.CONF_DIR)"],
                    env=env, cwd=work).stdout.split()
     assert all(Path(f).is_relative_to(venv_site) for f in where), where
+    assert Path(where[-1]) == venv_site / "grid" / "conf"  # conf/ mapped into the package
 
     plan = _check([str(python), "-m", "grid.run", "+sweep=smoke", "plan=true"], env=env,
                   cwd=work, timeout=120)

@@ -1,9 +1,7 @@
-"""Check SGLang command lines with SGLang's own argument parser, before any server starts.
-
-The parser runs in a SUBPROCESS of a Python that has SGLang installed (a separate venv, built by
-`scripts/validate_sglang_venv.sh`; on a GPU node, the engine's own Python), so the orchestrator's
-venv never needs SGLang, and SGLang's ~2-4 s import happens once for a whole batch of command
-lines (JSON in on stdin, JSON out on stdout).
+"""Check SGLang command lines with SGLang's own argument parser, before any server starts
+(engines/validation.py runs the checker below in a subprocess of a Python with SGLang, built by
+`scripts/validate_sglang_venv.sh` or `scripts/engine_envs.sh`; SGLang's ~2-4 s import happens
+once for a whole batch of command lines).
 
 Per command line, in that subprocess:
     p = argparse.ArgumentParser(); ServerArgs.add_cli_args(p); ns = p.parse_args(argv)
@@ -25,15 +23,16 @@ Nothing here needs a GPU or the network (HF_HUB_OFFLINE=1 is set for the subproc
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 
-_PROBE = "import sglang; print(sglang.__version__)"
+from engines.validation import (
+    FlagProblem,
+    ValidationUnavailable,
+    installed_version,
+    named_flag,
+    run_checker,
+)
 
 _CHECKER = r"""
 import argparse, contextlib, io, json, sys
@@ -65,50 +64,16 @@ for argv in req["argvs"]:
                 res = {"ok": False, "stage": "construct",
                        "message": f"{type(e).__name__}: {e}"}
     out["results"].append(res)
-sys.stdout.write("\n@@SPECGRID@@" + json.dumps(out) + "\n")
+sys.stdout.write("\n" + MARKER + json.dumps(out) + "\n")
 """
 
 _LAUNCHER_ONLY = ("--model-type",)
-_FLAG = re.compile(r"--[A-Za-z0-9][\w-]*")
-
-
-class ValidationUnavailable(RuntimeError):
-    """The given Python cannot run SGLang's parser (no SGLang, or the checker crashed)."""
-
-
-@dataclass(frozen=True)
-class FlagProblem:
-    """One command line that SGLang's parser rejected."""
-
-    label: str
-    """Which command line (the caller's label, e.g. the variant name)."""
-    flag: str | None
-    """The flag the error names (e.g. `--speculative-num-stepz`), if any."""
-    message: str
-    """SGLang's/argparse's own message."""
-    stage: str = "parse"
-    """`parse` (argparse) or `construct` (ServerArgs.from_cli_args)."""
-
-    def __str__(self) -> str:
-        return f"{self.label}: {self.flag or '(no flag named)'}: {self.message}"
-
-
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", PYTHONWARNINGS="ignore")
-    return env
 
 
 def sglang_available(python: str, timeout_s: float = 120.0) -> str | None:
     """SGLang's version importable by `python` (an interpreter path), or None if it has none
     (or `python` does not run)."""
-    try:
-        proc = subprocess.run([python, "-c", _PROBE], capture_output=True, text=True,
-                              timeout=timeout_s, env=_env(), stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    lines = proc.stdout.strip().splitlines()
-    return lines[-1].strip() if proc.returncode == 0 and lines else None
+    return installed_version(python, "sglang", timeout_s)
 
 
 def server_flags(argv: Sequence[str]) -> list[str]:
@@ -128,37 +93,13 @@ def server_flags(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def named_flag(message: str) -> str | None:
-    """The first `--flag` an argparse/SGLang message names."""
-    m = _FLAG.search(message)
-    return m.group(0) if m else None
-
-
 def check_batch(
     argvs: Mapping[str, Sequence[str]], python: str = sys.executable, timeout_s: float = 300.0
 ) -> tuple[str, bool, list[FlagProblem]]:
     """Parse every labelled argv in ONE subprocess of `python`. Returns (SGLang version,
     whether ServerArgs was constructed too, problems). Raises ValidationUnavailable."""
-    labels = list(argvs)
-    request = json.dumps({"argvs": [server_flags(argvs[k]) for k in labels]})
-    try:
-        proc = subprocess.run([python, "-c", _CHECKER], input=request, capture_output=True,
-                              text=True, timeout=timeout_s, env=_env())
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise ValidationUnavailable(f"cannot run SGLang's parser with {python}: {e}") from e
-    marker = proc.stdout.rfind("@@SPECGRID@@")
-    if proc.returncode != 0 or marker < 0:
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
-        raise ValidationUnavailable(
-            f"SGLang's parser did not run with {python} (exit {proc.returncode}): {tail}")
-    out = json.loads(proc.stdout[marker + len("@@SPECGRID@@"):])
-    problems = [
-        FlagProblem(label=label, flag=named_flag(res["message"]), message=res["message"],
-                    stage=res["stage"] or "parse")
-        for label, res in zip(labels, out["results"], strict=True)
-        if not res["ok"]
-    ]
-    return out["version"], bool(out["constructed"]), problems
+    flags = {label: server_flags(argv) for label, argv in argvs.items()}
+    return run_checker(_CHECKER, flags, python, "SGLang", timeout_s)
 
 
 def validate_argv(
@@ -177,3 +118,7 @@ def validate_argv(
     else:
         batch = {label: list(argv_flags)}
     return check_batch(batch, python, timeout_s)[2]
+
+
+__all__ = ["FlagProblem", "ValidationUnavailable", "check_batch", "named_flag",
+           "server_flags", "sglang_available", "validate_argv"]

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 from aiohttp import web
 
-from engines.sim.engine import RequestError, SimEngine
+from engines.sim.core import RequestError, SimEngine
 from engines.sim.model import chat_prompt_text, chat_prompt_tokens, prompt_tokens
 from engines.sim.scheduler import SimRequest
 from engines.sim.wire import (

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from engines.sim.cli import resolve
-from engines.sim.engine import SimEngine
+from engines.sim.core import SimEngine
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, Profile, load_profile
 
 _CODE_WORDS = (

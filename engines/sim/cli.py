@@ -268,7 +268,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
                               args["max_running_requests"])
     args["max_total_num_tokens"] = (int(extra["max_total_tokens"])
                                     if "max_total_tokens" in extra else None)
-    # None: the KV pool that fits --mem-fraction-static, sized by engines/sim/engine.py.
+    # None: the KV pool that fits --mem-fraction-static, sized by engines/sim/core.py.
     args["max_prefill_tokens"] = int(extra.get("max_prefill_tokens",
                                                srv.get("max_prefill_tokens", 16384)))
     args["context_length"] = int(extra.get("context_length",

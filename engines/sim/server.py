@@ -32,7 +32,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 
 from engines.sim.api import GenerationAPI, native_error
 from engines.sim.cli import SIM_VERSION, SimArgError, SimConfig, resolve
-from engines.sim.engine import SimEngine
+from engines.sim.core import SimEngine
 from engines.sim.metrics import SimCollector, Snapshot
 from engines.sim.model import prompt_tokens
 from engines.sim.wire import json_response

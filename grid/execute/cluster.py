@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 import grid
 from grid.plan.build import Plan, check_gpus
 from grid.plan.config import ConfigError
-from grid.plan.placement import check_nodes
+from grid.plan.placement import check_nodes, server_gpus
 
 SOURCE_ROOT = Path(grid.__file__).resolve().parents[1]
 """The checkout (or site-packages folder) the driver's specgrid is imported from."""
@@ -73,7 +73,7 @@ def connect(cfg: DictConfig, plan: Plan) -> list[int]:
             ray.init(address="local", num_gpus=plan.cluster_gpus, num_cpus=cfg.cluster.num_cpus,
                      include_dashboard=False, log_to_driver=False)
     gpus = node_gpus()
-    needs_gpus = any(g.config["engine"]["name"] != "external" for g in plan.groups)
+    needs_gpus = any(server_gpus(g) > 0 for g in plan.groups)
     if needs_gpus and sum(gpus) == 0:
         raise ConfigError("the Ray cluster has no GPUs")
     check_gpus(plan.groups, sum(gpus))

@@ -46,7 +46,7 @@ from grid.execute.server import (
 )
 from grid.plan.build import Plan
 from grid.plan.cells import Cell, ServerGroup, group_by_server
-from grid.plan.placement import bundle_gpus
+from grid.plan.placement import bundle_gpus, server_gpus
 from grid.plan.specs import at_url, external_url
 from grid.plan.workloads import cell_columns, record_workloads, request_columns
 from grid.store import rows
@@ -171,7 +171,7 @@ class GroupRun:
         otherwise fails its cells (not the run)."""
         bundles: list[dict[str, float]] = []
         if self.spec is not None:
-            gpus = bundle_gpus(self.group.tp_size, self.ctl.node_gpus,
+            gpus = bundle_gpus(server_gpus(self.group), self.ctl.node_gpus,
                                self.ctl.plan.exclusive_node)  # grid.exclusive_node
             bundles.append({"GPU": gpus, "CPU": PG_CPU})
         bundles += [{"CPU": self.client_cpus}] * self.clients
@@ -180,7 +180,7 @@ class GroupRun:
             yield Wait([self.pg.ready()], timeout_s=PLACEMENT_TIMEOUT_S, patient=True)
         except WaitTimeout:
             self.unplaceable = (
-                f"cannot place {self.group.variant}: {self.group.tp_size} GPU(s) plus "
+                f"cannot place {self.group.variant}: {server_gpus(self.group)} GPU(s) plus "
                 f"{self.clients} client(s) of {self.client_cpus:g} CPU do not fit on one node "
                 "of the Ray cluster")
         except Exception as e:
@@ -386,7 +386,7 @@ class GroupRun:
         log_path = self.ctl.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
         server = LaunchedServer.launch(
             self.spec, name=_actor_name("server", self.group.server_key),
-            tp_size=self.group.tp_size, pg=self.pg, bundle=0, log_path=log_path,
+            tp_size=server_gpus(self.group), pg=self.pg, bundle=0, log_path=log_path,
             variant_env=config["variant"]["env"], schedule_timeout_s=PLACEMENT_TIMEOUT_S)
         info = server.info
         server.ledger_id = record.server_started(

@@ -15,6 +15,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+import engines
 from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
 from actors.loadgen.transport import settings_error
@@ -41,8 +42,8 @@ from grid.plan.checks import (
     check_gpus,
     cluster_cpus,
     cluster_gpus,
+    engine_check,
     plan_warnings,
-    sglang_version,
     validate_flags,
 )
 from grid.plan.config import ConfigError, check_choices
@@ -54,7 +55,7 @@ from grid.plan.conversations import (
     is_conversations,
     load_conversation_set,
 )
-from grid.plan.estimate import RUN_OVERHEAD_S, SERVER_START_S, SGLANG_START_S, estimate_cell_seconds
+from grid.plan.estimate import RUN_OVERHEAD_S, estimate_cell_seconds
 from grid.plan.overrides import CommandLine, merge_axes
 from grid.plan.specs import (
     PLANNED_URL,
@@ -274,10 +275,12 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
         raise ConfigError(f"load.client_cpus must be > 0, got {cfg.load.client_cpus}")
     run_id = resolve_run_id(cfg)
     run_dir = results_dir / run_id
-    version, validator = sglang_version(cfg)
+    checks = [engine_check(c.config["engine"]) for c in cells]
     # The detected engine version is part of every cell's identity (and server key); the
     # workloads' per-cell alignment follows the cells to their final ids.
-    versioned = [c.with_engine_version(engine_version(c.config, version)) for c in cells]
+    versioned = [c.with_engine_version(engine_version(c.config, check.version))
+                 for c, check in zip(cells, checks, strict=True)]
+    by_key = {c.server_key: check for c, check in zip(versioned, checks, strict=True)}
     workloads.alignments = {new.cell_id: workloads.alignments[old.cell_id]
                             for old, new in zip(cells, versioned, strict=True)
                             if old.cell_id in workloads.alignments}
@@ -296,8 +299,9 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     check_gpus(groups, gpus)
     check_cpus(groups, cluster_cpus(cfg))
     check_engine(cfg, groups)
-    launches = {g.server_key: launch_spec(g.config, version) for g in groups}
-    validation = validate_flags(groups, version, validator)
+    launches = {g.server_key: launch_spec(g.config, by_key[g.server_key].version)
+                for g in groups}
+    validation = validate_flags(groups, by_key)
     warnings = plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
                 loads, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
@@ -312,7 +316,8 @@ def estimate_seconds(plan: Plan) -> float:
     next free one (as the controller does)."""
     slots = [0.0] * max(1, plan.max_parallel_servers)
     for group in plan.groups:
-        seconds = SERVER_START_S.get(group.config["engine"]["name"], SGLANG_START_S)
+        engine = group.config["engine"]
+        seconds = engines.get(engine["name"]).start_seconds(engine.get("device") or "cuda")
         seconds += sum(plan.cell_seconds(cell) for cell in group.cells)
         slots[slots.index(min(slots))] += seconds
     return RUN_OVERHEAD_S + max(slots)

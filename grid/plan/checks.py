@@ -9,16 +9,18 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 from omegaconf import DictConfig
 
-from engines.sglang import adaptive
-from engines.sglang.command import concurrency_warnings, threshold_warnings
-from engines.sglang.validate import ValidationUnavailable, check_batch, sglang_available
+import engines
+from engines.validation import ValidationUnavailable
 from grid.plan.cells import ServerGroup
 from grid.plan.config import ConfigError
-from grid.plan.specs import external_url, sglang_equivalent
+from grid.plan.placement import server_gpus
+from grid.plan.specs import external_url, launch_spec, sglang_equivalent
 
 LOGICAL_GPUS = 8
 """GPUs a local Ray cluster advertises when the engine needs none (the simulator): one node."""
@@ -48,55 +50,93 @@ def cluster_gpus(cfg: DictConfig) -> int | None:
     return found if found or cfg.engine.name != "sim" else LOGICAL_GPUS
 
 
-def sglang_version(cfg: DictConfig) -> tuple[str | None, str | None]:
-    """(SGLang version the flags are spelled for, Python whose SGLang parser validates them).
-    engine=sglang reads the version where the server will run unless engine.version says."""
-    engine = cfg.engine
-    validator = engine.validate_python
-    if validator is None and engine.name == "sglang":
-        validator = engine.python or sys.executable
-    found = _importable_sglang(validator) if validator else None
-    if validator and engine.validate_python and found is None:
-        raise ConfigError(f"engine.validate_python={validator} cannot import SGLang")
-    version = engine.version or (found if engine.name == "sglang" else None)
-    return version, (validator if found else None)
+@dataclass(frozen=True)
+class EngineCheck:
+    """What the plan found out about one engine configuration before anything starts."""
+
+    version: str | None
+    """The version its flags are spelled for (engine.version, else the one detected)."""
+    validator: str | None
+    """The Python whose copy of the engine's parser checks its commands (None = unchecked)."""
+    parser: str
+    """Which engine's parser: the engine's own, SGLang's for the simulator (it takes SGLang's
+    flags)."""
 
 
-@functools.lru_cache(maxsize=8)
-def _importable_sglang(python: str) -> str | None:
-    """SGLang's version importable with `python` (a ~4 s import, so asked once)."""
-    return sglang_available(python)
+def engine_check(engine: Mapping[str, Any]) -> EngineCheck:
+    """Version and parser of one engine config (a cell's `engine`): a real engine reads its
+    version where the server will run (engine.python) unless engine.version says, and is
+    checked by that Python's parser (or engine.validate_python's); the simulator only when
+    engine.validate_python names a Python with SGLang. ConfigError when engine.validate_python
+    cannot import the engine."""
+    kind = engines.get(engine["name"])
+    if not kind.launches:
+        return EngineCheck(None, None, kind.name)
+    parser = "sglang" if kind.simulated else kind.name
+    given = engine.get("validate_python")
+    validator = given or (None if kind.simulated else engine.get("python") or sys.executable)
+    found = _detected(parser, validator) if validator else None
+    if given and found is None:
+        raise ConfigError(f"engine.validate_python={given} cannot import "
+                          f"{engines.get(parser).label}")
+    version = engine.get("version") or (None if kind.simulated else found)
+    return EngineCheck(version, validator if found else None, parser)
 
 
-def validate_flags(groups: Sequence[ServerGroup], version: str | None,
-                   validator: str | None) -> str:
-    """Check every server command with SGLang's own parser (one subprocess for all); a
-    rejected flag is a ConfigError naming the variant and the flag."""
-    engine = groups[0].config["engine"]["name"]
-    if engine == "external":
+@functools.lru_cache(maxsize=16)
+def _detected(engine: str, python: str) -> str | None:
+    """The engine's version importable with `python` (a 4-20 s import, so asked once)."""
+    return engines.get(engine).detect_version(python)
+
+
+def validate_flags(groups: Sequence[ServerGroup], checks: Mapping[str, EngineCheck]) -> str:
+    """Check every server command with its engine's own parser (one subprocess per engine);
+    a rejected flag is a ConfigError naming the variant and the flag. `checks` by server key."""
+    batches: dict[tuple[str, str], dict[str, list[str]]] = {}
+    unchecked: list[str] = []
+    for group in groups:
+        check = checks[group.server_key]
+        if not engines.get(group.config["engine"]["name"]).launches:
+            continue
+        if check.validator is None:
+            unchecked.append(group.variant)
+            continue
+        spec = (sglang_equivalent(group.config, check.version) if check.parser == "sglang"
+                and group.config["engine"]["name"] != "sglang"
+                else launch_spec(group.config, check.version))
+        assert spec is not None
+        batches.setdefault((check.parser, check.validator), {})[group.variant] = spec.argv
+    done = []
+    for (parser, python), argvs in batches.items():
+        kind = engines.get(parser)
+        try:
+            found, _, problems = kind.validate(argvs, python)
+        except ValidationUnavailable as e:
+            raise ConfigError(str(e).splitlines()[0]) from None
+        if problems:
+            p = problems[0]
+            first = p.message.strip().splitlines()[-1] if p.message.strip() else p.message
+            raise ConfigError(f"variant {p.label}: {kind.label} rejects {p.flag or 'its flags'}"
+                              f": {first}")
+        done.append(f"{kind.label} {found}'s own parser ({len(argvs)} commands)")
+    if not done and not unchecked:
         return "external server: no command to validate"
-    if validator is None:
-        return ("note: server flags were NOT validated (SGLang is not importable; set "
-                "engine.validate_python to a Python with SGLang)")
-    argvs = {g.variant: sglang_equivalent(g.config, version).argv for g in groups}
-    try:
-        found, _, problems = check_batch(argvs, validator)
-    except ValidationUnavailable as e:
-        raise ConfigError(str(e).splitlines()[0]) from None
-    if problems:
-        p = problems[0]
-        first = p.message.strip().splitlines()[-1] if p.message.strip() else p.message
-        raise ConfigError(f"variant {p.label}: SGLang rejects {p.flag or 'its flags'}: {first}")
-    return f"server flags validated by SGLang {found}'s own parser ({len(argvs)} commands)"
+    line = f"server flags validated by {'; '.join(done)}" if done else ""
+    if unchecked:
+        line += ("; " if line else "") + (
+            f"note: the flags of {', '.join(unchecked)} were NOT validated (the engine is not "
+            "importable; set engine.validate_python to a Python that has it)")
+    return line
 
 
 def check_gpus(groups: Sequence[ServerGroup], gpus: int | None) -> None:
     if gpus is None:
         return
     for group in groups:
-        if group.config["engine"]["name"] != "external" and group.tp_size > gpus:
+        need = server_gpus(group)
+        if need > gpus:
             raise ConfigError(
-                f"variant {group.variant} needs {group.tp_size} GPUs but the cluster has {gpus}")
+                f"variant {group.variant} needs {need} GPUs but the cluster has {gpus}")
 
 
 def check_cluster(cfg: DictConfig) -> None:
@@ -123,7 +163,7 @@ def check_cpus(groups: Sequence[ServerGroup], cpus: float | None) -> None:
     for group in groups:
         load = group.config["load"]
         need = int(load["clients"]) * float(load["client_cpus"])
-        if group.config["engine"]["name"] != "external":
+        if engines.get(group.config["engine"]["name"]).launches:
             need += SERVER_CPU
         if need > cpus:
             raise ConfigError(
@@ -138,7 +178,7 @@ def check_engine(cfg: DictConfig, groups: Sequence[ServerGroup]) -> None:
     serves one configuration; a launched one takes no URL."""
     for group in groups:
         external_url(group.config["engine"])
-    if cfg.engine.name == "external":
+    if any(not engines.get(g.config["engine"]["name"]).launches for g in groups):
         if len(groups) > 1:
             raise ConfigError(
                 f"this sweep needs {len(groups)} distinct server configurations "
@@ -146,19 +186,11 @@ def check_engine(cfg: DictConfig, groups: Sequence[ServerGroup]) -> None:
 
 
 def plan_warnings(groups: Sequence[ServerGroup]) -> list[str]:
+    """What the engines say a user should read about each server group."""
     warnings = []
     for group in groups:
-        variant = group.config["variant"]
-        cap = variant["args"].get("max_running_requests")
-        if isinstance(cap, int):
-            concurrencies = [c.concurrency for c in group.cells if c.concurrency]
-            warnings += [f"{group.variant}: {w}" for w in concurrency_warnings(cap, concurrencies)]
-            if variant.get("speculative_disable_above_batch") is not None:
-                warnings += [f"{group.variant}: {w}" for w in threshold_warnings(
-                    variant["speculative_disable_above_batch"], cap)]
-        warnings += adaptive.threshold_notes(group.variant, variant)
-        if (group.config["engine"]["name"] == "sglang"
-                and "CUDA_DEVICE_MAX_CONNECTIONS" in variant["env"]):
-            warnings.append(f"{group.variant}: SGLang overwrites CUDA_DEVICE_MAX_CONNECTIONS=8 "
-                            "at start-up; this setting has no effect on the server")
+        concurrencies = [c.concurrency for c in group.cells if c.concurrency]
+        kind = engines.get(group.config["engine"]["name"])
+        warnings += kind.plan_warnings(group.config["variant"], concurrencies)
     return list(dict.fromkeys(warnings))
+

@@ -13,8 +13,10 @@ from typing import Any, Literal, get_args
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-EngineName = Literal["sim", "sglang", "external"]
+import engines
+
 SglangLauncher = Literal["serve", "launch_server"]
+Device = Literal["cuda", "cpu"]
 Endpoint = Literal["generate", "chat"]
 Arrival = Literal["poisson", "gamma", "constant", "trace"]
 WorkloadKind = Literal["prompts", "conversations"]
@@ -33,13 +35,17 @@ class ConfigError(ValueError):
 @dataclass
 class EngineConfig:
     name: str = "sim"
-    """Which engine serves the variants: one of EngineName."""
+    """Which engine serves the variants: a folder of engines/ with an engine.py (sim, sglang,
+    vllm, external), each with its conf/engine/<name>.yaml."""
     python: str = ""
     """Interpreter that runs the engine program ("" = the driver's own)."""
     launcher: str = "serve"
     """SGLang only: `sglang serve` or `python -m sglang.launch_server` (SglangLauncher)."""
+    device: str = "cuda"
+    """Where a launched server runs its model: cuda (the GPUs Ray assigns) or cpu (tiny models
+    on any machine, CI included: no GPUs reserved; engines/<name>/ says what it changes)."""
     version: str | None = None
-    """SGLang version the flags are built for; None = read it from `python`."""
+    """Engine version the flags are built for; None = read it from `python`."""
     url: str | None = None
     """External only: base URL of a server someone else runs (http://host:port)."""
     validate_python: str | None = None
@@ -312,7 +318,7 @@ def register_configs() -> None:
 
 
 _CHOICES: dict[str, Any] = {
-    "engine.name": EngineName,
+    "engine.device": Device,
     "engine.launcher": SglangLauncher,
     "workload.endpoint": Endpoint,
     "load.arrival": Arrival,
@@ -327,7 +333,12 @@ _CHOICES: dict[str, Any] = {
 
 
 def check_choices(cfg: DictConfig | dict[str, Any]) -> None:
-    """Raise ConfigError if a choice field holds a value outside its Literal."""
+    """Raise ConfigError if a choice field holds a value outside its Literal, or names an
+    engine that engines/ does not have."""
+    name = OmegaConf.select(cfg, "engine.name") if isinstance(cfg, DictConfig) \
+        else _dig(cfg, "engine.name")
+    if name not in engines.names():
+        raise ConfigError(f"engine.name={name!r} is not one of {', '.join(engines.names())}")
     for key, alias in _CHOICES.items():
         value = OmegaConf.select(cfg, key) if isinstance(cfg, DictConfig) else _dig(cfg, key)
         allowed = get_args(alias)

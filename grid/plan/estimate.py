@@ -14,9 +14,6 @@ RUN_OVERHEAD_S = 15.0
 """Starting (or joining) Ray and the first actors, measured on the development machine."""
 CELL_OVERHEAD_S = 1.5
 """Per cell: cache flush, metric and telemetry start/stop, committing Parquet."""
-SERVER_START_S = {"sim": 4.0, "external": 1.0}
-"""Per server group; a real model load takes minutes (SGLANG_START_S)."""
-SGLANG_START_S = 600.0
 PROMPT_TOKENS = 200
 """Typical prompt length of the shipped workloads (tokens), for the prefill share."""
 

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import engines
 from grid.plan.cells import ServerGroup
 from grid.plan.config import ConfigError
 
 
-def _launched(group: ServerGroup) -> bool:
-    return bool(group.config["engine"]["name"] != "external")
+def server_gpus(group: ServerGroup) -> int:
+    """GPUs one server of the group takes (its engine says: its tp_size on GPUs, none on the
+    CPU or for a server someone else runs)."""
+    engine = group.config["engine"]
+    return engines.get(engine["name"]).gpus(group.tp_size, engine.get("device") or "cuda")
 
 
 def check_nodes(groups: Sequence[ServerGroup], node_gpus: Sequence[int]) -> None:
@@ -19,18 +23,19 @@ def check_nodes(groups: Sequence[ServerGroup], node_gpus: Sequence[int]) -> None
     server never spans nodes (STRICT_PACK), so such a sweep could never run."""
     largest = max(node_gpus, default=0)
     for group in groups:
-        if _launched(group) and group.tp_size > largest:
+        if server_gpus(group) > largest:
             raise ConfigError(
-                f"variant {group.variant} needs {group.tp_size} GPUs on one node but the "
+                f"variant {group.variant} needs {server_gpus(group)} GPUs on one node but the "
                 f"largest node of the Ray cluster has {largest} "
                 f"(nodes: {', '.join(str(n) for n in sorted(node_gpus, reverse=True)) or 'none'})")
 
 
 def bundle_gpus(tp_size: int, node_gpus: Sequence[int], exclusive_node: bool) -> int:
-    """GPUs a server's placement bundle reserves. Packed: its tp_size. Exclusive: all GPUs of
-    the smallest node it fits on, so no other server is placed beside it (on a cluster of equal
-    nodes, exactly one node; the server itself still gets tp_size of them from Ray)."""
-    if not exclusive_node:
+    """GPUs a server's placement bundle reserves, for a server of `tp_size` GPUs (server_gpus).
+    Packed: its tp_size. Exclusive: all GPUs of the smallest node it fits on, so no other
+    server is placed beside it (on a cluster of equal nodes, exactly one node; the server
+    itself still gets tp_size of them from Ray). A server without GPUs reserves none."""
+    if not exclusive_node or tp_size == 0:
         return tp_size
     fitting = [n for n in node_gpus if n >= tp_size]
     return min(fitting) if fitting else tp_size

@@ -18,11 +18,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 
+import engines
 from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
-from engines.external import ExternalUrlError, normalize_url
+from engines.base import ServerRequest
+from engines.external.url import ExternalUrlError, normalize_url
 from engines.launch import LaunchSpec
-from engines.sglang.command import build_sglang_launch, build_sim_launch
+from engines.sglang.versions import FlagError
 from grid.plan.cells import Cell, resolved_tp_size
 from grid.plan.config import ConfigError
 
@@ -39,28 +41,32 @@ _SPEC_KEYS = {
 }
 
 
-def launch_spec(config: Mapping[str, Any], sglang_version: str | None = None
-                ) -> LaunchSpec | None:
-    """What to launch for `config` (None for an external engine, whose URL is used as it is).
-    `sglang_version` spells the flags for that SGLang release (engine=sglang; None = as given)."""
+def launch_spec(config: Mapping[str, Any], version: str | None = None) -> LaunchSpec | None:
+    """What to launch for `config` (None for an engine that launches nothing: an external
+    server's URL is used as it is). `version` spells the flags for that engine release (None =
+    as given). ConfigError with the engine's one line for a variant it cannot run."""
     engine, model, variant = config["engine"], config["model"], config["variant"]
-    if engine["name"] == "external":
+    kind = engines.get(engine["name"])
+    if not kind.launches:
         return None
-    common: dict[str, Any] = dict(
+    request = ServerRequest(
         args=variant["args"], env=variant["env"], model_path=model["model_path"],
         draft_model_path=model.get("draft_model_path"),
         served_model_name=model.get("served_model_name"), tp_size=resolved_tp_size(config),
-        ready_timeout_s=float(engine["ready_timeout_s"]),
-        stop_timeout_s=float(engine["stop_timeout_s"]),
         disable_above_batch=variant.get("speculative_disable_above_batch"),
-        host=bind_host(engine), api_key=engine.get("api_key"), revision=model.get("revision"),
+        python=engine.get("python") or sys.executable, version=version,
+        device=engine.get("device") or "cuda", host=bind_host(engine),
+        api_key=engine.get("api_key"), ready_timeout_s=float(engine["ready_timeout_s"]),
+        stop_timeout_s=float(engine["stop_timeout_s"]), revision=model.get("revision"),
         draft_revision=model.get("draft_revision"),
-    )
-    python = engine.get("python") or sys.executable
-    if engine["name"] == "sim":
-        return build_sim_launch(python=python, sim_args=engine.get("sim_args") or {}, **common)
-    return build_sglang_launch(python=python, version=sglang_version,
-                               launcher=engine["launcher"], **common)
+        options={"launcher": engine.get("launcher") or "serve",
+                 "sim_args": engine.get("sim_args") or {}})
+    try:
+        return kind.launch_spec(request)
+    except FlagError:
+        raise  # SGLang's flag errors name the field and version; the plan reports them
+    except ValueError as e:
+        raise ConfigError(f"variant {variant['name']} on {kind.label}: {e}") from None
 
 
 def bind_host(engine: Mapping[str, Any]) -> str:
@@ -162,15 +168,18 @@ def at_url(specs: Iterable[PlannedSpec], url: str, api_key: str | None) -> list[
 
 
 # --- engine versions (part of a cell's identity) -------------------------------------------
-def engine_version(config: Mapping[str, Any], sglang_version: str | None) -> str | None:
-    """What changes the engine's behaviour besides its flags, as one string: SGLang's version
-    as detected where the server runs (engine.python) or as given; for the simulator, the
-    specgrid release, the SGLang version it imitates and a digest of the CONTENT of its
-    server, hardware and model profiles. None for an external server (recorded from its
-    /server_info when it runs)."""
+def engine_version(config: Mapping[str, Any], detected: str | None) -> str | None:
+    """What changes the engine's behaviour besides its flags, as one string: a real engine's
+    name and version as detected where the server runs (engine.python) or as given; for the
+    simulator, the specgrid release, the SGLang version it imitates and a digest of the
+    CONTENT of its server, hardware and model profiles. None for an external server (recorded
+    from its /server_info when it runs)."""
     engine = config["engine"]
-    if engine["name"] == "sglang":
-        return f"sglang {sglang_version or engine.get('version') or 'unknown'}"
+    kind = engines.get(engine["name"])
+    if not kind.launches:
+        return None
+    if not kind.simulated:
+        return f"{kind.name} {detected or engine.get('version') or 'unknown'}"
     if engine["name"] == "sim":
         args = engine.get("sim_args") or {}
         return sim_version(str(args.get("profile") or "default"), args.get("hardware"),
@@ -202,7 +211,7 @@ def specgrid_version() -> str:
     try:
         return importlib.metadata.version("specgrid")
     except importlib.metadata.PackageNotFoundError:
-        pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
         try:
             return str(tomllib.loads(pyproject.read_text())["project"]["version"])
         except (OSError, KeyError, tomllib.TOMLDecodeError):

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from specgrid_metrics.acceptance import cell_accept_length_decode, server_accept_length
+from engines.base import MetricNames, detect_family
+from specgrid_metrics.acceptance import cell_accept_length_decode
 from specgrid_metrics.counters import Sample
 from specgrid_metrics.requests import percentile
 
@@ -52,6 +53,7 @@ def cell_columns(
     stats: Mapping[str, Any],
     server_samples: Sequence[Sample] = (),
     endpoint: str = "generate",
+    metrics: MetricNames | None = None,
 ) -> dict[str, Any]:
     """The cell row's load-generator columns (grid/store/schema.py): transport, chunk-gap
     percentiles over completed requests, decode-only accept length, rates, self-check figures.
@@ -59,7 +61,9 @@ def cell_columns(
     server's ``/metrics`` counter deltas over the cell (``server_samples``) and
     ``accept_length_source`` says so; on ``generate`` from the requests (``"requests"``). The
     ``accept_length`` key is included only when it comes from the server (the row's own is
-    summarize_cell's, from the requests)."""
+    summarize_cell's, from the requests). `metrics` names the engine's series (None: the family
+    is told from the scraped names, as for a server someone else runs); vLLM's per-position
+    acceptance comes from the counters on every endpoint."""
     ok = [r for r in rows if r.get("status") == "ok"]
     gaps: list[float] = []
     for r in ok:
@@ -70,10 +74,15 @@ def cell_columns(
                 "client_dispatch_lag_p99_s", "loop_lag_p99_s", "client_cpu_percent",
                 "merged_reads", "merged_read_fraction"):
         out[key] = stats.get(key)
+    names = metrics or detect_family(name for _, name, _, _ in server_samples)
+    counters = names.accept_length(server_samples) if names else None
     if endpoint == "generate":
         decode = cell_accept_length_decode(rows)
         out["accept_length_decode"] = decode
         out["accept_length_source"] = "requests" if decode is not None else None
+    elif counters is not None:
+        out.update({k: v for k, v in counters.items() if k != "acceptance_per_position"})
     else:
-        out.update(server_accept_length(server_samples))
+        out.update(accept_length=None, accept_length_decode=None, accept_length_source=None)
+    out["acceptance_per_position"] = counters["acceptance_per_position"] if counters else None
     return out

@@ -9,6 +9,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import engines
 from actors.loadgen.conversation import ConversationResult
 from actors.loadgen.conversation_plan import ROW_KEYS
 from grid.plan.cells import Cell
@@ -72,7 +73,8 @@ def measured(run_id: str, cell: Cell, attempt: int, *, started: float, finished:
     row = cell_row(run_id, cell, attempt, status=status, error=error, started=started,
                    finished=finished, server=server)
     row.update(summary)
-    row.update(client_columns(rows, stats, samples, cell.config["workload"]["endpoint"]))
+    row.update(client_columns(rows, stats, samples, cell.config["workload"]["endpoint"],
+                              engines.get(cell.config["engine"]["name"]).metrics))
     row["status"], row["error"] = status, error
     return CellOutcome(status, error, log_tail, row,
                        [request_row(run_id, cell, attempt, r) for r in rows],
@@ -136,7 +138,7 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
     return {
         "run_id": run_id, "cell_id": cell.cell_id, "server_key": cell.server_key,
         "attempt": attempt, "status": status, "error": error,
-        "engine": engine, "simulated": engine == "sim",
+        "engine": engine, "simulated": engines.get(engine).simulated,
         "model": config["model"]["name"], "concurrency": cell.concurrency, "rate": cell.rate,
         "max_in_flight": cell.max_in_flight, "num_requests": cell.num_requests,
         "factors": json.dumps(cell.factors, default=str),
@@ -150,11 +152,15 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
 
 
 def request_row(run_id: str, cell: Cell, attempt: int, row: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(row)
+    return {**row, **_cell_columns(run_id, cell, attempt)}
+
+
+def _cell_columns(run_id: str, cell: Cell, attempt: int) -> dict[str, Any]:
+    """The leading columns request rows and conversation rounds share."""
     engine = cell.config["engine"]["name"]
-    out.update(run_id=run_id, cell_id=cell.cell_id, attempt=attempt, engine=engine,
-               simulated=engine == "sim", concurrency=cell.concurrency, rate=cell.rate)
-    return out
+    return {"run_id": run_id, "cell_id": cell.cell_id, "attempt": attempt, "engine": engine,
+            "simulated": engines.get(engine).simulated, "concurrency": cell.concurrency,
+            "rate": cell.rate}
 
 
 def metric_rows(run_id: str, cell: Cell, attempt: int,
@@ -205,8 +211,4 @@ def cache_hit_rate(rows: Iterable[Mapping[str, Any]]) -> float | None:
 
 
 def turn_row(run_id: str, cell: Cell, attempt: int, row: Mapping[str, Any]) -> dict[str, Any]:
-    out = {k: row.get(k) for k in ROW_KEYS}
-    engine = cell.config["engine"]["name"]
-    out.update(run_id=run_id, cell_id=cell.cell_id, attempt=attempt, engine=engine,
-               simulated=engine == "sim", concurrency=cell.concurrency, rate=cell.rate)
-    return out
+    return {**{k: row.get(k) for k in ROW_KEYS}, **_cell_columns(run_id, cell, attempt)}

@@ -111,6 +111,7 @@ CELL_FIELDS = _schema([
     *[(f"chunk_gap_{q}_s", pa.float64()) for q in ("p50", "p90", "p99")],
     ("accept_length_decode", pa.float64()),
     ("accept_length_source", pa.string()),
+    ("acceptance_per_position", pa.list_(pa.float64())),
     ("offered_rate_req_s", pa.float64()),
     ("achieved_rate_req_s", pa.float64()),
     ("start_late_s", pa.float64()),

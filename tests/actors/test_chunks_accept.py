@@ -14,10 +14,10 @@ import pytest
 from actors.loadgen.runner import run_load
 from actors.loadgen.spec import LoadSpec, Prompt
 from actors.loadgen.streams import NativeSink, Timeline
+from engines.base import SGLANG_METRICS
 from grid.loader import load_requests
 from grid.store.clientstats import cell_columns, merge_client_stats
 from grid.store.results import write_cell
-from specgrid_metrics.acceptance import server_accept_length
 from specgrid_metrics.counters import counter_delta
 from specgrid_metrics.requests import itl_gaps
 from tests.actors.test_sse import ListStream, native_stream
@@ -105,24 +105,24 @@ def test_cell_accept_length_from_server_counters_on_chat() -> None:
     samples += _samples({names[0]: 5.0}, {names[0]: 5.0}, {"tp_rank": "1"})  # unchanged series
     samples += [(1.5, "sglang:spec_accept_length", {}, 9.0)]  # a gauge: ignored
     assert counter_delta(samples, names[0]) == 640.0
-    got = server_accept_length(samples)
+    got = SGLANG_METRICS.accept_length(samples)
     assert got == {"accept_length": 3.2, "accept_length_decode": 3.0,
-                   "accept_length_source": "server_metrics"}
+                   "acceptance_per_position": None, "accept_length_source": "server_metrics"}
     cols = cell_columns([{"status": "ok", "output_tokens": 16, "spec_verify_ct": None}],
                         {}, samples, endpoint="chat")
     assert cols["accept_length"] == 3.2 and cols["accept_length_source"] == "server_metrics"
 
 
 def test_server_counters_missing_or_reset() -> None:
-    assert server_accept_length([])["accept_length_source"] is None
+    assert SGLANG_METRICS.accept_length([])["accept_length_source"] is None
     reset = [(1.0, "sglang:generation_tokens_total", {}, 500.0),
              (2.0, "sglang:generation_tokens_total", {}, 30.0),  # restarted: counts from 0
              (1.0, "sglang:spec_verify_calls_total", {}, 100.0),
              (2.0, "sglang:spec_verify_calls_total", {}, 10.0)]
-    assert server_accept_length(reset)["accept_length"] == 3.0
+    assert SGLANG_METRICS.accept_length(reset)["accept_length"] == 3.0
     no_spec = [(1.0, "sglang:generation_tokens_total", {}, 0.0),
                (2.0, "sglang:generation_tokens_total", {}, 99.0)]
-    assert server_accept_length(no_spec)["accept_length"] is None
+    assert SGLANG_METRICS.accept_length(no_spec)["accept_length"] is None
 
 
 def test_merge_client_stats_rates_and_merged_reads() -> None:

@@ -105,7 +105,8 @@ def test_sweep_syntax_gives_the_cells_of_the_sweep_file(tmp_path):
     assert [g.variant for g in from_line.groups] == ["baseline", "eagle3"]
 
 
-@pytest.mark.parametrize("flag", [[], ["-m"], ["--multirun"]])
+@pytest.mark.parametrize("flag", [[], pytest.param(["-m"], marks=pytest.mark.slow),
+                                  pytest.param(["--multirun"], marks=pytest.mark.slow)])
 def test_sweep_syntax_on_the_real_command_line_with_or_without_multirun(flag, tmp_path):
     smoke = _cli("+sweep=smoke", "plan=true", f"results_dir={tmp_path}")
     proc = _cli(*flag, *SMOKE_AS_SWEEP_SYNTAX, "plan=true", f"results_dir={tmp_path}")

@@ -66,7 +66,7 @@ def _variants() -> dict[str, dict[str, Any]]:
     from omegaconf import OmegaConf
 
     out = {}
-    for path in sorted((ROOT / "grid" / "conf" / "variant").glob("*.yaml")):
+    for path in sorted((ROOT / "conf" / "variant").glob("*.yaml")):
         cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)
         assert isinstance(cfg, dict)
         out[str(cfg.get("name", path.stem))] = cfg
@@ -76,7 +76,7 @@ def _variants() -> dict[str, dict[str, Any]]:
 def _model() -> dict[str, Any]:
     from omegaconf import OmegaConf
 
-    path = ROOT / "grid" / "conf" / "model" / "llama3.1-8b.yaml"
+    path = ROOT / "conf" / "model" / "llama3.1-8b.yaml"
     cfg = OmegaConf.to_container(OmegaConf.load(path))
     assert isinstance(cfg, dict)
     return cfg

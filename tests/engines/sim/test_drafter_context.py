@@ -106,6 +106,7 @@ def _long(text: str, tokens: int) -> str:
     return (text + "\n") * (tokens * 4 // (len(text) + 1) + 1)
 
 
+@pytest.mark.slow
 def test_long_context_accepts_less_through_http(launch_sim: LaunchSim):
     sim = launch_sim([*EAGLE3, "--max-running-requests", "64", "--sim-time-scale", "0"])
     texts = prompts("coding")[:8]

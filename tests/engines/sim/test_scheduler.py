@@ -9,7 +9,7 @@ import pytest
 
 from engines.sim.calibrate import anchor, coding_prompt, published_targets, results
 from engines.sim.cli import resolve
-from engines.sim.engine import RequestError, SimEngine
+from engines.sim.core import RequestError, SimEngine
 from engines.sim.scheduler import BatchCore, SimRequest, spec_meta
 
 EAGLE3 = ["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",

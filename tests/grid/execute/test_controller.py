@@ -39,6 +39,7 @@ def _kill_mid_first_cell(role: str, killed: list[str]) -> threading.Thread:
     return thread
 
 
+@pytest.mark.slow
 def test_killed_server_actor_fails_its_cell_and_the_next_runs_on_a_relaunched_server(tmp_path):
     killed: list[str] = []
     thread = _kill_mid_first_cell("server", killed)
@@ -57,6 +58,7 @@ def test_killed_server_actor_fails_its_cell_and_the_next_runs_on_a_relaunched_se
     assert_no_orphans(outcome.run_dir)
 
 
+@pytest.mark.slow
 def test_killed_load_generator_fails_its_cell_and_leaves_the_server_alone(tmp_path):
     killed: list[str] = []
     thread = _kill_mid_first_cell("loadgen0", killed)
@@ -93,6 +95,7 @@ def test_any_exception_in_a_cell_fails_only_that_cell(tmp_path, monkeypatch):
     assert not ledger_rows(outcome.run_dir, "SELECT 1 FROM cells WHERE status='running'")
 
 
+@pytest.mark.slow
 def test_server_starts_are_retried_up_to_max_server_starts(tmp_path):
     outcome, out = run_smoke(tmp_path, "grid.axes.concurrency=[1,2,4]",
                              "engine.sim_args.startup_seconds=600", "engine.ready_timeout_s=2")

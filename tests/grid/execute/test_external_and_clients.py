@@ -33,6 +33,7 @@ def test_external_server_is_benchmarked_without_launching(tmp_path):
     assert (cells.engine == "external").all() and not cells.simulated.any()
 
 
+@pytest.mark.slow
 def test_several_clients_give_the_same_rows_as_one(tmp_path):
     counts, prompts = {}, {}
     for clients in (1, 2):

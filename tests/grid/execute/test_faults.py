@@ -17,6 +17,7 @@ from tests.grid.execute.smoke_runs import SMOKE_BASELINE, assert_no_orphans, led
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
+@pytest.mark.slow
 def test_server_crash_mid_cell_fails_cell_and_relaunches(tmp_path):
     # 1 warmup + 6 measured requests per cell; the server dies when the 5th request arrives.
     outcome, out = run_smoke(tmp_path, "engine.sim_args.crash_after_requests=4")
@@ -30,6 +31,7 @@ def test_server_crash_mid_cell_fails_cell_and_relaunches(tmp_path):
     assert_no_orphans(outcome.run_dir)
 
 
+@pytest.mark.slow
 def test_server_never_ready_fails_its_cells_and_is_killed(tmp_path):
     outcome, out = run_smoke(tmp_path, "engine.sim_args.startup_seconds=600",
                              "engine.ready_timeout_s=2", "run.max_server_starts=1")
@@ -41,6 +43,7 @@ def test_server_never_ready_fails_its_cells_and_is_killed(tmp_path):
     assert_no_orphans(outcome.run_dir)
 
 
+@pytest.mark.slow
 def test_http_errors_below_threshold_are_counted(tmp_path):
     outcome, _ = run_smoke(tmp_path, "engine.sim_args.error_rate=0.3", "run.max_error_rate=0.9",
                            "load.num_requests=20")
@@ -51,6 +54,7 @@ def test_http_errors_below_threshold_are_counted(tmp_path):
     assert errors.error.str.contains("500").all()
 
 
+@pytest.mark.slow
 def test_http_errors_above_threshold_fail_the_cell(tmp_path):
     outcome, _ = run_smoke(tmp_path, "engine.sim_args.error_rate=0.5", "run.max_error_rate=0.1",
                            "load.num_requests=20")
@@ -60,6 +64,7 @@ def test_http_errors_above_threshold_fail_the_cell(tmp_path):
     assert cells.error.str.contains("error rate").all()
 
 
+@pytest.mark.slow
 def test_malformed_stream_is_an_error_row(tmp_path):
     outcome, _ = run_smoke(tmp_path, "engine.sim_args.malformed_rate=0.5", "run.max_error_rate=1.0",
                            "load.num_requests=20")
@@ -90,6 +95,7 @@ def test_unwritable_results_folder_is_a_clear_error(tmp_path, capsys):
     assert len(err) == 1 and "is not writable" in err[0]
 
 
+@pytest.mark.slow
 def test_disk_full_mid_run_commits_nothing_half_way_then_resumes(tmp_path, monkeypatch):
     real_write = results.pq.write_table
     calls = {"n": 0}

@@ -51,6 +51,7 @@ def test_two_groups_run_at_the_same_time(tmp_path):
     assert len(logs) == 2 and all("Cache flushed successfully" in p.read_text() for p in logs), logs
 
 
+@pytest.mark.slow
 def test_exclusive_node_keeps_one_server_per_node(tmp_path):
     """grid.exclusive_node (default true): on the one 8-GPU node of the session, two TP1
     servers with max_parallel_servers=2 still run one after the other."""

@@ -96,6 +96,7 @@ def test_sim_profile_is_identified_by_content(tmp_path):
     assert first.run_dir == changed.run_dir  # same folder: old and new side by side
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ray_session")
 def test_new_engine_version_runs_new_cells_and_keeps_the_old(tmp_path):
     profile = tmp_path / "p.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engines.external import ExternalUrlError, distinct_server_keys_error, normalize_url
+from engines.external.url import ExternalUrlError, distinct_server_keys_error, normalize_url
 
 
 @pytest.mark.parametrize(("url", "expected"), [

@@ -1,0 +1,91 @@
+"""SGLang behind the engine interface (engines/base.py): command lines per version
+(engines/sglang/command.py, flags.py, versions.py), SGLang's own parser (validate.py), start-up
+log phases (logphases.py), the speculation threshold's semantics (adaptive.py), metric names.
+
+On the CPU (`engine.device=cpu`: tiny models, CI) SGLang 0.5.23 serves through its generic
+device path: `--device cpu --attention-backend torch_native` (its own CPU engine,
+`SGLANG_USE_CPU_ENGINE=1`, needs a CPU build of sgl-kernel that no registry package provides,
+and its default x86 attention backend needs Intel AMX), with a bounded KV pool and context
+(CPU_DEFAULTS, a variant's own values win). Speculative decoding does not run there (its kernels
+need CUDA/Triton): a speculative variant on the CPU is refused in the plan."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from engines.base import SGLANG_METRICS, Engine, ServerRequest
+from engines.launch import Endpoints, LaunchSpec
+from engines.sglang import adaptive, validate
+from engines.sglang.command import (
+    build_sglang_launch,
+    concurrency_warnings,
+    speculation_on,
+    threshold_warnings,
+)
+from engines.validation import FlagProblem
+
+CPU_DEFAULTS: dict[str, Any] = {"device": "cpu", "attention_backend": "torch_native",
+                                "max_total_tokens": 16384, "context_length": 4096}
+"""ServerArgs of an SGLang server on the CPU: the generic device path (module docstring), a KV
+pool of 16k tokens (a tiny model's pool is a few MB; unbounded, SGLang sizes it from the free
+memory of a GPU it does not have) and a context of 4096 tokens (the positions of the tiny
+models scripts/tiny_models.py builds)."""
+
+
+def sglang_warnings(variant: Mapping[str, Any], concurrencies: Sequence[int]) -> list[str]:
+    """The running-request cap and the speculation threshold, as SGLang reads them (the
+    simulator, which stands in for SGLang, gets the same)."""
+    name, args = variant["name"], variant.get("args") or {}
+    out = []
+    cap = args.get("max_running_requests")
+    if isinstance(cap, int):
+        out += [f"{name}: {w}" for w in concurrency_warnings(cap, concurrencies)]
+        if variant.get("speculative_disable_above_batch") is not None:
+            out += [f"{name}: {w}" for w in threshold_warnings(
+                variant["speculative_disable_above_batch"], cap)]
+    return out + adaptive.threshold_notes(name, variant)
+
+
+class SGLang(Engine):
+    name = "sglang"
+    label = "SGLang"
+    endpoints = Endpoints()
+    metrics = SGLANG_METRICS
+
+    def launch_spec(self, request: ServerRequest) -> LaunchSpec:
+        args = dict(request.args)
+        if request.device == "cpu":
+            if speculation_on(args):
+                raise ValueError("SGLang's speculative decoding does not run on the CPU (its "
+                                 "kernels need CUDA): use engine=vllm or a baseline variant")
+            args = {**CPU_DEFAULTS, **args}
+        spec = build_sglang_launch(
+            args=args, env=request.env, model_path=request.model_path,
+            draft_model_path=request.draft_model_path,
+            served_model_name=request.served_model_name, tp_size=request.tp_size,
+            version=request.version, launcher=request.options.get("launcher", "serve"),
+            python=request.python, ready_timeout_s=request.ready_timeout_s,
+            disable_above_batch=request.disable_above_batch, host=request.host,
+            api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
+            revision=request.revision, draft_revision=request.draft_revision)
+        return replace(spec, endpoints=self.endpoints)
+
+    def detect_version(self, python: str) -> str | None:
+        return validate.sglang_available(python)
+
+    def validate(self, argvs: Mapping[str, Sequence[str]], python: str
+                 ) -> tuple[str, bool, list[FlagProblem]]:
+        return validate.check_batch(argvs, python)
+
+    def plan_warnings(self, variant: Mapping[str, Any], concurrencies: Sequence[int]
+                      ) -> list[str]:
+        out = sglang_warnings(variant, concurrencies)
+        if "CUDA_DEVICE_MAX_CONNECTIONS" in (variant.get("env") or {}):
+            out.append(f"{variant['name']}: SGLang overwrites CUDA_DEVICE_MAX_CONNECTIONS=8 at "
+                       "start-up; this setting has no effect on the server")
+        return out
+
+
+ENGINE = SGLang()

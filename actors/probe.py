@@ -14,6 +14,8 @@ from typing import Any
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from engines.external.detect import FLUSH_CANDIDATES, INFO_CANDIDATES, MISSING, Offers, decide
+
 
 class ProbeError(RuntimeError):
     """The server did not answer as a healthy SGLang server does."""
@@ -38,6 +40,42 @@ def flush_cache(url: str, headers: Mapping[str, str], timeout_s: float = 60.0,
         if time.monotonic() > deadline:
             raise ProbeError(f"{path} still {response.status_code} after {timeout_s} s")
         time.sleep(0.2)
+
+
+def detect(url: str, headers: Mapping[str, str]) -> Offers:
+    """Ask a server someone else runs, once, what it offers (engines/external/detect.py): its
+    /metrics names, which cache-flush endpoint answers (trying each in turn: a POST that
+    flushes, before any cell runs), which server-info endpoint, and its version."""
+    names = [name for name, _, _ in parse_prometheus(_get_text(url, "/metrics", headers))]
+    flush: dict[str, int] = {}
+    for path in FLUSH_CANDIDATES:
+        flush[path] = _status(lambda p=path: httpx.post(f"{url}{p}", timeout=30,
+                                                        headers=dict(headers)))
+        if flush[path] not in MISSING:
+            break
+    info: dict[str, int] = {}
+    for path in INFO_CANDIDATES:
+        info[path] = _status(lambda p=path: httpx.get(f"{url}{p}", timeout=10,
+                                                      headers=dict(headers)))
+        if info[path] == 200:
+            break
+    version = get_json(url, "/version", headers).get("version")
+    return decide(names, flush, info, str(version) if version else None)
+
+
+def _status(call: Any) -> int:
+    try:
+        return int(call().status_code)
+    except httpx.HTTPError:
+        return 0
+
+
+def _get_text(url: str, path: str, headers: Mapping[str, str]) -> str:
+    try:
+        response = httpx.get(f"{url}{path}", timeout=10, headers=dict(headers))
+        return response.text if response.status_code == 200 else ""
+    except httpx.HTTPError:
+        return ""
 
 
 def get_json(url: str, path: str, headers: Mapping[str, str]) -> dict[str, Any]:

@@ -26,7 +26,6 @@ Acceptance measured with vLLM 0.32.0 on CPU, 32 greedy requests of 64 tokens.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shutil
@@ -35,83 +34,17 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-CORPUS_GLOBS = ("workloads/prompts/*.jsonl", "workloads/train_samples/*.jsonl")
-
-# The recipe: every number that shapes the output. Changing any of it changes the digest.
-RECIPE = {
-    "recipe_version": 1,
-    "seed": 1234,
-    "vocab_size": 512,          # 256 byte symbols + 8 special tokens + 248 BPE merges
-    "hidden_size": 128,
-    "intermediate_size": 256,   # 2 x hidden: the smallest sensible SwiGLU MLP
-    "num_hidden_layers": 4,     # enough for three distinct EAGLE-3 aux layers
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,   # GQA 2:1, as in real Llama-3 models
-    "head_dim": 32,             # 4 heads x 32 = hidden 128
-    "max_position_embeddings": 4096,
-    "rope_theta": 10000.0,
-    "init_std": 0.02,           # transformers' default initializer_range
-    "near_noise_std": 0.001,    # draft-near: N(0, 0.001) on every weight, ~5 % of init_std
-    # vLLM's aux id k = the target's residual stream after k layers (0 = embeddings, 4 = the
-    # last layer's output before the final norm), llama.py / interfaces.py _maybe_add_hidden_state
-    "eagle3_aux_layers": [1, 2, 4],
-}
-SPECIALS = ["<|pad|>", "<|bos|>", "<|eos|>", "<|system|>", "<|user|>", "<|assistant|>",
-            "<|tool|>", "<|unk|>"]
-# One turn = "<|role|>\n" content "<|eos|>\n"; generation starts after "<|assistant|>\n" and
-# stops at <|eos|>. Message content may be a string or a list of OpenAI text parts.
-CHAT_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}"
-    "{{ '<|' + m['role'] + '|>\\n' }}"
-    "{% if m['content'] is string %}{{ m['content'] }}"
-    "{% else %}{% for p in m['content'] %}{% if p['type'] == 'text' %}{{ p['text'] }}"
-    "{% endif %}{% endfor %}{% endif %}{{ '<|eos|>\\n' }}{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}")
-
-
-def corpus_lines() -> list[str]:
-    """Every string in the shipped jsonl files (read-only), in a fixed order."""
-    def strings(obj):
-        if isinstance(obj, str):
-            yield obj
-        elif isinstance(obj, dict):
-            for v in obj.values():
-                yield from strings(v)
-        elif isinstance(obj, list):
-            for v in obj:
-                yield from strings(v)
-    lines = []
-    for pattern in CORPUS_GLOBS:
-        for path in sorted(REPO.glob(pattern)):
-            for raw in path.read_text(encoding="utf-8").splitlines():
-                if raw.strip():
-                    lines.extend(s for s in strings(json.loads(raw)) if len(s) > 3)
-    if not lines:  # run outside a checkout: generated text, still deterministic
-        words = "the a model token server batch draft accept speed cache queue request".split()
-        lines = [" ".join(words[(i * 7 + j * 3) % len(words)] for j in range(12))
-                 for i in range(2000)]
-    return lines
-
-
-def digest(lines: list[str]) -> str:
-    h = hashlib.sha256(json.dumps(RECIPE, sort_keys=True).encode())
-    h.update(CHAT_TEMPLATE.encode())
-    for line in lines:
-        h.update(line.encode())
-    return h.hexdigest()[:16]
-
-
-def sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def complete(out: Path) -> bool:
-    try:
-        manifest = json.loads((out / "manifest.json").read_text())
-        return all((out / f).is_file() and (out / f).stat().st_size == meta["size"]
-                   and sha256(out / f) == meta["sha256"] for f, meta in manifest["files"].items())
-    except (OSError, ValueError, KeyError):
-        return False
+sys.path.insert(0, str(REPO))  # the recipe lives in the package (the driver reads it too)
+from engines.tiny_models import (  # noqa: E402
+    CHAT_TEMPLATE,
+    RECIPE,
+    SPECIALS,
+    cache_root,
+    complete,
+    corpus_lines,
+    digest,
+    sha256,
+)
 
 
 def build_tokenizer(lines: list[str]):
@@ -267,7 +200,7 @@ def main(argv=None) -> int:
 
     lines = corpus_lines()
     dig = digest(lines)
-    out = (args.out or Path.home() / ".cache/specgrid/tiny-models" / dig).expanduser().resolve()
+    out = (args.out or cache_root() / dig).expanduser().resolve()
     if complete(out) and not args.force:
         print(f"tiny_models: {out} is complete (recipe {dig})", file=sys.stderr)
         print(out)

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
 import pytest
 
 
@@ -14,3 +22,70 @@ def ray_session():
                  object_store_memory=80 * 2**20, log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def engines_python() -> str:
+    """The Python of the real-engine environment (vLLM and SGLang on the CPU, built by
+    `bash scripts/engine_envs.sh --one`), with the tiny models built. Missing: the test is
+    skipped on a developer's machine and FAILS under CI (CI=true), where .ci/run builds both."""
+    from engines.tiny_models import model_dir
+
+    python = os.environ.get("SPECGRID_VLLM_PYTHON") or str(REPO / ".venv-engines/bin/python")
+    missing = [what for what, ok in (
+        (f"the engine environment ({python})", Path(python).exists()),
+        (f"the tiny models ({model_dir('target')})", model_dir("target").is_dir())) if not ok]
+    if missing:
+        message = (f"real engines need {' and '.join(missing)}: run "
+                   "`bash scripts/engine_envs.sh --one`")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
+
+
+@pytest.fixture(scope="session")
+def plain_vllm(tmp_path_factory, engines_python):
+    """One real vLLM server for the session, as someone else would start it (no dev endpoints),
+    speculating with the near-copy draft model (4 tokens), serving the tiny target as `tiny` on
+    a free loopback port; its process group is killed at the end."""
+    from actors._process import free_port
+    from engines.tiny_models import model_dir
+
+    folder = tmp_path_factory.mktemp("vllm")
+    port = free_port("127.0.0.1")
+    spec = json.dumps({"method": "draft_model", "model": str(model_dir("draft-near")),
+                       "num_speculative_tokens": 4})
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+           "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "TMPDIR": str(folder),
+           "VLLM_CACHE_ROOT": str(folder / "cache")}
+    env.pop("VLLM_SERVER_DEV_MODE", None)
+    log_path = folder / "vllm.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            [engines_python, "-m", "vllm.entrypoints.openai.api_server",
+             "--model", str(model_dir("target")), "--served-model-name", "tiny",
+             "--host", "127.0.0.1", "--port", str(port), "--max-num-seqs", "8",
+             "--dtype", "bfloat16", "--enforce-eager", "--distributed-executor-backend", "uni",
+             "--speculative-config", spec],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM did not answer /health in 300 s: {log_path}")
+            time.sleep(1)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the API server, its engine core and worker
+        proc.wait(timeout=30)

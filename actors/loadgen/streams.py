@@ -11,9 +11,10 @@
   parsed fully for ``prompt_tokens``, ``completion_tokens``, ``finish_reason`` and speculation
   counters (``spec_verify_ct``; older servers' ``spec_accept_length`` is converted back).
 * OpenAI ``POST /v1/chat/completions`` with ``stream_options = {include_usage,
-  continuous_usage_stats}``: small events, parsed with ``json.loads``. Tokens per content chunk
-  come from Δ``usage.completion_tokens`` when the server sends per-chunk usage, else 1 per
-  content delta; the final usage chunk gives prompt/completion tokens.
+  continuous_usage_stats}``: small events, parsed with ``json.loads``. A chunk carries
+  Δ``usage.completion_tokens`` tokens when the server sends per-chunk usage, else one per delta
+  that has a ``content`` key (even ``""``), reasoning or tool calls, never the role-only opening
+  chunk; the final usage chunk gives prompt/completion tokens (the rule: :class:`ChatSink`).
 
 Arrival times: the transport's per-read stamp when it has one (``StampingTransport``), else
 ``perf_counter()`` when the read reaches the parser. Any exception ends the request with
@@ -265,19 +266,80 @@ class NativeSink:
             raise StreamError("stream ended before finish_reason or [DONE]")
 
 
-class ChatSink:
-    """Parser of an OpenAI ``/v1/chat/completions`` stream (same interface as NativeSink)."""
+def _carries_token(delta: dict[str, Any]) -> bool:
+    """Without per-chunk usage: does this delta stand for a generated token (ChatSink's rule)?
+    A ``content`` string, ``""`` included, non-null reasoning or tool calls, but not the
+    role-only opening chunk (``role`` with empty or no content and nothing else)."""
+    content = delta.get("content")
+    other = (delta.get("reasoning_content") is not None or delta.get("reasoning") is not None
+             or bool(delta.get("tool_calls")))
+    if "role" in delta and not content and not other:
+        return False
+    return isinstance(content, str) or other
 
-    __slots__ = ("tl", "decoder", "counted", "usage_ct", "fr", "done", "t_last")
+
+class ChatSink:
+    """Parser of an OpenAI ``/v1/chat/completions`` stream (same interface as NativeSink).
+
+    The rule: **the first chunk that carries a generated token is the first token, whatever
+    its text** (TTFT is its arrival), and each chunk's token count is known without reading its
+    text:
+
+    * With per-chunk usage (``stream_options.continuous_usage_stats``, which ``chat_body``
+      asks for; vLLM 0.32.0 and SGLang 0.5.23 both honour it) a chunk carries
+      Δ``usage.completion_tokens`` tokens, exact: vLLM's role-only opening chunk (usage
+      completion_tokens 0) carries none; a chunk whose delta is empty (``"content": ""``,
+      ``{}``) but whose usage rose carries the rise; SGLang, which holds back the text of a
+      token that ends inside a UTF-8 character and merges it into the next chunk, gives that
+      chunk all of them (2 -> 6 in one chunk). Once a stream has shown per-chunk usage, a chunk
+      without it (SGLang's role and finish chunks) carries none: its tokens, if any, show in
+      the next rise.
+    * Without per-chunk usage a chunk carries one token when its delta has a ``content`` key
+      whose value is a string, ``""`` included (vLLM streams ``"content": ""`` for a token whose
+      text ends inside a UTF-8 character, and for the EOS token), non-null reasoning
+      (``reasoning_content``: SGLang, ``reasoning``: vLLM 0.32.0) or ``tool_calls`` -- except
+      the role-only opening chunk (delta with ``role`` and empty or no content, nothing else).
+      A server that merges several tokens into one chunk (SGLang) is undercounted here.
+    * The final usage-only chunk (``choices: []``) sets ``output_tokens``
+      (``usage.completion_tokens``) and ``input_tokens``; it carries no arrival. When the
+      server's total exceeds the tokens the chunks carried (SGLang drops the text of trailing
+      tokens that never completed a character, and sends no usage on its finish chunk; any
+      stream without per-chunk usage that merges tokens), ``output_tokens`` stays the server's
+      total and no arrival times are invented for the difference: Σ ``chunk_tokens`` <
+      ``output_tokens`` then, and a stream where no chunk carried a token has no TTFT.
+
+    The engines' own benchmark clients differ (checked in the installed versions):
+
+    * vLLM 0.32.0 ``vllm/benchmarks/lib/endpoint_request_func.py``,
+      ``async_request_openai_chat_completions``: TTFT at the first event whose ``choices`` is
+      non-empty -- whatever its delta, so vLLM's role-only opening chunk is its first token --
+      and one ITL entry per such event; output tokens from the final usage chunk (it asks for
+      ``include_usage`` only). specgrid skips the role chunk: it carries no token (usage 0).
+      vLLM 0.32.0 writes it on the request's first engine output, right before that output's
+      token chunk (``chat_completion/serving.py``, ``first_iteration``), so the two TTFTs
+      normally agree to one write; an output without a token (the "Chunked prefill case"
+      there) or another server that sends the role early would put vLLM's TTFT before any
+      token was made.
+    * SGLang 0.5.23 ``sglang/benchmark/serving.py`` (``python/sglang/bench_serving.py`` is now
+      an alias of it), ``async_request_openai_chat_completions``: TTFT and ITL only at events
+      whose ``reasoning_content``/``reasoning`` + ``content`` text is non-empty; output tokens
+      from the last ``usage`` seen. That is the defect this rule fixes: on vLLM's stream it
+      skips the ``"content": ""`` token chunks (a late TTFT, fewer ITL entries); SGLang's own
+      server never sends them. specgrid counts them and uses per-chunk usage for the count.
+    """
+
+    __slots__ = ("tl", "decoder", "counted", "usage_ct", "fr", "done", "t_last", "continuous")
 
     def __init__(self, tl: Timeline) -> None:
         self.tl = tl
         self.decoder = SSEDecoder()
-        self.counted = 0  # tokens attributed to content chunks so far
+        self.counted = 0  # tokens attributed to chunks so far (Σ chunk_tokens)
         self.usage_ct: int | None = None
         self.fr: Any = None
         self.done = False
         self.t_last: float | None = None
+        self.continuous = False
+        """A chunk with ``choices`` carried ``usage.completion_tokens`` (per-chunk usage)."""
 
     def feed(self, data: bytes, t: float) -> None:
         self.t_last = t
@@ -289,35 +351,35 @@ class ChatSink:
 
     def event(self, obj: dict[str, Any], t: float) -> None:
         """One parsed event that arrived at ``t`` (a subclass that keeps more of the reply
-        extends this, so each event is decoded once)."""
+        extends this, so each event is decoded once). The counting rule: the class doc."""
         tl = self.tl
         err = _error_text(obj)
         if err is not None:
             raise StreamError(f"error event: {err}")
         usage = obj.get("usage")
+        ct = None
         if usage:
             if usage.get("prompt_tokens") is not None:
                 tl.input_tokens = usage["prompt_tokens"]
-            if usage.get("completion_tokens") is not None:
-                self.usage_ct = usage["completion_tokens"]
+            ct = usage.get("completion_tokens")
+            if ct is not None:
+                self.usage_ct = ct
         choices = obj.get("choices")
         if not choices:
-            return
+            return  # the final usage-only chunk: totals, no arrival
         ch = choices[0]
         if ch.get("finish_reason") is not None:
             self.fr = ch["finish_reason"]
-        delta = ch.get("delta") or {}
-        # output is content, reasoning (SGLang's separate_reasoning) or a streamed tool
-        # call (SGLang 0.5.23 srt/entrypoints/openai/serving_chat.py sends tool-call
-        # arguments as ``delta.tool_calls``, with no content)
-        if delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls"):
-            if usage and usage.get("completion_tokens") is not None:
-                k = usage["completion_tokens"] - self.counted
-            else:
-                k = 1
-            if k > 0:
-                tl.add_chunk(t, k)
-                self.counted += k
+        if ct is not None:
+            self.continuous = True
+            k = ct - self.counted
+        elif self.continuous:
+            return
+        else:
+            k = 1 if _carries_token(ch.get("delta") or {}) else 0
+        if k > 0:
+            tl.add_chunk(t, k)
+            self.counted += k
 
     def finish(self) -> None:
         tl = self.tl

@@ -141,7 +141,7 @@ def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, 
 
 IDENTITY = ["cell_id", "variant", "workload", "concurrency", "rate", "status", "engine",
             "simulated", "client_saturated", "error_rate", "requests_error", "num_requests",
-            "factors", "engine_version", "cache_hit_rate"]
+            "factors", "engine_version", "cache_hit_rate", "accept_length_source"]
 
 
 def analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo | None = None,
@@ -174,6 +174,12 @@ def _analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo, replic
             base["loose_interval"] = bool(
                 base["window_requests"] < MIN_WINDOW_REQUESTS
                 or not half <= LOOSE_INTERVAL * base["output_tok_s"])
+        if cell.get("accept_length_source") == "server_metrics" and pd.notna(
+                cell.get("accept_length")) and not np.isfinite(base.get("accept_length", np.nan)):
+            # An endpoint without per-request verify counts (OpenAI chat): the cell's figure
+            # from the server's counters over the cell, one number with no interval (there is
+            # nothing per request to resample).
+            base["accept_length"] = float(cell.accept_length)
         rows.append(base)
     table = pd.DataFrame(rows, columns=[*IDENTITY, "repeat"] if not rows else None)
     # Cells without request rows (a run of failed cells) still get every column.

@@ -334,8 +334,9 @@ class Decision:
                    if r.verdict != NO_DIFFERENCE]
             if sig:
                 out.append("significant (95% interval excludes zero): " + "; ".join(sig))
+        base = str(self.speedups.baseline.iloc[0]) if not self.speedups.empty else "baseline"
         for c in self.crossovers:
-            out.append(f"{c.variant} vs baseline on {c.workload}: {c.describe()}")
+            out.append(f"{c.variant} vs {base} on {c.workload}: {c.describe()}")
         for r in self.recommendations:
             out.append(f"recommendation for {r['variant']} on {r['workload']}: "
                        f"{r['statement']}")

@@ -381,7 +381,8 @@ class GroupRun:
         if self.spec is None:
             url = external_url(engine)
             assert url is not None
-            return ExternalServer.connect(url, engine, float(engine["ready_timeout_s"]))
+            return ExternalServer.connect(url, engine, float(engine["ready_timeout_s"]),
+                                          config["workload"]["endpoint"], self.ctl.echo)
         record = self.ctl.record
         log_path = self.ctl.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
         server = LaunchedServer.launch(

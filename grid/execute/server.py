@@ -22,6 +22,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors import _process, probe
 from actors.server import ServerActor
+from engines.external.detect import Offers
 from engines.launch import LaunchSpec
 from engines.sglang.command import redact_argv
 from grid.plan.checks import SERVER_CPU
@@ -93,10 +94,16 @@ class ExternalServer:
         self.api_key: str | None = engine.get("api_key")
         self.headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         self._sampler: probe.MetricsSampler | None = None
+        self.offers: Offers | None = None
+        """What the server offers, detected once on connect (engines/external/detect.py)."""
 
     @classmethod
-    def connect(cls, url: str, engine: dict[str, Any], timeout_s: float) -> ExternalServer:
-        """Wait until the server answers /health; ServerDown if it does not in time."""
+    def connect(cls, url: str, engine: dict[str, Any], timeout_s: float,
+                endpoint: str = "chat", echo: Callable[[str], None] | None = None
+                ) -> ExternalServer:
+        """Wait until the server answers /health (ServerDown if it does not in time), then find
+        out once what it offers; each missing optional endpoint is one note through `echo`.
+        ServerDown when it cannot serve the workload's `endpoint`."""
         server = cls(url, engine)
         deadline = time.monotonic() + timeout_s
         while server.death() is not None:
@@ -104,16 +111,28 @@ class ExternalServer:
                 raise ServerDown(f"external server {url} did not answer /health within "
                                  f"{timeout_s:.0f} s")
             time.sleep(1)
+        server.offers = offers = probe.detect(url, server.headers)
+        for note in offers.notes:
+            if echo is not None:
+                echo(f"external server {url}: {note}")
+        if endpoint == "generate" and not offers.native_generate:
+            raise ServerDown(f"external server {url} does not serve SGLang's native /generate "
+                             f"(its metrics are {offers.family or 'neither SGLang nor vLLM'}'s): "
+                             "use workload.endpoint=chat")
         return server
 
     def flush_cache(self) -> None:
+        path = self.offers.flush_cache if self.offers else None
+        if path is None:
+            return  # none offered: noted once on connect
         try:
-            probe.flush_cache(self.url, self.headers)
+            probe.flush_cache(self.url, self.headers, path=path)
         except probe.ProbeError as e:
             raise ServerDown(str(e)) from None
 
     def server_info(self) -> dict[str, Any]:
-        return probe.get_json(self.url, "/server_info", self.headers)
+        path = self.offers.server_info if self.offers else None
+        return probe.get_json(self.url, path, self.headers) if path else {}
 
     def start_metrics(self, interval_s: float | None) -> None:
         if interval_s is not None:
@@ -135,7 +154,8 @@ class ExternalServer:
         return ""
 
     def facts(self) -> ServerFacts:
-        return ServerFacts(info=self.server_info())
+        return ServerFacts(info=self.server_info(),
+                           offers=self.offers.as_dict() if self.offers else {})
 
     def stop(self) -> None:
         if self._sampler is not None:

@@ -57,6 +57,7 @@ from grid.plan.conversations import (
 )
 from grid.plan.estimate import RUN_OVERHEAD_S, estimate_cell_seconds
 from grid.plan.overrides import CommandLine, merge_axes
+from grid.plan.placement import server_gpus
 from grid.plan.specs import (
     PLANNED_URL,
     engine_version,
@@ -341,11 +342,12 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
         else:
             # One at a time, each server gets GPUs 0..tp-1 of its node; in parallel, Ray
             # assigns each its own.
-            gpus = ",".join(str(gpu + i) for i in range(group.tp_size))
+            needs = server_gpus(group)
+            gpus = ",".join(str(gpu + i) for i in range(needs))
             where = (f"CUDA_VISIBLE_DEVICES={gpus} as assigned by Ray"
                      if plan.max_parallel_servers == 1 else "its own GPUs, assigned by Ray")
-            lines.append(f"server {n}: {group.variant} [{engine}] on {group.tp_size} GPU(s) "
-                         f"({where})")
+            lines.append(f"server {n}: {group.variant} [{engine}] " + (
+                f"on {needs} GPU(s) ({where})" if needs else "on the CPU (no GPUs reserved)"))
             key = ""
             if spec.api_key:
                 key = f" {spec.api_key_flag} '***'"

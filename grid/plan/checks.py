@@ -8,7 +8,6 @@ import functools
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +19,7 @@ from engines.validation import ValidationUnavailable
 from grid.plan.cells import ServerGroup
 from grid.plan.config import ConfigError
 from grid.plan.placement import server_gpus
-from grid.plan.specs import external_url, launch_spec, sglang_equivalent
+from grid.plan.specs import engine_python, external_url, launch_spec, sglang_equivalent
 
 LOGICAL_GPUS = 8
 """GPUs a local Ray cluster advertises when the engine needs none (the simulator): one node."""
@@ -74,7 +73,7 @@ def engine_check(engine: Mapping[str, Any]) -> EngineCheck:
         return EngineCheck(None, None, kind.name)
     parser = "sglang" if kind.simulated else kind.name
     given = engine.get("validate_python")
-    validator = given or (None if kind.simulated else engine.get("python") or sys.executable)
+    validator = given or (None if kind.simulated else engine_python(engine))
     found = _detected(parser, validator) if validator else None
     if given and found is None:
         raise ConfigError(f"engine.validate_python={given} cannot import "
@@ -175,9 +174,20 @@ def check_cpus(groups: Sequence[ServerGroup], cpus: float | None) -> None:
 
 def check_engine(cfg: DictConfig, groups: Sequence[ServerGroup]) -> None:
     """The engine against what the grid asks of it: an external engine needs a usable URL and
-    serves one configuration; a launched one takes no URL."""
+    serves one configuration; a launched one takes no URL; on a local cluster (the plan runs on
+    the node that starts the servers) a real engine's Python must exist."""
     for group in groups:
-        external_url(group.config["engine"])
+        engine = group.config["engine"]
+        external_url(engine)
+        kind = engines.get(engine["name"])
+        if kind.launches and not kind.simulated and cfg.cluster.kind == "local":
+            python = engine_python(engine)
+            if shutil.which(python) is None:
+                raise ConfigError(
+                    f"engine.python={engine.get('python') or python} ({kind.label}) is not an "
+                    "executable here" + ("; build the CPU engines with `bash "
+                                          "scripts/engine_envs.sh --one`"
+                                          if engine.get("device") == "cpu" else ""))
     if any(not engines.get(g.config["engine"]["name"]).launches for g in groups):
         if len(groups) > 1:
             raise ConfigError(

@@ -54,7 +54,7 @@ def launch_spec(config: Mapping[str, Any], version: str | None = None) -> Launch
         draft_model_path=model.get("draft_model_path"),
         served_model_name=model.get("served_model_name"), tp_size=resolved_tp_size(config),
         disable_above_batch=variant.get("speculative_disable_above_batch"),
-        python=engine.get("python") or sys.executable, version=version,
+        python=engine_python(engine), version=version,
         device=engine.get("device") or "cuda", host=bind_host(engine),
         api_key=engine.get("api_key"), ready_timeout_s=float(engine["ready_timeout_s"]),
         stop_timeout_s=float(engine["stop_timeout_s"]), revision=model.get("revision"),
@@ -67,6 +67,14 @@ def launch_spec(config: Mapping[str, Any], version: str | None = None) -> Launch
         raise  # SGLang's flag errors name the field and version; the plan reports them
     except ValueError as e:
         raise ConfigError(f"variant {variant['name']} on {kind.label}: {e}") from None
+
+
+def engine_python(engine: Mapping[str, Any]) -> str:
+    """The interpreter that runs the engine: engine.python ("" = the driver's own), a relative
+    path taken from the working directory the run starts in (as a shell would)."""
+    python = str(engine.get("python") or "") or sys.executable
+    return str(Path(python).absolute()) if "/" in python and not python.startswith("/") \
+        else python
 
 
 def bind_host(engine: Mapping[str, Any]) -> str:

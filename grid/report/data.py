@@ -28,6 +28,9 @@ from grid.store.schema import REQUEST_FIELDS, TURN_FIELDS
 from specgrid_metrics.counters import counter_deltas
 
 SIM_BANNER = "SIMULATION — numbers come from specgrid's simulated SGLang server, not a GPU."
+CPU_BANNER = ("REAL ENGINE, CPU, TINY MODEL — measured on real {engines} servers running the "
+              "project's tiny model on a CPU: they show what the engines do (acceptance, "
+              "scheduling, streaming), not how fast a GPU serves a real model.")
 DECISION_FILE = "decision.json"
 SERVER_GAUGES = {"sglang:num_running_reqs": "running batch", "sglang:num_queue_reqs": "queue",
                  "sglang:token_usage": "KV cache usage", "sglang:spec_accept_rate":
@@ -74,6 +77,24 @@ class RunData:
     def simulated(self) -> bool:
         return bool(len(self.cells)) and bool(self.cells.simulated.fillna(False).any())
 
+    @property
+    def on_cpu(self) -> bool:
+        """Whether real engines served (some of) the run on a CPU."""
+        return "source" in self.cells and bool(
+            self.cells.source.fillna("").str.startswith("real engine, CPU").any())
+
+    @property
+    def label(self) -> str | None:
+        """What a figure title is prefixed with: where the numbers come from, when not GPUs."""
+        if self.simulated:
+            return "SIMULATION"
+        return "REAL ENGINE, CPU, TINY MODEL" if self.on_cpu else None
+
+    def cpu_banner(self) -> str:
+        names = sorted(str(e) for e in self.cells.engine.dropna().unique()
+                       if e not in ("sim", "external"))
+        return CPU_BANNER.format(engines=" and ".join(names) or "inference")
+
 
 def saved_slo(run_dir: Path) -> Slo | None:
     """The SLO the run's last report used (decision.json), so a re-render keeps it."""
@@ -91,8 +112,18 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
     cells = load_cells(run_dir)
     extra = [c for c in (_ALIGNMENT,) if c in REQUEST_FIELDS.names]
     wanted = REQUEST_COLUMNS + _REQUEST_EXTRA + extra + DISTRIBUTION_COLUMNS
-    requests = load_requests(run_dir, columns=list(dict.fromkeys(wanted)))
+    requests = load_requests(run_dir, columns=list(dict.fromkeys(wanted + ["engine"])))
     turns = load_turns(run_dir, columns=TURN_COLUMNS)
+    engines = sorted(str(e) for e in cells.engine.dropna().unique()) if len(cells) else []
+    if len(engines) > 1:
+        # One grid, several engines: each engine's variants are their own (vllm/eagle3), and
+        # every speedup is against one engine's baseline, so engines compare on the same load.
+        for frame in (cells, requests, turns):
+            if len(frame) and "engine" in frame:
+                frame["variant"] = frame.engine.astype(str) + "/" + frame.variant.astype(str)
+        if baseline == "baseline":
+            baseline = next((f"{e}/baseline" for e in engines
+                             if f"{e}/baseline" in set(cells.variant)), baseline)
     stats = analyse_cells(cells, with_rounds(requests, turns), slo, replicates, seed)
     metrics = load_server_metrics(run_dir)
     telemetry = load_telemetry(run_dir)
@@ -180,6 +211,8 @@ def validity(data: RunData) -> list[tuple[str, str]]:
     table = data.stats.table
     if data.simulated:
         out.append(("warning", SIM_BANNER))
+    if data.on_cpu:
+        out.append(("warning", data.cpu_banner()))
     if table.empty:
         return out + [("warning", "no committed cells")]
 

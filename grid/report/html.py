@@ -65,8 +65,11 @@ def validity_section(data: RunData, title: str = "Validity") -> str:
     if data.simulated:
         out.append('<p class="banner">SIMULATION — every number in this report comes from '
                    "specgrid's simulated SGLang server, not from a GPU.</p>")
+    if data.on_cpu:
+        out.append(f'<p class="banner">{esc(data.cpu_banner())}</p>')
+    banners = (SIM_BANNER, data.cpu_banner() if data.on_cpu else None)
     items = "".join(f'<li class="{level}">{esc(text)}</li>' for level, text in data.validity
-                    if text != SIM_BANNER)  # the banner above says it louder
+                    if text not in banners)  # the banners above say it louder
     out.append(f'<ul class="validity">{items or "<li>nothing to flag</li>"}</ul>')
     return "\n".join(out)
 

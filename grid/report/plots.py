@@ -240,9 +240,9 @@ def _short_load(labels: pd.DataFrame, cell_id: str) -> str:
 
 
 def _simulated(data: RunData, title: str) -> str:
-    """A figure title, marked when its numbers come from the simulator (a plot file may be
-    seen without the report's banner)."""
-    return f"SIMULATION — {title}" if data.simulated else title
+    """A figure title, marked when its numbers come from the simulator or from real engines on
+    a CPU (a plot file may be seen without the report's banner)."""
+    return f"{data.label} — {title}" if data.label else title
 
 
 def conversation_load(data: RunData) -> Figure | None:

@@ -39,6 +39,8 @@ class ServerFacts:
     hostname: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
     """The server's /server_info snapshot (secrets redacted when recorded)."""
+    offers: dict[str, Any] = field(default_factory=dict)
+    """What a server someone else runs offers, as detected (engines/external/detect.py)."""
 
 
 @dataclass
@@ -145,10 +147,29 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
         "started_at": started, "finished_at": finished,
         "server_command": server.command, "server_env": server.env,
         "engine_version": cell.engine_version or (str(reported) if reported else None),
+        "device": config["engine"].get("device") or "cuda" if engines.get(engine).launches
+        else None,
+        "source": source_label(config),
         "server_info": json.dumps(redact_info(server.info), default=str) if server.info else None,
+        "server_offers": json.dumps(server.offers, sort_keys=True) if server.offers else None,
         "cuda_visible_devices": server.cuda_visible_devices, "gpu_ids": server.gpu_ids,
         "node_id": server.node_id, "node_ip": server.node_ip, "hostname": server.hostname,
     }
+
+
+def source_label(config: Mapping[str, Any]) -> str:
+    """Where a cell's numbers come from, as every table, figure and banner names it:
+    SIMULATION (the simulator), a real engine on a CPU (with the project's tiny model) or on
+    GPUs, or a server someone else runs."""
+    kind = engines.get(config["engine"]["name"])
+    if kind.simulated:
+        return "SIMULATION"
+    if not kind.launches:
+        return "external server"
+    if (config["engine"].get("device") or "cuda") == "cpu":
+        tiny = ", tiny model" if config["model"]["name"] == "tiny" else ""
+        return f"real engine, CPU{tiny}"
+    return "real engine, GPU"
 
 
 def request_row(run_id: str, cell: Cell, attempt: int, row: Mapping[str, Any]) -> dict[str, Any]:

@@ -95,7 +95,10 @@ CELL_FIELDS = _schema([
     ("server_command", pa.string()),
     ("server_env", pa.string()),
     ("engine_version", pa.string()),
+    ("device", pa.string()),
+    ("source", pa.string()),
     ("server_info", pa.string()),
+    ("server_offers", pa.string()),
     ("cuda_visible_devices", pa.string()),
     # Speculative cells: the workload's alignment with the drafter's training data or mix
     # (docs/workloads.md), whether it passes the threshold, and what it was measured against.

@@ -4,7 +4,8 @@ POST /v1/chat/completions and /v1/completions (streaming and not).
 Request parsing follows SGLang: native ``sampling_params`` (``max_new_tokens`` default 128,
 ``temperature`` default 1.0, ``ignore_eos``, ``stop``, ``sampling_seed``); OpenAI ``max_tokens`` /
 ``max_completion_tokens`` (default: up to the context length, so EOS decides), ``stop``,
-``temperature``, ``seed``, ``ignore_eos`` (SGLang's extension), ``stream_options.include_usage``.
+``temperature``, ``seed``, ``ignore_eos`` (SGLang's extension), ``stream_options.include_usage``
+and ``stream_options.continuous_usage_stats``.
 """
 
 from __future__ import annotations
@@ -190,12 +191,15 @@ class GenerationAPI:
             r.stream = stream
             self.engine.submit(r)
         spec = self.engine.spec.draft_tokens if self.engine.spec is not None else None
+        # SGLang adds its request time stats to meta_info only with --enable-metrics
+        timings = bool(self.engine.cfg.args.get("enable_metrics"))
         if stream:
             r = reqs[0]
-            return await self._stream(request, r, NativeStream(r, r.rid, spec), None, malformed)
+            return await self._stream(request, r, NativeStream(r, r.rid, spec, timings), None,
+                                      malformed)
         await asyncio.gather(*(self.wait_done(r) for r in reqs))
         now = time.monotonic()
-        out = [native_response(r, r.rid, spec, now) for r in reqs]
+        out = [native_response(r, r.rid, spec, now, timings) for r in reqs]
         return json_response(out if batch else out[0])
 
     # ------------------------------------------------------------------ OpenAI
@@ -236,8 +240,9 @@ class GenerationAPI:
         self.engine.submit(req)
         model = self.server.model_name
         if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            streamer = OpenAIStream(req, model, chat, include_usage)
+            opts = body.get("stream_options") or {}
+            streamer = OpenAIStream(req, model, chat, bool(opts.get("include_usage")),
+                                    bool(opts.get("continuous_usage_stats")))
             return await self._stream(request, req, streamer, streamer.first(), malformed)
         await self.wait_done(req)
         return json_response(openai_response(req, model, chat))

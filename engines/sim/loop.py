@@ -93,7 +93,9 @@ class SchedulerLoop:
                 await asyncio.sleep(0)
             if self.hung:
                 continue
-            touched = core.commit(step, loop.time())
+            # time.monotonic(), the clock of SimRequest.arrival (uvloop's loop.time() is a
+            # cached millisecond clock that can lag behind it)
+            touched = core.commit(step, time.monotonic())
             self.last_output_at = time.monotonic()
             for r in touched:
                 w = r.waiter

@@ -17,6 +17,7 @@ the hot path); /metrics renders them through prometheus_client (``SimCollector``
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,11 @@ ITL_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035
                0.08, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
 E2E_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 90.0,
                120.0, 150.0, 180.0, 240.0, 300.0, 600.0)
+QUEUE_BUCKETS = (0.0, 0.001, 0.005, 0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 10.0,
+                 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0, 200.0, 300.0,
+                 400.0, 500.0, 600.0, 700.0, 800.0, 900.0, 1000.0, 1200.0, 1400.0, 1600.0,
+                 1800.0, 2000.0, 2500.0, 3000.0)
+"""sglang:queue_time_seconds buckets (as recorded from SGLang 0.5.23)."""
 STREAM_FLAGS = ("false", "true")
 """is_streaming label values, indexed by the request's ``stream`` bool."""
 
@@ -98,6 +104,9 @@ class ServerStats:
     ttft: list[Histogram] = field(default_factory=lambda: _pair(TTFT_BUCKETS))
     itl: Histogram = field(default_factory=lambda: Histogram(ITL_BUCKETS))
     e2e: list[Histogram] = field(default_factory=lambda: _pair(E2E_BUCKETS))
+    queue_time: Histogram = field(default_factory=lambda: Histogram(QUEUE_BUCKETS))
+    tpot: list[Histogram] = field(default_factory=lambda: _pair(ITL_BUCKETS))
+    """Per-request (finished - first token) / (completion_tokens - 1), by is_streaming."""
 
     @property
     def generation_tokens_total(self) -> int:
@@ -143,10 +152,20 @@ class Snapshot:
     token_usage: float
     cache_hit_rate: float
     num_retracted: int
+    max_total_tokens: int = 0
+    context_len: int = 0
+    used_tokens: int = 0
+    spec_steps: int = 0
+    spec_draft_tokens: int = 0
 
 
 class SimCollector(Collector):
-    """prometheus_client collector over one server's ``ServerStats``."""
+    """prometheus_client collector over one server's ``ServerStats``.
+
+    Every name, type and label set exists in SGLang 0.5.23 (checked against a recording:
+    tests/engines/sim/test_against_sglang.py). Labelled counters that SGLang creates on their
+    first increment (num_aborted_requests_total, num_retracted_requests_total,
+    spec_verify_calls_total) appear only once non-zero, as there."""
 
     def __init__(self, stats: ServerStats, model_name: str, speculative: bool,
                  snapshot: Any) -> None:
@@ -157,11 +176,20 @@ class SimCollector(Collector):
         self.tok_values = [model_name, "unified"]
         self.sched_labels = [*self.tok_labels, "tp_rank", "pp_rank", "moe_ep_rank"]
         self.sched_values = [*self.tok_values, "0", "0", "0"]
+        self.pid = str(os.getpid())
 
     def _gauge(self, name: str, doc: str, value: float) -> GaugeMetricFamily:
         g = GaugeMetricFamily(f"sglang:{name}", doc, labels=self.sched_labels)
         g.add_metric(self.sched_values, float(value))
         return g
+
+    def _counter(self, name: str, doc: str, value: float,
+                 sched: bool = False) -> CounterMetricFamily:
+        labels, values = ((self.sched_labels, self.sched_values) if sched
+                          else (self.tok_labels, self.tok_values))
+        c = CounterMetricFamily(f"sglang:{name}", doc, labels=labels)
+        c.add_metric(values, float(value))
+        return c
 
     def _used(self) -> list[bool]:
         """Which is_streaming series exist: prometheus_client creates a labelled child on its
@@ -197,35 +225,62 @@ class SimCollector(Collector):
         yield self._gauge("gen_throughput", "The generation throughput (token/s).",
                           st.last_gen_throughput)
         yield self._gauge("token_usage", "The token usage.", snap.token_usage)
+        yield self._gauge("num_used_tokens", "The number of used tokens.", snap.used_tokens)
+        yield self._gauge("kv_used_tokens",
+                          "Number of actively used token slots in the KV cache pool.",
+                          snap.used_tokens)
+        yield self._gauge("kv_available_tokens",
+                          "Number of free token slots in the KV cache pool.",
+                          max(0, snap.max_total_tokens - snap.used_tokens))
+        yield self._gauge("max_total_num_tokens",
+                          "Maximum total number of tokens in the KV cache pool.",
+                          snap.max_total_tokens)
+        yield self._gauge("context_len", "Maximum context length.", snap.context_len)
         yield self._gauge("cache_hit_rate", "The prefix cache hit rate.", snap.cache_hit_rate)
-        yield self._gauge("num_retracted_reqs", "The number of retracted requests.",
-                          snap.num_retracted)
-        if self.speculative:
-            yield self._gauge("spec_accept_length",
-                              "The average acceptance length of speculative decoding.",
-                              st.recent_accept_length)
-            yield self._gauge("spec_accept_rate",
-                              "The average acceptance rate of speculative decoding.",
-                              st.avg_spec_accept_rate)
+        retracted = GaugeMetricFamily("sglang:num_retracted_reqs",
+                                      "The number of retracted requests.",
+                                      labels=[*self.sched_labels, "pid"])
+        retracted.add_metric([*self.sched_values, self.pid], float(snap.num_retracted))
+        yield retracted
+        # SGLang exposes the speculative gauges on every server (0 without speculation)
+        yield self._gauge("spec_accept_length",
+                          "The average acceptance length of speculative decoding.",
+                          st.recent_accept_length if self.speculative else 0.0)
+        yield self._gauge("spec_accept_rate",
+                          "The average acceptance rate of speculative decoding.",
+                          st.avg_spec_accept_rate if self.speculative else 0.0)
+        yield self._gauge("spec_num_steps", "Currently active speculative_num_steps.",
+                          snap.spec_steps)
+        yield self._gauge("spec_num_draft_tokens",
+                          "Currently active speculative_num_draft_tokens (decouples from "
+                          "steps under topk>1).", snap.spec_draft_tokens)
         yield self._by_stream("prompt_tokens", "Number of prefill tokens processed.",
                               st.prompt_tokens)
         yield self._by_stream("generation_tokens", "Number of generation tokens processed.",
                               st.generation_tokens)
         yield self._by_stream("num_requests", "Number of requests processed.",
                               st.num_requests)
-        aborted = CounterMetricFamily("sglang:num_aborted_requests",
-                                      "Number of requests aborted.", labels=self.tok_labels)
-        aborted.add_metric(self.tok_values, float(st.num_aborted_requests_total))
-        yield aborted
-        if self.speculative:
-            verify = CounterMetricFamily("sglang:spec_verify_calls",
-                                         "Number of speculative decoding verification calls.",
-                                         labels=self.tok_labels)
-            verify.add_metric(self.tok_values, float(st.spec_verify_calls_total))
-            yield verify
+        if st.num_aborted_requests_total:
+            yield self._counter("num_aborted_requests", "Number of requests aborted.",
+                                st.num_aborted_requests_total)
+        if st.num_retractions_total:
+            yield self._counter("num_retracted_requests", "Total number of retracted requests.",
+                                st.num_retractions_total, sched=True)
+        if self.speculative and st.spec_verify_calls_total:
+            yield self._counter("spec_verify_calls",
+                                "Number of speculative decoding verification calls.",
+                                st.spec_verify_calls_total)
         yield self._hist("time_to_first_token_seconds",
                          "Histogram of time to first token in seconds.", st.ttft, True)
         yield self._hist("inter_token_latency_seconds",
                          "Histogram of inter-token latency in seconds.", [st.itl], False)
         yield self._hist("e2e_request_latency_seconds",
                          "Histogram of End-to-end request latency in seconds", st.e2e, True)
+        yield self._hist("request_time_per_output_token_seconds",
+                         "Per-request TPOT in seconds: (finished_time - first_token_time) / "
+                         "(completion_tokens - 1).", st.tpot, True)
+        q = HistogramMetricFamily("sglang:queue_time_seconds",
+                                  "Histogram of queueing time in seconds.",
+                                  labels=self.sched_labels)
+        q.add_metric(self.sched_values, st.queue_time.cumulative(), st.queue_time.total)
+        yield q

@@ -72,6 +72,8 @@ class SimRequest:
     prefilled: int = 0
     """Tokens of prompt (+ output after a retraction) whose KV is computed."""
     num_retractions: int = 0
+    scheduled_at: float | None = None
+    """When its first prefill step began (SGLang's queue_time ends there)."""
     first_token_at: float | None = None
     finished_at: float | None = None
     done: bool = False
@@ -325,6 +327,10 @@ class BatchCore:
         for r, take in zip(step.reqs, step.chunks, strict=True):
             if r.aborted:
                 continue
+            if r.scheduled_at is None:
+                r.scheduled_at = max(r.arrival, now - step.duration_s * self.time_scale)
+                if r.counted:
+                    st.queue_time.observe(r.scheduled_at - r.arrival)
             r.prefilled += take
             if r.prefilled < self._prompt_need(r):
                 self._last_chunk = True
@@ -388,7 +394,6 @@ class BatchCore:
         if gen:
             st.itl.observe(step.duration_s * self.time_scale * len(touched) / gen, gen)
         if spec and touched:
-            st.spec_verify_calls_total += 1
             st.cum_spec_accept_tokens += gen
             st.cum_spec_verify += len(touched)
             if steps > 0:
@@ -411,4 +416,7 @@ class BatchCore:
             st.prompt_tokens[r.stream] += r.prompt_tokens
             st.generation_tokens[r.stream] += r.n
             st.num_requests[r.stream] += 1
+            st.spec_verify_calls_total += r.verify_ct  # per request, at finish, as SGLang
             st.e2e[r.stream].observe(now - r.arrival)
+            if r.n > 1 and r.first_token_at is not None and now > r.first_token_at:
+                st.tpot[r.stream].observe((now - r.first_token_at) / (r.n - 1))

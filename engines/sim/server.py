@@ -180,6 +180,9 @@ class SimServer:
                 if k not in ("sim", "speculative_adaptive_config_resolved", "api_key")}
         args["api_key"] = "<set>" if self.args["api_key"] else None
         args.update({k: v for k, v in self.cfg.extra_flags.items() if k not in args})
+        # SGLang 0.5.23 has no cuda_graph_max_bs server arg (renamed cuda_graph_max_bs_decode)
+        graph_max_bs = args.pop("cuda_graph_max_bs", None)
+        args.setdefault("cuda_graph_max_bs_decode", graph_max_bs)
         rl = self.engine.roofline
         weights_gb = (rl.model.weight_bytes_total() + rl.model.draft_params_b * 2e9) / rl.tp / 1e9
         kv_gb = self.args["max_total_num_tokens"] * rl.model.kv_token_bytes / 1e9 / (
@@ -188,7 +191,7 @@ class SimServer:
         # resolved args + topology, memory_usage (memory_usage.py build_memory_usage),
         # disaggregation fields, avg_spec_accept_length for speculative servers.
         internal: dict[str, Any] = {
-            **args,
+            **{k: v for k, v in args.items() if k != "max_total_num_tokens"},  # top level only
             "world_size": rl.tp,
             "startup_time": self.startup_time,
             "effective_max_running_requests_per_dp": self.args["max_running_requests"],
@@ -217,14 +220,14 @@ class SimServer:
             "max_total_num_tokens": self.args["max_total_num_tokens"],
             "max_req_input_len": self.args["context_length"] - 1,
             "startup_time": self.startup_time,
-            "speculative_adaptive_config_content":
-                self.args["speculative_adaptive_config_resolved"],
             "internal_states": [internal],
             "version": SIM_VERSION,
             "frontend": "python",
             "simulated": True,
             "engine": ENGINE_NAME,
-            "sim": self.engine.sim_info(),
+            # not in SGLang (its server_info has no such key): the resolved adaptive config
+            "sim": {**self.engine.sim_info(), "speculative_adaptive_config_content":
+                    self.args["speculative_adaptive_config_resolved"]},
         }
 
     async def server_info_endpoint(self, request: web.Request) -> web.Response:
@@ -286,10 +289,15 @@ class SimServer:
 
     def _snapshot(self) -> Snapshot:
         core = self.engine.core
+        spec = self.engine.spec
         return Snapshot(running=len(core.running), queued=len(core.waiting),
                         token_usage=core.kv_used / max(1, core.max_total_tokens),
                         cache_hit_rate=core.cache.hit_rate,
-                        num_retracted=core.stats.num_retractions_total)
+                        num_retracted=core.stats.num_retractions_total,
+                        max_total_tokens=core.max_total_tokens,
+                        context_len=self.args["context_length"], used_tokens=core.kv_used,
+                        spec_steps=spec.steps if spec is not None else 0,
+                        spec_draft_tokens=spec.draft_tokens if spec is not None else 0)
 
     async def models(self, request: web.Request) -> web.Response:
         return json_response({"object": "list", "data": [{

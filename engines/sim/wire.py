@@ -87,24 +87,95 @@ def word_parts(word: str) -> tuple[bytes, bytes]:
     return parts
 
 
+EPOCH_OFFSET = time.time() - time.monotonic()
+"""Added to a time.monotonic() reading gives epoch seconds (SGLang's convert_time_to_realtime
+of a perf_counter reading)."""
+
+
+def epoch(t: float) -> float:
+    return t + EPOCH_OFFSET
+
+
+def _f(x: float) -> str:
+    return repr(float(x))
+
+
+def scheduler_times(req: SimRequest) -> str:
+    """SGLang 0.5.23 scheduler time stats of meta_info (observability/req_time_stats.py
+    ``SchedulerReqTimeStats.convert_to_output_meta_info``, with --enable-metrics): epoch
+    seconds for ``*_time``, seconds for ``queue_time``; the simulator's request enters the
+    scheduler when it arrives and leaves the queue when its first prefill step starts."""
+    sched = req.scheduled_at if req.scheduled_at is not None else req.arrival
+    prefill_done = req.first_token_at if req.first_token_at is not None else sched
+    return (f',"storage_prefetch_wait":0.0,"storage_staging_wait":0.0,'
+            f'"forward_entry_time":{_f(epoch(req.arrival))},'
+            f'"prefill_finished_time":{_f(epoch(prefill_done))},'
+            f'"queue_time":{_f(sched - req.arrival)}')
+
+
+def cache_details(req: SimRequest) -> str:
+    """``cached_tokens_details``: null without a prefix hit, else the per-tier split."""
+    if not req.cached_tokens:
+        return ',"cached_tokens_details":null,"dp_rank":null'
+    return (f',"cached_tokens_details":{{"device":{req.cached_tokens},"host":0}},'
+            '"dp_rank":null')
+
+
+def final_times(req: SimRequest, now: float, draft_tokens: int | None, timings: bool,
+                sent_at: float | None) -> str:
+    """The finished request's tail: ``e2e_latency``, the spec fields, then (with metrics)
+    the tokenizer-side time stats (req_time_stats.py ``APIServerReqTimeStats.
+    convert_to_output_meta_info``): epoch ``*_ts``, ``first_token_latency`` seconds,
+    ``decode_throughput`` = (completion_tokens - 1) / (finished - first token) tokens/s."""
+    finished = req.finished_at if req.finished_at is not None else now
+    tail = f',"e2e_latency":{_f(finished - req.arrival)}'
+    if draft_tokens is not None:
+        for k, v in spec_meta(req, draft_tokens).items():
+            tail += f',"{k}":{v}'
+    if not timings:
+        return tail
+    tail += f',"request_received_ts":{_f(epoch(req.arrival))}'
+    first = req.first_token_at
+    if first is not None and first > req.arrival:
+        tail += f',"first_token_latency":{_f(first - req.arrival)}'
+    tail += f',"api_server_dispatch_finish_ts":{_f(epoch(req.arrival))}'
+    if sent_at is not None:
+        tail += f',"response_sent_to_client_ts":{_f(epoch(sent_at))}'
+    tail += f',"request_finished_ts":{_f(epoch(finished))}'
+    if first is not None and req.n > 1 and finished > first:
+        tail += f',"decode_throughput":{_f((req.n - 1) / (finished - first))}'
+    return tail
+
+
+def weight_versions(req: SimRequest) -> str:
+    return f',"weight_versions":[{{"version":"default","start":0,"end":{req.n}}}]'
+
+
 class NativeStream:
     """Chunks of POST /generate with ``stream: true``: cumulative ``text`` and ``output_ids``,
     then meta_info in SGLang 0.5.23's order (python/sglang/srt/managers/tokenizer_manager.py
-    ``_handle_batch_output``: id, finish_reason, prompt_tokens, weight_version,
-    num_retractions, reasoning_tokens, completion_tokens, cached_tokens; ``e2e_latency`` and the
-    spec fields only once finished).
+    ``_handle_batch_output``): id, finish_reason, prompt_tokens, weight_version,
+    num_retractions, [scheduler time stats], reasoning_tokens, completion_tokens,
+    cached_tokens, [weight_versions, once finished], cached_tokens_details, dp_rank,
+    [response_sent_to_client_ts on the first chunk], then once finished e2e_latency, the
+    spec fields and the tokenizer time stats. The time stats (bracketed) are sent only with
+    --enable-metrics, as SGLang does.
 
     Every chunk repeats everything sent so far (as SGLang does), so the text and the ids are
     kept as already-encoded byte buffers that only grow, and each chunk is one join of them
     with pre-encoded fixed parts: no per-chunk JSON encoding of the cumulative fields."""
 
-    def __init__(self, req: SimRequest, rid: str, draft_tokens: int | None) -> None:
+    def __init__(self, req: SimRequest, rid: str, draft_tokens: int | None,
+                 timings: bool = False) -> None:
         self.req = req
         self.cur = TextCursor(req) if req.text_chars is not None else None
         self.draft_tokens = draft_tokens
+        self.timings = timings
         self.ids = bytearray()
         self.text = bytearray()
         self.n_ids = 0
+        self.sent_at: float | None = None
+        self.sched = b""
         self.meta_head = f'"meta_info":{{"id":{compact(rid)},"finish_reason":'.encode()
         self.prompt_part = (f',"prompt_tokens":{req.prompt_tokens},"weight_version":"default",'
                             '"num_retractions":').encode()
@@ -130,76 +201,100 @@ class NativeStream:
         req = self.req
         if n > self.n_ids:
             self._advance(n)
+        first = self.sent_at is None
+        if first and self.timings:
+            self.sched = scheduler_times(req).encode()
         parts: list[bytes | bytearray] = [
             b'data: {"text":"', self.text, b'","output_ids":[', self.ids, b"],",
             self.meta_head, _finish_json(req).encode() if final else b"null",
-            self.prompt_part, b"%d" % req.num_retractions,
+            self.prompt_part, b"%d" % req.num_retractions, self.sched,
             b',"reasoning_tokens":0,"completion_tokens":%d,"cached_tokens":%d'
             % (req.n, req.cached_tokens)]
+        tail = weight_versions(req) if final else ""
+        tail += cache_details(req)
+        if first and not final:
+            self.sent_at = now
+            tail += f',"response_sent_to_client_ts":{_f(epoch(now))}'
         if final:
-            tail = f',"e2e_latency":{now - req.arrival:.6f}'
-            if self.draft_tokens is not None:
-                for k, v in spec_meta(req, self.draft_tokens).items():
-                    tail += f',"{k}":{v}'
-            parts.append(tail.encode())
+            tail += final_times(req, now, self.draft_tokens, self.timings, self.sent_at)
+            if self.sent_at is None:
+                self.sent_at = now
+                tail += f',"response_sent_to_client_ts":{_f(epoch(now))}'
+        parts.append(tail.encode())
         parts.append(b"}}\n\n")
         return b"".join(parts)
 
 
 def native_response(req: SimRequest, rid: str, draft_tokens: int | None,
-                    now: float) -> dict[str, Any]:
-    """Non-streaming /generate body (same meta_info order as the stream's last chunk)."""
+                    now: float, timings: bool = False) -> dict[str, Any]:
+    """Non-streaming /generate body (the stream's last chunk's meta_info, then
+    ``response_sent_to_client_ts``)."""
     cur = TextCursor(req)
     cur.advance(req.n)
-    meta: dict[str, Any] = {
-        "id": rid,
-        "finish_reason": req.finish_reason,
-        "prompt_tokens": req.prompt_tokens,
-        "weight_version": "default",
-        "num_retractions": req.num_retractions,
-        "reasoning_tokens": 0,
-        "completion_tokens": req.n,
-        "cached_tokens": req.cached_tokens,
-        "e2e_latency": now - req.arrival,
-    }
-    if draft_tokens is not None:
-        meta.update(spec_meta(req, draft_tokens))
+    meta = (f'{{"id":{compact(rid)},"finish_reason":{_finish_json(req)},'
+            f'"prompt_tokens":{req.prompt_tokens},"weight_version":"default",'
+            f'"num_retractions":{req.num_retractions}'
+            + (scheduler_times(req) if timings else "")
+            + f',"reasoning_tokens":0,"completion_tokens":{req.n},'
+            f'"cached_tokens":{req.cached_tokens}'
+            + weight_versions(req) + cache_details(req)
+            + final_times(req, now, draft_tokens, timings, None)
+            + f',"response_sent_to_client_ts":{_f(epoch(now))}}}')
     return {"text": cur.text, "output_ids": [token_id(w) for w in req.words[: req.n]],
-            "meta_info": meta}
+            "meta_info": json.loads(meta)}
+
+
+def usage_json(req: SimRequest, n: int, full: bool = True) -> str:
+    """``usage`` as SGLang 0.5.23's UsageInfo: ``full`` is ``model_dump()`` (all six keys),
+    otherwise ``exclude_none`` (the completions usage-only chunk)."""
+    head = (f'{{"prompt_tokens":{req.prompt_tokens},"total_tokens":{req.prompt_tokens + n},'
+            f'"completion_tokens":{n},')
+    if full:
+        return head + ('"prompt_tokens_details":null,"reasoning_tokens":0,'
+                       '"completion_tokens_details":null}')
+    return head + '"reasoning_tokens":0}'
 
 
 class OpenAIStream:
     """Chunks of /v1/chat/completions (``chat=True``) or /v1/completions with stream=true, byte
-    for byte as SGLang 0.5.23 writes them:
+    for byte as SGLang 0.5.23 writes them. The id is the request's rid (32 hex chars, no
+    ``chatcmpl-`` / ``cmpl-`` prefix: serving_chat.py ``chunk_id=content["meta_info"]["id"]``).
 
     - chat: python/sglang/srt/entrypoints/openai/sse_utils.py ``build_sse_content`` (msgspec,
       omit_defaults): a role chunk, content chunks whose delta is
-      ``{"reasoning_content":null,"content":...}``, a separate finish chunk, no ``usage`` key;
+      ``{"reasoning_content":null,"content":...}``, a separate finish chunk, no ``usage`` key
+      (with ``stream_options.continuous_usage_stats`` the content chunks carry the cumulative
+      ``usage``);
     - completions: serving_completions.py (pydantic ``model_dump_json``): one chunk per output
-      with ``"usage":null``, the last one carrying both the final text and the finish_reason
-      (no extra empty chunk);
+      with ``"usage":null`` (the cumulative usage with continuous_usage_stats), the last one
+      carrying both the final text and the finish_reason (no extra empty chunk);
     - usage chunk (``stream_options.include_usage``): chat ``model_dump_json()`` of
       ChatCompletionStreamResponse, completions ``model_dump_json(exclude_none=True)``.
     """
 
-    def __init__(self, req: SimRequest, model: str, chat: bool, include_usage: bool) -> None:
+    def __init__(self, req: SimRequest, model: str, chat: bool, include_usage: bool,
+                 continuous_usage: bool = False) -> None:
         self.req = req
         self.cur = TextCursor(req)
         self.chat = chat
         self.include_usage = include_usage
-        self.id = ("chatcmpl-" if chat else "cmpl-") + req.rid
+        self.continuous = continuous_usage
+        self.id = req.rid
         self.created = int(time.time())
         obj = "chat.completion.chunk" if chat else "text_completion"
-        self.head = (f'data: {{"id":"{self.id}","object":"{obj}","created":{self.created},'
-                     f'"model":{compact(model)},"choices":[').encode()
+        self.head = (f'data: {{"id":{compact(self.id)},"object":"{obj}",'
+                     f'"created":{self.created},"model":{compact(model)},"choices":[').encode()
         if chat:
             self.content_open = b'{"index":0,"delta":{"reasoning_content":null,"content":"'
-            self.content_close = (b'"},"logprobs":null,"finish_reason":null,'
-                                  b'"matched_stop":null}]}\n\n')
+            self.content_close = b'"},"logprobs":null,"finish_reason":null,"matched_stop":null}]'
         else:
             self.content_open = b'{"index":0,"text":"'
-            self.content_close = (b'","logprobs":null,"finish_reason":null,'
-                                  b'"matched_stop":null}],"usage":null}\n\n')
+            self.content_close = b'","logprobs":null,"finish_reason":null,"matched_stop":null}]'
+
+    def _usage_tail(self, n: int) -> bytes:
+        if self.continuous:
+            return f',"usage":{usage_json(self.req, n)}}}\n\n'.encode()
+        return b"}\n\n" if self.chat else b',"usage":null}\n\n'
 
     def first(self) -> bytes | None:
         if not self.chat:
@@ -213,60 +308,58 @@ class OpenAIStream:
         if not final:
             if not delta:
                 return b""
-            return b"".join((self.head, self.content_open, delta.encode(), self.content_close))
+            return b"".join((self.head, self.content_open, delta.encode(), self.content_close,
+                             self._usage_tail(n)))
         reason, matched = openai_finish(self.req)
         finish = (f'"logprobs":null,"finish_reason":"{reason}",'
                   f'"matched_stop":{compact(matched)}}}]').encode()
+        u = self.req
         if self.chat:
             out = b""
             if delta:
                 out = b"".join((self.head, self.content_open, delta.encode(),
-                                self.content_close))
+                                self.content_close, self._usage_tail(n)))
             out += self.head + b'{"index":0,"delta":{"reasoning_content":null},' + finish + \
                 b"}\n\n"
             if self.include_usage:
-                u = self.req
-                out += self.head + (
-                    f'],"usage":{{"prompt_tokens":{u.prompt_tokens},'
-                    f'"total_tokens":{u.prompt_tokens + u.n},"completion_tokens":{u.n},'
-                    '"prompt_tokens_details":null,"reasoning_tokens":0,'
-                    '"completion_tokens_details":null}}\n\n').encode()
+                out += self.head + f'],"usage":{usage_json(u, u.n)}}}\n\n'.encode()
             return out
         out = b"".join((self.head, b'{"index":0,"text":"', delta.encode(), b'",', finish,
-                        b',"usage":null}\n\n'))
+                        self._usage_tail(n)))
         if self.include_usage:
-            u = self.req
-            out += self.head + (
-                f'],"usage":{{"prompt_tokens":{u.prompt_tokens},'
-                f'"total_tokens":{u.prompt_tokens + u.n},"completion_tokens":{u.n},'
-                '"reasoning_tokens":0}}\n\n').encode()
+            out += self.head + f'],"usage":{usage_json(u, u.n, full=False)}}}\n\n'.encode()
         return out
 
 
-def usage(req: SimRequest) -> dict[str, int]:
-    return {"prompt_tokens": req.prompt_tokens, "completion_tokens": req.n,
-            "total_tokens": req.prompt_tokens + req.n}
+def usage(req: SimRequest) -> dict[str, Any]:
+    """Non-streaming ``usage`` (UsageInfo ``model_dump()``)."""
+    return {"prompt_tokens": req.prompt_tokens, "total_tokens": req.prompt_tokens + req.n,
+            "completion_tokens": req.n, "prompt_tokens_details": None, "reasoning_tokens": 0,
+            "completion_tokens_details": None}
 
 
 def openai_response(req: SimRequest, model: str, chat: bool) -> dict[str, Any]:
-    """Non-streaming OpenAI body."""
+    """Non-streaming OpenAI body (serving_chat.py / serving_completions.py: the id is the rid,
+    ``metadata`` carries the weight versions)."""
     cur = TextCursor(req)
     cur.advance(req.n)
     reason, matched = openai_finish(req)
-    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": reason,
-                              "matched_stop": matched}
+    choice: dict[str, Any] = {"index": 0}
     if chat:
         choice["message"] = {"role": "assistant", "content": cur.text,
-                             "reasoning_content": None, "tool_calls": None}
+                             "reasoning_content": None}
     else:
         choice["text"] = cur.text
+    choice.update(logprobs=None, finish_reason=reason, matched_stop=matched)
     return {
-        "id": ("chatcmpl-" if chat else "cmpl-") + req.rid,
+        "id": req.rid,
         "object": "chat.completion" if chat else "text_completion",
         "created": int(time.time()),
         "model": model,
         "choices": [choice],
         "usage": usage(req),
+        "metadata": {"weight_version": "default",
+                     "weight_versions": [{"version": "default", "start": 0, "end": req.n}]},
     }
 
 

@@ -65,8 +65,8 @@ def test_threshold_switches_drafting_off_above_n(launch_sim: LaunchSim, tmp_path
     assert correct < 0.2 * proposed
     info = httpx.get(sim.url + "/server_info").json()
     assert info["speculative_adaptive"] is True
-    assert info["speculative_adaptive_config_content"] == {"1": {"candidate_steps": [3]},
-                                                           "5": {"candidate_steps": [0]}}
+    assert info["sim"]["speculative_adaptive_config_content"] == {
+        "1": {"candidate_steps": [3]}, "5": {"candidate_steps": [0]}}
 
 
 def test_adaptive_rejects_num_steps_outside_candidates(tmp_path: Path) -> None:

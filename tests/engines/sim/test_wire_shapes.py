@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from typing import Any
 
@@ -56,6 +57,9 @@ RECORDED: dict[str, Any] = {
 }
 NATIVE_META_ORDER = ["id", "finish_reason", "prompt_tokens", "weight_version", "num_retractions",
                      "reasoning_tokens", "completion_tokens", "cached_tokens"]
+"""Without --enable-metrics (no request time stats), then cached_tokens_details and dp_rank;
+the first chunk adds response_sent_to_client_ts, the last weight_versions before them."""
+NATIVE_META_TAIL = ["cached_tokens_details", "dp_rank"]
 NATIVE_FINAL_SPEC = ["e2e_latency", "spec_accept_rate", "spec_accept_length",
                      "spec_num_correct_drafts", "spec_num_proposed_drafts", "spec_verify_ct"]
 
@@ -100,7 +104,7 @@ def test_chat_stream_shapes(sim_url: str) -> None:
     assert all(same(c, RECORDED["chat_content"]) for c in chunks[1:-2])
     assert same(chunks[-2], RECORDED["chat_finish"])
     assert same(chunks[-1], RECORDED["chat_usage"])
-    assert sse_json(r.content)[0]["id"].startswith("chatcmpl-")
+    assert re.fullmatch(r"[0-9a-f]{32}", sse_json(r.content)[0]["id"])  # no chatcmpl- prefix
 
 
 def test_completion_stream_shapes(sim_url: str) -> None:
@@ -111,7 +115,7 @@ def test_completion_stream_shapes(sim_url: str) -> None:
     assert all(same(c, RECORDED["completion_content"]) for c in chunks[:-2])
     assert same(chunks[-2], RECORDED["completion_final"])  # text and finish in one chunk
     assert same(chunks[-1], RECORDED["completion_usage"])
-    assert sse_json(r.content)[0]["id"].startswith("cmpl-")
+    assert re.fullmatch(r"[0-9a-f]{32}", sse_json(r.content)[0]["id"])  # no cmpl- prefix
 
 
 def test_native_meta_info_order(sim_url: str) -> None:
@@ -119,12 +123,15 @@ def test_native_meta_info_order(sim_url: str) -> None:
         "text": "def f(x): return x", "stream": True,
         "sampling_params": {"max_new_tokens": 12, "ignore_eos": True, "temperature": 0}})
     events = sse_json(r.content)
-    for e in events[:-1]:
+    for i, e in enumerate(events[:-1]):
         assert list(e) == ["text", "output_ids", "meta_info"]
-        assert list(e["meta_info"]) == NATIVE_META_ORDER  # no e2e_latency before the end
+        first = ["response_sent_to_client_ts"] if i == 0 else []
+        # no e2e_latency before the end
+        assert list(e["meta_info"]) == NATIVE_META_ORDER + NATIVE_META_TAIL + first
         assert len(e["output_ids"]) == e["meta_info"]["completion_tokens"]  # cumulative
     last = events[-1]["meta_info"]
-    assert list(last) == NATIVE_META_ORDER + NATIVE_FINAL_SPEC
+    assert list(last) == (NATIVE_META_ORDER + ["weight_versions"] + NATIVE_META_TAIL
+                          + NATIVE_FINAL_SPEC)
     assert last["spec_num_proposed_drafts"] == 3 * last["spec_verify_ct"]
 
 

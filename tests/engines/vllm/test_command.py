@@ -1,0 +1,123 @@
+"""vLLM command lines from the shared variant vocabulary (engines/vllm/command.py), as pure
+functions; and, where a vLLM is installed (SPECGRID_VLLM_PYTHON), every shipped variant checked
+by vLLM's own parser and the speculation threshold by vLLM's own schedule code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from engines.base import ServerRequest
+from engines.vllm.command import build_vllm_launch, threshold_schedule
+from engines.vllm.validate import check_batch
+
+ROOT = Path(__file__).resolve().parents[3]
+VLLM_PYTHON = os.environ.get("SPECGRID_VLLM_PYTHON")
+needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="SPECGRID_VLLM_PYTHON is not set")
+EAGLE3 = {"max_running_requests": 8, "speculative_algorithm": "EAGLE3",
+          "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+          "speculative_num_draft_tokens": 4}
+
+
+def _argv(args: dict, *, disable_above_batch: int | None = None, device: str = "cuda",
+          draft: str | None = "/m/draft") -> list[str]:
+    return build_vllm_launch(ServerRequest(
+        args=args, env={}, model_path="/m/target", draft_model_path=draft,
+        served_model_name="tiny", python="py", device=device,  # type: ignore[arg-type]
+        disable_above_batch=disable_above_batch)).argv
+
+
+def _flag(argv: list[str], name: str) -> str:
+    return argv[argv.index(name) + 1]
+
+
+def test_baseline_maps_the_shared_names_to_vllms() -> None:
+    argv = _argv({"max_running_requests": 64, "context_length": 4096,
+                  "mem_fraction_static": 0.8, "disable_radix_cache": True})
+    assert argv[:3] == ["py", "-m", "vllm.entrypoints.openai.api_server"]
+    assert _flag(argv, "--max-num-seqs") == "64" and _flag(argv, "--max-model-len") == "4096"
+    assert _flag(argv, "--gpu-memory-utilization") == "0.8"
+    assert "--no-enable-prefix-caching" in argv and "--speculative-config" not in argv
+    assert _flag(argv, "--host") == "127.0.0.1" and "--port" not in argv  # the actor adds it
+
+
+def test_eagle3_is_one_speculative_config() -> None:
+    spec = json.loads(_flag(_argv(EAGLE3), "--speculative-config"))
+    assert spec == {"method": "eagle3", "num_speculative_tokens": 3, "model": "/m/draft"}
+    draft = json.loads(_flag(_argv({**EAGLE3, "speculative_algorithm": "STANDALONE",
+                                    "speculative_draft_model_path": "/m/near"}),
+                             "--speculative-config"))
+    assert draft["method"] == "draft_model" and draft["model"] == "/m/near"
+    ngram = json.loads(_flag(_argv({**EAGLE3, "speculative_algorithm": "NGRAM"}, draft=None),
+                             "--speculative-config"))
+    assert ngram == {"method": "ngram", "num_speculative_tokens": 3, "prompt_lookup_min": 1,
+                     "prompt_lookup_max": 3}
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({**EAGLE3, "speculative_eagle_topk": 4}, "vLLM drafts a chain"),
+    ({**EAGLE3, "speculative_algorithm": "LOOKAHEAD"}, "has no vLLM equivalent"),
+    ({"max_running_requests": 8, "speculative_algorithm": "EAGLE3"}, "needs speculative_num"),
+    ({"speculative_algorithm": "EAGLE3"}, "max_running_requests must be explicit"),
+    ({**EAGLE3, "tensor_parallel_size": 2}, "tensor_parallel_size is set by"),
+])
+def test_variants_vllm_cannot_run_are_one_line(args: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        _argv(args)
+    with pytest.raises(ValueError, match="needs a draft model"):
+        _argv(EAGLE3, draft=None)
+
+
+def test_threshold_schedule_is_speculation_off_above_n() -> None:
+    assert threshold_schedule(16, 3, 64) == [[1, 16, 3], [17, 64, 0]]
+    assert threshold_schedule(64, 3, 64) == [[1, 64, 3]]  # never off: one range
+    spec = json.loads(_flag(_argv(EAGLE3, disable_above_batch=2), "--speculative-config"))
+    assert spec["num_speculative_tokens_per_batch_size"] == [[1, 2, 3], [3, 8, 0]]
+
+
+def test_cpu_device_runs_eager_in_one_process_with_private_folders() -> None:
+    spec = build_vllm_launch(ServerRequest(args={"max_running_requests": 8}, env={},
+                                           model_path="/m", device="cpu", python="py"))
+    assert "--enforce-eager" in spec.argv and _flag(spec.argv, "--dtype") == "bfloat16"
+    assert _flag(spec.argv, "--distributed-executor-backend") == "uni"
+    env = spec.env_in("/srv")
+    assert env["TMPDIR"] == "/srv" and env["VLLM_CPU_KVCACHE_SPACE"] == "1"
+    assert env["VLLM_SERVER_DEV_MODE"] == "1"  # what serves /reset_prefix_cache
+    assert spec.endpoints.flush_cache == "/reset_prefix_cache"
+    assert spec.health_path == "/health"
+
+
+@needs_vllm
+def test_vllms_parser_accepts_every_shipped_variant_and_names_a_typo() -> None:
+    argvs = {}
+    for path in sorted((ROOT / "conf" / "variant").glob("*.yaml")):
+        variant = yaml.safe_load(path.read_text())
+        args = {k: v for k, v in variant["args"].items() if "${" not in str(v)}
+        argvs[path.stem] = _argv(args, disable_above_batch=variant.get(
+            "speculative_disable_above_batch"))
+    argvs["threshold"] = _argv(EAGLE3, disable_above_batch=2)
+    argvs["typo"] = _argv({**EAGLE3, "max_num_seqz": 3})
+    assert VLLM_PYTHON
+    version, _, problems = check_batch(argvs, VLLM_PYTHON)
+    assert version == "0.32.0"
+    assert [(p.label, p.flag) for p in problems] == [("typo", "--max-num-seqz")]
+
+
+@needs_vllm
+def test_vllms_own_schedule_code_drafts_up_to_n_and_nothing_above() -> None:
+    """vLLM's build_dynamic_sd_schedule_lookup (vllm/v1/spec_decode/dynamic/utils.py) expands
+    our schedule into its per-batch-size token counts."""
+    schedule = threshold_schedule(16, 3, 64)
+    code = ("import json, sys; from vllm.v1.spec_decode.dynamic.utils import "
+            "build_dynamic_sd_schedule_lookup as b; "
+            "print(json.dumps(b(json.loads(sys.argv[1]), 64, 3)))")
+    assert VLLM_PYTHON
+    out = subprocess.run([VLLM_PYTHON, "-c", code, json.dumps(schedule)], capture_output=True,
+                         text=True, timeout=120, check=True).stdout.splitlines()[-1]
+    dense = json.loads(out)  # index = batch size (0 unused)
+    assert dense[1:17] == [3] * 16 and dense[17:65] == [0] * 48

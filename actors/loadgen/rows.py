@@ -49,6 +49,8 @@ def request_row(spec: LoadSpec, n: int, pidx: int, tl: Timeline, offset: float) 
         "chunk_tokens": list(tl.chunk_tokens),
         "chunk_gap_s": chunk_gaps(tl.chunk_times),
         "merged_reads": tl.merged,
+        "server_queue_s": tl.server_queue_s,
+        "server_ttft_s": tl.server_ttft_s,
     }
     assert tuple(row) == ROW_KEYS
     return row

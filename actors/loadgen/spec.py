@@ -232,6 +232,8 @@ ROW_KEYS: tuple[str, ...] = (
     "chunk_tokens",
     "chunk_gap_s",
     "merged_reads",
+    "server_queue_s",
+    "server_ttft_s",
 )
 """Keys of every row, in order (grid.store.schema.REQUEST_FIELDS). ``accept_length`` is
 SGLang's completion / verify, ``accept_length_decode`` (completion - 1) / verify
@@ -239,4 +241,6 @@ SGLang's completion / verify, ``accept_length_decode`` (completion - 1) / verify
 ``chunk_offset_us`` / ``chunk_tokens``: each content event's arrival (whole microseconds after
 ``sent_at``) and new tokens; ``itl_s`` splits each event's gap over its tokens (SGLang),
 ``chunk_gap_s`` keeps one gap per event (vLLM); ``merged_reads``: events that arrived in the
-same socket read as the previous one (docs/loadgen.md)."""
+same socket read as the previous one (docs/loadgen.md); ``server_queue_s`` / ``server_ttft_s``:
+SGLang's own ``queue_time`` and ``first_token_latency`` from the final meta_info of a native
+stream (None elsewhere), to check the client's TTFT against the server's clock."""

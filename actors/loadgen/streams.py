@@ -64,6 +64,7 @@ class Timeline:
     __slots__ = (
         "scheduled", "slot", "sent", "end", "chunk_times", "chunk_tokens", "error",
         "input_tokens", "output_tokens", "finish_reason", "spec_verify_ct", "merged",
+        "server_queue_s", "server_ttft_s",
     )
 
     def __init__(self, scheduled: float) -> None:
@@ -80,6 +81,9 @@ class Timeline:
         self.spec_verify_ct: int | None = None
         self.merged = 0
         """Token events that arrived in the same read as the previous one (same stamp)."""
+        self.server_queue_s: float | None = None
+        self.server_ttft_s: float | None = None
+        """SGLang's own queue time and first-token latency (native stream meta_info)."""
 
     def add_chunk(self, t: float, k: int) -> None:
         """A content event carrying ``k`` new tokens arrived at ``t``."""
@@ -260,10 +264,18 @@ class NativeSink:
         tl.output_tokens = meta.get("completion_tokens", self.prev)
         tl.finish_reason = _finish_str(fr)
         tl.spec_verify_ct = _spec_verify(meta, tl.output_tokens)
+        # SGLang 0.5.23 with --enable-metrics (srt/managers/tokenizer_manager.py): seconds from
+        # receiving the request to its first token, and in the scheduler's queue
+        tl.server_ttft_s = _seconds(meta.get("first_token_latency"))
+        tl.server_queue_s = _seconds(meta.get("queue_time"))
         if isinstance(fr, dict) and fr.get("type") == "abort":
             raise StreamError(f"aborted: {fr.get('message', '')}")
         if fr is None and not self.done:
             raise StreamError("stream ended before finish_reason or [DONE]")
+
+
+def _seconds(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and value >= 0 else None
 
 
 def _carries_token(delta: dict[str, Any]) -> bool:

@@ -205,6 +205,22 @@ def engine_versions(table: pd.DataFrame) -> list[str]:
     return sorted(table.engine_version.astype(object).fillna("unknown").unique())
 
 
+def server_clock_check(cells: pd.DataFrame) -> list[tuple[str, str]]:
+    """The client's TTFT against the server's own first-token latency (SGLang's native stream):
+    the client can only be later; a client reading earlier than the server's clock says its
+    timestamps are wrong."""
+    if "ttft_minus_server_p50_s" not in cells or cells.ttft_minus_server_p50_s.isna().all():
+        return []
+    p50 = cells.ttft_minus_server_p50_s.dropna()
+    early = cells[cells.ttft_minus_server_p50_s < -0.001]
+    if len(early):
+        return [("warning", f"client TTFT below the server's own first-token latency in "
+                            f"{len(early)} cell(s): the client's timestamps are suspect")]
+    return [("note", f"client TTFT minus the server's own first-token latency: median of the "
+                     f"cells {p50.median() * 1e3:.1f} ms (largest p99 "
+                     f"{cells.ttft_minus_server_p99_s.max() * 1e3:.1f} ms, {len(p50)} cells)")]
+
+
 def validity(data: RunData) -> list[tuple[str, str]]:
     """What limits the evidence, most important first."""
     out: list[tuple[str, str]] = []
@@ -226,6 +242,7 @@ def validity(data: RunData) -> list[tuple[str, str]]:
     if len(saturated):
         out.append(("warning", f"client saturated in {len(saturated)} cell(s) (latency there "
                                f"includes the client's own delay): {names(saturated)}"))
+    out += server_clock_check(data.cells)
     failed = table[table.status != "done"]
     if len(failed):
         out.append(("warning", f"{len(failed)} cell(s) not done (left out of every "

@@ -63,7 +63,9 @@ def cell_columns(
     ``accept_length`` key is included only when it comes from the server (the row's own is
     summarize_cell's, from the requests). `metrics` names the engine's series (None: the family
     is told from the scraped names, as for a server someone else runs); vLLM's per-position
-    acceptance comes from the counters on every endpoint."""
+    acceptance comes from the counters on every endpoint. Where the server reports its own
+    first-token latency (SGLang's native stream), ``ttft_minus_server_*`` compare each
+    request's client TTFT with it."""
     ok = [r for r in rows if r.get("status") == "ok"]
     gaps: list[float] = []
     for r in ok:
@@ -74,6 +76,10 @@ def cell_columns(
                 "client_dispatch_lag_p99_s", "loop_lag_p99_s", "client_cpu_percent",
                 "merged_reads", "merged_read_fraction"):
         out[key] = stats.get(key)
+    behind = [r["ttft_s"] - r["server_ttft_s"] for r in ok
+              if r.get("ttft_s") is not None and r.get("server_ttft_s") is not None]
+    out["ttft_minus_server_p50_s"] = percentile(behind, 50)
+    out["ttft_minus_server_p99_s"] = percentile(behind, 99)
     names = metrics or detect_family(name for _, name, _, _ in server_samples)
     counters = names.accept_length(server_samples) if names else None
     if endpoint == "generate":

@@ -60,6 +60,10 @@ REQUEST_FIELDS = _schema([
     ("chunk_tokens", pa.list_(pa.int32())),
     ("chunk_gap_s", pa.list_(pa.float64())),
     ("merged_reads", pa.int64()),
+    # the server's own clock (SGLang's /generate meta_info, with --enable-metrics): time in its
+    # queue and from receiving the request to its first token, in seconds
+    ("server_queue_s", pa.float64()),
+    ("server_ttft_s", pa.float64()),
 ])
 
 CELL_FIELDS = _schema([
@@ -123,6 +127,10 @@ CELL_FIELDS = _schema([
     ("client_cpu_percent", pa.float64()),
     ("merged_reads", pa.int64()),
     ("merged_read_fraction", pa.float64()),
+    # client TTFT minus the server's own (SGLang's native meta_info): the network and the
+    # client's reading, per request; p50 / p99 over the cell's completed requests
+    ("ttft_minus_server_p50_s", pa.float64()),
+    ("ttft_minus_server_p99_s", pa.float64()),
     # workload.kind=conversations: Σ cached_tokens / Σ context_tokens over the completed rounds
     ("cache_hit_rate", pa.float64()),
 ])

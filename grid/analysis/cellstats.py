@@ -141,13 +141,13 @@ def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, 
 
 IDENTITY = ["cell_id", "variant", "workload", "concurrency", "rate", "status", "engine",
             "simulated", "client_saturated", "error_rate", "requests_error", "num_requests",
-            "factors", "engine_version", "cache_hit_rate", "accept_length_source"]
+            "factors", "engine_version", "cache_hit_rate", "accept_length_source", "error"]
 
 
 def analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo | None = None,
                   replicates: int = DEFAULT_REPLICATES, seed: int = 0) -> CellStats:
-    """Every committed cell (any status) with its windowed metrics and intervals; cells
-    without request rows keep NaN metrics."""
+    """Every committed cell (any status) with its windowed metrics and intervals; cells that
+    are not done, or have no request rows, keep NaN metrics."""
     slo = slo or Slo()
     # One BLAS thread: the per-cell products are small, and BLAS threads competing for two
     # busy cores made them twice as slow.
@@ -164,7 +164,9 @@ def _analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo, replic
         base["variant"], base["workload"] = str(cell.variant), str(cell.workload)
         base["repeat"] = repeat_of(cell)
         req = groups.get(cell.cell_id)
-        if req is not None and len(req):
+        # A cell that did not finish shows no figures (its status and reason say what
+        # happened): a server that died mid-cell would otherwise read as measured at zero.
+        if req is not None and len(req) and cell.get("status") == "done":
             closed = pd.isna(cell.rate)
             concurrency = None if pd.isna(cell.concurrency) else int(cell.concurrency)
             stats, reps[cell.cell_id] = analyse_cell(
@@ -174,7 +176,8 @@ def _analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo, replic
             base["loose_interval"] = bool(
                 base["window_requests"] < MIN_WINDOW_REQUESTS
                 or not half <= LOOSE_INTERVAL * base["output_tok_s"])
-        if cell.get("accept_length_source") == "server_metrics" and pd.notna(
+        if cell.get("status") == "done" and cell.get("accept_length_source") == "server_metrics" \
+                and pd.notna(
                 cell.get("accept_length")) and not np.isfinite(base.get("accept_length", np.nan)):
             # An endpoint without per-request verify counts (OpenAI chat): the cell's figure
             # from the server's counters over the cell, one number with no interval (there is

@@ -147,6 +147,9 @@ def cells_section(data: RunData) -> str:
         load = f"c={int(r.concurrency)}" if pd.isna(r.rate) else f"{r.rate:g}/s"
         status = esc(r.status) + (" <b>client saturated</b>" if r.client_saturated is True
                                   else "")
+        if r.status != "done" and isinstance(r.get("error"), str):  # the reason, on hover
+            status = f'<span title="{esc(r.error)}">{status} &#9432;</span>'
+
         cols = [esc(r.variant), esc(r.workload), load, str(int(r["repeat"])), status,
                 _ci(r, "output_tok_s"), _ci(r, "goodput_tok_s"), _ci(r, "req_s", "{:.2f}"),
                 _ci(r, "slo_attainment", "{:.0%}"), _ci(r, "ttft_p50_s", "{:.0f}", 1e3),
@@ -156,6 +159,8 @@ def cells_section(data: RunData) -> str:
                 _f(r.get("ramp_s")), _f(r.get("drain_s")), _f(r.get("server_tok_s")),
                 _f(r.get("server_accept_length"), "{:.2f}"),
                 _f(r.get("j_per_token"), "{:.2f}")]
+        if r.status != "done":  # no figures for a cell that did not finish
+            cols = cols[:5] + ["-"] * (len(cols) - 5)
         rows.append("<tr>" + "".join(f"<td class=n>{c}</td>" for c in cols) + "</tr>")
     return ("<h2>Cells</h2><p>Metrics over each cell's steady-state window (closed loop: from "
             "the moment every stream is busy to the last send; ramp-up and drain reported "

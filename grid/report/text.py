@@ -49,6 +49,8 @@ def summary_table(table: pd.DataFrame) -> str:
         load = f"c={int(row.concurrency)}" if pd.isna(row.rate) else f"{row.rate:g}/s"
         status = str(row.status) + (" (client saturated)" if row.client_saturated is True
                                     else "")
+        if row.status != "done" and isinstance(row.get("error"), str):
+            status += ": " + _first_line(row.error, 70)
         window = (f"{row.window_s:.0f}s/{int(row.window_requests)}"
                   if not pd.isna(row.get("window_s")) else "-")
         rep = f" {int(row['repeat']):>3}"
@@ -63,6 +65,11 @@ def summary_table(table: pd.DataFrame) -> str:
             + f" {window:>10}  {status}"
             + (f"  [{row.get('engine_version') or 'unknown'}]" if several else ""))
     return "\n".join(lines)
+
+
+def _first_line(text: str, width: int) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[:width - 1] + "…"
 
 
 def domain_acceptance(requests: pd.DataFrame) -> list[str]:

@@ -12,7 +12,7 @@ import pytest
 from actors.loadgen.runner import run_load
 from actors.loadgen.spec import LoadSpec, Prompt
 
-pytestmark = pytest.mark.real_engine
+pytestmark = [pytest.mark.real_engine, pytest.mark.timeout(600)]  # a server start: 45-130 s
 
 
 def test_every_chat_request_has_ttft_and_all_its_tokens(plain_vllm: str) -> None:

@@ -49,3 +49,4 @@ def test_constant_rate_timeline_gives_the_true_throughput():
     w = steady_window(sent, sent + e2e, c, True)
     tokens = tokens_in_window(sent, ttft, e2e, np.full(sent.size, 100), w).sum()
     assert tokens / w.length_s == pytest.approx(400.0, rel=0.01)  # 4 streams x 100 tok/s
+

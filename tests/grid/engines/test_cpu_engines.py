@@ -21,7 +21,9 @@ from grid.loader import load_cells, load_requests
 from grid.run import run
 from tests.grid.execute.smoke_runs import assert_no_orphans, ledger_rows
 
-pytestmark = [pytest.mark.real_engine, pytest.mark.usefixtures("ray_session")]
+# Real servers start in 15-70 s each on 2 cores; the sweep starts five.
+pytestmark = [pytest.mark.real_engine, pytest.mark.usefixtures("ray_session"),
+              pytest.mark.timeout(1200)]
 
 
 def test_cpu_engines_sweep_runs_every_cell_on_real_servers(tmp_path, engines_python):

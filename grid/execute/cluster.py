@@ -15,8 +15,9 @@ from omegaconf import DictConfig
 
 import grid
 from grid.plan.build import Plan, check_gpus
+from grid.plan.checks import SERVER_CPU
 from grid.plan.config import ConfigError
-from grid.plan.placement import check_nodes, server_gpus
+from grid.plan.placement import check_node_resources, check_nodes, server_gpus
 
 SOURCE_ROOT = Path(grid.__file__).resolve().parents[1]
 """The checkout (or site-packages folder) the driver's specgrid is imported from."""
@@ -48,7 +49,13 @@ def runtime_env() -> dict[str, Any]:
 
 def node_gpus() -> list[int]:
     """GPUs of each alive node of the connected cluster (nodes without GPUs included as 0)."""
-    return [int(n.get("Resources", {}).get("GPU", 0)) for n in ray.nodes() if n.get("Alive")]
+    return [gpus for gpus, _ in node_resources()]
+
+
+def node_resources() -> list[tuple[int, float]]:
+    """(GPUs, CPUs) of each alive node of the connected cluster."""
+    return [(int(n.get("Resources", {}).get("GPU", 0)), float(n.get("Resources", {}).get("CPU", 0)))
+            for n in ray.nodes() if n.get("Alive")]
 
 
 def connect(cfg: DictConfig, plan: Plan) -> list[int]:
@@ -79,5 +86,6 @@ def connect(cfg: DictConfig, plan: Plan) -> list[int]:
     check_gpus(plan.groups, sum(gpus))
     if needs_gpus:
         check_nodes(plan.groups, gpus)
+    check_node_resources(plan.groups, node_resources(), SERVER_CPU)
     return gpus
 

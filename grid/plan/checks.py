@@ -18,7 +18,7 @@ import engines
 from engines.validation import ValidationUnavailable
 from grid.plan.cells import ServerGroup
 from grid.plan.config import ConfigError
-from grid.plan.placement import server_gpus
+from grid.plan.placement import group_cpus, server_gpus
 from grid.plan.specs import engine_python, external_url, launch_spec, sglang_equivalent
 
 LOGICAL_GPUS = 8
@@ -161,9 +161,7 @@ def check_cpus(groups: Sequence[ServerGroup], cpus: float | None) -> None:
         return
     for group in groups:
         load = group.config["load"]
-        need = int(load["clients"]) * float(load["client_cpus"])
-        if engines.get(group.config["engine"]["name"]).launches:
-            need += SERVER_CPU
+        need = group_cpus(group, SERVER_CPU)
         if need > cpus:
             raise ConfigError(
                 f"variant {group.variant}: load.clients={load['clients']} x load.client_cpus="

@@ -39,3 +39,29 @@ def bundle_gpus(tp_size: int, node_gpus: Sequence[int], exclusive_node: bool) ->
         return tp_size
     fitting = [n for n in node_gpus if n >= tp_size]
     return min(fitting) if fitting else tp_size
+
+
+def group_cpus(group: ServerGroup, server_cpu: float) -> float:
+    """CPUs one placement group of `group` asks for on one node: each load generator's
+    load.client_cpus, plus the server actor's `server_cpu` when a server is launched."""
+    load = group.config["load"]
+    need = int(load["clients"]) * float(load["client_cpus"])
+    return need + (server_cpu if engines.get(group.config["engine"]["name"]).launches else 0.0)
+
+
+def check_node_resources(groups: Sequence[ServerGroup], nodes: Sequence[tuple[int, float]],
+                         server_cpu: float) -> None:
+    """ConfigError (one line) if no single node of the cluster has both the GPUs and the CPUs
+    one of the groups asks for (STRICT_PACK puts a server and its load generators on one
+    node): such a group could never be placed, and waiting for it would never end. `nodes`:
+    (GPUs, CPUs) of each alive node."""
+    for group in groups:
+        gpus, cpus = server_gpus(group), group_cpus(group, server_cpu)
+        if not any(g >= gpus and c >= cpus for g, c in nodes):
+            shown = ", ".join(f"{g} GPUs + {c:g} CPUs" for g, c in nodes) or "none"
+            raise ConfigError(
+                f"variant {group.variant} needs {gpus} GPU(s) and {cpus:g} CPUs on one node "
+                f"(load.clients={group.config['load']['clients']} x load.client_cpus="
+                f"{group.config['load']['client_cpus']:g} + the server's {server_cpu:g}), but "
+                f"no node of the Ray cluster has both (nodes: {shown}); lower load.clients or "
+                "load.client_cpus")

@@ -83,6 +83,12 @@ result["impossible"] = go("impossible", "cluster=ray", f"cluster.address={cluste
 result["no_python"] = go("no_python", "cluster=ray", f"cluster.address={cluster.address}",
                          "grid.axes.variant=[baseline]", "engine.python=/nonexistent/bin/python")
 
+# 7. Load generators wanting more CPUs than any node has (3 each): refused before any placement
+# group, instead of a placement that waits forever.
+result["too_few_cpus"] = go("too_few_cpus", "cluster=ray", f"cluster.address={cluster.address}",
+                            "grid.axes.variant=[baseline]", "load.client_cpus=4",
+                            "grid.max_parallel_servers=2")
+
 print(json.dumps(result, default=str))
 sys.stdout.flush()
 ray.shutdown()

@@ -102,3 +102,11 @@ def test_missing_engine_python_on_the_node_fails_the_groups_cells(scenarios):
     (cell,) = found["cells"]
     assert cell["status"] == "failed"
     assert cell["error"].startswith("/nonexistent/bin/python does not exist on node ")
+
+
+def test_a_cluster_too_small_for_a_group_fails_in_one_line_before_placing(scenarios):
+    found = scenarios["too_few_cpus"]
+    assert found["exit"] == 2, found
+    lines = [ln for ln in found["stderr"].splitlines() if ln.strip()]
+    assert len(lines) == 1 and "no node of the Ray cluster has both" in lines[0], lines
+    assert "4.01 CPUs" in lines[0] and "8 GPUs + 3 CPUs" in lines[0]

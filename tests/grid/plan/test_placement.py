@@ -11,7 +11,7 @@ import pytest
 
 from grid.execute.cluster import runtime_env
 from grid.plan.config import ConfigError
-from grid.plan.placement import bundle_gpus, check_nodes
+from grid.plan.placement import bundle_gpus, check_node_resources, check_nodes
 from grid.run import EXIT_BAD_INPUT, make_plan, run
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -89,3 +89,18 @@ def test_the_plan_shows_the_placement_and_never_the_api_key(tmp_path):
     assert ("placement: 2 server group(s) at a time, servers packed on GPU subsets of a node "
             "(grid.exclusive_node=false)") in text
     assert "sk-plan-secret" not in text and "--api-key '***'" in text
+
+
+def test_a_group_no_single_node_can_hold_is_refused_before_any_placement():
+    """Two nodes of 1 CPU and 8 GPUs each: a server and one load generator of 1 CPU need more
+    than either node has, so the placement group could never be placed (it used to wait
+    forever)."""
+    groups = _groups(1)
+    groups[0].config["load"] = {"clients": 1, "client_cpus": 1.0}
+    with pytest.raises(ConfigError, match=r"variant tp1 needs 1 GPU\(s\) and 1.01 CPUs on one "
+                       r"node .* no node of the Ray cluster has both \(nodes: 8 GPUs \+ 1 "
+                       r"CPUs, 8 GPUs \+ 1 CPUs\)"):
+        check_node_resources(groups, [(8, 1.0), (8, 1.0)], server_cpu=0.01)
+    check_node_resources(groups, [(8, 1.0), (8, 4.0)], server_cpu=0.01)  # one node fits
+    groups[0].config["engine"]["name"] = "external"  # nothing launched: its clients only
+    check_node_resources(groups, [(0, 1.0)], server_cpu=0.01)

@@ -194,15 +194,6 @@ class Engine:
         cells run (none by default)."""
         return []
 
-    def accept_length(self, samples: Sequence[Sample],
-                      family: str | None = None) -> dict[str, Any]:
-        """A cell's accept length from its counter samples (MetricNames.accept_length), with
-        the metric family the server exposed (an external server's is detected)."""
-        names = self.metrics if family is None else FAMILIES.get(family)
-        if names is None:
-            return MetricNames(family="").accept_length(())
-        return names.accept_length(samples)
-
 
 SGLANG_METRICS = MetricNames(
     family="sglang",

@@ -1,5 +1,10 @@
-"""`python -m grid.status RESULTS/RUN_ID`: the run's cells by status, with errors, and the
-command that resumes it (the same command grid.run prints after an interruption or failure)."""
+"""`python -m grid.status RESULTS/RUN_ID [--verify]`: the run's cells by status, with errors, and
+the command that resumes it (the same command grid.run prints after an interruption or failure).
+
+--verify checks every committed file (each attempt's, superseded ones too) against the sha256
+its commit recorded: one line per damaged file, naming it and its cell; damaged attempts are set
+aside and their cells return to pending, so the run's command measures them again (unless a
+driver is running the folder: then it only reports). Exit code 1 when anything is damaged."""
 
 from __future__ import annotations
 
@@ -8,7 +13,11 @@ import sys
 from pathlib import Path
 
 from grid.cli.runrecord import RUN_RECORD, resume_command
-from grid.store.ledger import LEDGER_NAME, STATUSES, Ledger
+from grid.store import integrity
+from grid.store.ledger import LEDGER_NAME, STATUSES, DriverLock, Ledger, RunLockedError
+from grid.store.record import RunRecord
+
+USAGE = "usage: python -m grid.status RESULTS/RUN_ID [--verify]"
 
 
 def format_status(run_dir: Path) -> str:
@@ -46,25 +55,50 @@ def format_status(run_dir: Path) -> str:
     return "\n".join(lines)
 
 
+def verify(run_dir: Path) -> tuple[list[str], bool]:
+    """Check every committed file's checksum (module docstring): the lines to print, and
+    whether anything is damaged."""
+    damage = integrity.check(run_dir, deep=True, attempts="all")
+    if not damage:
+        return ["verify: every committed file matches its checksum"], False
+    try:
+        with DriverLock(run_dir):
+            record = RunRecord(run_dir, run_dir.name)
+            try:
+                lines = record.set_aside(damage)
+            finally:
+                record.close()
+    except RunLockedError as e:
+        return [d.line(run_dir) for d in damage] + [f"not set aside: {e}"], True
+    return lines + [f"verify: {len(damage)} damaged file(s); the run's command measures their "
+                    "cells again"], True
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args in (["-h"], ["--help"]):
-        print(f"usage: python -m grid.status RESULTS/RUN_ID\n\n{__doc__}")
+        print(f"{USAGE}\n\n{__doc__}")
         return 0
+    check = "--verify" in args
+    args = [a for a in args if a != "--verify"]
     if len(args) != 1 or args[0].startswith("-"):
-        print("specgrid: error: usage: python -m grid.status RESULTS/RUN_ID", file=sys.stderr)
+        print(f"specgrid: error: {USAGE}", file=sys.stderr)
         return 2
     run_dir = Path(args[0])
     if not (run_dir / LEDGER_NAME).is_file():
         print(f"specgrid: error: {run_dir} is not a run folder (no {LEDGER_NAME})",
               file=sys.stderr)
         return 2
+    damaged = False
     try:
+        if check:
+            lines, damaged = verify(run_dir)
+            print("\n".join(lines) + "\n")
         print(format_status(run_dir))
     except sqlite3.Error as e:
         print(f"specgrid: error: cannot read the ledger of {run_dir}: {e}", file=sys.stderr)
         return 2
-    return 0
+    return 1 if damaged else 0
 
 
 if __name__ == "__main__":

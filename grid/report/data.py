@@ -18,11 +18,13 @@ from grid.analysis import CellStats, Decision, Slo, analyse_cells, decide
 from grid.analysis.cellstats import REQUEST_COLUMNS
 from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
 from grid.store.loader import (
+    DamagedFileError,
     load_cells,
     load_requests,
     load_server_metrics,
     load_telemetry,
     load_turns,
+    set_aside_attempts,
 )
 from grid.store.schema import REQUEST_FIELDS, TURN_FIELDS
 from specgrid_metrics.counters import counter_deltas
@@ -72,6 +74,9 @@ class RunData:
     """(level: `warning` | `note`, text) — shown at the top of every report."""
     baseline: str = "baseline"
     """The variant the others are compared to."""
+    damaged: list[str] = field(default_factory=list)
+    """One line per damaged file of the run (its cell left out of the report): files that
+    cannot be read, and attempts set aside as damaged that no later attempt replaced."""
 
     @property
     def simulated(self) -> bool:
@@ -109,11 +114,21 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
              replicates: int = 1000, seed: int = 0) -> RunData:
     run_dir = Path(run_dir)
     slo = slo or saved_slo(run_dir) or Slo()
-    cells = load_cells(run_dir)
+    unreadable: list[DamagedFileError] = []  # each loader leaves damaged files out, listed here
+    cells = load_cells(run_dir, damaged=unreadable)
     extra = [c for c in (_ALIGNMENT,) if c in REQUEST_FIELDS.names]
     wanted = REQUEST_COLUMNS + _REQUEST_EXTRA + extra + DISTRIBUTION_COLUMNS
-    requests = load_requests(run_dir, columns=list(dict.fromkeys(wanted + ["engine"])))
-    turns = load_turns(run_dir, columns=TURN_COLUMNS)
+    requests = load_requests(run_dir, columns=list(dict.fromkeys(wanted + ["engine"])),
+                             damaged=unreadable)
+    turns = load_turns(run_dir, columns=TURN_COLUMNS, damaged=unreadable)
+    metrics = load_server_metrics(run_dir, damaged=unreadable)
+    telemetry = load_telemetry(run_dir, damaged=unreadable)
+    # A cell with any damaged file is left out whole: its other files alone would mislead.
+    damaged_ids = {d.cell_id for d in unreadable}
+    if damaged_ids:
+        cells, requests, turns, metrics, telemetry = (
+            f[~f.cell_id.isin(damaged_ids)].reset_index(drop=True)
+            for f in (cells, requests, turns, metrics, telemetry))
     engines = sorted(str(e) for e in cells.engine.dropna().unique()) if len(cells) else []
     if len(engines) > 1:
         # One grid, several engines: each engine's variants are their own (vllm/eagle3), and
@@ -125,13 +140,23 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
             baseline = next((f"{e}/baseline" for e in engines
                              if f"{e}/baseline" in set(cells.variant)), baseline)
     stats = analyse_cells(cells, with_rounds(requests, turns), slo, replicates, seed)
-    metrics = load_server_metrics(run_dir)
-    telemetry = load_telemetry(run_dir)
     data = RunData(run_dir, cells, requests, turns, stats, decide(stats, baseline), metrics,
                    server_deltas(metrics, stats.table), telemetry,
-                   energy_per_token(telemetry, cells, stats.table), slo, baseline=baseline)
+                   energy_per_token(telemetry, cells, stats.table), slo, baseline=baseline,
+                   damaged=damage_lines(run_dir, unreadable))
     data.validity = validity(data)
     return data
+
+
+def damage_lines(run_dir: Path, unreadable: list[DamagedFileError]) -> list[str]:
+    """One line per damaged file: those the loaders could not read, then the attempts set
+    aside as damaged (grid/store/results.py) that no later committed attempt replaced."""
+    lines = [f"{d.shown} (cell {d.cell_id}, attempt {d.attempt}): {d.reason}"
+             for d in unreadable]
+    for path, cell_id, attempt in set_aside_attempts(run_dir):
+        lines.append(f"{path.relative_to(run_dir)} (cell {cell_id}, attempt {attempt}): set "
+                     "aside as damaged, not measured again yet")
+    return lines
 
 
 def with_rounds(requests: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
@@ -229,6 +254,15 @@ def validity(data: RunData) -> list[tuple[str, str]]:
         out.append(("warning", SIM_BANNER))
     if data.on_cpu:
         out.append(("warning", data.cpu_banner()))
+    if data.damaged:
+        shown = "; ".join(data.damaged[:8])
+        more = len(data.damaged) - 8
+        out.append(("warning", f"{len(data.damaged)} damaged file(s), their cells left out of "
+                               f"this report: {shown}" + (f" and {more} more" if more > 0
+                                                          else "")
+                               + f"; python -m grid.status {data.run_dir} --verify checks "
+                                 "every file, and running the run's command again measures "
+                                 "the damaged cells again"))
     if table.empty:
         return out + [("warning", "no committed cells")]
 

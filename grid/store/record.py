@@ -2,7 +2,9 @@
 cell and every server process the run starts goes through here, so the ledger and the
 committed files cannot drift apart, and on every start they are reconciled both ways: a cell
 the ledger calls done or failed whose files are missing runs again; a cell whose committed files
-are newer than the ledger takes their status. No Ray."""
+are newer than the ledger takes their status. Before that, the committed files are checked
+against the checksums their commits recorded (grid/store/integrity.py): a damaged attempt is
+set aside and its cell runs again. No Ray."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 
 from actors._process import kill_recorded
 from grid.plan.cells import Cell
-from grid.store import results
+from grid.store import integrity, results
 from grid.store.ledger import Ledger
 from grid.store.loader import load_cells
 from grid.store.rows import CellOutcome
@@ -48,8 +50,31 @@ class RunRecord:
         for note in results.reconcile(self.run_dir):
             echo(f"results: {note}")
         self.ledger.add_cells(cells)
+        damage = integrity.check(self.run_dir)
+        for line in self.set_aside(damage):
+            echo(line)
         for note in self._follow_files():
             echo(f"ledger: {note}")
+
+    def set_aside(self, damage: Sequence[integrity.Damage]) -> list[str]:
+        """Set every damaged attempt aside (grid/store/results.py `set_aside`) and, where it was
+        its cell's latest committed one, return the cell to pending so that the same command
+        measures it again. One line per damaged file, then one per cell."""
+        lines = [d.line(self.run_dir) for d in damage]
+        latest = {cell: mine[-1] for cell, mine in results.committed_attempts(self.run_dir).items()}
+        known = {r["cell_id"]: r for r in self.ledger.rows()}
+        for (cell_id, attempt), files in integrity.damaged_cells(damage).items():
+            results.set_aside(self.run_dir, cell_id, attempt)
+            entry = known.get(cell_id)
+            if latest.get(cell_id) != attempt or entry is None:
+                lines.append(f"cell {cell_id}: damaged attempt {attempt} set aside")
+                continue
+            shown = files[0].line(self.run_dir).removeprefix("damaged: ")
+            self.ledger.follow_files(cell_id, "pending", max(entry["attempts"], attempt),
+                                     f"results damaged, set aside: {shown}")
+            lines.append(f"cell {cell_id}: damaged attempt {attempt} set aside; the cell runs "
+                         "again")
+        return lines
 
     def _follow_files(self) -> list[str]:
         committed: dict[str, dict[Any, Any]] = {

@@ -15,10 +15,17 @@ fsynced; then the data files are renamed into place, then the cell row (the comm
 folders are fsynced; only then are earlier attempts of the cell renamed to their `_` names. The
 cell row file is the proof of commit: a request or metrics file without its cell row is an
 uncommitted attempt, which `grid.store.loader` never shows and `reconcile` deletes on the next start
-(a kill between the renames leaves the previous attempt in place and visible to the loader)."""
+(a kill between the renames leaves the previous attempt in place and visible to the loader).
+
+The cell row records the checksums of its attempt (grid/store/checksums.py): its `files`
+column lists each data file's size and sha256, and the cell row carries its own sha256 in its
+footer. An attempt found damaged (grid/store/integrity.py) is set aside: its files are renamed
+to `_<cell_id>.a<attempt>.damaged.parquet`, which no reader and no reconciliation sees, so the
+cell is no longer committed and runs again."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -29,6 +36,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from grid.store.checksums import MANIFEST_COLUMN, manifest_entry, write_sealed
 from grid.store.schema import (
     CELL_FIELDS,
     REQUEST_FIELDS,
@@ -42,6 +50,7 @@ COMMIT_DATASET = "cells"
 DATA_DATASETS = ("requests", "server_metrics", "telemetry", "turns")
 """Datasets written per attempt before the commit."""
 _NAME = re.compile(r"^(_?)([^./_][^/]*?)\.a(\d+)\.parquet$")
+_DAMAGED = re.compile(r"^_([^./_][^/]*?)\.a(\d+)\.damaged\.parquet$")
 
 
 class ResultsWriteError(OSError):
@@ -65,6 +74,12 @@ def partition_dir(root: Path, dataset: str, variant: str, workload: str) -> Path
 
 def attempt_name(cell_id: str, attempt: int, superseded: bool = False) -> str:
     return f"{'_' if superseded else ''}{cell_id}.a{attempt}.parquet"
+
+
+def parse_name(name: str) -> tuple[str, int] | None:
+    """(cell id, attempt) of an attempt file's name, superseded or not."""
+    match = _NAME.match(name)
+    return (match.group(2), int(match.group(3))) if match else None
 
 
 def attempt_files(run_dir: Path, dataset: str) -> list[AttemptFile]:
@@ -133,15 +148,21 @@ def commit_attempt(run_dir: Path, variant: str, workload: str, cell_id: str, att
     name = attempt_name(cell_id, attempt)
     order = [d for d in tables if d != COMMIT_DATASET] + [COMMIT_DATASET]
     staged: list[tuple[Path, Path]] = []
+    manifest: dict[str, dict[str, Any]] = {}
     try:
         for dataset in order:
             folder = partition_dir(run_dir, dataset, variant, workload)
             _make_dirs(folder)
             tmp = folder / f".{name}.tmp"
             staged.append((tmp, folder / name))
-            pq.write_table(tables[dataset], tmp)
+            if dataset == COMMIT_DATASET:  # last: it records the others' checksums
+                write_sealed(_with_manifest(tables[dataset], manifest), tmp)
+            else:
+                pq.write_table(tables[dataset], tmp, write_page_checksum=True)
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
+            if dataset != COMMIT_DATASET:
+                manifest[dataset] = manifest_entry(tmp)  # a rename keeps bytes and mtime
     except OSError as e:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
@@ -152,6 +173,45 @@ def commit_attempt(run_dir: Path, variant: str, workload: str, cell_id: str, att
         fsync_dir(final.parent)
     for dataset in order:
         supersede(partition_dir(run_dir, dataset, variant, workload), cell_id, attempt)
+
+
+def _with_manifest(table: pa.Table, manifest: Mapping[str, Any]) -> pa.Table:
+    value = pa.array([json.dumps(manifest, sort_keys=True)], pa.string())
+    if MANIFEST_COLUMN in table.column_names:
+        return table.set_column(table.column_names.index(MANIFEST_COLUMN), MANIFEST_COLUMN, value)
+    return table.append_column(MANIFEST_COLUMN, value)
+
+
+def damaged_name(cell_id: str, attempt: int) -> str:
+    return f"_{cell_id}.a{attempt}.damaged.parquet"
+
+
+def set_aside(run_dir: Path, cell_id: str, attempt: int) -> list[Path]:
+    """Rename every file of one attempt to its damaged name (kept for inspection, read by
+    nobody): the attempt is no longer committed. The cell row goes first, so a kill in between
+    leaves an uncommitted attempt that reconciliation removes. Returns the new paths."""
+    moved = []
+    for dataset in (COMMIT_DATASET, *DATA_DATASETS):
+        for f in attempt_files(run_dir, dataset):
+            if f.cell_id == cell_id and f.attempt == attempt:
+                target = f.path.with_name(damaged_name(cell_id, attempt))
+                os.replace(f.path, target)
+                fsync_dir(target.parent)
+                moved.append(target)
+    return moved
+
+
+def damaged_files(run_dir: Path) -> list[AttemptFile]:
+    """The files of attempts set aside as damaged (superseded=False)."""
+    out = []
+    for dataset in (COMMIT_DATASET, *DATA_DATASETS):
+        folder = Path(run_dir) / dataset
+        if folder.is_dir():
+            for path in sorted(folder.rglob("_*.damaged.parquet")):
+                match = _DAMAGED.match(path.name)
+                if match:
+                    out.append(AttemptFile(path, match.group(1), int(match.group(2)), False))
+    return out
 
 
 def supersede(folder: Path, cell_id: str, latest: int) -> None:
@@ -214,11 +274,12 @@ def _make_dirs(folder: Path) -> None:
 
 
 def all_attempt_numbers(run_dir: Path) -> dict[str, int]:
-    """Cell id -> the highest attempt number in any file, committed or not."""
+    """Cell id -> the highest attempt number in any file, committed or not (damaged attempts
+    set aside included, so a new attempt never takes their number)."""
     out: dict[str, int] = {}
-    for dataset in (COMMIT_DATASET, *DATA_DATASETS):
-        for f in attempt_files(run_dir, dataset):
-            out[f.cell_id] = max(out.get(f.cell_id, 0), f.attempt)
+    files = [f for d in (COMMIT_DATASET, *DATA_DATASETS) for f in attempt_files(run_dir, d)]
+    for f in files + damaged_files(run_dir):
+        out[f.cell_id] = max(out.get(f.cell_id, 0), f.attempt)
     return out
 
 

@@ -133,6 +133,9 @@ CELL_FIELDS = _schema([
     ("ttft_minus_server_p99_s", pa.float64()),
     # workload.kind=conversations: Σ cached_tokens / Σ context_tokens over the completed rounds
     ("cache_hit_rate", pa.float64()),
+    # the attempt's manifest (grid/store/checksums.py), written by the commit: JSON
+    # {dataset: {"size", "sha256", "mtime_ns"}} of its data files
+    ("files", pa.string()),
 ])
 
 SERVER_METRIC_FIELDS = _schema([

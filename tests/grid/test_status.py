@@ -47,4 +47,5 @@ def test_status_usage_is_one_line():
     proc = subprocess.run([sys.executable, "-m", "grid.status", "a", "b"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
-    assert proc.stderr == "specgrid: error: usage: python -m grid.status RESULTS/RUN_ID\n"
+    assert proc.stderr == (
+        "specgrid: error: usage: python -m grid.status RESULTS/RUN_ID [--verify]\n")

@@ -67,7 +67,7 @@ def test_loader_on_a_missing_dataset_gives_empty_frame_with_columns(tmp_path):
 
 
 def test_failed_write_leaves_nothing(tmp_path, monkeypatch):
-    def full_disk(table, where):
+    def full_disk(table, where, **options):
         open(where, "wb").write(b"partial")
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -18,6 +19,9 @@ import pandas as pd
 import psutil
 import pytest
 
+from engines.launch import LogPhase
+from engines.sglang.logphases import SGLANG_LOG_PHASES
+from engines.vllm.logphases import VLLM_LOG_PHASES
 from grid.loader import load_cells, load_requests
 from grid.run import run
 from tests.grid.execute.smoke_runs import assert_no_orphans, ledger_rows
@@ -69,12 +73,21 @@ def test_cpu_engines_sweep_runs_every_cell_on_real_servers(tmp_path, engines_pyt
     decision = json.loads((run_dir / "decision.json").read_text())
     assert "vllm/eagle3" in json.dumps(decision)
 
+    # every start-up phase specgrid looks for is in the real servers' logs
+    assert _missing_phases(run_dir, VLLM_LOG_PHASES) == []
+
     # teardown: every server process is gone, and so are their ports
     assert_no_orphans(run_dir)
     leftovers = [p.info for p in psutil.process_iter(["pid", "cmdline"])
                  if any("vllm.entrypoints" in a or "sglang.launch_server" in a
                         for a in (p.info["cmdline"] or []))]
     assert leftovers == []
+
+
+def _missing_phases(run_dir: Path, phases: tuple[LogPhase, ...]) -> list[str]:
+    """The labels of start-up phases whose pattern no line of the run's server logs matches."""
+    text = "\n".join(p.read_text(errors="replace") for p in (run_dir / "logs").glob("*.log"))
+    return [phase.label for phase in phases if not re.search(phase.pattern, text)]
 
 
 def _kill_when_serving(results: Path, stop: threading.Event) -> list[int]:
@@ -160,3 +173,34 @@ def test_external_vllm_server_is_measured_as_it_is(tmp_path, plain_vllm):
     assert (requests.status == "ok").all() and requests.ttft_s.notna().all()
     counted = requests.chunk_tokens.map(lambda ks: int(sum(ks)))
     assert (counted == requests.output_tokens).all()
+
+
+def test_sglang_native_generate_path_on_a_real_server(tmp_path, engines_python):
+    """SGLang's own path, for real: its command line, readiness through /health_generate, its
+    start-up log phases, the native /generate stream with meta_info (the server's own clock),
+    /flush_cache, /server_info, teardown of its process tree."""
+    lines: list[str] = []
+    outcome = run(["engine=sglang_cpu", "model=tiny", "variant=baseline",
+                   "workload.endpoint=generate", "workload.max_new_tokens=32",
+                   "load.concurrency=1,2", "load.num_requests=6", "load.warmup_requests=1",
+                   f"engine.python={engines_python}", f"results_dir={tmp_path}"],
+                  echo=lines.append)
+    log = "\n".join(lines)
+    assert outcome.exit_code == 0, log
+    assert any(ln.startswith("server baseline: ") for ln in lines), log  # progress shown
+    # every one but the CUDA graphs, which a CPU server does not capture
+    assert _missing_phases(outcome.run_dir, SGLANG_LOG_PHASES) == ["capturing CUDA graphs"]
+    cells = load_cells(outcome.run_dir)
+    assert (cells.status == "done").all() and len(cells) == 2
+    assert set(cells.engine_version) == {"sglang 0.5.23"}
+    info = json.loads(cells.server_info.iloc[0])
+    assert info["version"] == "0.5.23" and info["device"] == "cpu"
+    requests = load_requests(outcome.run_dir)
+    assert (requests.status == "ok").all() and (requests.output_tokens == 32).all()
+    # the client's TTFT is never earlier than the server's own first-token latency
+    assert requests.server_ttft_s.notna().all() and requests.server_queue_s.notna().all()
+    assert (requests.ttft_s >= requests.server_ttft_s - 0.002).all()
+    assert (cells.ttft_minus_server_p50_s >= 0).all()
+    counted = requests.chunk_tokens.map(lambda ks: int(sum(ks)))
+    assert (counted == requests.output_tokens).all()
+    assert_no_orphans(outcome.run_dir)

@@ -2,18 +2,26 @@
 
 Plain functions over httpx (no Ray), used by the ServerActor on the server's own node (the
 server listens on 127.0.0.1 there, so a driver on another node could not reach it) and by the
-driver directly for an external server."""
+driver directly for an external server. Every call goes through one `ServerAccess`: how to
+talk to that server (TLS verification, a CA bundle, its Authorization header), the same
+settings the load generators use (`load.tls_verify`, `load.ca_bundle`, `engine.api_key`). A
+certificate the client refuses is a `TLSError` at once (one line naming the URL, the reason
+and the settings that change it), never a quiet failed probe or a wait until a timeout."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from actors.loadgen.transport import ssl_context
 from engines.external.detect import FLUSH_CANDIDATES, INFO_CANDIDATES, MISSING, Offers, decide
 
 
@@ -21,7 +29,87 @@ class ProbeError(RuntimeError):
     """The server did not answer as a healthy SGLang server does."""
 
 
-def flush_cache(url: str, headers: Mapping[str, str], timeout_s: float = 60.0,
+class TLSError(ProbeError):
+    """The server's certificate was refused: retrying cannot help."""
+
+
+@lru_cache(maxsize=8)
+def _context(verify: bool, ca_bundle: str | None) -> ssl.SSLContext:
+    return ssl_context(verify, ca_bundle)  # loading the roots takes ms: once per setting
+
+
+@dataclass(frozen=True)
+class ServerAccess:
+    """How to talk to one server: verify its certificate or not, against which CA bundle
+    (None: the system's roots), and the Bearer token sent with every request. Plain data (it
+    travels to a ServerActor through Ray); the TLS context is built where it is used, and only
+    for an https URL (a launched server is plain http on its node, where a driver-side CA
+    bundle path need not exist)."""
+
+    tls_verify: bool = True
+    ca_bundle: str | None = None
+    api_key: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], api_key: str | None = None
+                    ) -> ServerAccess:
+        """From a cell's config: `load.tls_verify`, `load.ca_bundle` and `api_key` (default
+        `engine.api_key`; a launched server's may be the run's generated key)."""
+        load = config.get("load") or {}
+        return cls(tls_verify=bool(load.get("tls_verify", True)),
+                   ca_bundle=load.get("ca_bundle"),
+                   api_key=api_key if api_key is not None
+                   else (config.get("engine") or {}).get("api_key"))
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+
+    def client_options(self, url: str) -> dict[str, Any]:
+        """The keyword arguments of `httpx.Client` (or `httpx.get`) for a request to `url`."""
+        options: dict[str, Any] = {"headers": self.headers}
+        if url.startswith("https:"):
+            options["verify"] = _context(self.tls_verify, self.ca_bundle)
+        return options
+
+    def client(self, url: str, timeout: float | httpx.Timeout) -> httpx.Client:
+        return httpx.Client(timeout=timeout, **self.client_options(url))
+
+    def request(self, method: str, url: str, timeout: float) -> httpx.Response:
+        """One request; TLSError if the certificate is refused, other httpx errors as they
+        are."""
+        with self.client(url, timeout) as client:
+            return checked(url, lambda: client.request(method, url))
+
+
+def certificate_error(url: str, error: BaseException) -> str | None:
+    """The one line for a refused certificate if `error` (an httpx.ConnectError, through its
+    causes) is one, else None."""
+    seen: BaseException | None = error
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            reason = seen.verify_message or seen.reason or str(seen)
+            origin = httpx.URL(url)
+            where = f"{origin.scheme}://{origin.host}" + (f":{origin.port}" if origin.port
+                                                          else "")
+            return (f"TLS: certificate verify failed for {where}: {reason} "
+                    "(load.tls_verify=false or load.ca_bundle=<the CA that signed it>)")
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def checked(url: str, call: Any) -> Any:
+    """`call()`, with a refused certificate raised as TLSError."""
+    try:
+        return call()
+    except httpx.ConnectError as e:
+        message = certificate_error(url, e)
+        if message is not None:
+            raise TLSError(message) from None
+        raise
+
+
+def flush_cache(url: str, access: ServerAccess, timeout_s: float = 60.0,
                 path: str = "/flush_cache") -> None:
     """POST `path` (SGLang's /flush_cache, vLLM's /reset_prefix_cache). SGLang answers 400
     while requests still run, so a 400 is retried until drained (at most `timeout_s`); 404 and
@@ -29,7 +117,7 @@ def flush_cache(url: str, headers: Mapping[str, str], timeout_s: float = 60.0,
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            response = httpx.post(f"{url}{path}", timeout=30, headers=dict(headers))
+            response = access.request("POST", f"{url}{path}", timeout=30)
         except httpx.HTTPError as e:
             raise ProbeError(f"{path} failed: {e!r}") from None
         if response.status_code == 200:
@@ -42,46 +130,60 @@ def flush_cache(url: str, headers: Mapping[str, str], timeout_s: float = 60.0,
         time.sleep(0.2)
 
 
-def detect(url: str, headers: Mapping[str, str]) -> Offers:
+def health(url: str, access: ServerAccess, path: str = "/health", timeout: float = 5.0
+           ) -> str | None:
+    """None if GET `path` answers 200, else why not (one line). TLSError at once for a refused
+    certificate."""
+    try:
+        code = access.request("GET", f"{url}{path}", timeout=timeout).status_code
+    except httpx.HTTPError as e:
+        return f"does not answer: {e!r}"
+    return None if code == 200 else f"is not healthy ({path} answered {code})"
+
+
+def detect(url: str, access: ServerAccess) -> Offers:
     """Ask a server someone else runs, once, what it offers (engines/external/detect.py): its
     /metrics names, which cache-flush endpoint answers (trying each in turn: a POST that
-    flushes, before any cell runs), which server-info endpoint, and its version."""
-    names = [name for name, _, _ in parse_prometheus(_get_text(url, "/metrics", headers))]
+    flushes, before any cell runs), which server-info endpoint, its version, and who serves
+    its models (/v1/models `owned_by`: `sglang`, `vllm`)."""
+    names = [name for name, _, _ in parse_prometheus(_get_text(url, "/metrics", access))]
     flush: dict[str, int] = {}
     for path in FLUSH_CANDIDATES:
-        flush[path] = _status(lambda p=path: httpx.post(f"{url}{p}", timeout=30,
-                                                        headers=dict(headers)))
+        flush[path] = _status(access, "POST", f"{url}{path}", 30)
         if flush[path] not in MISSING:
             break
     info: dict[str, int] = {}
     for path in INFO_CANDIDATES:
-        info[path] = _status(lambda p=path: httpx.get(f"{url}{p}", timeout=10,
-                                                      headers=dict(headers)))
+        info[path] = _status(access, "GET", f"{url}{path}", 10)
         if info[path] == 200:
             break
-    version = get_json(url, "/version", headers).get("version")
-    return decide(names, flush, info, str(version) if version else None)
+    version = get_json(url, "/version", access).get("version")
+    models = get_json(url, "/v1/models", access).get("data") or [{}]
+    owner = models[0].get("owned_by") if isinstance(models[0], dict) else None
+    return decide(names, flush, info, str(version) if version else None,
+                  str(owner) if owner else None)
 
 
-def _status(call: Any) -> int:
+def _status(access: ServerAccess, method: str, url: str, timeout: float) -> int:
     try:
-        return int(call().status_code)
+        return int(access.request(method, url, timeout).status_code)
     except httpx.HTTPError:
         return 0
 
 
-def _get_text(url: str, path: str, headers: Mapping[str, str]) -> str:
+def _get_text(url: str, path: str, access: ServerAccess) -> str:
     try:
-        response = httpx.get(f"{url}{path}", timeout=10, headers=dict(headers))
+        response = access.request("GET", f"{url}{path}", timeout=10)
         return response.text if response.status_code == 200 else ""
     except httpx.HTTPError:
         return ""
 
 
-def get_json(url: str, path: str, headers: Mapping[str, str]) -> dict[str, Any]:
-    """GET a JSON document; {} if the server has none there."""
+def get_json(url: str, path: str, access: ServerAccess) -> dict[str, Any]:
+    """GET a JSON document; {} if the server has none there (TLSError if its certificate is
+    refused)."""
     try:
-        response = httpx.get(f"{url}{path}", timeout=10, headers=dict(headers))
+        response = access.request("GET", f"{url}{path}", timeout=10)
         return response.json() if response.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         return {}
@@ -108,29 +210,41 @@ def parse_prometheus(text: str, buckets: bool = False
 
 
 class MetricsSampler:
-    """Scrapes /metrics every `interval_s` in a thread while a cell's load runs. Servers
-    without /metrics (404) give no samples."""
+    """Scrapes /metrics every `interval_s` in a thread while a cell's load runs, over one
+    keep-alive client. Servers without /metrics (404) give no samples; a refused certificate
+    fails `start` (TLSError) and is a failed scrape after that."""
 
-    def __init__(self, url: str, headers: Mapping[str, str], interval_s: float) -> None:
-        self.url, self.headers, self.interval_s = url, dict(headers), interval_s
+    def __init__(self, url: str, access: ServerAccess, interval_s: float) -> None:
+        self.url, self.interval_s = url, interval_s
         self.samples: list[tuple[float, str, dict[str, str], float]] = []
+        self._client = access.client(url, timeout=5)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def start(self) -> MetricsSampler:
-        self.scrape()  # the state before the load
+        try:
+            self.scrape()  # the state before the load
+        except TLSError:
+            self._client.close()
+            raise
         self._thread.start()
         return self
 
     def stop(self) -> list[tuple[float, str, dict[str, str], float]]:
         self._stop.set()
         self._thread.join(timeout=10)
-        self.scrape()  # the state after the load
+        try:
+            self.scrape()  # the state after the load
+        except TLSError:
+            pass
+        self._client.close()
         return self.samples
 
     def scrape(self) -> None:
+        """One scrape; TLSError if the certificate is refused."""
+        url = f"{self.url}/metrics"
         try:
-            response = httpx.get(f"{self.url}/metrics", timeout=5, headers=self.headers)
+            response = checked(url, lambda: self._client.get(url))
         except httpx.HTTPError:
             return
         if response.status_code != 200:
@@ -141,4 +255,7 @@ class MetricsSampler:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
-            self.scrape()
+            try:
+                self.scrape()
+            except TLSError:
+                pass

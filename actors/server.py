@@ -17,9 +17,10 @@ path that does not exist there is a clear start error for the group's cells.
 The server binds to `spec.host`; clients on the node reach it there, or at the node's address
 when it binds to every interface (0.0.0.0). Its API key (`spec.api_key`, given or generated for
 the run, arrives through Ray with the spec) is appended to the command here and sent with every
-request the actor makes; everything the actor hands out (command, log, log tail, errors) has
-it replaced by `***`: SGLang logs its server_args, api_key included, at start
-(python/sglang/srt/entrypoints/engine.py, `server_args=...`)."""
+request the actor makes (through one `probe.ServerAccess`: that key, and the TLS settings
+the driver passes, used only should the URL be https); everything the actor hands out
+(command, log, log tail, errors) has it replaced by `***`: SGLang logs its server_args,
+api_key included, at start (python/sglang/srt/entrypoints/engine.py, `server_args=...`)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -73,8 +75,10 @@ def _read_log(path: Path) -> str:
 
 @ray.remote(max_restarts=0, max_concurrency=4)  # type: ignore[call-overload]
 class ServerActor:
-    def __init__(self, spec: LaunchSpec) -> None:
+    def __init__(self, spec: LaunchSpec, access: probe.ServerAccess | None = None) -> None:
         self.spec = spec
+        self.access = replace(access or probe.ServerAccess(), api_key=spec.api_key)
+        """How every request to the server is made: its key, the run's TLS settings."""
         self.host = spec.host
         self.reach = ray.util.get_node_ip_address() if spec.host == WILDCARD else spec.host
         """Where clients on this node connect to the server."""
@@ -146,8 +150,7 @@ class ServerActor:
         proc = self.proc
         if proc is None:
             raise ServerStartError("poll_ready before start")
-        with httpx.Client(timeout=httpx.Timeout(5.0, connect=1.0),
-                          headers=self._headers()) as client:
+        with self.access.client(url, httpx.Timeout(5.0, connect=1.0)) as client:
             while True:
                 code = proc.poll()
                 if code is not None:
@@ -156,9 +159,11 @@ class ServerActor:
                         + self.log_tail())
                 self._update_phase()
                 try:
-                    if client.get(url).status_code == 200:
+                    if probe.checked(url, lambda: client.get(url)).status_code == 200:
                         self.phase = "ready"
                         return {"ready": True, "phase": self.phase, "exit_code": None}
+                except probe.TLSError as e:
+                    raise ServerStartError(str(e)) from None
                 except httpx.HTTPError:
                     pass
                 if time.monotonic() >= deadline:
@@ -211,20 +216,17 @@ class ServerActor:
     def _url(self) -> str:
         return f"http://{self.reach}:{self.ports[0]}"
 
-    def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.spec.api_key}"} if self.spec.api_key else {}
-
     def flush_cache(self, timeout_s: float = 60.0) -> None:
         if self.spec.endpoints.flush_cache is not None:
-            probe.flush_cache(self._url(), self._headers(), timeout_s,
+            probe.flush_cache(self._url(), self.access, timeout_s,
                               self.spec.endpoints.flush_cache)
 
     def server_info(self) -> dict[str, Any]:
         path = self.spec.endpoints.server_info
-        return probe.get_json(self._url(), path, self._headers()) if path else {}
+        return probe.get_json(self._url(), path, self.access) if path else {}
 
     def start_metrics(self, interval_s: float) -> None:
-        self._sampler = probe.MetricsSampler(self._url(), self._headers(), interval_s).start()
+        self._sampler = probe.MetricsSampler(self._url(), self.access, interval_s).start()
 
     def stop_metrics(self) -> list[tuple[float, str, dict[str, str], float]]:
         sampler, self._sampler = self._sampler, None

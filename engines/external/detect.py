@@ -12,7 +12,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from engines.base import detect_family
-from engines.launch import Endpoints
 
 FLUSH_CANDIDATES = ("/flush_cache", "/reset_prefix_cache")
 """Cache-flush endpoints in the order tried: SGLang's, then vLLM's (served with
@@ -34,26 +33,23 @@ class Offers:
     """The cache-flush endpoint it answers, None = none (cells run on a warm cache)."""
     server_info: str | None
     """The server-info endpoint it answers, None = none."""
-    native_generate: bool
-    """Whether it serves SGLang's native /generate (an SGLang server does)."""
+    native_generate: bool | None
+    """Whether it serves SGLang's native /generate: an SGLang server does (its metrics or its
+    /v1/models say sglang), a vLLM one does not; None = not known."""
     version: str | None = None
     """The version it reports (vLLM's /version, SGLang's server info), if any."""
     notes: list[str] = field(default_factory=list)
     """One line per missing optional endpoint, for the run's output and the cell row."""
-
-    @property
-    def endpoints(self) -> Endpoints:
-        return Endpoints(flush_cache=self.flush_cache, server_info=self.server_info,
-                         native_generate=self.native_generate)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
 def decide(metric_names: Iterable[str], flush: Mapping[str, int], info: Mapping[str, int],
-           version: str | None = None) -> Offers:
+           version: str | None = None, owner: str | None = None) -> Offers:
     """The offers from what the server answered: `flush` and `info` map each candidate path
-    tried to its HTTP status (200 = there; MISSING = not; anything else: there but busy)."""
+    tried to its HTTP status (200 = there; MISSING = not; anything else: there but busy);
+    `owner` is /v1/models' `owned_by` (SGLang and vLLM name themselves there)."""
     names = list(metric_names)
     family = detect_family(names)
     flush_path = next((p for p in FLUSH_CANDIDATES if p in flush and flush[p] not in MISSING),
@@ -68,6 +64,7 @@ def decide(metric_names: Iterable[str], flush: Mapping[str, int], info: Mapping[
     if family is None:
         notes.append("its /metrics has no sglang: or vllm: series: no accept length or queue "
                      "figures from counters")
+    kinds = {k for k in (family.family if family else None, owner) if k}
+    native = True if "sglang" in kinds else False if kinds else None
     return Offers(family=family.family if family else None, flush_cache=flush_path,
-                  server_info=info_path, native_generate=family is not None
-                  and family.family == "sglang", version=version, notes=notes)
+                  server_info=info_path, native_generate=native, version=version, notes=notes)

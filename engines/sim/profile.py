@@ -13,7 +13,7 @@ including the two published anchors and the fitted factors.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,95 @@ PROFILE_DIR = Path(__file__).parent / "profiles"
 _REQUIRED = ("name", "hardware", "model", "algorithms", "sampling", "server")
 HARDWARE_DIR = PROFILE_DIR / "hardware"
 MODEL_DIR = PROFILE_DIR / "model"
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """The scenarios a hardware x model pair's anchor covers (engines/sim/calibrate.py runs
+    exactly these): the range in which the simulator's numbers were checked against a
+    published measurement. Anything outside is extrapolation of the roofline. Stored next to
+    the anchor it comes from (profiles/default.json ``calibration.envelope``, a model
+    profile's ``anchor.envelope``)."""
+
+    anchor: str
+    """The anchor's name (``python -m engines.sim.calibrate --anchor NAME``)."""
+    hardware: str
+    """The hardware profile the anchor was measured on."""
+    model: str
+    """The model profile the anchor was measured with."""
+    concurrency: tuple[int, int]
+    """Streams in flight (closed loop) the anchor's figures cover, lowest and highest."""
+    prompt_tokens: tuple[int, int]
+    """Prompt length in tokens (characters / 4, calibrate.py's rule) the anchor's prompts
+    have, shortest and longest."""
+    output_tokens: tuple[int, int]
+    """Output tokens per request (max_new_tokens with ignore_eos), fewest and most."""
+    domain: str
+    """The prompts' domain in calibrate.py (``coding`` or ``general`` = MT-bench-like chat)."""
+    workload_domains: tuple[str, ...]
+    """The prompt-file domain labels (workloads/prompts/*.jsonl ``domain``) that count as that
+    domain: a speculative cell's acceptance is only checked on these."""
+    speculative: tuple[tuple[int, int, int], ...]
+    """The EAGLE-3 shapes the anchor measured, as (num_steps, eagle_topk, num_draft_tokens);
+    other algorithms and shapes are extrapolation."""
+    note: str = ""
+    """What the anchor says that the simulator does not reproduce (docs/simulator.md)."""
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> Envelope:
+        def pair(key: str) -> tuple[int, int]:
+            lo, hi = (int(v) for v in data[key])
+            if not 1 <= lo <= hi:
+                raise ValueError(f"envelope {key} must be [lo, hi] with 1 <= lo <= hi, "
+                                 f"got {data[key]!r}")
+            return lo, hi
+
+        spec = tuple((int(s), int(k), int(d)) for s, k, d in data["speculative"])
+        return cls(anchor=str(data["anchor"]), hardware=str(data["hardware"]),
+                   model=str(data["model"]), concurrency=pair("concurrency"),
+                   prompt_tokens=pair("prompt_tokens"), output_tokens=pair("output_tokens"),
+                   domain=str(data["domain"]),
+                   workload_domains=tuple(str(d) for d in data["workload_domains"]),
+                   speculative=spec, note=str(data.get("note", "")))
+
+    def describe(self) -> str:
+        """One line: the anchor and the ranges it covers."""
+        def span(r: tuple[int, int]) -> str:
+            return str(r[0]) if r[0] == r[1] else f"{r[0]}-{r[1]}"
+
+        shapes = ", ".join(f"{s}/{k}/{d}" for s, k, d in self.speculative)
+        return (f"anchor {self.anchor} ({self.hardware} / {self.model}): concurrency "
+                f"{span(self.concurrency)}, prompts {span(self.prompt_tokens)} tokens, "
+                f"{span(self.output_tokens)} output tokens, {self.domain} prompts "
+                f"(workload domains {', '.join(self.workload_domains)}), EAGLE-3 {shapes}")
+
+    def outside(self, *, concurrency: float | None, output_tokens: int | None,
+                prompt_tokens: tuple[int, int] | None, speculative: tuple[int, int, int] | None,
+                domains: Sequence[str] = ()) -> list[str]:
+        """Why a cell lies outside the envelope (empty: inside). ``concurrency`` is the streams
+        (or a rate's implied batch), ``prompt_tokens`` the cell's (shortest, longest) prompt,
+        ``speculative`` its EAGLE-3 shape (None: no speculation), ``domains`` its prompts'
+        labels (checked for speculative cells only: acceptance depends on them)."""
+        out = []
+        lo, hi = self.concurrency
+        if concurrency is not None and not lo <= concurrency <= hi:
+            out.append(f"concurrency {concurrency:g} outside {lo}-{hi}")
+        lo, hi = self.output_tokens
+        if output_tokens is not None and not lo <= output_tokens <= hi:
+            out.append(f"max_new_tokens {output_tokens} outside {lo}-{hi}")
+        lo, hi = self.prompt_tokens
+        if prompt_tokens is not None and (prompt_tokens[0] < lo or prompt_tokens[1] > hi):
+            out.append(f"prompts {prompt_tokens[0]}-{prompt_tokens[1]} tokens outside "
+                       f"{lo}-{hi}")
+        if speculative is not None:
+            if speculative not in self.speculative:
+                out.append("speculative shape {}/{}/{} not among {}".format(
+                    *speculative, ", ".join(f"{s}/{k}/{d}" for s, k, d in self.speculative)))
+            off = sorted(set(domains) - set(self.workload_domains))
+            if off:
+                out.append(f"prompt domains {', '.join(off)} (anchor: "
+                           f"{', '.join(self.workload_domains)})")
+        return out
 
 
 @dataclass(frozen=True)
@@ -116,6 +205,19 @@ class Profile:
         fallback = algos.get("*", {"accept_scale": 1.0, "draft_cost_scale": 1.0})
         return algos.get(name.upper(), fallback)
 
+    @property
+    def envelope(self) -> Envelope | None:
+        """The calibrated envelope of this profile's hardware x model pair: the default
+        profile's ``calibration.envelope`` when the pair is its own, else the model profile's
+        ``anchor.envelope`` when the anchor was measured on this hardware; None for a pair no
+        anchor covers (every number it gives is extrapolation)."""
+        hw, model = self.hardware_data.get("name"), self.model_data.get("name")
+        for block in (self.data.get("calibration", {}), self.model_data.get("anchor", {})):
+            env = block.get("envelope")
+            if env and env.get("hardware") == hw and env.get("model") == model:
+                return Envelope.from_mapping(env)
+        return None
+
     def summary(self) -> dict[str, Any]:
         """What /server_info shows about the profile."""
         return {
@@ -171,7 +273,8 @@ def load_profile(name_or_path: str = "default", hardware: str | None = None,
                          "'general' entry")
     prof = Profile(data=data, path=path.resolve(), hardware_data=hw, model_data=md)
     try:
-        prof.hardware, prof.model_spec, prof.context_decay  # noqa: B018 - raises on bad fields
+        # each raises on bad fields
+        prof.hardware, prof.model_spec, prof.context_decay, prof.envelope  # noqa: B018
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"simulator profile {path}: {exc!r}") from exc
     return prof

@@ -32,6 +32,7 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors.loadgen.actor import START_MARGIN_S, LoadGenActor
+from actors.probe import ServerAccess
 from actors.telemetry import TelemetryActor
 from grid.execute.progress import Progress
 from grid.execute.server import (
@@ -114,7 +115,11 @@ class Controller:
                     if len(ready) == len(wait.refs):
                         self._advance(active, run, steps)
                     elif deadline is not None and now > deadline:
-                        if wait.patient and len(active) > 1:
+                        # Patient: another group holds what this one needs and will free
+                        # it. Only while some group is doing something other than waiting
+                        # for resources itself: patient waits alone would wait forever.
+                        if wait.patient and any(not w.patient for r, (_, w, _) in
+                                                active.items() if r is not run):
                             active[run] = (steps, wait, now + (wait.timeout_s or 0.0))
                         else:
                             self._advance(active, run, steps, WaitTimeout())
@@ -134,6 +139,10 @@ class Controller:
             return
         deadline = None if wait.timeout_s is None else time.monotonic() + wait.timeout_s
         active[run] = (steps, wait, deadline)
+
+
+class LoadTimeout(RuntimeError):
+    """A cell's load did not finish within its bound (GroupRun._load_bound_s)."""
 
 
 class GroupRun:
@@ -264,7 +273,7 @@ class GroupRun:
             start_at = time.time() + START_MARGIN_S
             refs = [(lg.run if conversations is None else lg.run_conversations).remote(start_at)
                     for lg in loadgens]
-            yield from self._wait_reporting(refs, loadgens)
+            yield from self._wait_reporting(refs, loadgens, self._load_bound_s(cell))
             results = _collect(refs)
         finally:
             samples = _stop_metrics(server)
@@ -283,16 +292,31 @@ class GroupRun:
             self._drop_server()  # relaunched for the group's next cell
         return outcome
 
-    def _wait_reporting(self, refs: list[Any], loadgens: list[Any]) -> Steps[None]:
-        """Wait for a cell's load; with a live display, ask the load generators every
-        PROGRESS_INTERVAL_S how many requests are done (best effort: a client that does not
-        answer is left to the load's own result, which says why)."""
+    def _load_bound_s(self, cell: Cell) -> float:
+        """How long a cell's load may take before it fails (a load generator that hangs must
+        not hang the run): ten times the plan's estimate of the cell, plus one request's
+        timeout and a minute (every request also has its own timeout)."""
+        timeout = float(cell.config["load"]["request_timeout_s"])
+        return 10 * self.ctl.plan.cell_seconds(cell) + timeout + 60.0
+
+    def _wait_reporting(self, refs: list[Any], loadgens: list[Any], bound_s: float
+                        ) -> Steps[None]:
+        """Wait for a cell's load, at most `bound_s` (then the cell fails with the reason);
+        with a live display, ask the load generators every PROGRESS_INTERVAL_S how many
+        requests are done (best effort: a client that does not answer is left to the load's
+        own result, which says why)."""
         progress = self.ctl.progress if self.ctl.progress and self.ctl.progress.live else None
+        deadline = time.monotonic() + bound_s
         while True:
+            left = max(0.0, deadline - time.monotonic())
             try:
-                yield Wait(refs, timeout_s=PROGRESS_INTERVAL_S if progress else None)
+                yield Wait(refs, timeout_s=min(PROGRESS_INTERVAL_S, left) if progress else left)
                 return
             except WaitTimeout:
+                if time.monotonic() >= deadline:
+                    raise LoadTimeout(f"the load did not finish within {bound_s:.0f} s (10x "
+                                      "the plan's estimate + load.request_timeout_s + 60 s)"
+                                      ) from None
                 assert progress is not None
                 try:
                     counts = ray.get([lg.progress.remote() for lg in loadgens],
@@ -378,17 +402,19 @@ class GroupRun:
     def _start_server(self, prefix: str) -> Steps[Server]:
         config = self.group.config
         engine = config["engine"]
+        access = ServerAccess.from_config(config)  # TLS and key, for every call to the server
         if self.spec is None:
             url = external_url(engine)
             assert url is not None
-            return ExternalServer.connect(url, engine, float(engine["ready_timeout_s"]),
+            return ExternalServer.connect(url, access, float(engine["ready_timeout_s"]),
                                           config["workload"]["endpoint"], self.ctl.echo)
         record = self.ctl.record
         log_path = self.ctl.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
         server = LaunchedServer.launch(
             self.spec, name=_actor_name("server", self.group.server_key),
             tp_size=server_gpus(self.group), pg=self.pg, bundle=0, log_path=log_path,
-            variant_env=config["variant"]["env"], schedule_timeout_s=PLACEMENT_TIMEOUT_S)
+            variant_env=config["variant"]["env"], schedule_timeout_s=PLACEMENT_TIMEOUT_S,
+            access=access)
         info = server.info
         server.ledger_id = record.server_started(
             self.group.server_key, int(info["pid"]), int(info["pgid"]), info.get("host"),

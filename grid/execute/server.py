@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import httpx
 import ray
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -85,58 +84,74 @@ def first_line(e: BaseException) -> str:
 
 # --- external ----------------------------------------------------------------------------------
 class ExternalServer:
-    """A server someone else runs: nothing to start or stop, probed directly."""
+    """A server someone else runs: nothing to start or stop, probed directly, every call
+    (readiness, death checks, detection, flush, server info, metrics) through one
+    `probe.ServerAccess` (the run's TLS settings and key). A refused certificate is ServerDown
+    at once, with the one line `probe.TLSError` gives."""
 
     ledger_id: int | None = None
 
-    def __init__(self, url: str, engine: dict[str, Any]) -> None:
+    def __init__(self, url: str, access: probe.ServerAccess) -> None:
         self.url = url
-        self.api_key: str | None = engine.get("api_key")
-        self.headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self.access = access
+        self.api_key: str | None = access.api_key
         self._sampler: probe.MetricsSampler | None = None
         self.offers: Offers | None = None
         """What the server offers, detected once on connect (engines/external/detect.py)."""
 
     @classmethod
-    def connect(cls, url: str, engine: dict[str, Any], timeout_s: float,
+    def connect(cls, url: str, access: probe.ServerAccess, timeout_s: float,
                 endpoint: str = "chat", echo: Callable[[str], None] | None = None
                 ) -> ExternalServer:
-        """Wait until the server answers /health (ServerDown if it does not in time), then find
-        out once what it offers; each missing optional endpoint is one note through `echo`.
-        ServerDown when it cannot serve the workload's `endpoint`."""
-        server = cls(url, engine)
+        """Wait until the server answers /health (ServerDown if it does not in time, or at once
+        if its certificate is refused), then find out once what it offers; each missing
+        optional endpoint is one note through `echo`. ServerDown when it cannot serve the
+        workload's `endpoint`."""
+        server = cls(url, access)
         deadline = time.monotonic() + timeout_s
-        while server.death() is not None:
+        while server._unhealthy() is not None:
             if time.monotonic() > deadline:
                 raise ServerDown(f"external server {url} did not answer /health within "
                                  f"{timeout_s:.0f} s")
             time.sleep(1)
-        server.offers = offers = probe.detect(url, server.headers)
+        server.offers = offers = server._probe(probe.detect, url, access)
         for note in offers.notes:
             if echo is not None:
                 echo(f"external server {url}: {note}")
-        if endpoint == "generate" and not offers.native_generate:
+        if endpoint == "generate" and offers.native_generate is False:
             raise ServerDown(f"external server {url} does not serve SGLang's native /generate "
                              f"(its metrics are {offers.family or 'neither SGLang nor vLLM'}'s): "
                              "use workload.endpoint=chat")
         return server
 
+    @staticmethod
+    def _probe(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`call(*args)`, its ProbeError (a refused certificate, a failed flush) as
+        ServerDown."""
+        try:
+            return call(*args, **kwargs)
+        except probe.ProbeError as e:
+            raise ServerDown(str(e)) from None
+
+    def _unhealthy(self) -> str | None:
+        """Why /health does not answer 200, or None; ServerDown for a refused certificate."""
+        why = self._probe(probe.health, self.url, self.access)
+        return None if why is None else f"external server {self.url} {why}"
+
     def flush_cache(self) -> None:
         path = self.offers.flush_cache if self.offers else None
         if path is None:
             return  # none offered: noted once on connect
-        try:
-            probe.flush_cache(self.url, self.headers, path=path)
-        except probe.ProbeError as e:
-            raise ServerDown(str(e)) from None
+        self._probe(probe.flush_cache, self.url, self.access, path=path)
 
     def server_info(self) -> dict[str, Any]:
         path = self.offers.server_info if self.offers else None
-        return probe.get_json(self.url, path, self.headers) if path else {}
+        return dict(self._probe(probe.get_json, self.url, path, self.access)) if path else {}
 
     def start_metrics(self, interval_s: float | None) -> None:
         if interval_s is not None:
-            self._sampler = probe.MetricsSampler(self.url, self.headers, interval_s).start()
+            self._sampler = self._probe(
+                lambda: probe.MetricsSampler(self.url, self.access, interval_s).start())
 
     def stop_metrics(self) -> Samples:
         sampler, self._sampler = self._sampler, None
@@ -144,11 +159,9 @@ class ExternalServer:
 
     def death(self) -> str | None:
         try:
-            if httpx.get(f"{self.url}/health", timeout=5, headers=self.headers).status_code == 200:
-                return None
-        except httpx.HTTPError as e:
-            return f"external server {self.url} does not answer: {e!r}"
-        return f"external server {self.url} is not healthy"
+            return self._unhealthy()
+        except ServerDown as e:
+            return str(e)
 
     def log_tail(self) -> str:
         return ""
@@ -181,16 +194,18 @@ class LaunchedServer:
     @classmethod
     def launch(cls, spec: LaunchSpec, *, name: str, tp_size: int, pg: Any, bundle: int,
                log_path: Path, variant_env: dict[str, Any],
-               schedule_timeout_s: float = 120.0) -> LaunchedServer:
+               schedule_timeout_s: float = 120.0,
+               access: probe.ServerAccess | None = None) -> LaunchedServer:
         """Start the server's actor (named `name`) in bundle `bundle` of `pg` and its process;
         returns as soon as the process exists (record it, then `wait_ready`). ServerDown if it
         cannot start, or its actor cannot be scheduled within `schedule_timeout_s` (the group's
-        node was lost and nothing can take its place)."""
+        node was lost and nothing can take its place). The actor makes every request to the
+        server through `access` (the run's TLS settings) with the spec's key."""
         actor = ServerActor.options(  # type: ignore[attr-defined]
             name=name, num_gpus=tp_size, num_cpus=PG_CPU,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 pg, placement_group_bundle_index=bundle),
-        ).remote(spec)
+        ).remote(spec, access)
         try:
             info = ray.get(actor.start.remote(), timeout=schedule_timeout_s)
         except ray.exceptions.GetTimeoutError:

@@ -43,7 +43,9 @@ from grid.plan.checks import (
     cluster_cpus,
     cluster_gpus,
     engine_check,
+    envelope_warnings,
     plan_warnings,
+    sim_envelope,
     validate_flags,
 )
 from grid.plan.config import ConfigError, check_choices
@@ -303,7 +305,8 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     launches = {g.server_key: launch_spec(g.config, by_key[g.server_key].version)
                 for g in groups}
     validation = validate_flags(groups, by_key)
-    warnings = plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
+    warnings = (plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
+                + envelope_warnings(cells, prompts))
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
                 loads, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
                 bool(cfg.grid.exclusive_node), workloads, conversation_loads)
@@ -367,7 +370,10 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
             work = plan.work(cell)
             size = (f"conversations={work.conversations} rounds={work.rounds}"
                     if work is not None else f"requests={cell.num_requests}")
-            lines.append(f"  cell {cell.cell_id}: {cell.describe()} {size}")
+            outside = sim_envelope(cell, plan.prompts.get(cell.workload))
+            mark = " [SIMULATION, extrapolation: outside the calibrated envelope]" if outside \
+                else ""
+            lines.append(f"  cell {cell.cell_id}: {cell.describe()} {size}{mark}")
     lines.append("")
     if plan.workloads is not None:  # alignment of each workload x speculative variant
         lines += alignment_lines(plan.cells, plan.workloads)

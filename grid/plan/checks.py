@@ -15,8 +15,9 @@ from typing import Any
 from omegaconf import DictConfig
 
 import engines
+from actors.loadgen.spec import Prompt
 from engines.validation import ValidationUnavailable
-from grid.plan.cells import ServerGroup
+from grid.plan.cells import Cell, ServerGroup
 from grid.plan.config import ConfigError
 from grid.plan.placement import group_cpus, server_gpus
 from grid.plan.specs import engine_python, external_url, launch_spec, sglang_equivalent
@@ -178,6 +179,10 @@ def check_engine(cfg: DictConfig, groups: Sequence[ServerGroup]) -> None:
         engine = group.config["engine"]
         external_url(engine)
         kind = engines.get(engine["name"])
+        if group.config["workload"]["endpoint"] == "generate" and kind.launches \
+                and not kind.endpoints.native_generate:
+            raise ConfigError(f"variant {group.variant}: {kind.label} serves no native "
+                              "/generate (SGLang's): use workload.endpoint=chat")
         if kind.launches and not kind.simulated and cfg.cluster.kind == "local":
             python = engine_python(engine)
             if shutil.which(python) is None:
@@ -202,3 +207,100 @@ def plan_warnings(groups: Sequence[ServerGroup]) -> list[str]:
         warnings += kind.plan_warnings(group.config["variant"], concurrencies)
     return list(dict.fromkeys(warnings))
 
+
+
+EXTRAPOLATION = "extrapolation"
+"""How a simulated cell outside its profile's calibrated envelope is marked (plan, report)."""
+
+
+def sim_envelope(cell: Cell, prompts: Sequence[Prompt] | None = None) -> str | None:
+    """Where a simulated cell stands against the calibrated envelope of its hardware x model
+    pair (engines/sim/profile.py ``Envelope``): None for a cell that is not simulated, "" inside,
+    else the reasons it is outside ("; "-joined), which make its numbers extrapolation.
+
+    Checked from the cell's config: its concurrency (an open-loop cell: the batch its rate
+    implies by Little's law, rate x max_new_tokens x the modelled batch-1 decode step x
+    time_scale, capped by max_running_requests and max_in_flight), its workload's
+    max_new_tokens, its prompts' shortest and longest length (characters / 4, the planner's and
+    calibrate.py's rule; loaded from the workload when ``prompts`` is None), and for a
+    speculative cell its EAGLE-3 shape and prompt domains. A conversation cell is always
+    outside: no anchor replays multi-turn contexts."""
+    config = cell.config
+    engine = config["engine"]
+    if not engines.get(engine["name"]).simulated:
+        return None
+    from engines.sim.model import PerfModel
+    from engines.sim.profile import load_profile
+    from grid.plan.conversations import is_conversations
+    from grid.plan.workloads import CHARS_PER_TOKEN, load_workload
+
+    sim_args = engine.get("sim_args") or {}
+    profile = load_profile(str(sim_args.get("profile") or "default"), sim_args.get("hardware"),
+                           sim_args.get("model"))
+    env = profile.envelope
+    if env is None:
+        return (f"no anchor covers {profile.hardware_data.get('name')} / "
+                f"{profile.model_data.get('name')} (docs/simulator.md 'Calibrated envelope')")
+    workload, variant = config["workload"], config["variant"]
+    args = variant.get("args") or {}
+    reasons: list[str] = []
+    tokens = workload.get("max_new_tokens")
+    concurrency: float | None = cell.concurrency
+    if cell.rate is not None:
+        roofline, _ = profile.roofline(cell.tp_size, dict(variant.get("env") or {}), dict(args))
+        scale = sim_args.get("time_scale")
+        implied = (cell.rate * int(tokens or 1) * PerfModel(roofline).decode_s(1)
+                   * (1.0 if scale is None else float(scale)))
+        caps = [c for c in (args.get("max_running_requests"), cell.max_in_flight) if c]
+        concurrency = round(max(1.0, min([implied, *map(float, caps)])), 1)
+    length: tuple[int, int] | None = None
+    domains: list[str] = []
+    if is_conversations(workload):
+        reasons.append("multi-turn conversation replay (no anchor covers growing contexts)")
+    else:
+        if prompts is None:
+            prompts = load_workload(workload).prompts
+        sizes = [-(-len(p.text) // CHARS_PER_TOKEN) for p in prompts]
+        length = (min(sizes), max(sizes)) if sizes else None
+        domains = sorted({p.domain for p in prompts})
+    shape: tuple[int, int, int] | None = None
+    algorithm = str(args.get("speculative_algorithm") or "").upper()
+    if algorithm:
+        parts = [args.get(k) for k in ("speculative_num_steps", "speculative_eagle_topk",
+                                       "speculative_num_draft_tokens")]
+        if algorithm != "EAGLE3" or None in parts:
+            auto = " with SGLang's automatic shape" if algorithm == "EAGLE3" else ""
+            reasons.append(f"speculative algorithm {algorithm}{auto} (the anchor measured "
+                           "EAGLE3 with explicit shapes)")
+        else:
+            shape = (int(parts[0]), int(parts[1]), int(parts[2]))  # type: ignore[arg-type]
+        if variant.get("speculative_disable_above_batch") is not None:
+            reasons.append("speculative_disable_above_batch (no anchor measured the adaptive "
+                           "switch)")
+    reasons += env.outside(concurrency=concurrency, output_tokens=tokens, prompt_tokens=length,
+                           speculative=shape, domains=domains if algorithm else ())
+    return "; ".join(reasons)
+
+
+def envelope_warnings(cells: Sequence[Cell],
+                      prompts: Mapping[str, Sequence[Prompt]]) -> list[str]:
+    """One plan warning per server group with simulated cells outside the calibrated envelope
+    (sim_envelope): its cells, marked extrapolation, with the reasons and the envelope."""
+    from engines.sim.profile import load_profile
+
+    by_group: dict[str, list[tuple[Cell, str]]] = {}
+    for cell in cells:
+        why = sim_envelope(cell, prompts.get(cell.workload))
+        if why:
+            by_group.setdefault(cell.server_key, []).append((cell, why))
+    out = []
+    for members in by_group.values():
+        first = members[0][0]
+        args = first.config["engine"].get("sim_args") or {}
+        env = load_profile(str(args.get("profile") or "default"), args.get("hardware"),
+                           args.get("model")).envelope
+        covered = env.describe() if env else "no calibrated envelope"
+        listed = "; ".join(f"{c.cell_id} ({c.describe()}): {why}" for c, why in members)
+        out.append(f"{EXTRAPOLATION}: SIMULATION outside the calibrated envelope in "
+                   f"{len(members)} cell(s) of server {first.variant} [{covered}]: {listed}")
+    return out

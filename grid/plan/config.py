@@ -3,7 +3,8 @@ wrong type or an unknown key fails at composition with Hydra's own message.
 
 OmegaConf cannot type a field as `Literal`, so choice fields are `str` in the schema and their
 allowed values are the `Literal` aliases below, checked by `check_choices` right after
-composition (before anything expensive starts)."""
+composition (before anything expensive starts); numbers that cannot be meant (a negative SLO, a
+probability above 1) are refused by `check_ranges` from the `_RANGES` table beside it."""
 
 from __future__ import annotations
 
@@ -343,8 +344,9 @@ _CHOICES: dict[str, Any] = {
 
 
 def check_choices(cfg: DictConfig | dict[str, Any]) -> None:
-    """Raise ConfigError if a choice field holds a value outside its Literal, or names an
-    engine that engines/ does not have."""
+    """Raise ConfigError if a choice field holds a value outside its Literal, names an engine
+    that engines/ does not have, or a number is outside its range (`check_ranges`, run here so
+    that every place that checks the choices checks the ranges too)."""
     name = OmegaConf.select(cfg, "engine.name") if isinstance(cfg, DictConfig) \
         else _dig(cfg, "engine.name")
     if name not in engines.names():
@@ -354,6 +356,90 @@ def check_choices(cfg: DictConfig | dict[str, Any]) -> None:
         allowed = get_args(alias)
         if value not in allowed:
             raise ConfigError(f"{key}={value!r} is not one of {', '.join(allowed)}")
+    check_ranges(cfg)
+
+
+_RANGES: dict[str, str] = {
+    # engine
+    "engine.ready_timeout_s": "> 0",
+    "engine.stop_timeout_s": "> 0",
+    "engine.sim_args.error_rate": "[0, 1]",
+    "engine.sim_args.malformed_rate": "[0, 1]",
+    "engine.sim_args.time_scale": ">= 0",
+    "engine.sim_args.startup_seconds": ">= 0",
+    "engine.sim_args.crash_after_requests": ">= 0",
+    "engine.sim_args.hang_after_requests": ">= 0",
+    # model, variant
+    "model.tp_size": ">= 1",
+    "variant.tp_size": ">= 1",
+    "variant.speculative_disable_above_batch": ">= 1",
+    # workload
+    "workload.max_new_tokens": ">= 1",
+    "workload.temperature": ">= 0",
+    "workload.max_turns": ">= 1",
+    "workload.think_time_s": ">= 0",
+    "workload.time_scale": "> 0",
+    # load (concurrency, rate, clients, client_cpus, keepalive_s, num_requests, ca_bundle:
+    # grid/plan/build.py and specs.py, with their own words; docs/checks.md)
+    "load.max_in_flight": ">= 1",
+    "load.burstiness": "> 0",
+    "load.requests_per_stream": "> 0",
+    "load.min_requests": ">= 1",
+    "load.duration_s": "> 0",
+    "load.warmup_requests": ">= 0",
+    "load.request_timeout_s": "> 0",
+    "load.repeat": ">= 0",
+    # run (max_server_starts: grid/plan/build.py)
+    "run.max_error_rate": "[0, 1]",
+    "run.metrics_interval_s": "> 0",
+    "run.telemetry_interval_s": "> 0",
+    # slo
+    "slo.ttft_ms": "> 0",
+    "slo.tpot_ms": "> 0",
+    "slo.e2e_ms": "> 0",
+    # cluster
+    "cluster.num_gpus": ">= 0",
+    "cluster.num_cpus": ">= 1",
+}
+"""Numeric keys -> the values that can be meant: `> x`, `>= x` or `[lo, hi]` (both ends
+included). A key that is unset (None, or absent below an open dict such as sim_args) is not
+checked; NaN never passes. Checked by `check_ranges` right after `check_choices`; the full list
+of what is checked where is docs/checks.md."""
+
+
+def _within(rule: str, value: float) -> bool:
+    if rule.startswith("["):
+        low, high = (float(x) for x in rule[1:-1].split(","))
+        return low <= value <= high
+    op, bound = rule.split()
+    return value > float(bound) if op == ">" else value >= float(bound)
+
+
+def check_ranges(cfg: DictConfig | dict[str, Any]) -> None:
+    """Raise ConfigError (one line: `slo.ttft_ms must be > 0, got -1`) for the first key of
+    `_RANGES` whose value is outside its rule."""
+    for key, rule in _RANGES.items():
+        value = _select(cfg, key)
+        if value is None:
+            continue
+        words = f"within {rule}" if rule.startswith("[") else rule
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"{key} must be a number {words}, got {value!r}")
+        if not _within(rule, float(value)):
+            shown = int(value) if isinstance(value, float) and value.is_integer() else value
+            raise ConfigError(f"{key} must be {words}, got {shown}")
+
+
+def _select(cfg: DictConfig | dict[str, Any], dotted: str) -> Any:
+    """The value at `dotted`, None where a part is missing."""
+    if isinstance(cfg, DictConfig):
+        return OmegaConf.select(cfg, dotted, default=None)
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _dig(d: dict[str, Any], dotted: str) -> Any:

@@ -16,7 +16,6 @@ def test_a_plain_vllm_server_has_no_flush_and_no_server_info() -> None:
     assert offers.family == "vllm" and offers.version == "0.32.0"
     assert offers.flush_cache is None and offers.server_info is None
     assert not offers.native_generate
-    assert offers.endpoints.flush_cache is None
     assert [n.split(" (")[0].split(":")[0] for n in offers.notes] == [
         "no cache-flush endpoint", "no server-info endpoint"]
 
@@ -40,3 +39,10 @@ def test_a_server_without_known_metrics_is_said_so() -> None:
     assert offers.family is None and not offers.native_generate
     assert any("no sglang: or vllm: series" in n for n in offers.notes)
     assert offers.as_dict()["flush_cache"] is None
+
+
+def test_native_generate_is_known_from_metrics_or_models_else_unknown() -> None:
+    none = {"/flush_cache": 200}
+    assert decide([], none, {}, owner="sglang").native_generate is True  # no /metrics
+    assert decide([], none, {}, owner="vllm").native_generate is False
+    assert decide(["tgi_queue_size"], none, {}).native_generate is None  # not known: tried

@@ -29,6 +29,10 @@ HARDWARE_DIR = PROFILE_DIR / "hardware"
 MODEL_DIR = PROFILE_DIR / "model"
 
 
+def _span(r: tuple[int, int]) -> str:
+    return str(r[0]) if r[0] == r[1] else f"{r[0]}-{r[1]}"
+
+
 @dataclass(frozen=True)
 class Envelope:
     """The scenarios a hardware x model pair's anchor covers (engines/sim/calibrate.py runs
@@ -80,9 +84,7 @@ class Envelope:
 
     def describe(self) -> str:
         """One line: the anchor and the ranges it covers."""
-        def span(r: tuple[int, int]) -> str:
-            return str(r[0]) if r[0] == r[1] else f"{r[0]}-{r[1]}"
-
+        span = _span
         shapes = ", ".join(f"{s}/{k}/{d}" for s, k, d in self.speculative)
         return (f"anchor {self.anchor} ({self.hardware} / {self.model}): concurrency "
                 f"{span(self.concurrency)}, prompts {span(self.prompt_tokens)} tokens, "
@@ -99,14 +101,14 @@ class Envelope:
         out = []
         lo, hi = self.concurrency
         if concurrency is not None and not lo <= concurrency <= hi:
-            out.append(f"concurrency {concurrency:g} outside {lo}-{hi}")
+            out.append(f"concurrency {concurrency:g} outside {_span(self.concurrency)}")
         lo, hi = self.output_tokens
         if output_tokens is not None and not lo <= output_tokens <= hi:
-            out.append(f"max_new_tokens {output_tokens} outside {lo}-{hi}")
+            out.append(f"{output_tokens} output tokens outside {_span(self.output_tokens)}")
         lo, hi = self.prompt_tokens
         if prompt_tokens is not None and (prompt_tokens[0] < lo or prompt_tokens[1] > hi):
-            out.append(f"prompts {prompt_tokens[0]}-{prompt_tokens[1]} tokens outside "
-                       f"{lo}-{hi}")
+            out.append(f"prompts of {_span(prompt_tokens)} tokens outside "
+                       f"{_span(self.prompt_tokens)}")
         if speculative is not None:
             if speculative not in self.speculative:
                 out.append("speculative shape {}/{}/{} not among {}".format(

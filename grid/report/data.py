@@ -252,6 +252,89 @@ def validity(data: RunData) -> list[tuple[str, str]]:
     table = data.stats.table
     if data.simulated:
         out.append(("warning", SIM_BANNER))
+
+    def extrapolated() -> list[str]:
+        """Simulated cells outside their hardware x model pair's calibrated envelope
+        (engines/sim/profile.py Envelope; the profile named by the cell's engine_version, as
+        it is now), from what the run recorded: concurrency (an open-loop cell: its mean
+        running batch from the server's gauge), the most output tokens and the shortest and
+        longest prompt of its requests (server-counted), the EAGLE-3 shape of its server
+        command and its prompts' domains. The plan checks the same from the config."""
+        import numbers
+        import re
+        import shlex
+
+        from engines.sim.profile import load_profile
+        from grid.store.loader import load_requests
+
+        cells = data.cells
+        if not len(cells) or "engine_version" not in cells:
+            return []
+        sim = cells[cells.simulated.fillna(False).astype(bool)]
+        if not len(sim):
+            return []
+        try:
+            reqs = load_requests(data.run_dir, columns=["cell_id", "status", "input_tokens",
+                                                        "output_tokens", "domain"])
+        except Exception:  # noqa: BLE001 - damaged files are reported above
+            reqs = pd.DataFrame(columns=["cell_id", "status", "input_tokens",
+                                         "output_tokens", "domain"])
+        reqs = reqs[reqs.status == "ok"]
+        gauge = data.server_metrics
+        running = (gauge[gauge.metric == "sglang:num_running_reqs"].groupby("cell_id").value
+                   .mean() if len(gauge) and "metric" in gauge else pd.Series(dtype=float))
+        conversations = set(data.turns.cell_id) if len(data.turns) else set()
+        found = []
+        for row in sim.itertuples():
+            m = re.search(r"profile (\S+) on (\S+) / ([^@\s]+)@", str(row.engine_version or ""))
+            if m is None:
+                continue
+            try:
+                env = load_profile(m[1], m[2], m[3]).envelope
+            except ValueError:
+                continue
+            if env is None:
+                found.append((row, f"no anchor covers {m[2]} / {m[3]}"))
+                continue
+            mine = reqs[reqs.cell_id == row.cell_id]
+            argv = shlex.split(str(row.server_command or ""))
+            flags = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
+            algorithm = flags.get("--speculative-algorithm", "").upper()
+            shape = None
+            why = []
+            if algorithm:
+                try:
+                    shape = tuple(int(flags[f"--speculative-{k}"]) for k in
+                                  ("num-steps", "eagle-topk", "num-draft-tokens"))
+                except (KeyError, ValueError):
+                    why.append(f"speculative algorithm {algorithm} without an explicit shape")
+                if algorithm != "EAGLE3":
+                    why.append(f"speculative algorithm {algorithm}")
+            cid, given = str(row.cell_id), row.concurrency
+            concurrency = float(given) if isinstance(given, numbers.Real) and given == given \
+                else (round(float(running[cid]), 1) if cid in running else None)
+            if cid in conversations:
+                why.append("multi-turn conversation replay")
+            lengths = mine.input_tokens.dropna()
+            outputs = mine.output_tokens.dropna()
+            why += env.outside(
+                concurrency=concurrency,
+                output_tokens=int(outputs.max()) if len(outputs) else None,
+                prompt_tokens=(int(lengths.min()), int(lengths.max())) if len(lengths) else None,
+                speculative=shape if len(shape or ()) == 3 else None,  # type: ignore[arg-type]
+                domains=sorted(mine.domain.dropna().astype(str).unique()) if algorithm else ())
+            if why:
+                found.append((row, "; ".join(why)))
+        return [f"{r.variant} {_load(r)} {r.workload} ({why})" for r, why in found]
+
+    outside = extrapolated() if data.simulated else []
+    if outside:
+        shown = "; ".join(outside[:8]) + (f" and {len(outside) - 8} more"
+                                          if len(outside) > 8 else "")
+        out.append(("warning", f"extrapolation: {len(outside)} simulated cell(s) outside the "
+                               "calibrated envelope of their hardware x model profile (the "
+                               "scenarios its published anchor covers, docs/simulator.md "
+                               f"'Calibrated envelope'): {shown}"))
     if data.on_cpu:
         out.append(("warning", data.cpu_banner()))
     if data.damaged:

@@ -12,7 +12,6 @@ from setuptools import Extension, find_packages, setup
 setup(
     packages=[*find_packages(include=["grid*", "actors*", "engines*", "workloads*",
                                       "specgrid_metrics*"]), "grid.conf"],
-    package_dir={"grid.conf": "conf"},
-    package_data={"grid.conf": ["*.yaml", "*/*.yaml"]},
+    package_dir={"grid.conf": "conf"},  # its files: pyproject.toml's package-data
     ext_modules=[Extension("actors.loadgen._native_scan", ["actors/loadgen/_native_scan.c"])],
 )

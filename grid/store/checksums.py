@@ -85,7 +85,7 @@ def seal_problem(path: Path) -> str | None:
     if at is None:
         try:
             names = pq.read_schema(pa.BufferReader(data)).names
-        except (OSError, pa.ArrowException) as e:
+        except (OSError, pa.ArrowException, ValueError) as e:  # ValueError: bad UTF-8
             return f"unreadable ({first_line(e)})"
         return "its checksum is missing" if MANIFEST_COLUMN in names else None
     stored = data[at:at + 64]

@@ -46,11 +46,12 @@ def _manifest(path: Path) -> tuple[dict[str, dict[str, Any]] | None, str | None]
     reason it cannot be read."""
     try:
         table = pq.read_table(path, page_checksum_verification=True)
-    except (OSError, pa.ArrowException) as e:
+        # a damaged footer can read and still hold field names that are no UTF-8
+        if MANIFEST_COLUMN not in table.column_names or table.num_rows != 1:
+            return None, None
+        value = table.column(MANIFEST_COLUMN)[0].as_py()
+    except (OSError, pa.ArrowException, ValueError) as e:
         return None, f"unreadable ({first_line(e)})"
-    if MANIFEST_COLUMN not in table.column_names or table.num_rows != 1:
-        return None, None
-    value = table.column(MANIFEST_COLUMN)[0].as_py()
     if value is None:
         return None, None
     try:
@@ -121,7 +122,7 @@ def _readable(data: dict[tuple[str, str, int], Path], cell: str, attempt: int) -
             continue
         try:
             pq.read_metadata(path)
-        except (OSError, pa.ArrowException) as e:
+        except (OSError, pa.ArrowException, ValueError) as e:
             out.append(Damage(path, dataset, cell, attempt, f"unreadable ({first_line(e)})"))
     return out
 

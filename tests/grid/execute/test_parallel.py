@@ -8,9 +8,8 @@ import sqlite3
 
 import pytest
 
-import grid.execute.controller
 from grid.loader import load_cells
-from grid.run import EXIT_FAILED_CELLS, run
+from grid.run import EXIT_BAD_INPUT, run
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -72,15 +71,14 @@ def test_groups_wait_for_gpus_another_group_holds(tmp_path):
     assert (load_cells(outcome.run_dir).status == "done").all()
 
 
-def test_client_cpus_are_really_reserved(tmp_path, monkeypatch):
-    """Two clients of 1.5 CPUs cannot be placed on the session's 2 CPUs: the group's cells
-    fail with the reason, the run does not. (The plan refuses this for a local cluster it
-    starts; here it is told of 8 CPUs, as when the cluster differs from what it was told.)"""
-    monkeypatch.setattr(grid.execute.controller, "PLACEMENT_TIMEOUT_S", 2.0)
+def test_clients_no_node_can_hold_are_refused_once_the_cluster_is_known(tmp_path, capsys):
+    """Two clients of 1.5 CPUs cannot be placed on the session's 2 CPUs. The plan is told of 8
+    (as when the cluster differs from what it was told); once Ray is joined its real nodes
+    are checked, and the run stops with one line before any placement group or server."""
     outcome, out = _run(tmp_path, "grid.axes.variant=[baseline]", "load.clients=2",
                         "load.client_cpus=1.5", "cluster.num_cpus=8")
-    assert outcome.exit_code == EXIT_FAILED_CELLS, out
-    cells = load_cells(outcome.run_dir)
-    assert (cells.status == "failed").all()
-    assert cells.error.str.contains("2 client\\(s\\) of 1.5 CPU do not fit").all()
-    assert _servers(outcome.run_dir) == []
+    assert outcome.exit_code == EXIT_BAD_INPUT, out
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and "needs 1 GPU(s) and 3.01 CPUs on one node" in err[0], err
+    assert "no node of the Ray cluster has both" in err[0]
+    assert outcome.run_dir is None or _servers(outcome.run_dir) == []

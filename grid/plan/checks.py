@@ -282,6 +282,12 @@ def sim_envelope(cell: Cell, prompts: Sequence[Prompt] | None = None) -> str | N
     return "; ".join(reasons)
 
 
+def _loads(cells: Sequence[Cell]) -> str:
+    """`c=1,2,4` / `2/s` / a workload: the loads of cells, short."""
+    loads = [f"{c.concurrency:g}" if c.concurrency else f"{c.rate:g}/s" for c in cells]
+    return ("c=" if cells[0].concurrency else "") + ",".join(loads)
+
+
 def envelope_warnings(cells: Sequence[Cell],
                       prompts: Mapping[str, Sequence[Prompt]]) -> list[str]:
     """One plan warning per server group with simulated cells outside the calibrated envelope
@@ -300,7 +306,11 @@ def envelope_warnings(cells: Sequence[Cell],
         env = load_profile(str(args.get("profile") or "default"), args.get("hardware"),
                            args.get("model")).envelope
         covered = env.describe() if env else "no calibrated envelope"
-        listed = "; ".join(f"{c.cell_id} ({c.describe()}): {why}" for c, why in members)
+        # cells outside for the same reasons are one clause (each cell is marked in its line)
+        reasons: dict[str, list[Cell]] = {}
+        for cell, why in members:
+            reasons.setdefault(why, []).append(cell)
+        listed = "; ".join(f"{_loads(group)}: {why}" for why, group in reasons.items())
         out.append(f"{EXTRAPOLATION}: SIMULATION outside the calibrated envelope in "
-                   f"{len(members)} cell(s) of server {first.variant} [{covered}]: {listed}")
+                   f"{len(members)} cell(s) of server {first.variant} ({listed}) [{covered}]")
     return out

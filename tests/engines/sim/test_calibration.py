@@ -14,8 +14,9 @@ import pytest
 from engines.sim.calibrate import chat_prompt, coding_prompt
 from tests.engines.sim.conftest import LaunchSim, run_generate
 
-# Wall-clock figures of a simulator at time scale 1: they need a quiet machine (-m slow).
-pytestmark = pytest.mark.slow
+# Wall-clock figures of a simulator at time scale 1: they need a quiet machine (-m slow, and
+# `serial`: run one at a time, never beside other tests).
+pytestmark = [pytest.mark.slow, pytest.mark.serial]
 
 TARGETS = {  # tok/s of the published 8-GPU measurement (profiles/default.json)
     ("baseline", "single"): 89.0,

@@ -14,7 +14,8 @@ from grid.run import CONF_DIR, EXIT_BAD_INPUT, make_plan, run
 SGLANG_PYTHON = os.environ.get("SPECGRID_SGLANG_PYTHON", "").split(":")[0]
 pytestmark = pytest.mark.skipif(
     not SGLANG_PYTHON, reason="SPECGRID_SGLANG_PYTHON is not set (no SGLang parser here)")
-SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml"))
+SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml") if p.stem != "cpu_engines")
+"""The sweeps that take any engine (cpu_engines sweeps the engines itself: tested below)."""
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
@@ -30,6 +31,14 @@ def test_shipped_sweep_passes_sglang_parser(sweep, engine, tmp_path):
         spec = plan.launches[plan.groups[0].server_key]
         assert Path(spec.argv[0]).name == "sglang" and spec.argv[1] == "serve"
         assert "--nccl-port" in spec.extra_port_flags
+
+
+@pytest.mark.skipif(not os.environ.get("SPECGRID_VLLM_PYTHON"),
+                    reason="SPECGRID_VLLM_PYTHON is not set (no vLLM parser here)")
+def test_cpu_engines_sweep_passes_sglangs_and_vllms_own_parsers(tmp_path):
+    plan = make_plan(["+sweep=cpu_engines", f"results_dir={tmp_path}"]).plan
+    assert "SGLang 0.5.23's own parser (1 commands)" in plan.validation, plan.validation
+    assert "vLLM 0.32.0's own parser (4 commands)" in plan.validation, plan.validation
 
 
 def test_typo_in_variant_args_is_rejected_by_name(tmp_path, capsys):

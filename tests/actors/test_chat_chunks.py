@@ -26,6 +26,7 @@ import pytest
 from actors.loadgen.conversation import ChatReplySink
 from actors.loadgen.runner import run_load
 from actors.loadgen.streams import ChatSink, Timeline
+from tests.actors.test_sse import feed_cuts as _feed
 from tests.actors.test_sse import mock, spec, split_everywhere
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -52,14 +53,8 @@ def events_of(raw: bytes) -> list[bytes]:
 
 def feed_cuts(raw: bytes, cuts: list[int], sink_cls: type[ChatSink] = ChatSink
               ) -> tuple[Timeline, ChatSink]:
-    """Feed ``raw`` in reads split at ``cuts``; read r is stamped ``float(r)``."""
-    tl = Timeline(0.0)
-    sink = sink_cls(tl)
-    bounds = [0, *cuts, len(raw)]
-    for r, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        sink.feed(raw[a:b], float(r))
-    sink.finish()
-    return tl, sink
+    """test_sse's feed_cuts with a chat sink."""
+    return _feed(raw, cuts, sink_cls)
 
 
 def expected(events: list[bytes], per_event: list[int], cuts: list[int]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import httpx
 import pytest
@@ -140,7 +141,7 @@ def _expected(events: list[bytes], cuts: list[int]) -> tuple[list[float], list[i
 def test_native_parser_matches_json_at_every_split(crlf: bool) -> None:
     import random
 
-    from actors.loadgen.streams import NativeSink, Timeline
+    from actors.loadgen.streams import NativeSink
 
     events = _mixed_native_events(crlf)
     raw = b"".join(events)
@@ -148,12 +149,7 @@ def test_native_parser_matches_json_at_every_split(crlf: bool) -> None:
     splits = [[c] for c in range(1, len(raw))] + [list(range(1, len(raw)))]
     splits += [sorted(rng.sample(range(1, len(raw)), k)) for k in (2, 5, 20) for _ in range(60)]
     for cuts in splits:
-        tl = Timeline(0.0)
-        sink = NativeSink(tl)
-        bounds = [0, *cuts, len(raw)]
-        for r, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
-            sink.feed(raw[a:b], float(r))
-        sink.finish()
+        tl, _ = feed_cuts(raw, cuts, NativeSink)
         times, tokens = _expected(events, cuts)
         assert (tl.chunk_times, tl.chunk_tokens) == (times, tokens), cuts
         assert tl.merged == sum(1 for a, b in zip(times, times[1:], strict=False) if a == b)
@@ -294,3 +290,17 @@ def test_chat_tool_call_deltas_are_output() -> None:
     assert row["status"] == "ok", row["error"]
     assert row["chunk_tokens"] == [2, 2, 2] and row["output_tokens"] == 6
     assert row["ttft_s"] is not None and row["finish_reason"] == "tool_calls"
+
+
+def feed_cuts(raw: bytes, cuts: list[int], sink_cls: type) -> tuple[Any, Any]:
+    """Feed ``raw`` to a new `sink_cls` (NativeSink, ChatSink) in reads split at ``cuts``; read r
+    is stamped ``float(r)``: (its Timeline, the sink)."""
+    from actors.loadgen.streams import Timeline
+
+    tl = Timeline(0.0)
+    sink = sink_cls(tl)
+    bounds = [0, *cuts, len(raw)]
+    for r, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
+        sink.feed(raw[a:b], float(r))
+    sink.finish()
+    return tl, sink

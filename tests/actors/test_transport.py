@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -329,13 +328,9 @@ def test_streamed_request_body_is_sent_chunked() -> None:
 # --- TLS --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def self_signed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", str(key), "-out",
-                    str(cert), "-days", "1", "-subj", "/CN=127.0.0.1", "-addext",
-                    "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
-    return cert, key
+    from tests.actors.tls_front import self_signed as make
+
+    return make(tmp_path_factory.mktemp("tls"))
 
 
 async def _tls_get(cert: Path, key: Path, transport: httpx.AsyncBaseTransport) -> httpx.Response:

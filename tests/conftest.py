@@ -48,6 +48,22 @@ def engines_python() -> str:
 
 
 @pytest.fixture(scope="session")
+def trained_models(engines_python) -> Path:
+    """The folder of the models the project trains (scripts/train_models.py, which .ci/run
+    runs). Missing: skipped on a developer's machine, a failure under CI."""
+    from engines.trained_models import trained_root
+
+    root = trained_root()
+    if not (root / "manifest.json").is_file():
+        message = (f"the trained models ({root}) are missing: run "
+                   "`.venv-engines/bin/python scripts/train_models.py`")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return root
+
+
+@pytest.fixture(scope="session")
 def plain_vllm(tmp_path_factory, engines_python):
     """One real vLLM server for the session, as someone else would start it (no dev endpoints),
     speculating with the near-copy draft model (4 tokens), serving the tiny target as `tiny` on

@@ -319,6 +319,11 @@ class ChatSink:
       stream without per-chunk usage that merges tokens), ``output_tokens`` stays the server's
       total and no arrival times are invented for the difference: Σ ``chunk_tokens`` <
       ``output_tokens`` then, and a stream where no chunk carried a token has no TTFT.
+    * vLLM 0.32.0 started with ``--per-request-spec-decode-metrics`` puts the request's
+      speculative counts on that final chunk (``metrics.speculative_decoding``,
+      ``entrypoints/generate/base/protocol.py`` SpeculativeDecodingMetrics):
+      ``num_spec_steps`` is the request's verify steps, kept as ``spec_verify_ct`` -- the
+      per-request accept length SGLang's ``meta_info`` gives, on the OpenAI stream.
 
     The engines' own benchmark clients differ (checked in the installed versions):
 
@@ -376,6 +381,9 @@ class ChatSink:
             ct = usage.get("completion_tokens")
             if ct is not None:
                 self.usage_ct = ct
+        spec = (obj.get("metrics") or {}).get("speculative_decoding")
+        if spec and spec.get("num_spec_steps") is not None:
+            tl.spec_verify_ct = int(spec["num_spec_steps"])
         choices = obj.get("choices")
         if not choices:
             return  # the final usage-only chunk: totals, no arrival

@@ -74,6 +74,7 @@ RESERVED: dict[str, str] = {
     "port": "the ServerActor (a free port)", "api_key": "the engine config's api_key",
     "revision": "the model config's revision",
     "speculative_config": "the variant's speculative_* args",
+    "per_request_spec_decode_metrics": "specgrid (summary on every speculative server)",
 }
 """Args specgrid sets itself; a variant giving one is an error naming who sets it."""
 
@@ -205,6 +206,10 @@ def server_fields(request: ServerRequest) -> dict[str, Any]:
         if request.draft_revision and "model" in spec:
             spec["revision"] = request.draft_revision
         fields["speculative_config"] = spec
+        # Each response's `metrics.speculative_decoding` (num_spec_steps, accepted and drafted
+        # tokens): per-request accept length, as SGLang's meta_info gives (vLLM 0.32.0
+        # config/observability.py; it refuses the flag on a server without speculation).
+        fields["per_request_spec_decode_metrics"] = "summary"
     return fields
 
 

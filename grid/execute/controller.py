@@ -348,7 +348,7 @@ class GroupRun:
         if plan is None:
             return
         alignment = plan.alignments.get(cell.cell_id)
-        sources = plan.sources(cell.workload)
+        sources = plan.sources(cell.workload_name)
         outcome.row.update(cell_columns(alignment))
         for request in outcome.requests:
             request.update(request_columns(sources, alignment, request["prompt_id"]))

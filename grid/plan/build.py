@@ -294,11 +294,11 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
         gpus = None  # planning for a GPU node from a machine without GPUs
     prompts = workloads.prompts
     convs = workloads.conversations
-    conversation_loads = {c.cell_id: conversation_specs(c, convs[c.workload].conversations,
+    conversation_loads = {c.cell_id: conversation_specs(c, convs[c.workload_name].conversations,
                                                         PLANNED_URL)
-                          for c in cells if c.workload in convs}
-    loads = {c.cell_id: load_specs(c, prompts[c.workload]) for c in cells
-             if c.workload not in convs}
+                          for c in cells if c.workload_name in convs}
+    loads = {c.cell_id: load_specs(c, prompts[c.workload_name]) for c in cells
+             if c.workload_name not in convs}
     check_gpus(groups, gpus)
     check_cpus(groups, cluster_cpus(cfg))
     check_engine(cfg, groups)
@@ -370,7 +370,7 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
             work = plan.work(cell)
             size = (f"conversations={work.conversations} rounds={work.rounds}"
                     if work is not None else f"requests={cell.num_requests}")
-            outside = sim_envelope(cell, plan.prompts.get(cell.workload))
+            outside = sim_envelope(cell, plan.prompts.get(cell.workload_name))
             mark = " [SIMULATION, extrapolation: outside the calibrated envelope]" if outside \
                 else ""
             lines.append(f"  cell {cell.cell_id}: {cell.describe()} {size}{mark}")

@@ -134,6 +134,15 @@ def variant_label(name: str, combo: Mapping[str, Any]) -> str:
     return "__".join([_slug(name), *parts])
 
 
+def workload_label(name: str, combo: Mapping[str, Any]) -> str:
+    """The workload's name plus the workload factors this cell sets (`coding` with
+    `workload.temperature=0.7` -> `coding__temperature-0.7`), so cells that differ only in a
+    workload setting are distinct points in every table and figure."""
+    parts = [f"{axis.rsplit('.', 1)[-1].lower()}-{_slug(value)}" for axis, value in combo.items()
+             if axis.startswith("workload.") and value is not None]
+    return "__".join([_slug(name), *parts]) if parts else name
+
+
 def _slug(value: Any) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", str(value)).strip("_") or "none"
 
@@ -147,6 +156,7 @@ class Cell:
     variant: str
     """Variant label (name plus the variant factors of this cell)."""
     workload: str
+    """Workload label (name plus the workload factors of this cell, workload_label)."""
     concurrency: int | None
     """Closed loop: requests in flight (None for an open-loop rate cell)."""
     rate: float | None
@@ -167,6 +177,11 @@ class Cell:
     def with_engine_version(self, version: str | None) -> Cell:
         """The same cell measured on engine `version`: a new id and server key."""
         return make_cell(self.factors, self.config, self.prompts_digest, version)
+
+    @property
+    def workload_name(self) -> str:
+        """The workload config's name: the key of its prompt or conversation set."""
+        return str(self.config["workload"]["name"])
 
     def describe(self) -> str:
         """`eagle3 c=4 coding`, `baseline rate=5/s coding` (with `<=N in flight` if capped)."""
@@ -227,7 +242,7 @@ def make_cell(combo: Mapping[str, Any], config: Mapping[str, Any], prompts_diges
         cell_id=stable_hash(identity(config, prompts_digest, engine_version)),
         server_key=stable_hash(server_identity(config, engine_version)),
         variant=variant_label(config["variant"]["name"], combo),
-        workload=str(config["workload"]["name"]),
+        workload=workload_label(str(config["workload"]["name"]), combo),
         concurrency=None if open_loop else load.get("concurrency"),
         rate=load.get("rate"),
         num_requests=requests_for_cell(load),

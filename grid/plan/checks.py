@@ -296,7 +296,7 @@ def envelope_warnings(cells: Sequence[Cell],
 
     by_group: dict[str, list[tuple[Cell, str]]] = {}
     for cell in cells:
-        why = sim_envelope(cell, prompts.get(cell.workload))
+        why = sim_envelope(cell, prompts.get(cell.workload_name))
         if why:
             by_group.setdefault(cell.server_key, []).append((cell, why))
     out = []

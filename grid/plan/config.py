@@ -315,15 +315,24 @@ class SpecgridConfig:
 
 def register_configs() -> None:
     """The root schema; config.yaml lists it first, so every group merged into it is typed.
-    And the `${tiny_model:NAME}` resolver: the folder of one of the project's tiny models for
-    the current recipe (engines/tiny_models.py; conf/model/tiny.yaml)."""
+    And the `${tiny_model:NAME}` and `${trained_model:NAME}` resolvers: the folder of one of
+    the project's tiny models for the current recipe (engines/tiny_models.py,
+    conf/model/tiny.yaml; engines/trained_models.py, conf/model/tiny_trained.yaml)."""
     ConfigStore.instance().store(name="specgrid_schema", node=SpecgridConfig)
     if not OmegaConf.has_resolver("tiny_model"):
         OmegaConf.register_new_resolver("tiny_model", _tiny_model)
+    if not OmegaConf.has_resolver("trained_model"):
+        OmegaConf.register_new_resolver("trained_model", _trained_model)
 
 
 def _tiny_model(name: str) -> str:
     from engines.tiny_models import model_dir
+
+    return str(model_dir(name))
+
+
+def _trained_model(name: str) -> str:
+    from engines.trained_models import model_dir
 
     return str(model_dir(name))
 

@@ -297,7 +297,7 @@ def alignment_lines(cells: Iterable[Any], plan: WorkloadPlan) -> list[str]:
     for cell in cells:
         found = plan.alignments.get(cell.cell_id)
         if found is not None:
-            seen.setdefault((cell.workload, cell.variant, found.reference), found)
+            seen.setdefault((cell.workload_name, cell.variant, found.reference), found)
     lines = []
     for (workload, variant, reference), a in seen.items():
         verdict = "on the drafter's distribution" if a.ok else "OFF the drafter's distribution"

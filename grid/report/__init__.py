@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grid.analysis import Slo, decide
-from grid.report import plots
+from grid.report import alignment, plots
 from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, RunData, load_run
 from grid.report.html import compare_html, run_html
@@ -65,6 +65,7 @@ def decision_json(data: RunData) -> dict:
         # Conversation cells are in the speedups above like any cell (by conversations in
         # flight); this adds what only their rounds show: by context length.
         **({"conversations": conv} if (conv := findings(data.turns, data.baseline)) else {}),
+        **({"alignment_vs_acceptance": rel} if (rel := alignment.decision(data)) else {}),
     }
 
 

@@ -30,9 +30,12 @@ from grid.store.schema import REQUEST_FIELDS, TURN_FIELDS
 from specgrid_metrics.counters import counter_deltas
 
 SIM_BANNER = "SIMULATION — numbers come from specgrid's simulated SGLang server, not a GPU."
-CPU_BANNER = ("REAL ENGINE, CPU, TINY MODEL — measured on real {engines} servers running the "
-              "project's tiny model on a CPU: they show what the engines do (acceptance, "
-              "scheduling, streaming), not how fast a GPU serves a real model.")
+CPU_BANNER = ("{label} — measured on real {engines} servers running {models} on a CPU: they "
+              "show what the engines do (acceptance, scheduling, streaming), not how fast a GPU "
+              "serves a real model.")
+CPU_MODELS = {"tiny model": "the project's tiny model",
+              "tiny trained models": "models the project trained on its own shipped text"}
+"""What each CPU source's models are (grid/store/rows.py source_label), for the banner."""
 DECISION_FILE = "decision.json"
 SERVER_GAUGES = {"sglang:num_running_reqs": "running batch", "sglang:num_queue_reqs": "queue",
                  "sglang:token_usage": "KV cache usage", "sglang:spec_accept_rate":
@@ -93,12 +96,20 @@ class RunData:
         """What a figure title is prefixed with: where the numbers come from, when not GPUs."""
         if self.simulated:
             return "SIMULATION"
-        return "REAL ENGINE, CPU, TINY MODEL" if self.on_cpu else None
+        return " / ".join(s.upper() for s in self._cpu_sources()) if self.on_cpu else None
+
+    def _cpu_sources(self) -> list[str]:
+        return sorted(str(s) for s in self.cells.source.dropna().unique()
+                      if str(s).startswith("real engine, CPU"))
 
     def cpu_banner(self) -> str:
         names = sorted(str(e) for e in self.cells.engine.dropna().unique()
                        if e not in ("sim", "external"))
-        return CPU_BANNER.format(engines=" and ".join(names) or "inference")
+        sources = self._cpu_sources()
+        models = [CPU_MODELS.get(s.removeprefix("real engine, CPU, "), "a model") for s in sources]
+        return CPU_BANNER.format(label=" / ".join(s.upper() for s in sources),
+                                 engines=" and ".join(names) or "inference",
+                                 models=" and ".join(models))
 
 
 def saved_slo(run_dir: Path) -> Slo | None:

@@ -14,6 +14,7 @@ from matplotlib.figure import Figure
 
 from grid.analysis.bootstrap import interval
 from grid.analysis.decision import points
+from grid.report import alignment
 from grid.report.agentic import (
     bin_order,
     conversation_cells,
@@ -340,7 +341,8 @@ def conversation_context(data: RunData) -> Figure | None:
 
 PLOTS = {"throughput": throughput, "latency": latency, "speedup": speedup,
          "acceptance": acceptance, "server_metrics": server_metrics, "telemetry": telemetry,
-         "conversation_load": conversation_load, "conversation_context": conversation_context}
+         "conversation_load": conversation_load, "conversation_context": conversation_context,
+         "alignment": alignment.figure}
 """Name -> plot function, in report order."""
 CONVERSATION_PLOTS = ("conversation_load", "conversation_context")
 """The plots the report shows in its conversation section (the rest under Plots)."""

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from grid.analysis.domains import distribution_summary
+from grid.report import alignment
 from grid.report.agentic import agentic_summary
 from grid.report.data import RunData, engine_versions
 
@@ -98,6 +99,9 @@ def summary_text(data: RunData) -> str:
     distribution = distribution_summary(data.requests, data.cells)
     if distribution:
         parts.append("\n" + distribution)
+    lesson = alignment.section(data)
+    if lesson:
+        parts.append("\n" + lesson)
     agentic = agentic_summary(data.turns, data.stats.table, data.baseline)  # conversation cells
     if agentic:
         parts.append("\n" + "\n".join(agentic))

@@ -144,6 +144,7 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
         "model": config["model"]["name"], "concurrency": cell.concurrency, "rate": cell.rate,
         "max_in_flight": cell.max_in_flight, "num_requests": cell.num_requests,
         "factors": json.dumps(cell.factors, default=str),
+        "temperature": float(config["workload"]["temperature"]),
         "started_at": started, "finished_at": finished,
         "server_command": server.command, "server_env": server.env,
         "engine_version": cell.engine_version or (str(reported) if reported else None),
@@ -167,7 +168,8 @@ def source_label(config: Mapping[str, Any]) -> str:
     if not kind.launches:
         return "external server"
     if (config["engine"].get("device") or "cuda") == "cpu":
-        tiny = ", tiny model" if config["model"]["name"] == "tiny" else ""
+        tiny = {"tiny": ", tiny model", "tiny_trained": ", tiny trained models"}.get(
+            str(config["model"]["name"]), "")
         return f"real engine, CPU{tiny}"
     return "real engine, GPU"
 

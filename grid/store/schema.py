@@ -81,6 +81,7 @@ CELL_FIELDS = _schema([
     ("max_in_flight", pa.int64()),
     ("num_requests", pa.int64()),
     ("factors", pa.string()),
+    ("temperature", pa.float64()),
     ("requests_ok", pa.int64()),
     ("requests_error", pa.int64()),
     ("error_rate", pa.float64()),

@@ -26,6 +26,7 @@ import pytest
 from actors.loadgen.conversation import ChatReplySink
 from actors.loadgen.runner import run_load
 from actors.loadgen.streams import ChatSink, Timeline
+from specgrid_metrics.acceptance import accept_length_decode
 from tests.actors.test_sse import feed_cuts as _feed
 from tests.actors.test_sse import mock, spec, split_everywhere
 
@@ -223,3 +224,20 @@ def test_runner_row_for_empty_content_stream() -> None:
         assert row["status"] == "ok", row["error"]
         assert row["ttft_s"] is not None
         assert row["chunk_tokens"] == [1] * 10 and row["output_tokens"] == 10
+
+
+def test_vllm_per_request_speculative_metrics_give_the_verify_steps() -> None:
+    """A real vLLM 0.32.0 stream (trained target + draft model, 4 tokens per step, started
+    with --per-request-spec-decode-metrics summary): the final usage chunk's
+    metrics.speculative_decoding.num_spec_steps is the request's verify count, and the
+    decode-only accept length from it is vLLM's own mean_acceptance_length."""
+    raw = (FIXTURES / "vllm-0.32.0-chat-spec-usage.sse").read_bytes()
+    final = json.loads(events_of(raw)[-1].removeprefix(b"data: "))
+    server = final["metrics"]["speculative_decoding"]
+    tl, _ = feed_cuts(raw, list(range(1, len(raw), 7)))
+    assert tl.output_tokens == 8 and tl.spec_verify_ct == server["num_spec_steps"] == 5
+    assert accept_length_decode(tl.output_tokens, tl.spec_verify_ct) == pytest.approx(
+        server["mean_acceptance_length"])
+    # without the flag (every other capture) the count stays unknown
+    plain, _ = feed_cuts((FIXTURES / "vllm-0.32.0-chat-usage.sse").read_bytes(), [10])
+    assert plain.spec_verify_ct is None

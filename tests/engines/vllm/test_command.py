@@ -43,12 +43,15 @@ def test_baseline_maps_the_shared_names_to_vllms() -> None:
     assert _flag(argv, "--max-num-seqs") == "64" and _flag(argv, "--max-model-len") == "4096"
     assert _flag(argv, "--gpu-memory-utilization") == "0.8"
     assert "--no-enable-prefix-caching" in argv and "--speculative-config" not in argv
+    # vLLM refuses per-request speculative metrics without speculation (config/vllm.py)
+    assert "--per-request-spec-decode-metrics" not in argv
     assert _flag(argv, "--host") == "127.0.0.1" and "--port" not in argv  # the actor adds it
 
 
 def test_eagle3_is_one_speculative_config() -> None:
     spec = json.loads(_flag(_argv(EAGLE3), "--speculative-config"))
     assert spec == {"method": "eagle3", "num_speculative_tokens": 3, "model": "/m/draft"}
+    assert _flag(_argv(EAGLE3), "--per-request-spec-decode-metrics") == "summary"
     draft = json.loads(_flag(_argv({**EAGLE3, "speculative_algorithm": "STANDALONE",
                                     "speculative_draft_model_path": "/m/near"}),
                              "--speculative-config"))

@@ -10,6 +10,7 @@ from grid.plan.cells import (
     requests_for_cell,
     stable_hash,
     variant_label,
+    workload_label,
 )
 
 
@@ -103,6 +104,20 @@ def test_variant_label_names_factors():
     assert variant_label("baseline", {"variant.env.NCCL_ALGO": "Ring"}) == \
         "baseline__nccl_algo-Ring"
     assert variant_label("eagle3", {"variant.speculative_disable_above_batch": None}) == "eagle3"
+
+
+def test_workload_label_names_workload_factors():
+    assert workload_label("coding", {"workload.temperature": 0.7, "concurrency": 4,
+                                     "variant.env.X": 1}) == "coding__temperature-0.7"
+    assert workload_label("coding", {"concurrency": 4}) == "coding"
+    # two cells that differ only in a workload setting are two points, one prompt set
+    a = make_cell({"workload.temperature": 0.0}, _config(), "d")
+    cfg = _config()
+    cfg["workload"] = {**cfg["workload"], "temperature": 0.7}
+    b = make_cell({"workload.temperature": 0.7}, cfg, "d")
+    assert (a.workload, b.workload) == (f"{a.workload_name}__temperature-0.0",
+                                        f"{a.workload_name}__temperature-0.7")
+    assert a.workload_name == b.workload_name and a.cell_id != b.cell_id
 
 
 def test_requests_per_cell():

@@ -1,0 +1,69 @@
+"""The report's view of alignment against measured acceptance (grid/analysis/lesson.py): a
+table of accept length with intervals per workload, the rank correlation, and a scatter of
+accept length against alignment with the intervals as error bars, one series per speculative
+variant and temperature. Shown when some speculative cell has both a known alignment and
+per-request verify counts."""
+
+from __future__ import annotations
+
+from matplotlib.figure import Figure
+
+from grid.analysis.lesson import acceptance_table, relation_lines, relations
+from grid.report.data import RunData
+
+
+def table(data: RunData):
+    return acceptance_table(data.requests, data.cells, replicates=data.stats.n_replicates)
+
+
+def section(data: RunData) -> str:
+    """The text block (empty when nothing was measured against a known alignment)."""
+    t = table(data)
+    t = t[t.alignment.notna()]
+    if t.empty:
+        return ""
+    label = f" [{data.label}]" if data.label else ""
+    lines = [f"accept length (decode-only, 95 % interval over requests) against alignment with "
+             f"the drafter's training data{label}:",
+             f"  {'variant':<20} {'temp':>5} {'c':>4} {'workload':<28} {'n':>4} "
+             f"{'accept':>7} {'interval':>14} {'alignment':>10}"]
+    for _, r in t.sort_values(["variant", "temperature", "concurrency", "alignment"],
+                              ascending=[True, True, True, False]).iterrows():
+        temp = "-" if r.temperature is None else f"{r.temperature:g}"
+        lines.append(f"  {r.variant:<20} {temp:>5} {r.concurrency!s:>4} {r.workload:<28} "
+                     f"{r.requests:>4} {r.accept_length:>7.2f} "
+                     f"{f'[{r.lo:.2f}, {r.hi:.2f}]':>14} {r.alignment:>10.2f}")
+    lines += [f"  {line}" for line in relation_lines(t)]
+    return "\n".join(lines)
+
+
+def decision(data: RunData) -> list[dict[str, object]]:
+    """decision.json's `alignment_vs_acceptance`: per variant and temperature."""
+    t = table(data)
+    return relations(t[t.alignment.notna()])
+
+
+def figure(data: RunData) -> Figure | None:
+    t = table(data)
+    t = t[t.alignment.notna()]
+    if t.empty:
+        return None
+    fig = Figure(figsize=(7, 4.5), layout="constrained")
+    ax = fig.subplots()
+    for (variant, temperature), group in t.groupby(["variant", "temperature"], dropna=False):
+        temp = "" if temperature is None or temperature != temperature else f", T={temperature:g}"
+        yerr = [group.accept_length - group.lo, group.hi - group.accept_length]
+        ax.errorbar(group.alignment, group.accept_length, yerr=yerr, fmt="o", capsize=3,
+                    label=f"{variant}{temp}")
+        for _, r in group.iterrows():
+            ax.annotate(str(r.domain or r.workload), (r.alignment, r.accept_length), fontsize=7,
+                        xytext=(4, 3), textcoords="offset points")
+    ax.set_xlabel("alignment with the drafter's training data (0 = unrelated, 1 = typical row)")
+    ax.set_ylabel("accept length (tokens per verify step)")
+    prefix = f"{data.label}: " if data.label else ""
+    rho = [r for r in relations(t) if r["spearman"] is not None]
+    note = ("; " + ", ".join(f"rho {r['spearman']:+.2f}" for r in rho)) if rho else ""
+    ax.set_title(f"{prefix}acceptance against alignment (95 % intervals){note}", fontsize=9)
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+    return fig

@@ -23,18 +23,47 @@ def section(data: RunData) -> str:
     if t.empty:
         return ""
     label = f" [{data.label}]" if data.label else ""
+    wide = max(12, *(len(str(w)) for w in t.workload))
     lines = [f"accept length (decode-only, 95 % interval over requests) against alignment with "
              f"the drafter's training data{label}:",
-             f"  {'variant':<20} {'temp':>5} {'c':>4} {'workload':<28} {'n':>4} "
+             f"  {'variant':<20} {'temp':>5} {'c':>4} {'workload':<{wide}} {'n':>4} "
              f"{'accept':>7} {'interval':>14} {'alignment':>10}"]
     for _, r in t.sort_values(["variant", "temperature", "concurrency", "alignment"],
                               ascending=[True, True, True, False]).iterrows():
         temp = "-" if r.temperature is None else f"{r.temperature:g}"
-        lines.append(f"  {r.variant:<20} {temp:>5} {r.concurrency!s:>4} {r.workload:<28} "
+        lines.append(f"  {r.variant:<20} {temp:>5} {r.concurrency!s:>4} {r.workload:<{wide}} "
                      f"{r.requests:>4} {r.accept_length:>7.2f} "
                      f"{f'[{r.lo:.2f}, {r.hi:.2f}]':>14} {r.alignment:>10.2f}")
     lines += [f"  {line}" for line in relation_lines(t)]
+    if not data.simulated:
+        lines += [f"  note: {line}" for line in simulator_contrast(t)]
     return "\n".join(lines)
+
+
+def simulator_contrast(t) -> list[str]:
+    """Where a real engine's acceptance disagrees with the simulator's drafter model
+    (engines/sim/drafter.py): it gives every prompt at or below FLOOR_ALIGNMENT the same
+    off-distribution acceptance. Per variant and temperature: if, among workloads whose mean
+    alignment is at or below that floor, the best accepting one is the more aligned and its
+    interval is apart from the worst's, acceptance rises with alignment where the simulator
+    has it flat; said with the numbers, never tuned away."""
+    from engines.sim.drafter import FLOOR_ALIGNMENT, FULL_ACCEPTANCE_AT
+
+    out = []
+    low = t[t.alignment <= FLOOR_ALIGNMENT]
+    for (variant, temperature), group in low.groupby(["variant", "temperature"], dropna=False):
+        hi, lo = group.loc[group.accept_length.idxmax()], group.loc[group.accept_length.idxmin()]
+        if hi.lo > lo.hi and hi.alignment > lo.alignment:  # rises with alignment, apart
+            temp = "" if temperature != temperature else f" at temperature {temperature:g}"
+            out.append(
+                f"{variant}{temp}: the simulator's drafter gives every prompt at alignment <= "
+                f"{FLOOR_ALIGNMENT} the same off-distribution acceptance (full from "
+                f"{FULL_ACCEPTANCE_AT}); measured here, workloads below that floor range from "
+                f"{hi.workload} ({hi.alignment:.2f}) {hi.accept_length:.2f} [{hi.lo:.2f}, "
+                f"{hi.hi:.2f}] to {lo.workload} ({lo.alignment:.2f}) {lo.accept_length:.2f} "
+                f"[{lo.lo:.2f}, {lo.hi:.2f}], intervals apart: the real drafter separates text "
+                "the simulator treats as unrelated (docs/simulator.md)")
+    return out
 
 
 def decision(data: RunData) -> list[dict[str, object]]:

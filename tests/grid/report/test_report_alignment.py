@@ -59,6 +59,11 @@ def test_section_figure_and_decision_with_the_real_engine_label(tmp_path):
     assert "Spearman rho +1.00" in text and "over 3 workloads (96 requests)" in text
     assert "most aligned coding (0.33) accepts 3.00 [3.00, 3.00]" in text
     assert "least aligned encyclopedic (0.02) 1.19 [1.19, 1.19]: intervals apart" in text
+    # both workloads under the simulator's 0.3 floor, apart and rising with alignment: the
+    # report says the simulator's drafter model has them equal
+    assert ("note: tiny_trained_draft at temperature 0: the simulator's drafter gives every "
+            "prompt at alignment <= 0.3 the same off-distribution acceptance") in text
+    assert "range from agentic (0.25) 1.98 [1.98, 1.98] to encyclopedic (0.02) 1.19" in text
     assert any(p.name == "alignment.png" for p in report.plots)
     html = (run_dir / "report.html").read_text()
     assert "Acceptance against alignment with the drafter&#x27;s training data" in html \

@@ -12,7 +12,8 @@ it costs there; and, per workload, the variant that serves the most at that SLO.
   `bracketed` is False: the true capacity may be higher).
 - **Interval**: the same rule applied to each bootstrap replicate of the attainments (repeats
   averaged as in grid/analysis/decision.py), the 2.5 and 97.5 percentiles of the loads found
-  (inverted-CDF rule: a tested load, or -inf).
+  (inverted-CDF rule: a tested load, or -inf). A replicate that drew no request of a load's
+  steady window has no attainment there and counts as a miss (the conservative side).
 - **Serves most**: among the variants of a workload and load kind, the one whose capacity point
   has the highest goodput tok/s per GPU (goodput tok/s when any variant's GPUs are unknown), its
   margin over the runner-up with the interval of the ratio of their replicates."""
@@ -100,10 +101,10 @@ class Capacity:
             return (f"{self.variant} on {self.workload}: does not hold the SLOs even at "
                     f"{self.load_text(min(self.loads))} ({share}; attainment there "
                     f"{self.attainment:.0%})")
-        head = self.load_text(self.capacity) + ("" if self.bracketed else
-                                                " (every tested load: at least this)")
-        return (f"{self.variant} on {self.workload}: capacity {head} ({share}; 95% interval "
-                f"{self.load_text(self.lo)} .. {self.load_text(self.hi)}), goodput "
+        head = (self.load_text(self.capacity) if self.bracketed else
+                f"at least {self.load_text(self.capacity)}, the highest tested,")
+        return (f"{self.variant} on {self.workload}: capacity {head} with {share} (95% "
+                f"interval {self.load_text(self.lo)} .. {self.load_text(self.hi)}), goodput "
                 f"{self.goodput_tok_s:.0f} tok/s [{self.goodput_tok_s_lo:.0f}, "
                 f"{self.goodput_tok_s_hi:.0f}]")
 

@@ -69,7 +69,7 @@ def test_capacity_interval_goodput_cost_and_energy_by_hand():
     assert not slow.served and slow.capacity == -math.inf and slow.attainment == 0.25
     assert math.isnan(slow.goodput_tok_s) and math.isnan(slow.usd_per_mtok)
     assert "does not hold the SLOs even at c=1" in slow.describe()
-    assert "capacity c=16 (every tested load: at least this)" in eagle.describe()
+    assert "capacity at least c=16, the highest tested, with 90% of requests" in eagle.describe()
     assert "95% interval c=1 .. c=4" in base.describe()
 
 

@@ -157,7 +157,8 @@ def operator_section(data: RunData, figures: dict[str, bytes]) -> str:
                f"{view.target:.0%} of the requests meet the goodput SLO ({esc(data.slo.describe())}"
                f"), with its 95 % interval over the bootstrap replicates. Dollars per million "
                f"output tokens = GPUs × price / 3600 / output tok/s × 10<sup>6</sup>; price: "
-               f"{esc(price)}. J/token where the GPUs' power was read.</p>")
+               f"{esc(price)}. J/token where the GPUs' power was read. (≥): every tested "
+               f"load held the SLOs, the capacity may be higher.</p>")
     rows = []
     for c in view.capacities:
         rows.append([esc(c.variant), esc(c.workload),
@@ -184,7 +185,8 @@ def operator_section(data: RunData, figures: dict[str, bytes]) -> str:
     if len(table):
         out.append("<p>Per user = output tok/s / concurrency; per GPU = output tok/s / the "
                    "GPUs that served the cell (closed-loop cells); ◆ = on the workload's "
-                   "Pareto frontier (no other point is faster both per user and per GPU).</p>")
+                   "Pareto frontier (no other point is at least as fast per user and per GPU "
+                   "and faster in one).</p>")
         out.append(_table(
             ["variant", "workload", "load", "GPUs", "tok/s", "tok/s per user", "tok/s per GPU",
              "frontier", "$ / M output tok", "J/token"],

@@ -131,6 +131,7 @@ def speedup(data: RunData) -> Figure | None:
         frame = table[table.load_kind == kind]
         many = frame.workload.nunique() > 1
         marks = False
+        drawn: set[str] = set()
         for (variant, workload), group in frame.groupby(["variant", "workload"], sort=True):
             group = group.sort_values("load")
             line = ax.plot(group.load, 100 * group.speedup, "-o", markersize=4,
@@ -153,7 +154,8 @@ def speedup(data: RunData) -> Figure | None:
                         markersize=14, markeredgecolor="black", markeredgewidth=0.6)
                 marks = True
             base = view.capacity(data.baseline, str(workload), kind) if view else None
-            if base is not None and base.served:
+            if base is not None and base.served and workload not in drawn:
+                drawn.add(workload)  # once per workload, whatever the variants
                 ax.axvline(base.capacity, color="grey", linestyle="--", linewidth=0.9)
                 ax.annotate(f"{data.baseline} capacity", (base.capacity, 0), fontsize=7,
                             xytext=(4, -12), textcoords="offset points", color="grey")

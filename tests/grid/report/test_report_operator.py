@@ -126,3 +126,22 @@ def test_loader_functions_for_a_notebook(run_dir):
     assert capacity(data).capacity.tolist() == caps.capacity.tolist()
     with pytest.raises(ValueError, match="pass the run folder"):
         capacity(data, Slo(tpot_ms=50.0))
+
+
+def test_joules_per_token_where_power_was_read(tmp_path):
+    path = tmp_path / "power-run"
+    # cell baseline-c1: two GPUs at a constant 300 W for 10 s = 6000 J over its 8 requests x
+    # 100 tokens: 6000 / 800 = 7.5 J per output token; no power read for the other cells
+    rows = [{"run_id": path.name, "cell_id": "baseline-c1", "attempt": 1, "node": "n1",
+             "gpu": gpu, "sampled_at": 1000.0 + t, "metric": "power_w", "value": 300.0,
+             "note": None} for gpu in (0, 1) for t in range(11)]
+    write_run(path, SPEEDS, telemetry={"baseline-c1": rows}, cell_fields={"server_info": SIM_INFO})
+    decision = json.loads(write_report(path).decision.read_text())
+    energy = {(p["variant"], p["concurrency"]): p["j_per_token"] for p in decision["pareto"]}
+    assert energy.pop(("baseline", 1.0)) == pytest.approx(7.5)
+    assert set(energy.values()) == {None}
+    # no SLO set: every successful request counts, so the capacity is the highest tested load,
+    # c=16, where no power was read
+    (base,) = [c for c in decision["capacity"]["per_variant"] if c["variant"] == "baseline"]
+    assert base["capacity"] == 16.0 and base["bracketed"] is False
+    assert base["j_per_token"] is None

@@ -221,7 +221,7 @@ def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None]) -> None:
     be made is a message, never a failed run: the results are committed."""
     try:
         slo = Slo(cfg.slo.ttft_ms, cfg.slo.tpot_ms, cfg.slo.e2e_ms)
-        report = write_report(plan.run_dir, slo)
+        report = write_report(plan.run_dir, slo, gpu_hour_usd=cfg.hardware.gpu_hour_usd)
     except Exception as e:  # noqa: BLE001 - the run's results stay valid without a report
         echo(f"report could not be written: {type(e).__name__}: {e}")
         return

@@ -38,6 +38,8 @@ class Point:
     spread: dict[str, tuple[float, float]] = field(default_factory=dict)
     """Metric -> (min, max) over repeats."""
     repeats: int = 1
+    cell_ids: list[str] = field(default_factory=list)
+    """The cells (one per repeat) the point averages."""
 
 
 def points(stats: CellStats, metrics: tuple[str, ...] = ("output_tok_s", "goodput_tok_s")
@@ -60,7 +62,7 @@ def points(stats: CellStats, metrics: tuple[str, ...] = ("output_tok_s", "goodpu
             spread[metric] = (float(group[metric].min()), float(group[metric].max()))
         out.append(Point(str(first.variant), str(first.workload),
                          "concurrency" if closed else "rate", load, values, reps, spread,
-                         len(group)))
+                         len(group), [str(c) for c in group.cell_id]))
     return out
 
 

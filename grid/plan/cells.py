@@ -28,6 +28,7 @@ _NOT_IDENTITY = {
     "engine": ("python", "validate_python", "ready_timeout_s", "stop_timeout_s", "host",
                "api_key"),
     "load": ("request_timeout_s", "client_cpus"),
+    "hardware": ("gpu_hour_usd",),  # a price the report uses, not what is measured
 }
 
 

@@ -106,6 +106,10 @@ class HardwareConfig:
     name: str = "rtx-pro-6000"
     """GPU kind of the node: the simulator's hardware profile
     (engines/sim/profiles/hardware/<name>.json); recorded for real engines."""
+    gpu_hour_usd: float | None = None
+    """Price of one GPU-hour in dollars, set by the user (None = no dollar figures): the
+    report's dollars per million output tokens per cell and at the capacity under the SLOs
+    (GPUs x price / 3600 / output tok/s x 1e6). Not part of a cell's identity."""
 
 
 @dataclass
@@ -406,6 +410,8 @@ _RANGES: dict[str, str] = {
     "slo.ttft_ms": "> 0",
     "slo.tpot_ms": "> 0",
     "slo.e2e_ms": "> 0",
+    # hardware
+    "hardware.gpu_hour_usd": "> 0",
     # cluster
     "cluster.num_gpus": ">= 0",
     "cluster.num_cpus": ">= 1",

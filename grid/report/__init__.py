@@ -18,6 +18,7 @@ from grid.report import alignment, plots
 from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, RunData, load_run
 from grid.report.html import compare_html, run_html
+from grid.report.operator import operator_view
 from grid.report.text import domain_acceptance, summary_table, summary_text
 
 __all__ = ["Report", "domain_acceptance", "load_run", "main", "run_summary", "summary_table",
@@ -62,6 +63,8 @@ def decision_json(data: RunData) -> dict:
         "cells": {"total": len(table),
                   "done": int((table.status == "done").sum()) if len(table) else 0},
         **data.decision.as_json(),
+        # The operator's view: frontier, capacity under the SLOs, cost (grid/report/operator.py)
+        **(data.operator.as_json() if data.operator else {}),
         # Conversation cells are in the speedups above like any cell (by conversations in
         # flight); this adds what only their rounds show: by context length.
         **({"conversations": conv} if (conv := findings(data.turns, data.baseline)) else {}),
@@ -70,10 +73,11 @@ def decision_json(data: RunData) -> dict:
 
 
 def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
-                 data: RunData | None = None) -> Report:
-    """Everything into the run folder (each file replaced atomically)."""
+                 data: RunData | None = None, gpu_hour_usd: float | None = None) -> Report:
+    """Everything into the run folder (each file replaced atomically); `gpu_hour_usd`: the
+    price of one GPU-hour for the dollar figures (default: the one the last report used)."""
     run_dir = Path(run_dir)
-    data = data or load_run(run_dir, slo, baseline)
+    data = data or load_run(run_dir, slo, baseline, gpu_hour_usd=gpu_hour_usd)
     text = summary_text(data)
     figures = render_figures(data)
     (run_dir / "plots").mkdir(exist_ok=True)
@@ -99,6 +103,7 @@ def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
         data.requests = data.requests[data.requests.cell_id.isin(keep)]
         data.turns = data.turns[data.turns.cell_id.isin(keep)]
         data.decision = decide(data.stats)
+        data.operator = operator_view(data.stats, data.cells, data.energy, data.gpu_hour_usd)
     return summary_text(data)
 
 
@@ -126,6 +131,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ttft-ms", type=float, help="goodput SLO on TTFT (default: as saved)")
     p.add_argument("--tpot-ms", type=float, help="goodput SLO on TPOT")
     p.add_argument("--e2e-ms", type=float, help="goodput SLO on end-to-end latency")
+    p.add_argument("--gpu-hour-usd", type=float,
+                   help="price of one GPU-hour in dollars, for the cost figures (default: as "
+                        "saved; a run takes hardware.gpu_hour_usd)")
     p.add_argument("--baseline", default="baseline", help="variant the others are compared to")
     p.add_argument("--out", type=Path, help="comparison HTML (default ./compare-A-vs-B.html)")
     return p
@@ -140,11 +148,16 @@ def main(argv: list[str] | None = None) -> int:
         if not (Path(run) / "cells").is_dir():
             print(f"specgrid: error: {run} holds no committed cells", file=sys.stderr)
             return 2
+    if args.gpu_hour_usd is not None and not args.gpu_hour_usd > 0:
+        print(f"specgrid: error: --gpu-hour-usd must be > 0, got {args.gpu_hour_usd:g}",
+              file=sys.stderr)
+        return 2
     slo = None
     if any(v is not None for v in (args.ttft_ms, args.tpot_ms, args.e2e_ms)):
         slo = Slo(args.ttft_ms, args.tpot_ms, args.e2e_ms)
     if len(args.runs) == 1:
-        report = write_report(Path(args.runs[0]), slo, args.baseline)
+        report = write_report(Path(args.runs[0]), slo, args.baseline,
+                              gpu_hour_usd=args.gpu_hour_usd)
         print(report.summary)
         print(f"\nreport: {report.html}\ndecision: {report.decision}")
         return 0

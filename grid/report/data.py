@@ -17,6 +17,7 @@ import pandas as pd
 from grid.analysis import CellStats, Decision, Slo, analyse_cells, decide
 from grid.analysis.cellstats import REQUEST_COLUMNS
 from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
+from grid.report.operator import OperatorView, operator_view
 from grid.store.loader import (
     DamagedFileError,
     load_cells,
@@ -80,6 +81,11 @@ class RunData:
     damaged: list[str] = field(default_factory=list)
     """One line per damaged file of the run (its cell left out of the report): files that
     cannot be read, and attempts set aside as damaged that no later attempt replaced."""
+    gpu_hour_usd: float | None = None
+    """The price of one GPU-hour in dollars the user set (hardware.gpu_hour_usd); None = no
+    dollar figures."""
+    operator: OperatorView | None = None
+    """Frontier, capacity under the SLOs and cost (grid/report/operator.py)."""
 
     @property
     def simulated(self) -> bool:
@@ -121,10 +127,24 @@ def saved_slo(run_dir: Path) -> Slo | None:
         return None
 
 
+def saved_price(run_dir: Path) -> float | None:
+    """The price per GPU-hour the run's last report used (decision.json), so a re-render
+    keeps it."""
+    try:
+        price = json.loads((run_dir / DECISION_FILE).read_text())["cost"]["gpu_hour_usd"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return float(price) if isinstance(price, int | float) and price > 0 else None
+
+
 def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
-             replicates: int = 1000, seed: int = 0) -> RunData:
+             replicates: int = 1000, seed: int = 0,
+             gpu_hour_usd: float | None = None) -> RunData:
+    """The run folder loaded and analysed; `slo` and `gpu_hour_usd` default to those its last
+    report used."""
     run_dir = Path(run_dir)
     slo = slo or saved_slo(run_dir) or Slo()
+    gpu_hour_usd = gpu_hour_usd if gpu_hour_usd is not None else saved_price(run_dir)
     unreadable: list[DamagedFileError] = []  # each loader leaves damaged files out, listed here
     cells = load_cells(run_dir, damaged=unreadable)
     extra = [c for c in (_ALIGNMENT,) if c in REQUEST_FIELDS.names]
@@ -154,7 +174,8 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
     data = RunData(run_dir, cells, requests, turns, stats, decide(stats, baseline), metrics,
                    server_deltas(metrics, stats.table), telemetry,
                    energy_per_token(telemetry, cells, stats.table), slo, baseline=baseline,
-                   damaged=damage_lines(run_dir, unreadable))
+                   damaged=damage_lines(run_dir, unreadable), gpu_hour_usd=gpu_hour_usd)
+    data.operator = operator_view(stats, cells, data.energy, gpu_hour_usd)
     data.validity = validity(data)
     return data
 

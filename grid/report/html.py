@@ -130,6 +130,83 @@ def decision_section(data: RunData) -> str:
     return "\n".join(out)
 
 
+OPERATOR_PLOTS = ("frontier",)
+"""The plots the report shows in its operator section (the rest under Plots)."""
+
+
+def _load(kind: str, load: float) -> str:
+    if not math.isfinite(load):
+        return "none" if load < 0 else "–"
+    return f"c={load:g}" if kind == "concurrency" else f"{load:g}/s"
+
+
+def operator_section(data: RunData, figures: dict[str, bytes]) -> str:
+    """Capacity under the SLOs, the variant that serves the most there, the Pareto frontier
+    (figure and table) and cost (grid/report/operator.py); empty without analysed points."""
+    view = data.operator
+    if view is None or (not view.capacities and view.frontier.empty):
+        return ""
+    out = ["<h2>Capacity, frontier and cost</h2>"]
+    if data.label:
+        out.append(f'<p class="banner">{esc(data.label)} — the capacity, throughput, dollar '
+                   "and energy figures below come from this run's source, not from a GPU "
+                   "serving the real model.</p>")
+    price = (f"${view.gpu_hour_usd:g} per GPU-hour (set by the user)"
+             if view.gpu_hour_usd is not None else
+             "no price set (hardware.gpu_hour_usd, or --gpu-hour-usd): no dollar figures")
+    out.append(f"<p>Capacity = the highest tested load, from the lowest up, at which at least "
+               f"{view.target:.0%} of the requests meet the goodput SLO ({esc(data.slo.describe())}"
+               f"), with its 95 % interval over the bootstrap replicates. Dollars per million "
+               f"output tokens = GPUs × price / 3600 / output tok/s × 10<sup>6</sup>; price: "
+               f"{esc(price)}. J/token where the GPUs' power was read. (≥): every tested "
+               f"load held the SLOs, the capacity may be higher.</p>")
+    rows = []
+    for c in view.capacities:
+        rows.append([esc(c.variant), esc(c.workload),
+                     _load(c.load_kind, c.capacity) + ("" if c.bracketed else " (≥)"),
+                     f"{_load(c.load_kind, c.lo)} .. {_load(c.load_kind, c.hi)}",
+                     _f(c.attainment, "{:.0%}"),
+                     f"{_f(c.goodput_tok_s)} <small>[{_f(c.goodput_tok_s_lo)}, "
+                     f"{_f(c.goodput_tok_s_hi)}]</small>",
+                     _f(c.gpus, "{:g}"), _f(c.goodput_per_gpu), _f(c.usd_per_mtok, "${:.2f}"),
+                     _f(c.usd_per_good_mtok, "${:.2f}"), _f(c.j_per_token, "{:.2f}")])
+    out.append(_table(["variant", "workload", "capacity", "95 % interval", "SLO met",
+                       "goodput tok/s", "GPUs", "goodput tok/s per GPU", "$ / M output tok",
+                       "$ / M tok within SLO", "J/token"], rows))
+    for b in view.best:
+        unit = "good tok/s per GPU" if b["metric"].endswith("per_gpu") else "good tok/s"
+        word = "serves the most" if b["verdict"] == "winner" else \
+            f"leads ({NO_DIFFERENCE})"
+        out.append(f"<p><b>At the SLO on {esc(b['workload'])}: {esc(b['winner'])} {word}</b>"
+                   f" — {_f(b['value'])} {unit} at its capacity vs {esc(b['runner_up'])} "
+                   f"{_f(b['runner_up_value'])} ({_f(b['margin'], '{:+.1%}')} <small>["
+                   f"{_f(b['lo'], '{:+.1%}')}, {_f(b['hi'], '{:+.1%}')}]</small>)</p>")
+    out += [img(png, name) for name, png in figures.items() if name in OPERATOR_PLOTS]
+    table = view.frontier
+    if len(table):
+        out.append("<p>Per user = output tok/s / concurrency; per GPU = output tok/s / the "
+                   "GPUs that served the cell (closed-loop cells); ◆ = on the workload's "
+                   "Pareto frontier (no other point is at least as fast per user and per GPU "
+                   "and faster in one).</p>")
+        out.append(_table(
+            ["variant", "workload", "load", "GPUs", "tok/s", "tok/s per user", "tok/s per GPU",
+             "frontier", "$ / M output tok", "J/token"],
+            [[esc(r.variant), esc(r.workload), f"c={r.concurrency:g}", _f(r.gpus, "{:g}"),
+              f"{_f(r.output_tok_s)} <small>[{_f(r.output_tok_s_lo)}, "
+              f"{_f(r.output_tok_s_hi)}]</small>",
+              f"{_f(r.tok_s_per_user)} <small>[{_f(r.tok_s_per_user_lo)}, "
+              f"{_f(r.tok_s_per_user_hi)}]</small>",
+              f"{_f(r.tok_s_per_gpu)} <small>[{_f(r.tok_s_per_gpu_lo)}, "
+              f"{_f(r.tok_s_per_gpu_hi)}]</small>", "◆" if r.frontier else "",
+              f"{_f(r.usd_per_mtok, '${:.2f}')} <small>[{_f(r.usd_per_mtok_lo, '${:.2f}')}, "
+              f"{_f(r.usd_per_mtok_hi, '${:.2f}')}]</small>", _f(r.j_per_token, "{:.2f}")]
+             for r in table.itertuples()]))
+    if view.gpus_unknown:
+        out.append(f"<p class=note>GPUs not recorded for {esc(', '.join(view.gpus_unknown))}: "
+                   "no per-GPU or dollar figures for them.</p>")
+    return "\n".join(out)
+
+
 def cells_section(data: RunData) -> str:
     t = data.stats.table
     if t.empty:
@@ -258,8 +335,10 @@ def page(title: str, body: list[str]) -> str:
 
 def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests)
-    body = [validity_section(data), decision_section(data), "<h2>Plots</h2>"]
-    body += [img(png, name) for name, png in figures.items() if name not in CONVERSATION_PLOTS]
+    body = [validity_section(data), decision_section(data), operator_section(data, figures),
+            "<h2>Plots</h2>"]
+    body += [img(png, name) for name, png in figures.items()
+             if name not in CONVERSATION_PLOTS + OPERATOR_PLOTS]
     if accept:
         body.append("<h2>Acceptance by prompt domain</h2><ul>" + "".join(
             f"<li>{esc(a)}</li>" for a in accept) + "</ul>")

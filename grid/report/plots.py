@@ -14,7 +14,7 @@ from matplotlib.figure import Figure
 
 from grid.analysis.bootstrap import interval
 from grid.analysis.decision import points
-from grid.report import alignment
+from grid.report import alignment, operator_plots
 from grid.report.agentic import (
     bin_order,
     conversation_cells,
@@ -113,17 +113,25 @@ def latency(data: RunData) -> Figure | None:
 
 
 def speedup(data: RunData) -> Figure | None:
-    """Speedup over the baseline against load with its interval; the crossover marked."""
+    """Speedup over the baseline against load with its interval, one line per variant (engine/
+    variant when the run has several engines); each crossover marked (dotted, its interval
+    shaded) and each variant's capacity under the SLOs (a star on its line; the baseline's: a
+    dashed grey line)."""
     table = data.decision.speedups
     if table.empty:
         return None
     kinds = sorted(table.load_kind.unique())
-    fig = Figure(figsize=(7, 4 * len(kinds)), layout="constrained")
+    fig = Figure(figsize=(8, 4.5 * len(kinds)), layout="constrained")
+    fig.suptitle(_simulated(data, f"output tok/s speedup over {data.baseline} vs load"),
+                 fontsize=10)
     axes = fig.subplots(len(kinds), 1, squeeze=False)
+    view = data.operator
     for row, kind in enumerate(kinds):
         ax = axes[row][0]
         frame = table[table.load_kind == kind]
         many = frame.workload.nunique() > 1
+        marks = False
+        drawn: set[str] = set()
         for (variant, workload), group in frame.groupby(["variant", "workload"], sort=True):
             group = group.sort_values("load")
             line = ax.plot(group.load, 100 * group.speedup, "-o", markersize=4,
@@ -139,11 +147,27 @@ def speedup(data: RunData) -> Figure | None:
                     ax.axvspan(lo, hi, color=line.get_color(), alpha=0.07)
                     ax.annotate(f"crossover {c.point:.1f}", (c.point, 0), fontsize=7,
                                 xytext=(4, 6), textcoords="offset points")
+            cap = view.capacity(str(variant), str(workload), kind) if view else None
+            if cap is not None and cap.served:
+                here = group[group.load == cap.capacity]
+                ax.plot(here.load, 100 * here.speedup, "*", color=line.get_color(),
+                        markersize=14, markeredgecolor="black", markeredgewidth=0.6)
+                marks = True
+            base = view.capacity(data.baseline, str(workload), kind) if view else None
+            if base is not None and base.served and workload not in drawn:
+                drawn.add(workload)  # once per workload, whatever the variants
+                ax.axvline(base.capacity, color="grey", linestyle="--", linewidth=0.9)
+                ax.annotate(f"{data.baseline} capacity", (base.capacity, 0), fontsize=7,
+                            xytext=(4, -12), textcoords="offset points", color="grey")
         ax.axhline(0, color="black", linewidth=0.8)
         _axis(ax, kind, frame.load)
-        ax.set_ylabel("speedup over baseline (%)")
-        ax.set_title("speedup vs load (band: 95 % interval; dotted: crossover)", fontsize=9)
-        ax.legend(fontsize=7)
+        if kind == "concurrency":
+            ax.set_xlabel("concurrency (requests in flight, log scale)")
+        ax.set_ylabel("speedup of output tok/s over baseline (%)")
+        ax.set_title("band: 95 % interval; dotted: crossover"
+                     + ("; star: capacity under the SLOs" if marks else ""), fontsize=9)
+        ax.legend(fontsize=7, title="engine/variant" if frame.variant.str.contains("/").any()
+                  else "variant", title_fontsize=7)
     return fig
 
 
@@ -340,7 +364,8 @@ def conversation_context(data: RunData) -> Figure | None:
 
 
 PLOTS = {"throughput": throughput, "latency": latency, "speedup": speedup,
-         "acceptance": acceptance, "server_metrics": server_metrics, "telemetry": telemetry,
+         "frontier": operator_plots.frontier, "acceptance": acceptance,
+         "server_metrics": server_metrics, "telemetry": telemetry,
          "conversation_load": conversation_load, "conversation_context": conversation_context,
          "alignment": alignment.figure}
 """Name -> plot function, in report order."""

@@ -1,7 +1,7 @@
 """The terminal summary of a run: the validity findings first, one line per cell (windowed
 throughput and goodput with 95 % intervals, latency, acceptance, status), the decision
-(speedups with intervals, crossover, recommended threshold, threshold winners), acceptance by
-prompt domain."""
+(speedups with intervals, crossover, recommended threshold, threshold winners), the operator's
+view (capacity under the SLOs, the Pareto frontier, cost), acceptance by prompt domain."""
 
 from __future__ import annotations
 
@@ -96,6 +96,11 @@ def summary_text(data: RunData) -> str:
     lines = data.decision.lines()
     if lines:
         parts.append("\n" + "\n".join(lines))
+    operator = data.operator.lines() if data.operator else []
+    if operator:
+        source = f" ({data.label})" if data.label else ""
+        parts.append(f"\noperator's view{source}: frontier, capacity under the SLOs, cost\n"
+                     + "\n".join(operator))
     distribution = distribution_summary(data.requests, data.cells)
     if distribution:
         parts.append("\n" + distribution)

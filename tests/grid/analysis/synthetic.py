@@ -57,9 +57,11 @@ def grid(speeds: dict[str, dict[int, float]], jitter: float = 0.02, per_stream: 
     return pd.DataFrame(cells), requests
 
 
-def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, **kw) -> None:
+def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, cell_fields=None,
+              **kw) -> None:
     """The constructed grid written through the real results writer (grid/store/results.py);
-    `telemetry`: cell id -> telemetry rows committed with that cell."""
+    `telemetry`: cell id -> telemetry rows committed with that cell; `cell_fields`: cell row
+    columns set on every cell (e.g. the server_info a simulated server records)."""
     from grid.store.results import write_cell
     from grid.store.schema import CELL_FIELDS, REQUEST_FIELDS
 
@@ -77,6 +79,7 @@ def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, **kw
         row = {k: cell.get(k) for k in CELL_FIELDS.names}
         row.update(run_id=run_dir.name, server_key=cell["variant"], model="kimi-k2.5-class",
                    rate=None, server_command=f"python -m engines.sim --{cell['variant']}")
+        row.update(cell_fields or {})
         write_cell(run_dir, variant=cell["variant"], workload=cell["workload"],
                    cell_id=cell["cell_id"], attempt=1, requests=rows, cell_row=row,
                    telemetry=(telemetry or {}).get(cell["cell_id"], ()))

@@ -52,13 +52,19 @@ BAD_INPUTS = [
           ("run.max_error_rate", 1.5, "within [0, 1]"),
           ("run.max_error_rate", -0.1, "within [0, 1]"),
           ("run.metrics_interval_s", 0, "> 0"), ("run.telemetry_interval_s", -1, "> 0"),
-          ("cluster.num_gpus", -1, ">= 0"), ("cluster.num_cpus", 0, ">= 1")]],
+          ("cluster.num_gpus", -1, ">= 0"), ("cluster.num_cpus", 0, ">= 1"),
+          ("hardware.gpu_hour_usd", -1, "> 0"), ("hardware.gpu_hour_usd", 0, "> 0")]],
     (["+sweep=smoke", "engine.sim_args.error_rate=lots"],
      "engine.sim_args.error_rate must be a number within [0, 1], got 'lots'"),
     (["+sweep=smoke", "workload.temperature=0,-1"], "workload.temperature must be >= 0, got -1"),
     (["+sweep=smoke", "load.repeat=0,-1"], "load.repeat must be >= 0, got -1"),  # swept
     (["+sweep=smoke", "run.max_error_rate=nan"], "run.max_error_rate must be within [0, 1]"),
     (["+sweep=smoke", "slo.ttft_ms=-1"], "specgrid: error: slo.ttft_ms must be > 0, got -1"),
+    (["+sweep=smoke", "hardware.gpu_hour_usd=-1"],
+     "specgrid: error: hardware.gpu_hour_usd must be > 0, got -1"),
+    # a price is not measured: as an axis its cells would share one id
+    (["+sweep=smoke", "grid.include=[{variant:eagle3,hardware.gpu_hour_usd:1}]"],
+     "grid axis hardware.gpu_hour_usd: hardware.gpu_hour_usd changes how a run is operated"),
 ]
 
 

@@ -270,9 +270,12 @@ def speedup_lines(table: pd.DataFrame) -> list[str]:
     return lines
 
 
-def verdict_line(row: pd.Series) -> str:
-    """`EAGLE-3 beats baseline at c=4` only when the interval excludes zero."""
+def verdict_line(row: pd.Series, with_workload: bool = False) -> str:
+    """`EAGLE-3 beats baseline at c=4` only when the interval excludes zero (`... on coding at
+    c=4` when the run has several workloads)."""
     where = _fmt_load(row.load_kind, row.load)
+    if with_workload:
+        where = f"{where} on {row.workload}"
     if row.verdict == NO_DIFFERENCE:
         return f"{row.variant} vs {row.baseline} at {where}: {NO_DIFFERENCE}"
     word = "beats" if row.verdict == "faster" else "loses to"
@@ -332,7 +335,8 @@ class Decision:
     def lines(self) -> list[str]:
         out = speedup_lines(self.speedups)
         if not self.speedups.empty:
-            sig = [verdict_line(r) for _, r in self.speedups.iterrows()
+            several = self.speedups.workload.nunique() > 1
+            sig = [verdict_line(r, several) for _, r in self.speedups.iterrows()
                    if r.verdict != NO_DIFFERENCE]
             if sig:
                 out.append("significant (95% interval excludes zero): " + "; ".join(sig))

@@ -26,8 +26,8 @@ from grid.store.loader import (
 )
 
 if TYPE_CHECKING:
-    from grid.report.data import RunData
     from grid.report.operator import OperatorView
+    from grid.report.rundata import RunData
 
 __all__ = ["capacity", "dataset_files", "load_cells", "load_requests", "load_server_metrics",
            "load_telemetry", "load_turns", "pareto", "sql"]
@@ -36,8 +36,9 @@ __all__ = ["capacity", "dataset_files", "load_cells", "load_requests", "load_ser
 def _view(run: str | Path | RunData, slo: Slo | None, target: float,
           gpu_hour_usd: float | None) -> OperatorView:
     # Imported here: reading results must not pay for the report's plotting stack.
-    from grid.report.data import RunData, load_run
+    from grid.report.data import load_run
     from grid.report.operator import operator_view
+    from grid.report.rundata import RunData
 
     if isinstance(run, RunData):
         if slo is not None and slo != run.slo:

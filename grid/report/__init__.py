@@ -16,9 +16,10 @@ from pathlib import Path
 from grid.analysis import Slo, decide
 from grid.report import alignment, plots
 from grid.report.agentic import findings
-from grid.report.data import DECISION_FILE, RunData, load_run
+from grid.report.data import DECISION_FILE, load_run
 from grid.report.html import compare_html, run_html
 from grid.report.operator import operator_view
+from grid.report.rundata import RunData
 from grid.report.text import domain_acceptance, summary_table, summary_text
 
 __all__ = ["Report", "domain_acceptance", "load_run", "main", "run_summary", "summary_table",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from grid.analysis.lesson import acceptance_table, relation_lines, relations
-from grid.report.data import RunData
+from grid.report.rundata import RunData
 
 
 def table(data: RunData):

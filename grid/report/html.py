@@ -24,8 +24,9 @@ from grid.report.agentic import (
     turn_table,
     with_speedup,
 )
-from grid.report.data import SIM_BANNER, RunData, provenance
+from grid.report.data import provenance
 from grid.report.plots import CONVERSATION_PLOTS
+from grid.report.rundata import SIM_BANNER, RunData
 from grid.report.text import domain_acceptance
 
 STYLE = """

@@ -16,7 +16,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from grid.report.data import RunData
+from grid.report.rundata import RunData
 
 
 def _title(data: RunData, title: str) -> str:

@@ -22,7 +22,8 @@ from grid.report.agentic import (
     turn_table,
     with_speedup,
 )
-from grid.report.data import SERVER_GAUGES, RunData
+from grid.report.data import SERVER_GAUGES
+from grid.report.rundata import RunData
 
 DPI = 90
 

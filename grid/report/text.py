@@ -12,7 +12,8 @@ import pandas as pd
 from grid.analysis.domains import distribution_summary
 from grid.report import alignment
 from grid.report.agentic import agentic_summary
-from grid.report.data import RunData, engine_versions
+from grid.report.rundata import RunData
+from grid.report.validity import engine_versions
 
 
 def _num(value: Any, fmt: str, scale: float = 1.0) -> str:

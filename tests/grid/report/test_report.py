@@ -122,7 +122,8 @@ def test_gpu_telemetry_plot_and_energy_per_token(tmp_path):
 
 
 def test_off_distribution_prompts_are_flagged_when_recorded(run_dir):
-    from grid.report.data import load_run, validity
+    from grid.report.data import load_run
+    from grid.report.validity import validity
 
     data = load_run(run_dir)
     assert any("alignment" in text and "not recorded" in text for _, text in data.validity)

@@ -1,0 +1,84 @@
+"""What a report is made of: one run folder's cells, requests, analysis, server metrics,
+telemetry and findings (`RunData`, filled by grid/report/data.py load_run), and the banners that
+say where its numbers come from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from grid.analysis import CellStats, Decision, Slo
+from grid.report.operator import OperatorView
+
+SIM_BANNER = "SIMULATION — numbers come from specgrid's simulated SGLang server, not a GPU."
+CPU_BANNER = ("{label} — measured on real {engines} servers running {models} on a CPU: they "
+              "show what the engines do (acceptance, scheduling, streaming), not how fast a GPU "
+              "serves a real model.")
+CPU_MODELS = {"tiny model": "the project's tiny model",
+              "tiny trained models": "models the project trained on its own shipped text"}
+"""What each CPU source's models are (grid/store/rows.py source_label), for the banner."""
+
+
+@dataclass
+class RunData:
+    run_dir: Path
+    cells: pd.DataFrame
+    """The loader's cells (latest attempt each)."""
+    requests: pd.DataFrame
+    """The request columns the analysis needs (no per-token lists)."""
+    turns: pd.DataFrame
+    """One row per round of each conversation cell (workload.kind=conversations; empty
+    without); its sent rounds are the cell's requests in `stats`."""
+    stats: CellStats
+    decision: Decision
+    server_metrics: pd.DataFrame
+    server_deltas: pd.DataFrame
+    """Per cell: counter deltas and the server's own tok/s and accept length."""
+    telemetry: pd.DataFrame
+    energy: pd.DataFrame
+    """Per cell: GPU energy (J) and J per output token, where power was readable."""
+    slo: Slo
+    validity: list[tuple[str, str]] = field(default_factory=list)
+    """(level: `warning` | `note`, text) — shown at the top of every report."""
+    baseline: str = "baseline"
+    """The variant the others are compared to."""
+    damaged: list[str] = field(default_factory=list)
+    """One line per damaged file of the run (its cell left out of the report): files that
+    cannot be read, and attempts set aside as damaged that no later attempt replaced."""
+    gpu_hour_usd: float | None = None
+    """The price of one GPU-hour in dollars the user set (hardware.gpu_hour_usd); None = no
+    dollar figures."""
+    operator: OperatorView | None = None
+    """Frontier, capacity under the SLOs and cost (grid/report/operator.py)."""
+
+    @property
+    def simulated(self) -> bool:
+        return bool(len(self.cells)) and bool(self.cells.simulated.fillna(False).any())
+
+    @property
+    def on_cpu(self) -> bool:
+        """Whether real engines served (some of) the run on a CPU."""
+        return "source" in self.cells and bool(
+            self.cells.source.fillna("").str.startswith("real engine, CPU").any())
+
+    @property
+    def label(self) -> str | None:
+        """What a figure title is prefixed with: where the numbers come from, when not GPUs."""
+        if self.simulated:
+            return "SIMULATION"
+        return " / ".join(s.upper() for s in self._cpu_sources()) if self.on_cpu else None
+
+    def _cpu_sources(self) -> list[str]:
+        return sorted(str(s) for s in self.cells.source.dropna().unique()
+                      if str(s).startswith("real engine, CPU"))
+
+    def cpu_banner(self) -> str:
+        names = sorted(str(e) for e in self.cells.engine.dropna().unique()
+                       if e not in ("sim", "external"))
+        sources = self._cpu_sources()
+        models = [CPU_MODELS.get(s.removeprefix("real engine, CPU, "), "a model") for s in sources]
+        return CPU_BANNER.format(label=" / ".join(s.upper() for s in sources),
+                                 engines=" and ".join(names) or "inference",
+                                 models=" and ".join(models))

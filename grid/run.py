@@ -45,6 +45,17 @@ from grid.plan.overrides import (
     parse_overrides,
     recorded_overrides,
 )
+from grid.plan.search import (
+    SearchError,
+    SearchSetup,
+    check_search,
+    search_kind,
+    search_lines,
+    search_setup,
+    search_space,
+    step_plan,
+    universe_grid,
+)
 from grid.report import write_report
 from grid.store.ledger import DriverLock, RunLockedError
 from grid.store.record import RunRecord
@@ -63,7 +74,7 @@ CONF_DIR = _conf_dir()
 EXIT_FAILED_CELLS = 3
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
-BAD_INPUT = (ConfigError, ValueError, FileNotFoundError, hydra.errors.HydraException,
+BAD_INPUT = (ConfigError, SearchError, ValueError, FileNotFoundError, hydra.errors.HydraException,
              OmegaConfBaseException)
 """What composing and planning raise for input that cannot run: one line, exit 2."""
 
@@ -117,6 +128,11 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
         _error(e)
         return RunOutcome(EXIT_BAD_INPUT)
     if plan.cfg.plan:
+        if plan.search is not None:  # the search's first step and its budget
+            first = plan.search.cells_of(plan.search.first_step().points)
+            echo("\n".join(search_lines(plan.search)))
+            echo(format_plan(step_plan(plan.plan, first)))
+            return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in first])
         echo(format_plan(plan.plan))
         return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in plan.plan.cells])
     try:
@@ -137,6 +153,8 @@ class _Planned:
     cfg: DictConfig
     plan: Plan
     overrides: list[str]
+    search: SearchSetup | None = None
+    """An adaptive search (grid.search.kind): `plan` holds every cell it may choose."""
 
 
 @contextmanager
@@ -165,9 +183,14 @@ def make_plan(overrides: list[str]) -> _Planned:
     with _hydra() as app:
         line = parse_overrides(overrides, _group_options(app))
         cfg = compose_grid(line, _compose)
-        cells, workloads = compose_cells(cfg, line.fixed, _compose)
+        check_search(cfg)
+        space = search_space(cfg) if search_kind(cfg) else None
+        grid_cfg = cfg if space is None else universe_grid(cfg, space)
+        cells, workloads = compose_cells(grid_cfg, line.fixed, _compose)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
-    return _Planned(cfg, build_plan(cfg, cells, workloads, results_dir), overrides)
+    plan = build_plan(cfg, cells, workloads, results_dir)
+    setup = None if space is None else search_setup(space, plan.cells)
+    return _Planned(cfg, plan, overrides, setup)
 
 
 def _display(args: argparse.Namespace, overrides: list[str]) -> int:
@@ -192,12 +215,16 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
         record = RunRecord(plan.run_dir, plan.run_id)
         try:
             write_run_record(plan.run_dir, recorded_overrides(planned.overrides))
-            _recover(record, plan.cells, echo)
-            todo = _cells_to_run(record, plan.cells, cfg.run.retry_failed, echo)
-            for warning in plan.warnings:
-                echo(f"warning: {warning}")
-            code = _run_cells(cfg, plan, record, todo, echo) if todo else 0
-            counts = record.counts(c.cell_id for c in plan.cells)
+            if planned.search is not None:
+                code, cells = _search(planned, record, echo)
+            else:
+                cells = plan.cells
+                _recover(record, plan.cells, echo)
+                todo = _cells_to_run(record, plan.cells, cfg.run.retry_failed, echo)
+                for warning in plan.warnings:
+                    echo(f"warning: {warning}")
+                code = _run_cells(cfg, plan, record, todo, echo) if todo else 0
+            counts = record.counts(c.cell_id for c in cells)
         finally:
             # No cell stays `running` once the driver leaves, whatever the path (SIGKILL
             # aside: the next start recovers those).
@@ -213,7 +240,29 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
              f"retry them with: {resume}")
         code = code or EXIT_FAILED_CELLS
     echo(f"results: {plan.run_dir}")
-    return RunOutcome(code, plan.run_dir, [c.cell_id for c in plan.cells], counts)
+    return RunOutcome(code, plan.run_dir, [c.cell_id for c in cells], counts)
+
+
+def _search(planned: _Planned, record: RunRecord, echo: Callable[[str], None]
+            ) -> tuple[int, list[Cell]]:
+    """An adaptive search: each step's cells run with the normal controller
+    (grid/execute/search.py); returns the exit code and every cell the search chose."""
+    from grid.execute.search import run_search
+
+    cfg, plan, setup = planned.cfg, planned.plan, planned.search
+    assert setup is not None
+    _recover(record, [], echo)
+    for warning in plan.warnings:
+        echo(f"warning: {warning}")
+    slo = Slo(cfg.slo.ttft_ms, cfg.slo.tpot_ms, cfg.slo.e2e_ms)
+
+    def run_cells(cells: list[Cell]) -> int:
+        echo(f"running {len(cells)} cell(s): " + ", ".join(c.describe() for c in cells))
+        return _run_cells(cfg, step_plan(plan, cells), record, cells, echo)
+
+    outcome = run_search(setup, plan.run_dir, record, slo, run_cells, echo,
+                         bool(cfg.run.retry_failed))
+    return outcome.code, outcome.cells
 
 
 def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None]) -> None:

@@ -18,6 +18,7 @@ from grid.report import plots
 from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, RunData, load_run
 from grid.report.html import compare_html, run_html
+from grid.report.search import load_trace
 from grid.report.text import domain_acceptance, summary_table, summary_text
 
 __all__ = ["Report", "domain_acceptance", "load_run", "main", "run_summary", "summary_table",
@@ -65,6 +66,8 @@ def decision_json(data: RunData) -> dict:
         # Conversation cells are in the speedups above like any cell (by conversations in
         # flight); this adds what only their rounds show: by context length.
         **({"conversations": conv} if (conv := findings(data.turns, data.baseline)) else {}),
+        # An adaptive search (grid.search.kind): every step, why, and why it stopped.
+        **({"search": trace} if (trace := load_trace(data.run_dir)) else {}),
     }
 
 

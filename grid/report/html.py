@@ -25,6 +25,7 @@ from grid.report.agentic import (
 )
 from grid.report.data import SIM_BANNER, RunData, provenance
 from grid.report.plots import CONVERSATION_PLOTS
+from grid.report.search import load_trace, trace_section
 from grid.report.text import domain_acceptance
 
 STYLE = """
@@ -257,7 +258,8 @@ def page(title: str, body: list[str]) -> str:
 
 def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests)
-    body = [validity_section(data), decision_section(data), "<h2>Plots</h2>"]
+    body = [validity_section(data), decision_section(data),
+            trace_section(load_trace(data.run_dir)), "<h2>Plots</h2>"]
     body += [img(png, name) for name, png in figures.items() if name not in CONVERSATION_PLOTS]
     if accept:
         body.append("<h2>Acceptance by prompt domain</h2><ul>" + "".join(

@@ -12,6 +12,7 @@ import pandas as pd
 from grid.analysis.domains import distribution_summary
 from grid.report.agentic import agentic_summary
 from grid.report.data import RunData, engine_versions
+from grid.report.search import load_trace, trace_lines
 
 
 def _num(value: Any, fmt: str, scale: float = 1.0) -> str:
@@ -95,6 +96,9 @@ def summary_text(data: RunData) -> str:
     lines = data.decision.lines()
     if lines:
         parts.append("\n" + "\n".join(lines))
+    trace = load_trace(data.run_dir)  # an adaptive search's steps (grid/report/search.py)
+    if trace is not None:
+        parts.append("\n" + "\n".join(trace_lines(trace)))
     distribution = distribution_summary(data.requests, data.cells)
     if distribution:
         parts.append("\n" + distribution)

@@ -19,7 +19,9 @@ repeats, with its 95 % bootstrap interval, as grid/analysis/decision.py computes
    below it. `?` levels that decide where i or j lie get one more repeat each; with no `-` the
    search climbs to the next coarse level (stop `above_range` at the top); with no `+` below
    the lowest level it stops `below_range`; else it stops `bracketed` when i and j are
-   neighbours on the lattice, or bisects: the lattice level nearest the geometric mean of i, j.
+   neighbours on the lattice, or bisects: the lattice level nearest the geometric mean of i, j
+   (with points_per_step k > 1: k levels evenly spaced in log between them, and up to k
+   repeats at once of an undecided level).
 
 The budget (max_cells) is checked before every step: a step that does not fit whole runs the
 points that fit, and the search stops `budget` once nothing more fits."""
@@ -61,6 +63,10 @@ class Space:
     max_cells: int
     max_repeats: int
     """Repeats of one level at most (repeat indices 0 .. max_repeats - 1)."""
+    points_per_step: int = 1
+    """Bisection places up to this many levels per step (evenly in log load between the
+    bracket's ends: a k-section) and an undecided level gets up to this many repeats at once:
+    more cells per step, fewer steps (each step starts each variant's server once)."""
     cells_per_point: int = 2
     """Cells one point costs: the baseline and the compared variant."""
 
@@ -90,9 +96,10 @@ def coarse_levels(grid: Sequence[int], count: int) -> tuple[int, ...]:
 
 
 def make_space(low: int, high: int, factor: float, coarse: int, max_cells: int,
-               max_repeats: int, cells_per_point: int = 2) -> Space:
+               max_repeats: int, points_per_step: int = 1, cells_per_point: int = 2) -> Space:
     grid = lattice(low, high, factor)
-    return Space(grid, coarse_levels(grid, coarse), max_cells, max_repeats, cells_per_point)
+    return Space(grid, coarse_levels(grid, coarse), max_cells, max_repeats, points_per_step,
+                 cells_per_point)
 
 
 @dataclass(frozen=True)
@@ -210,8 +217,12 @@ def next_step(space: Space, levels: Mapping[int, Level], number: int = 1) -> Ste
     open_ = [c for c, s in signs.items() if s == "?" and (last_pay is None or c > last_pay)
              and (first_loss is None or c < first_loss)]
     if open_:
-        return step([(c, levels[c].repeats) for c in open_],
-                    f"interval straddles 0 at {_fmt(open_)}: one more repeat each")
+        more = {c: min(space.points_per_step, space.max_repeats - levels[c].repeats)
+                for c in open_}
+        what = ("one more repeat each" if max(more.values()) == 1
+                else f"up to {max(more.values())} more repeats each")
+        return step([(c, levels[c].repeats + i) for c in open_ for i in range(more[c])],
+                    f"interval straddles 0 at {_fmt(open_)}: {what}")
     if first_loss is None:
         higher = [c for c in space.coarse if c > max(levels)]
         if higher:
@@ -225,9 +236,12 @@ def next_step(space: Space, levels: Mapping[int, Level], number: int = 1) -> Ste
     if not between:
         return step([], f"pays at c={last_pay}, stops paying at c={first_loss}: neighbouring "
                     "levels of the lattice", BRACKETED)
-    mid = nearest(between, math.sqrt(last_pay * first_loss))
-    return step([(mid, 0)], f"pays at c={last_pay}, stops paying at c={first_loss}: bisect "
-                f"at c={mid}")
+    k = space.points_per_step
+    ratio = first_loss / last_pay
+    picks = sorted({nearest(between, last_pay * ratio ** (t / (k + 1))) for t in range(1, k + 1)})
+    how = f"bisect at c={picks[0]}" if k == 1 else f"{k + 1}-section at {_fmt(picks)}"
+    return step([(c, 0) for c in picks], f"pays at c={last_pay}, stops paying at "
+                f"c={first_loss}: {how}")
 
 
 def replay(space: Space, measured: Mapping[Point, Measured]) -> list[Step]:

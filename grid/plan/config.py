@@ -249,6 +249,9 @@ class SearchConfig:
     max_repeats: int = 3
     """A level whose interval straddles 0 is measured again (load.repeat) up to this many
     times in all; after that its point estimate's sign decides."""
+    points_per_step: int = 1
+    """Levels one bisection step measures (k-section) and repeats an undecided level gets at
+    once: more cells per step for fewer steps; each step starts each variant's server once."""
 
 
 @dataclass
@@ -422,6 +425,7 @@ _RANGES: dict[str, str] = {
     "grid.search.max_cells": ">= 2",
     "grid.search.coarse_levels": ">= 2",
     "grid.search.max_repeats": ">= 1",
+    "grid.search.points_per_step": ">= 1",
     # slo
     "slo.ttft_ms": "> 0",
     "slo.tpot_ms": "> 0",

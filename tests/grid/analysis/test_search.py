@@ -155,3 +155,19 @@ def test_resume_replays_the_same_trace():
     # The finished search from exactly the points it chose: the same trace, nothing new.
     again = replay(space(), {p: data[p] for p in chosen})
     assert again == full and again[-1].stop == BRACKETED and again[-1].points == ()
+
+
+def test_more_points_per_step_trade_cells_for_steps():
+    data = curve(lambda c: 0.3 if c <= 40 else -0.3)
+    steps = replay(make_space(1, 256, math.sqrt(2), 5, 64, 3, points_per_step=3), data)
+    # after the climb to 64 the bracket (16, 64) holds 23 32 45 (16 x 4^(t/4) for t = 1, 2, 3
+    # = 22.6, 32, 45.3): one 4-section measures all three, and 32 (+), 45 (-) bracket it.
+    assert points_by_step(steps) == [[(1, 0), (4, 0), (16, 0)], [(64, 0)],
+                                     [(23, 0), (32, 0), (45, 0)], []]
+    assert "4-section at c=23, c=32, c=45" in steps[2].why
+    assert steps[-1].stop == BRACKETED and steps[-1].bracket == (32, 45)
+    assert steps[-1].cells_before == 14  # one point more than bisection, one step fewer
+    # an undecided level gets its remaining repeats at once (3 in all): 1 4 16 flat at +0.1 %
+    flat = replay(make_space(1, 256, math.sqrt(2), 5, 64, 3, points_per_step=3),
+                  curve(lambda c: 0.001, lambda c: 0.05))
+    assert points_by_step(flat)[1] == [(1, 1), (1, 2), (4, 1), (4, 2), (16, 1), (16, 2)]

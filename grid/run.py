@@ -55,6 +55,7 @@ from grid.plan.search import (
     search_space,
     step_plan,
     universe_grid,
+    with_repeats,
 )
 from grid.report import write_report
 from grid.store.ledger import DriverLock, RunLockedError
@@ -187,6 +188,8 @@ def make_plan(overrides: list[str]) -> _Planned:
         space = search_space(cfg) if search_kind(cfg) else None
         grid_cfg = cfg if space is None else universe_grid(cfg, space)
         cells, workloads = compose_cells(grid_cfg, line.fixed, _compose)
+        if space is not None:
+            cells = with_repeats(cells, workloads, space)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
     plan = build_plan(cfg, cells, workloads, results_dir)
     setup = None if space is None else search_setup(space, plan.cells)

@@ -6,6 +6,7 @@ the loop that runs them is grid/execute/search.py."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from grid.analysis.search import Point, Space, Step, make_space, next_step
 from grid.plan.build import Plan
-from grid.plan.cells import Cell, group_by_server
+from grid.plan.cells import Cell, group_by_server, make_cell
+from grid.plan.workloads import WorkloadPlan
 
 SEARCH_KINDS = ("crossover",)
 """What `grid.search.kind` can ask (None: no search). `threshold` is not implemented."""
@@ -68,13 +70,30 @@ def search_space(cfg: DictConfig) -> Space:
 
 
 def universe_grid(cfg: DictConfig, space: Space) -> DictConfig:
-    """The config whose grid holds every cell the search may choose: the grid's own axes
-    (variant, workload) x the lattice x the repeat indices."""
+    """The config whose grid holds the first repeat of every cell the search may choose: the
+    grid's own axes (variant, workload) x the lattice (`with_repeats` adds the others)."""
     out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     assert isinstance(out, DictConfig)
     axes: dict[str, Any] = OmegaConf.to_container(cfg.grid.axes, resolve=True)  # type: ignore[assignment]
-    out.grid.axes = {**axes, "concurrency": list(space.lattice),
-                     "repeat": list(range(space.max_repeats))}
+    out.grid.axes = {**axes, "concurrency": list(space.lattice), "repeat": [0]}
+    return out
+
+
+def with_repeats(cells: Sequence[Cell], workloads: WorkloadPlan, space: Space) -> list[Cell]:
+    """Each cell with its repeats 1 .. max_repeats - 1: the composed config with load.repeat
+    set, made into a cell by the same rule (make_cell) as a composed `++load.repeat=k` (the
+    repeat is a plain value nothing else interpolates; composing each would cost a Hydra
+    compose per cell). Alignments follow the cells."""
+    out = list(cells)
+    for cell in cells:
+        for k in range(1, space.max_repeats):
+            config = copy.deepcopy(cell.config)
+            config["load"]["repeat"] = k
+            twin = make_cell({**cell.factors, "repeat": k}, config, cell.prompts_digest,
+                             cell.engine_version)
+            if cell.cell_id in workloads.alignments:
+                workloads.alignments[twin.cell_id] = workloads.alignments[cell.cell_id]
+            out.append(twin)
     return out
 
 

@@ -68,3 +68,14 @@ def test_search_cells_are_the_dense_grid_cells():
     # lattice 1 2 3 4 (x baseline, eagle3), repeats 0..2: the repeat-0 cells are the dense ones
     assert repeat0 == {c.cell_id for c in dense.plan.cells}
     assert len(search.search.points) == 4 * 3
+
+
+def test_derived_repeats_are_the_composed_repeats():
+    # The search composes repeat 0 of each level and derives repeats 1, 2 (with_repeats); a
+    # grid that composes all three through Hydra must give the same cell ids.
+    search = make_plan([*SEARCH, "grid.search.concurrency=[1,2]"])
+    dense = make_plan(["+sweep=concurrency", "load.concurrency=1,2", "grid.axes.repeat=[0,1,2]"])
+    assert search.search is not None
+    ids = {c.cell_id for cells in search.search.points.values() for c in cells}
+    assert len(ids) == 2 * 2 * 3
+    assert ids == {c.cell_id for c in dense.plan.cells}

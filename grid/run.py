@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra import compose, initialize_config_dir
@@ -259,12 +260,18 @@ def _search(planned: _Planned, record: RunRecord, echo: Callable[[str], None]
         echo(f"warning: {warning}")
     slo = Slo(cfg.slo.ttft_ms, cfg.slo.tpot_ms, cfg.slo.e2e_ms)
 
+    keep: list[Any] = []  # one controller for every step: it holds the last server running
+
     def run_cells(cells: list[Cell]) -> int:
         echo(f"running {len(cells)} cell(s): " + ", ".join(c.describe() for c in cells))
-        return _run_cells(cfg, step_plan(plan, cells), record, cells, echo)
+        return _run_cells(cfg, step_plan(plan, cells), record, cells, echo, keep)
 
-    outcome = run_search(setup, plan.run_dir, record, slo, run_cells, echo,
-                         bool(cfg.run.retry_failed))
+    try:
+        outcome = run_search(setup, plan.run_dir, record, slo, run_cells, echo,
+                             bool(cfg.run.retry_failed))
+    finally:
+        if keep:
+            keep[0].release()
     return outcome.code, outcome.cells
 
 
@@ -308,7 +315,10 @@ def _cells_to_run(record: RunRecord, cells: Sequence[Cell], retry_failed: bool,
 
 
 def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
-               echo: Callable[[str], None]) -> int:
+               echo: Callable[[str], None], keep: list[Any] | None = None) -> int:
+    """Run `todo` with the controller. `keep` (a search's steps): the controller is made once,
+    kept in the list, and holds its last server running for the next call; the caller
+    releases it."""
     # Imported here: planning and bad-input checks must not pay for importing Ray.
     from grid.execute.cluster import connect
     from grid.execute.controller import Controller, Interrupted
@@ -326,13 +336,22 @@ def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
         estimates = [plan.cell_seconds(c) for g in group_by_server(todo) for c in g.cells]
         with Progress(len(todo), estimates, live=live,
                       echo=None if live else echo) as progress:
-            Controller(plan, record, max_error_rate=float(cfg.run.max_error_rate),
-                       metrics_interval_s=cfg.run.metrics_interval_s, echo=progress.echo,
-                       progress=progress,
-                       telemetry_interval_s=cfg.run.telemetry_interval_s,
-                       node_gpus=node_gpus).run(todo)
+            ctl = keep[0] if keep else None
+            if ctl is None:
+                ctl = Controller(plan, record, max_error_rate=float(cfg.run.max_error_rate),
+                                 metrics_interval_s=cfg.run.metrics_interval_s,
+                                 echo=progress.echo, progress=progress,
+                                 telemetry_interval_s=cfg.run.telemetry_interval_s,
+                                 node_gpus=node_gpus, hold_last=keep is not None)
+                if keep is not None:
+                    keep.append(ctl)
+            else:  # a search's next step on the same controller (its held server)
+                ctl.plan, ctl.echo, ctl.progress = plan, progress.echo, progress
+            ctl.run(todo)
         return 0
     except (Interrupted, KeyboardInterrupt):
+        if keep:
+            keep[0].release()
         record.interrupt_running("driver interrupted")
         return EXIT_INTERRUPTED
     except ResultsWriteError as e:

@@ -78,6 +78,7 @@ def run_search(setup: SearchSetup, run_dir: Path, record: RunRecord, slo: Slo,
     with the controller and returns 0 (or the exit code of an interruption)."""
     tried: set[Point] = set()
     shown = 0
+    last_variant: str | None = None  # its server may still run: its cells go first
     while True:
         measured = measured_points(run_dir, setup, slo)
         steps = replay(setup.space, measured)
@@ -95,7 +96,8 @@ def run_search(setup: SearchSetup, run_dir: Path, record: RunRecord, slo: Slo,
                  f"(budget {setup.space.max_cells})")
             return SearchOutcome(0, steps, cells)
         missing = [p for p in last.points if p not in measured]
-        todo = [c for c in setup.cells_of(missing) if record.status(c.cell_id) != "done"
+        todo = [c for c in setup.cells_of(missing, last_variant)
+                if record.status(c.cell_id) != "done"
                 and (retry_failed or record.status(c.cell_id) != "failed")]
         if any(p in tried for p in missing) or not todo:
             # A cell of this step failed (or is skipped): the search cannot go on from it.
@@ -107,5 +109,6 @@ def run_search(setup: SearchSetup, run_dir: Path, record: RunRecord, slo: Slo,
         write_trace(run_dir, setup, steps)
         tried.update(missing)
         code = run_cells(todo)
+        last_variant = todo[-1].variant
         if code:
             return SearchOutcome(code, steps, cells)

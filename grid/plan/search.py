@@ -107,10 +107,12 @@ class SearchSetup:
     variant: str
     workload: str
 
-    def cells_of(self, points: Sequence[Point]) -> list[Cell]:
-        """The points' cells, the baseline's first, each server's cells in ascending load."""
+    def cells_of(self, points: Sequence[Point], first: str | None = None) -> list[Cell]:
+        """The points' cells, each server's in ascending load: variant `first` first (the one
+        whose server is still running from the previous step), else the baseline."""
         cells = [c for p in sorted(points) for c in self.points[p]]
-        return sorted(cells, key=lambda c: (c.variant != BASELINE, c.variant))
+        lead = first if first is not None else BASELINE
+        return sorted(cells, key=lambda c: c.variant != lead)
 
     def first_step(self) -> Step:
         return next_step(self.space, {})

@@ -8,11 +8,13 @@ decision.json, and the search's bracket and stop reason from its search.json.
 
 Both runs use the same cell settings (those of +sweep=concurrency: 4 requests per stream, 96
 output tokens unless --max-new-tokens), so the search's cells are cells the dense grid also
-holds. To fit a 2-core machine the simulator can run faster than modelled time
+holds. Both variants run up to 256 requests at once (--max-running; the shipped variants cap
+the running batch at 64, beyond which a grid to 256 measures the same batch and a queue). To
+fit a 2-core machine the simulator can run faster than modelled time
 (--time-scale 0.25: each modelled step sleeps a quarter of its duration; the ratios between
 variants are what the crossover reads, the absolute tok/s are 4x the modelled ones).
 
-    python bench/search_vs_dense.py --time-scale 0.25 --max-new-tokens 32
+    python bench/search_vs_dense.py --max-new-tokens 32
     python bench/search_vs_dense.py --profiles h200:llama3.1-8b
 """
 
@@ -91,11 +93,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--time-scale", type=float, default=1.0,
                     help="engine.sim_args.time_scale of every server (1 = modelled time)")
     ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--max-running", type=int, default=256,
+                    help="variant.args.max_running_requests of both variants (the shipped "
+                         "variants cap at 64: above it a grid to 256 measures queueing, the "
+                         "running batch stays 64)")
     ap.add_argument("--out", type=Path, default=None, help="keep the run folders here")
     ns = ap.parse_args(argv)
     levels = ",".join(str(c) for c in lattice(1, 256, math.sqrt(2)))
     common = [f"++engine.sim_args.time_scale={ns.time_scale}",
-              f"workload.max_new_tokens={ns.max_new_tokens}"]
+              f"workload.max_new_tokens={ns.max_new_tokens}",
+              f"variant.args.max_running_requests={ns.max_running}"]
     folder = ns.out or Path(tempfile.mkdtemp(prefix="search-vs-dense-"))
     folder.mkdir(parents=True, exist_ok=True)
     print(f"run folders: {folder}")

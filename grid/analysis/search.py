@@ -13,8 +13,9 @@ repeats, with its 95 % bootstrap interval, as grid/analysis/decision.py computes
 1. coarse: the coarse levels (log-spaced over the range) up to the range's geometric middle,
    cheapest first (a cell's requests grow with its concurrency);
 2. each measured level gets a sign: `+` (interval above 0), `-` (below 0), `?` (straddles 0
-   and fewer than max_repeats repeats) or, with max_repeats spent, the sign of its point
-   estimate (as decision.crossover_of reads it);
+   wider than ±min_effect, with fewer than max_repeats repeats) or, with max_repeats spent or
+   the interval within ±min_effect, the sign of its point estimate (as decision.crossover_of
+   reads it);
 3. the crossover is where it first stops paying: j = the lowest `-` level, i = the highest `+`
    below it. `?` levels that decide where i or j lie get one more repeat each; with no `-` the
    search climbs to the next coarse level (stop `above_range` at the top); with no `+` below
@@ -63,6 +64,10 @@ class Space:
     max_cells: int
     max_repeats: int
     """Repeats of one level at most (repeat indices 0 .. max_repeats - 1)."""
+    min_effect: float = 0.0
+    """A level whose interval straddles 0 but lies within ±min_effect is a tie: its point
+    estimate's sign decides at once (a repeat would narrow an interval that already says the
+    speedup is too small to matter); only wider intervals get repeats."""
     points_per_step: int = 1
     """Bisection places up to this many levels per step (evenly in log load between the
     bracket's ends: a k-section) and an undecided level gets up to this many repeats at once:
@@ -96,10 +101,11 @@ def coarse_levels(grid: Sequence[int], count: int) -> tuple[int, ...]:
 
 
 def make_space(low: int, high: int, factor: float, coarse: int, max_cells: int,
-               max_repeats: int, points_per_step: int = 1, cells_per_point: int = 2) -> Space:
+               max_repeats: int, points_per_step: int = 1, min_effect: float = 0.0,
+               cells_per_point: int = 2) -> Space:
     grid = lattice(low, high, factor)
-    return Space(grid, coarse_levels(grid, coarse), max_cells, max_repeats, points_per_step,
-                 cells_per_point)
+    return Space(grid, coarse_levels(grid, coarse), max_cells, max_repeats, min_effect,
+                 points_per_step, cells_per_point)
 
 
 @dataclass(frozen=True)
@@ -170,14 +176,16 @@ class Step:
         return out
 
 
-def sign(level: Level, max_repeats: int) -> str:
+def sign(level: Level, max_repeats: int, min_effect: float = 0.0) -> str:
     if level.lo > 0:
         return "+"
     if level.hi < 0:
         return "-"
-    if level.repeats < max_repeats:
+    tie = -min_effect <= level.lo and level.hi <= min_effect  # narrow: too small to matter
+    if level.repeats < max_repeats and not tie:
         return "?"
-    return "+p" if level.speedup > 0 else "-p"  # repeats spent: the point estimate decides
+    # repeats spent, or a tie: the point estimate decides
+    return "+p" if level.speedup > 0 else "-p"
 
 
 def _fmt(loads: Iterable[int]) -> str:
@@ -187,7 +195,7 @@ def _fmt(loads: Iterable[int]) -> str:
 def next_step(space: Space, levels: Mapping[int, Level], number: int = 1) -> Step:
     """The search's next step from the levels measured so far (module docstring)."""
     used = sum(lv.repeats for lv in levels.values()) * space.cells_per_point
-    signs = {c: sign(levels[c], space.max_repeats) for c in sorted(levels)}
+    signs = {c: sign(levels[c], space.max_repeats, space.min_effect) for c in sorted(levels)}
     pays = [c for c, s in signs.items() if s.startswith("+")]
     loses = [c for c, s in signs.items() if s.startswith("-")]
     first_loss = loses[0] if loses else None

@@ -249,6 +249,9 @@ class SearchConfig:
     max_repeats: int = 3
     """A level whose interval straddles 0 is measured again (load.repeat) up to this many
     times in all; after that its point estimate's sign decides."""
+    min_effect: float = 0.05
+    """A speedup interval that straddles 0 within ±min_effect (5 %) is a tie, decided by its
+    point estimate without repeats: only intervals too wide to decide get repeats."""
     points_per_step: int = 1
     """Levels one bisection step measures (k-section) and repeats an undecided level gets at
     once: more cells per step for fewer steps; each step starts each variant's server once."""
@@ -426,6 +429,7 @@ _RANGES: dict[str, str] = {
     "grid.search.coarse_levels": ">= 2",
     "grid.search.max_repeats": ">= 1",
     "grid.search.points_per_step": ">= 1",
+    "grid.search.min_effect": "[0, 1]",
     # slo
     "slo.ttft_ms": "> 0",
     "slo.tpot_ms": "> 0",

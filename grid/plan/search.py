@@ -66,7 +66,7 @@ def search_space(cfg: DictConfig) -> Space:
     s = cfg.grid.search
     low, high = (int(b) for b in s.concurrency)
     return make_space(low, high, float(s.resolution), int(s.coarse_levels), int(s.max_cells),
-                      int(s.max_repeats), int(s.points_per_step))
+                      int(s.max_repeats), int(s.points_per_step), float(s.min_effect))
 
 
 def universe_grid(cfg: DictConfig, space: Space) -> DictConfig:

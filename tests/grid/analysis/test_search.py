@@ -171,3 +171,16 @@ def test_more_points_per_step_trade_cells_for_steps():
     flat = replay(make_space(1, 256, math.sqrt(2), 5, 64, 3, points_per_step=3),
                   curve(lambda c: 0.001, lambda c: 0.05))
     assert points_by_step(flat)[1] == [(1, 1), (1, 2), (4, 1), (4, 2), (16, 1), (16, 2)]
+
+
+def test_a_narrow_interval_around_zero_is_a_tie_without_repeats():
+    # +0.1 % everywhere with replicates spread 1 %: one repeat's interval is about
+    # ±1.96 x √2 x 1 % = ±2.8 %, straddling 0 but within ±5 %: a tie, its point estimate (+)
+    # decides at once, so the search climbs without repeats: 1 4 16, 64, 256 = 10 cells.
+    flat = curve(lambda c: 0.001, lambda c: 0.01)
+    steps = replay(make_space(1, 256, math.sqrt(2), 5, 64, 3, min_effect=0.05), flat)
+    assert points_by_step(steps) == [[(1, 0), (4, 0), (16, 0)], [(64, 0)], [(256, 0)], []]
+    assert steps[-1].stop == ABOVE_RANGE and steps[-1].cells_before == 10
+    assert set(steps[-1].signs.values()) == {"+p"}
+    # without min_effect the same levels are repeated first
+    assert points_by_step(replay(space(), flat))[1] == [(1, 1), (4, 1), (16, 1)]

@@ -75,7 +75,8 @@ def run_search(setup: SearchSetup, run_dir: Path, record: RunRecord, slo: Slo,
                run_cells: Callable[[list[Cell]], int], echo: Callable[[str], None],
                retry_failed: bool = True) -> SearchOutcome:
     """Alternate replay and measurement until the search stops; `run_cells(cells)` runs cells
-    with the controller and returns 0 (or the exit code of an interruption)."""
+    with the controller and returns 0 (or the exit code of an interruption). Each step's cells
+    begin with the variant that ended the previous step, whose server the controller keeps."""
     tried: set[Point] = set()
     shown = 0
     last_variant: str | None = None  # its server may still run: its cells go first

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,7 +165,3 @@ def search_lines(setup: SearchSetup, dense_cells: int | None = None) -> list[str
         "below); later steps follow from the committed cells",
     ]
 
-
-def point_map(setup: SearchSetup) -> Mapping[str, Point]:
-    """Cell id -> its point."""
-    return {c.cell_id: p for p, cells in setup.points.items() for c in cells}

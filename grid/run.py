@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import hydra
 from hydra import compose, initialize_config_dir
@@ -45,6 +46,18 @@ from grid.plan.overrides import (
     parse_overrides,
     recorded_overrides,
 )
+from grid.plan.search import (
+    SearchError,
+    SearchSetup,
+    check_search,
+    search_kind,
+    search_lines,
+    search_setup,
+    search_space,
+    step_plan,
+    universe_grid,
+    with_repeats,
+)
 from grid.report import write_report
 from grid.store.ledger import DriverLock, RunLockedError
 from grid.store.record import RunRecord
@@ -63,7 +76,7 @@ CONF_DIR = _conf_dir()
 EXIT_FAILED_CELLS = 3
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
-BAD_INPUT = (ConfigError, ValueError, FileNotFoundError, hydra.errors.HydraException,
+BAD_INPUT = (ConfigError, SearchError, ValueError, FileNotFoundError, hydra.errors.HydraException,
              OmegaConfBaseException)
 """What composing and planning raise for input that cannot run: one line, exit 2."""
 
@@ -117,6 +130,11 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
         _error(e)
         return RunOutcome(EXIT_BAD_INPUT)
     if plan.cfg.plan:
+        if plan.search is not None:  # the search's first step and its budget
+            first = plan.search.cells_of(plan.search.first_step().points)
+            echo("\n".join(search_lines(plan.search)))
+            echo(format_plan(step_plan(plan.plan, first)))
+            return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in first])
         echo(format_plan(plan.plan))
         return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in plan.plan.cells])
     try:
@@ -137,6 +155,8 @@ class _Planned:
     cfg: DictConfig
     plan: Plan
     overrides: list[str]
+    search: SearchSetup | None = None
+    """An adaptive search (grid.search.kind): `plan` holds every cell it may choose."""
 
 
 @contextmanager
@@ -165,9 +185,16 @@ def make_plan(overrides: list[str]) -> _Planned:
     with _hydra() as app:
         line = parse_overrides(overrides, _group_options(app))
         cfg = compose_grid(line, _compose)
-        cells, workloads = compose_cells(cfg, line.fixed, _compose)
+        check_search(cfg)
+        space = search_space(cfg) if search_kind(cfg) else None
+        grid_cfg = cfg if space is None else universe_grid(cfg, space)
+        cells, workloads = compose_cells(grid_cfg, line.fixed, _compose)
+        if space is not None:
+            cells = with_repeats(cells, workloads, space)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
-    return _Planned(cfg, build_plan(cfg, cells, workloads, results_dir), overrides)
+    plan = build_plan(cfg, cells, workloads, results_dir)
+    setup = None if space is None else search_setup(space, plan.cells)
+    return _Planned(cfg, plan, overrides, setup)
 
 
 def _display(args: argparse.Namespace, overrides: list[str]) -> int:
@@ -192,12 +219,16 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
         record = RunRecord(plan.run_dir, plan.run_id)
         try:
             write_run_record(plan.run_dir, recorded_overrides(planned.overrides))
-            _recover(record, plan.cells, echo)
-            todo = _cells_to_run(record, plan.cells, cfg.run.retry_failed, echo)
-            for warning in plan.warnings:
-                echo(f"warning: {warning}")
-            code = _run_cells(cfg, plan, record, todo, echo) if todo else 0
-            counts = record.counts(c.cell_id for c in plan.cells)
+            if planned.search is not None:
+                code, cells = _search(planned, record, echo)
+            else:
+                cells = plan.cells
+                _recover(record, plan.cells, echo)
+                todo = _cells_to_run(record, plan.cells, cfg.run.retry_failed, echo)
+                for warning in plan.warnings:
+                    echo(f"warning: {warning}")
+                code = _run_cells(cfg, plan, record, todo, echo) if todo else 0
+            counts = record.counts(c.cell_id for c in cells)
         finally:
             # No cell stays `running` once the driver leaves, whatever the path (SIGKILL
             # aside: the next start recovers those).
@@ -213,7 +244,35 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
              f"retry them with: {resume}")
         code = code or EXIT_FAILED_CELLS
     echo(f"results: {plan.run_dir}")
-    return RunOutcome(code, plan.run_dir, [c.cell_id for c in plan.cells], counts)
+    return RunOutcome(code, plan.run_dir, [c.cell_id for c in cells], counts)
+
+
+def _search(planned: _Planned, record: RunRecord, echo: Callable[[str], None]
+            ) -> tuple[int, list[Cell]]:
+    """An adaptive search: each step's cells run with the normal controller
+    (grid/execute/search.py); returns the exit code and every cell the search chose."""
+    from grid.execute.search import run_search
+
+    cfg, plan, setup = planned.cfg, planned.plan, planned.search
+    assert setup is not None
+    _recover(record, [], echo)
+    for warning in plan.warnings:
+        echo(f"warning: {warning}")
+    slo = Slo(cfg.slo.ttft_ms, cfg.slo.tpot_ms, cfg.slo.e2e_ms)
+
+    keep: list[Any] = []  # one controller for every step: it holds the last server running
+
+    def run_cells(cells: list[Cell]) -> int:
+        echo(f"running {len(cells)} cell(s): " + ", ".join(c.describe() for c in cells))
+        return _run_cells(cfg, step_plan(plan, cells), record, cells, echo, keep)
+
+    try:
+        outcome = run_search(setup, plan.run_dir, record, slo, run_cells, echo,
+                             bool(cfg.run.retry_failed))
+    finally:
+        if keep:
+            keep[0].release()
+    return outcome.code, outcome.cells
 
 
 def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None]) -> None:
@@ -256,7 +315,10 @@ def _cells_to_run(record: RunRecord, cells: Sequence[Cell], retry_failed: bool,
 
 
 def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
-               echo: Callable[[str], None]) -> int:
+               echo: Callable[[str], None], keep: list[Any] | None = None) -> int:
+    """Run `todo` with the controller. `keep` (a search's steps): the controller is made once,
+    kept in the list, and holds its last server running for the next call; the caller
+    releases it."""
     # Imported here: planning and bad-input checks must not pay for importing Ray.
     from grid.execute.cluster import connect
     from grid.execute.controller import Controller, Interrupted
@@ -274,13 +336,22 @@ def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
         estimates = [plan.cell_seconds(c) for g in group_by_server(todo) for c in g.cells]
         with Progress(len(todo), estimates, live=live,
                       echo=None if live else echo) as progress:
-            Controller(plan, record, max_error_rate=float(cfg.run.max_error_rate),
-                       metrics_interval_s=cfg.run.metrics_interval_s, echo=progress.echo,
-                       progress=progress,
-                       telemetry_interval_s=cfg.run.telemetry_interval_s,
-                       node_gpus=node_gpus).run(todo)
+            ctl = keep[0] if keep else None
+            if ctl is None:
+                ctl = Controller(plan, record, max_error_rate=float(cfg.run.max_error_rate),
+                                 metrics_interval_s=cfg.run.metrics_interval_s,
+                                 echo=progress.echo, progress=progress,
+                                 telemetry_interval_s=cfg.run.telemetry_interval_s,
+                                 node_gpus=node_gpus, hold_last=keep is not None)
+                if keep is not None:
+                    keep.append(ctl)
+            else:  # a search's next step on the same controller (its held server)
+                ctl.plan, ctl.echo, ctl.progress = plan, progress.echo, progress
+            ctl.run(todo)
         return 0
     except (Interrupted, KeyboardInterrupt):
+        if keep:
+            keep[0].release()
         record.interrupt_running("driver interrupted")
         return EXIT_INTERRUPTED
     except ResultsWriteError as e:

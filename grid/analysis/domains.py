@@ -73,7 +73,7 @@ def workload_speedups(cells: pd.DataFrame, baseline: str = "baseline") -> pd.Dat
     done = cells[(cells.status == "done") & cells.rate.isna()].copy()
     for col in ("variant", "workload"):
         done[col] = done[col].astype(str)
-    # repeats of a baseline point: their mean
+    # The baseline's mean over its repeats (the `repeat` axis) at each workload and load.
     base = done[done.variant == baseline].groupby(["workload", "concurrency"]).output_tok_s.mean()
     rows = []
     for _, row in done[done.accept_length.notna()].iterrows():

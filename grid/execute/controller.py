@@ -89,16 +89,33 @@ class Controller:
     """This run's API key for servers that bind beyond loopback without engine.api_key
     (LaunchSpec.with_run_key); it reaches the ServerActors and LoadGenActors through Ray, in
     their specs, and is never recorded."""
+    hold_last: bool = False
+    """Keep the last group's server (and its placement, load generators) running after `run`
+    for a next `run` that begins with the same server: an adaptive search's next step
+    (grid/execute/search.py) extends a running server instead of starting it again. One
+    server at a time only; `release` stops it."""
     total: int = 0
     started: int = 0
+    parked: GroupRun | None = field(default=None, repr=False)
 
     def run(self, cells: Sequence[Cell]) -> None:
         """Run `cells` (the ones still to do), grouped by server, groups in grid order, up to
         `plan.max_parallel_servers` groups at a time."""
-        self.total = len(cells)
+        self.total, self.started = len(cells), 0
         if self.plan.workloads is not None:  # the prompts the run sends, with their sources
             record_workloads(self.plan.run_dir, self.plan.workloads.sets)
-        waiting = deque(GroupRun(self, group) for group in group_by_server(cells))
+        runs: list[GroupRun] = []
+        for group in group_by_server(cells):
+            parked = self.parked
+            if not runs and parked is not None and parked.group.server_key == group.server_key:
+                parked.group, self.parked = group, None
+                runs.append(parked)
+            else:
+                self.release()  # its GPUs go to the next server
+                runs.append(GroupRun(self, group))
+        if runs and self.hold_last and self.plan.max_parallel_servers == 1:
+            runs[-1].hold = True
+        waiting = deque(runs)
         active: dict[GroupRun, tuple[Steps[None], Wait, float | None]] = {}
         try:
             while waiting or active:
@@ -128,6 +145,12 @@ class Controller:
             # stops its server and load generators (its running cell is marked interrupted).
             for steps, _, _ in active.values():
                 steps.close()
+
+    def release(self) -> None:
+        """Stop the server `hold_last` kept running, if any."""
+        parked, self.parked = self.parked, None
+        if parked is not None:
+            parked.close()
 
     def _advance(self, active: dict[GroupRun, tuple[Steps[None], Wait, float | None]],
                  run: GroupRun, steps: Steps[None], error: BaseException | None = None) -> None:
@@ -163,15 +186,29 @@ class GroupRun:
         self.loadgens_verified = False
         self.failed_starts = 0
         self.last_start_error: ServerDown | None = None
+        self.hold = False
+        """Park the group (server running) in its controller when its cells are done."""
 
     def steps(self) -> Steps[None]:
-        """The group's whole life: reserve, run its cells in order, release."""
+        """The group's whole life: reserve, run its cells in order, release (or, held, stay
+        reserved and running for the controller's next `run`)."""
+        held = False
         try:
-            yield from self._reserve()
+            if self.pg is None:  # a parked group is still reserved
+                yield from self._reserve()
             for cell in self.group.cells:
                 yield from self._run_cell(cell)
+            held = self.hold and self.unplaceable is None and self.server is not None
         finally:
-            self._close()
+            if held:
+                self.hold, self.ctl.parked = False, self
+            else:
+                self.close()
+
+    def close(self) -> None:
+        """Stop the server and load generators and release the placement group."""
+        self._close()
+        self.pg = None
 
     # --- resources -----------------------------------------------------------------------------
     def _reserve(self) -> Steps[None]:

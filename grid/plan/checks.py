@@ -285,7 +285,8 @@ def sim_envelope(cell: Cell, prompts: Sequence[Prompt] | None = None) -> str | N
 def _loads(cells: Sequence[Cell]) -> str:
     """`c=1,2,4` / `2/s` / a workload: the loads of cells, short."""
     loads = [f"{c.concurrency:g}" if c.concurrency else f"{c.rate:g}/s" for c in cells]
-    return ("c=" if cells[0].concurrency else "") + ",".join(loads)
+    # each load once: the repeats of a level are the same load
+    return ("c=" if cells[0].concurrency else "") + ",".join(dict.fromkeys(loads))
 
 
 def envelope_warnings(cells: Sequence[Cell],

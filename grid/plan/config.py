@@ -234,6 +234,34 @@ class LoadConfig:
 
 
 @dataclass
+class SearchConfig:
+    """An adaptive search instead of a listed load axis (docs/search.md)."""
+
+    kind: str | None = None
+    """None (off: the grid is the axes) or `crossover`: find where the grid's one speculative
+    variant stops paying against the baseline (SearchKind; `threshold` is not implemented)."""
+    concurrency: list[int] = field(default_factory=lambda: [1, 256])
+    """[lowest, highest] concurrency the search may measure (closed loop only)."""
+    resolution: float = 1.4142135623730951
+    """Factor between neighbouring loads of the search's lattice (√2: 1 2 3 4 6 8 11 16 ...);
+    the crossover is bracketed when it lies between two neighbours."""
+    max_cells: int = 16
+    """Cell budget of the search (both variants' cells counted, repeats too)."""
+    coarse_levels: int = 5
+    """Log-spaced levels measured first, range ends included (1 4 16 64 256 for [1, 256]),
+    the lower half at once and the rest only while speculation still pays."""
+    max_repeats: int = 3
+    """A level whose interval straddles 0 is measured again (load.repeat) up to this many
+    times in all; after that its point estimate's sign decides."""
+    min_effect: float = 0.05
+    """A speedup interval that straddles 0 within ±min_effect (5 %) is a tie, decided by its
+    point estimate without repeats: only intervals too wide to decide get repeats."""
+    points_per_step: int = 1
+    """Levels one bisection step measures (k-section) and repeats an undecided level gets at
+    once: more cells per step for fewer steps; each step starts each variant's server once."""
+
+
+@dataclass
 class GridAxes:
     axes: dict[str, Any] = field(default_factory=dict)
     """Axis name -> list of values. `variant`, `workload`, `model`, `engine` pick config
@@ -249,6 +277,8 @@ class GridAxes:
     exclusive_node: bool = True
     """One server per node: a server reserves all GPUs of its node (it still uses tp_size of
     them). False packs servers on GPU subsets of one node (two TP4 servers on an 8-GPU node)."""
+    search: SearchConfig = field(default_factory=SearchConfig)
+    """Adaptive search over load (grid/analysis/search.py): the search chooses the loads."""
 
 
 @dataclass
@@ -406,6 +436,13 @@ _RANGES: dict[str, str] = {
     "run.max_error_rate": "[0, 1]",
     "run.metrics_interval_s": "> 0",
     "run.telemetry_interval_s": "> 0",
+    # grid.search (kind and range: grid/plan/search.py)
+    "grid.search.resolution": "> 1",
+    "grid.search.max_cells": ">= 2",
+    "grid.search.coarse_levels": ">= 2",
+    "grid.search.max_repeats": ">= 1",
+    "grid.search.points_per_step": ">= 1",
+    "grid.search.min_effect": "[0, 1]",
     # slo
     "slo.ttft_ms": "> 0",
     "slo.tpot_ms": "> 0",

@@ -20,6 +20,7 @@ from grid.report.data import DECISION_FILE, load_run
 from grid.report.html import compare_html, run_html
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
+from grid.report.search import load_trace
 from grid.report.text import domain_acceptance, summary_table, summary_text
 
 __all__ = ["Report", "domain_acceptance", "load_run", "main", "run_summary", "summary_table",
@@ -70,6 +71,8 @@ def decision_json(data: RunData) -> dict:
         # flight); this adds what only their rounds show: by context length.
         **({"conversations": conv} if (conv := findings(data.turns, data.baseline)) else {}),
         **({"alignment_vs_acceptance": rel} if (rel := alignment.decision(data)) else {}),
+        # An adaptive search (grid.search.kind): every step, why, and why it stopped.
+        **({"search": trace} if (trace := load_trace(data.run_dir)) else {}),
     }
 
 

@@ -1,0 +1,141 @@
+"""The adaptive crossover search against a dense grid, on the simulator (SIMULATION numbers):
+for each profile, `python -m grid.run` once with a dense concurrency grid over 1..256 in √2
+steps (16 levels x baseline, EAGLE-3 = 32 cells) and once with `+sweep=crossover_search` over
+the same range, each into its own fresh run folder; prints cells, wall time (the whole command:
+planning, Ray, server starts, cells, report) and the two answers side by side: the crossover
+with its 95 % interval and the recommended speculative_disable_above_batch from each run's
+decision.json, and the search's bracket and stop reason from its search.json.
+
+Both runs use the same cell settings (those of +sweep=concurrency: 4 requests per stream, 96
+output tokens unless --max-new-tokens), so the search's cells are cells the dense grid also
+holds. Both variants run up to 256 requests at once (--max-running; the shipped variants cap
+the running batch at 64, beyond which a grid to 256 measures the same batch and a queue). To
+fit a 2-core machine the simulator can run faster than modelled time
+(--time-scale 0.25: each modelled step sleeps a quarter of its duration; the ratios between
+variants are what the crossover reads, the absolute tok/s are 4x the modelled ones).
+
+    python bench/search_vs_dense.py --max-new-tokens 32
+    python bench/search_vs_dense.py --profiles h200:llama3.1-8b
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from grid.analysis.search import lattice  # noqa: E402
+
+PROFILES = ("default", "h200:llama3.1-8b")
+
+
+def profile_overrides(profile: str) -> list[str]:
+    if profile == "default":
+        return []
+    hardware, model = profile.split(":")
+    return [f"hardware={hardware}", f"model={model}"]
+
+
+def run_grid(overrides: list[str], folder: Path, run_id: str) -> tuple[float, Path, int]:
+    """One `python -m grid.run`: (wall seconds, run folder, exit code)."""
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "grid.run", *overrides,
+                           f"results_dir={folder}", f"run.id={run_id}"],
+                          capture_output=True, text=True)
+    wall = time.monotonic() - start
+    (folder / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
+    return wall, folder / run_id, proc.returncode
+
+
+def answers(run_dir: Path) -> dict:
+    decision = json.loads((run_dir / "decision.json").read_text())
+    cross = next(iter(decision.get("crossovers") or []), {})
+    rec = next(iter(decision.get("recommendations") or []), {})
+    out = {"cells": decision["cells"]["done"], "crossover": cross.get("crossover"),
+           "interval": cross.get("interval"), "statement": cross.get("statement", "-"),
+           "threshold": rec.get("speculative_disable_above_batch")}
+    search = decision.get("search")
+    if search:
+        out["bracket"], out["stop"] = search["result"]["bracket"], search["result"]["stop"]
+    return out
+
+
+def _num(x: object) -> float:
+    if x in ("inf", "-inf"):
+        return math.inf if x == "inf" else -math.inf
+    return float(x) if x is not None else math.nan  # type: ignore[arg-type]
+
+
+def inside(dense: dict, search: dict) -> bool:
+    """The search's bracket holds the dense grid's crossover, or their intervals overlap."""
+    point = _num(dense["crossover"])
+    low, high = search.get("bracket") or [None, None]
+    lo_b = -math.inf if low is None else float(low)
+    hi_b = math.inf if high is None else float(high)
+    if lo_b <= point <= hi_b:
+        return True
+    d_lo, d_hi = (_num(v) for v in dense["interval"])
+    return d_lo <= hi_b and lo_b <= d_hi
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench/search_vs_dense.py")
+    ap.add_argument("--profiles", nargs="+", default=list(PROFILES),
+                    help="default, or hardware:model")
+    ap.add_argument("--time-scale", type=float, default=1.0,
+                    help="engine.sim_args.time_scale of every server (1 = modelled time)")
+    ap.add_argument("--max-new-tokens", type=int, default=96)
+    ap.add_argument("--max-running", type=int, default=256,
+                    help="variant.args.max_running_requests of both variants (the shipped "
+                         "variants cap at 64: above it a grid to 256 measures queueing, the "
+                         "running batch stays 64)")
+    ap.add_argument("--out", type=Path, default=None, help="keep the run folders here")
+    ns = ap.parse_args(argv)
+    levels = ",".join(str(c) for c in lattice(1, 256, math.sqrt(2)))
+    common = [f"++engine.sim_args.time_scale={ns.time_scale}",
+              f"workload.max_new_tokens={ns.max_new_tokens}",
+              f"variant.args.max_running_requests={ns.max_running}"]
+    folder = ns.out or Path(tempfile.mkdtemp(prefix="search-vs-dense-"))
+    folder.mkdir(parents=True, exist_ok=True)
+    print(f"run folders: {folder}")
+    print("| profile | grid | cells | wall s | crossover (95 % interval) | bracket (stop) "
+          "| recommended threshold |")
+    print("|---|---|---|---|---|---|---|")
+    for profile in ns.profiles:
+        tag = profile.replace(":", "-")
+        results = {}
+        for name, overrides in (
+                ("dense", ["+sweep=concurrency", f"load.concurrency={levels}"]),
+                ("search", ["+sweep=crossover_search"])):
+            wall, run_dir, code = run_grid([*overrides, *profile_overrides(profile), *common],
+                                           folder, f"{name}-{tag}")
+            if code != 0:
+                print(f"| {profile} | {name} | failed (exit {code}, see {run_dir}.log) |")
+                results[name] = None
+                continue
+            results[name] = {"wall": wall, **answers(run_dir)}
+        for name, r in results.items():
+            if r is None:
+                continue
+            share = ""
+            dense = results.get("dense")
+            if name == "search" and dense:
+                share = (f" ({100 * r['cells'] / dense['cells']:.0f} % of cells, "
+                         f"{100 * r['wall'] / dense['wall']:.0f} % of wall time; crossover "
+                         f"{'inside' if inside(dense, r) else 'OUTSIDE'} the dense answer)")
+            bracket = (f"{r['bracket']} ({r['stop']})" if "bracket" in r else "-")
+            print(f"| {profile} | {name} | {r['cells']} | {r['wall']:.0f} | {r['statement']} "
+                  f"| {bracket} | {r['threshold']} |{share}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

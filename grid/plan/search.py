@@ -1,0 +1,167 @@
+"""The plan side of an adaptive search (`grid.search.kind=crossover`, docs/search.md): its
+checks (one line, exit 2, before anything starts), its space (the lattice of loads, the
+budget), the grid of every cell it may choose (each an ordinary cell: same id rules, results
+and resume) and what the plan prints. The search's steps are grid/analysis/search.py (pure);
+the loop that runs them is grid/execute/search.py."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from grid.analysis.search import Point, Space, Step, make_space, next_step
+from grid.plan.build import Plan
+from grid.plan.cells import Cell, group_by_server, make_cell
+from grid.plan.workloads import WorkloadPlan
+
+SEARCH_KINDS = ("crossover",)
+"""What `grid.search.kind` can ask (None: no search). `threshold` is not implemented."""
+SEARCHED_AXES = ("concurrency", "load.concurrency", "repeat", "load.repeat", "rate",
+                 "load.rate")
+"""Axes the search sets itself: a grid axis of them would fight it."""
+BASELINE = "baseline"
+
+
+class SearchError(ValueError):
+    """A search that cannot run; one line (grid/run.py turns it into exit 2)."""
+
+
+def search_kind(cfg: DictConfig) -> str | None:
+    return OmegaConf.select(cfg, "grid.search.kind", default=None)
+
+
+def check_search(cfg: DictConfig) -> None:
+    """Everything about `grid.search` that can be checked on the composed config."""
+    kind = search_kind(cfg)
+    if kind is None:
+        return
+    if kind == "threshold":
+        raise SearchError("grid.search.kind=threshold is not implemented yet; use "
+                          "grid.search.kind=crossover (docs/search.md)")
+    if kind not in SEARCH_KINDS:
+        raise SearchError(f"grid.search.kind={kind!r} is not one of "
+                          f"{', '.join(SEARCH_KINDS)}")
+    bounds = list(cfg.grid.search.concurrency or [])
+    if (len(bounds) != 2 or not all(isinstance(b, int) and not isinstance(b, bool)
+                                    for b in bounds) or not 1 <= bounds[0] < bounds[1]):
+        raise SearchError("grid.search.concurrency must be [lowest, highest] whole streams "
+                          f"with 1 <= lowest < highest, got {bounds}")
+    for axis in cfg.grid.axes:
+        if axis in SEARCHED_AXES:
+            raise SearchError(f"grid.search.kind={kind} chooses the concurrency and the "
+                              f"repeats itself; drop the grid axis {axis}")
+    if cfg.grid.include:
+        raise SearchError(f"grid.search.kind={kind} cannot take extra cells (grid.include)")
+    if cfg.load.rate is not None:
+        raise SearchError(f"grid.search.kind={kind} searches closed-loop concurrency; unset "
+                          "load.rate")
+
+
+def search_space(cfg: DictConfig) -> Space:
+    s = cfg.grid.search
+    low, high = (int(b) for b in s.concurrency)
+    return make_space(low, high, float(s.resolution), int(s.coarse_levels), int(s.max_cells),
+                      int(s.max_repeats), int(s.points_per_step), float(s.min_effect))
+
+
+def universe_grid(cfg: DictConfig, space: Space) -> DictConfig:
+    """The config whose grid holds the first repeat of every cell the search may choose: the
+    grid's own axes (variant, workload) x the lattice (`with_repeats` adds the others)."""
+    out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
+    assert isinstance(out, DictConfig)
+    axes: dict[str, Any] = OmegaConf.to_container(cfg.grid.axes, resolve=True)  # type: ignore[assignment]
+    out.grid.axes = {**axes, "concurrency": list(space.lattice), "repeat": [0]}
+    return out
+
+
+def with_repeats(cells: Sequence[Cell], workloads: WorkloadPlan, space: Space) -> list[Cell]:
+    """Each cell with its repeats 1 .. max_repeats - 1: the composed config with load.repeat
+    set, made into a cell by the same rule (make_cell) as a composed `++load.repeat=k` (the
+    repeat is a plain value nothing else interpolates; composing each would cost a Hydra
+    compose per cell). Alignments follow the cells."""
+    out = list(cells)
+    for cell in cells:
+        for k in range(1, space.max_repeats):
+            config = copy.deepcopy(cell.config)
+            config["load"]["repeat"] = k
+            twin = make_cell({**cell.factors, "repeat": k}, config, cell.prompts_digest,
+                             cell.engine_version)
+            if cell.cell_id in workloads.alignments:
+                workloads.alignments[twin.cell_id] = workloads.alignments[cell.cell_id]
+            out.append(twin)
+    return out
+
+
+@dataclass(frozen=True)
+class SearchSetup:
+    """A planned search: its space, and the cells of every point it may choose."""
+
+    space: Space
+    points: dict[Point, tuple[Cell, ...]]
+    """(load, repeat) -> (baseline cell, variant cell)."""
+    variant: str
+    workload: str
+
+    def cells_of(self, points: Sequence[Point], first: str | None = None) -> list[Cell]:
+        """The points' cells, each server's in ascending load: variant `first` first (the one
+        whose server is still running from the previous step), else the baseline."""
+        cells = [c for p in sorted(points) for c in self.points[p]]
+        lead = first if first is not None else BASELINE
+        return sorted(cells, key=lambda c: c.variant != lead)
+
+    def first_step(self) -> Step:
+        return next_step(self.space, {})
+
+    def as_json(self) -> dict:
+        return {"kind": "crossover", "baseline": BASELINE, "variant": self.variant,
+                "workload": self.workload, "load_kind": "concurrency"}
+
+
+def search_setup(space: Space, cells: Sequence[Cell]) -> SearchSetup:
+    """The universe's cells by point; a grid that is not one variant against the baseline on
+    one workload is a SearchError naming what it holds."""
+    points: dict[Point, list[Cell]] = {}
+    for cell in cells:
+        point = (int(cell.concurrency or 0), int(cell.config["load"]["repeat"]))
+        points.setdefault(point, []).append(cell)
+    variants = sorted({c.variant for c in cells})
+    workloads = sorted({c.workload for c in cells})
+    others = [v for v in variants if v != BASELINE]
+    if (BASELINE not in variants or len(others) != 1 or len(workloads) != 1
+            or any(len(v) != 2 for v in points.values())):
+        raise SearchError("grid.search.kind=crossover compares one variant with the baseline "
+                          f"on one workload; the grid has variants {', '.join(variants)} and "
+                          f"workloads {', '.join(workloads)} "
+                          f"({max(len(v) for v in points.values())} cells per load)")
+    ordered = {p: tuple(sorted(v, key=lambda c: c.variant != BASELINE))
+               for p, v in points.items()}
+    return SearchSetup(space, ordered, others[0], workloads[0])
+
+
+def step_plan(plan: Plan, cells: Sequence[Cell]) -> Plan:
+    """The run's plan narrowed to some of its cells (the controller runs a Plan)."""
+    return dataclasses.replace(plan, cells=list(cells), groups=group_by_server(cells))
+
+
+def search_lines(setup: SearchSetup, dense_cells: int | None = None) -> list[str]:
+    """What the plan says about the search: question, lattice, budget, first step."""
+    space, first = setup.space, setup.first_step()
+    dense = dense_cells if dense_cells is not None else len(space.lattice) * 2
+    levels = " ".join(str(c) for c in space.lattice)
+    return [
+        f"search: crossover of {setup.variant} vs {BASELINE} on {setup.workload}, concurrency "
+        f"{space.lattice[0]}..{space.lattice[-1]}",
+        f"  lattice ({len(space.lattice)} levels): {levels}; coarse levels "
+        f"{' '.join(str(c) for c in space.coarse)}; up to {space.max_repeats} repeat(s) of a "
+        "level whose interval straddles 0",
+        f"  budget: grid.search.max_cells={space.max_cells} (a dense grid of this lattice: "
+        f"{dense} cells)",
+        f"  step 1: {first.why} -> {len(first.points) * space.cells_per_point} cells (listed "
+        "below); later steps follow from the committed cells",
+    ]
+

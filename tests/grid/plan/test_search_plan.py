@@ -1,0 +1,81 @@
+"""The plan of an adaptive search (grid/plan/search.py): bad input is one line and exit 2
+before anything starts; `plan=true` shows the first step's cells and the budget and writes
+nothing; the cells the search may choose are ordinary cells (a dense grid's ids)."""
+
+from __future__ import annotations
+
+import pytest
+
+from grid.run import EXIT_BAD_INPUT, make_plan, run
+
+SEARCH = ["+sweep=crossover_search"]
+BAD = [
+    (["grid.search.concurrency=[]"], "grid.search.concurrency must be [lowest, highest]"),
+    (["grid.search.concurrency=[8,8]"], "1 <= lowest < highest, got [8, 8]"),
+    (["grid.search.concurrency=[0,16]"], "1 <= lowest < highest, got [0, 16]"),
+    (["grid.search.concurrency=[1,4,16]"], "got [1, 4, 16]"),
+    (["grid.search.max_cells=1"], "grid.search.max_cells must be >= 2, got 1"),
+    (["grid.search.resolution=1"], "grid.search.resolution must be > 1, got 1"),
+    (["grid.search.max_repeats=0"], "grid.search.max_repeats must be >= 1, got 0"),
+    (["grid.search.kind=bisect"], "grid.search.kind='bisect' is not one of crossover"),
+    (["grid.search.kind=threshold"], "grid.search.kind=threshold is not implemented yet"),
+    (["load.concurrency=1,2"], "drop the grid axis concurrency"),
+    (["+grid.axes.repeat=[0,1]"], "drop the grid axis repeat"),
+    (["load.rate=5"], "searches closed-loop concurrency; unset load.rate"),
+    (["grid.search.concurrency=[1,2]", "grid.axes.variant=[eagle3]"],
+     "compares one variant with the baseline on one workload"),
+    (["grid.search.concurrency=[1,2]", "workload=coding,math"],
+     "compares one variant with the baseline on one workload"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "message"), BAD)
+def test_bad_search_is_one_line_before_anything_starts(overrides, message, tmp_path, capsys):
+    results = tmp_path / "results"
+    outcome = run([*SEARCH, *overrides, f"results_dir={results}"], echo=lambda _: None)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert outcome.exit_code == EXIT_BAD_INPUT
+    assert len(err) == 1 and err[0].startswith("specgrid: error: "), err
+    assert message in err[0]
+    assert not results.exists()
+
+
+def test_plan_shows_the_first_step_and_the_budget(tmp_path):
+    lines: list[str] = []
+    outcome = run([*SEARCH, "grid.search.concurrency=[1,16]", "grid.search.max_cells=12",
+                   "plan=true", f"results_dir={tmp_path}"], echo=lines.append)
+    text = "\n".join(lines)
+    assert outcome.exit_code == 0
+    # [1, 16] in √2 steps: 1 1.41 2 2.83 4 5.66 8 11.3 16 -> 1 2 3 4 6 8 11 16; coarse levels
+    # 1 16^(1/4)=2 4 8 16; the first step measures those up to √(1 x 16) = 4.
+    assert "lattice (8 levels): 1 2 3 4 6 8 11 16; coarse levels 1 2 4 8 16" in text
+    assert "budget: grid.search.max_cells=12 (a dense grid of this lattice: 16 cells)" in text
+    assert "step 1: coarse levels up to the range's geometric middle: c=1, c=2, c=4 -> 6 cells" \
+        in text
+    listed = [line for line in lines for part in line.splitlines()
+              if part.strip().startswith("cell ")]
+    assert "6 cells in 2 server groups" in text and listed
+    assert len(outcome.cell_ids) == 6
+    assert not any(tmp_path.iterdir())  # planning writes nothing
+
+
+def test_search_cells_are_the_dense_grid_cells():
+    search = make_plan([*SEARCH, "grid.search.concurrency=[1,4]"])
+    dense = make_plan(["+sweep=concurrency", "load.concurrency=1,2,3,4"])
+    assert search.search is not None
+    repeat0 = {c.cell_id for (load, r), cells in search.search.points.items() if r == 0
+               for c in cells}
+    # lattice 1 2 3 4 (x baseline, eagle3), repeats 0..2: the repeat-0 cells are the dense ones
+    assert repeat0 == {c.cell_id for c in dense.plan.cells}
+    assert len(search.search.points) == 4 * 3
+
+
+def test_derived_repeats_are_the_composed_repeats():
+    # The search composes repeat 0 of each level and derives repeats 1, 2 (with_repeats); a
+    # grid that composes all three through Hydra must give the same cell ids.
+    search = make_plan([*SEARCH, "grid.search.concurrency=[1,2]"])
+    dense = make_plan(["+sweep=concurrency", "load.concurrency=1,2", "grid.axes.repeat=[0,1,2]"])
+    assert search.search is not None
+    ids = {c.cell_id for cells in search.search.points.values() for c in cells}
+    assert len(ids) == 2 * 2 * 3
+    assert ids == {c.cell_id for c in dense.plan.cells}

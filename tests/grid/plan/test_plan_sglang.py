@@ -14,8 +14,10 @@ from grid.run import CONF_DIR, EXIT_BAD_INPUT, make_plan, run
 SGLANG_PYTHON = os.environ.get("SPECGRID_SGLANG_PYTHON", "").split(":")[0]
 pytestmark = pytest.mark.skipif(
     not SGLANG_PYTHON, reason="SPECGRID_SGLANG_PYTHON is not set (no SGLang parser here)")
-SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml") if p.stem != "cpu_engines")
-"""The sweeps that take any engine (cpu_engines sweeps the engines itself: tested below)."""
+SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml")
+                if p.stem not in ("cpu_engines", "cpu_lesson"))
+"""The sweeps that take any engine (cpu_engines sweeps the engines itself, cpu_lesson is vLLM's
+with the trained models: tested below)."""
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
@@ -39,6 +41,15 @@ def test_cpu_engines_sweep_passes_sglangs_and_vllms_own_parsers(tmp_path):
     plan = make_plan(["+sweep=cpu_engines", f"results_dir={tmp_path}"]).plan
     assert "SGLang 0.5.23's own parser (1 commands)" in plan.validation, plan.validation
     assert "vLLM 0.32.0's own parser (4 commands)" in plan.validation, plan.validation
+
+
+@pytest.mark.skipif(not os.environ.get("SPECGRID_VLLM_PYTHON"),
+                    reason="SPECGRID_VLLM_PYTHON is not set (no vLLM parser here)")
+def test_cpu_lesson_sweep_passes_vllms_own_parser(tmp_path):
+    plan = make_plan(["+sweep=cpu_lesson", f"results_dir={tmp_path}"]).plan
+    assert "vLLM 0.32.0's own parser (2 commands)" in plan.validation, plan.validation
+    draft = plan.launches[plan.groups[1].server_key].argv
+    assert draft[draft.index("--per-request-spec-decode-metrics") + 1] == "summary"
 
 
 def test_typo_in_variant_args_is_rejected_by_name(tmp_path, capsys):

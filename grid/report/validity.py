@@ -233,5 +233,6 @@ def off_distribution(data: RunData) -> str | None:
 def _load(row: object) -> str:
     rate = getattr(row, "rate", None)
     if rate is None or pd.isna(rate):
-        return f"c={int(getattr(row, 'concurrency', 0) or 0)}"
+        concurrency = getattr(row, "concurrency", None)
+        return "c=?" if concurrency is None or pd.isna(concurrency) else f"c={int(concurrency)}"
     return f"{rate:g}/s"

@@ -79,20 +79,21 @@ def figure(data: RunData) -> Figure | None:
         return None
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.subplots()
+    rho = {(r["variant"], r["temperature"]): r["spearman"] for r in relations(t)}
     for (variant, temperature), group in t.groupby(["variant", "temperature"], dropna=False):
-        temp = "" if temperature is None or temperature != temperature else f", T={temperature:g}"
+        known = temperature is not None and temperature == temperature
+        temp = f", T={temperature:g}" if known else ""
+        r = rho.get((str(variant), float(temperature) if known else None))
         yerr = [group.accept_length - group.lo, group.hi - group.accept_length]
         ax.errorbar(group.alignment, group.accept_length, yerr=yerr, fmt="o", capsize=3,
-                    label=f"{variant}{temp}")
-        for _, r in group.iterrows():
-            ax.annotate(str(r.domain or r.workload), (r.alignment, r.accept_length), fontsize=7,
-                        xytext=(4, 3), textcoords="offset points")
+                    label=f"{variant}{temp}" + ("" if r is None else f" (Spearman {r:+.2f})"))
+        for _, row in group.iterrows():
+            ax.annotate(str(row.domain or row.workload), (row.alignment, row.accept_length),
+                        fontsize=7, xytext=(4, 3), textcoords="offset points")
     ax.set_xlabel("alignment with the drafter's training data (0 = unrelated, 1 = typical row)")
     ax.set_ylabel("accept length (tokens per verify step)")
     prefix = f"{data.label}: " if data.label else ""
-    rho = [r for r in relations(t) if r["spearman"] is not None]
-    note = ("; " + ", ".join(f"rho {r['spearman']:+.2f}" for r in rho)) if rho else ""
-    ax.set_title(f"{prefix}acceptance against alignment (95 % intervals){note}", fontsize=9)
+    ax.set_title(f"{prefix}acceptance against alignment (95 % intervals)", fontsize=9)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7)
     return fig

@@ -35,7 +35,7 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
 from tiny_models import build_tokenizer  # noqa: E402
 
-from engines.tiny_models import sha256  # noqa: E402
+from engines.tiny_models import complete, sha256  # noqa: E402
 from engines.trained_models import (  # noqa: E402
     SEPARATOR,
     TEXT_TEMPLATE,
@@ -142,15 +142,6 @@ def save(model, tokenizer, out: Path) -> None:
     model.to(dtype=torch.bfloat16).save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     model.generation_config.save_pretrained(out)
-
-
-def complete(out: Path) -> bool:
-    try:
-        manifest = json.loads((out / "manifest.json").read_text())
-        return all((out / f).is_file() and sha256(out / f) == meta["sha256"]
-                   for f, meta in manifest["files"].items())
-    except (OSError, ValueError, KeyError):
-        return False
 
 
 def main(argv=None) -> int:

@@ -39,12 +39,16 @@ def engines_python() -> str:
         (f"the engine environment ({python})", Path(python).exists()),
         (f"the tiny models ({model_dir('target')})", model_dir("target").is_dir())) if not ok]
     if missing:
-        message = (f"real engines need {' and '.join(missing)}: run "
-                   "`bash scripts/engine_envs.sh --one`")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        _skip_or_fail(f"real engines need {' and '.join(missing)}: run "
+                      "`bash scripts/engine_envs.sh --one`")
     return python
+
+
+def _skip_or_fail(message: str) -> None:
+    """A real-engine prerequisite is missing: skip on a developer's machine, fail under CI."""
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 @pytest.fixture(scope="session")
@@ -55,11 +59,8 @@ def trained_models(engines_python) -> Path:
 
     root = trained_root()
     if not (root / "manifest.json").is_file():
-        message = (f"the trained models ({root}) are missing: run "
-                   "`.venv-engines/bin/python scripts/train_models.py`")
-        if os.environ.get("CI"):
-            pytest.fail(message)
-        pytest.skip(message)
+        _skip_or_fail(f"the trained models ({root}) are missing: run "
+                      "`.venv-engines/bin/python scripts/train_models.py`")
     return root
 
 

@@ -381,12 +381,12 @@ class ChatSink:
             ct = usage.get("completion_tokens")
             if ct is not None:
                 self.usage_ct = ct
-        spec = (obj.get("metrics") or {}).get("speculative_decoding")
-        if spec and spec.get("num_spec_steps") is not None:
-            tl.spec_verify_ct = int(spec["num_spec_steps"])
         choices = obj.get("choices")
-        if not choices:
-            return  # the final usage-only chunk: totals, no arrival
+        if not choices:  # the final usage-only chunk: totals, no arrival
+            spec = (obj.get("metrics") or {}).get("speculative_decoding")
+            if spec and spec.get("num_spec_steps") is not None:
+                tl.spec_verify_ct = int(spec["num_spec_steps"])
+            return
         ch = choices[0]
         if ch.get("finish_reason") is not None:
             self.fr = ch["finish_reason"]

@@ -126,21 +126,24 @@ def requests_for_cell(load: Mapping[str, Any]) -> int:
 def variant_label(name: str, combo: Mapping[str, Any]) -> str:
     """The variant's name plus the variant factors this cell sets, as a path-safe slug:
     `eagle3` with `variant.speculative_disable_above_batch=16` -> `eagle3__off_above-16`."""
+    return "__".join([_slug(name), *_factor_parts("variant.", combo)])
+
+
+def _factor_parts(section: str, combo: Mapping[str, Any]) -> list[str]:
+    """`leaf-value` slugs of the combo's axes under `section` (`variant.`, `workload.`)."""
     parts = []
     for axis, value in combo.items():
-        if axis.startswith("variant.") and value is not None:
+        if axis.startswith(section) and value is not None:
             leaf = axis.rsplit(".", 1)[-1]
-            leaf = _FACTOR_ABBREV.get(leaf, leaf).lower()
-            parts.append(f"{leaf}-{_slug(value)}")
-    return "__".join([_slug(name), *parts])
+            parts.append(f"{_FACTOR_ABBREV.get(leaf, leaf).lower()}-{_slug(value)}")
+    return parts
 
 
 def workload_label(name: str, combo: Mapping[str, Any]) -> str:
     """The workload's name plus the workload factors this cell sets (`coding` with
     `workload.temperature=0.7` -> `coding__temperature-0.7`), so cells that differ only in a
     workload setting are distinct points in every table and figure."""
-    parts = [f"{axis.rsplit('.', 1)[-1].lower()}-{_slug(value)}" for axis, value in combo.items()
-             if axis.startswith("workload.") and value is not None]
+    parts = _factor_parts("workload.", combo)
     return "__".join([_slug(name), *parts]) if parts else name
 
 

@@ -8,18 +8,13 @@ from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from grid.analysis.lesson import acceptance_table, relation_lines, relations
+from grid.analysis.lesson import relation_lines, relations
 from grid.report.rundata import RunData
-
-
-def table(data: RunData):
-    return acceptance_table(data.requests, data.cells, replicates=data.stats.n_replicates)
 
 
 def section(data: RunData) -> str:
     """The text block (empty when nothing was measured against a known alignment)."""
-    t = table(data)
-    t = t[t.alignment.notna()]
+    t = data.acceptance
     if t.empty:
         return ""
     label = f" [{data.label}]" if data.label else ""
@@ -68,13 +63,11 @@ def simulator_contrast(t) -> list[str]:
 
 def decision(data: RunData) -> list[dict[str, object]]:
     """decision.json's `alignment_vs_acceptance`: per variant and temperature."""
-    t = table(data)
-    return relations(t[t.alignment.notna()])
+    return relations(data.acceptance)
 
 
 def figure(data: RunData) -> Figure | None:
-    t = table(data)
-    t = t[t.alignment.notna()]
+    t = data.acceptance
     if t.empty:
         return None
     fig = Figure(figsize=(7, 4.5), layout="constrained")
@@ -83,7 +76,7 @@ def figure(data: RunData) -> Figure | None:
     for (variant, temperature), group in t.groupby(["variant", "temperature"], dropna=False):
         known = temperature is not None and temperature == temperature
         temp = f", T={temperature:g}" if known else ""
-        r = rho.get((str(variant), float(temperature) if known else None))
+        r = rho.get((str(variant), temperature if known else None))  # equal floats, equal keys
         yerr = [group.accept_length - group.lo, group.hi - group.accept_length]
         ax.errorbar(group.alignment, group.accept_length, yerr=yerr, fmt="o", capsize=3,
                     label=f"{variant}{temp}" + ("" if r is None else f" (Spearman {r:+.2f})"))

@@ -18,6 +18,7 @@ import pandas as pd
 from grid.analysis import Slo, analyse_cells, decide
 from grid.analysis.cellstats import REQUEST_COLUMNS
 from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
+from grid.analysis.lesson import acceptance_table
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
 from grid.report.validity import ALIGNMENT, validity
@@ -90,8 +91,8 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
     # Bit rot that keeps a file readable (a flipped byte in a column the report does not read,
     # or one the page checksums miss): every committed file hashed against its cell row's
     # manifest (grid/store/integrity.py, ~1 GB/s), so a damaged cell never reaches a figure.
-    mismatched = [d for d in integrity.check(run_dir, deep=True)
-                  if d.path not in {u.path for u in unreadable}]
+    unread = {u.path for u in unreadable}
+    mismatched = [d for d in integrity.check(run_dir, deep=True) if d.path not in unread]
     # A cell with any damaged file is left out whole: its other files alone would mislead.
     damaged_ids = {d.cell_id for d in unreadable} | {d.cell_id for d in mismatched}
     if damaged_ids:
@@ -115,6 +116,8 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
                    damaged=damage_lines(run_dir, unreadable, mismatched),
                    gpu_hour_usd=gpu_hour_usd)
     data.operator = operator_view(stats, cells, data.energy, gpu_hour_usd)
+    table = acceptance_table(requests, cells, replicates=replicates, seed=seed)
+    data.acceptance = table[table.alignment.notna()]
     data.validity = validity(data)
     return data
 

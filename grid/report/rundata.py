@@ -52,6 +52,9 @@ class RunData:
     dollar figures."""
     operator: OperatorView | None = None
     """Frontier, capacity under the SLOs and cost (grid/report/operator.py)."""
+    acceptance: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Accept length with its interval per speculative variant x temperature x workload whose
+    alignment is known (grid/analysis/lesson.py; grid/report/alignment.py shows it)."""
 
     @property
     def simulated(self) -> bool:

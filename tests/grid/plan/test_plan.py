@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from grid.run import EXIT_BAD_INPUT, make_plan, run
+from tests.grid.plan.bad_input import assert_bad_input
 
 BAD_INPUTS = [
     (["+sweep=nosuch"], "Could not find 'sweep/nosuch'"),
@@ -70,13 +71,7 @@ BAD_INPUTS = [
 
 @pytest.mark.parametrize(("overrides", "message"), BAD_INPUTS)
 def test_bad_input_is_one_clear_line(overrides, message, tmp_path, capsys):
-    results = tmp_path / "results"
-    outcome = run([*overrides, f"results_dir={results}"], echo=lambda line: None)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert outcome.exit_code == EXIT_BAD_INPUT
-    assert len(err) == 1 and err[0].startswith("specgrid: error: ")
-    assert message in err[0]
-    assert not results.exists()
+    assert_bad_input(overrides, message, tmp_path / "results", capsys)
 
 
 def test_cli_bad_input_exits_nonzero_before_ray(tmp_path):

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from grid.run import EXIT_BAD_INPUT, make_plan, run
+from grid.run import make_plan, run
+from tests.grid.plan.bad_input import assert_bad_input
 
 SEARCH = ["+sweep=crossover_search"]
 BAD = [
@@ -31,13 +32,7 @@ BAD = [
 
 @pytest.mark.parametrize(("overrides", "message"), BAD)
 def test_bad_search_is_one_line_before_anything_starts(overrides, message, tmp_path, capsys):
-    results = tmp_path / "results"
-    outcome = run([*SEARCH, *overrides, f"results_dir={results}"], echo=lambda _: None)
-    err = capsys.readouterr().err.strip().splitlines()
-    assert outcome.exit_code == EXIT_BAD_INPUT
-    assert len(err) == 1 and err[0].startswith("specgrid: error: "), err
-    assert message in err[0]
-    assert not results.exists()
+    assert_bad_input([*SEARCH, *overrides], message, tmp_path / "results", capsys)
 
 
 def test_plan_shows_the_first_step_and_the_budget(tmp_path):

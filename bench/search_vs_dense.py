@@ -1,21 +1,26 @@
-"""The adaptive crossover search against a dense grid, on the simulator (SIMULATION numbers):
-for each profile, `python -m grid.run` once with a dense concurrency grid over 1..256 in √2
-steps (16 levels x baseline, EAGLE-3 = 32 cells) and once with `+sweep=crossover_search` over
-the same range, each into its own fresh run folder; prints cells, wall time (the whole command:
-planning, Ray, server starts, cells, report) and the two answers side by side: the crossover
-with its 95 % interval and the recommended speculative_disable_above_batch from each run's
-decision.json, and the search's bracket and stop reason from its search.json.
+"""The adaptive searches against a dense grid, on the simulator (SIMULATION numbers): for each
+profile, `python -m grid.run` three times, each into its own fresh run folder: a dense
+concurrency grid over 1..256 in √2 steps (16 levels x baseline, EAGLE-3, x --repeats), the
+crossover search (`+sweep=crossover_search`) and the threshold search
+(`+sweep=threshold_search`) over the same range, both with grid.search.max_repeats = --repeats,
+so every level is measured as often as the dense grid measures it (a dense grid of one
+measurement per level against a search that may repeat would compare two kinds of rigor).
+Prints cells, wall time (the whole command: planning, Ray, server starts, cells, report) and
+the answers side by side: the crossover with its 95 % interval and the recommended
+speculative_disable_above_batch from each run's decision.json (the threshold search's own:
+confirmed on the engine's thresholds), and each search's bracket and stop from search.json.
 
-Both runs use the same cell settings (those of +sweep=concurrency: 4 requests per stream, 96
-output tokens unless --max-new-tokens), so the search's cells are cells the dense grid also
+All runs use the same cell settings (those of +sweep=concurrency: 4 requests per stream, 96
+output tokens unless --max-new-tokens), so the searches' cells are cells the dense grid also
 holds. Both variants run up to 256 requests at once (--max-running; the shipped variants cap
 the running batch at 64, beyond which a grid to 256 measures the same batch and a queue). To
-fit a 2-core machine the simulator can run faster than modelled time
-(--time-scale 0.25: each modelled step sleeps a quarter of its duration; the ratios between
-variants are what the crossover reads, the absolute tok/s are 4x the modelled ones).
+fit a 2-core machine the simulator can run slower than modelled time (--time-scale 4: each
+modelled step sleeps four times its duration, so a CPU-starved simulator does not distort the
+ratios between variants, which are what the crossover reads).
 
-    python bench/search_vs_dense.py --max-new-tokens 32
-    python bench/search_vs_dense.py --profiles h200:llama3.1-8b
+    python bench/search_vs_dense.py --max-new-tokens 32 --profiles default
+    python bench/search_vs_dense.py --max-new-tokens 32 --time-scale 4 --profiles h200:llama3.1-8b
+    python bench/search_vs_dense.py ... --repeats 3
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ def answers(run_dir: Path) -> dict:
     search = decision.get("search")
     if search:
         out["bracket"], out["stop"] = search["result"]["bracket"], search["result"]["stop"]
+        out["threshold_stop"] = search["result"].get("threshold_stop")
     return out
 
 
@@ -97,12 +103,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="variant.args.max_running_requests of both variants (the shipped "
                          "variants cap at 64: above it a grid to 256 measures queueing, the "
                          "running batch stays 64)")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="measurements per level: the dense grid's repeats and the searches' "
+                         "grid.search.max_repeats")
     ap.add_argument("--out", type=Path, default=None, help="keep the run folders here")
     ns = ap.parse_args(argv)
     levels = ",".join(str(c) for c in lattice(1, 256, math.sqrt(2)))
     common = [f"++engine.sim_args.time_scale={ns.time_scale}",
               f"workload.max_new_tokens={ns.max_new_tokens}",
               f"variant.args.max_running_requests={ns.max_running}"]
+    repeats = ",".join(str(r) for r in range(ns.repeats))
+    grids = (("dense", ["+sweep=concurrency", f"load.concurrency={levels}",
+                        f"grid.axes.repeat=[{repeats}]"]),
+             ("crossover search", ["+sweep=crossover_search",
+                                   f"grid.search.max_repeats={ns.repeats}"]),
+             ("threshold search", ["+sweep=threshold_search",
+                                   f"grid.search.max_repeats={ns.repeats}"]))
     folder = ns.out or Path(tempfile.mkdtemp(prefix="search-vs-dense-"))
     folder.mkdir(parents=True, exist_ok=True)
     print(f"run folders: {folder}")
@@ -111,29 +127,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     for profile in ns.profiles:
         tag = profile.replace(":", "-")
-        results = {}
-        for name, overrides in (
-                ("dense", ["+sweep=concurrency", f"load.concurrency={levels}"]),
-                ("search", ["+sweep=crossover_search"])):
+        results: dict[str, dict | None] = {}
+        for name, overrides in grids:
+            run_id = f"{name.split()[0]}-{tag}-r{ns.repeats}"
             wall, run_dir, code = run_grid([*overrides, *profile_overrides(profile), *common],
-                                           folder, f"{name}-{tag}")
+                                           folder, run_id)
             if code != 0:
                 print(f"| {profile} | {name} | failed (exit {code}, see {run_dir}.log) |")
                 results[name] = None
                 continue
             results[name] = {"wall": wall, **answers(run_dir)}
+        dense = results.get("dense")
         for name, r in results.items():
             if r is None:
                 continue
             share = ""
-            dense = results.get("dense")
-            if name == "search" and dense:
+            if name != "dense" and dense:
                 share = (f" ({100 * r['cells'] / dense['cells']:.0f} % of cells, "
                          f"{100 * r['wall'] / dense['wall']:.0f} % of wall time; crossover "
                          f"{'inside' if inside(dense, r) else 'OUTSIDE'} the dense answer)")
             bracket = (f"{r['bracket']} ({r['stop']})" if "bracket" in r else "-")
+            threshold = r["threshold"]
+            if r.get("threshold_stop"):
+                threshold = f"{threshold} ({r['threshold_stop']})"
             print(f"| {profile} | {name} | {r['cells']} | {r['wall']:.0f} | {r['statement']} "
-                  f"| {bracket} | {r['threshold']} |{share}")
+                  f"| {bracket} | {threshold} |{share}", flush=True)
     return 0
 
 

@@ -12,7 +12,9 @@ written; version detection and validation run a subprocess of the engine's own P
 - readiness, start-up log phases and the endpoints it serves (`Endpoints`, in the LaunchSpec);
 - the names of its `/metrics` series (`MetricNames`): throughput, queue, KV-cache use and the
   speculative counters, and the accept length a cell gets from their increases;
-- warnings a user should read in the plan (`plan_warnings`).
+- warnings a user should read in the plan (`plan_warnings`);
+- the `speculative_disable_above_batch` values it honours as distinct behaviours
+  (`threshold_values`), which a threshold search ranks (docs/search.md).
 
 Variants speak one vocabulary, SGLang's ServerArgs field names (`max_running_requests`,
 `speculative_algorithm`, ...): the shipped variants mean the same thing on every engine, and an
@@ -193,6 +195,15 @@ class Engine:
         (`name`, `args`, `env`, `speculative_disable_above_batch`) at the concurrencies its
         cells run (none by default)."""
         return []
+
+    def threshold_values(self, variant: Mapping[str, Any], hardware: str | None = None
+                         ) -> list[int] | None:
+        """The `speculative_disable_above_batch` values this engine tells apart for a
+        speculative variant, ascending, each below its running cap (a threshold at the cap
+        never switches speculation off); None when the engine cannot switch speculation off
+        by batch size. `hardware` names the GPU kind (`hardware.name`), for engines whose
+        granularity depends on its memory."""
+        return None
 
 
 SGLANG_METRICS = MetricNames(

@@ -23,7 +23,7 @@ import hydra
 from hydra import compose, initialize_config_dir
 from hydra._internal.hydra import Hydra
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from grid.analysis import Slo
@@ -58,6 +58,7 @@ from grid.plan.search import (
     universe_grid,
     with_repeats,
 )
+from grid.plan.workloads import WorkloadPlan
 from grid.report import write_report
 from grid.store.ledger import DriverLock, RunLockedError
 from grid.store.record import RunRecord
@@ -156,7 +157,9 @@ class _Planned:
     plan: Plan
     overrides: list[str]
     search: SearchSetup | None = None
-    """An adaptive search (grid.search.kind): `plan` holds every cell it may choose."""
+    """An adaptive search (grid.search.kind): `plan` holds every cell it may choose but a
+    threshold search's confirmation cells, planned when chosen (grid/execute/search.py)."""
+    workloads: WorkloadPlan | None = None
 
 
 @contextmanager
@@ -193,8 +196,10 @@ def make_plan(overrides: list[str]) -> _Planned:
             cells = with_repeats(cells, workloads, space)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
     plan = build_plan(cfg, cells, workloads, results_dir)
-    setup = None if space is None else search_setup(space, plan.cells)
-    return _Planned(cfg, plan, overrides, setup)
+    setup = None if space is None else search_setup(
+        space, plan.cells, str(search_kind(cfg)), int(cfg.grid.search.candidates),
+        OmegaConf.select(cfg, "hardware.name", default=None))
+    return _Planned(cfg, plan, overrides, setup, workloads)
 
 
 def _display(args: argparse.Namespace, overrides: list[str]) -> int:
@@ -251,7 +256,7 @@ def _search(planned: _Planned, record: RunRecord, echo: Callable[[str], None]
             ) -> tuple[int, list[Cell]]:
     """An adaptive search: each step's cells run with the normal controller
     (grid/execute/search.py); returns the exit code and every cell the search chose."""
-    from grid.execute.search import run_search
+    from grid.execute.search import plan_step, run_search
 
     cfg, plan, setup = planned.cfg, planned.plan, planned.search
     assert setup is not None
@@ -264,7 +269,9 @@ def _search(planned: _Planned, record: RunRecord, echo: Callable[[str], None]
 
     def run_cells(cells: list[Cell]) -> int:
         echo(f"running {len(cells)} cell(s): " + ", ".join(c.describe() for c in cells))
-        return _run_cells(cfg, step_plan(plan, cells), record, cells, echo, keep)
+        assert planned.workloads is not None
+        step = plan_step(cfg, plan, setup, planned.workloads, cells)
+        return _run_cells(cfg, step, record, step.cells, echo, keep)
 
     try:
         outcome = run_search(setup, plan.run_dir, record, slo, run_cells, echo,

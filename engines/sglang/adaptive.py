@@ -244,6 +244,27 @@ def threshold_ranges(num_steps: int, disable_above_batch: int,
     return ranges, warning
 
 
+def honoured_thresholds(args: Mapping[str, Any], gpu_memory_mib: float | None = None
+                        ) -> list[int]:
+    """The thresholds SGLang tells apart for a variant (ascending, below its running cap):
+    a threshold between two captured sizes drafts only up to the lower one
+    (`threshold_ranges`), so up to the decode capture list's max_bs the distinct values are
+    the captured sizes; past it a batch is not padded and every integer counts. max_bs is the
+    variant's cuda_graph_max_bs(_decode), else SGLang's default for the GPU's memory (160 when
+    unknown), lowered to max_running_requests. FlagError for a variant SGLang cannot switch
+    off by batch size (check_threshold_args)."""
+    check_threshold_args(args, 1, None)
+    cap = args.get("max_running_requests")
+    cap = cap if isinstance(cap, int) and cap >= 1 else 48
+    explicit = args.get("cuda_graph_max_bs_decode", args.get("cuda_graph_max_bs"))
+    tp_arg = args.get("tp_size")
+    tp = tp_arg if isinstance(tp_arg, int) else 1
+    max_bs = (int(explicit) if explicit is not None
+              else default_decode_max_bs(gpu_memory_mib, tp, cap))
+    sizes = decode_capture_sizes(max_bs, speculative=True)
+    return [n for n in sorted(set(sizes) | set(range(max_bs + 1, cap))) if n < cap]
+
+
 def plan_lines(variant_name: str, num_steps: int, disable_above_batch: int,
                max_bs: int) -> tuple[str, str | None]:
     """One plan line for a threshold variant (where SGLang drafts), and its warning if any.

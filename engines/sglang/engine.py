@@ -87,5 +87,13 @@ class SGLang(Engine):
                        "start-up; this setting has no effect on the server")
         return out
 
+    def threshold_values(self, variant: Mapping[str, Any], hardware: str | None = None
+                         ) -> list[int] | None:
+        """SGLang's speculative CUDA-graph capture sizes (engines/sglang/adaptive.py
+        `honoured_thresholds`; the GPU's memory is not known here: SGLang's default max_bs for
+        an unknown GPU, 160, unless the variant sets cuda_graph_max_bs)."""
+        args = variant.get("args") or {}
+        return adaptive.honoured_thresholds(args) if speculation_on(args) else None
+
 
 ENGINE = SGLang()

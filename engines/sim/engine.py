@@ -10,8 +10,10 @@ from typing import Any
 
 from engines.base import SGLANG_METRICS, Engine, ServerRequest
 from engines.launch import Endpoints, LaunchSpec
-from engines.sglang.command import build_sim_launch
+from engines.sglang.adaptive import honoured_thresholds
+from engines.sglang.command import build_sim_launch, speculation_on
 from engines.sglang.engine import sglang_warnings
+from engines.sim.profile import gpu_memory_gib
 
 
 class Sim(Engine):
@@ -42,6 +44,16 @@ class Sim(Engine):
     def plan_warnings(self, variant: Mapping[str, Any], concurrencies: Sequence[int]
                       ) -> list[str]:
         return sglang_warnings(variant, concurrencies)
+
+    def threshold_values(self, variant: Mapping[str, Any], hardware: str | None = None
+                         ) -> list[int] | None:
+        """As SGLang's (the simulator routes batches the same way, engines/sim/core.py), with
+        the max_bs SGLang would pick for the modelled GPU's memory."""
+        args = variant.get("args") or {}
+        if not speculation_on(args):
+            return None
+        memory = gpu_memory_gib(hardware) if hardware else None
+        return honoured_thresholds(args, None if memory is None else memory * 1024)
 
 
 ENGINE = Sim()

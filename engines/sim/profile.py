@@ -257,6 +257,16 @@ def _load_json(name: str, directory: Path, kind: str) -> tuple[Path, dict[str, A
         raise ValueError(f"{what} {path}: {exc}") from exc
 
 
+def gpu_memory_gib(hardware: str) -> float | None:
+    """The memory of a modelled GPU kind (profiles/hardware/<name>.json), None if unknown."""
+    try:
+        _, hw = _load_json(hardware, HARDWARE_DIR, "hardware")
+    except ValueError:
+        return None
+    memory = hw.get("memory_gib")
+    return float(memory) if isinstance(memory, int | float) else None
+
+
 def load_profile(name_or_path: str = "default", hardware: str | None = None,
                  model: str | None = None) -> Profile:
     """Load and check a profile (with ``hardware`` / ``model`` overriding the profile's own);

@@ -50,5 +50,16 @@ class VLLM(Engine):
                            ": speculation is never switched off")
         return out
 
+    def threshold_values(self, variant: Mapping[str, Any], hardware: str | None = None
+                         ) -> list[int] | None:
+        """Every batch size below max_num_seqs: vLLM looks the draft count up by the number of
+        requests scheduled in a step, unpadded (command.py `threshold_schedule`)."""
+        args = variant.get("args") or {}
+        cap = args.get("max_running_requests")
+        algo = str(args.get("speculative_algorithm") or "").upper()
+        if algo in ("", "NONE") or not isinstance(cap, int) or cap < 2:
+            return None
+        return list(range(1, cap))
+
 
 ENGINE = VLLM()

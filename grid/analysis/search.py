@@ -167,6 +167,9 @@ class Step:
     """Cells the search had measured before this step."""
     signs: dict[int, str] = field(default_factory=dict)
     """Each measured level's sign before the step: + - ? (or +p -p: by the point estimate)."""
+    phase: str = "crossover"
+    """`crossover`; a threshold search's confirmation steps are `confirm`
+    (grid/analysis/threshold.py)."""
 
     def as_json(self) -> dict:
         out = asdict(self)

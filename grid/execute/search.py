@@ -7,31 +7,39 @@ and a finished search measures nothing new; `search.json` in the run folder is t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
+from omegaconf import DictConfig
 
 from grid.analysis import Slo
 from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells
-from grid.analysis.search import Measured, Point, Step, replay, result
+from grid.analysis.search import Measured, Step, replay, result
+from grid.analysis.threshold import ConfirmStep, Pair, replay_threshold, threshold_result
+from grid.plan.build import Plan, build_plan
 from grid.plan.cells import Cell
-from grid.plan.search import SearchSetup
+from grid.plan.search import SearchSetup, step_plan
+from grid.plan.workloads import WorkloadPlan
 from grid.store.loader import load_cells, load_requests
 from grid.store.record import RunRecord
 
 TRACE_FILE = "search.json"
+K = TypeVar("K")
 EXIT_FAILED_CELLS = 3
 
 
-def measured_points(run_dir: Path, setup: SearchSetup, slo: Slo) -> dict[Point, Measured]:
+def measured_points(run_dir: Path, points: Mapping[K, tuple[Cell, Cell]], slo: Slo
+                    ) -> dict[K, Measured]:
     """The points whose two cells are committed as done with a throughput, with the cells'
     bootstrap replicates (the same analysis as the report's, so the same intervals)."""
-    ids = {c.cell_id for cells in setup.points.values() for c in cells}
+    ids = {c.cell_id for cells in points.values() for c in cells}
     cells = load_cells(run_dir) if (run_dir / "cells").is_dir() else None
     if cells is None or cells.empty:
         return {}
@@ -44,7 +52,7 @@ def measured_points(run_dir: Path, setup: SearchSetup, slo: Slo) -> dict[Point, 
     value = dict(zip(stats.table.cell_id.astype(str),
                      stats.table.output_tok_s.astype(float), strict=True))
     out = {}
-    for point, (base, var) in setup.points.items():
+    for point, (base, var) in points.items():
         a, b = value.get(base.cell_id, math.nan), value.get(var.cell_id, math.nan)
         if math.isfinite(a) and math.isfinite(b):
             out[point] = Measured(a, b, np.asarray(stats.replicates[base.cell_id]["output_tok_s"]),
@@ -52,10 +60,64 @@ def measured_points(run_dir: Path, setup: SearchSetup, slo: Slo) -> dict[Point, 
     return out
 
 
-def write_trace(run_dir: Path, setup: SearchSetup, steps: list[Step],
+AnyStep = Step | ConfirmStep
+
+
+def search_steps(setup: SearchSetup, run_dir: Path, slo: Slo
+                 ) -> tuple[list[AnyStep], set[tuple[int, ...]]]:
+    """The search replayed from the committed cells, and the points measured so far. A
+    threshold search's confirmation pairs are read as the replay names them."""
+    measured = measured_points(run_dir, setup.points, slo)
+    if setup.threshold is None:
+        return list(replay(setup.space, measured)), set(measured)
+    t = setup.threshold
+    confirmed: dict[Pair, Measured] = {}
+    while True:
+        steps = replay_threshold(setup.space, t.reserve, t.honoured, t.candidates, measured,
+                                 confirmed)
+        new = [p for p in steps[-1].points if len(p) == 3 and p not in confirmed]
+        found = measured_points(run_dir, {p: setup.pair_cells(p) for p in new}, slo) \
+            if new else {}
+        if not found:
+            return steps, set(measured) | set(confirmed)
+        confirmed.update(found)  # type: ignore[arg-type]
+
+
+def search_result(setup: SearchSetup, steps: Sequence[AnyStep]) -> dict:
+    """The outcome for the trace: the crossover search's (grid/analysis/search.py `result`)
+    and, for a threshold search, the ranking and the recommendation."""
+    crossing = [s for s in steps if isinstance(s, Step)]
+    space = setup.space
+    if setup.threshold is not None:
+        space = dataclasses.replace(space, max_cells=space.max_cells - setup.threshold.reserve)
+    out = result(space, crossing)
+    out["max_cells"] = setup.space.max_cells
+    last = steps[-1]
+    if isinstance(last, ConfirmStep):
+        out = {**out, **threshold_result(steps), "cells": last.cells_before}
+    return out
+
+
+def plan_step(cfg: DictConfig, plan: Plan, setup: SearchSetup, workloads: WorkloadPlan,
+              cells: list[Cell]) -> Plan:
+    """A search step's plan: the run's, narrowed to the step's cells; cells it does not hold
+    (a threshold search's confirmation) are planned like any grid's cells: flags, loads,
+    server specs, with the variant's alignment with its drafter."""
+    known = {c.cell_id for c in plan.cells}
+    if all(c.cell_id in known for c in cells):
+        return step_plan(plan, cells)
+    alignment = workloads.alignments.get(setup.points[min(setup.points)][1].cell_id)
+    if alignment is not None:
+        workloads.alignments.update({c.cell_id: alignment for c in cells
+                                     if c.cell_id not in known})
+    step = build_plan(cfg, cells, workloads, plan.run_dir.parent)
+    return dataclasses.replace(step, run_id=plan.run_id, run_dir=plan.run_dir)
+
+
+def write_trace(run_dir: Path, setup: SearchSetup, steps: list[AnyStep],
                 note: str | None = None) -> dict:
     """search.json: the question, every step with why it was taken, and the outcome."""
-    trace = {**setup.as_json(), "result": {**result(setup.space, steps), "note": note},
+    trace = {**setup.as_json(), "result": {**search_result(setup, steps), "note": note},
              "steps": [s.as_json() for s in steps]}
     tmp = run_dir / f".{TRACE_FILE}.tmp"
     tmp.write_text(json.dumps(trace, indent=2))
@@ -63,10 +125,19 @@ def write_trace(run_dir: Path, setup: SearchSetup, steps: list[Step],
     return trace
 
 
+def describe_point(point: tuple[int, ...]) -> str:
+    """`c=16 repeat 1`, or a confirmation pair's `off_above=28 vs 30 at c=30`."""
+    if len(point) == 3:
+        low, high, repeat = point
+        return f"off_above={low} vs {high} at c={high}" + (f" repeat {repeat}" if repeat else "")
+    load, repeat = point
+    return f"c={load} repeat {repeat}"
+
+
 @dataclass
 class SearchOutcome:
     code: int
-    steps: list[Step]
+    steps: list[AnyStep]
     cells: list[Cell] = field(default_factory=list)
     """Every cell the search chose (measured or not)."""
 
@@ -77,12 +148,11 @@ def run_search(setup: SearchSetup, run_dir: Path, record: RunRecord, slo: Slo,
     """Alternate replay and measurement until the search stops; `run_cells(cells)` runs cells
     with the controller and returns 0 (or the exit code of an interruption). Each step's cells
     begin with the variant that ended the previous step, whose server the controller keeps."""
-    tried: set[Point] = set()
+    tried: set[tuple[int, ...]] = set()
     shown = 0
     last_variant: str | None = None  # its server may still run: its cells go first
     while True:
-        measured = measured_points(run_dir, setup, slo)
-        steps = replay(setup.space, measured)
+        steps, measured = search_steps(setup, run_dir, slo)
         chosen = [p for s in steps for p in s.points]
         cells = setup.cells_of(chosen)
         record.ledger.add_cells(cells)
@@ -93,8 +163,10 @@ def run_search(setup: SearchSetup, run_dir: Path, record: RunRecord, slo: Slo,
         last = steps[-1]
         if last.stop is not None:
             write_trace(run_dir, setup, steps)
+            answer = (f"; set speculative_disable_above_batch={last.threshold}"
+                      if isinstance(last, ConfirmStep) and last.threshold is not None else "")
             echo(f"search stopped: {last.stop} after {last.cells_before} cells "
-                 f"(budget {setup.space.max_cells})")
+                 f"(budget {setup.space.max_cells}){answer}")
             return SearchOutcome(0, steps, cells)
         missing = [p for p in last.points if p not in measured]
         todo = [c for c in setup.cells_of(missing, last_variant)
@@ -102,7 +174,7 @@ def run_search(setup: SearchSetup, run_dir: Path, record: RunRecord, slo: Slo,
                 and (retry_failed or record.status(c.cell_id) != "failed")]
         if any(p in tried for p in missing) or not todo:
             # A cell of this step failed (or is skipped): the search cannot go on from it.
-            where = ", ".join(f"c={c} repeat {r}" for c, r in missing)
+            where = ", ".join(describe_point(p) for p in missing)
             note = f"search paused: cells at {where} did not complete; fix and run again"
             write_trace(run_dir, setup, steps, note)
             echo(note)

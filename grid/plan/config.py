@@ -238,8 +238,10 @@ class SearchConfig:
     """An adaptive search instead of a listed load axis (docs/search.md)."""
 
     kind: str | None = None
-    """None (off: the grid is the axes) or `crossover`: find where the grid's one speculative
-    variant stops paying against the baseline (SearchKind; `threshold` is not implemented)."""
+    """None (off: the grid is the axes), `crossover`: find where the grid's one speculative
+    variant stops paying against the baseline, or `threshold`: that, then rank the
+    speculative_disable_above_batch values the engine honours and confirm the best ones
+    (grid/plan/search.py SEARCH_KINDS)."""
     concurrency: list[int] = field(default_factory=lambda: [1, 256])
     """[lowest, highest] concurrency the search may measure (closed loop only)."""
     resolution: float = 1.4142135623730951
@@ -259,6 +261,9 @@ class SearchConfig:
     points_per_step: int = 1
     """Levels one bisection step measures (k-section) and repeats an undecided level gets at
     once: more cells per step for fewer steps; each step starts each variant's server once."""
+    candidates: int = 2
+    """kind=threshold: the top-ranked thresholds confirmed by measurement (>= 2); each
+    adjacent pair costs two cells per repeat, kept back from max_cells for them."""
 
 
 @dataclass
@@ -443,6 +448,7 @@ _RANGES: dict[str, str] = {
     "grid.search.max_repeats": ">= 1",
     "grid.search.points_per_step": ">= 1",
     "grid.search.min_effect": "[0, 1]",
+    "grid.search.candidates": ">= 2",
     # slo
     "slo.ttft_ms": "> 0",
     "slo.tpot_ms": "> 0",

@@ -1,8 +1,9 @@
-"""The plan side of an adaptive search (`grid.search.kind=crossover`, docs/search.md): its
-checks (one line, exit 2, before anything starts), its space (the lattice of loads, the
-budget), the grid of every cell it may choose (each an ordinary cell: same id rules, results
-and resume) and what the plan prints. The search's steps are grid/analysis/search.py (pure);
-the loop that runs them is grid/execute/search.py."""
+"""The plan side of an adaptive search (`grid.search.kind=crossover|threshold`,
+docs/search.md): its checks (one line, exit 2, before anything starts), its space (the lattice
+of loads, the budget), the grid of every cell it may choose (each an ordinary cell: same id
+rules, results and resume) and what the plan prints. The search's steps are
+grid/analysis/search.py and threshold.py (pure); the loop that runs them is
+grid/execute/search.py."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+import engines
 from grid.analysis.search import Point, Space, Step, make_space, next_step
+from grid.analysis.threshold import Pair
 from grid.plan.build import Plan
 from grid.plan.cells import Cell, group_by_server, make_cell
 from grid.plan.workloads import WorkloadPlan
 
-SEARCH_KINDS = ("crossover",)
-"""What `grid.search.kind` can ask (None: no search). `threshold` is not implemented."""
+SEARCH_KINDS = ("crossover", "threshold")
+"""What `grid.search.kind` can ask (None: no search)."""
 SEARCHED_AXES = ("concurrency", "load.concurrency", "repeat", "load.repeat", "rate",
                  "load.rate")
 """Axes the search sets itself: a grid axis of them would fight it."""
@@ -40,9 +43,6 @@ def check_search(cfg: DictConfig) -> None:
     kind = search_kind(cfg)
     if kind is None:
         return
-    if kind == "threshold":
-        raise SearchError("grid.search.kind=threshold is not implemented yet; use "
-                          "grid.search.kind=crossover (docs/search.md)")
     if kind not in SEARCH_KINDS:
         raise SearchError(f"grid.search.kind={kind!r} is not one of "
                           f"{', '.join(SEARCH_KINDS)}")
@@ -98,33 +98,80 @@ def with_repeats(cells: Sequence[Cell], workloads: WorkloadPlan, space: Space) -
 
 
 @dataclass(frozen=True)
+class Threshold:
+    """What a threshold search ranks and confirms (grid/analysis/threshold.py)."""
+
+    honoured: tuple[int, ...]
+    """The speculative_disable_above_batch values the engine tells apart for the variant
+    (Engine.threshold_values), ascending."""
+    candidates: int
+    """Top-ranked values confirmed (grid.search.candidates)."""
+
+    @property
+    def reserve(self) -> int:
+        """Cells the crossover search leaves for the confirmation: one point per pair."""
+        return 2 * (self.candidates - 1)
+
+
+@dataclass(frozen=True)
 class SearchSetup:
     """A planned search: its space, and the cells of every point it may choose."""
 
     space: Space
-    points: dict[Point, tuple[Cell, ...]]
+    points: dict[Point, tuple[Cell, Cell]]
     """(load, repeat) -> (baseline cell, variant cell)."""
     variant: str
     workload: str
+    threshold: Threshold | None = None
+    """kind=threshold: the values to rank; None for kind=crossover."""
 
-    def cells_of(self, points: Sequence[Point], first: str | None = None) -> list[Cell]:
-        """The points' cells, each server's in ascending load: variant `first` first (the one
-        whose server is still running from the previous step), else the baseline."""
-        cells = [c for p in sorted(points) for c in self.points[p]]
+    def pair_cells(self, pair: Pair) -> tuple[Cell, Cell]:
+        """A confirmation point's cells: the variant with each threshold, both at concurrency
+        = the higher one, repeat as given. Made from the variant's planned cell by the rule
+        `with_repeats` uses (make_cell on the config with the keys set), so each is the cell a
+        composed `variant.speculative_disable_above_batch=T load.concurrency=C` would be."""
+        low, high, repeat = pair
+        template = self.points[(self.space.lattice[0], repeat)][1]
+        out = []
+        for value in (low, high):
+            config = copy.deepcopy(template.config)
+            config["variant"]["speculative_disable_above_batch"] = value
+            config["load"]["concurrency"] = high
+            factors = {**template.factors, "variant.speculative_disable_above_batch": value,
+                       "concurrency": high}
+            out.append(make_cell(factors, config, template.prompts_digest,
+                                 template.engine_version))
+        return out[0], out[1]
+
+    def cells_of(self, points: Sequence[Point | Pair], first: str | None = None) -> list[Cell]:
+        """The points' cells (a Pair's: `pair_cells`), each server's in ascending load:
+        variant `first` first (the one whose server is still running from the previous
+        step), else the baseline."""
+        cells = [c for p in sorted(points)
+                 for c in (self.points[p] if len(p) == 2 else self.pair_cells(p))]  # type: ignore[index,arg-type]
         lead = first if first is not None else BASELINE
         return sorted(cells, key=lambda c: c.variant != lead)
 
     def first_step(self) -> Step:
-        return next_step(self.space, {})
+        reserve = self.threshold.reserve if self.threshold else 0
+        return next_step(dataclasses.replace(self.space,
+                                             max_cells=self.space.max_cells - reserve), {})
 
     def as_json(self) -> dict:
-        return {"kind": "crossover", "baseline": BASELINE, "variant": self.variant,
-                "workload": self.workload, "load_kind": "concurrency"}
+        out: dict[str, Any] = {
+            "kind": "threshold" if self.threshold else "crossover", "baseline": BASELINE,
+            "variant": self.variant, "workload": self.workload, "load_kind": "concurrency"}
+        if self.threshold:
+            out["honoured"] = list(self.threshold.honoured)
+            out["candidates"] = self.threshold.candidates
+        return out
 
 
-def search_setup(space: Space, cells: Sequence[Cell]) -> SearchSetup:
+def search_setup(space: Space, cells: Sequence[Cell], kind: str = "crossover",
+                 candidates: int = 2, hardware: str | None = None) -> SearchSetup:
     """The universe's cells by point; a grid that is not one variant against the baseline on
-    one workload is a SearchError naming what it holds."""
+    one workload is a SearchError naming what it holds, as is a threshold search on an engine
+    that cannot switch speculation off by batch size."""
     points: dict[Point, list[Cell]] = {}
     for cell in cells:
         point = (int(cell.concurrency or 0), int(cell.config["load"]["repeat"]))
@@ -134,13 +181,35 @@ def search_setup(space: Space, cells: Sequence[Cell]) -> SearchSetup:
     others = [v for v in variants if v != BASELINE]
     if (BASELINE not in variants or len(others) != 1 or len(workloads) != 1
             or any(len(v) != 2 for v in points.values())):
-        raise SearchError("grid.search.kind=crossover compares one variant with the baseline "
+        raise SearchError(f"grid.search.kind={kind} compares one variant with the baseline "
                           f"on one workload; the grid has variants {', '.join(variants)} and "
                           f"workloads {', '.join(workloads)} "
                           f"({max(len(v) for v in points.values())} cells per load)")
-    ordered = {p: tuple(sorted(v, key=lambda c: c.variant != BASELINE))
-               for p, v in points.items()}
-    return SearchSetup(space, ordered, others[0], workloads[0])
+    ordered: dict[Point, tuple[Cell, Cell]] = {}
+    for p, v in points.items():
+        base, var = sorted(v, key=lambda c: c.variant != BASELINE)
+        ordered[p] = (base, var)
+    threshold = None
+    if kind == "threshold":
+        threshold = Threshold(honoured_values(ordered[min(ordered)][1], hardware), candidates)
+    return SearchSetup(space, ordered, others[0], workloads[0], threshold)
+
+
+def honoured_values(cell: Cell, hardware: str | None) -> tuple[int, ...]:
+    """The thresholds the variant's engine tells apart; SearchError when it has none."""
+    variant = cell.config["variant"]
+    engine_name = cell.config["engine"]["name"]
+    if variant.get("speculative_disable_above_batch") is not None:
+        raise SearchError("grid.search.kind=threshold sets speculative_disable_above_batch "
+                          f"itself; variant {variant['name']} already sets it")
+    try:
+        values = engines.get(engine_name).threshold_values(variant, hardware)
+    except ValueError as e:
+        raise SearchError(f"grid.search.kind=threshold: {e}") from None
+    if not values:
+        raise SearchError(f"grid.search.kind=threshold: engine {engine_name} cannot switch "
+                          f"speculation off by batch size for variant {variant['name']}")
+    return tuple(values)
 
 
 def step_plan(plan: Plan, cells: Sequence[Cell]) -> Plan:
@@ -153,8 +222,9 @@ def search_lines(setup: SearchSetup, dense_cells: int | None = None) -> list[str
     space, first = setup.space, setup.first_step()
     dense = dense_cells if dense_cells is not None else len(space.lattice) * 2
     levels = " ".join(str(c) for c in space.lattice)
-    return [
-        f"search: crossover of {setup.variant} vs {BASELINE} on {setup.workload}, concurrency "
+    question = "threshold" if setup.threshold else "crossover"
+    lines = [
+        f"search: {question} of {setup.variant} vs {BASELINE} on {setup.workload}, concurrency "
         f"{space.lattice[0]}..{space.lattice[-1]}",
         f"  lattice ({len(space.lattice)} levels): {levels}; coarse levels "
         f"{' '.join(str(c) for c in space.coarse)}; up to {space.max_repeats} repeat(s) of a "
@@ -164,4 +234,17 @@ def search_lines(setup: SearchSetup, dense_cells: int | None = None) -> list[str
         f"  step 1: {first.why} -> {len(first.points) * space.cells_per_point} cells (listed "
         "below); later steps follow from the committed cells",
     ]
+    if setup.threshold:
+        t = setup.threshold
+        inside = [v for v in t.honoured if space.lattice[0] <= v <= space.lattice[-1]]
+        lines.insert(3, f"  then: the {len(inside)} speculative_disable_above_batch values the "
+                     f"engine tells apart in the range ({_span(inside)}) ranked by predicted "
+                     f"regret; the top {t.candidates} confirmed where they differ "
+                     f"({t.reserve} of the cells kept for it)")
+    return lines
+
+
+def _span(values: Sequence[int]) -> str:
+    shown = " ".join(str(v) for v in values[:12])
+    return shown + (f" ... {values[-1]}" if len(values) > 12 else "")
 

@@ -1,20 +1,33 @@
 """The report's view of alignment against measured acceptance (grid/analysis/lesson.py): a
 table of accept length with intervals per workload, the rank correlation, and a scatter of
 accept length against alignment with the intervals as error bars, one series per speculative
-variant and temperature. Shown when some speculative cell has both a known alignment and
-per-request verify counts."""
+variant and temperature. Shown when, at one load, a speculative variant was measured on two
+or more workloads with a known alignment and per-request verify counts: a relation needs
+workloads to compare (a one-workload sweep has its accept length in the main table)."""
 
 from __future__ import annotations
 
+import pandas as pd
 from matplotlib.figure import Figure
 
 from grid.analysis.lesson import relation_lines, relations
 from grid.report.rundata import RunData
 
 
+def compared(data: RunData) -> pd.DataFrame:
+    """The acceptance rows of (variant, temperature, load) groups with two or more
+    workloads."""
+    t = data.acceptance
+    if t.empty:
+        return t
+    keys = ["variant", "temperature", "concurrency"]
+    counts = t.groupby(keys, dropna=False).workload.transform("nunique")
+    return t[counts >= 2]
+
+
 def section(data: RunData) -> str:
     """The text block (empty when nothing was measured against a known alignment)."""
-    t = data.acceptance
+    t = compared(data)
     if t.empty:
         return ""
     label = f" [{data.label}]" if data.label else ""
@@ -63,11 +76,12 @@ def simulator_contrast(t) -> list[str]:
 
 def decision(data: RunData) -> list[dict[str, object]]:
     """decision.json's `alignment_vs_acceptance`: per variant and temperature."""
-    return relations(data.acceptance)
+    t = compared(data)
+    return relations(t) if not t.empty else []
 
 
 def figure(data: RunData) -> Figure | None:
-    t = data.acceptance
+    t = compared(data)
     if t.empty:
         return None
     fig = Figure(figsize=(7, 4.5), layout="constrained")

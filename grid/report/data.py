@@ -21,6 +21,7 @@ from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
 from grid.analysis.lesson import acceptance_table
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
+from grid.report.search import load_trace, searched_recommendations
 from grid.report.validity import ALIGNMENT, validity
 from grid.store import integrity
 from grid.store.loader import (
@@ -116,6 +117,8 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
                    damaged=damage_lines(run_dir, unreadable, mismatched),
                    gpu_hour_usd=gpu_hour_usd)
     data.operator = operator_view(stats, cells, data.energy, gpu_hour_usd)
+    data.decision.recommendations = searched_recommendations(data.decision.recommendations,
+                                                             load_trace(run_dir))
     table = acceptance_table(requests, cells, replicates=replicates, seed=seed)
     data.acceptance = table[table.alignment.notna()]
     data.validity = validity(data)

@@ -21,6 +21,36 @@ def load_trace(run_dir: Path) -> dict | None:
     return trace if isinstance(trace, dict) and "steps" in trace else None
 
 
+def searched_recommendations(recs: list[dict], trace: dict | None) -> list[dict]:
+    """A threshold search's confirmed value replaces the crossover rule's recommendation for
+    its variant and workload (the rule's value kept as `crossover_rule`): it was measured on
+    the engine's own threshold, where the rule only reads the lattice's levels."""
+    if not trace or trace.get("kind") != "threshold":
+        return recs
+    res = trace["result"]
+    if not res.get("threshold_stop"):
+        return recs
+    value = res.get("threshold")
+    signs: dict[str, str] = next((s.get("signs") for s in reversed(trace["steps"])
+                                  if s.get("phase") == "confirm" and s.get("signs")), {})
+    measured = "; ".join(
+        f"{pair.replace('->', ' vs ')}: {'higher' if sign.startswith('+') else 'lower'} wins"
+        + ("" if sign in ("+", "-") else " (point estimate)") for pair, sign in signs.items())
+    key = (trace["variant"], trace["workload"])
+    old = next((r for r in recs if (r["variant"], r["workload"]) == key), None)
+    rule = None if old is None else old.get("speculative_disable_above_batch")
+    text = ("no threshold needed within the searched range" if value is None else
+            "keep speculation off (speculative_disable_above_batch=0)" if value == 0 else
+            f"set speculative_disable_above_batch={value}")
+    statement = (f"{text}: the threshold search's choice ({res['threshold_stop']}"
+                 + (f"; {measured}" if measured else "") + ")"
+                 + (f"; the crossover rule alone says {rule}" if rule != value else ""))
+    new = {**(old or {"variant": key[0], "workload": key[1]}),
+           "speculative_disable_above_batch": value, "statement": statement,
+           "source": "threshold search", "crossover_rule": rule}
+    return [new if r is old else r for r in recs] + ([] if old is not None else [new])
+
+
 def _bracket(bracket: list) -> str:
     low, high = bracket
     if low is None and high is None:
@@ -35,11 +65,11 @@ def _bracket(bracket: list) -> str:
 def trace_lines(trace: dict) -> list[str]:
     """One line per step and one for the outcome."""
     res = trace["result"]
-    lines = [f"search: crossover of {trace['variant']} vs {trace['baseline']} on "
-             f"{trace['workload']}, {res['cells']} of {res['max_cells']} cells "
-             f"(lattice {res['lattice'][0]}..{res['lattice'][-1]})"]
+    lines = [f"search: {trace.get('kind', 'crossover')} of {trace['variant']} vs "
+             f"{trace['baseline']} on {trace['workload']}, {res['cells']} of "
+             f"{res['max_cells']} cells (lattice {res['lattice'][0]}..{res['lattice'][-1]})"]
     for step in trace["steps"]:
-        points = ", ".join(f"c={c}" + (f" repeat {r}" if r else "") for c, r in step["points"])
+        points = ", ".join(_point(p) for p in step["points"])
         lines.append(f"  step {step['number']}: {step['why']}"
                      + (f" -> measures {points}" if points else ""))
     stop = res.get("stop")
@@ -48,7 +78,22 @@ def trace_lines(trace: dict) -> list[str]:
                      f"{_bracket(res['bracket'])}")
     else:
         lines.append(f"  not finished: {res.get('note') or 'the last step is still to run'}")
+    if trace.get("kind") == "threshold" and res.get("threshold_stop"):
+        value = res.get("threshold")
+        answer = ("no threshold needed within the range" if value is None else
+                  "keep speculation off (0)" if value == 0 else
+                  f"set speculative_disable_above_batch={value}")
+        lines.append(f"  threshold: {answer} ({res['threshold_stop']}: "
+                     f"{res['threshold_stop_meaning']})")
     return lines
+
+
+def _point(point: list) -> str:
+    if len(point) == 3:  # a threshold search's confirmation pair
+        low, high, repeat = point
+        return f"off_above={low} vs {high} at c={high}" + (f" repeat {repeat}" if repeat else "")
+    load, repeat = point
+    return f"c={load}" + (f" repeat {repeat}" if repeat else "")
 
 
 def trace_section(trace: dict | None) -> str:

@@ -63,3 +63,21 @@ def test_metric_family_is_told_from_the_names() -> None:
         is VLLM_METRICS
     assert detect_family(["sglang:num_running_reqs"]) is SGLANG_METRICS
     assert detect_family(["tgi_queue_size", "python_gc_objects_collected_total"]) is None
+
+
+def test_threshold_values_per_engine() -> None:
+    eagle3 = {"name": "eagle3", "args": {"max_running_requests": 64,
+                                         "speculative_algorithm": "EAGLE3",
+                                         "speculative_num_steps": 3,
+                                         "speculative_eagle_topk": 1}}
+    baseline = {"name": "baseline", "args": {"max_running_requests": 64}}
+    captured = [*range(1, 9), *range(10, 33, 2), 40, 44, 48, 52, 56, 60]
+    # The simulator routes as SGLang; the H200 profile's 131 GiB gives SGLang's max_bs 256,
+    # lowered to the cap of 64. SGLang itself does not know the GPU here: 160, lowered too.
+    assert engines.get("sim").threshold_values(eagle3, "h200") == captured
+    assert engines.get("sglang").threshold_values(eagle3) == captured
+    # vLLM looks the draft count up by the number of scheduled requests: every batch size.
+    assert engines.get("vllm").threshold_values(eagle3) == list(range(1, 64))
+    assert engines.get("external").threshold_values(eagle3) is None
+    for name in ("sim", "sglang", "vllm"):
+        assert engines.get(name).threshold_values(baseline) is None, name

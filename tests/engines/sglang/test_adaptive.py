@@ -220,3 +220,36 @@ def test_threshold_notes_for_the_plan() -> None:
         "t16: drafts 3 steps at running batch 1-16; no drafting above (speculative CUDA-graph "
         "sizes up to 48)"]
     assert adaptive.threshold_notes("plain", {"args": EAGLE3}) == []
+
+
+EAGLE3_ARGS = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+               "speculative_eagle_topk": 1}
+
+
+@needs_sglang
+def test_honoured_thresholds_are_the_distinct_behaviours_of_sglang(tmp_path: Path) -> None:
+    # Every threshold 1..99 routed by SGLang's own AdaptiveSpeculativeParams over the capture
+    # list of max_bs 48: the honoured values are exactly the thresholds up to which SGLang
+    # drafts as asked (one per distinct drafting set), captured sizes up to 48, every
+    # integer past it (a batch larger than max_bs is not padded).
+    graphs = adaptive.decode_capture_sizes(48, speculative=True)
+    routes = {str(n): (str(adaptive.write_config(adaptive.threshold_config(3, n), tmp_path)),
+                       graphs, 100) for n in range(1, 100)}
+    got = _sglang({"lists": {}, "routes": routes})["routes"]
+    drafting = {n: tuple(b for b in range(1, 101) if got[str(n)][b - 1] == 3)
+                for n in range(1, 100)}
+    exact = [n for n in range(1, 100) if drafting[n][-1] == n]
+    honoured = adaptive.honoured_thresholds(
+        {**EAGLE3_ARGS, "max_running_requests": 100, "cuda_graph_max_bs": 48})
+    assert honoured == exact
+    assert len(set(drafting.values())) == len(honoured)
+
+
+def test_honoured_thresholds_by_memory_and_cap() -> None:
+    # SGLang's default max_bs for a 131 GiB GPU is 256, lowered to the running cap (64):
+    # captured sizes below 64 (1..8, 10..32 step 2, 40..60 step 4).
+    got = adaptive.honoured_thresholds({**EAGLE3_ARGS, "max_running_requests": 64},
+                                       gpu_memory_mib=131 * 1024)
+    assert got == [*range(1, 9), *range(10, 33, 2), 40, 44, 48, 52, 56, 60]
+    with pytest.raises(FlagError, match="needs speculative_algorithm EAGLE or EAGLE3"):
+        adaptive.honoured_thresholds({**EAGLE3_ARGS, "speculative_algorithm": "NGRAM"})

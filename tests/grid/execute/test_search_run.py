@@ -74,3 +74,56 @@ def test_search_stops_on_budget_resumes_and_continues(tmp_path):
     assert longer["result"]["stop"] in ("budget", "above_range")
     cells = load_cells(run_dir)
     assert len(cells) == 8 and (cells.attempt == 1).all()
+
+
+# c in [8, 64] on H200 + Llama-3.1-8B, 16 output tokens, 2 requests per stream, one
+# measurement per level: the crossover search brackets the crossover between neighbouring
+# lattice levels (8 11 16 23 32 45 64) within 12 cells, then one confirmation pair of
+# SGLang-captured sizes runs: ~60 s.
+THRESHOLD = ["+sweep=threshold_search", "grid.search.concurrency=[8,64]", "hardware=h200",
+             "model=llama3.1-8b", "workload.max_new_tokens=16", "load.requests_per_stream=2",
+             "variant.args.max_running_requests=256", "grid.search.max_repeats=1",
+             "grid.search.max_cells=12"]
+CAPTURED = {*range(1, 9), *range(10, 33, 2), *range(40, 65, 4)}
+"""SGLang's speculative capture sizes up to 64 (engines/sglang/adaptive.py)."""
+
+
+def test_threshold_search_confirms_captured_thresholds_and_resumes(tmp_path):
+    lines: list[str] = []
+    first = run([*THRESHOLD, f"results_dir={tmp_path}"], echo=lines.append)
+    assert first.exit_code == 0, "\n".join(lines)
+    run_dir = first.run_dir
+    trace = json.loads((run_dir / "search.json").read_text())
+    assert trace["kind"] == "threshold"
+    phases = [s["phase"] for s in trace["steps"]]
+    crossing = phases.index("confirm")
+    assert set(phases[:crossing]) == {"crossover"} and set(phases[crossing:]) == {"confirm"}
+    res = trace["result"]
+    assert res["stop"] == "bracketed" and res["threshold_stop"] == "confirmed"
+    pairs = [p for s in trace["steps"] if s["phase"] == "confirm" for p in s["points"]]
+    assert len(pairs) == 1
+    low, high, repeat = pairs[0]
+    # The pair: two SGLang-captured sizes, the top two of the ranking, inside the bracket's
+    # neighbourhood, measured at the higher one's concurrency.
+    assert {low, high} <= CAPTURED and low < high and repeat == 0
+    assert {low, high} == {c["value"] for c in res["candidates"][:2]}
+    assert res["threshold"] in (low, high)
+    cells = load_cells(run_dir)
+    confirm = cells[cells.variant.str.contains("off_above")]
+    assert sorted(confirm.variant) == [f"eagle3__off_above-{low}", f"eagle3__off_above-{high}"]
+    assert set(confirm.concurrency) == {high} and (confirm.status == "done").all()
+    # Each confirmation server got its own threshold as SGLang's adaptive config.
+    assert all("--speculative-adaptive-config" in c for c in confirm.server_command)
+    assert len(cells) == res["cells"] and res["cells"] <= 12
+    decision = json.loads((run_dir / "decision.json").read_text())
+    rec = decision["recommendations"][0]
+    assert rec["source"] == "threshold search"
+    assert rec["speculative_disable_above_batch"] == res["threshold"]
+    assert f"set speculative_disable_above_batch={res['threshold']}" in \
+        (run_dir / "report.md").read_text()
+
+    # Again: nothing new is measured, the trace is the same.
+    starts = len(_servers(run_dir))
+    again = run([*THRESHOLD, f"results_dir={tmp_path}"], echo=lambda _: None)
+    assert again.exit_code == 0 and len(_servers(run_dir)) == starts
+    assert json.loads((run_dir / "search.json").read_text()) == trace

@@ -19,7 +19,8 @@ BAD = [
     (["grid.search.resolution=1"], "grid.search.resolution must be > 1, got 1"),
     (["grid.search.max_repeats=0"], "grid.search.max_repeats must be >= 1, got 0"),
     (["grid.search.kind=bisect"], "grid.search.kind='bisect' is not one of crossover"),
-    (["grid.search.kind=threshold"], "grid.search.kind=threshold is not implemented yet"),
+    (["grid.search.kind=threshold", "grid.search.candidates=1"],
+     "grid.search.candidates must be >= 2, got 1"),
     (["load.concurrency=1,2"], "drop the grid axis concurrency"),
     (["+grid.axes.repeat=[0,1]"], "drop the grid axis repeat"),
     (["load.rate=5"], "searches closed-loop concurrency; unset load.rate"),
@@ -74,3 +75,34 @@ def test_derived_repeats_are_the_composed_repeats():
     ids = {c.cell_id for cells in search.search.points.values() for c in cells}
     assert len(ids) == 2 * 2 * 3
     assert ids == {c.cell_id for c in dense.plan.cells}
+
+
+def test_threshold_plan_names_the_candidates(tmp_path):
+    lines: list[str] = []
+    outcome = run(["+sweep=threshold_search", "variant.args.max_running_requests=64",
+                   "grid.search.concurrency=[16,64]", "plan=true", f"results_dir={tmp_path}"],
+                  echo=lines.append)
+    text = "\n".join(lines)
+    assert outcome.exit_code == 0, text
+    # SGLang's speculative capture sizes from 16 to 63 (the running cap is 64): 16..32 step 2
+    # and 40..60 step 4 (engines/sglang/adaptive.py decode_capture_sizes).
+    assert ("then: the 15 speculative_disable_above_batch values the engine tells apart in "
+            "the range (16 18 20 22 24 26 28 30 32 40 44 48 ... 60) ranked by predicted "
+            "regret; the top 2 confirmed where they differ (2 of the cells kept for it)") in text
+    assert "search: threshold of eagle3 vs baseline on coding, concurrency 16..64" in text
+
+
+def test_confirmation_cells_are_the_composed_threshold_cells():
+    # A confirmation pair's cells are derived from the planned EAGLE-3 cell (pair_cells);
+    # a dense grid that composes the same thresholds and load through Hydra gives the same ids.
+    search = make_plan(["+sweep=threshold_search", "grid.search.concurrency=[1,4]"])
+    assert search.search is not None
+    low, high = search.search.pair_cells((24, 28, 1))
+    dense = make_plan(["+sweep=concurrency", "grid.axes.variant=[eagle3]",
+                       "load.concurrency=28,32", "variant.speculative_disable_above_batch=24,28",
+                       "grid.axes.repeat=[1]"])
+    by_threshold = {c.config["variant"]["speculative_disable_above_batch"]: c
+                    for c in dense.plan.cells if c.concurrency == 28}
+    assert (low.cell_id, high.cell_id) == (by_threshold[24].cell_id, by_threshold[28].cell_id)
+    assert (low.variant, high.variant) == ("eagle3__off_above-24", "eagle3__off_above-28")
+    assert low.server_key != high.server_key and low.concurrency == high.concurrency == 28

@@ -17,11 +17,12 @@ SOURCE = "real engine, CPU, tiny trained models"
 WORKLOADS = {"coding": (0.33, 3.0), "agentic": (0.25, 2.0), "encyclopedic": (0.02, 1.2)}
 
 
-def _write(run_dir) -> None:
+def _write(run_dir, workloads=tuple(WORKLOADS)) -> None:
     from grid.store.results import write_cell
     from grid.store.schema import CELL_FIELDS, REQUEST_FIELDS
 
-    for workload, (alignment, accept) in WORKLOADS.items():
+    for workload in workloads:
+        alignment, accept = WORKLOADS[workload]
         cells, requests = grid({"baseline": {4: 100.0}, "tiny_trained_draft": {4: 120.0}},
                                workload=workload, spec_accept=accept)
         for cell in cells.to_dict("records"):
@@ -72,3 +73,17 @@ def test_section_figure_and_decision_with_the_real_engine_label(tmp_path):
     (rel,) = decision["alignment_vs_acceptance"]
     assert rel["variant"] == "tiny_trained_draft" and rel["spearman"] == 1.0
     assert rel["most_aligned"]["workload"] == "coding" and rel["apart"] is True
+
+
+def test_one_workload_has_no_relation_to_show(tmp_path):
+    # One workload per load: nothing to rank, so no section, figure or decision entry (its
+    # accept length is in the main table); before, a one-workload sweep printed an
+    # "undefined" correlation line for every load.
+    run_dir = tmp_path / "one-workload"
+    _write(run_dir, ("coding",))
+    write_report(run_dir)
+    text = (run_dir / "report.md").read_text()
+    assert "against alignment with the drafter's training data" not in text
+    assert "rank correlation" not in text
+    assert "alignment_vs_acceptance" not in json.loads((run_dir / "decision.json").read_text())
+    assert not (run_dir / "plots" / "alignment.png").exists()

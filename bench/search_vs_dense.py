@@ -16,7 +16,10 @@ holds. Both variants run up to 256 requests at once (--max-running; the shipped 
 the running batch at 64, beyond which a grid to 256 measures the same batch and a queue). To
 fit a 2-core machine the simulator can run slower than modelled time (--time-scale 4: each
 modelled step sleeps four times its duration, so a CPU-starved simulator does not distort the
-ratios between variants, which are what the crossover reads).
+ratios between variants, which are what the crossover reads). Unless --exclusive, every run
+(dense too) packs its servers on the node's GPUs (grid.exclusive_node=false; a TP1 server
+takes one of the 8), so a search keeps both servers running between its steps
+(docs/search.md); the dense grid runs one server after the other either way.
 
     python bench/search_vs_dense.py --max-new-tokens 32 --profiles default
     python bench/search_vs_dense.py --max-new-tokens 32 --time-scale 4 --profiles h200:llama3.1-8b
@@ -106,12 +109,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1,
                     help="measurements per level: the dense grid's repeats and the searches' "
                          "grid.search.max_repeats")
+    ap.add_argument("--exclusive", action="store_true",
+                    help="one server per node (grid.exclusive_node, the default of a run): a "
+                         "search then keeps only the last server between steps; without it "
+                         "every run packs its servers on the node's GPUs and the search keeps "
+                         "both (load.client_cpus=0.5 so both fit this 2-CPU machine)")
     ap.add_argument("--out", type=Path, default=None, help="keep the run folders here")
     ns = ap.parse_args(argv)
     levels = ",".join(str(c) for c in lattice(1, 256, math.sqrt(2)))
     common = [f"++engine.sim_args.time_scale={ns.time_scale}",
               f"workload.max_new_tokens={ns.max_new_tokens}",
               f"variant.args.max_running_requests={ns.max_running}"]
+    if not ns.exclusive:  # both TP1 servers fit on the node at once: a search keeps both
+        common += ["grid.exclusive_node=false", "load.client_cpus=0.5"]
     repeats = ",".join(str(r) for r in range(ns.repeats))
     grids = (("dense", ["+sweep=concurrency", f"load.concurrency={levels}",
                         f"grid.axes.repeat=[{repeats}]"]),

@@ -324,7 +324,7 @@ def _cells_to_run(record: RunRecord, cells: Sequence[Cell], retry_failed: bool,
 def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
                echo: Callable[[str], None], keep: list[Any] | None = None) -> int:
     """Run `todo` with the controller. `keep` (a search's steps): the controller is made once,
-    kept in the list, and holds its last server running for the next call; the caller
+    kept in the list, and holds its servers running for the next call; the caller
     releases it."""
     # Imported here: planning and bad-input checks must not pay for importing Ray.
     from grid.execute.cluster import connect

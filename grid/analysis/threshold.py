@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -57,6 +57,15 @@ THRESHOLD_STOPS = {
 Pair = tuple[int, int, int]
 """(lower threshold, higher threshold, repeat index): the variant with each threshold, both at
 concurrency = the higher threshold."""
+
+
+def describe_point(point: Sequence[int]) -> str:
+    """`c=16`, `c=16 repeat 1`, or a confirmation pair's `off_above=28 vs 30 at c=30`."""
+    if len(point) == 3:
+        low, high, repeat = point
+        return f"off_above={low} vs {high} at c={high}" + (f" repeat {repeat}" if repeat else "")
+    load, repeat = point
+    return f"c={load}" + (f" repeat {repeat}" if repeat else "")
 
 
 @dataclass(frozen=True)
@@ -176,8 +185,7 @@ def confirm_step(space: Space, crossover: Step, levels: Mapping[int, Level],
                            best, used, signs)
     fit = max(0, (space.max_cells - used) // space.cells_per_point)
     why = (f"top candidates by predicted regret {names}: measure "
-           + ", ".join(f"off_above={a} vs {b} at c={b}" + (f" repeat {r}" if r else "")
-                       for a, b, r in todo))
+           + ", ".join(describe_point(p) for p in todo))
     if fit == 0:
         return ConfirmStep(number, (), f"{why}: not measured, {STOP_REASONS[BUDGET]} "
                            f"({used} of {space.max_cells} cells)", BUDGET, ranked, best, used,
@@ -194,8 +202,7 @@ def replay_threshold(space: Space, reserve: int, honoured: Sequence[int], candid
     """Every step of a threshold search from the measured points: the crossover search within
     max_cells - reserve (grid/analysis/search.py `replay`), then the confirmation steps. The
     last step is a stop or the one whose points are not all measured yet."""
-    crossing = replay(Space(**{**asdict(space), "max_cells": space.max_cells - reserve}),
-                      measured)
+    crossing = replay(replace(space, max_cells=space.max_cells - reserve), measured)
     steps: list[Step | ConfirmStep] = list(crossing)
     last = crossing[-1]
     if last.stop is None:

@@ -34,6 +34,7 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 from actors.loadgen.actor import START_MARGIN_S, LoadGenActor
 from actors.probe import ServerAccess
 from actors.telemetry import TelemetryActor
+from grid.execute.cluster import node_resources
 from grid.execute.progress import Progress
 from grid.execute.server import (
     PG_CPU,
@@ -47,7 +48,7 @@ from grid.execute.server import (
 )
 from grid.plan.build import Plan
 from grid.plan.cells import Cell, ServerGroup, group_by_server
-from grid.plan.placement import bundle_gpus, server_gpus
+from grid.plan.placement import bundle_gpus, fits_together, server_gpus
 from grid.plan.specs import at_url, external_url
 from grid.plan.workloads import cell_columns, record_workloads, request_columns
 from grid.store import rows
@@ -90,13 +91,15 @@ class Controller:
     (LaunchSpec.with_run_key); it reaches the ServerActors and LoadGenActors through Ray, in
     their specs, and is never recorded."""
     hold_last: bool = False
-    """Keep the last group's server (and its placement, load generators) running after `run`
-    for a next `run` that begins with the same server: an adaptive search's next step
-    (grid/execute/search.py) extends a running server instead of starting it again. One
-    server at a time only; `release` stops it."""
+    """Keep servers (with their placements and load generators) running after `run` for a
+    next `run` that uses the same servers: an adaptive search's next step
+    (grid/execute/search.py) extends running servers instead of starting them again. Every
+    group of the run is kept when all of them fit on the cluster at once (`fits_together`:
+    two servers on an 8-GPU node with grid.exclusive_node=false), else the last one; groups
+    a next `run` does not use are stopped before it starts; `release` stops the rest."""
     total: int = 0
     started: int = 0
-    parked: GroupRun | None = field(default=None, repr=False)
+    parked: dict[str, GroupRun] = field(default_factory=dict, repr=False)
 
     def run(self, cells: Sequence[Cell]) -> None:
         """Run `cells` (the ones still to do), grouped by server, groups in grid order, up to
@@ -104,17 +107,23 @@ class Controller:
         self.total, self.started = len(cells), 0
         if self.plan.workloads is not None:  # the prompts the run sends, with their sources
             record_workloads(self.plan.run_dir, self.plan.workloads.sets)
+        groups = group_by_server(cells)
+        for key in [k for k in self.parked if k not in {g.server_key for g in groups}]:
+            self.parked.pop(key).close()  # its GPUs go to the servers this run starts
         runs: list[GroupRun] = []
-        for group in group_by_server(cells):
-            parked = self.parked
-            if not runs and parked is not None and parked.group.server_key == group.server_key:
-                parked.group, self.parked = group, None
+        for group in groups:
+            parked = self.parked.pop(group.server_key, None)
+            if parked is not None:
+                parked.group = group
                 runs.append(parked)
             else:
-                self.release()  # its GPUs go to the next server
                 runs.append(GroupRun(self, group))
         if runs and self.hold_last and self.plan.max_parallel_servers == 1:
-            runs[-1].hold = True
+            # All of them only where they fit at once: a parked server the cluster has no
+            # room beside would block the next group's reservation.
+            together = fits_together([r.bundles() for r in runs], node_resources())
+            for run in runs if together else runs[-1:]:
+                run.hold = True
         waiting = deque(runs)
         active: dict[GroupRun, tuple[Steps[None], Wait, float | None]] = {}
         try:
@@ -147,10 +156,10 @@ class Controller:
                 steps.close()
 
     def release(self) -> None:
-        """Stop the server `hold_last` kept running, if any."""
-        parked, self.parked = self.parked, None
-        if parked is not None:
-            parked.close()
+        """Stop the servers `hold_last` kept running, if any."""
+        parked, self.parked = self.parked, {}
+        for run in parked.values():
+            run.close()
 
     def _advance(self, active: dict[GroupRun, tuple[Steps[None], Wait, float | None]],
                  run: GroupRun, steps: Steps[None], error: BaseException | None = None) -> None:
@@ -201,7 +210,8 @@ class GroupRun:
             held = self.hold and self.unplaceable is None and self.server is not None
         finally:
             if held:
-                self.hold, self.ctl.parked = False, self
+                self.hold = False
+                self.ctl.parked[self.group.server_key] = self
             else:
                 self.close()
 
@@ -211,18 +221,21 @@ class GroupRun:
         self.pg = None
 
     # --- resources -----------------------------------------------------------------------------
-    def _reserve(self) -> Steps[None]:
-        """One STRICT_PACK placement group: the server's GPUs and each client's CPUs on one
-        node. It waits while other groups hold what it needs; a group that cannot be placed
-        otherwise fails its cells (not the run)."""
+    def bundles(self) -> list[dict[str, float]]:
+        """The placement group's bundles: the server's GPUs, then each client's CPUs."""
         bundles: list[dict[str, float]] = []
         if self.spec is not None:
             gpus = bundle_gpus(server_gpus(self.group), self.ctl.node_gpus,
                                self.ctl.plan.exclusive_node)  # grid.exclusive_node
             bundles.append({"GPU": gpus, "CPU": PG_CPU})
-        bundles += [{"CPU": self.client_cpus}] * self.clients
+        return bundles + [{"CPU": self.client_cpus}] * self.clients
+
+    def _reserve(self) -> Steps[None]:
+        """One STRICT_PACK placement group: the server's GPUs and each client's CPUs on one
+        node. It waits while other groups hold what it needs; a group that cannot be placed
+        otherwise fails its cells (not the run)."""
         try:
-            self.pg = placement_group(bundles, strategy="STRICT_PACK")
+            self.pg = placement_group(self.bundles(), strategy="STRICT_PACK")
             yield Wait([self.pg.ready()], timeout_s=PLACEMENT_TIMEOUT_S, patient=True)
         except WaitTimeout:
             self.unplaceable = (

@@ -22,7 +22,13 @@ from omegaconf import DictConfig
 from grid.analysis import Slo
 from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells
 from grid.analysis.search import Measured, Step, replay, result
-from grid.analysis.threshold import ConfirmStep, Pair, replay_threshold, threshold_result
+from grid.analysis.threshold import (
+    ConfirmStep,
+    Pair,
+    describe_point,
+    replay_threshold,
+    threshold_result,
+)
 from grid.plan.build import Plan, build_plan
 from grid.plan.cells import Cell
 from grid.plan.search import SearchSetup, step_plan
@@ -123,15 +129,6 @@ def write_trace(run_dir: Path, setup: SearchSetup, steps: list[AnyStep],
     tmp.write_text(json.dumps(trace, indent=2))
     os.replace(tmp, run_dir / TRACE_FILE)
     return trace
-
-
-def describe_point(point: tuple[int, ...]) -> str:
-    """`c=16 repeat 1`, or a confirmation pair's `off_above=28 vs 30 at c=30`."""
-    if len(point) == 3:
-        low, high, repeat = point
-        return f"off_above={low} vs {high} at c={high}" + (f" repeat {repeat}" if repeat else "")
-    load, repeat = point
-    return f"c={load} repeat {repeat}"
 
 
 @dataclass

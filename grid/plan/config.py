@@ -247,8 +247,10 @@ class SearchConfig:
     resolution: float = 1.4142135623730951
     """Factor between neighbouring loads of the search's lattice (√2: 1 2 3 4 6 8 11 16 ...);
     the crossover is bracketed when it lies between two neighbours."""
-    max_cells: int = 16
-    """Cell budget of the search (both variants' cells counted, repeats too)."""
+    max_cells: int = 24
+    """Cell budget of the search (both variants' cells counted, repeats too): three quarters
+    of a dense √2 grid over 1..256 (32 cells), which a search that brackets stops well short
+    of; the repeats of levels near a flat crossover are what spend it (docs/search.md)."""
     coarse_levels: int = 5
     """Log-spaced levels measured first, range ends included (1 4 16 64 256 for [1, 256]),
     the lower half at once and the rest only while speculation still pays."""

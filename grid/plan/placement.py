@@ -4,7 +4,7 @@ list comes from grid/execute/cluster.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import engines
 from grid.plan.cells import ServerGroup
@@ -65,3 +65,22 @@ def check_node_resources(groups: Sequence[ServerGroup], nodes: Sequence[tuple[in
                 f"{group.config['load']['client_cpus']:g} + the server's {server_cpu:g}), but "
                 f"no node of the Ray cluster has both (nodes: {shown}); lower load.clients or "
                 "load.client_cpus")
+
+
+def fits_together(groups: Sequence[Sequence[Mapping[str, float]]],
+                  nodes: Sequence[tuple[int, float]]) -> bool:
+    """Whether every group's placement bundles can be reserved at the same time, each group
+    on one node (STRICT_PACK), on nodes of (GPUs, CPUs): first fit, the largest group first.
+    A heuristic: it may say no where a cleverer packing fits, which costs a server start,
+    never a reservation that waits for resources a kept server holds."""
+    free = [[float(g), float(c)] for g, c in nodes]
+    needs = sorted(((sum(b.get("GPU", 0.0) for b in bundles),
+                     sum(b.get("CPU", 0.0) for b in bundles)) for bundles in groups),
+                   reverse=True)
+    for gpus, cpus in needs:
+        node = next((n for n in free if n[0] >= gpus and n[1] >= cpus), None)
+        if node is None:
+            return False
+        node[0] -= gpus
+        node[1] -= cpus
+    return True

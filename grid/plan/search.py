@@ -46,6 +46,12 @@ def check_search(cfg: DictConfig) -> None:
     if kind not in SEARCH_KINDS:
         raise SearchError(f"grid.search.kind={kind!r} is not one of "
                           f"{', '.join(SEARCH_KINDS)}")
+    if kind == "threshold":
+        reserve = 2 * (int(cfg.grid.search.candidates) - 1)
+        if int(cfg.grid.search.max_cells) < reserve + 4:
+            raise SearchError(f"grid.search.max_cells={cfg.grid.search.max_cells} leaves the "
+                              f"crossover search fewer than 4 cells after the {reserve} kept "
+                              f"for confirming {cfg.grid.search.candidates} candidates")
     bounds = list(cfg.grid.search.concurrency or [])
     if (len(bounds) != 2 or not all(isinstance(b, int) and not isinstance(b, bool)
                                     for b in bounds) or not 1 <= bounds[0] < bounds[1]):

@@ -116,8 +116,9 @@ def latency(data: RunData) -> Figure | None:
 def speedup(data: RunData) -> Figure | None:
     """Speedup over the baseline against load with its interval, one line per variant (engine/
     variant when the run has several engines); each crossover marked (dotted, its interval
-    shaded) and each variant's capacity under the SLOs (a star on its line; the baseline's: a
-    dashed grey line)."""
+    shaded), the recommended speculative_disable_above_batch (dash-dot; "confirmed" when a
+    threshold search measured it) and each variant's capacity under the SLOs (a star on its
+    line; the baseline's: a dashed grey line)."""
     table = data.decision.speedups
     if table.empty:
         return None
@@ -148,6 +149,13 @@ def speedup(data: RunData) -> Figure | None:
                     ax.axvspan(lo, hi, color=line.get_color(), alpha=0.07)
                     ax.annotate(f"crossover {c.point:.1f}", (c.point, 0), fontsize=7,
                                 xytext=(4, 6), textcoords="offset points")
+            for r in data.decision.recommendations if kind == "concurrency" else ():
+                n = r.get("speculative_disable_above_batch")
+                if (r["variant"], r["workload"]) == (variant, workload) and n:
+                    ax.axvline(n, color=line.get_color(), linestyle="-.", linewidth=0.9)
+                    ax.annotate(f"set off_above={n}" + (" (confirmed)" if r.get("source")
+                                                         else ""), (n, 0), fontsize=7,
+                                xytext=(4, -22), textcoords="offset points")
             cap = view.capacity(str(variant), str(workload), kind) if view else None
             if cap is not None and cap.served:
                 here = group[group.load == cap.capacity]
@@ -165,7 +173,7 @@ def speedup(data: RunData) -> Figure | None:
         if kind == "concurrency":
             ax.set_xlabel("concurrency (requests in flight, log scale)")
         ax.set_ylabel("speedup of output tok/s over baseline (%)")
-        ax.set_title("band: 95 % interval; dotted: crossover"
+        ax.set_title("band: 95 % interval; dotted: crossover; dash-dot: recommended threshold"
                      + ("; star: capacity under the SLOs" if marks else ""), fontsize=9)
         ax.legend(fontsize=7, title="engine/variant" if frame.variant.str.contains("/").any()
                   else "variant", title_fontsize=7)

@@ -8,6 +8,8 @@ import json
 from html import escape
 from pathlib import Path
 
+from grid.analysis.threshold import describe_point
+
 TRACE_FILE = "search.json"
 
 
@@ -69,7 +71,7 @@ def trace_lines(trace: dict) -> list[str]:
              f"{trace['baseline']} on {trace['workload']}, {res['cells']} of "
              f"{res['max_cells']} cells (lattice {res['lattice'][0]}..{res['lattice'][-1]})"]
     for step in trace["steps"]:
-        points = ", ".join(_point(p) for p in step["points"])
+        points = ", ".join(describe_point(p) for p in step["points"])
         lines.append(f"  step {step['number']}: {step['why']}"
                      + (f" -> measures {points}" if points else ""))
     stop = res.get("stop")
@@ -86,14 +88,6 @@ def trace_lines(trace: dict) -> list[str]:
         lines.append(f"  threshold: {answer} ({res['threshold_stop']}: "
                      f"{res['threshold_stop_meaning']})")
     return lines
-
-
-def _point(point: list) -> str:
-    if len(point) == 3:  # a threshold search's confirmation pair
-        low, high, repeat = point
-        return f"off_above={low} vs {high} at c={high}" + (f" repeat {repeat}" if repeat else "")
-    load, repeat = point
-    return f"c={load}" + (f" repeat {repeat}" if repeat else "")
 
 
 def trace_section(trace: dict | None) -> str:

@@ -180,3 +180,19 @@ def test_three_candidates_confirm_two_adjacent_pairs():
     assert [p[:2] for p in first.points] == list(zip(top, top[1:], strict=False))
     assert all(p[2] == 0 for p in first.points)
     assert last.stop == CONFIRMED and last.threshold == 28
+
+
+def test_a_crash_during_confirmation_replays_the_same_steps():
+    # Everything the full search measured, then only what committed before a crash in the
+    # confirmation step: the replay reaches the same confirmation step, still to run; with
+    # its pair committed, the same finished trace.
+    sp = make_space(1, 256, math.sqrt(2), 5, 24, 3)
+    full = run_all(sp, linear(28), sigma=0.005)
+    crossing_measured = crossing(linear(28), 0.005)
+    pair = pairs_from(linear(28), 0.005)
+    pairs = [p for s in full if isinstance(s, ConfirmStep) for p in s.points]
+    resumed = replay_threshold(sp, 2, CAPTURED, 2, crossing_measured, {})
+    assert resumed == full[:len(resumed)] and resumed[-1].points == tuple(pairs)
+    again = replay_threshold(sp, 2, CAPTURED, 2, crossing_measured,
+                             {p: pair(p) for p in pairs})
+    assert again == full and again[-1].stop == CONFIRMED

@@ -4,6 +4,9 @@ docs/lesson.md) on coding and encyclopedic prompts, greedy and at temperature 0.
 number comes from the product's own path: cells, per-request rows, the server's counters, the
 report.
 
+With it, the speculation threshold on the same running server: what a threshold search's
+confirmation cell measures (docs/search.md).
+
 Marked `real_engine`; .ci/run trains the models (scripts/train_models.py) and runs it."""
 
 from __future__ import annotations
@@ -19,6 +22,18 @@ from grid.run import run
 pytestmark = [pytest.mark.real_engine, pytest.mark.usefixtures("ray_session"),
               pytest.mark.timeout(900)]
 DRAFTS = "vllm:spec_decode_num_drafts_total"
+
+
+def assert_steps_are_the_servers(run_dir, requests) -> None:
+    """Each cell's per-request verify steps add up to the increase of the server's own draft
+    counter over the cell (scraped after the warm-up); a request without drafts has none."""
+    metrics = load_server_metrics(run_dir)
+    drafts = metrics[metrics.metric == DRAFTS].sort_values("scraped_at")
+    for cell_id, group in requests.groupby("cell_id"):
+        counted = drafts[drafts.cell_id == cell_id].value
+        delta = float(counted.iloc[-1] - counted.iloc[0])
+        steps = int(group.spec_verify_ct.fillna(0).sum())
+        assert steps == delta, (cell_id, steps, delta)
 
 
 def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, trained_models):
@@ -44,13 +59,7 @@ def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, tr
     # they add up to the server's own counter over the cell (scraped after the warm-up)
     requests = load_requests(outcome.run_dir)
     assert (requests.status == "ok").all() and requests.spec_verify_ct.notna().all()
-    metrics = load_server_metrics(outcome.run_dir)
-    drafts = metrics[metrics.metric == DRAFTS].sort_values("scraped_at")
-    for cell_id, group in requests.groupby("cell_id"):
-        counted = drafts[drafts.cell_id == cell_id].value
-        delta = float(counted.iloc[-1] - counted.iloc[0])
-        steps = int(group.spec_verify_ct.sum())
-        assert steps == delta, (cell_id, steps, delta)
+    assert_steps_are_the_servers(outcome.run_dir, requests)
 
     # greedy: the matched domain accepts more, intervals apart (a test that can fail: the
     # drafter read coding text, never an encyclopedia question)
@@ -70,3 +79,38 @@ def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, tr
     assert relation[0.0]["most_aligned"]["workload"] == "coding__temperature-0.0"
     assert relation[0.0]["apart"] is True
     assert relation[0.0]["spearman"] is None  # two domains: no rank correlation
+
+
+def test_vllm_drafts_only_up_to_the_threshold(tmp_path, engines_python, trained_models):
+    # The variant with speculative_disable_above_batch=N starts vLLM with the batch-size
+    # schedule [[1, N, k], [N+1, max_num_seqs, 0]] (engines/vllm/command.py): at concurrency
+    # 4, N=4 drafts on every step, N=2 only while at most two requests run (the cell's tail).
+    lines: list[str] = []
+    outcome = run(["+sweep=cpu_lesson", f"results_dir={tmp_path}",
+                   f"engine.python={engines_python}",
+                   "grid.axes={variant:[tiny_trained_draft],workload:[coding],"
+                   "variant.speculative_disable_above_batch:[2,4]}",
+                   "load.num_requests=16"], echo=lines.append)
+    log = "\n".join(lines)
+    assert outcome.exit_code == 0, log
+    cells = load_cells(outcome.run_dir)
+    assert sorted(cells.variant) == ["tiny_trained_draft__off_above-2",
+                                     "tiny_trained_draft__off_above-4"], log
+    assert (cells.status == "done").all() and set(cells.concurrency) == {4}
+    assert all("num_speculative_tokens_per_batch_size" in c for c in cells.server_command)
+    by_variant = dict(zip(cells.cell_id, cells.variant, strict=True))
+
+    requests = load_requests(outcome.run_dir)
+    assert (requests.status == "ok").all()
+    steps = requests.assign(variant=requests.cell_id.map(by_variant),
+                            verify=requests.spec_verify_ct.fillna(0).astype(int))
+    per = steps.groupby("variant").verify
+    on, off = "tiny_trained_draft__off_above-4", "tiny_trained_draft__off_above-2"
+    # Threshold 4 at concurrency 4: every request drafted (64 tokens, at most one per step
+    # plus the accepted drafts: dozens of verify steps each).
+    assert (steps[steps.variant == on].verify > 10).all(), steps
+    # Threshold 2: most requests ran beside three others throughout and never drafted; the
+    # few that drafted were in the cell's tail.
+    assert per.median()[off] == 0, steps
+    assert per.sum()[off] < per.sum()[on] / 4, per.sum()
+    assert_steps_are_the_servers(outcome.run_dir, requests)

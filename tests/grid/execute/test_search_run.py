@@ -76,6 +76,20 @@ def test_search_stops_on_budget_resumes_and_continues(tmp_path):
     assert len(cells) == 8 and (cells.attempt == 1).all()
 
 
+def test_both_servers_stay_up_across_steps_where_they_fit_together(tmp_path):
+    # Two TP1 servers fit beside each other on the session's 8-GPU node once neither takes the
+    # whole node (grid.exclusive_node=false) and their clients reserve half a CPU each (2
+    # CPUs in the session): the controller keeps both between steps, so three steps start two
+    # servers, not three.
+    lines: list[str] = []
+    first = run([*SEARCH, "grid.search.max_cells=6", "grid.exclusive_node=false",
+                 "load.client_cpus=0.5", f"results_dir={tmp_path}"], echo=lines.append)
+    assert first.exit_code == 0, "\n".join(lines)
+    trace = json.loads((first.run_dir / "search.json").read_text())
+    assert [len(s["points"]) for s in trace["steps"]] == [2, 1, 0]
+    assert _servers(first.run_dir) == ["baseline", "eagle3"]
+
+
 # c in [8, 64] on H200 + Llama-3.1-8B, 16 output tokens, 2 requests per stream, one
 # measurement per level: the crossover search brackets the crossover between neighbouring
 # lattice levels (8 11 16 23 32 45 64) within 12 cells, then one confirmation pair of

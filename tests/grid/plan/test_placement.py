@@ -11,7 +11,7 @@ import pytest
 
 from grid.execute.cluster import runtime_env
 from grid.plan.config import ConfigError
-from grid.plan.placement import bundle_gpus, check_node_resources, check_nodes
+from grid.plan.placement import bundle_gpus, check_node_resources, check_nodes, fits_together
 from grid.run import EXIT_BAD_INPUT, make_plan, run
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -104,3 +104,19 @@ def test_a_group_no_single_node_can_hold_is_refused_before_any_placement():
     check_node_resources(groups, [(8, 1.0), (8, 4.0)], server_cpu=0.01)  # one node fits
     groups[0].config["engine"]["name"] = "external"  # nothing launched: its clients only
     check_node_resources(groups, [(0, 1.0)], server_cpu=0.01)
+
+
+def test_fits_together_packs_each_group_on_one_node():
+    server = [{"GPU": 1, "CPU": 0.01}, {"CPU": 0.5}]  # one GPU, one client of half a CPU
+    whole = [{"GPU": 8, "CPU": 0.01}, {"CPU": 1.0}]   # an exclusive server on an 8-GPU node
+    # two TP1 servers beside each other on one 8-GPU, 2-CPU node: 2 GPUs, 1.02 CPUs
+    assert fits_together([server, server], [(8, 2.0)])
+    # their clients at 1 CPU each: 2.02 CPUs do not fit on 2
+    assert not fits_together([[server[0], {"CPU": 1.0}]] * 2, [(8, 2.0)])
+    # exclusive servers take a node each: two need two nodes
+    assert not fits_together([whole, whole], [(8, 4.0)])
+    assert fits_together([whole, whole], [(8, 4.0), (8, 4.0)])
+    # a group is never split across nodes: 6 + 6 GPUs on two 8-GPU nodes, not 12 on one
+    six = [{"GPU": 6, "CPU": 0.01}]
+    assert fits_together([six, six], [(8, 1.0), (8, 1.0)])
+    assert not fits_together([six, six, six], [(8, 1.0), (8, 1.0)])

@@ -21,6 +21,9 @@ BAD = [
     (["grid.search.kind=bisect"], "grid.search.kind='bisect' is not one of crossover"),
     (["grid.search.kind=threshold", "grid.search.candidates=1"],
      "grid.search.candidates must be >= 2, got 1"),
+    (["grid.search.kind=threshold", "grid.search.candidates=3", "grid.search.max_cells=7"],
+     "grid.search.max_cells=7 leaves the crossover search fewer than 4 cells after the 4 kept "
+     "for confirming 3 candidates"),
     (["load.concurrency=1,2"], "drop the grid axis concurrency"),
     (["+grid.axes.repeat=[0,1]"], "drop the grid axis repeat"),
     (["load.rate=5"], "searches closed-loop concurrency; unset load.rate"),

@@ -61,3 +61,42 @@ def test_a_run_without_a_search_shows_none(tmp_path):
     assert "search:" not in report.summary
     assert "search" not in json.loads(report.decision.read_text())
     assert "Adaptive search" not in report.html.read_text()
+
+
+def test_a_threshold_search_replaces_the_crossover_rule(tmp_path):
+    # The same cells, with a threshold search's confirmation after step 4: candidates 5 and
+    # 6 (between the bracket's 4 and 6), measured at c=6 with the higher one winning. The
+    # crossover rule reads only the tested levels (4, below the interpolated crossover); the
+    # report and decision.json take the search's confirmed 6, and keep the rule's value.
+    trace = json.loads(json.dumps(TRACE))
+    trace["kind"] = "threshold"
+    trace["steps"].append(
+        {"number": 5, "points": [[5, 6, 0]], "why": "top candidates by predicted regret 5 "
+         "(0.010), 6 (0.020): measure off_above=5 vs 6 at c=6", "stop": None,
+         "candidates": [], "threshold": 5, "cells_before": 10, "signs": {},
+         "phase": "confirm"})
+    trace["steps"].append(
+        {"number": 6, "points": [], "why": "top candidates 5 (0.010), 6 (0.020): every pair "
+         "decided, set speculative_disable_above_batch=6", "stop": "confirmed",
+         "candidates": [], "threshold": 6, "cells_before": 12, "signs": {"5->6": "+"},
+         "phase": "confirm"})
+    trace["result"].update(threshold=6, threshold_stop="confirmed", cells=12,
+                           threshold_stop_meaning="every pair of top-ranked thresholds was "
+                           "measured where the two differ")
+    run_dir = tmp_path / "run"
+    write_run(run_dir, SPEEDS)
+    (run_dir / "search.json").write_text(json.dumps(trace))
+    report = write_report(run_dir)
+    lines = report.summary.splitlines()
+    assert ("  step 5: top candidates by predicted regret 5 (0.010), 6 (0.020): measure "
+            "off_above=5 vs 6 at c=6 -> measures off_above=5 vs 6 at c=6") in lines
+    assert ("  threshold: set speculative_disable_above_batch=6 (confirmed: every pair of "
+            "top-ranked thresholds was measured where the two differ)") in lines
+    # speedups 1.8, 1.11, 0.67 at c=1, 4, 16: the rule says 4, the largest tested below the
+    # crossover (between 4 and 16)
+    assert ("recommendation for eagle3 on coding: set speculative_disable_above_batch=6: the "
+            "threshold search's choice (confirmed; 5 vs 6: higher wins); the crossover rule "
+            "alone says 4") in lines
+    rec = json.loads(report.decision.read_text())["recommendations"][0]
+    assert rec["speculative_disable_above_batch"] == 6 and rec["crossover_rule"] == 4
+    assert rec["source"] == "threshold search"

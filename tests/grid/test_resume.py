@@ -23,10 +23,17 @@ from grid.run import EXIT_INTERRUPTED, run
 SWEEP = ["+sweep=smoke", "run.id=r"]
 
 
+def _default_sigint() -> None:
+    # A shell's background job starts with SIGINT ignored, and Python keeps an inherited
+    # SIG_IGN instead of raising KeyboardInterrupt: the driver starts as from a terminal.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _driver(results: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "grid.run", *SWEEP, f"results_dir={results}", *extra],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        preexec_fn=_default_sigint)
 
 
 def _query(run_dir: Path, sql: str) -> list[tuple]:

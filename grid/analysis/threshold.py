@@ -54,6 +54,12 @@ THRESHOLD_STOPS = {
     CONFIRMED: "every pair of top-ranked thresholds was measured where the two differ",
 }
 
+def reserve_cells(candidates: int, cells_per_point: int = 2) -> int:
+    """Cells the crossover search leaves for the confirmation: one point per adjacent pair
+    of the top `candidates`."""
+    return cells_per_point * (candidates - 1)
+
+
 Pair = tuple[int, int, int]
 """(lower threshold, higher threshold, repeat index): the variant with each threshold, both at
 concurrency = the higher threshold."""

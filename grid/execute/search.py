@@ -77,16 +77,20 @@ def search_steps(setup: SearchSetup, run_dir: Path, slo: Slo
     if setup.threshold is None:
         return list(replay(setup.space, measured)), set(measured)
     t = setup.threshold
-    confirmed: dict[Pair, Measured] = {}
-    while True:
-        steps = replay_threshold(setup.space, t.reserve, t.honoured, t.candidates, measured,
-                                 confirmed)
-        new = [p for p in steps[-1].points if len(p) == 3 and p not in confirmed]
-        found = measured_points(run_dir, {p: setup.pair_cells(p) for p in new}, slo) \
-            if new else {}
-        if not found:
-            return steps, set(measured) | set(confirmed)
-        confirmed.update(found)  # type: ignore[arg-type]
+
+    def steps_with(confirmed: Mapping[Pair, Measured]) -> list[AnyStep]:
+        return replay_threshold(setup.space, t.reserve, t.honoured, t.candidates, measured,
+                                confirmed)
+
+    # The pairs follow from the crossover search's cells alone, so the first replay names
+    # them; every repeat of them is read at once, and the second replay is the search.
+    steps = steps_with({})
+    pairs = {(a, b, r) for a, b, _ in (p for p in steps[-1].points if len(p) == 3)
+             for r in range(setup.space.max_repeats)}
+    if not pairs:
+        return steps, set(measured)
+    confirmed = measured_points(run_dir, {p: setup.pair_cells(p) for p in pairs}, slo)
+    return steps_with(confirmed), set(measured) | set(confirmed)
 
 
 def search_result(setup: SearchSetup, steps: Sequence[AnyStep]) -> dict:

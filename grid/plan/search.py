@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import engines
 from grid.analysis.search import Point, Space, Step, make_space, next_step
-from grid.analysis.threshold import Pair
+from grid.analysis.threshold import Pair, reserve_cells
 from grid.plan.build import Plan
 from grid.plan.cells import Cell, group_by_server, make_cell
 from grid.plan.workloads import WorkloadPlan
@@ -47,7 +47,7 @@ def check_search(cfg: DictConfig) -> None:
         raise SearchError(f"grid.search.kind={kind!r} is not one of "
                           f"{', '.join(SEARCH_KINDS)}")
     if kind == "threshold":
-        reserve = 2 * (int(cfg.grid.search.candidates) - 1)
+        reserve = reserve_cells(int(cfg.grid.search.candidates))
         if int(cfg.grid.search.max_cells) < reserve + 4:
             raise SearchError(f"grid.search.max_cells={cfg.grid.search.max_cells} leaves the "
                               f"crossover search fewer than 4 cells after the {reserve} kept "
@@ -116,7 +116,7 @@ class Threshold:
     @property
     def reserve(self) -> int:
         """Cells the crossover search leaves for the confirmation: one point per pair."""
-        return 2 * (self.candidates - 1)
+        return reserve_cells(self.candidates)
 
 
 @dataclass(frozen=True)

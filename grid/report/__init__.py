@@ -13,14 +13,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from grid.analysis import Slo, decide
+from grid.analysis import Slo
 from grid.report import alignment, plots
 from grid.report.agentic import findings
-from grid.report.data import DECISION_FILE, load_run
+from grid.report.data import DECISION_FILE, load_run, run_decision
 from grid.report.html import compare_html, run_html
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
-from grid.report.search import load_trace
 from grid.report.text import domain_acceptance, summary_table, summary_text
 
 __all__ = ["Report", "domain_acceptance", "load_run", "main", "run_summary", "summary_table",
@@ -72,7 +71,7 @@ def decision_json(data: RunData) -> dict:
         **({"conversations": conv} if (conv := findings(data.turns, data.baseline)) else {}),
         **({"alignment_vs_acceptance": rel} if (rel := alignment.decision(data)) else {}),
         # An adaptive search (grid.search.kind): every step, why, and why it stopped.
-        **({"search": trace} if (trace := load_trace(data.run_dir)) else {}),
+        **({"search": data.search} if data.search else {}),
     }
 
 
@@ -106,7 +105,7 @@ def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
         data.stats.table = data.stats.table[data.stats.table.cell_id.isin(keep)]
         data.requests = data.requests[data.requests.cell_id.isin(keep)]
         data.turns = data.turns[data.turns.cell_id.isin(keep)]
-        data.decision = decide(data.stats)
+        data.decision = run_decision(data.stats, data.baseline, data.search)
         data.operator = operator_view(data.stats, data.cells, data.energy, data.gpu_hour_usd)
     return summary_text(data)
 

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 
 from grid.analysis import Slo, analyse_cells, decide
-from grid.analysis.cellstats import REQUEST_COLUMNS
+from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats
+from grid.analysis.decision import Decision
 from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
 from grid.analysis.lesson import acceptance_table
 from grid.report.operator import operator_view
@@ -111,18 +112,25 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
             baseline = next((f"{e}/baseline" for e in engines
                              if f"{e}/baseline" in set(cells.variant)), baseline)
     stats = analyse_cells(cells, with_rounds(requests, turns), slo, replicates, seed)
-    data = RunData(run_dir, cells, requests, turns, stats, decide(stats, baseline), metrics,
-                   server_deltas(metrics, stats.table), telemetry,
+    trace = load_trace(run_dir)
+    data = RunData(run_dir, cells, requests, turns, stats, run_decision(stats, baseline, trace),
+                   metrics, server_deltas(metrics, stats.table), telemetry,
                    energy_per_token(telemetry, cells, stats.table), slo, baseline=baseline,
                    damaged=damage_lines(run_dir, unreadable, mismatched),
-                   gpu_hour_usd=gpu_hour_usd)
+                   gpu_hour_usd=gpu_hour_usd, search=trace)
     data.operator = operator_view(stats, cells, data.energy, gpu_hour_usd)
-    data.decision.recommendations = searched_recommendations(data.decision.recommendations,
-                                                             load_trace(run_dir))
     table = acceptance_table(requests, cells, replicates=replicates, seed=seed)
     data.acceptance = table[table.alignment.notna()]
     data.validity = validity(data)
     return data
+
+
+def run_decision(stats: CellStats, baseline: str, trace: dict | None) -> Decision:
+    """The decision over the cells, with a threshold search's confirmed recommendation in
+    place of the crossover rule's (grid/report/search.py)."""
+    decision = decide(stats, baseline)
+    decision.recommendations = searched_recommendations(decision.recommendations, trace)
+    return decision
 
 
 def damage_lines(run_dir: Path, unreadable: list[DamagedFileError],

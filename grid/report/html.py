@@ -27,7 +27,7 @@ from grid.report.agentic import (
 from grid.report.data import provenance
 from grid.report.plots import CONVERSATION_PLOTS
 from grid.report.rundata import SIM_BANNER, RunData
-from grid.report.search import load_trace, trace_section
+from grid.report.search import trace_section
 from grid.report.text import domain_acceptance
 
 STYLE = """
@@ -338,7 +338,7 @@ def page(title: str, body: list[str]) -> str:
 def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests)
     body = [validity_section(data), decision_section(data),
-            trace_section(load_trace(data.run_dir)), operator_section(data, figures),
+            trace_section(data.search), operator_section(data, figures),
             "<h2>Plots</h2>"]
     body += [img(png, name) for name, png in figures.items()
              if name not in CONVERSATION_PLOTS + OPERATOR_PLOTS]

@@ -55,6 +55,8 @@ class RunData:
     acceptance: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Accept length with its interval per speculative variant x temperature x workload whose
     alignment is known (grid/analysis/lesson.py; grid/report/alignment.py shows it)."""
+    search: dict | None = None
+    """An adaptive search's trace (search.json, grid/report/search.py), read once."""
 
     @property
     def simulated(self) -> bool:

@@ -13,7 +13,7 @@ from grid.analysis.domains import distribution_summary
 from grid.report import alignment
 from grid.report.agentic import agentic_summary
 from grid.report.rundata import RunData
-from grid.report.search import load_trace, trace_lines
+from grid.report.search import trace_lines
 from grid.report.validity import engine_versions
 
 
@@ -98,9 +98,8 @@ def summary_text(data: RunData) -> str:
     lines = data.decision.lines()
     if lines:
         parts.append("\n" + "\n".join(lines))
-    trace = load_trace(data.run_dir)  # an adaptive search's steps (grid/report/search.py)
-    if trace is not None:
-        parts.append("\n" + "\n".join(trace_lines(trace)))
+    if data.search is not None:  # an adaptive search's steps (grid/report/search.py)
+        parts.append("\n" + "\n".join(trace_lines(data.search)))
     operator = data.operator.lines() if data.operator else []
     if operator:
         source = f" ({data.label})" if data.label else ""

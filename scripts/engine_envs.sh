@@ -61,6 +61,21 @@ SGLANG_SKIP="sglang-kernel flashinfer-python flash-attn-4 humming-kernels nvidia
 nvidia-mathdx nvidia-ml-py nvshmem4py-cu13 quack-kernels sgl-deep-ep sgl-deep-gemm sgl-flash-mla
 tilelang torch-memory-saver cuda-python torch torchvision torchaudio torchcodec"
 
+# vLLM's compiled ops are loaded the way vLLM loads them itself: its CPU platform picks
+# _C (AVX-512 BF16), _C_AVX512 or _C_AVX2 for this CPU (vllm/platforms/cpu.py, import_kernels).
+# Importing vllm._C by name dies with SIGILL on a CPU without AVX-512. The check then asks for
+# one op the kernels register (rotary_embedding, which SGLang's CPU path also calls).
+VLLM_KERNELS="from vllm.platforms import current_platform; current_platform.import_kernels(); import torch; torch.ops._C.rotary_embedding"
+
+# One line on what this CPU offers (engines/cpu_support.py: the kernel choice above depends on
+# it). On a CPU the engines' kernels cannot run on at all (x86 without AVX2) the environments
+# are still built (the validation tests use the engines' own argument parsers, which need no
+# kernels), the kernel check is skipped, and the real-engine tests skip with the same line.
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+KERNELS_OK=1
+PYTHONPATH="$REPO" "$PY" -m engines.cpu_support | sed 's/^/engine_envs: /' || KERNELS_OK=""
+[[ -n "$KERNELS_OK" ]] || VLLM_KERNELS="print('engine_envs: kernel check skipped on this CPU')"
+
 T_ALL=$(date +%s)
 step() {  # step NAME CMD...: run CMD, print its wall time
     local name=$1 t0; shift
@@ -121,7 +136,7 @@ build_vllm() {
     step "$venv: remove CUDA-linked torchvision/torchaudio/torchcodec" \
         "$venv/bin/python" -m pip uninstall --quiet -y torchvision torchaudio torchcodec
     step "$venv: check imports" "$venv/bin/python" -c \
-        "import vllm, vllm._C, transformers; from transformers import LlamaForCausalLM; print('engine_envs: vllm', vllm.__version__)"
+        "import vllm, transformers; from transformers import LlamaForCausalLM; $VLLM_KERNELS; print('engine_envs: vllm', vllm.__version__)"
     echo "$spec" >"$venv/.specgrid-engine-env"
 }
 
@@ -190,7 +205,7 @@ PYEOF
         "import sglang, vllm._custom_ops, transformers; from sglang.srt.server_args import ServerArgs; print('engine_envs: sglang', sglang.__version__)"
     if [[ -n "$one" ]]; then
         step "$venv: check vLLM's server imports" "$venv/bin/python" -c \
-            "import vllm.entrypoints.openai.api_server, vllm._C; print('engine_envs: vllm server importable')"
+            "import vllm.entrypoints.openai.api_server; $VLLM_KERNELS; print('engine_envs: vllm server importable')"
     fi
     echo "$spec" >"$venv/.specgrid-engine-env"
 }

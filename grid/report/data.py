@@ -1,7 +1,7 @@
 """A run folder read through the loader and analysed into a RunData (grid/report/rundata.py):
-the cells with windowed metrics and intervals, the decision, server metrics per cell (with
-counter deltas), telemetry, energy, validity findings (grid/report/validity.py) and
-provenance."""
+the cells with windowed metrics and intervals, the decision, server metrics per cell (gauges
+and counter deltas by role: grid/report/serverdata.py), telemetry, energy, validity findings
+(grid/report/validity.py) and provenance."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from grid.analysis.lesson import acceptance_table
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
 from grid.report.search import load_trace, searched_recommendations
+from grid.report.serverdata import cell_families, server_deltas, server_gauges
 from grid.report.validity import ALIGNMENT, validity
 from grid.store import integrity
 from grid.store.loader import (
@@ -35,16 +36,8 @@ from grid.store.loader import (
     set_aside_attempts,
 )
 from grid.store.schema import REQUEST_FIELDS, TURN_FIELDS
-from specgrid_metrics.counters import counter_deltas
 
 DECISION_FILE = "decision.json"
-SERVER_GAUGES = {"sglang:num_running_reqs": "running batch", "sglang:num_queue_reqs": "queue",
-                 "sglang:token_usage": "KV cache usage", "sglang:spec_accept_rate":
-                 "spec accept rate"}
-SERVER_COUNTERS = {"sglang:generation_tokens_total": "generation_tokens",
-                   "sglang:spec_verify_calls_total": "spec_verify_calls",
-                   "sglang:num_retracted_requests_total": "retractions",
-                   "sglang:num_requests_total": "requests"}
 _REQUEST_EXTRA = ["variant", "workload", "concurrency", "domain"]
 TURN_COLUMNS = [name for name in TURN_FIELDS.names if name != "itl_s"] + ["variant", "workload"]
 """The turn columns the report reads (not the per-token gaps: the cell row has ITL
@@ -113,11 +106,15 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
                              if f"{e}/baseline" in set(cells.variant)), baseline)
     stats = analyse_cells(cells, with_rounds(requests, turns), slo, replicates, seed)
     trace = load_trace(run_dir)
+    # Each cell's /metrics read with its engine's names (grid/report/serverdata.py).
+    families = cell_families(cells, metrics)
+    variants = dict(zip(cells.cell_id.astype(str), cells.variant.astype(str), strict=True))
     data = RunData(run_dir, cells, requests, turns, stats, run_decision(stats, baseline, trace),
-                   metrics, server_deltas(metrics, stats.table), telemetry,
+                   metrics, server_deltas(metrics, families), telemetry,
                    energy_per_token(telemetry, cells, stats.table), slo, baseline=baseline,
                    damaged=damage_lines(run_dir, unreadable, mismatched),
-                   gpu_hour_usd=gpu_hour_usd, search=trace)
+                   gpu_hour_usd=gpu_hour_usd, search=trace,
+                   server_gauges=server_gauges(metrics, families, variants))
     data.operator = operator_view(stats, cells, data.energy, gpu_hour_usd)
     table = acceptance_table(requests, cells, replicates=replicates, seed=seed)
     data.acceptance = table[table.alignment.notna()]
@@ -156,31 +153,6 @@ def with_rounds(requests: pd.DataFrame, turns: pd.DataFrame) -> pd.DataFrame:
         return requests
     rounds = rounds[[c for c in REQUEST_COLUMNS if c in rounds]]
     return rounds if requests.empty else pd.concat([requests, rounds], ignore_index=True)
-
-
-def server_deltas(metrics: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """Per cell: the increase of SGLang's counters during the cell (summed over label sets,
-    counter resets handled), the server's own output tok/s over the scraped span and accept
-    length (generation tokens / verify calls), beside the client's. SGLang 0.5.23 adds each
-    finished request's generation tokens and spec_verify_ct to these counters
-    (sglang/srt/observability/metrics_collector.py, observe_one_finished_request), so their
-    ratio is the accept length of the requests that finished (warmup included)."""
-    if metrics.empty:
-        return pd.DataFrame(columns=["cell_id", *SERVER_COUNTERS.values()])
-    rows = []
-    wanted = metrics[metrics.metric.isin(list(SERVER_COUNTERS))]
-    for cell_id, group in wanted.groupby("cell_id", sort=False):
-        deltas = counter_deltas(zip(group.scraped_at, group.metric,
-                                    group["labels"].map(json.loads), group.value, strict=True))
-        row: dict = {"cell_id": cell_id}
-        for name, short in SERVER_COUNTERS.items():
-            row[short] = sum(v for (n, _), v in deltas.items() if n == name)
-        span = group.scraped_at.max() - group.scraped_at.min()
-        row["server_tok_s"] = row["generation_tokens"] / span if span > 0 else math.nan
-        row["server_accept_length"] = (row["generation_tokens"] / row["spec_verify_calls"]
-                                       if row["spec_verify_calls"] else math.nan)
-        rows.append(row)
-    return pd.DataFrame(rows)
 
 
 def energy_per_token(telemetry: pd.DataFrame, cells: pd.DataFrame, table: pd.DataFrame

@@ -217,6 +217,8 @@ def cells_section(data: RunData) -> str:
         else t
     if len(data.energy):
         extra = extra.merge(data.energy, on="cell_id", how="left")
+    families = ", ".join(sorted(set(data.server_deltas.get("family", pd.Series()).dropna()))
+                         ) or "none known"
     head = ("variant workload load rep status tok/s goodput_tok/s req/s SLO_met TTFT_p50_ms "
             "TTFT_p99_ms TPOT_p50_ms TPOT_p99_ms accept window_s window_reqs ramp_s drain_s "
             "server_tok/s server_accept J/token").split()
@@ -245,8 +247,11 @@ def cells_section(data: RunData) -> str:
     return ("<h2>Cells</h2><p>Metrics over each cell's steady-state window (closed loop: from "
             "the moment every stream is busy to the last send; ramp-up and drain reported "
             "apart), 95 % bootstrap intervals over requests in brackets. Server tok/s and "
-            "accept length come from SGLang's own counters (deltas over the cell), to check "
-            "the client's.</p><table>" + "".join(rows) + "</table>")
+            "accept length come from the server's own /metrics counters (deltas over the "
+            f"cell, read by engine family: {esc(families)}), to check the client's; server "
+            "accept is each engine's own definition: completion tokens per verify call "
+            "(SGLang), 1 + accepted / drafts over decode steps (vLLM).</p><table>"
+            + "".join(rows) + "</table>")
 
 
 def _table(head: list[str], rows: list[list[str]]) -> str:

@@ -9,12 +9,11 @@ import math
 
 import numpy as np
 import pandas as pd
-from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
 from grid.analysis.bootstrap import interval
 from grid.analysis.decision import points
-from grid.report import alignment, operator_plots
+from grid.report import alignment, operator_plots, serverplots
 from grid.report.agentic import (
     bin_order,
     conversation_cells,
@@ -22,7 +21,6 @@ from grid.report.agentic import (
     turn_table,
     with_speedup,
 )
-from grid.report.data import SERVER_GAUGES
 from grid.report.rundata import RunData
 
 DPI = 90
@@ -210,41 +208,6 @@ def acceptance(data: RunData) -> Figure | None:
     return fig
 
 
-def server_metrics(data: RunData) -> Figure | None:
-    """SGLang's gauges over each cell (seconds since the cell's first scrape): running batch,
-    queue, KV cache usage, spec accept rate; one line per cell, coloured by variant."""
-    m = data.server_metrics
-    m = m[m.metric.isin(list(SERVER_GAUGES))] if len(m) else m
-    if m.empty:
-        return None
-    names = [n for n in SERVER_GAUGES if (m.metric == n).any()]
-    fig = Figure(figsize=(11, 2.6 * len(names)), layout="constrained")
-    axes = fig.subplots(len(names), 1, squeeze=False)
-    variants = sorted(m.variant.astype(str).unique())
-    colours = {v: f"C{i % 10}" for i, v in enumerate(variants)}
-    start = m.groupby("cell_id").scraped_at.min()
-    for ax, name in zip((a[0] for a in axes), names, strict=True):
-        part = m[m.metric == name]
-        # several label sets (tp ranks) per scrape: their sum for counts, mean for ratios
-        agg = "sum" if name in ("sglang:num_running_reqs", "sglang:num_queue_reqs") else "mean"
-        series_ = part.groupby(["cell_id", "variant", "scraped_at"], observed=True
-                               ).value.agg(agg).reset_index()
-        lines, colors = [], []
-        for cell_id, group in series_.groupby("cell_id", sort=False):
-            lines.append(np.column_stack([group.scraped_at - start[cell_id], group.value]))
-            colors.append(colours[str(group.variant.iloc[0])])
-        # One collection per panel: hundreds of cells draw as fast as one line.
-        ax.add_collection(LineCollection(lines, colors=colors, linewidths=0.8, alpha=0.7))
-        ax.autoscale()
-        ax.set_ylabel(SERVER_GAUGES[name], fontsize=8)
-        ax.grid(True, alpha=0.3)
-    for v in variants:
-        axes[0][0].plot([], [], color=colours[v], label=v)
-    axes[0][0].legend(fontsize=7, ncol=min(4, len(variants)))
-    axes[-1][0].set_xlabel("seconds since the cell's first scrape")
-    return fig
-
-
 def telemetry(data: RunData) -> Figure | None:
     """GPU utilisation, memory used and power per cell (mean over the cell's samples and
     GPUs), where NVML was readable."""
@@ -374,7 +337,7 @@ def conversation_context(data: RunData) -> Figure | None:
 
 PLOTS = {"throughput": throughput, "latency": latency, "speedup": speedup,
          "frontier": operator_plots.frontier, "acceptance": acceptance,
-         "server_metrics": server_metrics, "telemetry": telemetry,
+         "server_metrics": serverplots.server_metrics, "telemetry": telemetry,
          "conversation_load": conversation_load, "conversation_context": conversation_context,
          "alignment": alignment.figure}
 """Name -> plot function, in report order."""

@@ -35,7 +35,8 @@ class RunData:
     decision: Decision
     server_metrics: pd.DataFrame
     server_deltas: pd.DataFrame
-    """Per cell: counter deltas and the server's own tok/s and accept length."""
+    """Per cell: counter deltas by role, the server's own tok/s and accept length
+    (grid/report/serverdata.py server_deltas)."""
     telemetry: pd.DataFrame
     energy: pd.DataFrame
     """Per cell: GPU energy (J) and J per output token, where power was readable."""
@@ -57,6 +58,9 @@ class RunData:
     alignment is known (grid/analysis/lesson.py; grid/report/alignment.py shows it)."""
     search: dict | None = None
     """An adaptive search's trace (search.json, grid/report/search.py), read once."""
+    server_gauges: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Per cell, gauge role (running, waiting, kv_usage) and scrape: the server's gauge, whatever
+    its engine calls it (grid/report/serverdata.py server_gauges)."""
 
     @property
     def simulated(self) -> bool:

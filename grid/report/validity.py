@@ -70,9 +70,11 @@ def validity(data: RunData) -> list[tuple[str, str]]:
             reqs = pd.DataFrame(columns=["cell_id", "status", "input_tokens",
                                          "output_tokens", "domain"])
         reqs = reqs[reqs.status == "ok"]
-        gauge = data.server_metrics
-        running = (gauge[gauge.metric == "sglang:num_running_reqs"].groupby("cell_id").value
-                   .mean() if len(gauge) and "metric" in gauge else pd.Series(dtype=float))
+        # The running batch whatever the server calls it (grid/report/serverdata.py): for a
+        # rate-driven cell, the concurrency the envelope is checked at.
+        gauge = data.server_gauges
+        running = (gauge[gauge.role == "running"].groupby("cell_id").value.mean()
+                   if len(gauge) and "role" in gauge else pd.Series(dtype=float))
         conversations = set(data.turns.cell_id) if len(data.turns) else set()
         found = []
         for row in sim.itertuples():

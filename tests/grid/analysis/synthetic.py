@@ -58,10 +58,11 @@ def grid(speeds: dict[str, dict[int, float]], jitter: float = 0.02, per_stream: 
 
 
 def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, cell_fields=None,
-              **kw) -> None:
+              server_metrics=None, **kw) -> None:
     """The constructed grid written through the real results writer (grid/store/results.py);
-    `telemetry`: cell id -> telemetry rows committed with that cell; `cell_fields`: cell row
-    columns set on every cell (e.g. the server_info a simulated server records)."""
+    `telemetry` / `server_metrics`: cell id -> telemetry / server_metrics rows committed with
+    that cell; `cell_fields`: cell row columns set on every cell (e.g. the server_info a
+    simulated server records)."""
     from grid.store.results import write_cell
     from grid.store.schema import CELL_FIELDS, REQUEST_FIELDS
 
@@ -82,4 +83,5 @@ def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, cell
         row.update(cell_fields or {})
         write_cell(run_dir, variant=cell["variant"], workload=cell["workload"],
                    cell_id=cell["cell_id"], attempt=1, requests=rows, cell_row=row,
-                   telemetry=(telemetry or {}).get(cell["cell_id"], ()))
+                   telemetry=(telemetry or {}).get(cell["cell_id"], ()),
+                   server_metrics=(server_metrics or {}).get(cell["cell_id"], ()))

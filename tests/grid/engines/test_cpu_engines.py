@@ -8,6 +8,7 @@ engine environment and runs them with `-m real_engine`."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -23,6 +24,7 @@ from engines.launch import LogPhase
 from engines.sglang.logphases import SGLANG_LOG_PHASES
 from engines.vllm.logphases import VLLM_LOG_PHASES
 from grid.loader import load_cells, load_requests
+from grid.report.data import load_run
 from grid.run import run
 from tests.grid.execute.smoke_runs import assert_no_orphans, ledger_rows
 
@@ -80,6 +82,24 @@ def test_cpu_engines_sweep_runs_every_cell_on_real_servers(tmp_path, engines_pyt
     assert "REAL ENGINE, CPU, TINY MODEL" in report
     decision = json.loads((run_dir / "decision.json").read_text())
     assert "vllm/eagle3" in json.dumps(decision)
+
+    # its server figures read each engine's own /metrics names: both servers' gauges drawn,
+    # and vLLM's speculative counters give the server accept length of the cells table
+    assert (run_dir / "plots" / "server_metrics.png").stat().st_size > 5000
+    data = load_run(run_dir, replicates=50)
+    assert set(data.server_deltas.family) == {"sglang", "vllm"}
+    gauges = data.server_gauges
+    assert set(gauges[gauges.role == "running"].cell_id) == set(cells.cell_id)
+    server = data.server_deltas.merge(cells[["cell_id", "engine", "variant", "concurrency"]],
+                                      on="cell_id").set_index(["engine", "variant",
+                                                               "concurrency"])
+    for variant in ("eagle3", "tiny_draft_near"):
+        for c in (1, 4):
+            got = server.loc[("vllm", variant, c), "server_accept_length"]
+            assert math.isfinite(got) and got > 1, (variant, c, got)
+            # the same counters over the same scrapes as the cell row's decode accept length
+            assert got == pytest.approx(by.loc[("vllm", variant, c), "accept_length_decode"])
+    assert pd.isna(server.loc[("vllm", "baseline", 1), "server_accept_length"])
 
     # every start-up phase specgrid looks for is in the real servers' logs
     assert _missing_phases(run_dir, VLLM_LOG_PHASES) == []

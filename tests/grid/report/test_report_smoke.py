@@ -13,6 +13,7 @@ import pytest
 
 from grid.loader import load_telemetry, sql
 from grid.report import main
+from grid.report.data import load_run
 from grid.run import run
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
@@ -37,6 +38,12 @@ def test_html_report_of_a_smoke_run(smoke_run):
     assert all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
     assert all(len(base64.b64decode(i)) > 5000 for i in images)
     assert (run_dir / "plots" / "throughput.png").stat().st_size > 5000
+    # the simulator's SGLang-named gauges drawn, and its verify counters in the cells table
+    assert (run_dir / "plots" / "server_metrics.png").stat().st_size > 5000
+    data = load_run(run_dir, replicates=50)
+    eagle3 = set(data.cells.cell_id[data.cells.variant == "eagle3"])
+    spec = data.server_deltas[data.server_deltas.cell_id.isin(eagle3)]
+    assert len(spec) == 2 and (spec.server_accept_length > 1).all(), spec
     decision = json.loads((run_dir / "decision.json").read_text())
     assert decision["simulated"] is True and decision["cells"] == {"total": 4, "done": 4}
     assert {s["load"] for s in decision["speedups"]} == {1.0, 4.0}

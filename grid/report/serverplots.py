@@ -1,0 +1,42 @@
+"""The servers' gauges over each cell, one panel per role (running batch, queue, KV-cache use)
+whatever the engine calls them (grid/report/serverdata.py), so an SGLang and a vLLM run draw
+the same figure."""
+
+from __future__ import annotations
+
+import numpy as np
+from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
+
+from grid.report.rundata import RunData
+from grid.report.serverdata import GAUGES
+
+
+def server_metrics(data: RunData) -> Figure | None:
+    """Each gauge role over each cell (seconds since the cell's first scrape), one line per
+    cell coloured by variant; None when no cell's server exposed one."""
+    m = data.server_gauges
+    if m.empty:
+        return None
+    roles = [r for r in GAUGES if (m.role == r).any()]
+    fig = Figure(figsize=(11, 2.6 * len(roles)), layout="constrained")
+    axes = fig.subplots(len(roles), 1, squeeze=False)
+    variants = sorted(m.variant.astype(str).unique())
+    colours = {v: f"C{i % 10}" for i, v in enumerate(variants)}
+    start = m.groupby("cell_id").scraped_at.min()
+    for ax, role in zip((a[0] for a in axes), roles, strict=True):
+        lines, colors = [], []
+        for cell_id, group in m[m.role == role].groupby("cell_id", sort=False):
+            group = group.sort_values("scraped_at")
+            lines.append(np.column_stack([group.scraped_at - start[cell_id], group.value]))
+            colors.append(colours[str(group.variant.iloc[0])])
+        # One collection per panel: hundreds of cells draw as fast as one line.
+        ax.add_collection(LineCollection(lines, colors=colors, linewidths=0.8, alpha=0.7))
+        ax.autoscale()
+        ax.set_ylabel(GAUGES[role], fontsize=8)
+        ax.grid(True, alpha=0.3)
+    for v in variants:
+        axes[0][0].plot([], [], color=colours[v], label=v)
+    axes[0][0].legend(fontsize=7, ncol=min(4, len(variants)))
+    axes[-1][0].set_xlabel("seconds since the cell's first scrape")
+    return fig

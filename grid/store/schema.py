@@ -64,6 +64,13 @@ REQUEST_FIELDS = _schema([
     # queue and from receiving the request to its first token, in seconds
     ("server_queue_s", pa.float64()),
     ("server_ttft_s", pa.float64()),
+    # what was generated (actors/loadgen/rows.py), for the losslessness check
+    # (grid/analysis/lossless.py): blake2b-128 hex of the output text and its length in
+    # characters (completed requests), and the text itself, cut at 16384 characters, at
+    # temperature 0 only (greedy outputs are compared with the baseline's)
+    ("output_hash", pa.string()),
+    ("output_chars", pa.int64()),
+    ("output_text", pa.string()),
 ])
 
 CELL_FIELDS = _schema([

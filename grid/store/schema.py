@@ -121,6 +121,12 @@ CELL_FIELDS = _schema([
     ("node_id", pa.string()),
     ("node_ip", pa.string()),
     ("hostname", pa.string()),
+    # the start of the server process that served the cell (grid/store/rows.py ServerFacts):
+    # when (epoch s; with server_key it names the start, shared by the cells it served), seconds
+    # to its first ready answer, and the engine's own start-up phases as JSON {phase: seconds}
+    ("server_started_at", pa.float64()),
+    ("server_startup_s", pa.float64()),
+    ("server_startup_phases", pa.string()),
     # load generator (grid/store/clientstats.py, docs/loadgen.md)
     ("transport", pa.string()),
     *[(f"chunk_gap_{q}_s", pa.float64()) for q in ("p50", "p90", "p99")],

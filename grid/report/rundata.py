@@ -57,6 +57,8 @@ class RunData:
     alignment is known (grid/analysis/lesson.py; grid/report/alignment.py shows it)."""
     search: dict | None = None
     """An adaptive search's trace (search.json, grid/report/search.py), read once."""
+    lossless: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Greedy outputs of each variant against its baseline's (grid/report/lossless.py)."""
 
     @property
     def simulated(self) -> bool:

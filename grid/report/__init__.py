@@ -110,6 +110,7 @@ def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
         data.turns = data.turns[data.turns.cell_id.isin(keep)]
         data.decision = run_decision(data.stats, data.baseline, data.search)
         data.operator = operator_view(data.stats, data.cells, data.energy, data.gpu_hour_usd)
+        data.lossless = lossless.load_table(Path(run_dir), data.cells, data.baseline)
     return summary_text(data)
 
 

@@ -40,7 +40,7 @@ import httpx
 import ray
 
 from actors import _process, probe
-from engines.launch import LaunchSpec
+from engines.launch import LaunchSpec, startup_timings
 
 LOG_LIMIT_BYTES = 16 * 2**20
 """The most of a server's log stop() returns (its end); SGLang logs stay far below."""
@@ -89,14 +89,18 @@ class ServerActor:
         self.env: dict[str, str] = {}
         self.argv: list[str] = []
         self.phase = "not started"
+        self._spawned: float | None = None
+        """time.monotonic() when the process was started."""
+        self._ready_s: float | None = None
+        """Seconds from the start of the process to its first ready answer."""
         self._lock = threading.Lock()
         self._sampler: probe.MetricsSampler | None = None
 
     def start(self, ports: list[int] | None = None) -> dict[str, Any]:
         """Start the process on `ports` (default: free ones chosen now), each checked free
-        right before launch; return what was started: pid, pgid, host, create_time (the OS's
-        start time of the process), node_id, node_ip, url, argv, env, CUDA_VISIBLE_DEVICES,
-        gpu_ids."""
+        right before launch; return what was started: started_at (epoch s), pid, pgid, host,
+        create_time (the OS's start time of the process), node_id, node_ip, url, argv, env,
+        CUDA_VISIBLE_DEVICES, gpu_ids."""
         wanted = 1 + len(self.spec.extra_port_flags)
         ports = list(ports or [_process.free_port(self.host) for _ in range(wanted)])
         if len(ports) != wanted:
@@ -114,10 +118,13 @@ class ServerActor:
         env = dict(os.environ)
         env.update(self.spec.env_in(self.files_dir))
         with self._lock:
+            started_at = time.time()
+            self._spawned, self._ready_s = time.monotonic(), None
             self.proc = _process.spawn(argv, env, self.log_path)
             self.ports, self.env, self.argv = ports, env, argv
             self.phase = "starting"
         return {
+            "started_at": started_at,
             "pid": self.proc.pid,
             "pgid": os.getpgid(self.proc.pid),
             "host": socket.gethostname(),
@@ -160,6 +167,8 @@ class ServerActor:
                 self._update_phase()
                 try:
                     if probe.checked(url, lambda: client.get(url)).status_code == 200:
+                        if self._ready_s is None and self._spawned is not None:
+                            self._ready_s = time.monotonic() - self._spawned
                         self.phase = "ready"
                         return {"ready": True, "phase": self.phase, "exit_code": None}
                 except probe.TLSError as e:
@@ -177,6 +186,13 @@ class ServerActor:
         for phase in self.spec.log_phases:
             if re.search(phase.pattern, tail):
                 self.phase = phase.label
+
+    def startup(self) -> dict[str, Any]:
+        """How long this start took: `ready_s`, seconds from the process's start to its first
+        ready answer (to within a poll, 0.1 s); `phases`, the seconds the engine's own log
+        gives its start-up phases (engines/launch.py `startup_timings`), read on this node."""
+        return {"ready_s": self._ready_s,
+                "phases": startup_timings(_read_log(self.log_path), self.spec.startup_timings)}
 
     def exit_code(self) -> int | None:
         """None while the process runs."""

@@ -10,7 +10,10 @@ system is needed."""
 from __future__ import annotations
 
 import ipaddress
+import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 FILES_DIR = "{files}"
 """Placeholder in `LaunchSpec.argv` for the folder that holds the spec's `files` on the node."""
@@ -24,6 +27,54 @@ class LogPhase:
     """Regular expression searched in each log line."""
     label: str
     """What the phase is called in progress output, e.g. 'loading weights'."""
+
+
+@dataclass(frozen=True)
+class StartupTiming:
+    """A log line in which the engine says how long start-up phases took: a regular expression
+    whose named groups are phases, each group's text a number of seconds, or `name=seconds`
+    pairs (phases `group.name`; pairs of 0 seconds are dropped)."""
+
+    pattern: str
+    combine: Literal["max", "sum"] = "max"
+    """Several matches of one phase: `max` (ranks that ran it in parallel, or one line per
+    process), or `sum` within one process (the target's and the draft model's weights load one
+    after the other) and the max over processes (vLLM tags a worker's lines `(Name pid=N)`)."""
+
+
+_PAIRS = re.compile(r"(\w+)=([0-9]+(?:\.[0-9]*)?)")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]*)?")
+_PROCESS = re.compile(r"\(\w+ pid=\d+\)")
+
+
+def startup_timings(log: str, timings: Iterable[StartupTiming]) -> dict[str, float]:
+    """Phase -> seconds, as the engine's own start-up log states them (`timings` of its
+    LaunchSpec); phases it does not log are absent."""
+    out: dict[str, float] = {}
+    for timing in timings:
+        per_process: dict[tuple[str, str], float] = {}
+        for m in re.finditer(timing.pattern, log):
+            line_start = log.rfind("\n", 0, m.start()) + 1
+            tag = _PROCESS.search(log, line_start, m.start())
+            process = tag.group(0) if tag else ""
+            for name, text in m.groupdict().items():
+                if text is None:
+                    continue
+                values = ({name: float(text)} if _NUMBER.fullmatch(text) else
+                          {f"{name}.{k}": float(v) for k, v in _PAIRS.findall(text)
+                           if float(v) > 0})
+                for phase, seconds in values.items():
+                    key = (phase, process)
+                    before = per_process.get(key)
+                    if before is None:
+                        per_process[key] = seconds
+                    elif timing.combine == "sum":
+                        per_process[key] = before + seconds
+                    else:
+                        per_process[key] = max(before, seconds)
+        for (phase, _), seconds in per_process.items():
+            out[phase] = round(max(out.get(phase, 0.0), seconds), 6)  # 0.05 + 0.02 = 0.07
+    return out
 
 
 @dataclass(frozen=True)
@@ -63,6 +114,8 @@ class LaunchSpec:
     """How long SIGTERM may take before the whole process group gets SIGKILL."""
     log_phases: tuple[LogPhase, ...] = ()
     """Start-up phases recognised in the log, for progress lines."""
+    startup_timings: tuple[StartupTiming, ...] = ()
+    """Lines in which the engine logs its start-up phases' seconds (recorded per start)."""
     api_key: str | None = field(default=None, repr=False)
     """Bearer token the server expects (sent with every request to it); never logged, kept out
     of reprs."""

@@ -109,22 +109,17 @@ class NativeReplySink(NativeSink):
 
 
 class ChatReplySink(ChatSink):
-    """:class:`ChatSink` that also keeps the reply text and ``usage.prompt_tokens_details.
-    cached_tokens``, from the events the parent has already decoded."""
+    """:class:`ChatSink` that also keeps ``usage.prompt_tokens_details.cached_tokens``; the
+    reply text is the content the parent keeps (``parts``)."""
 
-    __slots__ = ("parts", "cached_tokens")
+    __slots__ = ("cached_tokens",)
 
     def __init__(self, tl: Timeline) -> None:
         super().__init__(tl)
-        self.parts: list[str] = []
         self.cached_tokens: int | None = None
 
     def event(self, obj: dict[str, Any], t: float) -> None:
         super().event(obj, t)
-        for ch in obj.get("choices") or ():
-            c = (ch.get("delta") or {}).get("content")
-            if c:
-                self.parts.append(c)
         details = (obj.get("usage") or {}).get("prompt_tokens_details") or {}
         ct = details.get("cached_tokens")
         if isinstance(ct, int):

@@ -3,6 +3,7 @@ request rows (actors/loadgen/spec.py ROW_KEYS), the self-check's inputs, arrival
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from actors.loadgen.selfcheck import LoopLagMonitor, verdict
@@ -14,6 +15,16 @@ from specgrid_metrics.requests import accept_length, request_timing
 Result = tuple[int, int, Timeline]
 """(global request index, prompt index, timeline)."""
 
+OUTPUT_TEXT_CHARS = 16384
+"""The most characters of a greedy request's output kept in its row (``output_text``): enough
+to place the first divergence from the baseline's output within any output the shipped
+workloads ask for (512 tokens are ~2,500 characters); ``output_hash`` covers the whole text."""
+
+
+def output_hash(text: str) -> str:
+    """blake2b-128 of the output text's UTF-8 bytes, hex: equal outputs, equal hashes."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
 
 def chunk_gaps(chunk_times: list[float]) -> list[float]:
     """Per-chunk gaps: time between consecutive content events, whatever their token count
@@ -24,6 +35,7 @@ def chunk_gaps(chunk_times: list[float]) -> list[float]:
 def request_row(spec: LoadSpec, n: int, pidx: int, tl: Timeline, offset: float) -> dict[str, Any]:
     prompt: Prompt = spec.prompts[pidx]
     ok = tl.error is None
+    text = tl.output_text
     timing = request_timing(tl.sent, tl.chunk_times, tl.chunk_tokens, tl.end, tl.output_tokens)
     sent = tl.sent
     row = {
@@ -51,6 +63,13 @@ def request_row(spec: LoadSpec, n: int, pidx: int, tl: Timeline, offset: float) 
         "merged_reads": tl.merged,
         "server_queue_s": tl.server_queue_s,
         "server_ttft_s": tl.server_ttft_s,
+        # what was generated, for the losslessness check (grid/analysis/lossless.py): a hash
+        # of every completed request's text and, at temperature 0 (greedy, where speculative
+        # decoding must reproduce the baseline), the text itself to find where it diverges
+        "output_hash": output_hash(text) if ok and text is not None else None,
+        "output_chars": len(text) if ok and text is not None else None,
+        "output_text": (text[:OUTPUT_TEXT_CHARS] if ok and text is not None
+                        and spec.temperature == 0 else None),
     }
     assert tuple(row) == ROW_KEYS
     return row

@@ -234,6 +234,9 @@ ROW_KEYS: tuple[str, ...] = (
     "merged_reads",
     "server_queue_s",
     "server_ttft_s",
+    "output_hash",
+    "output_chars",
+    "output_text",
 )
 """Keys of every row, in order (grid.store.schema.REQUEST_FIELDS). ``accept_length`` is
 SGLang's completion / verify, ``accept_length_decode`` (completion - 1) / verify
@@ -243,4 +246,7 @@ SGLang's completion / verify, ``accept_length_decode`` (completion - 1) / verify
 ``chunk_gap_s`` keeps one gap per event (vLLM); ``merged_reads``: events that arrived in the
 same socket read as the previous one (docs/loadgen.md); ``server_queue_s`` / ``server_ttft_s``:
 SGLang's own ``queue_time`` and ``first_token_latency`` from the final meta_info of a native
-stream (None elsewhere), to check the client's TTFT against the server's clock."""
+stream (None elsewhere), to check the client's TTFT against the server's clock;
+``output_hash`` / ``output_chars``: blake2b-128 and length in characters of a completed
+request's output text, ``output_text`` that text (at most ``rows.OUTPUT_TEXT_CHARS``) at
+temperature 0 only, for the losslessness check."""

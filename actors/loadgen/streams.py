@@ -64,7 +64,7 @@ class Timeline:
     __slots__ = (
         "scheduled", "slot", "sent", "end", "chunk_times", "chunk_tokens", "error",
         "input_tokens", "output_tokens", "finish_reason", "spec_verify_ct", "merged",
-        "server_queue_s", "server_ttft_s",
+        "server_queue_s", "server_ttft_s", "output_text",
     )
 
     def __init__(self, scheduled: float) -> None:
@@ -84,6 +84,9 @@ class Timeline:
         self.server_queue_s: float | None = None
         self.server_ttft_s: float | None = None
         """SGLang's own queue time and first-token latency (native stream meta_info)."""
+        self.output_text: str | None = None
+        """The generated text as streamed (the native stream's final cumulative ``text``; the
+        chat stream's deltas joined at ``finish``), for the losslessness check."""
 
     def add_chunk(self, t: float, k: int) -> None:
         """A content event carrying ``k`` new tokens arrived at ``t``."""
@@ -258,7 +261,11 @@ class NativeSink:
         last = self.last
         if last is None:
             raise StreamError("stream ended without any event")
-        meta = json.loads(last).get("meta_info") or {}
+        obj = json.loads(last)
+        meta = obj.get("meta_info") or {}
+        # the final event repeats the whole text (SGLang's cumulative stream): no extra work
+        text = obj.get("text")
+        tl.output_text = text if isinstance(text, str) else None
         fr = meta.get("finish_reason")
         tl.input_tokens = meta.get("prompt_tokens")
         tl.output_tokens = meta.get("completion_tokens", self.prev)
@@ -324,6 +331,8 @@ class ChatSink:
       ``entrypoints/generate/base/protocol.py`` SpeculativeDecodingMetrics):
       ``num_spec_steps`` is the request's verify steps, kept as ``spec_verify_ct`` -- the
       per-request accept length SGLang's ``meta_info`` gives, on the OpenAI stream.
+    * The output text (``Timeline.output_text``, for the losslessness check): the deltas'
+      ``content`` joined, after any reasoning text the server split off.
 
     The engines' own benchmark clients differ (checked in the installed versions):
 
@@ -345,7 +354,8 @@ class ChatSink:
       server never sends them. specgrid counts them and uses per-chunk usage for the count.
     """
 
-    __slots__ = ("tl", "decoder", "counted", "usage_ct", "fr", "done", "t_last", "continuous")
+    __slots__ = ("tl", "decoder", "counted", "usage_ct", "fr", "done", "t_last", "continuous",
+                 "parts", "reasoning_parts")
 
     def __init__(self, tl: Timeline) -> None:
         self.tl = tl
@@ -357,6 +367,12 @@ class ChatSink:
         self.t_last: float | None = None
         self.continuous = False
         """A chunk with ``choices`` carried ``usage.completion_tokens`` (per-chunk usage)."""
+        self.parts: list[str] = []
+        """The deltas' ``content`` text, joined once at ``finish`` (the event is already
+        decoded, so keeping it costs an append)."""
+        self.reasoning_parts: list[str] = []
+        """Reasoning text a server splits off (``reasoning_content``: SGLang, ``reasoning``:
+        vLLM), generated tokens too."""
 
     def feed(self, data: bytes, t: float) -> None:
         self.t_last = t
@@ -390,6 +406,14 @@ class ChatSink:
         ch = choices[0]
         if ch.get("finish_reason") is not None:
             self.fr = ch["finish_reason"]
+        delta = ch.get("delta")
+        if delta:
+            piece = delta.get("content")
+            if piece and isinstance(piece, str):
+                self.parts.append(piece)
+            piece = delta.get("reasoning_content") or delta.get("reasoning")
+            if piece and isinstance(piece, str):
+                self.reasoning_parts.append(piece)
         if ct is not None:
             self.continuous = True
             k = ct - self.counted
@@ -406,6 +430,8 @@ class ChatSink:
         if self.decoder.pending.strip():
             raise StreamError(f"stream ended inside an event: {self.decoder.pending[:200]!r}")
         tl.output_tokens = self.usage_ct if self.usage_ct is not None else self.counted
+        # reasoning first: a server that splits it off streams it before the answer
+        tl.output_text = "".join(self.reasoning_parts) + "".join(self.parts)
         tl.finish_reason = _finish_str(self.fr)
         if self.fr == "abort":
             raise StreamError("aborted")

@@ -36,7 +36,7 @@ from typing import Any, Literal
 from engines.launch import FILES_DIR, LaunchSpec
 from engines.sglang import adaptive
 from engines.sglang.flags import flag_name, server_args_to_argv
-from engines.sglang.logphases import SGLANG_LOG_PHASES
+from engines.sglang.logphases import SGLANG_LOG_PHASES, SGLANG_STARTUP_TIMINGS
 from engines.sglang.versions import FlagError
 
 Launcher = Literal["serve", "launch_server"]
@@ -269,6 +269,7 @@ def build_sglang_launch(
         ready_timeout_s=float(ready_timeout_s),
         stop_timeout_s=float(stop_timeout_s),
         log_phases=SGLANG_LOG_PHASES,
+        startup_timings=SGLANG_STARTUP_TIMINGS,
         host=host,
         api_key=api_key,
         files=_launch_files(args, disable_above_batch, version),
@@ -323,6 +324,7 @@ def build_sim_launch(
         ready_timeout_s=float(ready_timeout_s),
         stop_timeout_s=float(stop_timeout_s),
         log_phases=SGLANG_LOG_PHASES,
+        startup_timings=SGLANG_STARTUP_TIMINGS,
         host=host,
         api_key=api_key,
         files=_launch_files(args, disable_above_batch, None),

@@ -104,6 +104,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-error-rate", type=float, default=0.0, help="fraction of requests answered HTTP 500")
     a("--sim-malformed-rate", type=float, default=0.0,
       help="fraction of streams with one broken SSE event mid-stream")
+    a("--sim-lossy-rate", type=float, default=0.0,
+      help="with speculation, fraction of prompts whose output gets a different token right "
+      "after the first accepted draft (a deliberately lossy drafter, to test the "
+      "losslessness check); 0 = lossless: the same greedy text as without speculation")
     a("--sim-seed", type=int, default=None, help="seed (default: --random-seed, else 0)")
     a("--sim-time-scale", type=float, default=1.0,
       help="multiplies every modelled duration; 0 = no step cost (throughput benchmarks)")
@@ -188,7 +192,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
         notes.append(f"ignoring stray argument {tok!r}")
     not_modelled = sorted(k for k in extra if k not in MODELLED_EXTRA_FLAGS)
 
-    for rate_name in ("sim_error_rate", "sim_malformed_rate"):
+    for rate_name in ("sim_error_rate", "sim_malformed_rate", "sim_lossy_rate"):
         if not 0.0 <= getattr(ns, rate_name) <= 1.0:
             raise SimArgError(f"--{rate_name.replace('_', '-')} must be within [0, 1]")
     if ns.sim_time_scale < 0:
@@ -289,6 +293,7 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
         "hang_after_requests": ns.sim_hang_after_requests,
         "error_rate": ns.sim_error_rate,
         "malformed_rate": ns.sim_malformed_rate,
+        "lossy_rate": ns.sim_lossy_rate,
         "seed": int(seed) if isinstance(seed, int | float) else 0,
         "time_scale": ns.sim_time_scale,
         "drafter_train_data": ns.sim_drafter_train_data,

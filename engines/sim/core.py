@@ -5,6 +5,12 @@ Determinism (``--sim-seed``): a request's text and natural EOS point depend on (
 sampling seed) at temperature 0 or with an explicit sampling ``seed``, and also on the request's
 arrival index otherwise; its acceptance draws depend on (seed, arrival index, prompt); fault
 draws (error, malformed) on (seed, arrival index). Same seed + same arrival order = same output.
+
+Lossless by construction: a greedy request's text is a function of (seed, prompt) alone, never
+of the variant, the batch or the acceptance draws, as speculative decoding must return the
+target's own tokens at temperature 0. ``--sim-lossy-rate`` breaks that on purpose for the
+losslessness check's tests: with speculation, that share of prompts (drawn from (seed,
+prompt)) get another token right after their first accepted draft (engines/sim/scheduler.py).
 """
 
 from __future__ import annotations
@@ -114,6 +120,7 @@ class SimEngine:
         self.natural_median = float(smp.get("natural_output_median_tokens", 220))
         self.natural_sigma = float(smp.get("natural_output_sigma", 0.7))
         self.temperature_penalty = float(smp.get("temperature_accept_penalty", 0.0))
+        self.lossy_rate = float(a["sim"].get("lossy_rate") or 0.0)
         # Acceptance follows the prompt's closeness to the drafter's data and, for a trained
         # short-sequence head (the algorithm's `context_decay`), the request's context length
         # (engines/sim/drafter.py).
@@ -183,10 +190,15 @@ class SimEngine:
                 max_positions=max(16, self.max_steps + 1),
             )
             rng = random.Random(seed_for(self.seed, "accept", idx, digest))
+        # a deliberately lossy drafter (--sim-lossy-rate): decided per prompt, so every
+        # request of a prompt is lossy or none is, whatever the arrival order
+        lossy = (self.spec is not None and self.lossy_rate > 0
+                 and random.Random(seed_for(self.seed, "lossy", digest)).random()
+                 < self.lossy_rate)
         return SimRequest(
             rid=rid, prompt_tokens=prompt_tokens, limit=limit, finish_reason=finish,
             words=words, probs=probs, rng=rng, domain=domain, arrival=time.monotonic(),
-            text_chars=text_chars, counted=counted, prompt_text=prompt_text,
+            text_chars=text_chars, counted=counted, prompt_text=prompt_text, lossy=lossy,
         )
 
     def submit(self, req: SimRequest) -> None:

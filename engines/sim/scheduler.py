@@ -38,6 +38,7 @@ from engines.sim.adaptive import AdaptiveController
 from engines.sim.metrics import ServerStats
 from engines.sim.model import PerfModel, simulated_accept_length
 from engines.sim.prefix_cache import PrefixCache, block_keys
+from engines.sim.text import other_word
 
 NEW_TOKEN_RATIO = 0.7
 """Share of a request's remaining output reserved in KV at admission (SGLang's
@@ -63,6 +64,9 @@ class SimRequest:
     """Characters of text returned when a stop string cut the text (None: all words)."""
     prompt_text: str = ""
     """For the prefix cache (block hashes of the prompt)."""
+    lossy: bool = False
+    """--sim-lossy-rate picked it: its token right after the first accepted draft is replaced
+    (once), so its text departs from the greedy text of the prompt."""
     n: int = 0
     verify_ct: int = 0
     correct_drafts: int = 0
@@ -373,6 +377,9 @@ class BatchCore:
             left = r.limit - r.n
             if a > left:
                 a = left
+            if r.lossy and a >= 2:  # tokens r.n .. r.n+a-1: the first is an accepted draft
+                r.words[r.n + 1] = other_word(r.words[r.n + 1], r.domain)
+                r.lossy = False
             r.n += a
             gen += a
             if spec:

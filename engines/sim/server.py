@@ -75,6 +75,18 @@ def _redact(argv: Sequence[str]) -> list[str]:
     return out
 
 
+IMPORTED_AT = time.time()
+"""When this process began the simulator's own code (after the interpreter's start): SGLang's
+scheduler_e2e and tokenizer_e2e count from its launch, the simulator's from here."""
+
+STARTUP_PHASES = (
+    ("load_weight", 0.6, "Load weight begin. (simulated)", "Load weight end. (simulated)"),
+    ("kv_cache_allocation", 0.1, None, "KV Cache is allocated. (simulated)"),
+    ("cuda_graph", 0.3, "Capture cuda graph begin. (simulated)", None),
+)
+"""(phase, share of --sim-startup-seconds, SGLang's log lines before and after it)."""
+
+
 class SimServer:
     """State of one simulated server process."""
 
@@ -350,6 +362,23 @@ class SimServer:
             await asyncio.sleep(0.05)
         self._stop.set()
 
+    async def _simulate_startup(self, seconds: float) -> dict[str, float]:
+        """``--sim-startup-seconds`` spent in SGLang's start-up phases, with its log lines
+        (engines/sglang/logphases.py): the shares are an assumption of the simulator (weights
+        take most of a real start; CUDA graphs the rest), not a model. Returns each phase's
+        seconds as slept."""
+        took = {}
+        for name, share, before, after in STARTUP_PHASES:
+            if before:
+                log.info(before)
+            t0 = time.monotonic()
+            if seconds > 0:
+                await asyncio.sleep(seconds * share)
+            took[name] = time.monotonic() - t0
+            if after:
+                log.info(after)
+        return took
+
     async def serve(self) -> int:
         loop = asyncio.get_running_loop()
         runner = web.AppRunner(self.build_app(), access_log=None, handle_signals=False)
@@ -370,7 +399,13 @@ class SimServer:
         if startup > 0:
             log.info("Simulating start-up (loading weights, capturing CUDA graphs) for %.1f s",
                      startup)
-            await asyncio.sleep(startup)
+        phases = await self._simulate_startup(startup)
+        # SGLang 0.5.23's line (srt/entrypoints/engine.py), so a run records the simulator's
+        # start-up phases as it records a real server's (engines/sglang/logphases.py)
+        log.info("Engine startup timings (s): load_weight=%.2f, kv_cache_allocation=%.2f, "
+                 "scheduler_e2e=%.2f, cuda_graph={decode=%.2f}, tokenizer_e2e=%.2f",
+                 phases["load_weight"], phases["kv_cache_allocation"],
+                 time.time() - IMPORTED_AT, phases["cuda_graph"], time.time() - IMPORTED_AT)
         await self._warmup()
         self.ready = True
         self.startup_time = time.time() - self.started_at

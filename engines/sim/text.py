@@ -69,6 +69,18 @@ def make_words(rng: random.Random, domain: str, count: int) -> list[str]:
     return rng.choices(_VOCABS.get(domain, _VOCABS["general"]), k=count)
 
 
+def other_word(word: str, domain: str) -> str:
+    """A token string of ``domain``'s vocabulary other than ``word`` (the next one that
+    differs): what a lossy drafter puts in place of the target's token."""
+    vocab = _VOCABS.get(domain, _VOCABS["general"])
+    start = vocab.index(word) + 1 if word in vocab else 0
+    for i in range(len(vocab)):
+        candidate = vocab[(start + i) % len(vocab)]
+        if candidate != word:
+            return candidate
+    return word + "x"  # unreachable: every vocabulary has several words
+
+
 @functools.lru_cache(maxsize=1 << 16)
 def token_id(word: str) -> int:
     """A stable fake token id for a token string (for ``output_ids``)."""

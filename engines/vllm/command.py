@@ -43,7 +43,7 @@ from typing import Any
 
 from engines.base import ServerRequest
 from engines.launch import FILES_DIR, Endpoints, LaunchSpec
-from engines.vllm.logphases import VLLM_LOG_PHASES
+from engines.vllm.logphases import VLLM_LOG_PHASES, VLLM_STARTUP_TIMINGS
 
 MODULE = "vllm.entrypoints.openai.api_server"
 """How the server is started: `python -m` this module. The `vllm serve` console script fails for
@@ -230,6 +230,7 @@ def build_vllm_launch(request: ServerRequest) -> LaunchSpec:
         ready_timeout_s=float(request.ready_timeout_s),
         stop_timeout_s=float(request.stop_timeout_s),
         log_phases=VLLM_LOG_PHASES,
+        startup_timings=VLLM_STARTUP_TIMINGS,
         host=request.host,
         api_key=request.api_key,
         api_key_flag="--api-key",

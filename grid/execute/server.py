@@ -190,6 +190,8 @@ class LaunchedServer:
         self.variant_env = variant_env
         self.ledger_id: int | None = None
         self._dead: str | None = None
+        self.startup: dict[str, Any] = {}
+        """How long the start took (ServerActor.startup: `ready_s`, the engine's `phases`)."""
 
     @classmethod
     def launch(cls, spec: LaunchSpec, *, name: str, tp_size: int, pg: Any, bundle: int,
@@ -240,6 +242,12 @@ class LaunchedServer:
                 if phase not in ("starting", "ready"):
                     on_phase(phase)
             if status["ready"]:
+                ref = self.actor.startup.remote()  # recorded with every cell it serves
+                yield Wait([ref])
+                try:
+                    self.startup = dict(ray.get(ref))
+                except ray.exceptions.RayError:
+                    self.startup = {}  # the next call on the actor says what became of it
                 return
             if time.monotonic() > deadline:
                 raise ServerDown(f"server not ready after {timeout_s:.0f} s", self.log_tail())
@@ -300,7 +308,9 @@ class LaunchedServer:
             cuda_visible_devices=self.info.get("cuda_visible_devices"),
             gpu_ids=",".join(self.info.get("gpu_ids") or []) or None,
             node_id=self.info.get("node_id"), node_ip=self.info.get("node_ip"),
-            hostname=self.info.get("host"), info=info)
+            hostname=self.info.get("host"), info=info,
+            started_at=self.info.get("started_at"), startup_s=self.startup.get("ready_s"),
+            startup_phases=dict(self.startup.get("phases") or {}))
 
     def stop(self) -> None:
         """Stop the process through its actor, write the log it returns into `log_path` (the

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grid.analysis import Slo
-from grid.report import alignment, plots
+from grid.report import alignment, lossless, plots, startup
 from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, load_run, run_decision
 from grid.report.html import compare_html, run_html
@@ -70,6 +70,9 @@ def decision_json(data: RunData) -> dict:
         # flight); this adds what only their rounds show: by context length.
         **({"conversations": conv} if (conv := findings(data.turns, data.baseline)) else {}),
         **({"alignment_vs_acceptance": rel} if (rel := alignment.decision(data)) else {}),
+        # Greedy outputs against the baseline's (grid/report/lossless.py), start-up per variant
+        **({"lossless": rows} if (rows := lossless.decision(data)) else {}),
+        **({"startup": rows} if (rows := startup.decision(data)) else {}),
         # An adaptive search (grid.search.kind): every step, why, and why it stopped.
         **({"search": data.search} if data.search else {}),
     }
@@ -107,6 +110,7 @@ def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
         data.turns = data.turns[data.turns.cell_id.isin(keep)]
         data.decision = run_decision(data.stats, data.baseline, data.search)
         data.operator = operator_view(data.stats, data.cells, data.energy, data.gpu_hour_usd)
+        data.lossless = lossless.load_table(Path(run_dir), data.cells, data.baseline)
     return summary_text(data)
 
 

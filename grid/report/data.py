@@ -20,6 +20,7 @@ from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats
 from grid.analysis.decision import Decision
 from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
 from grid.analysis.lesson import acceptance_table
+from grid.report import lossless
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
 from grid.report.search import load_trace, searched_recommendations
@@ -118,6 +119,7 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
     data.operator = operator_view(stats, cells, data.energy, gpu_hour_usd)
     table = acceptance_table(requests, cells, replicates=replicates, seed=seed)
     data.acceptance = table[table.alignment.notna()]
+    data.lossless = lossless.load_table(run_dir, cells, baseline)  # greedy outputs vs baseline
     data.validity = validity(data)
     return data
 

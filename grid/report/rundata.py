@@ -61,6 +61,8 @@ class RunData:
     server_gauges: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Per cell, gauge role (running, waiting, kv_usage) and scrape: the server's gauge, whatever
     its engine calls it (grid/report/serverdata.py server_gauges)."""
+    lossless: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """Greedy outputs of each variant against its baseline's (grid/report/lossless.py)."""
 
     @property
     def simulated(self) -> bool:

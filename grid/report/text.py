@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from grid.analysis.domains import distribution_summary
-from grid.report import alignment
+from grid.report import alignment, lossless, startup
 from grid.report.agentic import agentic_summary
 from grid.report.rundata import RunData
 from grid.report.search import trace_lines
@@ -111,6 +111,7 @@ def summary_text(data: RunData) -> str:
     lesson = alignment.section(data)
     if lesson:
         parts.append("\n" + lesson)
+    parts += [f"\n{block}" for block in (lossless.section(data), startup.section(data)) if block]
     agentic = agentic_summary(data.turns, data.stats.table, data.baseline)  # conversation cells
     if agentic:
         parts.append("\n" + "\n".join(agentic))

@@ -41,6 +41,13 @@ class ServerFacts:
     """The server's /server_info snapshot (secrets redacted when recorded)."""
     offers: dict[str, Any] = field(default_factory=dict)
     """What a server someone else runs offers, as detected (engines/external/detect.py)."""
+    started_at: float | None = None
+    """When the process serving the cell was started (epoch s): cells with the same
+    server_key and started_at share one start."""
+    startup_s: float | None = None
+    """Seconds from that start to the server's first ready answer."""
+    startup_phases: dict[str, float] = field(default_factory=dict)
+    """The start-up phases' seconds as the engine's log gives them (engines/launch.py)."""
 
 
 @dataclass
@@ -155,6 +162,9 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
         "server_offers": json.dumps(server.offers, sort_keys=True) if server.offers else None,
         "cuda_visible_devices": server.cuda_visible_devices, "gpu_ids": server.gpu_ids,
         "node_id": server.node_id, "node_ip": server.node_ip, "hostname": server.hostname,
+        "server_started_at": server.started_at, "server_startup_s": server.startup_s,
+        "server_startup_phases": (json.dumps(server.startup_phases, sort_keys=True)
+                                  if server.startup_phases else None),
     }
 
 

@@ -64,6 +64,13 @@ REQUEST_FIELDS = _schema([
     # queue and from receiving the request to its first token, in seconds
     ("server_queue_s", pa.float64()),
     ("server_ttft_s", pa.float64()),
+    # what was generated (actors/loadgen/rows.py), for the losslessness check
+    # (grid/analysis/lossless.py): blake2b-128 hex of the output text and its length in
+    # characters (completed requests), and the text itself, cut at 16384 characters, at
+    # temperature 0 only (greedy outputs are compared with the baseline's)
+    ("output_hash", pa.string()),
+    ("output_chars", pa.int64()),
+    ("output_text", pa.string()),
 ])
 
 CELL_FIELDS = _schema([
@@ -114,6 +121,12 @@ CELL_FIELDS = _schema([
     ("node_id", pa.string()),
     ("node_ip", pa.string()),
     ("hostname", pa.string()),
+    # the start of the server process that served the cell (grid/store/rows.py ServerFacts):
+    # when (epoch s; with server_key it names the start, shared by the cells it served), seconds
+    # to its first ready answer, and the engine's own start-up phases as JSON {phase: seconds}
+    ("server_started_at", pa.float64()),
+    ("server_startup_s", pa.float64()),
+    ("server_startup_phases", pa.string()),
     # load generator (grid/store/clientstats.py, docs/loadgen.md)
     ("transport", pa.string()),
     *[(f"chunk_gap_{q}_s", pa.float64()) for q in ("p50", "p90", "p99")],

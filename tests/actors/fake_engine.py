@@ -52,6 +52,7 @@ def main() -> None:
                                   "import time\nwhile True: time.sleep(1)"])
         with open(args.pid_file, "w") as f:
             f.write(str(child.pid))
+    print("fake engine loaded its weights in 0.25 s", flush=True)  # a start-up phase's line
     print("The server is fired up and ready to roll!", flush=True)
     HTTPServer(("127.0.0.1", args.port), Health).serve_forever()
 

@@ -14,7 +14,7 @@ import ray
 
 from actors._process import port_is_free
 from actors.server import ServerActor
-from engines.launch import FILES_DIR, LaunchSpec, LogPhase
+from engines.launch import FILES_DIR, LaunchSpec, LogPhase, StartupTiming
 from engines.sglang.command import build_sim_launch
 
 FAKE = str(Path(__file__).with_name("fake_engine.py"))
@@ -60,6 +60,26 @@ def test_child_sees_the_gpus_ray_assigned_and_the_variant_env(tmp_path):
             ray.kill(actor)
     assert all(r["ports_free"] for r in results)
     assert not any(psutil.pid_exists(info["pid"]) for info in infos)
+
+
+def test_startup_records_seconds_to_ready_and_the_logged_phases(tmp_path):
+    spec = LaunchSpec(argv=[sys.executable, FAKE, "ok"], startup_timings=(
+        StartupTiming(r"loaded its weights in (?P<load_weights>[0-9.]+) s"),))
+    actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec)
+    t0 = time.time()
+    info = ray.get(actor.start.remote())
+    try:
+        assert _wait_ready(actor, 20)
+        waited = time.time() - t0
+        startup = ray.get(actor.startup.remote())
+    finally:
+        ray.get(actor.stop.remote())
+        ray.kill(actor)
+    assert t0 <= info["started_at"] <= t0 + waited
+    # from the process's start to its first ready answer: the interpreter's start at least,
+    # never more than the driver waited
+    assert 0.0 < startup["ready_s"] <= waited
+    assert startup["phases"] == {"load_weights": 0.25}
 
 
 def test_files_travel_as_content_and_are_removed_on_stop(tmp_path):

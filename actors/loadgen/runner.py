@@ -35,6 +35,7 @@ from actors.loadgen import schedule
 from actors.loadgen.rows import rates, request_row, self_check
 from actors.loadgen.selfcheck import LoopLagMonitor
 from actors.loadgen.spec import LoadResult, LoadSpec, share
+from actors.loadgen.stopping import Stop, make_watch
 from actors.loadgen.streams import Timeline, chat_body, generate_body, run_request
 from actors.loadgen.transport import StampingTransport, make_transport
 
@@ -183,12 +184,13 @@ async def _closed_loop(
     plan: _Plan,
     positions: Any,
     concurrency: int,
-    deadline: float | None,
+    due: Callable[[], bool] | None,
     out: list[tuple[int, int, Timeline]],
 ) -> None:
-    """``concurrency`` workers pull (index, prompt position) from one shared iterator. A
-    request is due when its slot became free (the end of the slot's previous request, the
-    window start for the first), so its dispatch lag counts every delay of the client's own."""
+    """``concurrency`` workers pull (index, prompt position) from one shared iterator until it
+    ends or ``due()`` says stop. A request is due when its slot became free (the end of the
+    slot's previous request, the window start for the first), so its dispatch lag counts every
+    delay of the client's own."""
     spec = plan.spec
     it = iter(positions)
     start = perf_counter()
@@ -196,7 +198,7 @@ async def _closed_loop(
     async def worker() -> None:
         free_since = start  # when this slot became free: the previous request's end
         for n, pos in it:
-            if deadline is not None and perf_counter() >= deadline:
+            if due is not None and due():
                 return
             pidx = plan.prompt_index(pos)
             tl = Timeline(free_since)
@@ -217,8 +219,10 @@ async def _open_loop(
     cap: int | None,
     warmup: int,
     out: list[tuple[int, int, Timeline]],
+    due: Callable[[], bool] | None = None,
 ) -> None:
-    """Dispatch each (index, offset) at ``t0 + offset``; a capped arrival waits for a slot."""
+    """Dispatch each (index, offset) at ``t0 + offset`` until ``due()`` says stop; a capped
+    arrival waits for a slot."""
     spec = plan.spec
     loop = asyncio.get_running_loop()
     sem = asyncio.Semaphore(cap) if cap is not None else None
@@ -236,6 +240,8 @@ async def _open_loop(
     for n, off in arrivals:
         target = t0 + off
         await _sleep_until(target)
+        if due is not None and due():
+            break
         tl = Timeline(target)
         if sem is not None:
             await sem.acquire()
@@ -353,21 +359,25 @@ class LoadRun:
                 await _sleep_until(t0)
             else:
                 late, t0 = now - t0, now
-        deadline = t0 + spec.duration_s if spec.duration_s is not None else None
+        stop = Stop(t0 + spec.duration_s if spec.duration_s is not None else None)
+        watch = make_watch(spec, self.weights, stop)  # targets, over-saturation
         monitor = LoopLagMonitor()
         monitor.start()
+        watch.start(results)
         if spec.closed_loop:
             if conc:
                 idx = schedule.client_indices(spec.num_requests, self.weights, me)
                 await _closed_loop(plan, ((n, spec.warmup_requests + n) for n in idx),
-                                   conc, deadline, results)
+                                   conc, stop.due, results)
         else:
             assert spec.rate is not None
             arrivals = schedule.client_arrivals(
                 spec.num_requests, self.weights, me, spec.rate, spec.arrival, spec.burstiness,
                 spec.seed, horizon_s=spec.duration_s,
-            )
-            await _open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results)
+            )  # the horizon is the time bound here: `due` only asks for the watch's stop
+            await _open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results,
+                             lambda: stop.reason is not None)
+        await watch.close()
         await monitor.stop()
         results.sort(key=lambda r: r[0])
         rows = [request_row(spec, n, pidx, tl, offset) for n, pidx, tl in results]
@@ -388,6 +398,7 @@ class LoadRun:
             clock_offset_s=offset,
             event_loop=type(asyncio.get_running_loop()).__module__,
             **rates(spec, results, offset),
+            **watch.final(results, spec, self.weights, offset),
         )
         return LoadResult(rows=rows, stats=stats)
 

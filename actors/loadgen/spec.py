@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from specgrid_metrics.precision import Target, normalize_metric
+
 Endpoint = Literal["generate", "chat"]
 """``generate``: SGLang native ``POST /generate`` streaming; ``chat``: OpenAI
 ``POST /v1/chat/completions`` streaming with ``stream_options.include_usage``."""
@@ -105,6 +107,16 @@ class LoadSpec:
     """Keep Python's cyclic garbage collector out of the load window (freeze what exists,
     disable collection, collect after; see ``runner._GcFreeze``): its passes stall the event
     loop 1-30 ms (measured) and every chunk arriving meanwhile is stamped late."""
+    # --- when the window stops early (actors/loadgen/stopping.py) -----------------------------
+    targets: tuple[Target, ...] = ()
+    """Precision targets: stop issuing once every one's interval is tight enough (then
+    ``num_requests`` is the cap)."""
+    min_requests: int = 0
+    """With targets: no precision check before this many of this client's requests finished."""
+    check_interval_s: float = 1.0
+    """Seconds between two mid-window checks (targets, over-saturation)."""
+    stop_over_saturated: bool = False
+    """Stop issuing when the server is over-saturated (specgrid_metrics/saturation.py)."""
     extra_body: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
     """Top-level keys merged into every request body (shallow: a ``sampling_params`` key here
     replaces the whole generated ``sampling_params``)."""
@@ -152,6 +164,7 @@ class LoadSpec:
                 f"{self.num_clients} clients (each needs a cap >= 1)"
             )
         errors += api_key_errors(self.api_key)
+        errors += stop_errors(self.targets, self.min_requests, self.check_interval_s)
         if errors:
             raise ValueError("invalid LoadSpec: " + "; ".join(errors))
 
@@ -189,6 +202,20 @@ def api_key_errors(api_key: str | None) -> list[str]:
         return ["api_key must be visible ASCII characters only (no spaces, line breaks or "
                 "other characters): it is sent in an HTTP header"]
     return []
+
+
+def stop_errors(targets: tuple[Target, ...], min_requests: int, check_interval_s: float
+                ) -> list[str]:
+    """What cannot be meant in the early-stop settings."""
+    errors = [f"target {t.metric!r}: unknown metric" for t in targets
+              if normalize_metric(t.metric) != t.metric]
+    errors += [f"target {t.metric}: half_width must be in (0, 1), got {t.half_width}"
+               for t in targets if not 0 < t.half_width < 1]
+    if min_requests < 0:
+        errors.append(f"min_requests must be >= 0, got {min_requests}")
+    if not check_interval_s > 0:
+        errors.append(f"check_interval_s must be > 0, got {check_interval_s}")
+    return errors
 
 
 def choice_errors(**fields: tuple[str, tuple[str, ...]]) -> list[str]:

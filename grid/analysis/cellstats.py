@@ -13,16 +13,14 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from grid.analysis.bootstrap import DEFAULT_REPLICATES, Resample, interval, seed_for
+from grid.analysis.bootstrap import DEFAULT_REPLICATES, seed_for
 from grid.analysis.goodput import Slo, good_requests
-from grid.analysis.window import Window, ended_inside, inside, steady_window, tokens_in_window
+from specgrid_metrics.intervals import METRICS, RequestArrays, cell_intervals
 
 REQUEST_COLUMNS = ["cell_id", "status", "sent_at", "ttft_s", "tpot_s", "e2e_s",
                    "output_tokens", "spec_verify_ct"]
 """The request columns the analysis reads (never the per-token lists)."""
-METRICS = ("output_tok_s", "req_s", "goodput_tok_s", "goodput_req_s", "slo_attainment",
-           "ttft_p50_s", "ttft_p99_s", "tpot_p50_s", "tpot_p99_s", "e2e_p50_s", "accept_length")
-"""Cell metrics that get an interval (`<metric>_lo`, `<metric>_hi`)."""
+# METRICS (specgrid_metrics/intervals.py): the cell metrics that get an interval.
 LOOSE_INTERVAL = 0.10
 """A throughput interval wider than ±10 % of the estimate is too loose to decide on."""
 MIN_WINDOW_REQUESTS = 10
@@ -54,89 +52,26 @@ def repeat_of(cell: pd.Series) -> int:
     return 0
 
 
-def _pcts(values: np.ndarray, qs: list[float]) -> list[float]:
-    finite = values[np.isfinite(values)]
-    if not finite.size:
-        return [float("nan")] * len(qs)
-    return [float(v) for v in np.percentile(finite, qs)]
-
-
 def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, slo: Slo,
                  replicates: int, seed: int) -> tuple[dict, dict[str, np.ndarray]]:
-    """Point estimates, intervals and replicates of one cell from its request rows."""
-    sent = req.sent_at.to_numpy(dtype=float)
-    ttft = req.ttft_s.to_numpy(dtype=float, na_value=np.nan)
-    tpot = req.tpot_s.to_numpy(dtype=float, na_value=np.nan)
-    e2e = req.e2e_s.to_numpy(dtype=float, na_value=np.nan)
-    out = req.output_tokens.to_numpy(dtype=float, na_value=np.nan)
-    verify = req.spec_verify_ct.to_numpy(dtype=float, na_value=np.nan)
-    ok = (req.status == "ok").to_numpy()
-    end = sent + e2e
-    win: Window = steady_window(sent, end, concurrency, closed_loop)
-    if win.steady and not inside(sent, end, win).any():
-        # Too few requests for any to live inside the window: use the whole span.
-        win = Window(float(np.nanmin(sent)), float(np.nanmax(np.where(np.isfinite(end), end,
-                                                                     sent))), False, 0.0, 0.0)
-    length = max(win.length_s, 1e-9)
-    tokens = np.where(ok, tokens_in_window(sent, ttft, e2e, out, win), 0.0)
-    good = good_requests(ok, ttft, tpot, e2e, out, slo)
-    lived = inside(sent, end, win)
-    ended = ended_inside(end, win) & ok
-    lat = lived & ok
-    spec = ok & np.isfinite(verify) & (verify > 0)
-    spec_out, spec_verify = np.where(spec, out, 0.0), np.where(spec, verify, 0.0)
+    """Point estimates, intervals and replicates of one cell from its request rows
+    (specgrid_metrics/intervals.py, which the load generator's precision check shares)."""
+    arrays = request_arrays(req)
+    good = good_requests(arrays.ok, arrays.ttft, arrays.tpot, arrays.e2e, arrays.output_tokens,
+                         slo)
+    return cell_intervals(arrays, concurrency, closed_loop, replicates, seed, good=good)
 
-    ttft_p50, ttft_p99 = _pcts(ttft[lat], [50, 99])
-    tpot_p50, tpot_p99 = _pcts(tpot[lat], [50, 99])
-    point = {
-        "output_tok_s": tokens.sum() / length,
-        "req_s": ended.sum() / length,
-        "goodput_tok_s": (tokens * good).sum() / length,
-        "goodput_req_s": (ended & good).sum() / length,
-        "slo_attainment": good[lived].mean() if lived.any() else float("nan"),
-        "ttft_p50_s": ttft_p50, "ttft_p99_s": ttft_p99,
-        "tpot_p50_s": tpot_p50, "tpot_p99_s": tpot_p99,
-        "e2e_p50_s": _pcts(e2e[lat], [50])[0],
-        "accept_length": spec_out.sum() / spec_verify.sum() if spec_verify.sum() else np.nan,
-    }
-    draws = Resample.draw(len(req), replicates, seed)
-    # Every sum of the cell in one product: columns of `summed` in this order.
-    busy = np.nan_to_num(np.clip(np.minimum(end, win.end) - np.maximum(sent, win.start),
-                                 0.0, None))
-    summed = np.column_stack([tokens, ended, tokens * good, ended & good, good & lived, lived,
-                              spec_out, spec_verify, busy])
-    totals = draws.sums(summed)
-    tok_r, end_r, gtok_r, gend_r, good_r, lived_r, sout_r, sver_r, busy_r = totals.T
-    # Rates per window second. In closed loop the streams are the fixed part: the window's
-    # stream-seconds are given, what varies from request to request is how much each one
-    # achieved in its stream time, so a replicate is Σ achieved / Σ stream time of its draw
-    # times the streams (a ratio estimator). In open loop the arrivals themselves are random:
-    # a replicate is Σ achieved of its draw / window length.
-    with np.errstate(invalid="ignore", divide="ignore"):
-        if closed_loop:
-            per_busy = (busy.sum() / length) / busy_r
-            rates = [r * per_busy for r in (tok_r, end_r, gtok_r, gend_r)]
-        else:
-            rates = [r / length for r in (tok_r, end_r, gtok_r, gend_r)]
-        reps = {
-            "output_tok_s": rates[0], "req_s": rates[1],
-            "goodput_tok_s": rates[2], "goodput_req_s": rates[3],
-            "slo_attainment": good_r / lived_r,
-            "ttft_p50_s": draws.quantiles(ttft, 0.50, lat),
-            "ttft_p99_s": draws.quantiles(ttft, 0.99, lat),
-            "tpot_p50_s": draws.quantiles(tpot, 0.50, lat),
-            "tpot_p99_s": draws.quantiles(tpot, 0.99, lat),
-            "e2e_p50_s": draws.quantiles(e2e, 0.50, lat),
-            "accept_length": sout_r / sver_r,
-        }
-    row: dict = {"window_start": win.start, "window_end": win.end, "window_s": win.length_s,
-                 "steady": win.steady, "ramp_s": win.ramp_s, "drain_s": win.drain_s,
-                 "window_requests": int(lived.sum()), "measured_requests": len(req),
-                 "measured_tokens": float(np.nansum(np.where(ok, out, 0.0)))}
-    for name in METRICS:
-        row[name] = float(point[name])
-        row[f"{name}_lo"], row[f"{name}_hi"] = interval(reps[name])
-    return row, reps
+
+def request_arrays(req: pd.DataFrame) -> RequestArrays:
+    """The REQUEST_COLUMNS of one cell's rows as arrays."""
+    return RequestArrays(
+        sent=req.sent_at.to_numpy(dtype=float),
+        ttft=req.ttft_s.to_numpy(dtype=float, na_value=np.nan),
+        tpot=req.tpot_s.to_numpy(dtype=float, na_value=np.nan),
+        e2e=req.e2e_s.to_numpy(dtype=float, na_value=np.nan),
+        output_tokens=req.output_tokens.to_numpy(dtype=float, na_value=np.nan),
+        ok=(req.status == "ok").to_numpy(),
+        verify=req.spec_verify_ct.to_numpy(dtype=float, na_value=np.nan))
 
 
 IDENTITY = ["cell_id", "variant", "workload", "concurrency", "rate", "status", "engine",

@@ -6,7 +6,7 @@ The definition follows SGLang's serving benchmark (sglang/benchmark/goodput.py i
 and E2E latency; a single-token response has no inter-token interval, its TPOT counts as 0.
 Goodput = good requests / duration; SLO attainment = good requests / all requests. specgrid
 also reports goodput in output tokens/s (the good requests' tokens) and takes the duration and
-the requests from the cell's steady-state window (grid/analysis/window.py)."""
+the requests from the cell's steady-state window (specgrid_metrics/window.py)."""
 
 from __future__ import annotations
 

@@ -66,6 +66,7 @@ from grid.plan.specs import (
     launch_spec,
     load_specs,
 )
+from grid.plan.stopping import check_stopping, describe_stop
 from grid.plan.workloads import (
     AlignmentCache,
     WorkloadPlan,
@@ -187,6 +188,7 @@ def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
         check_choices(cfg)
         config: dict[str, Any] = _plain(cfg)
         _check_load(config["load"], combo)
+        check_stopping(config, combo)
         check_drafter(config)
         if config["engine"]["name"] == "sim" and is_speculative(config):
             # The simulated drafter follows the model's drafter (engines/sim/drafter.py).
@@ -369,7 +371,7 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
         for cell in group.cells:
             work = plan.work(cell)
             size = (f"conversations={work.conversations} rounds={work.rounds}"
-                    if work is not None else f"requests={cell.num_requests}")
+                    if work is not None else describe_stop(cell.config["load"], cell.num_requests))
             outside = sim_envelope(cell, plan.prompts.get(cell.workload_name))
             mark = " [SIMULATION, extrapolation: outside the calibrated envelope]" if outside \
                 else ""

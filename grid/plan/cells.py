@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from grid.plan.stopping import cap_of
+
 GROUP_AXES = ("variant", "workload", "model", "engine")
 """Axes whose values name a config option (conf/<axis>/<value>.yaml)."""
 KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate", "repeat": "load.repeat"}
@@ -39,6 +41,11 @@ def unmeasured_key(key: str) -> bool:
     section, _, name = key.partition(".")
     return name != "python" and name in _NOT_IDENTITY.get(section, ())
 
+
+# Load keys left out of a cell's identity while they hold their default, so that cells planned
+# before the keys existed keep their ids (grid/plan/stopping.py).
+_DEFAULT_FREE = {"target": None, "max_requests": None, "check_interval_s": 0.5,
+                 "stop_over_saturated": True}
 
 # Shorter labels for variant factors that appear in variant names.
 _FACTOR_ABBREV = {"speculative_disable_above_batch": "off_above"}
@@ -116,11 +123,13 @@ def _hydra_value(value: Any) -> str:
 
 def requests_for_cell(load: Mapping[str, Any]) -> int:
     """Measured requests of a cell: num_requests if set, else requests_per_stream per stream
-    (arrivals per second for an open-loop cell, else concurrency), at least min_requests."""
+    (arrivals per second for an open-loop cell, else concurrency), at least min_requests; with
+    a precision target, its cap (grid/plan/stopping.py)."""
     if load.get("num_requests") is not None:
         return int(load["num_requests"])
     streams = load["rate"] if load.get("rate") is not None else load.get("concurrency") or 1
-    return max(int(load["min_requests"]), math.ceil(load["requests_per_stream"] * streams))
+    fixed = max(int(load["min_requests"]), math.ceil(load["requests_per_stream"] * streams))
+    return fixed if load.get("target") is None else cap_of(load, fixed)
 
 
 def variant_label(name: str, combo: Mapping[str, Any]) -> str:
@@ -216,6 +225,9 @@ def identity(config: Mapping[str, Any], prompts_digest: str,
               else ("max_in_flight", "arrival", "burstiness"))
     for key in unused:
         ident["load"].pop(key, None)
+    for key, default in _DEFAULT_FREE.items():
+        if ident["load"].get(key, default) == default:
+            ident["load"].pop(key, None)
     return ident
 
 

@@ -206,9 +206,23 @@ class LoadConfig:
     """Requests per concurrent stream when num_requests is None (>= 4 leaves a steady-state
     window of >= 3 requests per stream after ramp-up and drain)."""
     min_requests: int = 8
-    """Floor on measured requests per cell."""
+    """Floor on measured requests per cell; with a target, no precision check before this
+    many have finished."""
     duration_s: float | None = None
-    """Bound the load window by time too (whichever ends first)."""
+    """Bound the load window by time too (whichever ends first; with a target, its time cap)."""
+    target: Any = None
+    """Precision target: {metric: output_tok_s, half_width: 0.05} (±5 %) or a list of them
+    (all must hold; metrics output_tok_s, req_s, <ttft|tpot|e2e>_p<q>): the cell stops issuing
+    once its steady window's 95 % interval is that tight (docs/loadgen.md, "Precision
+    targets"). Typed Any so that a command-line mapping works; checked by
+    grid/plan/stopping.py."""
+    max_requests: int | None = None
+    """With a target: the cap on measured requests (None = 4 x the count without a target)."""
+    check_interval_s: float = 0.5
+    """Seconds between the load generator's mid-cell checks (target, over-saturation)."""
+    stop_over_saturated: bool = True
+    """Stop a cell whose server cannot keep up (TTFT rising at a fixed concurrency, a backlog
+    growing at a rate; specgrid_metrics/saturation.py) and mark it `over_saturated`."""
     warmup_requests: int = 2
     """Requests sent first and excluded from results."""
     request_timeout_s: float = 300.0
@@ -436,6 +450,8 @@ _RANGES: dict[str, str] = {
     "load.requests_per_stream": "> 0",
     "load.min_requests": ">= 1",
     "load.duration_s": "> 0",
+    "load.max_requests": ">= 1",
+    "load.check_interval_s": "> 0",
     "load.warmup_requests": ">= 0",
     "load.request_timeout_s": "> 0",
     "load.repeat": ">= 0",

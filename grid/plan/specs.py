@@ -27,6 +27,7 @@ from engines.launch import LaunchSpec
 from engines.sglang.versions import FlagError
 from grid.plan.cells import Cell, resolved_tp_size
 from grid.plan.config import ConfigError
+from grid.plan.stopping import targets_of
 
 PLANNED_URL = "http://server.planned"
 """The URL in a planned LoadSpec; the controller puts the server's real URL in its place."""
@@ -37,7 +38,8 @@ _SPEC_KEYS = {
     "duration_s": "load.duration_s", "burstiness": "load.burstiness", "rate": "load.rate",
     "max_new_tokens": "workload.max_new_tokens", "request_timeout_s": "load.request_timeout_s",
     "prompts": "workload.prompts", "endpoint": "workload.endpoint", "arrival": "load.arrival",
-    "api_key": "engine.api_key",
+    "api_key": "engine.api_key", "min_requests": "load.min_requests",
+    "check_interval_s": "load.check_interval_s", "target": "load.target",
 }
 
 
@@ -154,10 +156,19 @@ def load_specs(cell: Cell, prompts: tuple[Prompt, ...], url: str = PLANNED_URL
             tls_verify=bool(load["tls_verify"]),
             ca_bundle=load["ca_bundle"],
             keepalive_s=float(load["keepalive_s"]),
+            **stop_settings(load),
         )
         return tuple(replace(base, client_index=i) for i in range(clients))
     except ValueError as e:
         raise ConfigError(_config_words(str(e), open_loop) + where) from None
+
+
+def stop_settings(load: Mapping[str, Any]) -> dict[str, Any]:
+    """The LoadSpec fields of the early stop (actors/loadgen/stopping.py)."""
+    targets = targets_of(load)
+    return {"targets": targets, "min_requests": int(load["min_requests"]) if targets else 0,
+            "check_interval_s": float(load.get("check_interval_s", 0.5)),
+            "stop_over_saturated": bool(load.get("stop_over_saturated", True))}
 
 
 def _config_words(message: str, open_loop: bool) -> str:

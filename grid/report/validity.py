@@ -7,6 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from grid.report.rundata import SIM_BANNER, RunData
+from grid.report.stopping import stop_findings
 
 ALIGNMENT = "alignment_ok"
 """The request and cell column that says whether a prompt is on the drafter's distribution."""
@@ -181,6 +182,7 @@ def validity(data: RunData) -> list[tuple[str, str]]:
                                + (" (conversation cells: more rounds, workload."
                                   "num_conversations / workload.max_turns)"
                                   if loose.cell_id.isin(conversation_ids).any() else "")))
+    out += stop_findings(data.cells)
     if len(conversation_ids):
         out.append(("note", f"{len(conversation_ids)} conversation cell(s): their requests are "
                             "the rounds sent; intervals resample rounds as if independent, but "

@@ -16,6 +16,7 @@ from grid.plan.cells import Cell
 from grid.store.clientstats import cell_columns as client_columns
 from grid.store.clientstats import merge_client_stats
 from grid.store.provenance import redact_info
+from grid.store.stopping import stop_columns
 from specgrid_metrics.requests import summarize_cell
 
 SENT = ("ok", "error")
@@ -84,6 +85,7 @@ def measured(run_id: str, cell: Cell, attempt: int, *, started: float, finished:
     row.update(summary)
     row.update(client_columns(rows, stats, samples, cell.config["workload"]["endpoint"],
                               engines.get(cell.config["engine"]["name"]).metrics))
+    row.update(stop_columns(cell, rows, [result.stats for result in results]))
     row["status"], row["error"] = status, error
     return CellOutcome(status, error, log_tail, row,
                        [request_row(run_id, cell, attempt, r) for r in rows],
@@ -221,6 +223,8 @@ def describe(row: Mapping[str, Any]) -> str:
         parts.append(f"{row['requests_error']} errors")
     if row.get("client_saturated"):
         parts.append(f"CLIENT SATURATED ({row.get('saturation_reason')})")
+    if row.get("stop_reason") not in (None, "count"):
+        parts.append(f"stopped: {row['stop_reason']} ({row.get('stop_detail')})")
     text = ", ".join(p for p in parts if p)
     if row["status"] != "done":
         text += f" — {row['status'].upper()}: {row.get('error')}"

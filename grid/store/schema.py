@@ -141,6 +141,13 @@ CELL_FIELDS = _schema([
     ("client_cpu_percent", pa.float64()),
     ("merged_reads", pa.int64()),
     ("merged_read_fraction", pa.float64()),
+    # why the load stopped issuing (grid/store/stopping.py): count | target | cap | duration |
+    # over_saturated, in words, the precision target's half-width reached (relative, the
+    # cell's own interval) and the over-saturation evidence (JSON: slope, window, points)
+    ("stop_reason", pa.string()),
+    ("stop_detail", pa.string()),
+    ("stop_half_width", pa.float64()),
+    ("stop_evidence", pa.string()),
     # client TTFT minus the server's own (SGLang's native meta_info): the network and the
     # client's reading, per request; p50 / p99 over the cell's completed requests
     ("ttft_minus_server_p50_s", pa.float64()),

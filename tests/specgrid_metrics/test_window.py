@@ -3,7 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grid.analysis.window import ended_inside, inside, steady_window, tokens_in_window
+from specgrid_metrics.window import ended_inside, inside, steady_window, tokens_in_window
 
 
 def test_closed_loop_window_opens_when_all_streams_are_busy_and_closes_at_the_last_send():

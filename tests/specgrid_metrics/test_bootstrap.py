@@ -5,7 +5,7 @@ import itertools
 import numpy as np
 import pytest
 
-from grid.analysis.bootstrap import Resample, interval
+from specgrid_metrics.bootstrap import Resample, interval
 
 
 def test_counts_rows_sum_to_n_and_are_seeded():

@@ -1,0 +1,64 @@
+"""A cell row's stop columns: why its load stopped issuing requests (`stop_reason`), in words
+(`stop_detail`), the interval it reached against its precision target (`stop_half_width`) and
+the over-saturation evidence (`stop_evidence`, JSON). From the clients' stats and the cell's
+request rows; pure."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from grid.plan.cells import Cell
+from grid.plan.stopping import targets_of
+from specgrid_metrics import precision
+from specgrid_metrics.bootstrap import DEFAULT_REPLICATES, seed_for
+from specgrid_metrics.intervals import RequestArrays
+
+PRIORITY = ("over_saturated", "cap", "duration", "target", "count")
+"""The cell's reason when its clients' differ: the first of these any client gave (a cell is
+over-saturated if any client saw it; it reached its target only if every client did)."""
+STOP_COLUMNS = ("stop_reason", "stop_detail", "stop_half_width", "stop_evidence")
+
+
+def _arrays(rows: Sequence[Mapping[str, Any]]) -> RequestArrays:
+    def col(key: str) -> np.ndarray:
+        return np.array([np.nan if r.get(key) is None else float(r[key]) for r in rows])
+
+    return RequestArrays(col("sent_at"), col("ttft_s"), col("tpot_s"), col("e2e_s"),
+                         col("output_tokens"), np.array([r.get("status") == "ok" for r in rows],
+                                                        dtype=bool))
+
+
+def stop_columns(cell: Cell, rows: Sequence[Mapping[str, Any]],
+                 stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The stop columns of a prompt cell from its clients' `stats` and all its request rows.
+    With a target, the half-width is the cell's own interval over all clients' requests, by
+    the report's bootstrap with the report's seed (the figure the report shows), and the
+    detail says whether the target was reached."""
+    reasons = [s.get("stop_reason") for s in stats if s.get("stop_reason")]
+    if not reasons:
+        return dict.fromkeys(STOP_COLUMNS)
+    reason = next(r for r in PRIORITY if r in reasons)
+    source = next(s for s in stats if s.get("stop_reason") == reason)
+    out: dict[str, Any] = {"stop_reason": reason, "stop_detail": source.get("stop_detail"),
+                           "stop_half_width": None, "stop_evidence": source.get("stop_evidence")}
+    targets = targets_of(cell.config["load"])
+    if targets and rows:
+        result = precision.check(_arrays(rows), targets, cell.concurrency, cell.rate is None,
+                                 DEFAULT_REPLICATES, seed_for(cell.cell_id))
+        worst = result.worst(targets)
+        width = result.widths.get(worst.metric, math.inf)
+        out["stop_half_width"] = width if math.isfinite(width) else None
+        words = precision.describe_result(targets, result, reached=result.met)
+        if reason == "target" and not result.met:  # several clients, each at its share
+            out["stop_detail"] = f"each client met its share of the target, the cell did not: " \
+                                 f"{words}"
+        elif reason != "over_saturated":
+            out["stop_detail"] = words if reason != "duration" else f"time bound: {words}"
+    elif reason in ("count", "duration") and out["stop_detail"] is None:
+        out["stop_detail"] = (f"{len(rows)} requests" if reason == "count" else
+                              f"time bound (load.duration_s) after {len(rows)} requests")
+    return out

@@ -1,0 +1,208 @@
+"""Over-saturation: a load the server cannot keep up with, told from the client's own
+timestamps. Pure: functions of arrays of times, no clocks, no sockets.
+
+A server that keeps up reaches a steady state: at a fixed concurrency (closed loop) the time a
+request waits before its first token settles, and at an arrival rate it can serve (open loop)
+the requests in the system fluctuate around a level. One that cannot keep up queues: in closed
+loop TTFT keeps rising with time while throughput stays flat (the requests wait inside the
+server; closed loop bounds the queue by the concurrency, but the numbers are not a steady
+state while it fills), in open loop the backlog (requests arrived and not finished: in flight
+plus those waiting for a ``max_in_flight`` slot) grows without bound.
+
+The rule, over a sliding window at the end of what has been measured (``SaturationRule``):
+
+* **signal**: closed loop, each request's TTFT against its send time (requests sent after the
+  steady window opened, i.e. after the c-th send, so the first wave's ramp is left out); open
+  loop, the backlog sampled at ``BACKLOG_SAMPLES`` evenly spaced times, from one median E2E
+  after the first arrival on (an empty system fills for about one request's life before it is
+  steady: Little's law);
+* **window**: the last ``window_s`` (closed loop: at least ``e2e_windows`` x the median
+  request's E2E, so that a trend is not the period of waves of equal requests), at least
+  ``min_window_s`` long (closed loop: at least half of the above) and ``min_points`` samples;
+* **slope**: the Theil-Sen slope (``scipy.stats.theilslopes``: the median of pairwise slopes,
+  robust to outliers); the rise is the slope x the window's length;
+* **rising, significantly**: closed loop, the lower end of the slope's 95 % confidence interval
+  is above 0; open loop, the rise is at least ``z`` standard deviations of the backlog's change
+  over the window if arrivals and completions were independent Poisson counts, sqrt(arrivals +
+  completions) (the backlog's samples are strongly autocorrelated, so the slope's own interval,
+  which assumes independent points, is far too narrow there: on a stable M/M/4 queue at 80 %
+  load it flagged 3 of 10 one-minute cells);
+* **rising, materially**: the rise is at least ``rise_fraction`` of the signal's median in the
+  window, and at least ``min_rise_s`` of TTFT or, for the backlog, ``min_rise_requests``
+  requests and ``min_growth_fraction`` of the window's arrivals (the server falls behind the
+  offered rate by a tenth or more);
+* **throughput flat**: the output tokens of requests that finished in the window's later half
+  are at most ``flat_tolerance`` above those of its earlier half (TTFT that rises while
+  throughput rises too is a server still ramping up, not one that queues); with no finished
+  request in the earlier half, throughput is not known and nothing is flagged.
+
+All must hold. Its false positives on constructed stable queues and on the shipped sweeps'
+request rows are counted in docs/loadgen.md ("Over-saturation")."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, replace
+
+import numpy as np
+from scipy.stats import theilslopes
+
+BACKLOG_SAMPLES = 40
+"""Times the open-loop backlog is sampled at over the window."""
+MAX_POINTS = 400
+"""At most this many points go into the Theil-Sen fit (every k-th beyond: its cost is
+quadratic, 400 points ~80k pairwise slopes, a few ms)."""
+
+
+@dataclass(frozen=True)
+class SaturationRule:
+    window_s: float = 10.0
+    e2e_windows: float = 4.0
+    min_window_s: float = 5.0
+    min_points: int = 20
+    rise_fraction: float = 0.5
+    min_rise_s: float = 0.1
+    min_rise_requests: float = 4.0
+    min_growth_fraction: float = 0.1
+    z: float = 3.0
+    min_arrivals: int = 100
+    """Open loop: the window spans at least this many arrivals at the rate seen so far (a
+    slow rate needs a longer window for its growth to stand out of its counts' noise: 2x
+    overload needs ~54 arrivals at z = 3, see `open_loop`)."""
+    flat_tolerance: float = 0.10
+    confidence: float = 0.95
+
+
+@dataclass(frozen=True)
+class Saturation:
+    """One evaluation: `over_saturated` and its evidence (times in the inputs' clock)."""
+
+    over_saturated: bool
+    signal: str
+    """`ttft` (closed loop, seconds) or `backlog` (open loop, requests)."""
+    reason: str
+    """Why it is (the evidence in words) or is not (the first rule that failed)."""
+    start: float = float("nan")
+    end: float = float("nan")
+    points: int = 0
+    slope: float = float("nan")
+    """Signal units per second."""
+    slope_lo: float = float("nan")
+    slope_hi: float = float("nan")
+    median: float = float("nan")
+    rise: float = float("nan")
+    """slope x window length."""
+    throughput_ratio: float = float("nan")
+    """Later half's finished output tokens / earlier half's."""
+
+    def evidence(self, offset: float = 0.0) -> str:
+        """JSON of the fit, window times shifted by `offset` (to epoch seconds)."""
+        d = asdict(self)
+        d["start"], d["end"] = self.start + offset, self.end + offset
+        d["window_s"] = self.end - self.start
+        return json.dumps({k: (None if isinstance(v, float) and not np.isfinite(v) else v)
+                           for k, v in d.items()}, sort_keys=True)
+
+
+def _unit(signal: str) -> str:
+    return "s/s" if signal == "ttft" else "requests/s"
+
+
+def _fit(signal: str, x: np.ndarray, y: np.ndarray, start: float, end: float,
+         done_at: np.ndarray, done_tokens: np.ndarray, floor: float,
+         rule: SaturationRule, count_sd: float | None = None) -> Saturation:
+    """The rule on the signal y(x) over [start, end]; `count_sd`: the open loop's standard
+    deviation of the backlog's change (significance by counts instead of the slope's interval)."""
+    no = Saturation(False, signal, "", start=start, end=end, points=int(x.size))
+    if x.size < rule.min_points:
+        return replace(no, reason=f"{x.size} points in the window, fewer than {rule.min_points}")
+    if x.size > MAX_POINTS:
+        step = int(np.ceil(x.size / MAX_POINTS))
+        x, y = x[::step], y[::step]
+    res = theilslopes(y, x, alpha=rule.confidence)
+    slope, lo, hi = float(res.slope), float(res.low_slope), float(res.high_slope)
+    median = float(np.median(y))
+    rise = slope * (end - start)
+    mid = (start + end) / 2.0
+    early = float(done_tokens[(done_at >= start) & (done_at < mid)].sum())
+    late = float(done_tokens[(done_at >= mid) & (done_at <= end)].sum())
+    ratio = late / early if early > 0 else float("nan")
+    no = replace(no, slope=slope, slope_lo=lo, slope_hi=hi, median=median, rise=rise,
+                 throughput_ratio=ratio)
+    unit = _unit(signal)
+    if count_sd is None and not lo > 0:
+        return replace(no, reason=f"no significant rise (slope {slope:.3g} {unit}, 95 % CI "
+                       f"{lo:.3g} to {hi:.3g})")
+    if count_sd is not None and not rise >= rule.z * count_sd:
+        return replace(no, reason=f"no significant rise ({rise:.3g} requests over the window, "
+                       f"below {rule.z:g} x {count_sd:.3g}, the spread of arrivals minus "
+                       "completions)")
+    needed = max(rule.rise_fraction * median, floor)
+    if rise < needed:
+        return replace(no, reason=f"rise {rise:.3g} over the window below {needed:.3g}")
+    if not ratio <= 1.0 + rule.flat_tolerance:
+        return replace(no, reason="throughput not flat (later half / earlier half "
+                       f"{ratio:.2f})")
+    what = "TTFT" if signal == "ttft" else "backlog"
+    return replace(no, over_saturated=True, reason=(
+        f"{what} rising {slope:.3g} {unit} (95 % CI {lo:.3g} to {hi:.3g}) over {end - start:.1f} s "
+        f"({x.size} points, median {median:.3g}) while throughput is flat (x{ratio:.2f})"))
+
+
+def closed_loop(sent: np.ndarray, ttft: np.ndarray, end: np.ndarray, tokens: np.ndarray,
+                now: float, concurrency: int,
+                rule: SaturationRule = SaturationRule()) -> Saturation:
+    """The closed-loop check at time `now`. Per request: `sent`, `ttft` (NaN before its first
+    token), `end` (NaN while running), output `tokens` (of finished requests)."""
+    sent, ttft = np.asarray(sent, dtype=float), np.asarray(ttft, dtype=float)
+    end, tokens = np.asarray(end, dtype=float), np.asarray(tokens, dtype=float)
+    if sent.size < max(1, concurrency):
+        return Saturation(False, "ttft", "not every stream busy yet")
+    opened = float(np.sort(sent)[max(1, concurrency) - 1])
+    finished = np.isfinite(end)
+    e2e = end[finished] - sent[finished]
+    typical = float(np.median(e2e)) if e2e.size else 0.0
+    length = max(rule.window_s, rule.e2e_windows * typical)
+    shortest = max(rule.min_window_s, rule.e2e_windows * typical / 2.0)
+    start = max(opened, now - length)
+    if now - start < shortest:
+        return Saturation(False, "ttft", f"window {now - start:.1f} s shorter than "
+                          f"{shortest:.1f} s", start=start, end=now)
+    pick = (sent >= start) & (sent <= now) & np.isfinite(ttft)
+    order = np.argsort(sent[pick])
+    return _fit("ttft", sent[pick][order], ttft[pick][order], start, now, end[finished],
+                np.nan_to_num(tokens[finished]), rule.min_rise_s, rule)
+
+
+def open_loop(scheduled: np.ndarray, end: np.ndarray, tokens: np.ndarray, now: float,
+              rule: SaturationRule = SaturationRule()) -> Saturation:
+    """The open-loop check at time `now`: per arrival its `scheduled` time and `end` (NaN
+    while it waits or runs), output `tokens` of finished ones."""
+    scheduled, end = np.asarray(scheduled, dtype=float), np.asarray(end, dtype=float)
+    tokens = np.asarray(tokens, dtype=float)
+    finished = np.isfinite(end)
+    if not finished.any():
+        return Saturation(False, "backlog", "no request finished yet")
+    fill = float(np.median(end[finished] - scheduled[finished]))
+    first = float(scheduled.min())
+    # growth (λ - μ) W against the noise sqrt((λ + μ) W) at z: λW >= z² r (r + 1) / (r - 1)²
+    # arrivals for an overload r = λ / μ, i.e. 54 at 2x, 135 at 1.5x: min_arrivals covers 2x
+    rate = scheduled.size / max(now - first, 1e-9)
+    length = max(rule.window_s, rule.min_arrivals / rate)
+    start = max(first + fill, now - length)
+    if now - start < rule.min_window_s:
+        return Saturation(False, "backlog", f"window {now - start:.1f} s shorter than "
+                          f"{rule.min_window_s:.1f} s", start=start, end=now)
+    arrivals = int(((scheduled >= start) & (scheduled <= now)).sum())
+    if arrivals < rule.min_points:
+        return Saturation(False, "backlog", f"{arrivals} arrivals in the window, fewer than "
+                          f"{rule.min_points}", start=start, end=now)
+    times = np.linspace(start, now, BACKLOG_SAMPLES)
+    arrived = np.searchsorted(np.sort(scheduled), times, side="right")
+    ends = end[finished]
+    done = np.searchsorted(np.sort(ends), times, side="right")
+    backlog = (arrived - done).astype(float)
+    completions = int(((ends >= start) & (ends <= now)).sum())
+    floor = max(rule.min_rise_requests, rule.min_growth_fraction * arrivals)
+    return _fit("backlog", times, backlog, start, now, ends, np.nan_to_num(tokens[finished]),
+                floor, rule, count_sd=float(np.sqrt(arrivals + completions)))

@@ -1,0 +1,134 @@
+"""The load generator's early stop (actors/loadgen/stopping.py) through run_load, against
+httpx.MockTransport servers whose timing is constructed: a precision target reached before the
+count, never reached (the cap), the time bound, and an open loop above a server's capacity."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import httpx
+import pytest
+
+from actors.loadgen.runner import run_load
+from actors.loadgen.spec import LoadResult, LoadSpec, Prompt
+from specgrid_metrics.precision import parse_targets
+
+PROMPTS = tuple(Prompt(f"p{i}", f"prompt {i}", "coding") for i in range(4))
+CHUNKS = 5  # one token per chunk
+
+
+def server(duration_of: Callable[[int], float], capacity: int | None = None
+           ) -> httpx.MockTransport:
+    """A native-stream server: request n streams CHUNKS one-token events over duration_of(n)
+    seconds; with `capacity`, at most that many stream at once (the rest wait, FIFO)."""
+    counter = itertools.count()
+    slots = asyncio.Semaphore(capacity) if capacity else None
+
+    class Stream(httpx.AsyncByteStream):
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            if slots is not None:
+                await slots.acquire()
+            try:
+                gap = duration_of(self.n) / CHUNKS
+                for k in range(1, CHUNKS + 1):
+                    await asyncio.sleep(gap)
+                    meta = {"completion_tokens": k, "prompt_tokens": 3,
+                            "finish_reason": {"type": "length"} if k == CHUNKS else None}
+                    yield b"data: " + json.dumps({"text": "t" * k, "meta_info": meta}).encode() \
+                        + b"\n\n"
+                yield b"data: [DONE]\n\n"
+            finally:
+                if slots is not None:
+                    slots.release()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, stream=Stream(next(counter)))
+
+    return httpx.MockTransport(handler)
+
+
+def run(transport: httpx.MockTransport, **kw: Any) -> LoadResult:
+    spec = LoadSpec(url="http://mock", prompts=PROMPTS, max_new_tokens=CHUNKS,
+                    check_interval_s=0.05, **kw)
+    return asyncio.run(run_load(spec, transport=transport))
+
+
+TIGHT = parse_targets({"metric": "output_tok_s", "half_width": 0.05})
+
+
+def test_a_target_stops_the_closed_loop_before_its_count() -> None:
+    # Identical 50 ms requests on 2 streams: no spread between requests, so the target holds
+    # as soon as 10 requests lived inside the window (from the 2nd send to the last): 12 at
+    # the earliest, more as the checks lag (every 50 ms here, slower when a check's CPU time
+    # is long: stopping.CHECK_DUTY), far fewer than the cap of 200 either way.
+    result = run(server(lambda n: 0.05), concurrency=2, num_requests=200, targets=TIGHT,
+                 min_requests=4)
+    stats = result.stats
+    assert stats["stop_reason"] == "target", stats["stop_detail"]
+    assert 12 <= len(result.rows) <= 100
+    assert stats["stop_detail"].startswith("output_tok_s ±")
+    assert stats["precision_checks"] >= 1 and stats["check_cpu_s"] > 0
+    assert all(r["status"] == "ok" for r in result.rows)  # every request issued drained
+
+
+def test_a_target_never_reached_stops_at_the_cap() -> None:
+    # Requests of 10 ms and 100 ms alternate (one 10x the other): the normal approximation
+    # puts ±5 % beyond 500 requests; the cap is 30.
+    result = run(server(lambda n: 0.01 if n % 2 else 0.1), concurrency=1, num_requests=30,
+                 targets=TIGHT, min_requests=4)
+    assert result.stats["stop_reason"] == "cap"
+    assert len(result.rows) == 30
+
+
+def test_the_time_bound_and_the_count() -> None:
+    slow = run(server(lambda n: 0.01 if n % 2 else 0.1), concurrency=1, num_requests=None,
+               duration_s=0.6, targets=TIGHT)
+    assert slow.stats["stop_reason"] == "duration"
+    plain = run(server(lambda n: 0.02), concurrency=2, num_requests=6)
+    assert plain.stats["stop_reason"] == "count" and len(plain.rows) == 6
+    assert plain.stats["precision_checks"] == 0  # no target, no saturation stop: no checks
+
+
+def test_an_open_loop_above_capacity_stops_over_saturated() -> None:
+    # 40 arrivals/s on a server of 4 slots x 0.2 s (20/s): the backlog grows 20 a second;
+    # the detector needs a 5 s window from one median E2E on, so it stops around 6-9 s,
+    # long before the 800 arrivals (20 s) of the schedule.
+    result = run(server(lambda n: 0.2, capacity=4), rate=40.0, arrival="constant",
+                 num_requests=800, stop_over_saturated=True)
+    stats = result.stats
+    assert stats["stop_reason"] == "over_saturated", stats["stop_detail"]
+    assert 150 < len(result.rows) < 500
+    evidence = json.loads(stats["stop_evidence"])
+    assert evidence["signal"] == "backlog" and evidence["slope"] == pytest.approx(20, rel=0.25)
+    assert evidence["window_s"] >= 5.0
+    assert "backlog rising" in stats["stop_detail"]
+
+
+def test_an_open_loop_within_capacity_runs_to_its_count() -> None:
+    result = run(server(lambda n: 0.2, capacity=4), rate=10.0, arrival="constant",
+                 num_requests=80, stop_over_saturated=True)
+    assert result.stats["stop_reason"] == "count" and len(result.rows) == 80
+
+
+def test_two_clients_each_stop_at_their_share() -> None:
+    # Each of two clients holds half the streams and checks against ±5 % x sqrt(2).
+    base = LoadSpec(url="http://mock", prompts=PROMPTS, max_new_tokens=CHUNKS,
+                    check_interval_s=0.05, concurrency=4, num_requests=400, targets=TIGHT,
+                    min_requests=8, num_clients=2)
+    from dataclasses import replace
+
+    async def both() -> list[LoadResult]:
+        return await asyncio.gather(*(run_load(replace(base, client_index=i),
+                                               transport=server(lambda n: 0.05))
+                                      for i in range(2)))
+
+    results = asyncio.run(both())
+    assert [r.stats["stop_reason"] for r in results] == ["target", "target"]
+    assert sum(len(r.rows) for r in results) < 100

@@ -1,0 +1,37 @@
+"""The report's validity lines about how cells stopped (grid/report/stopping.py)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from grid.report.stopping import stop_findings
+
+
+def test_over_saturated_and_capped_cells_are_named():
+    cells = pd.DataFrame([
+        {"variant": "baseline", "concurrency": None, "rate": 15.0, "status": "done",
+         "stop_reason": "over_saturated", "requests_ok": 200,
+         "stop_detail": "over-saturated: backlog rising 7.5 requests/s"},
+        {"variant": "eagle3", "concurrency": 1, "rate": None, "status": "done",
+         "stop_reason": "cap", "requests_ok": 32,
+         "stop_detail": "precision not reached: output_tok_s ±7.9 % after 32 requests"},
+        {"variant": "eagle3", "concurrency": 8, "rate": None, "status": "done",
+         "stop_reason": "target", "requests_ok": 40, "stop_detail": "output_tok_s ±4 %"},
+        {"variant": "baseline", "concurrency": 8, "rate": None, "status": "done",
+         "stop_reason": "target", "requests_ok": 24, "stop_detail": "output_tok_s ±3 %"},
+    ])
+    lines = stop_findings(cells)
+    assert [level for level, _ in lines] == ["warning", "warning", "note"]
+    assert "over-saturated in 1 cell(s)" in lines[0][1]
+    assert "not a steady state: baseline 15/s: over-saturated: backlog rising" in lines[0][1]
+    assert "precision target not reached in 1 cell(s)" in lines[1][1]
+    assert "eagle3 c=1 (precision not reached: output_tok_s ±7.9 % after 32" in lines[1][1]
+    assert lines[2][1] == "2 cell(s) stopped at their precision target, 64 requests in all"
+
+
+def test_runs_without_stop_columns_have_no_findings():
+    assert stop_findings(pd.DataFrame([{"variant": "b", "status": "done"}])) == []
+    counted = pd.DataFrame([{"variant": "b", "concurrency": 1, "rate": None, "status": "done",
+                             "stop_reason": "count", "stop_detail": "8 requests",
+                             "requests_ok": 8}])
+    assert stop_findings(counted) == []

@@ -254,12 +254,33 @@ def default_run_id(cfg: DictConfig) -> str:
 
 
 def resolve_run_id(cfg: DictConfig) -> str:
-    if cfg.run.id:
-        return str(cfg.run.id)
+    """run.id, or the derived one; ConfigError unless it is one folder name (a `/` or `..`
+    would put the run folder outside results_dir)."""
+    if cfg.run.id is not None:
+        return checked_run_id(str(cfg.run.id), "run.id")
     run_id = default_run_id(cfg)
     if cfg.run.fresh:
         run_id += dt.datetime.now().strftime("-%Y%m%d-%H%M%S")
-    return run_id
+    return checked_run_id(run_id, "the run id derived from sweep, engine.name and model.name",
+                          "; set run.id=NAME")
+
+
+def checked_run_id(run_id: str, what: str, fix: str = "") -> str:
+    """`run_id` if it names one folder directly inside results_dir. A leading `.` is refused
+    too: it would be a hidden folder, and `.`/`..` are not new folders at all."""
+    problem = None
+    if not run_id:
+        problem = "is empty"
+    elif "/" in run_id or "\\" in run_id:
+        problem = "holds a path separator"
+    elif run_id.startswith("."):
+        problem = "starts with '.'"
+    elif len(run_id.encode()) > 255:  # NAME_MAX of every common file system
+        problem = "is longer than 255 bytes"
+    if problem is None:
+        return run_id
+    raise ConfigError(f"{what} {run_id!r} {problem}: a run id is the name of one folder "
+                      f"inside results_dir{fix}")
 
 
 def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,

@@ -66,6 +66,7 @@ from grid.plan.specs import (
     launch_spec,
     load_specs,
 )
+from grid.plan.workload_keys import check_workload_keys
 from grid.plan.workloads import (
     AlignmentCache,
     WorkloadPlan,
@@ -218,6 +219,7 @@ def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
             workloads.alignments[cell.cell_id] = alignment
         cells.append(cell)
     workloads.notes += aligner.reference_notes()
+    check_workload_keys(c.config["workload"] for c in cells)  # none silently ignored
     return dedupe(cells), workloads
 
 

@@ -243,7 +243,10 @@ class LaunchedServer:
             if status["ready"]:
                 return
             if time.monotonic() > deadline:
-                raise ServerDown(f"server not ready after {timeout_s:.0f} s", self.log_tail())
+                tail = self.log_tail()
+                said = _process.last_lines(tail)
+                raise ServerDown(f"server not ready after {timeout_s:.0f} s"
+                                 + (f"; its log ends: {said}" if said else ""), tail)
 
     def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         try:

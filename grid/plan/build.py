@@ -40,6 +40,7 @@ from grid.plan.checks import (
     check_cpus,
     check_engine,
     check_gpus,
+    check_sim_memory,
     cluster_cpus,
     cluster_gpus,
     engine_check,
@@ -325,6 +326,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     check_gpus(groups, gpus)
     check_cpus(groups, cluster_cpus(cfg))
     check_engine(cfg, groups)
+    check_sim_memory(groups)
     launches = {g.server_key: launch_spec(g.config, by_key[g.server_key].version)
                 for g in groups}
     validation = validate_flags(groups, by_key)

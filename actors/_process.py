@@ -174,3 +174,12 @@ def log_tail(path: Path, lines: int = 40) -> str:
     except OSError:
         return ""
     return "\n".join(text.splitlines()[-lines:])
+
+
+def last_lines(text: str, lines: int = 5, chars: int = 800) -> str:
+    """The end of a log as one line: its last `lines` non-blank lines (a traceback's frame and
+    its exception, an engine's refusal), stripped and joined with " | ", at most `chars`
+    characters (the end kept: that is where a process says why it stopped)."""
+    kept = [ln.strip() for ln in text.splitlines() if ln.strip()][-lines:]
+    joined = " | ".join(kept)
+    return joined if len(joined) <= chars else "..." + joined[-(chars - 3):]

@@ -161,9 +161,12 @@ class ServerActor:
             while True:
                 code = proc.poll()
                 if code is not None:
-                    raise ServerStartError(
-                        f"server exited with code {code} before it was ready; log tail:\n"
-                        + self.log_tail())
+                    # The first line is the cell's error: it ends with why the process said it
+                    # stopped; the lines after it are the log tail the ledger keeps.
+                    tail = self.log_tail()
+                    said = _process.last_lines(tail) or "(its log is empty)"
+                    raise ServerStartError(f"server exited with code {code} before it was "
+                                           f"ready: {said}\nlog tail:\n{tail}")
                 self._update_phase()
                 try:
                     if probe.checked(url, lambda: client.get(url)).status_code == 200:

@@ -60,6 +60,7 @@ from grid.plan.search import (
 )
 from grid.plan.workloads import WorkloadPlan
 from grid.report import write_report
+from grid.store.files import check_writable
 from grid.store.ledger import DriverLock, RunLockedError
 from grid.store.record import RunRecord
 from grid.store.results import ResultsWriteError
@@ -214,9 +215,7 @@ def _display(args: argparse.Namespace, overrides: list[str]) -> int:
 def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
     cfg, plan = planned.cfg, planned.plan
     try:
-        plan.run_dir.mkdir(parents=True, exist_ok=True)
-        (plan.run_dir / ".write-check").touch()
-        (plan.run_dir / ".write-check").unlink()
+        check_writable(plan.run_dir)
     except OSError as e:
         raise ConfigError(f"results folder {plan.run_dir} is not writable: "
                           f"{e.strerror or e}") from None

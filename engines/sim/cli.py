@@ -19,6 +19,7 @@ from typing import Any
 from engines.sglang.adaptive import candidate_steps, default_decode_max_bs
 from engines.sim.adaptive import load_adaptive_config
 from engines.sim.drafter import parse_mix
+from engines.sim.memory import mem_fraction, memory_fit
 from engines.sim.profile import Profile, load_profile
 
 SIM_VERSION = "0.5.23-sim"
@@ -277,8 +278,12 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
                                                srv.get("max_prefill_tokens", 16384)))
     args["context_length"] = int(extra.get("context_length",
                                            profile.model.get("context_length", 131072)))
-    args["mem_fraction_static"] = float(extra.get("mem_fraction_static",
-                                                  srv.get("mem_fraction_static", 0.88)))
+    args["mem_fraction_static"] = mem_fraction(profile, extra.get("mem_fraction_static"))
+    # SGLang refuses to start when the weights leave no room for a KV cache; so does the
+    # simulator, before it would serve with a pool of 0 tokens (engines/sim/memory.py).
+    refused = memory_fit(profile, ns.tp_size, args["mem_fraction_static"]).problem()
+    if refused:
+        raise SimArgError(refused)
     args["chunked_prefill_size"] = int(extra.get("chunked_prefill_size",
                                                  srv.get("chunked_prefill_size", 8192)))
     args["disable_radix_cache"] = bool(extra.get("disable_radix_cache", False))

@@ -304,14 +304,19 @@ class Roofline:
                 + verify_tokens * eff.spec_token_overhead_us * 1e-6)
 
     # ------------------------------------------------------------------ memory
+    def weight_bytes_per_gpu(self) -> float:
+        """The weights one GPU holds: the model's and its draft head's (bf16), split over tp.
+        The draft head counts with speculation off too, as the KV pool has always been sized."""
+        m = self.model
+        return (m.weight_bytes_total() + m.draft_params_b * 1e9 * 2.0) / self.tp
+
     def kv_capacity_tokens(self, mem_fraction_static: float) -> int:
         """KV tokens that fit: (memory x mem_fraction_static - weights per GPU) / KV bytes per
         token per GPU (SGLang's rule: mem_fraction_static covers weights plus the KV pool)."""
         m, tp = self.model, self.tp
         per_gpu = self.hw.memory_gib * 2**30 * mem_fraction_static
-        weights = (m.weight_bytes_total() + m.draft_params_b * 1e9 * 2.0) / tp
         kv_split = 1 if m.kv_replicated else min(tp, max(1, m.kv_heads))
-        free = per_gpu - weights
+        free = per_gpu - self.weight_bytes_per_gpu()
         if free <= 0:
             return 0
         return int(free / (m.kv_token_bytes / kv_split))

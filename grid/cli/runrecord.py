@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import shlex
 from collections.abc import Sequence
 from importlib import metadata
@@ -18,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from grid.plan.config import ConfigError
+from grid.store.files import write_json
 
 RUN_RECORD = "run.json"
 
 
 def write_run_record(run_dir: Path, overrides: Sequence[str]) -> None:
-    """Record the overrides this execution runs with (atomically: temp file, fsync, rename).
+    """Record the overrides this execution runs with (atomically and durably: the resume
+    command of a run that lost power must still find them; grid/store/files.py).
     `history` keeps each distinct command line the folder was run with, oldest first."""
     path = run_dir / RUN_RECORD
     history: list[dict[str, Any]] = []
@@ -37,21 +38,9 @@ def write_run_record(run_dir: Path, overrides: Sequence[str]) -> None:
         history.append({"overrides": list(overrides), "started_at": now})
     record = {"overrides": list(overrides), "started_at": now, "specgrid": specgrid_version(),
               "history": history}
-    tmp = run_dir / f".{RUN_RECORD}.tmp"
     try:
-        with open(tmp, "w") as f:
-            json.dump(record, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        fd = os.open(run_dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_json(path, record, fsync=True, indent=1)
     except OSError as e:
-        tmp.unlink(missing_ok=True)
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
 
 

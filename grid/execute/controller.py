@@ -50,7 +50,7 @@ from grid.plan.build import Plan
 from grid.plan.cells import Cell, ServerGroup, group_by_server
 from grid.plan.placement import bundle_gpus, fits_together, server_gpus
 from grid.plan.specs import at_url, external_url
-from grid.plan.workloads import cell_columns, record_workloads, request_columns
+from grid.plan.workloads import cell_columns, request_columns, workload_records
 from grid.store import rows
 from grid.store.record import RunRecord
 from grid.store.results import ResultsWriteError
@@ -106,7 +106,7 @@ class Controller:
         `plan.max_parallel_servers` groups at a time."""
         self.total, self.started = len(cells), 0
         if self.plan.workloads is not None:  # the prompts the run sends, with their sources
-            record_workloads(self.plan.run_dir, self.plan.workloads.sets)
+            self.record.record_workloads(workload_records(self.plan.workloads.sets))
         groups = group_by_server(cells)
         for key in [k for k in self.parked if k not in {g.server_key for g in groups}]:
             self.parked.pop(key).close()  # its GPUs go to the servers this run starts

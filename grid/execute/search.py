@@ -8,9 +8,7 @@ and a finished search measures nothing new; `search.json` in the run folder is t
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +31,7 @@ from grid.plan.build import Plan, build_plan
 from grid.plan.cells import Cell
 from grid.plan.search import SearchSetup, step_plan
 from grid.plan.workloads import WorkloadPlan
+from grid.store.files import write_json
 from grid.store.loader import load_cells, load_requests
 from grid.store.record import RunRecord
 
@@ -129,9 +128,8 @@ def write_trace(run_dir: Path, setup: SearchSetup, steps: list[AnyStep],
     """search.json: the question, every step with why it was taken, and the outcome."""
     trace = {**setup.as_json(), "result": {**search_result(setup, steps), "note": note},
              "steps": [s.as_json() for s in steps]}
-    tmp = run_dir / f".{TRACE_FILE}.tmp"
-    tmp.write_text(json.dumps(trace, indent=2))
-    os.replace(tmp, run_dir / TRACE_FILE)
+    # Not fsynced: the trace is replayed from the committed cells on every start.
+    write_json(run_dir / TRACE_FILE, trace, fsync=False)
     return trace
 
 

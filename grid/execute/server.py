@@ -25,6 +25,7 @@ from engines.external.detect import Offers
 from engines.launch import LaunchSpec
 from engines.sglang.command import redact_argv
 from grid.plan.checks import SERVER_CPU
+from grid.store.files import append_text
 from grid.store.provenance import recorded_env
 from grid.store.rows import ServerFacts
 
@@ -250,7 +251,10 @@ class LaunchedServer:
                     self.startup = {}  # the next call on the actor says what became of it
                 return
             if time.monotonic() > deadline:
-                raise ServerDown(f"server not ready after {timeout_s:.0f} s", self.log_tail())
+                tail = self.log_tail()
+                said = _process.last_lines(tail)
+                raise ServerDown(f"server not ready after {timeout_s:.0f} s"
+                                 + (f"; its log ends: {said}" if said else ""), tail)
 
     def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
         try:
@@ -319,9 +323,7 @@ class LaunchedServer:
         pid."""
         try:
             stopped = ray.get(self.actor.stop.remote(), timeout=120)
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            with open(self.log_path, "a", encoding="utf-8", errors="replace") as f:
-                f.write(stopped.get("log", ""))
+            append_text(self.log_path, stopped.get("log", ""))
         except ray.exceptions.RayError:
             if self.info.get("host") == socket.gethostname():
                 _process.kill_recorded(int(self.info["pid"]), int(self.info["pgid"]),

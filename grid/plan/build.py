@@ -40,6 +40,7 @@ from grid.plan.checks import (
     check_cpus,
     check_engine,
     check_gpus,
+    check_sim_memory,
     cluster_cpus,
     cluster_gpus,
     engine_check,
@@ -67,6 +68,7 @@ from grid.plan.specs import (
     load_specs,
 )
 from grid.plan.stopping import check_stopping, describe_stop
+from grid.plan.workload_keys import check_workload_keys
 from grid.plan.workloads import (
     AlignmentCache,
     WorkloadPlan,
@@ -220,6 +222,7 @@ def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
             workloads.alignments[cell.cell_id] = alignment
         cells.append(cell)
     workloads.notes += aligner.reference_notes()
+    check_workload_keys(c.config["workload"] for c in cells)  # none silently ignored
     return dedupe(cells), workloads
 
 
@@ -256,12 +259,33 @@ def default_run_id(cfg: DictConfig) -> str:
 
 
 def resolve_run_id(cfg: DictConfig) -> str:
-    if cfg.run.id:
-        return str(cfg.run.id)
+    """run.id, or the derived one; ConfigError unless it is one folder name (a `/` or `..`
+    would put the run folder outside results_dir)."""
+    if cfg.run.id is not None:
+        return checked_run_id(str(cfg.run.id), "run.id")
     run_id = default_run_id(cfg)
     if cfg.run.fresh:
         run_id += dt.datetime.now().strftime("-%Y%m%d-%H%M%S")
-    return run_id
+    return checked_run_id(run_id, "the run id derived from sweep, engine.name and model.name",
+                          "; set run.id=NAME")
+
+
+def checked_run_id(run_id: str, what: str, fix: str = "") -> str:
+    """`run_id` if it names one folder directly inside results_dir. A leading `.` is refused
+    too: it would be a hidden folder, and `.`/`..` are not new folders at all."""
+    problem = None
+    if not run_id:
+        problem = "is empty"
+    elif "/" in run_id or "\\" in run_id:
+        problem = "holds a path separator"
+    elif run_id.startswith("."):
+        problem = "starts with '.'"
+    elif len(run_id.encode()) > 255:  # NAME_MAX of every common file system
+        problem = "is longer than 255 bytes"
+    if problem is None:
+        return run_id
+    raise ConfigError(f"{what} {run_id!r} {problem}: a run id is the name of one folder "
+                      f"inside results_dir{fix}")
 
 
 def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
@@ -304,6 +328,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     check_gpus(groups, gpus)
     check_cpus(groups, cluster_cpus(cfg))
     check_engine(cfg, groups)
+    check_sim_memory(groups)
     launches = {g.server_key: launch_spec(g.config, by_key[g.server_key].version)
                 for g in groups}
     validation = validate_flags(groups, by_key)

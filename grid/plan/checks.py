@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 import engines
 from actors.loadgen.spec import Prompt
 from engines.validation import ValidationUnavailable
-from grid.plan.cells import Cell, ServerGroup
+from grid.plan.cells import Cell, ServerGroup, resolved_tp_size
 from grid.plan.config import ConfigError
 from grid.plan.placement import group_cpus, server_gpus
 from grid.plan.specs import engine_python, external_url, launch_spec, sglang_equivalent
@@ -196,6 +196,28 @@ def check_engine(cfg: DictConfig, groups: Sequence[ServerGroup]) -> None:
             raise ConfigError(
                 f"this sweep needs {len(groups)} distinct server configurations "
                 f"({', '.join(g.variant for g in groups)}); one external URL serves only one")
+
+
+def check_sim_memory(groups: Sequence[ServerGroup]) -> None:
+    """A simulated server whose model leaves no room for a KV cache on its GPUs would exit at
+    start-up, as SGLang does; the plan refuses it now with the simulator's own line
+    (engines/sim/memory.py), from the same profiles and flags."""
+    from engines.sim.memory import memory_fit
+    from engines.sim.profile import load_profile
+
+    for group in groups:
+        engine = group.config["engine"]
+        if not engines.get(engine["name"]).simulated:
+            continue
+        sim_args = engine.get("sim_args") or {}
+        profile = load_profile(str(sim_args.get("profile") or "default"),
+                               sim_args.get("hardware"), sim_args.get("model"))
+        args = group.config["variant"].get("args") or {}
+        problem = memory_fit(profile, resolved_tp_size(group.config),
+                             args.get("mem_fraction_static")).problem()
+        if problem:
+            raise ConfigError(f"variant {group.variant}: {problem} (model.tp_size or "
+                              "variant.tp_size)")
 
 
 def plan_warnings(groups: Sequence[ServerGroup]) -> list[str]:

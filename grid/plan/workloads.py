@@ -319,23 +319,14 @@ def alignment_warnings(cells: Iterable[Any], plan: WorkloadPlan) -> list[str]:
 
 
 # --- recorded with the run ---------------------------------------------------------------------
-def record_workloads(run_dir: Path, sets: Mapping[str, WorkloadSet]) -> None:
-    """run_dir/workloads/<name>-<digest>.jsonl: every prompt the run sends, with its source,
-    domain and the file and line it came from (written once per distinct content)."""
-    folder = run_dir / "workloads"
-    for ws in sets.values():
-        path = folder / f"{ws.name}-{ws.digest}.jsonl"
-        if path.exists():
-            continue
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with tmp.open("w") as fh:
-            for p, r in zip(ws.prompts, ws.rows, strict=True):
-                fh.write(json.dumps({"prompt_id": p.prompt_id, "domain": p.domain,
-                                     "source": r.source, "file": r.file, "line": r.line,
-                                     "turns": r.turns, "row_key": row_key(p.text),
-                                     "text": p.text}) + "\n")
-        tmp.replace(path)
+def workload_records(sets: Mapping[str, WorkloadSet]) -> dict[str, list[dict[str, Any]]]:
+    """What a run records of its prompts (written by grid/store/record.py
+    `record_workloads`): file name `<name>-<digest>.jsonl` -> its rows, one per prompt the
+    run sends, with its source, domain and the file and line it came from."""
+    return {f"{ws.name}-{ws.digest}.jsonl": [
+        {"prompt_id": p.prompt_id, "domain": p.domain, "source": r.source, "file": r.file,
+         "line": r.line, "turns": r.turns, "row_key": row_key(p.text), "text": p.text}
+        for p, r in zip(ws.prompts, ws.rows, strict=True)] for ws in sets.values()}
 
 
 def cell_columns(alignment: CellAlignment | None) -> dict[str, Any]:

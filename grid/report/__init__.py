@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from grid.report.html import compare_html, run_html
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
 from grid.report.text import domain_acceptance, summary_table, summary_text
+from grid.store.files import make_dirs, write_atomic
 
 __all__ = ["Report", "domain_acceptance", "load_run", "main", "run_summary", "summary_table",
            "write_report"]
@@ -35,12 +35,8 @@ class Report:
 
 
 def _atomic_write(path: Path, content: str | bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    if isinstance(content, bytes):
-        tmp.write_bytes(content)
-    else:
-        tmp.write_text(content)
-    os.replace(tmp, path)
+    # Not fsynced: a report lost in a power loss is made again from the committed cells.
+    write_atomic(path, content, fsync=False)
 
 
 def render_figures(data: RunData) -> dict[str, bytes]:
@@ -86,7 +82,7 @@ def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baselin
     data = data or load_run(run_dir, slo, baseline, gpu_hour_usd=gpu_hour_usd)
     text = summary_text(data)
     figures = render_figures(data)
-    (run_dir / "plots").mkdir(exist_ok=True)
+    make_dirs(run_dir / "plots", fsync=False)
     paths = []
     for name, png in figures.items():
         path = run_dir / "plots" / f"{name}.png"

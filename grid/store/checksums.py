@@ -22,6 +22,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from grid.store.files import patch_bytes
+
 DIGEST_KEY = "specgrid.sha256"
 """The cell row's own checksum, in its Parquet footer's key-value metadata."""
 MANIFEST_COLUMN = "files"
@@ -71,9 +73,7 @@ def write_sealed(table: pa.Table, path: Path) -> str:
     if at is None or data[at:at + 64] != PLACEHOLDER:
         raise OSError(f"cannot seal {path}: no checksum field in its footer")
     digest = hashlib.sha256(data).hexdigest()
-    with open(path, "r+b") as f:
-        f.seek(at)
-        f.write(digest.encode())
+    patch_bytes(path, at, digest.encode())
     return digest
 
 

@@ -9,13 +9,14 @@ set aside and its cell runs again. No Ray."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from actors._process import kill_recorded
 from grid.plan.cells import Cell
 from grid.store import integrity, results
+from grid.store.files import make_dirs, write_jsonl
 from grid.store.ledger import Ledger
 from grid.store.loader import load_cells
 from grid.store.rows import CellOutcome
@@ -125,6 +126,19 @@ class RunRecord:
 
     def counts(self, cell_ids: Iterable[str]) -> dict[str, int]:
         return self.ledger.counts(cell_ids)
+
+    # --- what the run sends ----------------------------------------------------------------------
+    def record_workloads(self, records: Mapping[str, Sequence[Mapping[str, Any]]]) -> None:
+        """run_dir/workloads/<file>: the prompts the run sends (grid/plan/workloads.py
+        `workload_records`: file name -> rows). A file is named by its content's digest, so
+        one that exists already holds these rows and is left alone; a new one is fsynced,
+        since a torn file would then be kept by every later start."""
+        folder = self.run_dir / "workloads"
+        for name, rows in records.items():
+            path = folder / name
+            if not path.exists():
+                make_dirs(folder)
+                write_jsonl(path, rows, fsync=True)
 
     # --- servers -------------------------------------------------------------------------------
     def server_started(self, server_key: str, pid: int, pgid: int, host: str | None = None,

@@ -26,10 +26,10 @@ cell is no longer committed and runs again."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from grid.store.checksums import MANIFEST_COLUMN, manifest_entry, write_sealed
+from grid.store.files import TEMP_SUFFIX, commit, fsync_dir, make_dirs, stage
 from grid.store.schema import (
     CELL_FIELDS,
     REQUEST_FIELDS,
@@ -152,27 +153,28 @@ def commit_attempt(run_dir: Path, variant: str, workload: str, cell_id: str, att
     try:
         for dataset in order:
             folder = partition_dir(run_dir, dataset, variant, workload)
-            _make_dirs(folder)
-            tmp = folder / f".{name}.tmp"
-            staged.append((tmp, folder / name))
+            make_dirs(folder)
+            final = folder / name
             if dataset == COMMIT_DATASET:  # last: it records the others' checksums
-                write_sealed(_with_manifest(tables[dataset], manifest), tmp)
+                sealed = _with_manifest(tables[dataset], manifest)
+                tmp = stage(final, partial(write_sealed, sealed), fsync=True)
             else:
-                pq.write_table(tables[dataset], tmp, write_page_checksum=True)
-            with open(tmp, "rb") as f:
-                os.fsync(f.fileno())
-            if dataset != COMMIT_DATASET:
+                tmp = stage(final, partial(_write_parquet, tables[dataset]), fsync=True)
                 manifest[dataset] = manifest_entry(tmp)  # a rename keeps bytes and mtime
+            staged.append((tmp, final))
     except OSError as e:
         for tmp, _ in staged:
             tmp.unlink(missing_ok=True)
         raise ResultsWriteError(f"cannot write results of cell {cell_id}: "
                                 f"{e.strerror or e}") from None
     for tmp, final in staged:  # the cell row is last: its rename is the commit
-        os.replace(tmp, final)
-        fsync_dir(final.parent)
+        commit(tmp, final, fsync=True)
     for dataset in order:
         supersede(partition_dir(run_dir, dataset, variant, workload), cell_id, attempt)
+
+
+def _write_parquet(table: pa.Table, path: Path) -> None:
+    pq.write_table(table, path, write_page_checksum=True)
 
 
 def _with_manifest(table: pa.Table, manifest: Mapping[str, Any]) -> pa.Table:
@@ -195,8 +197,7 @@ def set_aside(run_dir: Path, cell_id: str, attempt: int) -> list[Path]:
         for f in attempt_files(run_dir, dataset):
             if f.cell_id == cell_id and f.attempt == attempt:
                 target = f.path.with_name(damaged_name(cell_id, attempt))
-                os.replace(f.path, target)
-                fsync_dir(target.parent)
+                commit(f.path, target, fsync=True)
                 moved.append(target)
     return moved
 
@@ -220,7 +221,9 @@ def supersede(folder: Path, cell_id: str, latest: int) -> None:
     for path in folder.glob(f"{cell_id}.a*.parquet"):
         match = _NAME.match(path.name)
         if match and match.group(2) == cell_id and int(match.group(3)) < latest:
-            os.replace(path, path.with_name(attempt_name(cell_id, int(match.group(3)), True)))
+            # not fsynced one by one: the folder is fsynced once below
+            commit(path, path.with_name(attempt_name(cell_id, int(match.group(3)), True)),
+                   fsync=False)
             changed = True
     if changed:
         fsync_dir(folder)
@@ -237,7 +240,7 @@ def reconcile(run_dir: Path) -> list[str]:
         folder = run_dir / dataset
         if not folder.is_dir():
             continue
-        for tmp in folder.rglob(".*.tmp"):
+        for tmp in folder.rglob(f".*{TEMP_SUFFIX}"):
             tmp.unlink()
             notes.append(f"removed unfinished file {tmp.relative_to(run_dir)}")
         for f in attempt_files(run_dir, dataset):
@@ -250,27 +253,6 @@ def reconcile(run_dir: Path) -> list[str]:
             elif not f.superseded and f.attempt < attempts[-1]:
                 supersede(f.path.parent, f.cell_id, attempts[-1])
     return notes
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename or a new entry in `folder` durable."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _make_dirs(folder: Path) -> None:
-    """Create `folder` (and parents), fsyncing each parent whose entries changed."""
-    missing: list[Path] = []
-    path = folder
-    while not path.exists():
-        missing.append(path)
-        path = path.parent
-    for new in reversed(missing):
-        new.mkdir(exist_ok=True)
-        fsync_dir(new.parent)
 
 
 def all_attempt_numbers(run_dir: Path) -> dict[str, int]:

@@ -1,6 +1,8 @@
 """A small stand-in engine for ServerActor life-cycle tests: `python fake_engine.py MODE --port P`.
 
-Modes: ok (serves /health), crash (logs and exits 3 at start), never (never listens),
+Modes: ok (serves /health), crash (logs and exits 3 at start), refuse (logs a traceback with
+blank lines and trailing newlines, as a Python engine dying at start does, and exits 1), never
+(never listens),
 ignore-sigterm (serves /health, ignores SIGTERM), grandchild (serves /health and starts a
 grandchild that writes its pid to --pid-file and sleeps). `--config FILE` logs the file's path
 and content (it must exist when the engine starts). `--api-key KEY` is logged in the clear, as
@@ -42,6 +44,11 @@ def main() -> None:
     if args.mode == "crash":
         print("RuntimeError: CUDA out of memory (fake)", flush=True)
         sys.exit(3)
+    if args.mode == "refuse":
+        print("loading weights\n\nTraceback (most recent call last):\n  File \"engine.py\", "
+              "line 1, in <module>\n    init_memory_pool()\n\nRuntimeError: Not enough memory "
+              "(fake)\n\n\n", flush=True)
+        sys.exit(1)
     if args.mode == "never":
         while True:
             time.sleep(1)

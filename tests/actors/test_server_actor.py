@@ -110,6 +110,22 @@ def test_crash_on_start_fails_fast_with_log_tail(tmp_path):
     ray.kill(actor)
 
 
+def test_a_start_error_ends_with_the_last_lines_the_server_logged(tmp_path):
+    """The first line of the error (the cell's error) ends with the log's last non-blank lines,
+    blank lines and trailing newlines skipped; the log tail follows it."""
+    actor = _actor(tmp_path, "refuse")
+    ray.get(actor.start.remote())
+    with pytest.raises(ray.exceptions.RayTaskError) as caught:
+        for _ in range(20):
+            ray.get(actor.poll_ready.remote(1.0))
+    ray.kill(actor)
+    lines = str(caught.value.cause).splitlines()
+    assert lines[0] == ("server exited with code 1 before it was ready: loading weights | "
+                        "Traceback (most recent call last): | File \"engine.py\", line 1, in "
+                        "<module> | init_memory_pool() | RuntimeError: Not enough memory (fake)")
+    assert lines[1] == "log tail:" and "fake engine refuse starting" in lines[2:]
+
+
 def test_never_ready_is_stopped_cleanly(tmp_path):
     actor = _actor(tmp_path, "never")
     info = ray.get(actor.start.remote())

@@ -44,6 +44,22 @@ def test_server_never_ready_fails_its_cells_and_is_killed(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_server_that_dies_at_start_says_why_in_the_cell_error(tmp_path):
+    # The simulator reads SGLANG_SIMULATE_ACC_LEN as a number when it builds its engine: "abc"
+    # makes it die at start with a traceback, which the plan cannot know about.
+    outcome, _ = run_smoke(tmp_path, "+variant.env.SGLANG_SIMULATE_ACC_LEN=abc",
+                           "run.max_server_starts=1")
+    assert outcome.exit_code == EXIT_FAILED_CELLS
+    errors = [r[0] for r in ledger_rows(outcome.run_dir, "SELECT error FROM cells")]
+    assert errors[0].startswith("server exited with code 1 before it was ready: ")
+    assert errors[0].endswith(" | ValueError: could not convert string to float: 'abc'")
+    assert "\n" not in errors[0]  # one line, as every cell error
+    # the group's next cell is not started again (max_server_starts=1) and says why
+    assert errors[1].startswith("server did not start") and errors[1].endswith("'abc'")
+    assert_no_orphans(outcome.run_dir)
+
+
+@pytest.mark.slow
 def test_http_errors_below_threshold_are_counted(tmp_path):
     outcome, _ = run_smoke(tmp_path, "engine.sim_args.error_rate=0.3", "run.max_error_rate=0.9",
                            "load.num_requests=20")

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from grid.loader import load_cells, load_requests, load_server_metrics
-from grid.store import results
+from grid.store import files, results
 from grid.store.results import ResultsWriteError, write_cell
 
 
@@ -83,7 +83,8 @@ class Killed(BaseException):
 
 
 # A commit does 4 renames into place (requests, server metrics, telemetry, cell row), then
-# hides the earlier attempt's 4 files: a kill after k of those 8 renames, for every k.
+# hides the earlier attempt's 4 files: a kill after k of those 8 renames, for every k (each is
+# grid/store/files.py's one os.replace).
 @pytest.mark.parametrize("renames_before_kill", range(8))
 def test_kill_inside_a_commit_never_mixes_attempts(tmp_path, monkeypatch, renames_before_kill):
     _commit(tmp_path, attempt=1, n=3)
@@ -96,10 +97,10 @@ def test_kill_inside_a_commit_never_mixes_attempts(tmp_path, monkeypatch, rename
         done["n"] += 1
         real_replace(src, dst)
 
-    monkeypatch.setattr(results.os, "replace", dies)
+    monkeypatch.setattr(files.os, "replace", dies)
     with pytest.raises(Killed):
         _commit(tmp_path, attempt=2, n=5)
-    monkeypatch.setattr(results.os, "replace", real_replace)
+    monkeypatch.setattr(files.os, "replace", real_replace)
 
     committed = renames_before_kill >= 4  # the cell row's rename is the commit
     expected = 2 if committed else 1
@@ -124,10 +125,10 @@ def test_reconcile_removes_an_uncommitted_first_attempt(tmp_path, monkeypatch):
             raise Killed
         real_replace(src, dst)
 
-    monkeypatch.setattr(results.os, "replace", dies_at_commit)
+    monkeypatch.setattr(files.os, "replace", dies_at_commit)
     with pytest.raises(Killed):
         _commit(tmp_path, attempt=1)
-    monkeypatch.setattr(results.os, "replace", real_replace)
+    monkeypatch.setattr(files.os, "replace", real_replace)
     assert load_requests(tmp_path).empty  # data without its cell row is never read
     notes = results.reconcile(tmp_path)
     assert any("uncommitted attempt 1 of cell c1" in n for n in notes)

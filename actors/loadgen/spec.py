@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from actors.loadgen import schedule
+
 Endpoint = Literal["generate", "chat"]
 """``generate``: SGLang native ``POST /generate`` streaming; ``chat``: OpenAI
 ``POST /v1/chat/completions`` streaming with ``stream_options.include_usage``."""
@@ -178,6 +180,16 @@ class LoadSpec:
     @property
     def my_rate(self) -> float | None:
         return None if self.rate is None else self.rate / self.num_clients
+
+    def longest_wait_s(self) -> float:
+        """The longest the cell's own schedule leaves all its clients with nothing to send: the
+        widest gap between consecutive arrivals of its open-loop schedule (one schedule for
+        the cell, shared by its clients), 0 in a closed loop (a finished request's slot takes
+        the next request at once)."""
+        if self.rate is None:
+            return 0.0
+        return schedule.longest_arrival_gap(self.num_requests, self.rate, self.arrival,
+                                            self.burstiness, self.seed, self.duration_s)
 
 
 def api_key_errors(api_key: str | None) -> list[str]:

@@ -16,7 +16,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import engines
-from actors.loadgen.conversation_plan import ConversationLoadSpec
+from actors.loadgen.conversation_plan import ConversationLoadSpec, longest_wait_s
 from actors.loadgen.spec import LoadSpec, Prompt
 from actors.loadgen.transport import settings_error
 from engines.launch import LaunchSpec
@@ -106,6 +106,8 @@ class Plan:
         default_factory=dict)
     """Cell id -> one ConversationLoadSpec per client, for workload.kind=conversations cells
     (which have no entry in `loads`)."""
+    cell_timeout_s: float | None = None
+    """A cap on each cell's load (run.cell_timeout_s); None = bounded by its progress only."""
 
     _works: dict[str, ConversationWork] = dataclasses.field(
         default_factory=dict, repr=False, compare=False)
@@ -129,6 +131,15 @@ class Plan:
     def cell_seconds(self, cell: Cell) -> float:
         """estimate_cell_seconds with the cell's conversation work, if it has any."""
         return estimate_cell_seconds(cell, self.work(cell))
+
+    def longest_wait_s(self, cell: Cell) -> float:
+        """The longest the cell's own schedule leaves all its clients with nothing to send (an
+        open loop's widest arrival gap, a conversation's longest think time; 0 for a closed
+        loop of prompts): part of its stall bound (grid/execute/stall.py)."""
+        specs = self.conversation_loads.get(cell.cell_id)
+        if specs is not None:
+            return longest_wait_s(specs)
+        return self.loads[cell.cell_id][0].longest_wait_s()
 
 
 def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) -> DictConfig:
@@ -270,6 +281,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
         raise ConfigError("the grid has no cells (every combination was excluded)")
     if cfg.run.max_server_starts < 1:
         raise ConfigError(f"run.max_server_starts must be >= 1, got {cfg.run.max_server_starts}")
+    cell_timeout = cfg.run.cell_timeout_s  # > 0 (grid/plan/config.py check_ranges)
     if cfg.grid.max_parallel_servers < 1:
         raise ConfigError("grid.max_parallel_servers must be >= 1, got "
                           f"{cfg.grid.max_parallel_servers}")
@@ -309,7 +321,8 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
                 + envelope_warnings(cells, prompts))
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
                 loads, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
-                bool(cfg.grid.exclusive_node), workloads, conversation_loads)
+                bool(cfg.grid.exclusive_node), workloads, conversation_loads,
+                None if cell_timeout is None else float(cell_timeout))
 
 
 

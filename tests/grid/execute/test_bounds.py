@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import ray
 
+import engines
 import grid.execute.stall
 from grid.execute.controller import GroupRun
 from grid.execute.server import WaitTimeout
@@ -24,9 +25,12 @@ from grid.execute.stall import (
     StallWatch,
     stall_bound_s,
 )
-from grid.run import EXIT_FAILED_CELLS
+from grid.loader import load_cells, load_requests
+from grid.plan.estimate import CELL_OVERHEAD_S, cell_work
+from grid.run import EXIT_FAILED_CELLS, make_plan
 from tests.grid.execute.paced_servers import paced_server, silent_server
 from tests.grid.execute.smoke_runs import (
+    SMOKE_BASELINE,
     assert_no_orphans,
     ledger_rows,
     run_smoke,
@@ -247,3 +251,34 @@ def test_run_cell_timeout_fails_a_cell_that_keeps_making_progress(tmp_path, monk
     ((stall, failed_at),) = failures
     assert stall.best[0] > 0  # it was streaming when the cap stopped it
     assert 15.0 <= failed_at - stall.started <= 15.0 + 2 * PROGRESS_INTERVAL_S
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("ray_session")
+def test_a_slow_streaming_server_outlasts_the_old_estimate_based_bound_and_its_cell_completes(
+        tmp_path):
+    # 8 requests of 4 tokens, one at a time, each token its own chunk: the first after 0.5 s,
+    # then one every 5.5 s, so a request takes 0.5 + 3 x 5.5 = 17 s and the load ~136 s,
+    # within its 25 s request timeout; its stall bound is 25 + 0 + 30 = 55 s.
+    overrides = ["engine=external", "grid.axes.concurrency=[1]", "load.warmup_requests=0",
+                 "load.num_requests=8", "workload.max_new_tokens=4", "load.request_timeout_s=25"]
+    with paced_server(ttft_ms=500, chunk_ms=5500) as url:
+        outcome, out = run_smoke(tmp_path, *overrides, f"engine.url={url}")
+        plan = make_plan([*SMOKE_BASELINE, *overrides, f"engine.url={url}",
+                          f"results_dir={tmp_path}"]).plan
+    assert outcome.exit_code == 0, out
+    (cell,) = plan.cells
+    # What bounded this cell before: 10 x the estimate the simulator's default profile gave
+    # any engine (8 waves of 4 decode steps at batch 1, 10.4 ms each, and a 200-token
+    # prefill, 117 ms: 8 x 0.158 = 1.27 s, + 1.5 s per cell) + the request timeout + 60 s.
+    model_estimate = engines.get("sim").estimate_cell_seconds(cell_work(cell))
+    assert model_estimate is not None
+    old_bound = 10 * (model_estimate + CELL_OVERHEAD_S) + 25.0 + 60.0
+    assert old_bound == pytest.approx(10 * (8 * (4 * 0.01044 + 0.1166) + 1.5) + 85.0, abs=0.1)
+    (window,) = load_cells(outcome.run_dir).duration_s
+    assert window > old_bound  # ~136 s against ~113 s
+    requests = load_requests(outcome.run_dir)
+    assert len(requests) == 8 and (requests.status == "ok").all()
+    # Measured now: the plan estimates the cell from its own window (a real engine's cells
+    # are unknown until measured).
+    assert plan.cell_estimate(cell) == (pytest.approx(window + CELL_OVERHEAD_S), "measured")

@@ -14,7 +14,10 @@ written; version detection and validation run a subprocess of the engine's own P
   speculative counters, and the accept length a cell gets from their increases;
 - warnings a user should read in the plan (`plan_warnings`);
 - the `speculative_disable_above_batch` values it honours as distinct behaviours
-  (`threshold_values`), which a threshold search ranks (docs/search.md).
+  (`threshold_values`), which a threshold search ranks (docs/search.md);
+- how long a cell's load takes, where the engine can tell before measuring it
+  (`estimate_cell_seconds` of a `CellWork`: the simulator from its own model; a real server's
+  speed is unknown until measured, so the plan uses the run's measured cells instead).
 
 Variants speak one vocabulary, SGLang's ServerArgs field names (`max_running_requests`,
 `speculative_algorithm`, ...): the shipped variants mean the same thing on every engine, and an
@@ -63,6 +66,45 @@ class ServerRequest:
     options: Mapping[str, Any] = field(default_factory=dict)
     """Engine-specific settings of the engine config (SGLang's `launcher`, the simulator's
     `sim_args`)."""
+
+
+@dataclass(frozen=True)
+class ConversationWork:
+    """What a conversation cell's load will send, counted from its planned specs (the rounds
+    each client replays: ``num_conversations`` and ``max_turns`` applied)."""
+
+    conversations: int
+    rounds: int
+    """Σ over conversations of the rounds replayed: the cell's requests."""
+    output_tokens: int
+    """Σ of each round's output length (the trace's, else ``max_new_tokens``)."""
+    new_tokens: int
+    """Σ of each round's new context (its messages; round 0 also the system prompt and tool
+    schemas), estimated as characters / 4: what prefill computes when the rest of the history
+    comes from the prefix cache."""
+    think_s: float
+    """Σ of the think times before rounds (the runner's own seeded schedule)."""
+    open_loop: bool
+    """Conversations start at a rate or at the trace's times (not a fixed number in flight)."""
+    last_arrival_s: float
+    """Open loop: offset of the last conversation's start (0 in a closed loop)."""
+
+
+@dataclass(frozen=True)
+class CellWork:
+    """One cell's load as plain values, for an engine's estimate of how long it takes."""
+
+    config: Mapping[str, Any]
+    """The cell's resolved config (`engine`, `variant`, `workload`, `load` sections)."""
+    tp_size: int
+    num_requests: int
+    """Measured requests of a prompt cell (warm-up not included: `load.warmup_requests`)."""
+    concurrency: int | None
+    """Requests in flight (closed loop), or the open loop's cap."""
+    rate: float | None
+    """Open loop: arrivals per second (None = closed loop)."""
+    conversation: ConversationWork | None = None
+    """A conversation cell's work (its rounds, not `num_requests`, are its requests)."""
 
 
 @dataclass(frozen=True)
@@ -183,6 +225,13 @@ class Engine:
     def start_seconds(self, device: str) -> float:
         """A server start, for the plan's estimate."""
         return self.cpu_start_estimate_s if device == "cpu" else self.start_estimate_s
+
+    def estimate_cell_seconds(self, work: CellWork) -> float | None:
+        """Seconds the cell's load takes (warm-up included, the driver's per-cell overhead not),
+        or None when the engine cannot tell before measuring: the default, since a real
+        server's speed depends on its model, GPUs and flags (the plan then estimates from the
+        run's measured cells of the same server, grid/plan/estimate.py)."""
+        return None
 
     def gpus(self, tp_size: int, device: str) -> int:
         """GPUs one server reserves: its tensor-parallel size on GPUs, none on the CPU or for a

@@ -62,6 +62,7 @@ from grid.plan.workloads import WorkloadPlan
 from grid.report import write_report
 from grid.store.files import check_writable
 from grid.store.ledger import DriverLock, RunLockedError
+from grid.store.measured import measured_cells
 from grid.store.record import RunRecord
 from grid.store.results import ResultsWriteError
 
@@ -197,6 +198,8 @@ def make_plan(overrides: list[str]) -> _Planned:
             cells = with_repeats(cells, workloads, space)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
     plan = build_plan(cfg, cells, workloads, results_dir)
+    # A real engine's cells are estimated from what this run folder measured on their server.
+    plan.measured = measured_cells(plan.run_dir)
     setup = None if space is None else search_setup(
         space, plan.cells, str(search_kind(cfg)), int(cfg.grid.search.candidates),
         OmegaConf.select(cfg, "hardware.name", default=None))
@@ -340,7 +343,9 @@ def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
         # Live progress; plain lines when stdout is not a terminal or echo is captured.
         live = echo is print and sys.stdout.isatty()
         estimates = [plan.cell_seconds(c) for g in group_by_server(todo) for c in g.cells]
-        with Progress(len(todo), estimates, live=live,
+        known = [e for e in estimates if e is not None]
+        # Unknown ones (a real engine, nothing measured yet): the ETA follows finished cells.
+        with Progress(len(todo), known if len(known) == len(estimates) else None, live=live,
                       echo=None if live else echo) as progress:
             ctl = keep[0] if keep else None
             if ctl is None:

@@ -28,10 +28,11 @@ from typing import Any, TypeVar
 
 import ray
 
-from actors.loadgen.conversation import ConversationResult, ConversationRun, RoundProgress
+from actors.loadgen.conversation import ConversationResult, ConversationRun
 from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.runner import LoadRun, new_event_loop_runner
 from actors.loadgen.spec import LoadResult, LoadSpec
+from actors.loadgen.tally import Tally
 
 START_MARGIN_S = 0.5
 """Lead time of a shared start after the barrier: covers the ``run`` calls reaching every actor
@@ -75,7 +76,8 @@ class LoadGenActor:
     def __init__(self) -> None:
         self._loop = LoopThread()
         self._run: LoadRun | None = None
-        self._measuring: LoadRun | RoundProgress | None = None
+        self._live: Tally | None = None
+        """The counts of the cell being prepared or run (None between cells)."""
         self._conversations: ConversationRun | None = None
 
     async def prepare(self, spec: LoadSpec) -> dict[str, Any]:
@@ -84,6 +86,7 @@ class LoadGenActor:
 
         async def go() -> dict[str, Any]:
             self._run = LoadRun(spec)
+            self._live = self._run.tally  # the warm-up's progress counts too
             return await self._run.prepare()
 
         return await self._loop.call(go())
@@ -100,18 +103,19 @@ class LoadGenActor:
             finally:
                 await run.aclose()
 
-        self._measuring = run
+        self._live = run.tally
         try:
             return await self._loop.call(go())
         finally:
-            self._measuring = None
+            self._live = None
 
     async def progress(self) -> dict[str, int] | None:
-        """Requests (conversation rounds) done, output tokens and errors of the window now
-        running (None when none is): the actor's own loop answers while the load runs on its
-        thread."""
-        run = self._measuring
-        return run.progress() if run is not None else None
+        """The cell's counts (actors/loadgen/tally.py): measured requests (conversation rounds)
+        done, their output tokens and errors, and the activity (chunks and completions, warm-up
+        included) of the cell being prepared or run; None between cells. The actor's own loop
+        answers while the load runs on its thread."""
+        live = self._live
+        return live.progress() if live is not None else None
 
     async def prepare_conversations(self, spec: ConversationLoadSpec) -> dict[str, Any]:
         """Connect for a conversation cell (one connection per conversation in flight; a
@@ -119,8 +123,9 @@ class LoadGenActor:
         await self.close()
 
         async def go() -> dict[str, Any]:
-            run = ConversationRun(spec, counter=RoundProgress())
+            run = ConversationRun(spec, counter=Tally())
             self._conversations = run
+            self._live = run.counter
             await run.prepare()
             return {}
 
@@ -140,14 +145,15 @@ class LoadGenActor:
             finally:
                 await run.aclose()
 
-        self._measuring = run.counter
+        self._live = run.counter
         try:
             return await self._loop.call(go())
         finally:
-            self._measuring = None
+            self._live = None
 
     async def close(self) -> None:
         """Close a prepared cell that will not run."""
+        self._live = None
         if self._conversations is not None:
             conv, self._conversations = self._conversations, None
             await self._loop.call(conv.aclose())

@@ -48,6 +48,7 @@ from actors.loadgen.streams import (
     generate_body,
     run_into,
 )
+from actors.loadgen.tally import Tally
 from actors.loadgen.transport import StampingTransport, make_transport
 from specgrid_metrics.requests import accept_length, percentile, request_timing
 from workloads.conversations.model import Conversation
@@ -63,27 +64,6 @@ class ConversationResult:
 
     rows: list[dict[str, Any]]
     stats: dict[str, Any]
-
-
-@dataclass
-class RoundProgress:
-    """Rounds finished so far, their output tokens and how many failed: updated only by the
-    runner's loop as each round ends, read from another thread for the driver's live display
-    (each field is one int, read whole under the GIL; the three may be a round apart)."""
-
-    done: int = 0
-    tokens: int = 0
-    errors: int = 0
-
-    def add(self, row: dict[str, Any]) -> None:
-        if row["status"] == "ok":
-            self.tokens += row["output_tokens"] or 0
-        else:
-            self.errors += 1
-        self.done += 1
-
-    def progress(self) -> dict[str, int]:
-        return {"done": self.done, "tokens": self.tokens, "errors": self.errors}
 
 
 class NativeReplySink(NativeSink):
@@ -221,7 +201,7 @@ async def _sleep_until(target: float) -> None:
 
 async def run_conversation(cl: _Client, conv: Conversation, index: int, due: float,
                            deadline: float | None, offset: float,
-                           counter: RoundProgress | None = None) -> list[dict[str, Any]]:
+                           counter: Tally | None = None) -> list[dict[str, Any]]:
     """Replay one conversation whose first round is due at ``due`` (perf_counter s)."""
     spec = cl.spec
     n = spec.turns_of(conv)
@@ -237,12 +217,14 @@ async def run_conversation(cl: _Client, conv: Conversation, index: int, due: flo
         history.request(k)
         body = cl.body(history, conv.turns[k].output_tokens or spec.max_new_tokens)
         tl = Timeline(due)
+        if counter is not None:
+            counter.begin(tl)
         sink = await send_round(cl.send, cl.request(body), spec.endpoint, tl,
                                 spec.request_timeout_s)
+        if counter is not None:
+            counter.end(tl)
         source = history.reply(k, sink.text) if tl.error is None else None
         rows.append(_row(conv, k, n, tl, sink, len(body), source, thinks[k], offset))
-        if counter is not None:
-            counter.add(rows[-1])
         if tl.error is not None:
             rows += unrun_rows(conv, k + 1, n, "skipped", f"round {k} failed")
             break
@@ -259,7 +241,7 @@ class ConversationRun:
 
     def __init__(self, spec: ConversationLoadSpec,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 counter: RoundProgress | None = None) -> None:
+                 counter: Tally | None = None) -> None:
         self.spec = spec
         self.counter = counter
         self._tr = transport if transport is not None else make_transport(
@@ -333,7 +315,7 @@ class ConversationRun:
 
 async def run_conversations(spec: ConversationLoadSpec,
                             transport: httpx.AsyncBaseTransport | None = None,
-                            counter: RoundProgress | None = None) -> ConversationResult:
+                            counter: Tally | None = None) -> ConversationResult:
     """Drive ``spec``'s conversations now; return their rows and stats. ``transport``: an
     httpx transport to use instead of building ``spec.transport`` (closed by the client);
     ``counter``: counts the rounds as they end (live progress)."""

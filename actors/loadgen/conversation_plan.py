@@ -177,6 +177,21 @@ def think_times(spec: ConversationLoadSpec, conv: Conversation, index: int) -> l
     return [0.0] + [rng.expovariate(1.0 / spec.think_time_s) for _ in range(n - 1)]
 
 
+def longest_wait_s(specs: Sequence[ConversationLoadSpec]) -> float:
+    """The longest a conversation cell's own schedule leaves all its clients (``specs``, one
+    each) with nothing to send: the longest think time before a round, or the widest gap
+    between consecutive conversation starts of an open loop (every client's together). Once a
+    round ends, the cell's next one is due within that time."""
+    think, starts = 0.0, []
+    for spec in specs:
+        selected = spec.selected()
+        for index, conv in enumerate(selected):
+            think = max([think, *think_times(spec, conv, index)])
+        if not spec.closed_loop and selected:
+            starts += arrival_offsets(spec, selected)
+    return max(think, schedule.longest_gap(sorted(starts)))
+
+
 ROW_KEYS: tuple[str, ...] = (
     "conversation_id", "turn_index", "num_turns", "domain", "status", "error",
     "context_tokens", "cached_tokens", "request_chars", "output_tokens", "reply_source",

@@ -37,6 +37,7 @@ from actors.loadgen.selfcheck import LoopLagMonitor
 from actors.loadgen.spec import LoadResult, LoadSpec, share
 from actors.loadgen.stopping import Stop, make_watch
 from actors.loadgen.streams import Timeline, chat_body, generate_body, run_request
+from actors.loadgen.tally import Tally
 from actors.loadgen.transport import StampingTransport, make_transport
 
 PREBUILD_LIMIT = 8192
@@ -186,11 +187,14 @@ async def _closed_loop(
     concurrency: int,
     due: Callable[[], bool] | None,
     out: list[tuple[int, int, Timeline]],
+    tally: Tally,
+    measured: bool = True,
 ) -> None:
     """``concurrency`` workers pull (index, prompt position) from one shared iterator until it
     ends or ``due()`` says stop. A request is due when its slot became free (the end of the
     slot's previous request, the window start for the first), so its dispatch lag counts every
-    delay of the client's own."""
+    delay of the client's own. ``tally`` counts each request as it starts and ends
+    (``measured``: False for warm-up)."""
     spec = plan.spec
     it = iter(positions)
     start = perf_counter()
@@ -203,9 +207,11 @@ async def _closed_loop(
             pidx = plan.prompt_index(pos)
             tl = Timeline(free_since)
             out.append((n, pidx, tl))
+            tally.begin(tl)
             await plan.gate.turn()
             await run_request(plan.kind, plan.send, plan.request(pidx), tl,
                               spec.request_timeout_s)
+            tally.end(tl, measured)
             assert tl.end is not None
             free_since = tl.end
 
@@ -219,10 +225,11 @@ async def _open_loop(
     cap: int | None,
     warmup: int,
     out: list[tuple[int, int, Timeline]],
+    tally: Tally,
     due: Callable[[], bool] | None = None,
 ) -> None:
     """Dispatch each (index, offset) at ``t0 + offset`` until ``due()`` says stop; a capped
-    arrival waits for a slot."""
+    arrival waits for a slot. ``tally`` counts each request as it starts and ends."""
     spec = plan.spec
     loop = asyncio.get_running_loop()
     sem = asyncio.Semaphore(cap) if cap is not None else None
@@ -230,9 +237,12 @@ async def _open_loop(
 
     async def one(pidx: int, tl: Timeline) -> Timeline:
         try:
+            tally.begin(tl)
             await plan.gate.turn()
-            return await run_request(plan.kind, plan.send, plan.request(pidx), tl,
-                                     spec.request_timeout_s)
+            await run_request(plan.kind, plan.send, plan.request(pidx), tl,
+                              spec.request_timeout_s)
+            tally.end(tl)
+            return tl
         finally:
             if sem is not None:
                 sem.release()
@@ -279,20 +289,19 @@ class LoadRun:
         self.plan = _Plan(spec, self.client, self.transport)
         self.warm_results: list[tuple[int, int, Timeline]] = []
         self.results: list[tuple[int, int, Timeline]] = []
-        """Measured requests finished so far (appended as they end; see :meth:`progress`)."""
+        """Measured requests sent so far (appended as they start)."""
+        self.tally = Tally()
+        """Live counts of this client's requests, warm-up included (:meth:`progress`)."""
         self.freeze = _GcFreeze(spec.gc_freeze)
         self.prepared = False
         self.preconnected = 0
         """Connections opened ahead of the window by :meth:`prepare` (beyond the warm-up's)."""
 
     def progress(self) -> dict[str, int]:
-        """Measured requests finished so far, their output tokens and how many failed: read
-        from another thread while the window runs (copying a list is one atomic step under
-        the GIL), for the driver's live display."""
-        done = list(self.results)
-        failed = sum(1 for *_, tl in done if tl.error is not None)
-        tokens = sum(tl.output_tokens or 0 for *_, tl in done if tl.error is None)
-        return {"done": len(done), "tokens": tokens, "errors": failed}
+        """Measured requests finished so far, their output tokens, how many failed, and the
+        activity (chunks and completions, warm-up included) the driver's stall watch follows:
+        read from another thread while the load runs (actors/loadgen/tally.py)."""
+        return self.tally.progress()
 
     async def prepare(self) -> dict[str, Any]:
         """Warm-up (this client's share of ``warmup_requests``, closed loop, all completed) and
@@ -303,7 +312,7 @@ class LoadRun:
         if warm_idx:
             wconc = spec.my_concurrency or min(len(warm_idx), WARMUP_OPEN_LOOP_CONCURRENCY)
             await _closed_loop(self.plan, ((w, w) for w in warm_idx), wconc, None,
-                               self.warm_results)
+                               self.warm_results, self.tally, measured=False)
         self.preconnected = await self._preconnect()
         n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
         self.plan.prepare(spec.warmup_requests + n for n in schedule.client_indices(
@@ -368,7 +377,7 @@ class LoadRun:
             if conc:
                 idx = schedule.client_indices(spec.num_requests, self.weights, me)
                 await _closed_loop(plan, ((n, spec.warmup_requests + n) for n in idx),
-                                   conc, stop.due, results)
+                                   conc, stop.due, results, self.tally)
         else:
             assert spec.rate is not None
             arrivals = schedule.client_arrivals(
@@ -376,7 +385,7 @@ class LoadRun:
                 spec.seed, horizon_s=spec.duration_s,
             )  # the horizon is the time bound here: `due` only asks for the watch's stop
             await _open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results,
-                             lambda: stop.reason is not None)
+                             self.tally, lambda: stop.reason is not None)
         await watch.close()
         await monitor.stop()
         results.sort(key=lambda r: r[0])

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 
 def prompt_order(n_prompts: int, seed: int) -> list[int]:
@@ -129,3 +129,30 @@ def client_arrivals(
             return
         if owner == client:
             yield n, off
+
+
+def longest_gap(offsets: Iterable[float]) -> float:
+    """The widest gap between consecutive offsets of an ascending sequence (0 for fewer than
+    two)."""
+    widest, previous = 0.0, None
+    for off in offsets:
+        if previous is not None:
+            widest = max(widest, off - previous)
+        previous = off
+    return widest
+
+
+def longest_arrival_gap(total: int | None, rate: float, arrival: str = "poisson",
+                        burstiness: float = 1.0, seed: int = 0,
+                        horizon_s: float | None = None) -> float:
+    """The widest gap between consecutive arrivals of a cell's open-loop schedule (every
+    client's arrivals together), stopping as :func:`client_arrivals` does: at ``total``
+    requests or at offsets >= ``horizon_s`` (one of them must be set)."""
+    if total is None and horizon_s is None:
+        raise ValueError("an open-loop schedule needs a request count or a horizon")
+    offsets = arrival_offsets(rate, arrival, burstiness, seed)
+    if total is not None:
+        offsets = itertools.islice(offsets, total)
+    if horizon_s is not None:
+        offsets = itertools.takewhile(lambda off: off < horizon_s, offsets)
+    return longest_gap(offsets)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from actors.loadgen import schedule
 from specgrid_metrics.precision import Target, normalize_metric
 
 Endpoint = Literal["generate", "chat"]
@@ -191,6 +192,16 @@ class LoadSpec:
     @property
     def my_rate(self) -> float | None:
         return None if self.rate is None else self.rate / self.num_clients
+
+    def longest_wait_s(self) -> float:
+        """The longest the cell's own schedule leaves all its clients with nothing to send: the
+        widest gap between consecutive arrivals of its open-loop schedule (one schedule for
+        the cell, shared by its clients), 0 in a closed loop (a finished request's slot takes
+        the next request at once)."""
+        if self.rate is None:
+            return 0.0
+        return schedule.longest_arrival_gap(self.num_requests, self.rate, self.arrival,
+                                            self.burstiness, self.seed, self.duration_s)
 
 
 def api_key_errors(api_key: str | None) -> list[str]:

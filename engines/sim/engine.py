@@ -8,11 +8,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from engines.base import SGLANG_METRICS, Engine, ServerRequest
+from engines.base import SGLANG_METRICS, CellWork, Engine, ServerRequest
 from engines.launch import Endpoints, LaunchSpec
 from engines.sglang.adaptive import honoured_thresholds
 from engines.sglang.command import build_sim_launch, speculation_on
 from engines.sglang.engine import sglang_warnings
+from engines.sim.estimate import load_seconds
 from engines.sim.profile import gpu_memory_gib
 
 
@@ -44,6 +45,11 @@ class Sim(Engine):
     def plan_warnings(self, variant: Mapping[str, Any], concurrencies: Sequence[int]
                       ) -> list[str]:
         return sglang_warnings(variant, concurrencies)
+
+    def estimate_cell_seconds(self, work: CellWork) -> float:
+        """From the simulator's own performance model of the cell's server (estimate.py): the
+        simulator runs that model, so it knows its speed before measuring it."""
+        return load_seconds(work)
 
     def threshold_values(self, variant: Mapping[str, Any], hardware: str | None = None
                          ) -> list[int] | None:

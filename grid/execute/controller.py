@@ -8,7 +8,9 @@ cell with the reason and the server's log tail, never the run. After a failure t
 itself: a dead load generator is replaced (the server is left alone), a dead server is relaunched
 for the group's next cell, and after `run.max_server_starts` consecutive failed starts the
 group's remaining cells fail with the reason. Only an interruption of the driver (signal, Ctrl-C)
-or a results folder that cannot be written stops the run.
+or a results folder that cannot be written stops the run. A cell's load is bounded by its
+progress, polled from its load generators while it runs (grid/execute/stall.py): no token and no
+completed request for its stall bound, or past run.cell_timeout_s, fails the cell (LoadTimeout).
 
 Each group is one `GroupRun` holding its own placement group, server and load generators; its
 work is a generator of steps, each yielding the Ray refs it waits for (a server start poll, the
@@ -46,6 +48,7 @@ from grid.execute.server import (
     WaitTimeout,
     first_line,
 )
+from grid.execute.stall import PING_TIMEOUT_S, LoadTimeout, Stall, StallWatch
 from grid.plan.build import Plan
 from grid.plan.cells import Cell, ServerGroup, group_by_server
 from grid.plan.placement import bundle_gpus, fits_together, server_gpus
@@ -57,9 +60,6 @@ from grid.store.results import ResultsWriteError
 from grid.store.rows import CellOutcome, ServerFacts
 
 PLACEMENT_TIMEOUT_S = 60.0
-PING_TIMEOUT_S = 10.0
-PROGRESS_INTERVAL_S = 1.0
-"""How often a live display asks the load generators for the running cell's counts."""
 T = TypeVar("T")
 Steps = Generator[Wait, None, T]
 """A group's work: yields what it waits for, returns its result."""
@@ -173,10 +173,6 @@ class Controller:
         active[run] = (steps, wait, deadline)
 
 
-class LoadTimeout(RuntimeError):
-    """A cell's load did not finish within its bound (GroupRun._load_bound_s)."""
-
-
 class GroupRun:
     """One server group: its placement group, its server and load generators, its cells."""
 
@@ -277,7 +273,7 @@ class GroupRun:
             raise
         except Exception as e:  # one failure fails one cell, never the run
             outcome = self._failed(cell, attempt, started, e)
-            self._heal()
+            self._heal(e)
         try:
             ctl.record.commit(cell, attempt, outcome)
         except ResultsWriteError:
@@ -302,7 +298,12 @@ class GroupRun:
         server = yield from self._ensure_server(prefix)
         loadgens = yield from self._ensure_loadgens()
         server.flush_cache()
-        conversations = self.ctl.plan.conversation_loads.get(cell.cell_id)
+        # The load's bounds, from here to its end, warm-up included (grid/execute/stall.py).
+        plan = self.ctl.plan
+        watch = StallWatch(loadgens, Stall(
+            float(cell.config["load"]["request_timeout_s"]), plan.longest_wait_s(cell),
+            plan.cell_timeout_s, started=time.monotonic()))
+        conversations = plan.conversation_loads.get(cell.cell_id)
         # Barrier (actors/loadgen/actor.py): every client connected and warmed up, then one
         # shared start a moment ahead, so the clients' schedules line up and no client
         # measures while another still warms up.
@@ -311,19 +312,20 @@ class GroupRun:
                     zip(loadgens, at_url(conversations, server.url, server.api_key),
                         strict=True)]
         else:
-            specs = at_url(self.ctl.plan.loads[cell.cell_id], server.url, server.api_key)
+            specs = at_url(plan.loads[cell.cell_id], server.url, server.api_key)
             refs = [lg.prepare.remote(spec) for lg, spec in zip(loadgens, specs, strict=True)]
-        yield Wait(refs)
+        yield from self._wait_watched(refs, watch, display=False)
         _collect(refs)
         server.start_metrics(self.ctl.metrics_interval_s)
         telemetry = self._telemetry()
         if telemetry is not None:
             ray.get(telemetry.start.remote())
         try:
+            watch.window_opens()
             start_at = time.time() + START_MARGIN_S
             refs = [(lg.run if conversations is None else lg.run_conversations).remote(start_at)
                     for lg in loadgens]
-            yield from self._wait_reporting(refs, loadgens, self._load_bound_s(cell))
+            yield from self._wait_watched(refs, watch, display=True)
             results = _collect(refs)
         finally:
             samples = _stop_metrics(server)
@@ -342,42 +344,21 @@ class GroupRun:
             self._drop_server()  # relaunched for the group's next cell
         return outcome
 
-    def _load_bound_s(self, cell: Cell) -> float:
-        """How long a cell's load may take before it fails (a load generator that hangs must
-        not hang the run): ten times the plan's estimate of the cell, plus one request's
-        timeout and a minute (every request also has its own timeout)."""
-        timeout = float(cell.config["load"]["request_timeout_s"])
-        return 10 * self.ctl.plan.cell_seconds(cell) + timeout + 60.0
-
-    def _wait_reporting(self, refs: list[Any], loadgens: list[Any], bound_s: float
-                        ) -> Steps[None]:
-        """Wait for a cell's load, at most `bound_s` (then the cell fails with the reason);
-        with a live display, ask the load generators every PROGRESS_INTERVAL_S how many
-        requests are done (best effort: a client that does not answer is left to the load's
-        own result, which says why)."""
-        progress = self.ctl.progress if self.ctl.progress and self.ctl.progress.live else None
-        deadline = time.monotonic() + bound_s
+    def _wait_watched(self, refs: list[Any], watch: StallWatch, display: bool) -> Steps[None]:
+        """Wait for a cell's load generators (`refs`: their prepare or their load), polling
+        their progress every PROGRESS_INTERVAL_S; LoadTimeout when the watch's bound passes.
+        `display`: hand the counts to a live display (the measured window's)."""
+        progress = self.ctl.progress if display and self.ctl.progress \
+            and self.ctl.progress.live else None
         while True:
-            left = max(0.0, deadline - time.monotonic())
             try:
-                yield Wait(refs, timeout_s=min(PROGRESS_INTERVAL_S, left) if progress else left)
+                yield Wait(refs, timeout_s=watch.wait_s())
                 return
             except WaitTimeout:
-                if time.monotonic() >= deadline:
-                    raise LoadTimeout(f"the load did not finish within {bound_s:.0f} s (10x "
-                                      "the plan's estimate + load.request_timeout_s + 60 s)"
-                                      ) from None
-                assert progress is not None
-                try:
-                    counts = ray.get([lg.progress.remote() for lg in loadgens],
-                                     timeout=PING_TIMEOUT_S)
-                except ray.exceptions.RayError:
-                    continue
-                done = [c for c in counts if c is not None]
-                if done:
-                    progress.cell_requests(sum(c["done"] for c in done),
-                                           sum(c["tokens"] for c in done),
-                                           sum(c["errors"] for c in done))
+                counts = watch.poll()
+                if progress is not None and counts is not None:
+                    progress.cell_requests(counts["done"], counts["tokens"], counts["errors"])
+                watch.check()
 
     def _telemetry(self) -> Any:
         """The group's TelemetryActor on the server's node (created on first use), or None
@@ -418,13 +399,16 @@ class GroupRun:
                            server=facts)
 
     # --- healing -------------------------------------------------------------------------------
-    def _heal(self) -> None:
+    def _heal(self, error: Exception) -> None:
         """After a failed cell: drop a dead server (relaunched when next needed), replace dead
-        load generators, leave the living alone."""
+        load generators, leave the living alone. After a LoadTimeout every load generator is
+        replaced: the load that passed its bound may still be running in them, and must not
+        reach the next cell."""
         if self.server is not None and self.server.death() is not None:
             self._drop_server()
         if self.loadgens:
-            alive = _responsive(self.loadgens)
+            alive = ([False] * len(self.loadgens) if isinstance(error, LoadTimeout)
+                     else _responsive(self.loadgens))
             for i, actor in enumerate(self.loadgens):
                 if not alive[i]:
                     ray.kill(actor)

@@ -120,7 +120,8 @@ def plan_step(cfg: DictConfig, plan: Plan, setup: SearchSetup, workloads: Worklo
         workloads.alignments.update({c.cell_id: alignment for c in cells
                                      if c.cell_id not in known})
     step = build_plan(cfg, cells, workloads, plan.run_dir.parent)
-    return dataclasses.replace(step, run_id=plan.run_id, run_dir=plan.run_dir)
+    return dataclasses.replace(step, run_id=plan.run_id, run_dir=plan.run_dir,
+                               measured=plan.measured)
 
 
 def write_trace(run_dir: Path, setup: SearchSetup, steps: list[AnyStep],

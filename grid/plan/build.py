@@ -16,9 +16,10 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import engines
-from actors.loadgen.conversation_plan import ConversationLoadSpec
+from actors.loadgen.conversation_plan import ConversationLoadSpec, longest_wait_s
 from actors.loadgen.spec import LoadSpec, Prompt
 from actors.loadgen.transport import settings_error
+from engines.base import ConversationWork
 from engines.launch import LaunchSpec
 from engines.sglang.command import redact_argv
 from grid.plan.cells import (
@@ -51,14 +52,13 @@ from grid.plan.checks import (
 )
 from grid.plan.config import ConfigError, check_choices
 from grid.plan.conversations import (
-    ConversationWork,
     conversation_set_key,
     conversation_specs,
     conversation_work,
     is_conversations,
     load_conversation_set,
 )
-from grid.plan.estimate import RUN_OVERHEAD_S, estimate_cell_seconds
+from grid.plan.estimate import RUN_OVERHEAD_S, Measured, Source, estimate_cell
 from grid.plan.overrides import CommandLine, merge_axes
 from grid.plan.placement import server_gpus
 from grid.plan.specs import (
@@ -109,6 +109,12 @@ class Plan:
         default_factory=dict)
     """Cell id -> one ConversationLoadSpec per client, for workload.kind=conversations cells
     (which have no entry in `loads`)."""
+    cell_timeout_s: float | None = None
+    """A cap on each cell's load (run.cell_timeout_s); None = bounded by its progress only."""
+    measured: dict[str, Measured] = dataclasses.field(default_factory=dict)
+    """Cell id -> the run folder's done cells when the plan was made: the estimate of a real
+    engine's cells (grid/plan/estimate.py). Set by the caller (grid/run.py) that reads the
+    folder; the plan itself reads nothing."""
 
     _works: dict[str, ConversationWork] = dataclasses.field(
         default_factory=dict, repr=False, compare=False)
@@ -129,9 +135,23 @@ class Plan:
         work = self.work(cell)
         return cell.num_requests if work is None else work.rounds
 
-    def cell_seconds(self, cell: Cell) -> float:
-        """estimate_cell_seconds with the cell's conversation work, if it has any."""
-        return estimate_cell_seconds(cell, self.work(cell))
+    def cell_estimate(self, cell: Cell) -> tuple[float | None, Source]:
+        """estimate_cell with the cell's conversation work, if it has any, and the measured
+        cells: (seconds, where they come from); None = unknown (a real engine, nothing
+        measured on its server)."""
+        return estimate_cell(cell, self.work(cell), self.measured)
+
+    def cell_seconds(self, cell: Cell) -> float | None:
+        return self.cell_estimate(cell)[0]
+
+    def longest_wait_s(self, cell: Cell) -> float:
+        """The longest the cell's own schedule leaves all its clients with nothing to send (an
+        open loop's widest arrival gap, a conversation's longest think time; 0 for a closed
+        loop of prompts): part of its stall bound (grid/execute/stall.py)."""
+        specs = self.conversation_loads.get(cell.cell_id)
+        if specs is not None:
+            return longest_wait_s(specs)
+        return self.loads[cell.cell_id][0].longest_wait_s()
 
 
 def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) -> DictConfig:
@@ -296,6 +316,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
         raise ConfigError("the grid has no cells (every combination was excluded)")
     if cfg.run.max_server_starts < 1:
         raise ConfigError(f"run.max_server_starts must be >= 1, got {cfg.run.max_server_starts}")
+    cell_timeout = cfg.run.cell_timeout_s  # > 0 (grid/plan/config.py check_ranges)
     if cfg.grid.max_parallel_servers < 1:
         raise ConfigError("grid.max_parallel_servers must be >= 1, got "
                           f"{cfg.grid.max_parallel_servers}")
@@ -336,22 +357,56 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
                 + envelope_warnings(cells, prompts))
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
                 loads, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
-                bool(cfg.grid.exclusive_node), workloads, conversation_loads)
+                bool(cfg.grid.exclusive_node), workloads, conversation_loads,
+                None if cell_timeout is None else float(cell_timeout))
 
 
+@dataclass(frozen=True)
+class RunEstimate:
+    seconds: float | None
+    """Ray's start, and each server group's start and cells, of the cells with an estimate
+    (None: no cell has one)."""
+    unknown: list[Cell]
+    """Cells without an estimate (a real engine, nothing measured on its server)."""
+    measured: int
+    """Cells estimated from the measured cells of their server."""
+
+    def line(self, how: str) -> str:
+        """The plan's `estimate:` line."""
+        unknown = ""
+        if self.unknown:
+            servers = "this server" if len({c.server_key for c in self.unknown}) == 1 \
+                else "their servers"
+            unknown = (f"{len(self.unknown)} cell(s) unknown (real engine, nothing measured "
+                       f"yet for {servers})")
+        if self.seconds is None:
+            return f"estimate: {unknown}"
+        source = (f"{self.measured} cell(s) from the measured cells of their server in this "
+                  "run folder; " if self.measured else "")
+        return (f"estimate: {'at least ' if self.unknown else ''}~{self.seconds / 60:.1f} min "
+                f"(rough; {source}{how})" + (f"; {unknown}" if unknown else ""))
 
 
-def estimate_seconds(plan: Plan) -> float:
+def estimate_run(plan: Plan) -> RunEstimate:
     """The run's wall time: Ray start, each server group's start, each cell. With
     max_parallel_servers > 1, groups are laid out in order on that many slots, each taking the
-    next free one (as the controller does)."""
+    next free one (as the controller does). A group none of whose cells has an estimate adds
+    nothing (not even its start): what is known is a lower bound then."""
     slots = [0.0] * max(1, plan.max_parallel_servers)
+    unknown: list[Cell] = []
+    measured, any_known = 0, False
     for group in plan.groups:
+        estimates = [(cell, *plan.cell_estimate(cell)) for cell in group.cells]
+        unknown += [cell for cell, seconds, _ in estimates if seconds is None]
+        measured += sum(1 for _, _, source in estimates if source == "measured")
+        known = [seconds for _, seconds, _ in estimates if seconds is not None]
+        if not known:
+            continue
+        any_known = True
         engine = group.config["engine"]
         seconds = engines.get(engine["name"]).start_seconds(engine.get("device") or "cuda")
-        seconds += sum(plan.cell_seconds(cell) for cell in group.cells)
-        slots[slots.index(min(slots))] += seconds
-    return RUN_OVERHEAD_S + max(slots)
+        slots[slots.index(min(slots))] += seconds + sum(known)
+    return RunEstimate(RUN_OVERHEAD_S + max(slots) if any_known else None, unknown, measured)
 
 
 def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
@@ -407,9 +462,8 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
     for warning in plan.warnings:
         lines.append(f"warning: {warning}")
     lines.append(plan.validation)
-    minutes = estimate_seconds(plan) / 60
     how = ("servers run one after another" if plan.max_parallel_servers == 1 else
            f"up to {plan.max_parallel_servers} servers at a time")
-    lines.append(f"estimate: ~{minutes:.1f} min (rough; {how})")
+    lines.append(estimate_run(plan).line(how))
     return "\n".join(lines)
 

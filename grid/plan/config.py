@@ -314,6 +314,12 @@ class RunConfig:
     """A cell whose request error ratio exceeds this fails."""
     max_server_starts: int = 2
     """Consecutive failed starts of a group's server after which its remaining cells fail."""
+    cell_timeout_s: float | None = None
+    """A cap on each cell's load (its warm-up and measured window; the server's start has
+    engine.ready_timeout_s): a cell still running after this many seconds fails, even while
+    it makes progress. None = no overall cap: a cell is bounded by its progress only (it fails
+    when its load streams no token and completes no request for load.request_timeout_s + its
+    schedule's longest wait + 30 s; grid/execute/stall.py)."""
     metrics_interval_s: float | None = 1.0
     """Sample the server's /metrics this often during a cell into server_metrics/ (None = off)."""
     telemetry_interval_s: float | None = 1.0
@@ -457,6 +463,7 @@ _RANGES: dict[str, str] = {
     "load.repeat": ">= 0",
     # run (max_server_starts: grid/plan/build.py)
     "run.max_error_rate": "[0, 1]",
+    "run.cell_timeout_s": "> 0",
     "run.metrics_interval_s": "> 0",
     "run.telemetry_interval_s": "> 0",
     # grid.search (kind and range: grid/plan/search.py)

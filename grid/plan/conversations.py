@@ -17,6 +17,7 @@ from actors.loadgen.conversation_plan import (
     arrival_offsets,
     think_times,
 )
+from engines.base import ConversationWork
 from grid.plan.cells import Cell
 from grid.plan.config import ConfigError
 from workloads.conversations.loaders import load_conversations
@@ -128,30 +129,9 @@ def conversation_specs(cell: Cell, conversations: Sequence[Conversation],
         raise ConfigError(str(e) + where) from None
 
 
-@dataclass(frozen=True)
-class ConversationWork:
-    """What a conversation cell's load will send, counted from its planned specs (the rounds
-    each client replays: ``num_conversations`` and ``max_turns`` applied)."""
-
-    conversations: int
-    rounds: int
-    """Σ over conversations of the rounds replayed: the cell's requests."""
-    output_tokens: int
-    """Σ of each round's output length (the trace's, else ``max_new_tokens``)."""
-    new_tokens: int
-    """Σ of each round's new context (its messages; round 0 also the system prompt and tool
-    schemas), estimated as characters / 4: what prefill computes when the rest of the history
-    comes from the prefix cache."""
-    think_s: float
-    """Σ of the think times before rounds (the runner's own seeded schedule)."""
-    open_loop: bool
-    """Conversations start at a rate or at the trace's times (not a fixed number in flight)."""
-    last_arrival_s: float
-    """Open loop: offset of the last conversation's start (0 in a closed loop)."""
-
-
 def conversation_work(specs: Sequence[ConversationLoadSpec]) -> ConversationWork:
-    """The work of one conversation cell: its clients' specs summed."""
+    """The work of one conversation cell: its clients' specs summed (engines/base.py
+    ConversationWork, what an engine's estimate of the cell reads)."""
     convs = rounds = output = new = 0
     think = last = 0.0
     open_loop = False

@@ -1,117 +1,96 @@
-"""A rough duration of each cell, from the simulator's performance model of the cell's server (a
-real engine's cells are estimated as its SGLang equivalent on the same profile). Pure."""
+"""A rough duration of each cell, for the plan's estimate and the progress display's ETA: the
+engine's own estimate where it has one (the simulator knows its speed from its model:
+engines/sim/estimate.py), else what this run folder measured on the same server (a real
+server's speed is unknown until it is measured), else unknown (None, said so in the plan).
+
+Pure: the measured cells come in as plain values (`Measured`, read from the run folder's
+committed cells by grid/store/measured.py for grid/run.py). Cell durations never bound a cell:
+a running cell is bounded by its progress (grid/execute/stall.py)."""
 
 from __future__ import annotations
 
-import functools
 import math
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
 
+import engines
+from engines.base import CellWork, ConversationWork
 from grid.plan.cells import Cell
-from grid.plan.conversations import ConversationWork
 
 RUN_OVERHEAD_S = 15.0
 """Starting (or joining) Ray and the first actors, measured on the development machine."""
 CELL_OVERHEAD_S = 1.5
 """Per cell: cache flush, metric and telemetry start/stop, committing Parquet."""
-PROMPT_TOKENS = 200
-"""Typical prompt length of the shipped workloads (tokens), for the prefill share."""
+
+Source = Literal["engine", "measured", "unknown"]
+"""Where a cell's estimate comes from: its engine's model, this run folder's measured cells of
+its server, or nowhere."""
 
 
-@functools.lru_cache(maxsize=8)
-def _profile(name: str, hardware: str | None, model: str | None) -> Any:
-    from engines.sim.profile import load_profile
+@dataclass(frozen=True)
+class Measured:
+    """A done cell committed in the run folder, as the estimate of its server's cells uses it."""
 
-    return load_profile(name, hardware, model)
-
-
-def _perf(cell: Cell) -> tuple[Any, Any]:
-    """(profile, performance model) the estimate uses for this cell's engine: the simulator's
-    roofline for the cell's hardware, model, parallelism, environment and flags."""
-    from engines.sim.model import PerfModel
-
-    sim_args = cell.config["engine"].get("sim_args") or {}
-    profile = _profile(str(sim_args.get("profile") or "default"), sim_args.get("hardware"),
-                       sim_args.get("model"))
-    variant = cell.config["variant"]
-    roofline, _ = profile.roofline(cell.tp_size, dict(variant["env"]), dict(variant["args"]))
-    return profile, PerfModel(roofline)
+    server_key: str
+    concurrency: int | None
+    rate: float | None
+    requests: int
+    """Its measured requests (a conversation cell's rounds)."""
+    seconds: float
+    """Its measured load window (the cell row's `duration_s`)."""
 
 
-def _token_seconds(cell: Cell, batch: int) -> float:
-    """Modelled seconds per output token of one stream at this running batch, from the
-    simulator's performance profile (the default profile is calibrated to a published 8-GPU
-    measurement, so it also sizes real SGLang runs roughly): a decode step for plain
-    decoding; a speculative step divided by the expected accept length with EAGLE, a
-    no-drafting step above a speculation-disable threshold."""
-    from engines.sim.model import acceptance_probs, expected_accept_length
-
-    config = cell.config
-    profile, model = _perf(cell)
-    args = config["variant"]["args"]
-    if not args.get("speculative_algorithm"):
-        return model.decode_s(batch)
-    steps = int(args.get("speculative_num_steps") or 3)
-    draft = int(args.get("speculative_num_draft_tokens") or steps + 1)
-    off_above = config["variant"].get("speculative_disable_above_batch")
-    if off_above is not None and batch > int(off_above):
-        return model.spec_step_s(batch, 0, draft)
-    domain = (config["workload"].get("domains") or ["coding"])[0]
-    accept = expected_accept_length(acceptance_probs(profile.acceptance, domain), steps)
-    return model.spec_step_s(batch, steps, draft) / accept
+def cell_work(cell: Cell, work: ConversationWork | None = None) -> CellWork:
+    """The cell's load as plain values, for its engine's estimate."""
+    return CellWork(config=cell.config, tp_size=cell.tp_size, num_requests=cell.num_requests,
+                    concurrency=cell.concurrency, rate=cell.rate, conversation=work)
 
 
-def _time_scale(config: dict[str, Any]) -> float:
-    scale = (config["engine"].get("sim_args") or {}).get("time_scale")
-    return 1.0 if scale is None or config["engine"]["name"] != "sim" else float(scale)
+def estimate_cell(cell: Cell, work: ConversationWork | None = None,
+                  measured: Mapping[str, Measured] | None = None
+                  ) -> tuple[float | None, Source]:
+    """One cell's wall time and where it comes from: its load (the engine's estimate, else
+    `measured_seconds`) plus the per-cell overhead, or (None, "unknown") when neither can
+    tell. `work`: a conversation cell's planned work; `measured`: the run folder's done cells
+    by cell id."""
+    engine = engines.get(cell.config["engine"]["name"])
+    seconds = engine.estimate_cell_seconds(cell_work(cell, work))
+    if seconds is not None:
+        return seconds + CELL_OVERHEAD_S, "engine"
+    requests = cell.num_requests if work is None else work.rounds
+    seconds = measured_seconds(cell, requests, measured or {})
+    if seconds is not None:
+        return seconds + CELL_OVERHEAD_S, "measured"
+    return None, "unknown"
 
 
-def estimate_cell_seconds(cell: Cell, work: ConversationWork | None = None) -> float:
-    """One cell's wall time: its requests (warmup included) in waves of `concurrency`
-    streams (open loop: at the arrival rate), each wave a prefill plus max_new_tokens steps
-    at that batch, plus the per-cell overhead. A conversation cell (`work`, from its planned
-    specs) is sized by its rounds instead (see _conversation_seconds)."""
-    if work is not None:
-        return _conversation_seconds(cell, work) + CELL_OVERHEAD_S
-    config = cell.config
-    load, tokens = config["load"], int(config["workload"]["max_new_tokens"])
-    cap = config["variant"]["args"].get("max_running_requests") or 1024
-    scale = _time_scale(config)
-    warmup = int(load["warmup_requests"])
-    if cell.rate is not None:
-        # Open loop: the arrival period, plus one request's life at the batch it settles at.
-        period = cell.num_requests / cell.rate
-        batch = max(1, min(cap, int(round(cell.rate * tokens * _token_seconds(cell, 1)))))
-        life = tokens * _token_seconds(cell, batch)
-        return (period + life) * scale + CELL_OVERHEAD_S
-    streams = max(1, min(int(cell.concurrency or 1), cap))
-    _, model = _perf(cell)
-    waves = math.ceil(cell.num_requests / streams)
-    wave_s = tokens * _token_seconds(cell, streams) + model.prefill_s(streams * PROMPT_TOKENS)
-    warm_batch = max(1, min(warmup, streams))
-    warm_s = math.ceil(warmup / warm_batch) * (tokens * _token_seconds(cell, warm_batch)) \
-        if warmup else 0.0
-    return (waves * wave_s + warm_s) * scale + CELL_OVERHEAD_S
+def measured_seconds(cell: Cell, requests: int, measured: Mapping[str, Measured]
+                     ) -> float | None:
+    """The load of `cell` (`requests` of them) from the measured cells of the same server: the
+    cell's own measurement if it has one, else the measured load nearest to it (the same
+    concurrency or rate, else the nearest on a log scale; a closed loop is compared only with
+    closed loops, an open loop with open loops). A load's window is about its requests over its
+    requests in flight (closed loop) or its arrival rate (open loop), so that cell's seconds are
+    scaled by requests / its requests and by its concurrency (rate) / this cell's: the same
+    latency per request as the nearest load. None when the server has no measured cell of the
+    cell's kind."""
+    level = cell.rate if cell.rate is not None else cell.concurrency
+    if not level or not requests:
+        return None
+    open_loop = cell.rate is not None
+    same = [(cell_id, m) for cell_id, m in sorted(measured.items())
+            if m.server_key == cell.server_key and (m.rate is not None) == open_loop
+            and m.requests > 0 and m.seconds > 0
+            and ((m.rate if open_loop else m.concurrency) or 0) > 0]
+    if not same:
+        return None
 
+    def distance(item: tuple[str, Measured]) -> tuple[bool, float]:
+        cell_id, m = item
+        its = float((m.rate if open_loop else m.concurrency) or 0)
+        return cell_id != cell.cell_id, abs(math.log(its / level))
 
-def _conversation_seconds(cell: Cell, work: ConversationWork) -> float:
-    """Wall seconds of a conversation cell's load: its rounds in waves of the conversations
-    in flight, each round a prefill of only its new context (the rest of the history is in the
-    prefix cache) plus its output tokens at that batch (modelled time, x the simulator's
-    time_scale), and the think time spread over the streams. Open loop: the last
-    conversation's start plus one conversation's life at batch 1. Arrivals and think times
-    are the client's wall clock: never scaled."""
-    if not work.rounds:
-        return 0.0
-    _, model = _perf(cell)
-    scale = _time_scale(cell.config)
-    out, new = work.output_tokens / work.rounds, work.new_tokens / work.rounds
-    if work.open_loop:
-        per_conv = work.rounds / max(1, work.conversations)
-        life = per_conv * (out * _token_seconds(cell, 1) + model.prefill_s(max(1, round(new))))
-        return work.last_arrival_s + life * scale + work.think_s / max(1, work.conversations)
-    cap = cell.config["variant"]["args"].get("max_running_requests") or 1024
-    streams = max(1, min(int(cell.concurrency or 1), cap, work.conversations))
-    waves = math.ceil(work.rounds / streams)
-    wave_s = out * _token_seconds(cell, streams) + model.prefill_s(max(1, round(streams * new)))
-    return waves * wave_s * scale + work.think_s / streams
+    _, nearest = min(same, key=distance)
+    its_level = float((nearest.rate if open_loop else nearest.concurrency) or 0)
+    return nearest.seconds * (requests / nearest.requests) * (its_level / level)

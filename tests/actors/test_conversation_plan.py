@@ -75,3 +75,20 @@ def test_unrun_rows() -> None:
     assert [tuple(r) for r in rows] == [ROW_KEYS, ROW_KEYS]
     assert [(r["turn_index"], r["status"], r["error"], r["ttft_s"]) for r in rows] == [
         (3, "skipped", "round 2 failed", None), (4, "skipped", "round 2 failed", None)]
+
+
+def test_the_longest_wait_is_a_think_time_or_an_arrival_gap_of_all_clients() -> None:
+    from actors.loadgen.conversation_plan import longest_wait_s
+
+    # closed loop, a constant 0.75 s think time before every round after the first
+    assert longest_wait_s([spec(think_time="constant", think_time_s=0.75)]) == 0.75
+    assert longest_wait_s([spec(think_time="none")]) == 0.0
+    # the trace's think times: the longest of them
+    traced = (conv("a", think=0.2), conv("b", think=1.5))
+    assert longest_wait_s([spec(conversations=traced)]) == 1.5
+    # two clients starting conversations at 1/s each from t=0 (constant): together a start
+    # every second at 0, 0, 1, 1, ...: the widest gap 1 s; their think times are shorter
+    clients = [spec(conversations=tuple(conv(f"c{i}{j}") for j in range(3)), rate=1.0,
+                    arrival="constant", concurrency=None, think_time="constant",
+                    think_time_s=0.25, seed=i) for i in range(2)]
+    assert longest_wait_s(clients) == 1.0

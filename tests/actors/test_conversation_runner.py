@@ -13,9 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from actors.loadgen.conversation import ConversationResult, RoundProgress, run_conversations
+from actors.loadgen.conversation import ConversationResult, run_conversations
 from actors.loadgen.conversation_plan import ROW_KEYS, ConversationLoadSpec
 from actors.loadgen.selfcheck import DISPATCH_LAG_P99_MAX_S
+from actors.loadgen.tally import Tally
 from tests.actors.bench_server import bench_server_module
 from tests.engines.sim.conftest import SimProcess, start_sim
 from workloads.conversations import Conversation, Turn, load_conversations
@@ -163,13 +164,15 @@ def test_a_killed_server_leaves_finished_rounds_and_marks_the_rest() -> None:
         spec = ConversationLoadSpec(url=s.url, conversations=shipped(2, 6),
                                     concurrency=1, max_turns=6, max_new_tokens=8,
                                     request_timeout_s=10, connect_timeout_s=2)
-        counter = RoundProgress()
+        counter = Tally()
         res = asyncio.run(run_conversations(spec, counter=counter))
     finally:
         s.stop()
         s.log_path.unlink(missing_ok=True)
     # live progress counts the rounds sent (3 ok of 8 tokens, 2 errors), not the skipped ones
-    assert counter.progress() == {"done": 5, "tokens": 24, "errors": 2}
+    # (activity: each ok round's 8 one-token events and its completion; the failed rounds
+    # streamed nothing)
+    assert counter.progress() == {"done": 5, "tokens": 24, "errors": 2, "activity": 3 * (8 + 1)}
     first = res.rows[:6]
     assert [r["status"] for r in first] == ["ok"] * 3 + ["error", "skipped", "skipped"]
     assert all(r["ttft_s"] is not None and r["context_tokens"] for r in first[:3])

@@ -131,8 +131,60 @@ def test_progress_counts_finished_requests_while_the_window_runs() -> None:
     seen, result, final = asyncio.run(go())
     done = [s["done"] for s in seen]
     assert done == sorted(done) and 0 < done[0] < 20  # counted while running, never backwards
-    assert final == {"done": 20, "tokens": 20 * 4, "errors": 0}
+    activity = [s["activity"] for s in seen]
+    assert activity == sorted(activity)
+    # each request: 3 content events (1, 2, 4 tokens so far) and its completion
+    assert final == {"done": 20, "tokens": 20 * 4, "errors": 0, "activity": 20 * (3 + 1)}
     assert final["tokens"] == sum(r["output_tokens"] for r in result.rows)
+
+
+def test_progress_counts_the_chunks_of_requests_in_flight_and_of_the_warmup() -> None:
+    from actors.loadgen.runner import LoadRun
+
+    # one event per 50 ms, 10 events (1..10 tokens so far) and [DONE]: ~0.55 s a request
+    rec = Recorder(gap_s=0.05, counts=list(range(1, 11)))
+
+    async def go() -> dict[str, dict[str, int]]:
+        run = LoadRun(mk(concurrency=1, num_requests=1, warmup_requests=1),
+                      transport=rec.transport())
+        seen = {}
+        task = asyncio.create_task(run.prepare())
+        await asyncio.sleep(0.3)  # the warm-up request is streaming
+        seen["warming"] = run.progress()
+        await task
+        seen["warmed"] = run.progress()
+        task = asyncio.create_task(run.measure())
+        await asyncio.sleep(0.3)  # the measured request is streaming
+        seen["streaming"] = run.progress()
+        await task
+        seen["final"] = run.progress()
+        await run.aclose()
+        return seen
+
+    seen = asyncio.run(go())
+    # a warm-up request counts as activity, never in the measured counts
+    assert seen["warming"]["done"] == 0 and 0 < seen["warming"]["activity"] < 10
+    assert seen["warmed"] == {"done": 0, "tokens": 0, "errors": 0, "activity": 10 + 1}
+    # chunks of a request still in flight count before it completes
+    assert seen["streaming"]["done"] == 0 and 11 < seen["streaming"]["activity"] < 11 + 10
+    assert seen["final"] == {"done": 1, "tokens": 10, "errors": 0, "activity": 2 * (10 + 1)}
+
+
+def test_failed_requests_are_no_activity() -> None:
+    from actors.loadgen.runner import LoadRun
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(500, content=b"no")
+
+    async def go() -> dict[str, int]:
+        run = LoadRun(mk(concurrency=2, num_requests=4, warmup_requests=0),
+                      transport=httpx.MockTransport(refuse))
+        await run.measure()
+        await run.aclose()
+        return run.progress()
+
+    # four requests ended, each with an error and no chunk: the server made no progress
+    assert asyncio.run(go()) == {"done": 4, "tokens": 0, "errors": 4, "activity": 0}
 
 
 def test_default_closed_loop_is_one_at_a_time_and_duration_bounds() -> None:

@@ -101,3 +101,20 @@ def test_loadspec_shares_and_validation() -> None:
             LoadSpec(**{"url": "http://h", "prompts": prompts, **bad})  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         LoadSpec(url="http://h", prompts=())
+
+
+def test_the_longest_wait_of_a_cells_schedule() -> None:
+    mk = lambda **kw: LoadSpec(url="http://x", prompts=(Prompt("p", "t", "coding"),), **kw)  # noqa: E731
+    assert mk(concurrency=4, num_requests=8).longest_wait_s() == 0.0  # closed loop: none
+    # constant arrivals at 2/s: one every 0.5 s, whatever the client's share
+    assert mk(rate=2.0, arrival="constant", num_requests=10, num_clients=2,
+              client_index=1).longest_wait_s() == 0.5
+    # a seeded Poisson schedule: its widest gap among the 50 arrivals (every client's)
+    offs = s.schedule(50, rate=5.0, arrival="poisson", seed=7)
+    widest = max(_gaps(offs))
+    assert mk(rate=5.0, num_requests=50, seed=7).longest_wait_s() == widest
+    assert widest > 1 / 5.0  # wider than the mean gap, as a Poisson schedule's widest is
+    # a duration bound stops the schedule there: arrivals at 0, 1, 2 (< 2.5 s), gaps of 1 s
+    assert mk(rate=1.0, arrival="constant", num_requests=None, duration_s=2.5
+              ).longest_wait_s() == 1.0
+    assert s.longest_gap([]) == s.longest_gap([3.0]) == 0.0

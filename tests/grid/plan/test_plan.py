@@ -53,6 +53,7 @@ BAD_INPUTS = [
           ("run.max_error_rate", 1.5, "within [0, 1]"),
           ("run.max_error_rate", -0.1, "within [0, 1]"),
           ("run.metrics_interval_s", 0, "> 0"), ("run.telemetry_interval_s", -1, "> 0"),
+          ("run.cell_timeout_s", 0, "> 0"), ("run.cell_timeout_s", -30, "> 0"),
           ("cluster.num_gpus", -1, ">= 0"), ("cluster.num_cpus", 0, ">= 1"),
           ("hardware.gpu_hour_usd", -1, "> 0"), ("hardware.gpu_hour_usd", 0, "> 0")]],
     (["+sweep=smoke", "engine.sim_args.error_rate=lots"],

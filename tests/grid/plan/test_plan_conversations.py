@@ -10,7 +10,7 @@ import pytest
 
 from grid.plan.build import format_plan
 from grid.plan.conversations import conversation_work
-from grid.plan.estimate import CELL_OVERHEAD_S, estimate_cell_seconds
+from grid.plan.estimate import CELL_OVERHEAD_S, estimate_cell
 from grid.run import make_plan
 from workloads.conversations import Conversation, Turn, load_conversations
 from workloads.conversations_data import AGENTIC
@@ -52,7 +52,9 @@ def _cost(plan, cell, n_convs: int, n_turns: int) -> float:
     spec = replace(spec, conversations=_same_turns(n_convs, n_turns), max_turns=None)
     work = conversation_work([spec])
     assert work.rounds == n_convs * n_turns
-    return estimate_cell_seconds(cell, work) - CELL_OVERHEAD_S
+    seconds, _ = estimate_cell(cell, work)
+    assert seconds is not None
+    return seconds - CELL_OVERHEAD_S
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
@@ -85,8 +87,9 @@ def test_open_loop_work_ends_with_the_last_arrival(plan):
     work = conversation_work([spec])
     assert work.last_arrival_s == pytest.approx(1.5)  # 4 starts, 0.5 s apart
     assert work.open_loop
-    life = estimate_cell_seconds(cell, replace(work, last_arrival_s=0.0))
+    life, _ = estimate_cell(cell, replace(work, last_arrival_s=0.0))
     # arrivals are the client's wall clock: not scaled by the simulator's time_scale
-    assert estimate_cell_seconds(cell, work) == pytest.approx(life + 1.5)
+    assert life is not None
+    assert estimate_cell(cell, work) == (pytest.approx(life + 1.5), "engine")
     closed = conversation_work([replace(spec, rate=None, concurrency=1)])
     assert not closed.open_loop and closed.last_arrival_s == 0.0

@@ -1,0 +1,152 @@
+"""A running cell's bound: its progress, not a model of how long it should take.
+
+While a cell's load runs (its clients' warm-up and measured window), its load generators are
+asked every PROGRESS_INTERVAL_S for their counts (actors/loadgen/tally.py). The cell fails with
+LoadTimeout when none of them has streamed a chunk or completed a request for its stall bound,
+or when its load passes `run.cell_timeout_s` (optional; None = no overall cap).
+
+The stall bound is `load.request_timeout_s` + the longest wait of the cell's own schedule +
+STALL_MARGIN_S. Every request has its own timeout for its whole response (actors/loadgen/
+streams.py `run_into`), so a request in flight streams or completes within it, or fails; and
+once requests end, the cell's schedule sends its next one within its longest wait (the widest
+gap between an open loop's arrivals, a conversation's longest think time; 0 in a closed loop,
+where a finished request's slot takes the next at once). A load that gets no token and
+completes nothing for longer than both, plus the margin, is stuck: its server accepts requests
+and answers nothing, or a client hangs. Failed requests are not progress: a server that
+answers every request with an error, or lets every one time out, makes none.
+
+A client that does not answer a poll within PING_TIMEOUT_S is no news, not a stall by itself;
+one that never answers again leaves the bound to run out. Polls never block the controller:
+each is a Ray call whose answer is read at a later poll (grid/execute/controller.py drives many
+groups from one loop)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import ray
+
+PROGRESS_INTERVAL_S = 1.0
+"""How often the load generators are asked for the running cell's counts."""
+PING_TIMEOUT_S = 10.0
+"""How long an actor may take to answer a ping or a progress poll."""
+STALL_MARGIN_S = 30.0
+"""What a stall bound allows beyond a request's timeout and the schedule's waits: a poll's
+answer read up to PING_TIMEOUT_S (10 s) late, the clients' pre-connection between warm-up and
+window (LoadSpec.connect_timeout_s, 10 s) and their own work with nothing in flight (the start
+barrier, START_MARGIN_S = 0.5 s, and building the rows at the end: seconds)."""
+
+
+class LoadTimeout(RuntimeError):
+    """A cell's load made no progress for its stall bound, or passed run.cell_timeout_s."""
+
+
+def stall_bound_s(request_timeout_s: float, longest_wait_s: float) -> float:
+    """load.request_timeout_s + the longest wait of the cell's schedule + STALL_MARGIN_S (see
+    the module doc for why)."""
+    return request_timeout_s + longest_wait_s + STALL_MARGIN_S
+
+
+@dataclass
+class Stall:
+    """The bounds of one cell's load, fed with its clients' answers (pure: the clock is passed
+    in). `request_timeout_s` and `longest_wait_s` make the stall bound; `cap_s` is
+    run.cell_timeout_s."""
+
+    request_timeout_s: float
+    longest_wait_s: float
+    cap_s: float | None
+    started: float
+    last_progress: float = field(init=False)
+    best: dict[int, int] = field(default_factory=dict)
+    """The highest activity each client has reported (each cell starts at 0)."""
+
+    def __post_init__(self) -> None:
+        self.last_progress = self.started
+
+    @property
+    def stall_s(self) -> float:
+        return stall_bound_s(self.request_timeout_s, self.longest_wait_s)
+
+    def seen(self, client: int, activity: int, now: float) -> None:
+        """Client `client` reported `activity` (its chunks and completions so far) at `now`:
+        progress when it grew."""
+        if activity > self.best.get(client, 0):
+            self.best[client] = activity
+            self.last_progress = now
+
+    def progressed(self, now: float) -> None:
+        """Progress the driver saw itself (every client finished its warm-up)."""
+        self.last_progress = max(self.last_progress, now)
+
+    def deadline(self) -> float:
+        """When the cell fails if nothing progresses before."""
+        stalled = self.last_progress + self.stall_s
+        return stalled if self.cap_s is None else min(stalled, self.started + self.cap_s)
+
+    def check(self, now: float) -> None:
+        """LoadTimeout (one line, with the bound and where it comes from) once a bound passed."""
+        if self.cap_s is not None and now - self.started >= self.cap_s:
+            raise LoadTimeout(f"the load ran past run.cell_timeout_s={self.cap_s:g} s")
+        if now - self.last_progress >= self.stall_s:
+            raise LoadTimeout(
+                f"the load made no progress for {self.stall_s:.0f} s (no token streamed, no "
+                f"request completed): bound = load.request_timeout_s {self.request_timeout_s:g}"
+                f" s + longest scheduled wait {self.longest_wait_s:g} s + {STALL_MARGIN_S:g} s")
+
+
+class StallWatch:
+    """A `Stall` fed by polling a cell's load generators (Ray actors with `progress()`)."""
+
+    def __init__(self, clients: Sequence[Any], stall: Stall,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.clients = list(clients)
+        self.stall = stall
+        self.clock = clock
+        self._pending: dict[int, tuple[Any, float]] = {}
+        self._counts: dict[int, Mapping[str, int]] = {}
+
+    def wait_s(self) -> float:
+        """How long the next wait for the load may last: until the next poll or the bound."""
+        return max(0.0, min(PROGRESS_INTERVAL_S, self.stall.deadline() - self.clock()))
+
+    def poll(self) -> dict[str, int] | None:
+        """Read the answers of earlier polls that came back, drop those older than
+        PING_TIMEOUT_S (no news), ask every client without a poll in flight again; the
+        clients' summed display counts (`done`, `tokens`, `errors`) when one answered."""
+        now = self.clock()
+        answered = False
+        for i, (ref, sent) in list(self._pending.items()):
+            ready, _ = ray.wait([ref], timeout=0)
+            if not ready:
+                if now - sent > PING_TIMEOUT_S:
+                    del self._pending[i]  # no news from this client
+                continue
+            del self._pending[i]
+            try:
+                counts = ray.get(ref, timeout=0)  # ready: no wait
+            except ray.exceptions.RayError:
+                continue  # a dead client: its load's own result says why
+            if counts is None:  # between two cells, or not yet preparing this one
+                continue
+            answered = True
+            self._counts[i] = counts
+            self.stall.seen(i, int(counts.get("activity", 0)), now)
+        for i, client in enumerate(self.clients):
+            if i not in self._pending:
+                self._pending[i] = (client.progress.remote(), now)
+        if not answered:
+            return None
+        return {key: sum(int(c[key]) for c in self._counts.values())
+                for key in ("done", "tokens", "errors")}
+
+    def check(self) -> None:
+        self.stall.check(self.clock())
+
+    def window_opens(self) -> None:
+        """The measured window starts: the clients' warm-up ended (progress), and the driver's
+        own work since (starting the metrics and telemetry) was no silence of the load's."""
+        self.stall.progressed(self.clock())

@@ -1,5 +1,5 @@
 """A server someone else runs behind the engine interface (engines/base.py): nothing to launch or
-validate, no GPUs reserved. What it offers is not assumed: engines/external/detect.py finds out,
+validate, no GPUs reserved. What it offers is not assumed: engines/detect.py finds out,
 once per server, which engine family its /metrics belong to and which optional endpoints it
 answers, and the cells record what was found."""
 

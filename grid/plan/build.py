@@ -20,7 +20,7 @@ from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
 from actors.loadgen.transport import settings_error
 from engines.launch import LaunchSpec
-from engines.sglang.command import redact_argv
+from engines.redact import redact_argv
 from grid.plan.cells import (
     GROUP_AXES,
     Cell,

@@ -24,7 +24,7 @@ from actors.loadgen.spec import LoadSpec, Prompt
 from engines.base import ServerRequest
 from engines.external.url import ExternalUrlError, normalize_url
 from engines.launch import LaunchSpec
-from engines.sglang.versions import FlagError
+from engines.validation import FlagError
 from grid.plan.cells import Cell, resolved_tp_size
 from grid.plan.config import ConfigError
 

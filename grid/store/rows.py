@@ -40,7 +40,7 @@ class ServerFacts:
     info: dict[str, Any] = field(default_factory=dict)
     """The server's /server_info snapshot (secrets redacted when recorded)."""
     offers: dict[str, Any] = field(default_factory=dict)
-    """What a server someone else runs offers, as detected (engines/external/detect.py)."""
+    """What a server someone else runs offers, as detected (engines/detect.py)."""
 
 
 @dataclass

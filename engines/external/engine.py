@@ -5,7 +5,18 @@ answers, and the cells record what was found."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from engines.base import Engine
+from engines.external.url import normalize_url
+from engines.options import Option
+
+OPTIONS: dict[str, Option] = {
+    "url": Option("the base URL of the server someone else runs (http://host:port)",
+                  types=(str,), required=True, parse=normalize_url),
+}
+"""What an external engine needs (`engine.options`): where the server is."""
 
 
 class External(Engine):
@@ -13,6 +24,12 @@ class External(Engine):
     label = "external server"
     launches = False
     start_estimate_s = 1.0
+    options = OPTIONS
+
+    def server_url(self, options: Mapping[str, Any]) -> str | None:
+        """The URL, normalized (engines/external/url.py); ValueError for one that cannot be
+        used (`check_options` has refused it already)."""
+        return normalize_url(str(options.get("url") or ""))
 
 
 ENGINE = External()

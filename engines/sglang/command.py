@@ -242,11 +242,11 @@ def build_sglang_launch(
     )
 
 
-def sim_flags(sim_args: Mapping[str, Any]) -> list[str]:
+def sim_flags(sim_options: Mapping[str, Any]) -> list[str]:
     """`{profile: default, seed: 0}` -> `--sim-profile default --sim-seed 0` (sorted; a key
     may already carry the `sim_` prefix; True is a bare switch, False/None omitted)."""
     named: dict[str, Any] = {}
-    for key, value in sim_args.items():
+    for key, value in sim_options.items():
         name = str(key).replace("-", "_")
         named["sim_" + (name[4:] if name.startswith("sim_") else name)] = value
     return server_args_to_argv(named, None)
@@ -263,7 +263,7 @@ def build_sim_launch(
     python: str,
     ready_timeout_s: float,
     disable_above_batch: int | None,
-    sim_args: Mapping[str, Any],
+    sim_options: Mapping[str, Any],
     default_max_running_requests: int | None = None,
     host: str = "127.0.0.1",
     api_key: str | None = None,
@@ -273,7 +273,7 @@ def build_sim_launch(
 ) -> LaunchSpec:
     """The LaunchSpec of the simulator: `python -m engines.sim` with the same SGLang flags a
     real server would get (spelled as given: the simulator has no version), then the
-    `--sim-*` flags from `sim_args`. Readiness is `GET /health`; no NCCL port."""
+    `--sim-*` flags from `sim_options`. Readiness is `GET /health`; no NCCL port."""
     fields = server_args(
         args=args, model_path=model_path, draft_model_path=draft_model_path,
         served_model_name=served_model_name, tp_size=tp_size,
@@ -282,7 +282,7 @@ def build_sim_launch(
         revision=revision, draft_revision=draft_revision)
     return LaunchSpec(
         argv=[python, "-m", "engines.sim"] + server_args_to_argv(fields, None)
-        + sim_flags(sim_args),
+        + sim_flags(sim_options),
         env={str(k): env_value(v) for k, v in env.items() if v is not None},
         port_flag="--port",
         extra_port_flags=(),

@@ -12,6 +12,7 @@ from typing import Any
 import engines
 from actors.loadgen.conversation import ConversationResult
 from actors.loadgen.conversation_plan import ROW_KEYS
+from engines.redact import redact_args
 from grid.plan.cells import Cell
 from grid.store.clientstats import cell_columns as client_columns
 from grid.store.clientstats import merge_client_stats
@@ -148,6 +149,10 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
         "started_at": started, "finished_at": finished,
         "server_command": server.command, "server_env": server.env,
         "engine_version": cell.engine_version or (str(reported) if reported else None),
+        "engine_options": _json(config["engine"].get("options") or {}),
+        "server_args": _json(config["variant"].get("args") or {}),
+        "speculative_disable_above_batch": config["variant"].get(
+            "speculative_disable_above_batch"),
         "device": config["engine"].get("device") or "cuda" if engines.get(engine).launches
         else None,
         "source": source_label(config),
@@ -156,6 +161,12 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
         "cuda_visible_devices": server.cuda_visible_devices, "gpu_ids": server.gpu_ids,
         "node_id": server.node_id, "node_ip": server.node_ip, "hostname": server.hostname,
     }
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    """Settings as the cell records them: canonical JSON, the values of secret flags
+    (api_key, hf_token) redacted."""
+    return json.dumps(redact_args(value), sort_keys=True, default=str)
 
 
 def source_label(config: Mapping[str, Any]) -> str:

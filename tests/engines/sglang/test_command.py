@@ -153,7 +153,7 @@ def test_sim_launch(tmp_path: Path) -> None:
         args={**EAGLE3, "cuda_graph_max_bs": 64}, env={"X": "1"}, model_path="specgrid/sim-model",
         draft_model_path="specgrid/sim-eagle3-draft", served_model_name="sim-model", tp_size=1,
         python="/venv/bin/python", ready_timeout_s=60,
-        disable_above_batch=16, sim_args={"profile": "default", "seed": 0, "sim_fast": True,
+        disable_above_batch=16, sim_options={"profile": "default", "seed": 0, "sim_fast": True,
                                           "off": False})
     assert spec.argv[:3] == ["/venv/bin/python", "-m", "engines.sim"]
     assert spec.argv[3:5] == ["--model-path", "specgrid/sim-model"]

@@ -22,7 +22,7 @@ import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.loadgen.transport import ssl_context
-from engines.external.detect import FLUSH_CANDIDATES, INFO_CANDIDATES, MISSING, Offers, decide
+from engines.detect import FLUSH_CANDIDATES, INFO_CANDIDATES, MISSING, Offers, decide
 
 
 class ProbeError(RuntimeError):
@@ -142,7 +142,7 @@ def health(url: str, access: ServerAccess, path: str = "/health", timeout: float
 
 
 def detect(url: str, access: ServerAccess) -> Offers:
-    """Ask a server someone else runs, once, what it offers (engines/external/detect.py): its
+    """Ask a server someone else runs, once, what it offers (engines/detect.py): its
     /metrics names, which cache-flush endpoint answers (trying each in turn: a POST that
     flushes, before any cell runs), which server-info endpoint, its version, and who serves
     its models (/v1/models `owned_by`: `sglang`, `vllm`)."""

@@ -100,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--profiles", nargs="+", default=list(PROFILES),
                     help="default, or hardware:model")
     ap.add_argument("--time-scale", type=float, default=1.0,
-                    help="engine.sim_args.time_scale of every server (1 = modelled time)")
+                    help="engine.options.time_scale of every server (1 = modelled time)")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--max-running", type=int, default=256,
                     help="variant.args.max_running_requests of both variants (the shipped "
@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=None, help="keep the run folders here")
     ns = ap.parse_args(argv)
     levels = ",".join(str(c) for c in lattice(1, 256, math.sqrt(2)))
-    common = [f"++engine.sim_args.time_scale={ns.time_scale}",
+    common = [f"++engine.options.time_scale={ns.time_scale}",
               f"workload.max_new_tokens={ns.max_new_tokens}",
               f"variant.args.max_running_requests={ns.max_running}"]
     if not ns.exclusive:  # both TP1 servers fit on the node at once: a search keeps both

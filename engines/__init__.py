@@ -24,6 +24,12 @@ def get(name: str) -> Engine:
     return engine
 
 
+def find(name: object) -> Engine | None:
+    """The engine called `name`, or None when engines/ has none by that name (a cell of an
+    older run folder may name an engine that is gone)."""
+    return get(name) if isinstance(name, str) and name in names() else None
+
+
 @cache
 def names() -> tuple[str, ...]:
     """Every engine folder under engines/ that has an engine.py."""

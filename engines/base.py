@@ -18,6 +18,11 @@ written; version detection and validation run a subprocess of the engine's own P
 - how long a cell's load takes, where the engine can tell before measuring it
   (`estimate_cell_seconds` of a `CellWork`: the simulator from its own model; a real server's
   speed is unknown until measured, so the plan uses the run's measured cells instead).
+- its own settings (`options`, `engine.options.<key>` in the config), checked before anything
+  starts (`check_options`), and what follows from them: a server's URL when someone else runs
+  it (`server_url`), what besides its flags makes its numbers (`version_label`), and for an
+  engine that models its numbers, where a cell stands against what the model was calibrated
+  on (`envelope`, from a `Scenario` of plain values: the plan's and the report's one answer).
 
 Variants speak one vocabulary, SGLang's ServerArgs field names (`max_running_requests`,
 `speculative_algorithm`, ...): the shipped variants mean the same thing on every engine, and an
@@ -31,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from engines.launch import Endpoints, LaunchSpec
+from engines.options import Option, check_options
 from engines.validation import FlagProblem, ValidationUnavailable
 from specgrid_metrics.counters import Sample, counter_delta
 
@@ -64,8 +70,49 @@ class ServerRequest:
     revision: str | None = None
     draft_revision: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
-    """Engine-specific settings of the engine config (SGLang's `launcher`, the simulator's
-    `sim_args`)."""
+    """The engine's own settings (`engine.options`, checked by `Engine.check_options`):
+    SGLang's `launcher`, the simulator's `--sim-*` flags."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """What one cell asks of a server, as plain values: from its config when the plan checks
+    it, from what it recorded when a report does. An engine that models its numbers judges it
+    against what its model was calibrated on (`Engine.envelope`)."""
+
+    args: Mapping[str, Any]
+    """The variant's args (SGLang ServerArgs field names)."""
+    concurrency: float | None = None
+    """Requests in flight: a closed-loop cell's concurrency, or an open-loop cell's mean
+    running batch where it was measured (None = not known)."""
+    rate: float | None = None
+    """Open loop: arrivals per second, whose implied batch stands in for an unknown
+    `concurrency`."""
+    max_in_flight: int | None = None
+    """Open loop: the cap on requests in flight."""
+    output_tokens: int | None = None
+    """The most output tokens of a request."""
+    prompt_tokens: tuple[int, int] | None = None
+    """The shortest and longest prompt, in tokens."""
+    domains: Sequence[str] = ()
+    """The prompts' domain labels."""
+    disable_above_batch: int | None = None
+    """The variant's speculative_disable_above_batch."""
+    conversations: bool = False
+    """Multi-turn conversation replay (a growing context per conversation)."""
+    tp_size: int = 1
+    env: Mapping[str, Any] = field(default_factory=dict)
+    """The variant's environment."""
+
+
+@dataclass(frozen=True)
+class EnvelopeFinding:
+    """Where a Scenario stands against an engine's calibration."""
+
+    outside: tuple[str, ...]
+    """Why it lies outside, one phrase each; empty = inside."""
+    covered: str
+    """What the calibration covers, one line (or why there is none)."""
 
 
 @dataclass(frozen=True)
@@ -204,6 +251,17 @@ class Engine:
     """A server start on the CPU (tiny models: 15-53 s measured here, docs/engines.md)."""
     endpoints: ClassVar[Endpoints] = Endpoints()
     metrics: ClassVar[MetricNames | None] = None
+    options: ClassVar[Mapping[str, Option]] = {}
+    """The keys it takes under `engine.options` (none by default); `check_options` refuses
+    any other."""
+    flags_of: ClassVar[str | None] = None
+    """The engine whose command-line flags it takes and whose parser checks them (the
+    simulator takes SGLang's); None = its own."""
+    alignment_acceptance: ClassVar[tuple[float, float] | None] = None
+    """For an engine that models acceptance from a prompt's alignment with the drafter's
+    training data (the simulator): the alignment at or below which every prompt gets the same
+    off-distribution acceptance, and the one from which acceptance is full. None = acceptance
+    is measured, not modelled."""
 
     def launch_spec(self, request: ServerRequest) -> LaunchSpec:
         """The server's command line and how to start, probe and stop it. Raises ValueError
@@ -245,6 +303,14 @@ class Engine:
         cells run (none by default)."""
         return []
 
+    def fit_problem(self, variant: Mapping[str, Any], options: Mapping[str, Any],
+                    tp_size: int) -> str | None:
+        """Why a server of this variant (its config: `args`, ...) cannot start on its GPUs
+        with these engine options and tensor-parallel size (its weights leave no room for a
+        KV cache), one line; None when it fits or when the engine cannot tell before starting
+        (a real engine says it itself at start-up, and the cell's error carries its log)."""
+        return None
+
     def threshold_values(self, variant: Mapping[str, Any], hardware: str | None = None
                          ) -> list[int] | None:
         """The `speculative_disable_above_batch` values this engine tells apart for a
@@ -252,6 +318,44 @@ class Engine:
         never switches speculation off); None when the engine cannot switch speculation off
         by batch size. `hardware` names the GPU kind (`hardware.name`), for engines whose
         granularity depends on its memory."""
+        return None
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """OptionError (engines/options.py: one line starting with the key) for a key this
+        engine does not declare in `options` or a value it does not take."""
+        check_options(self.options, options, self.name)
+
+    def server_url(self, options: Mapping[str, Any]) -> str | None:
+        """The base URL of a server someone else runs, from the options; None for an engine
+        that launches its own (the server's URL is known once it runs)."""
+        return None
+
+    def drafter_options(self, train_data: str | None, train_mix: Mapping[str, float] | None
+                        ) -> dict[str, Any]:
+        """Options that make the engine's acceptance follow the drafter's training data (a
+        resolved path) or mix, for an engine that models acceptance (the simulator); a real
+        engine's drafter is its weights: none."""
+        return {}
+
+    def version_label(self, options: Mapping[str, Any], version: str | None) -> str | None:
+        """What changes the engine's numbers besides its flags, as one string (part of every
+        cell's identity): its name and `version` (as detected where the server runs, or as
+        given; None = unknown). None for a server someone else runs (its cells record the
+        version its /server_info reports)."""
+        if not self.launches:
+            return None
+        return f"{self.name} {version or 'unknown'}"
+
+    def envelope(self, options: Mapping[str, Any], scenario: Scenario) -> EnvelopeFinding | None:
+        """Where `scenario` stands against what the engine's numbers were calibrated on; None
+        for an engine whose numbers are measured (no envelope). ValueError when `options`
+        name a calibration that cannot be read."""
+        return None
+
+    def modelled_gpus(self, server_info: Mapping[str, Any]) -> float | None:
+        """The GPUs a cell's numbers stand for, from its server's /server_info, for an engine
+        that models GPUs (the simulator's profile may stand for a whole node behind one
+        server); None = the GPUs the server was given are the ones that served."""
         return None
 
 

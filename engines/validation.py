@@ -26,6 +26,16 @@ MARKER = "@@SPECGRID@@"
 _FLAG = re.compile(r"--[A-Za-z0-9][\w-]*")
 
 
+class FlagError(ValueError):
+    """A variant setting that an engine cannot spell for the version at hand (or a variant it
+    cannot build at all). The message names the field and the version and is shown as it is."""
+
+    def __init__(self, message: str, *, field: str | None = None, version: str | None = None):
+        super().__init__(message)
+        self.field = field
+        self.version = version
+
+
 class ValidationUnavailable(RuntimeError):
     """The given Python cannot run the engine's parser (not installed, or the checker
     crashed)."""

@@ -91,7 +91,7 @@ def test_wheel_installed_in_a_fresh_venv_runs_the_smoke_sweep(tmp_path):
     assert list(work.iterdir()) == []  # the plan writes nothing
 
     smoke = _check([str(python), "-m", "grid.run", "+sweep=smoke",
-                    "engine.sim_args.time_scale=0.3"], env=env, cwd=work, timeout=240)
+                    "engine.options.time_scale=0.3"], env=env, cwd=work, timeout=240)
     [run_dir] = list((work / "results").iterdir())
     assert f"results: {run_dir}" in smoke.stdout
     cells = load_cells(run_dir)

@@ -58,7 +58,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engines.sglang.versions import ZERO_STEP_SINCE, FlagError, at_least
+from engines.sglang.versions import ZERO_STEP_SINCE, at_least
+from engines.validation import FlagError
 
 ADAPTIVE_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3")
 """Speculative algorithms SGLang's adaptive mode supports."""

@@ -28,7 +28,6 @@ consumed by `sglang serve` itself, not by ServerArgs).
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -37,7 +36,7 @@ from engines.launch import FILES_DIR, LaunchSpec
 from engines.sglang import adaptive
 from engines.sglang.flags import flag_name, server_args_to_argv
 from engines.sglang.logphases import SGLANG_LOG_PHASES, SGLANG_STARTUP_TIMINGS
-from engines.sglang.versions import FlagError
+from engines.validation import FlagError
 
 Launcher = Literal["serve", "launch_server"]
 
@@ -60,15 +59,6 @@ RESERVED_FIELDS: dict[str, str] = {
 }
 """Variant args that specgrid sets itself; a variant giving one is a FlagError."""
 
-SECRET_PATTERN = re.compile(r"TOKEN|KEY|PASSWORD|PASSWD|SECRET|CREDENTIAL|AUTH", re.I)
-"""Environment names whose values are redacted in logs and provenance."""
-
-SECRET_FLAGS: frozenset[str] = frozenset({"--api-key", "--admin-api-key", "--hf-token"})
-"""Command-line flags whose value is redacted."""
-
-REDACTED = "***"
-
-
 def merged_env(node_env: Mapping[str, str], variant_env: Mapping[str, Any]) -> dict[str, str]:
     """The environment a server process gets: the node's, with the variant's on top. Values
     become strings (`True`/`False` -> "1"/"0"); a `None` value removes the variable."""
@@ -86,29 +76,6 @@ def env_value(value: Any) -> str:
     if isinstance(value, bool):
         return "1" if value else "0"
     return str(value)
-
-
-def redact_env(env: Mapping[str, str]) -> dict[str, str]:
-    """`env` with the values of tokens, keys, passwords and secrets replaced by "***"."""
-    return {k: (REDACTED if SECRET_PATTERN.search(k) else v) for k, v in env.items()}
-
-
-def redact_argv(argv: Iterable[str]) -> list[str]:
-    """`argv` with the values of SECRET_FLAGS (`--api-key X`, `--api-key=X`) replaced."""
-    out: list[str] = []
-    hide = False
-    for arg in argv:
-        if hide:
-            out.append(REDACTED)
-            hide = False
-        elif arg in SECRET_FLAGS:
-            out.append(arg)
-            hide = True
-        elif arg.split("=", 1)[0] in SECRET_FLAGS and "=" in arg:
-            out.append(arg.split("=", 1)[0] + "=" + REDACTED)
-        else:
-            out.append(arg)
-    return out
 
 
 def concurrency_warnings(max_running_requests: int, concurrencies: Iterable[int]) -> list[str]:
@@ -276,11 +243,11 @@ def build_sglang_launch(
     )
 
 
-def sim_flags(sim_args: Mapping[str, Any]) -> list[str]:
+def sim_flags(sim_options: Mapping[str, Any]) -> list[str]:
     """`{profile: default, seed: 0}` -> `--sim-profile default --sim-seed 0` (sorted; a key
     may already carry the `sim_` prefix; True is a bare switch, False/None omitted)."""
     named: dict[str, Any] = {}
-    for key, value in sim_args.items():
+    for key, value in sim_options.items():
         name = str(key).replace("-", "_")
         named["sim_" + (name[4:] if name.startswith("sim_") else name)] = value
     return server_args_to_argv(named, None)
@@ -297,7 +264,7 @@ def build_sim_launch(
     python: str,
     ready_timeout_s: float,
     disable_above_batch: int | None,
-    sim_args: Mapping[str, Any],
+    sim_options: Mapping[str, Any],
     default_max_running_requests: int | None = None,
     host: str = "127.0.0.1",
     api_key: str | None = None,
@@ -307,7 +274,7 @@ def build_sim_launch(
 ) -> LaunchSpec:
     """The LaunchSpec of the simulator: `python -m engines.sim` with the same SGLang flags a
     real server would get (spelled as given: the simulator has no version), then the
-    `--sim-*` flags from `sim_args`. Readiness is `GET /health`; no NCCL port."""
+    `--sim-*` flags from `sim_options`. Readiness is `GET /health`; no NCCL port."""
     fields = server_args(
         args=args, model_path=model_path, draft_model_path=draft_model_path,
         served_model_name=served_model_name, tp_size=tp_size,
@@ -316,7 +283,7 @@ def build_sim_launch(
         revision=revision, draft_revision=draft_revision)
     return LaunchSpec(
         argv=[python, "-m", "engines.sim"] + server_args_to_argv(fields, None)
-        + sim_flags(sim_args),
+        + sim_flags(sim_options),
         env={str(k): env_value(v) for k, v in env.items() if v is not None},
         port_flag="--port",
         extra_port_flags=(),
@@ -337,8 +304,6 @@ __all__ = [
     "concurrency_warnings",
     "flag_name",
     "merged_env",
-    "redact_argv",
-    "redact_env",
     "server_args",
     "threshold_file",
     "threshold_warnings",

@@ -13,18 +13,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, get_args
 
 from engines.base import SGLANG_METRICS, Engine, ServerRequest
 from engines.launch import Endpoints, LaunchSpec
+from engines.options import Option
 from engines.sglang import adaptive, validate
 from engines.sglang.command import (
+    Launcher,
     build_sglang_launch,
     concurrency_warnings,
     speculation_on,
     threshold_warnings,
 )
 from engines.validation import FlagProblem
+
+OPTIONS: dict[str, Option] = {
+    "launcher": Option("how SGLang is started: `sglang serve` or `python -m "
+                       "sglang.launch_server` (serve when unset)", types=(str,),
+                       choices=get_args(Launcher)),
+}
+"""SGLang's own settings (`engine.options`)."""
 
 CPU_DEFAULTS: dict[str, Any] = {"device": "cpu", "attention_backend": "torch_native",
                                 "max_total_tokens": 16384, "context_length": 4096}
@@ -53,6 +62,7 @@ class SGLang(Engine):
     label = "SGLang"
     endpoints = Endpoints()
     metrics = SGLANG_METRICS
+    options = OPTIONS
 
     def launch_spec(self, request: ServerRequest) -> LaunchSpec:
         args = dict(request.args)
@@ -65,7 +75,7 @@ class SGLang(Engine):
             args=args, env=request.env, model_path=request.model_path,
             draft_model_path=request.draft_model_path,
             served_model_name=request.served_model_name, tp_size=request.tp_size,
-            version=request.version, launcher=request.options.get("launcher", "serve"),
+            version=request.version, launcher=request.options.get("launcher") or "serve",
             python=request.python, ready_timeout_s=request.ready_timeout_s,
             disable_above_batch=request.disable_above_batch, host=request.host,
             api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,

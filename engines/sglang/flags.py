@@ -36,16 +36,10 @@ from typing import Any
 
 from packaging.version import Version
 
-from engines.sglang.versions import (
-    FLAG_SPANS,
-    V0_5_14,
-    FlagError,
-    parse_version,
-    release,
-)
+from engines.sglang.versions import FLAG_SPANS, V0_5_14, parse_version, release
+from engines.validation import FlagError
 
 __all__ = [
-    "FlagError",
     "flag_name",
     "normalize_args",
     "server_args_to_argv",

@@ -24,19 +24,11 @@ from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
 
+from engines.validation import FlagError
+
 V0_5_11 = Version("0.5.11")
 V0_5_14 = Version("0.5.14")
 V0_5_20 = Version("0.5.20")
-
-
-class FlagError(ValueError):
-    """A ServerArgs field that cannot be emitted for the SGLang version at hand (or a variant
-    that cannot be built at all). The message names the field and the version."""
-
-    def __init__(self, message: str, *, field: str | None = None, version: str | None = None):
-        super().__init__(message)
-        self.field = field
-        self.version = version
 
 
 @dataclass(frozen=True)

@@ -1,19 +1,27 @@
 """The simulator behind the engine interface (engines/base.py): `python -m engines.sim` with the
 same SGLang flags a real server would get (spelled as given: it has no version), plus its
-`--sim-*` flags; SGLang's metric names, endpoints and plan warnings (it stands in for SGLang)."""
+`--sim-*` flags from `engine.options` (engines/sim/options.py); SGLang's metric names,
+endpoints, parser and plan warnings (it stands in for SGLang); its identity from its profiles'
+content (identity.py) and the calibrated envelope its numbers hold in (envelope.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from engines.base import SGLANG_METRICS, CellWork, Engine, ServerRequest
+from engines.base import SGLANG_METRICS, CellWork, Engine, EnvelopeFinding, Scenario, ServerRequest
 from engines.launch import Endpoints, LaunchSpec
 from engines.sglang.adaptive import honoured_thresholds
 from engines.sglang.command import build_sim_launch, speculation_on
 from engines.sglang.engine import sglang_warnings
+from engines.sim import options as sim_options
+from engines.sim.drafter import FLOOR_ALIGNMENT, FULL_ACCEPTANCE_AT
+from engines.sim.envelope import envelope
 from engines.sim.estimate import load_seconds
+from engines.sim.identity import sim_version
+from engines.sim.memory import memory_fit
 from engines.sim.profile import gpu_memory_gib
 
 
@@ -24,6 +32,9 @@ class Sim(Engine):
     start_estimate_s = 4.0
     endpoints = Endpoints()
     metrics = SGLANG_METRICS
+    options = sim_options.OPTIONS
+    flags_of = "sglang"
+    alignment_acceptance = (FLOOR_ALIGNMENT, FULL_ACCEPTANCE_AT)
 
     def launch_spec(self, request: ServerRequest) -> LaunchSpec:
         spec = build_sim_launch(
@@ -32,10 +43,42 @@ class Sim(Engine):
             served_model_name=request.served_model_name, tp_size=request.tp_size,
             python=request.python, ready_timeout_s=request.ready_timeout_s,
             disable_above_batch=request.disable_above_batch,
-            sim_args=request.options.get("sim_args") or {}, host=request.host,
+            sim_options=request.options, host=request.host,
             api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
             revision=request.revision, draft_revision=request.draft_revision)
         return replace(spec, endpoints=self.endpoints)
+
+    def check_options(self, options: Mapping[str, Any]) -> None:
+        """The `--sim-*` flags it has, with values they take, and profiles that load."""
+        sim_options.check(options)
+
+    def drafter_options(self, train_data: str | None, train_mix: Mapping[str, float] | None
+                        ) -> dict[str, Any]:
+        """The simulated drafter follows the model's drafter (engines/sim/drafter.py): its
+        training data, else its mix."""
+        if train_data:
+            return {"drafter_train_data": train_data}
+        if train_mix:
+            return {"drafter_train_mix": json.dumps(dict(train_mix), sort_keys=True)}
+        return {}
+
+    def version_label(self, options: Mapping[str, Any], version: str | None) -> str | None:
+        """The simulator's release and its profiles' content (identity.py); the SGLang
+        version it imitates is its own, whatever `version` says."""
+        return sim_version(str(options.get("profile") or "default"), options.get("hardware"),
+                           options.get("model"))
+
+    def envelope(self, options: Mapping[str, Any], scenario: Scenario) -> EnvelopeFinding | None:
+        return envelope(options, scenario)
+
+    def modelled_gpus(self, server_info: Mapping[str, Any]) -> float | None:
+        """The GPUs its hardware x model profile models (/server_info `sim.hardware.tp`: the
+        default profile stands for a whole 8-GPU node behind one server, whatever --tp-size
+        says)."""
+        try:
+            return float(server_info["sim"]["hardware"]["tp"])
+        except (KeyError, TypeError, ValueError):
+            return None
 
     def gpus(self, tp_size: int, device: str) -> int:
         """The simulator models GPUs it does not use: it reserves the logical GPUs of its
@@ -50,6 +93,14 @@ class Sim(Engine):
         """From the simulator's own performance model of the cell's server (estimate.py): the
         simulator runs that model, so it knows its speed before measuring it."""
         return load_seconds(work)
+
+    def fit_problem(self, variant: Mapping[str, Any], options: Mapping[str, Any],
+                    tp_size: int) -> str | None:
+        """The simulator's own start-up refusal (memory.py), from the profiles it would load:
+        the same line its process prints before exiting."""
+        fit = memory_fit(sim_options.profile_for(options), tp_size,
+                         (variant.get("args") or {}).get("mem_fraction_static"))
+        return fit.problem()
 
     def threshold_values(self, variant: Mapping[str, Any], hardware: str | None = None
                          ) -> list[int] | None:

@@ -1,5 +1,5 @@
 """How long a cell's load takes on the simulator, from its own performance model (model.py) of
-the cell's server: the profile, hardware and model of `engine.sim_args`, the variant's
+the cell's server: the profile, hardware and model of `engine.options`, the variant's
 parallelism, environment and flags, `time_scale` applied. Pure; the plan adds its per-cell
 overhead (grid/plan/estimate.py)."""
 
@@ -25,9 +25,9 @@ def _profile(name: str, hardware: str | None, model: str | None) -> Any:
 def _perf(work: CellWork) -> tuple[Any, PerfModel]:
     """(profile, performance model) of this cell's server: the simulator's roofline for the
     cell's hardware, model, parallelism, environment and flags."""
-    sim_args = work.config["engine"].get("sim_args") or {}
-    profile = _profile(str(sim_args.get("profile") or "default"), sim_args.get("hardware"),
-                       sim_args.get("model"))
+    options = work.config["engine"].get("options") or {}
+    profile = _profile(str(options.get("profile") or "default"), options.get("hardware"),
+                       options.get("model"))
     variant = work.config["variant"]
     roofline, _ = profile.roofline(work.tp_size, dict(variant["env"]), dict(variant["args"]))
     return profile, PerfModel(roofline)
@@ -53,7 +53,7 @@ def _token_seconds(work: CellWork, batch: int) -> float:
 
 
 def _time_scale(config: Any) -> float:
-    scale = (config["engine"].get("sim_args") or {}).get("time_scale")
+    scale = (config["engine"].get("options") or {}).get("time_scale")
     return 1.0 if scale is None else float(scale)
 
 

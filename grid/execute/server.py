@@ -21,9 +21,9 @@ from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors import _process, probe
 from actors.server import ServerActor
-from engines.external.detect import Offers
+from engines.detect import Offers
 from engines.launch import LaunchSpec
-from engines.sglang.command import redact_argv
+from engines.redact import redact_argv
 from grid.plan.checks import SERVER_CPU
 from grid.store.files import append_text
 from grid.store.provenance import recorded_env
@@ -98,7 +98,7 @@ class ExternalServer:
         self.api_key: str | None = access.api_key
         self._sampler: probe.MetricsSampler | None = None
         self.offers: Offers | None = None
-        """What the server offers, detected once on connect (engines/external/detect.py)."""
+        """What the server offers, detected once on connect (engines/detect.py)."""
 
     @classmethod
     def connect(cls, url: str, access: probe.ServerAccess, timeout_s: float,

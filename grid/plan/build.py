@@ -21,7 +21,7 @@ from actors.loadgen.spec import LoadSpec, Prompt
 from actors.loadgen.transport import settings_error
 from engines.base import ConversationWork
 from engines.launch import LaunchSpec
-from engines.sglang.command import redact_argv
+from engines.redact import redact_argv
 from grid.plan.cells import (
     GROUP_AXES,
     Cell,
@@ -41,13 +41,13 @@ from grid.plan.checks import (
     check_cpus,
     check_engine,
     check_gpus,
-    check_sim_memory,
+    check_memory,
     cluster_cpus,
     cluster_gpus,
     engine_check,
     envelope_warnings,
+    outside_envelope,
     plan_warnings,
-    sim_envelope,
     validate_flags,
 )
 from grid.plan.config import ConfigError, check_choices
@@ -64,6 +64,7 @@ from grid.plan.placement import server_gpus
 from grid.plan.specs import (
     PLANNED_URL,
     engine_version,
+    external_url,
     launch_spec,
     load_specs,
 )
@@ -75,10 +76,10 @@ from grid.plan.workloads import (
     alignment_lines,
     alignment_warnings,
     check_drafter,
+    drafter_options,
     is_speculative,
     load_workload,
     prompt_set_key,
-    sim_drafter_args,
 )
 
 
@@ -177,7 +178,8 @@ def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) 
 def _check_axis_key(cfg: DictConfig, axis: str) -> None:
     """An axis must name a key of the schema: cells set axes with Hydra's `++` (force add, so
     that open dicts such as variant.env take new keys), which would also add a misspelt key to
-    a schema section. Below an open dict (env, args, sim_args) any key is allowed."""
+    a schema section. Below an open dict (env, args, engine.options) any key is allowed (the
+    engine checks its options)."""
     if axis in GROUP_AXES:
         return
     if unmeasured_key(axis_key(axis)):
@@ -212,10 +214,10 @@ def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
         _check_load(config["load"], combo)
         check_stopping(config, combo)
         check_drafter(config)
-        if config["engine"]["name"] == "sim" and is_speculative(config):
-            # The simulated drafter follows the model's drafter (engines/sim/drafter.py).
-            config["engine"]["sim_args"] = {**sim_drafter_args(config),
-                                            **(config["engine"]["sim_args"] or {})}
+        if is_speculative(config):
+            # An engine that models acceptance follows the model's drafter (the simulator).
+            config["engine"]["options"] = {**drafter_options(config),
+                                           **(config["engine"]["options"] or {})}
         if is_conversations(config["workload"]):  # multi-turn replay (grid/plan/conversations.py)
             key = conversation_set_key(config["workload"])
             if key not in loaded:
@@ -349,7 +351,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     check_gpus(groups, gpus)
     check_cpus(groups, cluster_cpus(cfg))
     check_engine(cfg, groups)
-    check_sim_memory(groups)
+    check_memory(groups)
     launches = {g.server_key: launch_spec(g.config, by_key[g.server_key].version)
                 for g in groups}
     validation = validate_flags(groups, by_key)
@@ -422,7 +424,7 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
         engine = group.config["engine"]["name"]
         lines.append("")
         if spec is None:
-            lines.append(f"server {n}: {group.variant} at {group.config['engine']['url']} "
+            lines.append(f"server {n}: {group.variant} at {external_url(group.config['engine'])} "
                          "(external: not launched, no GPUs reserved)")
         else:
             # One at a time, each server gets GPUs 0..tp-1 of its node; in parallel, Ray
@@ -452,7 +454,7 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
             work = plan.work(cell)
             size = (f"conversations={work.conversations} rounds={work.rounds}"
                     if work is not None else describe_stop(cell.config["load"], cell.num_requests))
-            outside = sim_envelope(cell, plan.prompts.get(cell.workload_name))
+            outside = outside_envelope(cell, plan.prompts.get(cell.workload_name))
             mark = " [SIMULATION, extrapolation: outside the calibrated envelope]" if outside \
                 else ""
             lines.append(f"  cell {cell.cell_id}: {cell.describe()} {size}{mark}")

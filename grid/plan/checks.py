@@ -16,14 +16,16 @@ from omegaconf import DictConfig
 
 import engines
 from actors.loadgen.spec import Prompt
+from engines.base import EnvelopeFinding, Scenario
 from engines.validation import ValidationUnavailable
 from grid.plan.cells import Cell, ServerGroup, resolved_tp_size
 from grid.plan.config import ConfigError
 from grid.plan.placement import group_cpus, server_gpus
-from grid.plan.specs import engine_python, external_url, launch_spec, sglang_equivalent
+from grid.plan.specs import engine_python, equivalent_launch, external_url, launch_spec
 
 LOGICAL_GPUS = 8
-"""GPUs a local Ray cluster advertises when the engine needs none (the simulator): one node."""
+"""GPUs a local Ray cluster advertises on a machine without any for an engine that models
+them (a simulated one): one node."""
 SERVER_CPU = 0.01
 """The CPU a ServerActor reserves (placement needs a resource in every bundle)."""
 
@@ -47,7 +49,7 @@ def cluster_gpus(cfg: DictConfig) -> int | None:
     if cfg.cluster.num_gpus is not None:
         return int(cfg.cluster.num_gpus)
     found = detected_gpus()
-    return found if found or cfg.engine.name != "sim" else LOGICAL_GPUS
+    return found if found or not engines.get(cfg.engine.name).simulated else LOGICAL_GPUS
 
 
 @dataclass(frozen=True)
@@ -59,20 +61,20 @@ class EngineCheck:
     validator: str | None
     """The Python whose copy of the engine's parser checks its commands (None = unchecked)."""
     parser: str
-    """Which engine's parser: the engine's own, SGLang's for the simulator (it takes SGLang's
-    flags)."""
+    """Which engine's parser: the engine's own, or that of the engine whose flags it takes
+    (`Engine.flags_of`: SGLang's for the simulator)."""
 
 
 def engine_check(engine: Mapping[str, Any]) -> EngineCheck:
     """Version and parser of one engine config (a cell's `engine`): a real engine reads its
     version where the server will run (engine.python) unless engine.version says, and is
-    checked by that Python's parser (or engine.validate_python's); the simulator only when
-    engine.validate_python names a Python with SGLang. ConfigError when engine.validate_python
-    cannot import the engine."""
+    checked by that Python's parser (or engine.validate_python's); a simulated one only when
+    engine.validate_python names a Python with the engine whose flags it takes. ConfigError
+    when engine.validate_python cannot import that engine."""
     kind = engines.get(engine["name"])
     if not kind.launches:
         return EngineCheck(None, None, kind.name)
-    parser = "sglang" if kind.simulated else kind.name
+    parser = kind.flags_of or kind.name
     given = engine.get("validate_python")
     validator = given or (None if kind.simulated else engine_python(engine))
     found = _detected(parser, validator) if validator else None
@@ -101,8 +103,8 @@ def validate_flags(groups: Sequence[ServerGroup], checks: Mapping[str, EngineChe
         if check.validator is None:
             unchecked.append(group.variant)
             continue
-        spec = (sglang_equivalent(group.config, check.version) if check.parser == "sglang"
-                and group.config["engine"]["name"] != "sglang"
+        spec = (equivalent_launch(group.config, check.parser, check.version)
+                if check.parser != group.config["engine"]["name"]
                 else launch_spec(group.config, check.version))
         assert spec is not None
         batches.setdefault((check.parser, check.validator), {})[group.variant] = spec.argv
@@ -198,23 +200,14 @@ def check_engine(cfg: DictConfig, groups: Sequence[ServerGroup]) -> None:
                 f"({', '.join(g.variant for g in groups)}); one external URL serves only one")
 
 
-def check_sim_memory(groups: Sequence[ServerGroup]) -> None:
-    """A simulated server whose model leaves no room for a KV cache on its GPUs would exit at
-    start-up, as SGLang does; the plan refuses it now with the simulator's own line
-    (engines/sim/memory.py), from the same profiles and flags."""
-    from engines.sim.memory import memory_fit
-    from engines.sim.profile import load_profile
-
+def check_memory(groups: Sequence[ServerGroup]) -> None:
+    """A server whose model leaves no room for a KV cache on its GPUs exits at start-up, as
+    SGLang does; where its engine can tell before starting (the simulator, from its profiles:
+    engines/sim/memory.py), the plan refuses it now with the engine's own line."""
     for group in groups:
         engine = group.config["engine"]
-        if not engines.get(engine["name"]).simulated:
-            continue
-        sim_args = engine.get("sim_args") or {}
-        profile = load_profile(str(sim_args.get("profile") or "default"),
-                               sim_args.get("hardware"), sim_args.get("model"))
-        args = group.config["variant"].get("args") or {}
-        problem = memory_fit(profile, resolved_tp_size(group.config),
-                             args.get("mem_fraction_static")).problem()
+        problem = engines.get(engine["name"]).fit_problem(
+            group.config["variant"], engine.get("options") or {}, resolved_tp_size(group.config))
         if problem:
             raise ConfigError(f"variant {group.variant}: {problem} (model.tp_size or "
                               "variant.tp_size)")
@@ -230,78 +223,54 @@ def plan_warnings(groups: Sequence[ServerGroup]) -> list[str]:
     return list(dict.fromkeys(warnings))
 
 
-
 EXTRAPOLATION = "extrapolation"
 """How a simulated cell outside its profile's calibrated envelope is marked (plan, report)."""
 
 
-def sim_envelope(cell: Cell, prompts: Sequence[Prompt] | None = None) -> str | None:
-    """Where a simulated cell stands against the calibrated envelope of its hardware x model
-    pair (engines/sim/profile.py ``Envelope``): None for a cell that is not simulated, "" inside,
-    else the reasons it is outside ("; "-joined), which make its numbers extrapolation.
-
-    Checked from the cell's config: its concurrency (an open-loop cell: the batch its rate
-    implies by Little's law, rate x max_new_tokens x the modelled batch-1 decode step x
-    time_scale, capped by max_running_requests and max_in_flight), its workload's
-    max_new_tokens, its prompts' shortest and longest length (characters / 4, the planner's and
-    calibrate.py's rule; loaded from the workload when ``prompts`` is None), and for a
-    speculative cell its EAGLE-3 shape and prompt domains. A conversation cell is always
-    outside: no anchor replays multi-turn contexts."""
-    config = cell.config
-    engine = config["engine"]
-    if not engines.get(engine["name"]).simulated:
-        return None
-    from engines.sim.model import PerfModel
-    from engines.sim.profile import load_profile
+def cell_scenario(cell: Cell, prompts: Sequence[Prompt] | None = None) -> Scenario:
+    """What a cell asks of its server, from its config: its load, its workload's
+    max_new_tokens, its prompts' shortest and longest length (characters / 4, the planner's
+    rule; loaded from the workload when ``prompts`` is None) and their domains, its variant."""
     from grid.plan.conversations import is_conversations
     from grid.plan.workloads import CHARS_PER_TOKEN, load_workload
 
-    sim_args = engine.get("sim_args") or {}
-    profile = load_profile(str(sim_args.get("profile") or "default"), sim_args.get("hardware"),
-                           sim_args.get("model"))
-    env = profile.envelope
-    if env is None:
-        return (f"no anchor covers {profile.hardware_data.get('name')} / "
-                f"{profile.model_data.get('name')} (docs/simulator.md 'Calibrated envelope')")
+    config = cell.config
     workload, variant = config["workload"], config["variant"]
-    args = variant.get("args") or {}
-    reasons: list[str] = []
-    tokens = workload.get("max_new_tokens")
-    concurrency: float | None = cell.concurrency
-    if cell.rate is not None:
-        roofline, _ = profile.roofline(cell.tp_size, dict(variant.get("env") or {}), dict(args))
-        scale = sim_args.get("time_scale")
-        implied = (cell.rate * int(tokens or 1) * PerfModel(roofline).decode_s(1)
-                   * (1.0 if scale is None else float(scale)))
-        caps = [c for c in (args.get("max_running_requests"), cell.max_in_flight) if c]
-        concurrency = round(max(1.0, min([implied, *map(float, caps)])), 1)
     length: tuple[int, int] | None = None
     domains: list[str] = []
-    if is_conversations(workload):
-        reasons.append("multi-turn conversation replay (no anchor covers growing contexts)")
-    else:
+    conversations = is_conversations(workload)
+    if not conversations:
         if prompts is None:
             prompts = load_workload(workload).prompts
         sizes = [-(-len(p.text) // CHARS_PER_TOKEN) for p in prompts]
         length = (min(sizes), max(sizes)) if sizes else None
         domains = sorted({p.domain for p in prompts})
-    shape: tuple[int, int, int] | None = None
-    algorithm = str(args.get("speculative_algorithm") or "").upper()
-    if algorithm:
-        parts = [args.get(k) for k in ("speculative_num_steps", "speculative_eagle_topk",
-                                       "speculative_num_draft_tokens")]
-        if algorithm != "EAGLE3" or None in parts:
-            auto = " with SGLang's automatic shape" if algorithm == "EAGLE3" else ""
-            reasons.append(f"speculative algorithm {algorithm}{auto} (the anchor measured "
-                           "EAGLE3 with explicit shapes)")
-        else:
-            shape = (int(parts[0]), int(parts[1]), int(parts[2]))  # type: ignore[arg-type]
-        if variant.get("speculative_disable_above_batch") is not None:
-            reasons.append("speculative_disable_above_batch (no anchor measured the adaptive "
-                           "switch)")
-    reasons += env.outside(concurrency=concurrency, output_tokens=tokens, prompt_tokens=length,
-                           speculative=shape, domains=domains if algorithm else ())
-    return "; ".join(reasons)
+    tokens = workload.get("max_new_tokens")
+    return Scenario(
+        args=dict(variant.get("args") or {}), concurrency=cell.concurrency, rate=cell.rate,
+        max_in_flight=cell.max_in_flight, output_tokens=None if tokens is None else int(tokens),
+        prompt_tokens=length, domains=domains,
+        disable_above_batch=variant.get("speculative_disable_above_batch"),
+        conversations=conversations, tp_size=cell.tp_size, env=dict(variant.get("env") or {}))
+
+
+def cell_envelope(cell: Cell, prompts: Sequence[Prompt] | None = None
+                  ) -> EnvelopeFinding | None:
+    """Where a cell stands against its engine's calibrated envelope (`Engine.envelope`, the
+    one the report asks too): None for an engine whose numbers are measured."""
+    engine = cell.config["engine"]
+    kind = engines.get(engine["name"])
+    if not kind.simulated:  # measured numbers have no envelope: skip reading the prompts
+        return None
+    return kind.envelope(engine.get("options") or {}, cell_scenario(cell, prompts))
+
+
+def outside_envelope(cell: Cell, prompts: Sequence[Prompt] | None = None) -> str | None:
+    """None for a cell whose numbers are measured, "" inside its engine's calibrated
+    envelope, else the reasons it is outside ("; "-joined), which make its numbers
+    extrapolation."""
+    found = cell_envelope(cell, prompts)
+    return None if found is None else "; ".join(found.outside)
 
 
 def _loads(cells: Sequence[Cell]) -> str:
@@ -314,26 +283,23 @@ def _loads(cells: Sequence[Cell]) -> str:
 def envelope_warnings(cells: Sequence[Cell],
                       prompts: Mapping[str, Sequence[Prompt]]) -> list[str]:
     """One plan warning per server group with simulated cells outside the calibrated envelope
-    (sim_envelope): its cells, marked extrapolation, with the reasons and the envelope."""
-    from engines.sim.profile import load_profile
-
+    (cell_envelope): its cells, marked extrapolation, with the reasons and the envelope."""
     by_group: dict[str, list[tuple[Cell, str]]] = {}
+    covered: dict[str, str] = {}
     for cell in cells:
-        why = sim_envelope(cell, prompts.get(cell.workload_name))
-        if why:
-            by_group.setdefault(cell.server_key, []).append((cell, why))
+        found = cell_envelope(cell, prompts.get(cell.workload_name))
+        if found is not None and found.outside:
+            by_group.setdefault(cell.server_key, []).append((cell, "; ".join(found.outside)))
+            covered[cell.server_key] = found.covered
     out = []
-    for members in by_group.values():
+    for key, members in by_group.items():
         first = members[0][0]
-        args = first.config["engine"].get("sim_args") or {}
-        env = load_profile(str(args.get("profile") or "default"), args.get("hardware"),
-                           args.get("model")).envelope
-        covered = env.describe() if env else "no calibrated envelope"
         # cells outside for the same reasons are one clause (each cell is marked in its line)
         reasons: dict[str, list[Cell]] = {}
         for cell, why in members:
             reasons.setdefault(why, []).append(cell)
         listed = "; ".join(f"{_loads(group)}: {why}" for why, group in reasons.items())
         out.append(f"{EXTRAPOLATION}: SIMULATION outside the calibrated envelope in "
-                   f"{len(members)} cell(s) of server {first.variant} ({listed}) [{covered}]")
+                   f"{len(members)} cell(s) of server {first.variant} ({listed}) "
+                   f"[{covered[key]}]")
     return out

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import MISSING, DictConfig, OmegaConf
 
 import engines
+from engines.options import OptionError, range_problem
 
-SglangLauncher = Literal["serve", "launch_server"]
 Device = Literal["cuda", "cpu"]
 Endpoint = Literal["generate", "chat"]
 Arrival = Literal["poisson", "gamma", "constant", "trace"]
@@ -35,20 +35,18 @@ class ConfigError(ValueError):
 
 @dataclass
 class EngineConfig:
-    name: str = "sim"
-    """Which engine serves the variants: a folder of engines/ with an engine.py (sim, sglang,
-    vllm, external), each with its conf/engine/<name>.yaml."""
+    """The settings every engine has; what only one engine takes is under `options`."""
+
+    name: str = MISSING
+    """Which engine serves the variants: a folder of engines/ with an engine.py, each with its
+    conf/engine/<name>.yaml (which sets this)."""
     python: str = ""
     """Interpreter that runs the engine program ("" = the driver's own)."""
-    launcher: str = "serve"
-    """SGLang only: `sglang serve` or `python -m sglang.launch_server` (SglangLauncher)."""
     device: str = "cuda"
     """Where a launched server runs its model: cuda (the GPUs Ray assigns) or cpu (tiny models
     on any machine, CI included: no GPUs reserved; engines/<name>/ says what it changes)."""
     version: str | None = None
     """Engine version the flags are built for; None = read it from `python`."""
-    url: str | None = None
-    """External only: base URL of a server someone else runs (http://host:port)."""
     validate_python: str | None = None
     """A Python with SGLang installed whose own parser checks every server command before
     anything starts (default: `python` for engine=sglang; unset for the simulator = not checked)."""
@@ -63,8 +61,10 @@ class EngineConfig:
     """Start-up budget before a server is declared never-ready (big models load for minutes)."""
     stop_timeout_s: float = 20.0
     """SIGTERM grace before the whole process group is killed."""
-    sim_args: dict[str, Any] = field(default_factory=dict)
-    """Simulator only: its own flags without the `--sim-` prefix, e.g. {profile: default}."""
+    options: dict[str, Any] = field(default_factory=dict)
+    """The chosen engine's own settings, each key declared and checked by the engine
+    (engines/<name>/engine.py `options`, docs/engines.md): the simulator's `--sim-*` flags
+    (profile, time_scale, ...), SGLang's launcher, an external server's url."""
 
 
 @dataclass
@@ -400,7 +400,6 @@ def _trained_model(name: str) -> str:
 
 _CHOICES: dict[str, Any] = {
     "engine.device": Device,
-    "engine.launcher": SglangLauncher,
     "workload.endpoint": Endpoint,
     "load.arrival": Arrival,
     "workload.input_shaping": InputShaping,
@@ -415,12 +414,14 @@ _CHOICES: dict[str, Any] = {
 
 def check_choices(cfg: DictConfig | dict[str, Any]) -> None:
     """Raise ConfigError if a choice field holds a value outside its Literal, names an engine
-    that engines/ does not have, or a number is outside its range (`check_ranges`, run here so
-    that every place that checks the choices checks the ranges too)."""
+    that engines/ does not have, gives that engine an option it does not take, or a number is
+    outside its range (`check_ranges`, run here so that every place that checks the choices
+    checks the ranges too)."""
     name = OmegaConf.select(cfg, "engine.name") if isinstance(cfg, DictConfig) \
         else _dig(cfg, "engine.name")
     if name not in engines.names():
         raise ConfigError(f"engine.name={name!r} is not one of {', '.join(engines.names())}")
+    check_engine_options(name, _select(cfg, "engine.options"))
     for key, alias in _CHOICES.items():
         value = OmegaConf.select(cfg, key) if isinstance(cfg, DictConfig) else _dig(cfg, key)
         allowed = get_args(alias)
@@ -429,16 +430,21 @@ def check_choices(cfg: DictConfig | dict[str, Any]) -> None:
     check_ranges(cfg)
 
 
+def check_engine_options(name: str, options: Any) -> None:
+    """The engine's own check of `engine.options` (engines/options.py), as one ConfigError
+    line that names the key (`engine.options.time_scale must be >= 0, got -1`)."""
+    if isinstance(options, DictConfig):
+        options = OmegaConf.to_container(options, resolve=True)
+    try:
+        engines.get(name).check_options(options or {})
+    except OptionError as e:
+        raise ConfigError(f"engine.options.{e}") from None
+
+
 _RANGES: dict[str, str] = {
     # engine
     "engine.ready_timeout_s": "> 0",
     "engine.stop_timeout_s": "> 0",
-    "engine.sim_args.error_rate": "[0, 1]",
-    "engine.sim_args.malformed_rate": "[0, 1]",
-    "engine.sim_args.time_scale": ">= 0",
-    "engine.sim_args.startup_seconds": ">= 0",
-    "engine.sim_args.crash_after_requests": ">= 0",
-    "engine.sim_args.hang_after_requests": ">= 0",
     # model, variant
     "model.tp_size": ">= 1",
     "variant.tp_size": ">= 1",
@@ -485,17 +491,9 @@ _RANGES: dict[str, str] = {
     "cluster.num_cpus": ">= 1",
 }
 """Numeric keys -> the values that can be meant: `> x`, `>= x` or `[lo, hi]` (both ends
-included). A key that is unset (None, or absent below an open dict such as sim_args) is not
-checked; NaN never passes. Checked by `check_ranges` right after `check_choices`; the full list
-of what is checked where is docs/checks.md."""
-
-
-def _within(rule: str, value: float) -> bool:
-    if rule.startswith("["):
-        low, high = (float(x) for x in rule[1:-1].split(","))
-        return low <= value <= high
-    op, bound = rule.split()
-    return value > float(bound) if op == ">" else value >= float(bound)
+included). A key that is unset (None) is not checked; NaN never passes. Checked by
+`check_ranges` right after `check_choices`; an engine checks its own options
+(`engine.options`); the full list of what is checked where is docs/checks.md."""
 
 
 def check_ranges(cfg: DictConfig | dict[str, Any]) -> None:
@@ -503,14 +501,8 @@ def check_ranges(cfg: DictConfig | dict[str, Any]) -> None:
     `_RANGES` whose value is outside its rule."""
     for key, rule in _RANGES.items():
         value = _select(cfg, key)
-        if value is None:
-            continue
-        words = f"within {rule}" if rule.startswith("[") else rule
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ConfigError(f"{key} must be a number {words}, got {value!r}")
-        if not _within(rule, float(value)):
-            shown = int(value) if isinstance(value, float) and value.is_integer() else value
-            raise ConfigError(f"{key} must be {words}, got {shown}")
+        if value is not None and (problem := range_problem(key, rule, value)):
+            raise ConfigError(problem)
 
 
 def _select(cfg: DictConfig | dict[str, Any], dotted: str) -> Any:

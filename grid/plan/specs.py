@@ -5,14 +5,9 @@ starts. Pure: no Ray, no sockets, nothing written."""
 
 from __future__ import annotations
 
-import functools
-import hashlib
-import importlib.metadata
 import ipaddress
-import json
 import re
 import sys
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -22,9 +17,8 @@ import engines
 from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
 from engines.base import ServerRequest
-from engines.external.url import ExternalUrlError, normalize_url
 from engines.launch import LaunchSpec
-from engines.sglang.versions import FlagError
+from engines.validation import FlagError
 from grid.plan.cells import Cell, resolved_tp_size
 from grid.plan.config import ConfigError
 from grid.plan.stopping import targets_of
@@ -60,13 +54,11 @@ def launch_spec(config: Mapping[str, Any], version: str | None = None) -> Launch
         device=engine.get("device") or "cuda", host=bind_host(engine),
         api_key=engine.get("api_key"), ready_timeout_s=float(engine["ready_timeout_s"]),
         stop_timeout_s=float(engine["stop_timeout_s"]), revision=model.get("revision"),
-        draft_revision=model.get("draft_revision"),
-        options={"launcher": engine.get("launcher") or "serve",
-                 "sim_args": engine.get("sim_args") or {}})
+        draft_revision=model.get("draft_revision"), options=engine.get("options") or {})
     try:
         return kind.launch_spec(request)
     except FlagError:
-        raise  # SGLang's flag errors name the field and version; the plan reports them
+        raise  # an engine's flag errors name the field and version; the plan reports them
     except ValueError as e:
         raise ConfigError(f"variant {variant['name']} on {kind.label}: {e}") from None
 
@@ -91,31 +83,26 @@ def bind_host(engine: Mapping[str, Any]) -> str:
     return host
 
 
-def sglang_equivalent(config: Mapping[str, Any], version: str | None) -> LaunchSpec:
-    """The real-SGLang command a simulator group stands for, so SGLang's parser can check the
-    flags that drive the simulator too."""
-    as_sglang = dict(config)
-    as_sglang["engine"] = {**config["engine"], "name": "sglang", "launcher": "serve"}
-    spec = launch_spec(as_sglang, version)
+def equivalent_launch(config: Mapping[str, Any], engine: str, version: str | None
+                      ) -> LaunchSpec:
+    """The command of `engine` (with its default options) that a group stands for, so that
+    engine's parser can check the flags of an engine that takes its flags (the simulator
+    takes SGLang's)."""
+    as_other = dict(config)
+    as_other["engine"] = {**config["engine"], "name": engine, "options": {}}
+    spec = launch_spec(as_other, version)
     assert spec is not None
     return spec
 
 
 def external_url(engine: Mapping[str, Any]) -> str | None:
-    """The external server's base URL, normalized; ConfigError when it is missing or unusable,
-    or when a URL is given to an engine that launches its own server."""
-    url = engine.get("url")
-    if engine["name"] != "external":
-        if url:
-            raise ConfigError(f"engine.url is only for engine=external (engine={engine['name']} "
-                              "launches its own server)")
-        return None
-    if not url:
-        raise ConfigError("engine=external needs engine.url=http://host:port")
+    """The base URL of a server someone else runs, normalized, from the engine's options
+    (None for an engine that launches its own); ConfigError when it is unusable (the options
+    check has refused that already)."""
     try:
-        return normalize_url(str(url))
-    except ExternalUrlError as e:
-        raise ConfigError(f"engine.url: {e}") from None
+        return engines.get(engine["name"]).server_url(engine.get("options") or {})
+    except ValueError as e:
+        raise ConfigError(f"engine.options: {e}") from None
 
 
 def load_specs(cell: Cell, prompts: tuple[Prompt, ...], url: str = PLANNED_URL
@@ -188,50 +175,14 @@ def at_url(specs: Iterable[PlannedSpec], url: str, api_key: str | None) -> list[
 
 # --- engine versions (part of a cell's identity) -------------------------------------------
 def engine_version(config: Mapping[str, Any], detected: str | None) -> str | None:
-    """What changes the engine's behaviour besides its flags, as one string: a real engine's
-    name and version as detected where the server runs (engine.python) or as given; for the
-    simulator, the specgrid release, the SGLang version it imitates and a digest of the
-    CONTENT of its server, hardware and model profiles. None for an external server (recorded
-    from its /server_info when it runs)."""
+    """What changes the engine's behaviour besides its flags, as one string (the engine's
+    `version_label`): a real engine's name and version as detected where the server runs
+    (engine.python) or as given; for a simulated one what its numbers are modelled from. None
+    for an external server (recorded from its /server_info when it runs). ConfigError (before
+    anything starts) when the options name something that cannot be read."""
     engine = config["engine"]
-    kind = engines.get(engine["name"])
-    if not kind.launches:
-        return None
-    if not kind.simulated:
-        return f"{kind.name} {detected or engine.get('version') or 'unknown'}"
-    if engine["name"] == "sim":
-        args = engine.get("sim_args") or {}
-        return sim_version(str(args.get("profile") or "default"), args.get("hardware"),
-                           args.get("model"))
-    return None
-
-
-def sim_version(profile: str, hardware: str | None = None, model: str | None = None) -> str:
-    """The simulator's identity; ConfigError (before anything starts) when a profile is
-    missing or unusable. Read anew each time: a profile edited between two plans must give
-    new cells."""
-    # Imported here: the simulator's modules are needed only for simulated runs.
-    from engines.sim.cli import SIM_VERSION
-    from engines.sim.profile import load_profile
-
     try:
-        prof = load_profile(profile, hardware, model)
+        return engines.get(engine["name"]).version_label(
+            engine.get("options") or {}, detected or engine.get("version"))
     except ValueError as e:
-        raise ConfigError(f"engine.sim_args: {e}") from None
-    content = json.dumps([prof.data, prof.hardware_data, prof.model_data], sort_keys=True)
-    digest = hashlib.sha256(content.encode()).hexdigest()[:12]
-    return (f"sim {SIM_VERSION} (specgrid {specgrid_version()}), profile {prof.path.stem} "
-            f"on {prof.hardware_data.get('name')} / {prof.model_data.get('name')}@{digest}")
-
-
-@functools.lru_cache(maxsize=1)
-def specgrid_version() -> str:
-    """The installed package's version; in a source checkout, pyproject.toml's."""
-    try:
-        return importlib.metadata.version("specgrid")
-    except importlib.metadata.PackageNotFoundError:
-        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
-        try:
-            return str(tomllib.loads(pyproject.read_text())["project"]["version"])
-        except (OSError, KeyError, tomllib.TOMLDecodeError):
-            return "unknown"
+        raise ConfigError(f"engine.options: {e}") from None

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import engines
 from actors.loadgen.spec import Prompt
 from workloads import PROMPTS_DIR
 from workloads.alignment import ALIGNED_THRESHOLD, Alignment, ReferenceIndex
@@ -279,15 +280,14 @@ def check_drafter(config: Mapping[str, Any]) -> None:
         raise ValueError(f"workload {workload['name']!r}: num_prompts must be at least 1")
 
 
-def sim_drafter_args(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The simulator's drafter flags for a cell's drafter (engines/sim/drafter.py), so the
-    simulated acceptance follows the same training data or mix the plan checks against."""
+def drafter_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The engine options that make a cell's engine follow its drafter (`Engine.
+    drafter_options`: the simulator models acceptance from the training data or mix), so the
+    modelled acceptance follows the same drafter the plan checks against; none for a real
+    engine."""
     data, mix, _ = drafter_inputs(config)
-    if data:
-        return {"drafter_train_data": str(Path(data).expanduser().resolve())}
-    if mix:
-        return {"drafter_train_mix": json.dumps(mix, sort_keys=True)}
-    return {}
+    kind = engines.get(config["engine"]["name"])
+    return kind.drafter_options(str(Path(data).expanduser().resolve()) if data else None, mix)
 
 
 # --- the plan's view ----------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
+import engines
 from grid.analysis.lesson import relation_lines, relations
 from grid.report.rundata import RunData
 
@@ -49,24 +50,28 @@ def section(data: RunData) -> str:
 
 
 def simulator_contrast(t) -> list[str]:
-    """Where a real engine's acceptance disagrees with the simulator's drafter model
-    (engines/sim/drafter.py): it gives every prompt at or below FLOOR_ALIGNMENT the same
-    off-distribution acceptance. Per variant and temperature: if, among workloads whose mean
-    alignment is at or below that floor, the best accepting one is the more aligned and its
-    interval is apart from the worst's, acceptance rises with alignment where the simulator
-    has it flat; said with the numbers, never tuned away."""
-    from engines.sim.drafter import FLOOR_ALIGNMENT, FULL_ACCEPTANCE_AT
-
+    """Where a real engine's acceptance disagrees with the simulator's drafter model (the
+    engine whose `alignment_acceptance` models acceptance from alignment): it gives every
+    prompt at or below its floor the same off-distribution acceptance. Per variant and
+    temperature: if, among workloads whose mean alignment is at or below that floor, the best
+    accepting one is the more aligned and its interval is apart from the worst's, acceptance
+    rises with alignment where the simulator has it flat; said with the numbers, never tuned
+    away."""
+    modelled = [kind.alignment_acceptance for kind in map(engines.get, engines.names())
+                if kind.alignment_acceptance is not None]
+    if not modelled:
+        return []
+    floor, full = modelled[0]
     out = []
-    low = t[t.alignment <= FLOOR_ALIGNMENT]
+    low = t[t.alignment <= floor]
     for (variant, temperature), group in low.groupby(["variant", "temperature"], dropna=False):
         hi, lo = group.loc[group.accept_length.idxmax()], group.loc[group.accept_length.idxmin()]
         if hi.lo > lo.hi and hi.alignment > lo.alignment:  # rises with alignment, apart
             temp = "" if temperature != temperature else f" at temperature {temperature:g}"
             out.append(
                 f"{variant}{temp}: the simulator's drafter gives every prompt at alignment <= "
-                f"{FLOOR_ALIGNMENT} the same off-distribution acceptance (full from "
-                f"{FULL_ACCEPTANCE_AT}); measured here, workloads below that floor range from "
+                f"{floor} the same off-distribution acceptance (full from "
+                f"{full}); measured here, workloads below that floor range from "
                 f"{hi.workload} ({hi.alignment:.2f}) {hi.accept_length:.2f} [{hi.lo:.2f}, "
                 f"{hi.hi:.2f}] to {lo.workload} ({lo.alignment:.2f}) {lo.accept_length:.2f} "
                 f"[{lo.lo:.2f}, {lo.hi:.2f}], intervals apart: the real drafter separates text "

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+import engines
 from grid.analysis.capacity import ATTAINMENT, Capacity, capacities, serves_most
 from grid.analysis.cellstats import CellStats
 from grid.analysis.decision import _clean_dict
@@ -19,20 +20,22 @@ from grid.analysis.pareto import pareto
 
 
 def cell_gpus(cells: pd.DataFrame) -> dict[str, float | None]:
-    """Cell id -> the GPUs that served it. A simulated cell: the GPUs its hardware x model
-    profile models (the simulator's /server_info `sim.hardware.tp`: the default profile stands
-    for a whole 8-GPU node behind one server, whatever --tp-size says); any other: the GPUs Ray
+    """Cell id -> the GPUs that served it. A simulated cell: the GPUs its engine models, from
+    its /server_info (`Engine.modelled_gpus`: the simulator's default profile stands for a
+    whole 8-GPU node behind one server, whatever --tp-size says); any other: the GPUs Ray
     assigned its server (`gpu_ids`). None where neither was recorded (a server someone else
     runs) or none were used (a CPU)."""
     out: dict[str, float | None] = {}
     for row in cells.itertuples():
         gpus: float | None = None
         if bool(getattr(row, "simulated", False)):
+            kind = engines.find(getattr(row, "engine", None))
             try:
                 info = json.loads(getattr(row, "server_info", None) or "{}")
-                gpus = float(info["sim"]["hardware"]["tp"])
-            except (ValueError, KeyError, TypeError):
-                gpus = None
+            except (ValueError, TypeError):
+                info = {}
+            gpus = kind.modelled_gpus(info) if kind is not None and isinstance(info, dict) \
+                else None
         else:
             ids = getattr(row, "gpu_ids", None)
             if isinstance(ids, str) and ids.strip():

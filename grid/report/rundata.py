@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+import engines
 from grid.analysis import CellStats, Decision, Slo
 from grid.report.operator import OperatorView
 
@@ -87,9 +88,16 @@ class RunData:
 
     def cpu_banner(self) -> str:
         names = sorted(str(e) for e in self.cells.engine.dropna().unique()
-                       if e not in ("sim", "external"))
+                       if _real_launched(e))
         sources = self._cpu_sources()
         models = [CPU_MODELS.get(s.removeprefix("real engine, CPU, "), "a model") for s in sources]
         return CPU_BANNER.format(label=" / ".join(s.upper() for s in sources),
                                  engines=" and ".join(names) or "inference",
                                  models=" and ".join(models))
+
+
+def _real_launched(name: object) -> bool:
+    """Whether the engine called `name` is a real one specgrid launched (not a simulated one,
+    not a server someone else runs, not one engines/ no longer has)."""
+    kind = engines.find(name)
+    return kind is not None and kind.launches and not kind.simulated

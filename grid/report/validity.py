@@ -4,8 +4,13 @@ versions, off-distribution prompts, loose intervals, ...)."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pandas as pd
 
+import engines
+from engines.base import Scenario
 from grid.report.rundata import SIM_BANNER, RunData
 from grid.report.stopping import stop_findings
 
@@ -45,21 +50,19 @@ def validity(data: RunData) -> list[tuple[str, str]]:
         out.append(("warning", SIM_BANNER))
 
     def extrapolated() -> list[str]:
-        """Simulated cells outside their hardware x model pair's calibrated envelope
-        (engines/sim/profile.py Envelope; the profile named by the cell's engine_version, as
-        it is now), from what the run recorded: concurrency (an open-loop cell: its mean
-        running batch from the server's gauge), the most output tokens and the shortest and
-        longest prompt of its requests (server-counted), the EAGLE-3 shape of its server
-        command and its prompts' domains. The plan checks the same from the config."""
+        """Simulated cells outside their engine's calibrated envelope (`Engine.envelope`, the
+        one the plan asks; the profile named by the cell's recorded engine options, as it is
+        now), from what the run recorded: concurrency (an open-loop cell: its mean running
+        batch from the server's gauge), the most output tokens and the shortest and longest
+        prompt of its requests (server-counted), its variant's args and speculation threshold
+        and its prompts' domains. A cell recorded without engine options (a run folder from
+        before that column) is not judged: unknown."""
         import numbers
-        import re
-        import shlex
 
-        from engines.sim.profile import load_profile
         from grid.store.loader import load_requests
 
         cells = data.cells
-        if not len(cells) or "engine_version" not in cells:
+        if not len(cells) or "engine_options" not in cells or cells.engine_options.isna().all():
             return []
         sim = cells[cells.simulated.fillna(False).astype(bool)]
         if not len(sim):
@@ -79,45 +82,29 @@ def validity(data: RunData) -> list[tuple[str, str]]:
         conversations = set(data.turns.cell_id) if len(data.turns) else set()
         found = []
         for row in sim.itertuples():
-            m = re.search(r"profile (\S+) on (\S+) / ([^@\s]+)@", str(row.engine_version or ""))
-            if m is None:
-                continue
-            try:
-                env = load_profile(m[1], m[2], m[3]).envelope
-            except ValueError:
-                continue
-            if env is None:
-                found.append((row, f"no anchor covers {m[2]} / {m[3]}"))
-                continue
+            kind = engines.find(row.engine)
+            if kind is None or not isinstance(row.engine_options, str):
+                continue  # an engine that is gone, or a cell from before the column
             mine = reqs[reqs.cell_id == row.cell_id]
-            argv = shlex.split(str(row.server_command or ""))
-            flags = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--")}
-            algorithm = flags.get("--speculative-algorithm", "").upper()
-            shape = None
-            why = []
-            if algorithm:
-                try:
-                    shape = tuple(int(flags[f"--speculative-{k}"]) for k in
-                                  ("num-steps", "eagle-topk", "num-draft-tokens"))
-                except (KeyError, ValueError):
-                    why.append(f"speculative algorithm {algorithm} without an explicit shape")
-                if algorithm != "EAGLE3":
-                    why.append(f"speculative algorithm {algorithm}")
             cid, given = str(row.cell_id), row.concurrency
             concurrency = float(given) if isinstance(given, numbers.Real) and given == given \
                 else (round(float(running[cid]), 1) if cid in running else None)
-            if cid in conversations:
-                why.append("multi-turn conversation replay")
             lengths = mine.input_tokens.dropna()
             outputs = mine.output_tokens.dropna()
-            why += env.outside(
+            scenario = Scenario(
+                args=json.loads(row.server_args) if isinstance(row.server_args, str) else {},
                 concurrency=concurrency,
                 output_tokens=int(outputs.max()) if len(outputs) else None,
                 prompt_tokens=(int(lengths.min()), int(lengths.max())) if len(lengths) else None,
-                speculative=shape if len(shape or ()) == 3 else None,  # type: ignore[arg-type]
-                domains=sorted(mine.domain.dropna().astype(str).unique()) if algorithm else ())
-            if why:
-                found.append((row, "; ".join(why)))
+                domains=sorted(mine.domain.dropna().astype(str).unique()),
+                disable_above_batch=_int_or_none(row.speculative_disable_above_batch),
+                conversations=cid in conversations)
+            try:
+                finding = kind.envelope(json.loads(row.engine_options), scenario)
+            except ValueError:
+                continue  # the profile it names is gone or unusable now
+            if finding is not None and finding.outside:
+                found.append((row, "; ".join(finding.outside)))
         return [f"{r.variant} {_load(r)} {r.workload} ({why})" for r, why in found]
 
     outside = extrapolated() if data.simulated else []
@@ -204,6 +191,11 @@ def validity(data: RunData) -> list[tuple[str, str]]:
             note += f": {data.telemetry.note.dropna().iloc[0]}"
         out.append(("note", note))
     return out
+
+
+def _int_or_none(value: Any) -> int | None:
+    """A nullable integer column's value: None where it is unset (NaN, None, NA)."""
+    return None if value is None or pd.isna(value) else int(value)
 
 
 def _recorded(frame: pd.DataFrame, column: str) -> bool:

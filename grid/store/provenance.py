@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engines.sglang.command import REDACTED, SECRET_PATTERN, redact_env
+from engines.redact import REDACTED, SECRET_PATTERN, redact_env
 
 _RECORDED_PREFIXES = ("NCCL_", "CUDA_", "SGLANG_", "SGL_", "TORCH_", "PYTORCH_", "NVIDIA_",
                       "OMP_", "HF_", "TRANSFORMERS_")

@@ -12,6 +12,7 @@ from typing import Any
 import engines
 from actors.loadgen.conversation import ConversationResult
 from actors.loadgen.conversation_plan import ROW_KEYS
+from engines.redact import redact_args
 from grid.plan.cells import Cell
 from grid.store.clientstats import cell_columns as client_columns
 from grid.store.clientstats import merge_client_stats
@@ -41,7 +42,7 @@ class ServerFacts:
     info: dict[str, Any] = field(default_factory=dict)
     """The server's /server_info snapshot (secrets redacted when recorded)."""
     offers: dict[str, Any] = field(default_factory=dict)
-    """What a server someone else runs offers, as detected (engines/external/detect.py)."""
+    """What a server someone else runs offers, as detected (engines/detect.py)."""
     started_at: float | None = None
     """When the process serving the cell was started (epoch s): cells with the same
     server_key and started_at share one start."""
@@ -157,6 +158,10 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
         "started_at": started, "finished_at": finished,
         "server_command": server.command, "server_env": server.env,
         "engine_version": cell.engine_version or (str(reported) if reported else None),
+        "engine_options": _json(config["engine"].get("options") or {}),
+        "server_args": _json(config["variant"].get("args") or {}),
+        "speculative_disable_above_batch": config["variant"].get(
+            "speculative_disable_above_batch"),
         "device": config["engine"].get("device") or "cuda" if engines.get(engine).launches
         else None,
         "source": source_label(config),
@@ -168,6 +173,12 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
         "server_startup_phases": (json.dumps(server.startup_phases, sort_keys=True)
                                   if server.startup_phases else None),
     }
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    """Settings as the cell records them: canonical JSON, the values of secret flags
+    (api_key, hf_token) redacted."""
+    return json.dumps(redact_args(value), sort_keys=True, default=str)
 
 
 def source_label(config: Mapping[str, Any]) -> str:

@@ -107,6 +107,14 @@ CELL_FIELDS = _schema([
     ("server_command", pa.string()),
     ("server_env", pa.string()),
     ("engine_version", pa.string()),
+    # What the plan gave the cell's engine, so a report reads facts instead of parsing the
+    # command back: the engine's own options as JSON (engine.options: the simulator's profile,
+    # hardware and model names, time_scale, ...), the variant's args as JSON (ServerArgs
+    # names: speculative algorithm and shape, max_running_requests, ...) and its speculation
+    # threshold. Run folders written before these columns read them as null (unknown).
+    ("engine_options", pa.string()),
+    ("server_args", pa.string()),
+    ("speculative_disable_above_batch", pa.int64()),
     ("device", pa.string()),
     ("source", pa.string()),
     ("server_info", pa.string()),

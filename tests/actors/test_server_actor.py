@@ -205,7 +205,7 @@ def test_a_server_bound_beyond_loopback_needs_its_key_and_is_ready_with_it():
     spec = build_sim_launch(
         args={}, env={}, model_path="specgrid/sim-model", draft_model_path=None,
         served_model_name=None, tp_size=1, python=sys.executable, ready_timeout_s=60,
-        disable_above_batch=None, sim_args={"time_scale": 0}, default_max_running_requests=8,
+        disable_above_batch=None, sim_options={"time_scale": 0}, default_max_running_requests=8,
         host="0.0.0.0").with_run_key("sk-run-key-123")
     actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec)
     info = ray.get(actor.start.remote())

@@ -306,13 +306,13 @@ def test_printed_resume_command_after_fresh_run_resumes_that_folder(tmp_path, ra
     prints the same command."""
     results = tmp_path / "results"
     first = ["+sweep=smoke", "run.fresh=true", f"results_dir={results}",
-             "engine.sim_args.error_rate=1.0"]  # every request fails -> every cell fails
+             "engine.options.error_rate=1.0"]  # every request fails -> every cell fails
     lines: list[str] = []
     outcome = run(first, echo=lines.append)
     assert outcome.exit_code != 0 and outcome.counts["failed"] == 4, "\n".join(lines)
     assert [p.name for p in results.iterdir()] == [outcome.run_dir.name]
     record = json.loads((outcome.run_dir / "run.json").read_text())
-    assert record["overrides"] == ["+sweep=smoke", "engine.sim_args.error_rate=1.0"]
+    assert record["overrides"] == ["+sweep=smoke", "engine.options.error_rate=1.0"]
 
     argv = _printed_run_cli(lines)
     assert argv == ["--resume", str(outcome.run_dir.resolve())]

@@ -14,7 +14,7 @@ from grid.run import run
 
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
 
-FAST = ["workload.max_new_tokens=32", "load.warmup_requests=1", "engine.sim_args.time_scale=0.3",
+FAST = ["workload.max_new_tokens=32", "load.warmup_requests=1", "engine.options.time_scale=0.3",
         "run.metrics_interval_s=null"]
 
 

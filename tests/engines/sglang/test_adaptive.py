@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from engines.sglang import adaptive
-from engines.sglang.versions import FlagError
+from engines.validation import FlagError
 
 # SGLang 0.5.23's DEFAULT_ADAPTIVE_CONFIG (python/sglang/srt/speculative/adaptive_spec_params.py)
 SGLANG_DEFAULT = {

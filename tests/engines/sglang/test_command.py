@@ -1,4 +1,4 @@
-"""Command building for SGLang (both version families) and the simulator; env redaction."""
+"""Command building for SGLang (both version families) and the simulator; merged env."""
 
 from __future__ import annotations
 
@@ -16,13 +16,11 @@ from engines.sglang.command import (
     build_sim_launch,
     concurrency_warnings,
     merged_env,
-    redact_argv,
-    redact_env,
     sim_flags,
     threshold_warnings,
 )
 from engines.sglang.logphases import READY_LINE, SGLANG_LOG_PHASES
-from engines.sglang.versions import FlagError
+from engines.validation import FlagError
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DRAFT = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
@@ -155,7 +153,7 @@ def test_sim_launch(tmp_path: Path) -> None:
         args={**EAGLE3, "cuda_graph_max_bs": 64}, env={"X": "1"}, model_path="specgrid/sim-model",
         draft_model_path="specgrid/sim-eagle3-draft", served_model_name="sim-model", tp_size=1,
         python="/venv/bin/python", ready_timeout_s=60,
-        disable_above_batch=16, sim_args={"profile": "default", "seed": 0, "sim_fast": True,
+        disable_above_batch=16, sim_options={"profile": "default", "seed": 0, "sim_fast": True,
                                           "off": False})
     assert spec.argv[:3] == ["/venv/bin/python", "-m", "engines.sim"]
     assert spec.argv[3:5] == ["--model-path", "specgrid/sim-model"]
@@ -171,24 +169,12 @@ def test_sim_flags() -> None:
         "--sim-accept-rate", "0.7", "--sim-seed", "1"]
 
 
-def test_merged_and_redacted_env() -> None:
+def test_merged_env() -> None:
     env = merged_env({"PATH": "/bin", "NCCL_ALGO": "Ring", "HF_TOKEN": "hf_x"},
                      {"NCCL_ALGO": "Tree", "NCCL_PROTO": None, "CUDA_LAUNCH_BLOCKING": False})
     assert env == {"PATH": "/bin", "NCCL_ALGO": "Tree", "HF_TOKEN": "hf_x",
                    "CUDA_LAUNCH_BLOCKING": "0"}
     assert merged_env({"A": "1"}, {"A": None}) == {}
-    red = redact_env({"HF_TOKEN": "a", "OPENAI_API_KEY": "b", "DB_PASSWORD": "c",
-                      "my_secret": "d", "AWS_SECRET_ACCESS_KEY": "e", "NCCL_ALGO": "Tree",
-                      "PATH": "/bin"})
-    assert red == {"HF_TOKEN": "***", "OPENAI_API_KEY": "***", "DB_PASSWORD": "***",
-                   "my_secret": "***", "AWS_SECRET_ACCESS_KEY": "***", "NCCL_ALGO": "Tree",
-                   "PATH": "/bin"}
-
-
-def test_redact_argv_forms() -> None:
-    assert redact_argv(["x", "--api-key", "k", "--api-key=k2", "--hf-token", "t", "--port",
-                        "1"]) == ["x", "--api-key", "***", "--api-key=***", "--hf-token", "***",
-                                  "--port", "1"]
 
 
 def test_warnings() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from engines.sglang.flags import flag_name, normalize_args, server_args_to_argv
-from engines.sglang.versions import FlagError, at_least, flag_exists, parse_version
+from engines.sglang.versions import at_least, flag_exists, parse_version
+from engines.validation import FlagError
 
 
 def test_flag_name_and_basic_values() -> None:

@@ -16,9 +16,8 @@ import httpx
 import pytest
 
 from engines.sim.drafter import ContextDecay, SimDrafter, context_factor
+from engines.sim.identity import sim_version
 from engines.sim.profile import MODEL_DIR, load_profile
-from grid.plan.config import ConfigError
-from grid.plan.specs import sim_version
 from tests.engines.sim.conftest import LaunchSim, run_generate
 from tests.engines.sim.test_speculation import EAGLE3, accept_length, body, prompts
 
@@ -96,7 +95,7 @@ def test_context_fields_feed_the_sim_version(tmp_path):
         before = after
     data["drafter"]["context_floor"] = 1.5
     model.write_text(json.dumps(data))
-    with pytest.raises(ConfigError, match="context_floor"):
+    with pytest.raises(ValueError, match="context_floor"):
         sim_version("default", model=str(model))
 
 

@@ -8,6 +8,8 @@ import json
 
 import pytest
 
+import engines
+from engines.base import Scenario
 from engines.sim.calibrate import anchor_cases, default_cases
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, Envelope, known, load_profile
 
@@ -87,3 +89,42 @@ def test_a_bad_envelope_is_refused_when_the_profile_loads(tmp_path):
     bad.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="envelope concurrency"):
         load_profile(str(bad))
+
+
+EAGLE3 = {"max_running_requests": 64, "speculative_algorithm": "EAGLE3",
+          "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+          "speculative_num_draft_tokens": 4}
+DEFAULT = {"profile": "default", "hardware": "rtx-pro-6000", "model": "kimi-k2.5-class"}
+
+
+def test_the_engine_judges_a_scenario_against_its_profiles_envelope():
+    """engines/sim/envelope.py, the one place the plan and the report ask (the default
+    anchor: concurrency 1-64, prompts of 128 tokens, 256 output tokens, coding, EAGLE-3
+    3/1/4)."""
+    sim = engines.get("sim")
+    inside = Scenario(args=EAGLE3, concurrency=64, output_tokens=256, prompt_tokens=(128, 128),
+                      domains=["coding"])
+    found = sim.envelope(DEFAULT, inside)
+    assert found is not None and found.outside == ()
+    assert found.covered.startswith("anchor default (rtx-pro-6000 / kimi-k2.5-class)")
+    outside = Scenario(args={**EAGLE3, "speculative_num_draft_tokens": None}, concurrency=128,
+                       output_tokens=16, prompt_tokens=(30, 600), domains=["chat"],
+                       disable_above_batch=8, conversations=True)
+    assert sim.envelope(DEFAULT, outside).outside == (
+        "multi-turn conversation replay (no anchor covers growing contexts)",
+        "speculative algorithm EAGLE3 with SGLang's automatic shape (the anchor measured "
+        "EAGLE3 with explicit shapes)",
+        "speculative_disable_above_batch (no anchor measured the adaptive switch)",
+        "concurrency 128 outside 1-64", "16 output tokens outside 256",
+        "prompts of 30-600 tokens outside 128")
+    # a baseline's prompt domains do not matter (acceptance is the only thing they change)
+    baseline = Scenario(args={"max_running_requests": 64}, concurrency=4, output_tokens=256,
+                        prompt_tokens=(128, 128), domains=["chat"])
+    assert sim.envelope(DEFAULT, baseline).outside == ()
+    assert sim.envelope(DEFAULT, Scenario(args=EAGLE3, concurrency=4, output_tokens=256,
+                                          prompt_tokens=(128, 128), domains=["chat"])
+                        ).outside == ("prompt domains chat (anchor: coding)",)
+    unanchored = sim.envelope({"hardware": "h200", "model": "llama3.1-8b"}, inside)
+    assert unanchored.outside == ("no anchor covers h200 / llama3.1-8b (docs/simulator.md "
+                                  "'Calibrated envelope')",)
+    assert engines.get("vllm").envelope(DEFAULT, inside) is None  # measured: no envelope

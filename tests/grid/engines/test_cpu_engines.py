@@ -201,7 +201,7 @@ def test_external_vllm_server_is_measured_as_it_is(tmp_path, plain_vllm):
     stream (every request has a first token; chunk tokens add up)."""
     lines: list[str] = []
     started = time.monotonic()
-    outcome = run(["engine=external", f"engine.url={plain_vllm}", "model=tiny",
+    outcome = run(["engine=external", f"engine.options.url={plain_vllm}", "model=tiny",
                    "variant=baseline", "workload.endpoint=chat", "workload.max_new_tokens=48",
                    "load.concurrency=1,4", "load.num_requests=8", "load.warmup_requests=1",
                    f"results_dir={tmp_path / 'results'}"], echo=lines.append)

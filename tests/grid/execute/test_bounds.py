@@ -221,7 +221,7 @@ def test_a_launched_server_that_hangs_fails_its_cell_within_the_bound(tmp_path, 
     monkeypatch.setattr(grid.execute.stall, "STALL_MARGIN_S", 8.0)
     failures = _recorded_failures(monkeypatch)
     outcome, out = run_smoke(tmp_path, "grid.axes.concurrency=[1]", "load.num_requests=30",
-                             "load.request_timeout_s=1", "engine.sim_args.hang_after_requests=1")
+                             "load.request_timeout_s=1", "engine.options.hang_after_requests=1")
     assert outcome.exit_code == EXIT_FAILED_CELLS, out
     (error,) = [e for (e,) in ledger_rows(outcome.run_dir, "SELECT error FROM cells")]
     assert error == ("LoadTimeout: the load made no progress for 9 s (no token streamed, no "

@@ -98,7 +98,7 @@ def test_any_exception_in_a_cell_fails_only_that_cell(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_server_starts_are_retried_up_to_max_server_starts(tmp_path):
     outcome, out = run_smoke(tmp_path, "grid.axes.concurrency=[1,2,4]",
-                             "engine.sim_args.startup_seconds=600", "engine.ready_timeout_s=2")
+                             "engine.options.startup_seconds=600", "engine.ready_timeout_s=2")
     assert outcome.exit_code == EXIT_FAILED_CELLS
     errors = [e for (e,) in ledger_rows(outcome.run_dir, "SELECT error FROM cells ORDER BY rowid")]
     assert "not ready after 2 s" in errors[0] and "not ready after 2 s" in errors[1]

@@ -19,7 +19,7 @@ def test_external_server_is_benchmarked_without_launching(tmp_path):
     sim = start_sim(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
                      "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"])
     try:
-        outcome = run(["+sweep=smoke", "engine=external", f"engine.url={sim.url}",
+        outcome = run(["+sweep=smoke", "engine=external", f"engine.options.url={sim.url}",
                        "grid.axes.variant=[eagle3]", f"results_dir={tmp_path}"],
                       echo=lambda line: None)
     finally:

@@ -68,7 +68,7 @@ def test_an_accepted_certificate_serves_every_call(https_sim: str, how: str,
 @pytest.mark.usefixtures("ray_session")
 def test_an_external_https_run_with_verification_off(https_sim: str, tmp_path: Path) -> None:
     lines: list[str] = []
-    outcome = run(["+sweep=smoke", "engine=external", f"engine.url={https_sim}",
+    outcome = run(["+sweep=smoke", "engine=external", f"engine.options.url={https_sim}",
                    "load.tls_verify=false", "workload.endpoint=chat",
                    "grid.axes.variant=[eagle3]", f"results_dir={tmp_path}"], echo=lines.append)
     assert outcome.exit_code == 0, lines
@@ -83,7 +83,7 @@ def test_an_external_https_run_with_verification_on_fails_in_seconds(https_sim: 
                                                                      tmp_path: Path) -> None:
     lines: list[str] = []
     started = time.monotonic()
-    outcome = run(["+sweep=smoke", "engine=external", f"engine.url={https_sim}",
+    outcome = run(["+sweep=smoke", "engine=external", f"engine.options.url={https_sim}",
                    "workload.endpoint=chat", "grid.axes.variant=[eagle3]",
                    f"results_dir={tmp_path}"], echo=lines.append)
     assert outcome.exit_code != 0

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("ray_session")
 @pytest.mark.slow
 def test_server_crash_mid_cell_fails_cell_and_relaunches(tmp_path):
     # 1 warmup + 6 measured requests per cell; the server dies when the 5th request arrives.
-    outcome, out = run_smoke(tmp_path, "engine.sim_args.crash_after_requests=4")
+    outcome, out = run_smoke(tmp_path, "engine.options.crash_after_requests=4")
     assert outcome.exit_code == EXIT_FAILED_CELLS
     rows = ledger_rows(outcome.run_dir, "SELECT status, error, log_tail FROM cells")
     assert [r[0] for r in rows] == ["failed", "failed"]
@@ -33,7 +33,7 @@ def test_server_crash_mid_cell_fails_cell_and_relaunches(tmp_path):
 
 @pytest.mark.slow
 def test_server_never_ready_fails_its_cells_and_is_killed(tmp_path):
-    outcome, out = run_smoke(tmp_path, "engine.sim_args.startup_seconds=600",
+    outcome, out = run_smoke(tmp_path, "engine.options.startup_seconds=600",
                              "engine.ready_timeout_s=2", "run.max_server_starts=1")
     assert outcome.exit_code == EXIT_FAILED_CELLS
     errors = [r[0] for r in ledger_rows(outcome.run_dir, "SELECT error FROM cells")]
@@ -61,7 +61,7 @@ def test_a_server_that_dies_at_start_says_why_in_the_cell_error(tmp_path):
 
 @pytest.mark.slow
 def test_http_errors_below_threshold_are_counted(tmp_path):
-    outcome, _ = run_smoke(tmp_path, "engine.sim_args.error_rate=0.3", "run.max_error_rate=0.9",
+    outcome, _ = run_smoke(tmp_path, "engine.options.error_rate=0.3", "run.max_error_rate=0.9",
                            "load.num_requests=20")
     assert outcome.exit_code == 0
     cells = load_cells(outcome.run_dir)
@@ -72,7 +72,7 @@ def test_http_errors_below_threshold_are_counted(tmp_path):
 
 @pytest.mark.slow
 def test_http_errors_above_threshold_fail_the_cell(tmp_path):
-    outcome, _ = run_smoke(tmp_path, "engine.sim_args.error_rate=0.5", "run.max_error_rate=0.1",
+    outcome, _ = run_smoke(tmp_path, "engine.options.error_rate=0.5", "run.max_error_rate=0.1",
                            "load.num_requests=20")
     assert outcome.exit_code == EXIT_FAILED_CELLS
     cells = load_cells(outcome.run_dir)
@@ -82,7 +82,7 @@ def test_http_errors_above_threshold_fail_the_cell(tmp_path):
 
 @pytest.mark.slow
 def test_malformed_stream_is_an_error_row(tmp_path):
-    outcome, _ = run_smoke(tmp_path, "engine.sim_args.malformed_rate=0.5", "run.max_error_rate=1.0",
+    outcome, _ = run_smoke(tmp_path, "engine.options.malformed_rate=0.5", "run.max_error_rate=1.0",
                            "load.num_requests=20")
     requests = load_requests(outcome.run_dir)
     bad = requests[requests.status == "error"]
@@ -92,7 +92,7 @@ def test_malformed_stream_is_an_error_row(tmp_path):
 
 @pytest.mark.slow
 def test_hung_server_times_out_requests(tmp_path):
-    outcome, _ = run_smoke(tmp_path, "engine.sim_args.hang_after_requests=3",
+    outcome, _ = run_smoke(tmp_path, "engine.options.hang_after_requests=3",
                            "grid.axes.concurrency=[2]", "load.request_timeout_s=1",
                            "run.max_error_rate=1.0")
     requests = load_requests(outcome.run_dir)

@@ -17,7 +17,7 @@ from grid.plan.cells import (
 def _config(variant="baseline", concurrency=1, args=None, env=None, timeout=300.0):
     return {
         "engine": {"name": "sim", "python": "/usr/bin/python3", "ready_timeout_s": 60.0,
-                   "stop_timeout_s": 5.0, "api_key": None, "sim_args": {"seed": 0}},
+                   "stop_timeout_s": 5.0, "api_key": None, "options": {"seed": 0}},
         "model": {"name": "m", "model_path": "m", "draft_model_path": None,
                   "served_model_name": None, "tp_size": 1},
         "variant": {"name": variant, "args": dict(args or {}), "env": dict(env or {}),

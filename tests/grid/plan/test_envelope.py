@@ -1,6 +1,6 @@
 """Simulated cells outside their profile's calibrated envelope are marked extrapolation: in
-the plan (grid/plan/checks.py sim_envelope, envelope_warnings) and in the report
-(grid/report/data.py validity)."""
+the plan (grid/plan/checks.py cell_envelope, envelope_warnings) and in the report
+(grid/report/validity.py), both asking the engine (engines/sim/envelope.py) once per cell."""
 
 from __future__ import annotations
 
@@ -69,13 +69,19 @@ def test_an_unanchored_pair_is_extrapolation_everywhere(tmp_path):
 
 VERSION = ("sim 0.5.23-sim (specgrid 0.1.0), profile default on rtx-pro-6000 / "
            "kimi-k2.5-class@000000000000")
-EAGLE = ("python -m engines.sim --max-running-requests 64 --speculative-algorithm EAGLE3 "
-         "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4")
+OPTIONS = {"profile": "default", "hardware": "rtx-pro-6000", "model": "kimi-k2.5-class"}
+"""The engine options a simulated cell of the default profile records."""
+BASELINE_ARGS = {"max_running_requests": 64}
+EAGLE_ARGS = {**BASELINE_ARGS, "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+              "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4}
 
 
-def _write_run(run_dir, concurrencies, tokens=256, prompt=128):
-    """A simulated run of the default profile: baseline and eagle3 at each concurrency."""
-    from grid.store.results import write_cell
+def _write_run(run_dir, concurrencies, tokens=256, prompt=128, cell_schema=None):
+    """A simulated run of the default profile: baseline and eagle3 at each concurrency (the
+    cell rows written with `cell_schema` when given: an older file's columns)."""
+    import pyarrow as pa
+
+    from grid.store.results import commit_attempt, request_table, write_cell
     from grid.store.schema import CELL_FIELDS, REQUEST_FIELDS
 
     for variant in ("baseline", "eagle3"):
@@ -96,8 +102,15 @@ def _write_run(run_dir, concurrencies, tokens=256, prompt=128):
                         concurrency=c, num_requests=len(rows), requests_error=0,
                         error_rate=0.0, client_saturated=False,
                         factors=json.dumps({"concurrency": c}), engine_version=VERSION,
-                        server_command=EAGLE if variant == "eagle3"
-                        else "python -m engines.sim --max-running-requests 64")
+                        engine_options=json.dumps(OPTIONS),
+                        server_args=json.dumps(EAGLE_ARGS if variant == "eagle3"
+                                               else BASELINE_ARGS))
+            if cell_schema is not None:
+                commit_attempt(run_dir, variant, "coding", cid, 1, {
+                    "requests": request_table(rows),
+                    "cells": pa.Table.from_pylist([{k: cell[k] for k in cell_schema.names}],
+                                                  schema=cell_schema)})
+                continue
             write_cell(run_dir, variant=variant, workload="coding", cell_id=cid, attempt=1,
                        requests=rows, cell_row=cell)
 
@@ -131,4 +144,69 @@ def test_the_report_flags_output_and_prompt_lengths(tmp_path):
 def test_a_report_inside_the_envelope_has_no_extrapolation_warning(tmp_path):
     run = tmp_path / "inside"
     _write_run(run, [1, 64])
+    assert _report_extrapolation(run) == []
+
+
+def _record(run_dir, cell, prompt=128, tokens=256):
+    """A planned cell as the run records it: its cell row from grid/store/rows.py (the
+    columns the controller writes) and requests of `prompt` / `tokens` tokens."""
+    from grid.store.results import write_cell
+    from grid.store.rows import ServerFacts, cell_row
+    from grid.store.schema import REQUEST_FIELDS
+
+    concurrency = int(cell.concurrency)
+    req = cell_requests(cell.cell_id, concurrency, 20.0, per_stream=4, tokens=tokens)
+    rows = []
+    for r in req.to_dict("records"):
+        row = {k: r.get(k) for k in REQUEST_FIELDS.names}
+        row.update(run_id=run_dir.name, attempt=1, engine="sim", simulated=True,
+                   input_tokens=prompt, itl_s=[], rate=None, concurrency=concurrency)
+        rows.append(row)
+    row = cell_row(run_dir.name, cell, 1, status="done", error=None, started=1000.0,
+                   finished=1010.0, server=ServerFacts())
+    row.update(num_requests=len(rows), requests_error=0, error_rate=0.0,
+               client_saturated=False)
+    write_cell(run_dir, variant=cell.variant, workload=cell.workload, cell_id=cell.cell_id,
+               attempt=1, requests=rows, cell_row=row)
+
+
+def test_the_plan_and_the_report_give_one_answer_per_cell(tmp_path):
+    """The envelope is computed once (engines/sim/envelope.py): the plan asks it of each
+    cell's config, the report of what the same cell recorded (its engine options and variant
+    args as columns), and they agree on a cell inside (c=1) and a cell outside (c=128)."""
+    from grid.plan.checks import cell_envelope
+
+    plan = make_plan([*INSIDE, "grid.axes.concurrency=[1,128]", f"results_dir={tmp_path}"]).plan
+    expected = {1: (), 128: ("concurrency 128 outside 1-64",)}  # the default anchor's 1-64
+    planned = {}
+    for cell in plan.cells:
+        found = cell_envelope(cell, plan.prompts[cell.workload_name])
+        assert found is not None
+        planned[cell.variant, cell.concurrency] = found.outside
+    assert planned == {(v, c): why for v in ("baseline", "eagle3") for c, why in expected.items()}
+    run = tmp_path / "recorded"
+    for cell in plan.cells:
+        _record(run, cell)
+    (warning,) = _report_extrapolation(run)
+    assert "2 simulated cell(s)" in warning
+    for variant in ("baseline", "eagle3"):
+        assert f"{variant} c=128 coding (concurrency 128 outside 1-64)" in warning
+        assert f"{variant} c=1 " not in warning
+
+
+def test_a_run_folder_from_before_the_recorded_options_is_read_and_not_judged(tmp_path):
+    """Cells written without the engine_options / server_args / threshold columns (an older
+    run folder): they load as null, and the report leaves their envelope unknown instead of
+    failing."""
+    import pyarrow as pa
+
+    from grid.store.loader import load_cells
+    from grid.store.schema import CELL_FIELDS
+
+    newer = ("engine_options", "server_args", "speculative_disable_above_batch")
+    older = pa.schema([f for f in CELL_FIELDS if f.name not in newer])
+    run = tmp_path / "older"
+    _write_run(run, [1, 128], cell_schema=older)  # c=128 is outside, had it been recorded
+    cells = load_cells(run)
+    assert len(cells) == 4 and cells[list(newer)].isna().all().all()
     assert _report_extrapolation(run) == []

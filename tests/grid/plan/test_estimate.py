@@ -36,8 +36,9 @@ def test_the_simulators_estimate_is_its_own_model_of_the_cell(tmp_path):
     plan = make_plan(["+sweep=smoke", f"results_dir={tmp_path}"]).plan
     baseline = {c.concurrency: c for c in plan.cells if c.variant == "baseline"}
     cell = baseline[1]
-    sim_args = cell.config["engine"]["sim_args"]
-    profile = load_profile(sim_args["profile"], sim_args["hardware"], sim_args["model"])
+    options = cell.config["engine"]["options"]
+    profile = load_profile(options.get("profile") or "default", options.get("hardware"),
+                           options.get("model"))
     model = PerfModel(profile.roofline(1, {}, dict(cell.config["variant"]["args"]))[0])
     decode, prefill = model.decode_s(1), model.prefill_s(PROMPT_TOKENS)
     # 6 requests one at a time, each 16 decode steps and a prefill; the warm-up request's 16

@@ -82,7 +82,7 @@ def test_sim_profile_is_identified_by_content(tmp_path):
     shutil.copy(PROFILE_DIR / "default.json", profile)
 
     def plan():
-        return make_plan(["+sweep=smoke", f"engine.sim_args.profile={profile}",
+        return make_plan(["+sweep=smoke", f"engine.options.profile={profile}",
                           f"results_dir={tmp_path}"]).plan
 
     first = plan()
@@ -102,7 +102,7 @@ def test_new_engine_version_runs_new_cells_and_keeps_the_old(tmp_path):
     profile = tmp_path / "p.json"
     shutil.copy(PROFILE_DIR / "default.json", profile)
     command = ["+sweep=smoke", "grid.axes.variant=[baseline]", "run.id=r",
-               f"engine.sim_args.profile={profile}", f"results_dir={tmp_path}"]
+               f"engine.options.profile={profile}", f"results_dir={tmp_path}"]
     first = run(command, echo=lambda _: None)
     assert first.exit_code == 0 and first.counts["done"] == 2
     data = json.loads(profile.read_text())

@@ -27,19 +27,20 @@ BAD_INPUTS = [
     (["+sweep=smoke", "engine=vllm", "cluster.num_gpus=8"],
      "variant baseline: vLLM serves no native /generate (SGLang's): use workload.endpoint=chat"),
     (["+sweep=smoke", "workload.endpoint=grpc"], "workload.endpoint='grpc' is not one of"),
-    (["+sweep=smoke", "engine=external"], "engine=external needs engine.url"),
-    (["+sweep=smoke", "engine=external", "engine.url=http://127.0.0.1:9"],
+    (["+sweep=smoke", "engine=external"], "engine.options.url must be set: the base URL"),
+    (["+sweep=smoke", "engine=external", "engine.options.url=http://127.0.0.1:9"],
      "needs 2 distinct server configurations"),
-    # values that cannot be meant (grid/plan/config.py _RANGES; docs/checks.md)
+    # values that cannot be meant (grid/plan/config.py _RANGES, an engine's own options:
+    # engines/sim/options.py; docs/checks.md)
     *[(["+sweep=smoke", f"{key}={value}"], f"{key} must be {rule}, got {value}")
       for key, value, rule in [
           ("slo.ttft_ms", -1, "> 0"), ("slo.tpot_ms", 0, "> 0"), ("slo.e2e_ms", -5.5, "> 0"),
-          ("engine.sim_args.error_rate", 2, "within [0, 1]"),
-          ("engine.sim_args.malformed_rate", -0.1, "within [0, 1]"),
-          ("engine.sim_args.time_scale", -1, ">= 0"),
-          ("engine.sim_args.startup_seconds", -2, ">= 0"),
-          ("engine.sim_args.crash_after_requests", -1, ">= 0"),
-          ("engine.sim_args.hang_after_requests", -1, ">= 0"),
+          ("engine.options.error_rate", 2, "within [0, 1]"),
+          ("engine.options.malformed_rate", -0.1, "within [0, 1]"),
+          ("engine.options.time_scale", -1, ">= 0"),
+          ("engine.options.startup_seconds", -2, ">= 0"),
+          ("engine.options.crash_after_requests", -1, ">= 0"),
+          ("engine.options.hang_after_requests", -1, ">= 0"),
           ("engine.ready_timeout_s", 0, "> 0"), ("engine.stop_timeout_s", -1, "> 0"),
           ("model.tp_size", 0, ">= 1"), ("variant.tp_size", 0, ">= 1"),
           ("variant.speculative_disable_above_batch", 0, ">= 1"),
@@ -56,8 +57,8 @@ BAD_INPUTS = [
           ("run.cell_timeout_s", 0, "> 0"), ("run.cell_timeout_s", -30, "> 0"),
           ("cluster.num_gpus", -1, ">= 0"), ("cluster.num_cpus", 0, ">= 1"),
           ("hardware.gpu_hour_usd", -1, "> 0"), ("hardware.gpu_hour_usd", 0, "> 0")]],
-    (["+sweep=smoke", "engine.sim_args.error_rate=lots"],
-     "engine.sim_args.error_rate must be a number within [0, 1], got 'lots'"),
+    (["+sweep=smoke", "engine.options.error_rate=lots"],
+     "engine.options.error_rate must be a number within [0, 1], got 'lots'"),
     (["+sweep=smoke", "workload.temperature=0,-1"], "workload.temperature must be >= 0, got -1"),
     (["+sweep=smoke", "load.repeat=0,-1"], "load.repeat must be >= 0, got -1"),  # swept
     (["+sweep=smoke", "run.max_error_rate=nan"], "run.max_error_rate must be within [0, 1]"),

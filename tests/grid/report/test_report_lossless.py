@@ -1,6 +1,6 @@
 """The report's losslessness and start-up sections: on a constructed run written through the
 real results writer (answers known), and on simulator runs end to end, lossless by default and
-with the simulator's deliberately lossy drafter (`engine.sim_args.lossy_rate`)."""
+with the simulator's deliberately lossy drafter (`engine.options.lossy_rate`)."""
 
 from __future__ import annotations
 
@@ -90,8 +90,8 @@ def sim_runs(tmp_path_factory, ray_session):
     with 1 s of simulated start-up) and with half the prompts given a wrong token after their
     first accepted draft."""
     out = {}
-    for name, extra in (("lossless", ["engine.sim_args.startup_seconds=1"]),
-                        ("lossy", ["engine.sim_args.lossy_rate=0.5"])):
+    for name, extra in (("lossless", ["engine.options.startup_seconds=1"]),
+                        ("lossy", ["engine.options.lossy_rate=0.5"])):
         lines: list[str] = []
         outcome = run(["+sweep=smoke", "load.num_requests=12",
                        f"results_dir={tmp_path_factory.mktemp(name)}", *extra],

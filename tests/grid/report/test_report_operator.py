@@ -32,14 +32,22 @@ def run_dir(tmp_path):
 
 def test_gpus_per_cell_from_what_each_cell_recorded():
     cells = pd.DataFrame([
-        {"cell_id": "sim", "simulated": True, "server_info": SIM_INFO, "gpu_ids": "0"},
-        {"cell_id": "gpu", "simulated": False, "server_info": "{}", "gpu_ids": "0,1,2,3"},
-        {"cell_id": "external", "simulated": False, "server_info": None, "gpu_ids": None},
-        {"cell_id": "cpu", "simulated": False, "server_info": "{}", "gpu_ids": ""},
-        {"cell_id": "old-sim", "simulated": True, "server_info": None, "gpu_ids": "0"}])
+        {"cell_id": "sim", "engine": "sim", "simulated": True, "server_info": SIM_INFO,
+         "gpu_ids": "0"},
+        {"cell_id": "gpu", "engine": "sglang", "simulated": False, "server_info": "{}",
+         "gpu_ids": "0,1,2,3"},
+        {"cell_id": "external", "engine": "external", "simulated": False, "server_info": None,
+         "gpu_ids": None},
+        {"cell_id": "cpu", "engine": "vllm", "simulated": False, "server_info": "{}",
+         "gpu_ids": ""},
+        {"cell_id": "old-sim", "engine": "sim", "simulated": True, "server_info": None,
+         "gpu_ids": "0"},
+        # an engine engines/ no longer has: its modelled GPUs cannot be read
+        {"cell_id": "gone", "engine": "tgi-sim", "simulated": True, "server_info": SIM_INFO,
+         "gpu_ids": "0"}])
     # the simulator: the GPUs its profile models (8), not the one logical GPU Ray gave it
     assert cell_gpus(cells) == {"sim": 8.0, "gpu": 4.0, "external": None, "cpu": None,
-                                "old-sim": None}
+                                "old-sim": None, "gone": None}
 
 
 def _images(page: str) -> list[str]:

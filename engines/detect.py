@@ -1,5 +1,6 @@
-"""What a server someone else runs offers, decided from what it answered. Pure: the answers
-come in (actors/probe.py `detect` asks for them, once per server), the decision goes out.
+"""What a server someone else runs offers, decided from what it answered, whichever engine
+family it is (engine-neutral: the candidates are SGLang's and vLLM's). Pure: the answers come in
+(actors/probe.py `detect` asks for them, once per server), the decision goes out.
 
 A server's optional endpoints are never assumed: an endpoint that answered 404 or 405 is
 missing, and every later call to it is skipped with a note (never retried); the metric family

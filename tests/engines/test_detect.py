@@ -1,9 +1,9 @@
-"""What a server someone else runs offers, decided from its answers (engines/external/detect.py):
+"""What a server someone else runs offers, decided from its answers (engines/detect.py):
 the answers as a real vLLM 0.32.0 and a real SGLang 0.5.23 gave them (docs/engines.md)."""
 
 from __future__ import annotations
 
-from engines.external.detect import decide
+from engines.detect import decide
 
 VLLM_NAMES = ["vllm:num_requests_running", "vllm:generation_tokens_total"]
 SGLANG_NAMES = ["sglang:num_running_reqs", "sglang:generation_tokens_total"]

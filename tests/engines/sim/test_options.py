@@ -1,0 +1,42 @@
+"""The simulator's options (engines/sim/options.py) are its `--sim-*` flags, checked with the
+profiles they name before anything starts."""
+
+from __future__ import annotations
+
+import pytest
+
+import engines
+from engines.options import OptionError
+from engines.sim.cli import build_parser
+from engines.sim.options import OPTIONS
+
+
+def test_the_options_are_the_sim_flags():
+    flags = {a.dest.removeprefix("sim_") for a in build_parser()._actions
+             if a.dest.startswith("sim_")}
+    assert set(OPTIONS) == flags
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"hardware": "h999"}, "hardware: simulator hardware profile 'h999' not found; known: h100, "),
+    ({"model": "gpt-9"}, "model: simulator model profile 'gpt-9' not found; known: "),
+    ({"profile": "/nonexistent/p.json"}, "profile: simulator profile '/nonexistent/p.json' not "
+                                         "found; known: default"),
+    ({"drafter_train_mix": "{"}, "drafter_train_mix: --sim-drafter-train-mix is not JSON"),
+    ({"error_rate": 2}, "error_rate must be within [0, 1], got 2"),
+])
+def test_a_bad_option_names_its_key(options, message):
+    with pytest.raises(OptionError) as e:
+        engines.get("sim").check_options(options)
+    assert str(e.value).startswith(message) and "\n" not in str(e.value)
+    assert e.value.key == next(iter(options))
+
+
+def test_the_drafter_options_follow_the_drafter():
+    sim = engines.get("sim")
+    assert sim.drafter_options("/data/train.jsonl", {"coding": 1.0}) == {
+        "drafter_train_data": "/data/train.jsonl"}  # the data wins over a mix
+    assert sim.drafter_options(None, {"math": 0.5, "coding": 0.5}) == {
+        "drafter_train_mix": '{"coding": 0.5, "math": 0.5}'}
+    assert sim.drafter_options(None, None) == {}
+    assert engines.get("vllm").drafter_options("/data/train.jsonl", None) == {}

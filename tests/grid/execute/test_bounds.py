@@ -195,7 +195,7 @@ def test_a_server_that_accepts_requests_and_answers_nothing_fails_its_cell_withi
     monkeypatch.setattr(grid.execute.stall, "STALL_MARGIN_S", 5.0)
     failures = _recorded_failures(monkeypatch)
     with silent_server() as url:
-        outcome, out = run_smoke(tmp_path, "engine=external", f"engine.url={url}",
+        outcome, out = run_smoke(tmp_path, "engine=external", f"engine.options.url={url}",
                                  "grid.axes.concurrency=[1]", "load.warmup_requests=0",
                                  "load.num_requests=30", "load.request_timeout_s=1")
     assert outcome.exit_code == EXIT_FAILED_CELLS, out
@@ -242,7 +242,7 @@ def test_run_cell_timeout_fails_a_cell_that_keeps_making_progress(tmp_path, monk
     # busy machine) while it streams.
     failures = _recorded_failures(monkeypatch)
     with paced_server(ttft_ms=100, chunk_ms=100) as url:
-        outcome, out = run_smoke(tmp_path, "engine=external", f"engine.url={url}",
+        outcome, out = run_smoke(tmp_path, "engine=external", f"engine.options.url={url}",
                                  "grid.axes.concurrency=[1]", "load.warmup_requests=0",
                                  "load.num_requests=30", "run.cell_timeout_s=15")
     assert outcome.exit_code == EXIT_FAILED_CELLS, out
@@ -263,8 +263,8 @@ def test_a_slow_streaming_server_outlasts_the_old_estimate_based_bound_and_its_c
     overrides = ["engine=external", "grid.axes.concurrency=[1]", "load.warmup_requests=0",
                  "load.num_requests=8", "workload.max_new_tokens=4", "load.request_timeout_s=25"]
     with paced_server(ttft_ms=500, chunk_ms=5500) as url:
-        outcome, out = run_smoke(tmp_path, *overrides, f"engine.url={url}")
-        plan = make_plan([*SMOKE_BASELINE, *overrides, f"engine.url={url}",
+        outcome, out = run_smoke(tmp_path, *overrides, f"engine.options.url={url}")
+        plan = make_plan([*SMOKE_BASELINE, *overrides, f"engine.options.url={url}",
                           f"results_dir={tmp_path}"]).plan
     assert outcome.exit_code == 0, out
     (cell,) = plan.cells

@@ -24,7 +24,7 @@ from grid.run import make_plan
 from grid.store.results import write_cell
 
 EXTERNAL = ["+sweep=smoke", "grid.axes.variant=[baseline]", "engine=external",
-            "engine.url=http://127.0.0.1:9"]
+            "engine.options.url=http://127.0.0.1:9"]
 """Two cells (c=1, c=4; 6 requests each, 16 tokens) on one server nobody launches."""
 
 

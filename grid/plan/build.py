@@ -366,6 +366,10 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
                 lines.append("  env: " + " ".join(f"{k}={v}" for k, v in sorted(spec.env.items())))
         if group.cells[0].engine_version:
             lines.append(f"  engine: {group.cells[0].engine_version}")
+        kind = engines.get(engine)
+        if kind.simulated and (note := kind.provenance(group.config["engine"])):
+            lines.append(f"  numbers: SIMULATION ({note}): the simulator on a profile fitted "
+                         "to that run's measured cells (docs/twin.md)")
         for cell in group.cells:
             work = plan.work(cell)
             size = (f"conversations={work.conversations} rounds={work.rounds}"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from grid.report.rundata import SIM_BANNER, RunData
+from grid.report.rundata import RunData
 
 ALIGNMENT = "alignment_ok"
 """The request and cell column that says whether a prompt is on the drafter's distribution."""
@@ -41,7 +41,7 @@ def validity(data: RunData) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     table = data.stats.table
     if data.simulated:
-        out.append(("warning", SIM_BANNER))
+        out.append(("warning", data.sim_banner()))
 
     def extrapolated() -> list[str]:
         """Simulated cells outside their hardware x model pair's calibrated envelope

@@ -58,6 +58,9 @@ def measured_cells(run_dir: Path, saturated: bool = False
             why = "conversation replay"
         elif cid not in by_cell:
             why = "no ok requests"
+        elif "--speculative-adaptive" in str(row["server_command"] or ""):
+            why = ("speculation switched by batch size (speculative_disable_above_batch): "
+                   "not modelled by the twin")
         elif bool(row["client_saturated"]) and not saturated:
             why = ("client saturated: its numbers measure the load generator "
                    f"({row['saturation_reason']}; --saturated keeps it)")

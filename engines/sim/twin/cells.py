@@ -37,6 +37,15 @@ class Observed:
     def speculative(self) -> bool:
         return self.scenario.spec is not None
 
+    @property
+    def tp_size(self) -> int:
+        """The server's tensor-parallel size (its --tp-size flag, SGLang's and vLLM's names)."""
+        flags = _flags(self.cell.server_command)
+        for name in ("--tp-size", "--tp", "--tensor-parallel-size"):
+            if _int(flags.get(name)):
+                return int(flags[name])
+        return 1
+
 
 def _flags(command: str) -> dict[str, str]:
     try:

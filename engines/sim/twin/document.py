@@ -49,12 +49,14 @@ def node_names(cells: Sequence[MeasuredCell], hardware: str | None, model: str |
     return hardware, model
 
 
-def starting_setup(hardware: str, model: str, start: str | None) -> tuple[Profile, Setup]:
+def starting_setup(hardware: str, model: str, start: str | None, tp_size: int = 1
+                   ) -> tuple[Profile, Setup]:
     """(the node's profile, the setup the fit starts from): the node's datasheet and model
-    shapes with the factors of ``start`` (a profile name or path, or ``HARDWARE:MODEL``;
-    None: the node's own pair) -- its efficiency, its drafter's chains and its server."""
+    shapes at ``tp_size`` GPUs with the factors of ``start`` (a profile name or path, or
+    ``HARDWARE:MODEL``; None: the node's own pair) -- its efficiency, its drafter's chains and
+    its server."""
     node = load_profile("default", hardware, model)
-    setup = Setup.from_profile(node)
+    setup = Setup.from_profile(node, tp_size)
     if start is None:
         return node, setup
     hw, sep, md = start.partition(":")
@@ -129,7 +131,10 @@ def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = 
         raise ValueError(f"cells at one load only (c={loads[0]}): a twin needs two loads or "
                          "more to separate per-step costs from per-token ones")
     hw, md = node_names(cells, hardware, model)
-    node, start_setup = starting_setup(hw, md, start)
+    tps = sorted({o.tp_size for o in observed})
+    if len(tps) > 1:
+        raise ValueError(f"cells at tensor-parallel sizes {tps}: fit a twin to one at a time")
+    node, start_setup = starting_setup(hw, md, start, tps[0])
     space = Space.for_cells(start_setup, observed)
     best = fit(space, observed)
     reps = bootstrap(space, observed, best, replicates, seed)

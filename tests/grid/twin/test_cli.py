@@ -4,6 +4,7 @@ folder and prints every cell's fit; bad input is one line and exit 2."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -24,11 +25,16 @@ def bad_input(argv: list[str], message: str, capsys) -> None:
 def test_the_twin_of_a_run_is_written_beside_it_and_printed(tmp_path, capsys):
     run = tmp_path / "RUN1"
     cells = synthetic.cells(truth(), [1, 64], noise=0.01)
-    write_run(run, cells)
+    # a threshold variant (speculation switched off by batch size) is not modelled: left out
+    threshold = replace(cells[-1], cell_id="off-above-8", variant="eagle3__off_above-8",
+                        server_command="python -m engines.sim --speculative-adaptive")
+    write_run(run, [*cells, threshold])
     # hardware and model: from the simulator's cells' engine version (h200 / llama3.1-8b)
     assert main([str(run), "--start", "default", "--replicates", "2"]) == 0
     out = capsys.readouterr().out
     assert out.startswith("SIMULATION (twin of RUN1): the simulator fitted to 4 cells")
+    assert "left out: off-above-8 eagle3__off_above-8 coding: speculation switched by batch" \
+        in out
     for cell in cells:  # every cell's fit is printed
         assert sum(cell.cell_id in line for line in out.splitlines()) >= 3
     doc = json.loads((run / TWIN_FILE).read_text())

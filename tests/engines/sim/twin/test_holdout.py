@@ -61,3 +61,4 @@ def test_speedup_rows_pair_each_speculative_cell_with_the_baseline_at_its_load()
     measured = spec.measured["output_tok_s"] / base.measured["output_tok_s"]
     assert speed[0]["measured"] == pytest.approx(measured)
     assert speed[0]["predicted"] == pytest.approx(1.5)  # 150 / 100
+

@@ -50,6 +50,7 @@ def validity(data: RunData) -> list[tuple[str, str]]:
         running batch from the server's gauge), the most output tokens and the shortest and
         longest prompt of its requests (server-counted), the EAGLE-3 shape of its server
         command and its prompts' domains. The plan checks the same from the config."""
+        import json
         import numbers
         import re
         import shlex
@@ -81,8 +82,12 @@ def validity(data: RunData) -> list[tuple[str, str]]:
                 continue
             try:
                 env = load_profile(m[1], m[2], m[3]).envelope
-            except ValueError:
-                continue
+            except ValueError:  # a profile file (a twin): where the server read it
+                try:
+                    path = json.loads(str(row.server_info))["sim"]["profile_info"]["path"]
+                    env = load_profile(str(path), m[2], m[3]).envelope
+                except (ValueError, KeyError, TypeError):
+                    continue
             if env is None:
                 found.append((row, f"no anchor covers {m[2]} / {m[3]}"))
                 continue

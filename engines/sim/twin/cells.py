@@ -151,7 +151,7 @@ def envelope(observed: Sequence[Observed], run_id: str, hardware: str, model: st
                           max(1, max(c.prompt_tokens[2] for c in cells))],
         "output_tokens": [max(1, min(c.output_tokens[1] for c in cells)),
                           max(1, max(c.output_tokens[2] for c in cells))],
-        "domain": "as measured", "workload_domains": labels or ["general"],
+        "domain": "the run's", "workload_domains": labels or ["general"],
         "speculative": [list(s) for s in shapes],
         "baseline": any(not o.speculative for o in observed),
         "note": f"The loads, prompt and output lengths, EAGLE-3 shapes and prompt domains of "

@@ -5,22 +5,26 @@ requests, microseconds per cell, so a fit can evaluate it thousands of times.
 
 A closed loop of C streams whose requests all ask for the same O output tokens runs in
 *waves*: the running batch B = min(C, running-batch cap, what the KV pool holds) is admitted
-together, prefilled (in chunks of the prefill budget), decoded together and finishes together
-(the discrete simulator does exactly that for a baseline; a speculative batch drifts apart
-slowly as acceptance draws differ). One wave:
+together, prefilled (in chunks of the prefill budget, one decode step between two chunks),
+decoded together and finishes together; the discrete simulator does exactly that for a
+baseline. One wave:
 
     T = prefill(B x P tokens, in chunks) + n x mean step(B)
     n = O - 1 decode steps (baseline) or (O - 1) / E verify steps (speculative, E tokens per
         verify: 1 + the expected run of accepted drafts, a mixture over the cell's domains)
     mean step = Simpson's rule over the wave: the KV read grows from B x P to B x (P + O)
 
-and the cell's figures are
+A speculative batch drifts apart: requests need different numbers of verify steps, so the k-th
+wave's arrivals spread over ~4 sqrt(k) sigma decode steps (sigma: the spread of one request's
+step count, by renewal theory), and each decode step is then followed by the prefill of the
+group that finished in it (a smaller prefill, paid more often). Over the cell's waves
+(requests per stream x C / B):
 
-    output tok/s = B x O / T
-    TPOT p50     = n x mean step / (O - 1)
-    TTFT p50     = the prefill chunks up to the median request's (with one decode step between
-                   chunks, as the scheduler alternates them) + floor(C / B - 1/2) x T queued
-                   (the median new arrival's wait when C > B streams share B slots, FIFO)
+    output tok/s = waves x B x O / sum of the waves' times
+    TPOT p50     = the median wave's decode time (with the other groups' prefills) / (O - 1)
+    TTFT p50     = the median wave's wait for its prefill (its chunk; or half a step plus its
+                   group's prefill), plus, when C > B streams share B slots, the queue: a
+                   whole wave x floor(C / B - 1/2) in step, (C / B - 1) once drifted apart
 
 docs/twin.md states what this leaves out (client and HTTP time, staggered arrivals, the
 scheduler's retractions) and how far it is from the discrete simulator.
@@ -247,42 +251,33 @@ def predict(setup: Setup, sc: Scenario) -> Prediction:
     sigma = math.sqrt((o - 1) * var / e**3) if sc.spec else (
         0.25 * n if sc.varied_output else 0.0)
     n_waves = max(1, round(sc.requests_per_stream * sc.concurrency / b))
-    times, ttfts, tpots = [sync[0]], [sync[1]], [sync[2]]
+    waves = [(*sync, True)]  # (wave time, TTFT p50, TPOT p50, arrivals still together)
     prefills: dict[float, float] = {}
     for k in range(1, n_waves):
         spread = min(n, b, max(1.0, 4 * math.sqrt(k) * sigma))
         if chunks > 1 and spread < chunks:
             # the groups the chunks formed stay apart: each request decodes through the
             # other groups' prefill chunks
-            wave, ttft = sync[0], sync[1]
-            tpot = (n * mean_step + (chunks - 1) * chunk) / (o - 1)
+            waves.append((sync[0], sync[1], (n * mean_step + (chunks - 1) * chunk) / (o - 1),
+                          True))
         elif spread <= 1.0:
-            wave, ttft, tpot = sync
+            waves.append((*sync, True))
         else:
             group = b / spread
             if group not in prefills:
                 prefills[group] = _prefill_s(model, group * p, budget, spec)
             pre = prefills[group]
-            wave = n * mean_step + spread * pre
-            ttft = (1 - group / b) * mean_step / 2 + pre
-            tpot = (n * mean_step + (spread - 1) * pre) / (o - 1)
-        times.append(wave)
-        ttfts.append(ttft)
-        tpots.append(tpot)
-    if sc.concurrency > b:  # streams beyond the cap queue for a slot
-        waits = [math.floor(sc.concurrency / b - 0.5) * t if s == sync else
-                 (sc.concurrency / b - 1) * t for t, s in zip(times, (sync, *[None] * len(times)),
-                                                           strict=False)]
-        ttfts = [t + w for t, w in zip(ttfts, waits, strict=True)]
+            waves.append((n * mean_step + spread * pre,
+                          (1 - group / b) * mean_step / 2 + pre,
+                          (n * mean_step + (spread - 1) * pre) / (o - 1), False))
+    queued = sc.concurrency / b  # streams per slot: beyond 1 they queue for one, FIFO
+    ttfts = [ttft + (max(0, math.floor(queued - 0.5)) if together else max(0.0, queued - 1))
+             * wave for wave, ttft, _, together in waves]
     return Prediction(
-        output_tok_s=n_waves * b * sc.output_tokens / sum(times),
-        ttft_p50_s=statistics.median(ttfts), tpot_p50_s=statistics.median(tpots),
+        output_tok_s=n_waves * b * sc.output_tokens / sum(w[0] for w in waves),
+        ttft_p50_s=statistics.median(ttfts),
+        tpot_p50_s=statistics.median(w[2] for w in waves),
         accept_length=e if sc.spec else None, acceptance_per_position=shares, batch=b)
-
-
-def speedup(setup: Setup, spec: Scenario, base: Scenario) -> float:
-    """Speculative output tok/s over the baseline's at the same load."""
-    return predict(setup, spec).output_tok_s / predict(setup, base).output_tok_s
 
 
 def grid_loads(lo: int = 1, hi: int = 256) -> list[int]:

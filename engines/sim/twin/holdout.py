@@ -10,7 +10,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from engines.sim.twin.analytic import Prediction
+from engines.sim.twin.analytic import Prediction, predict
 from engines.sim.twin.cells import Observed
 from engines.sim.twin.fit import figures, fit, interval
 from engines.sim.twin.params import Space
@@ -75,8 +75,6 @@ def leave_one_load_out(space: Space, observed: Sequence[Observed], baseline: str
                        seed: int) -> dict[str, Any]:
     """Every load held out in turn (module docstring): the per-cell errors and the summary,
     over all held-out cells and over those inside the range the others cover."""
-    from engines.sim.twin.analytic import predict
-
     loads = sorted({o.load for o in observed})
     errors: list[dict[str, Any]] = []
     for load in loads:

@@ -23,6 +23,9 @@ written; version detection and validation run a subprocess of the engine's own P
   it (`server_url`), what besides its flags makes its numbers (`version_label`), and for an
   engine that models its numbers, where a cell stands against what the model was calibrated
   on (`envelope`, from a `Scenario` of plain values: the plan's and the report's one answer).
+- what its numbers stand for beyond its label (`provenance`: the simulator on a twin's
+  profile says whose twin), and a twin fitted to a run's measured cells (`fit_twin`,
+  docs/twin.md; only the simulator has one).
 
 Variants speak one vocabulary, SGLang's ServerArgs field names (`max_running_requests`,
 `speculative_algorithm`, ...): the shipped variants mean the same thing on every engine, and an
@@ -233,6 +236,43 @@ class MetricNames:
         return rates or None
 
 
+@dataclass(frozen=True)
+class MeasuredCell:
+    """One committed closed-loop cell of a run, as plain values, for fitting a twin
+    (`Engine.fit_twin`): what the run's cells and requests tables hold about it."""
+
+    cell_id: str
+    variant: str
+    workload: str
+    engine: str
+    """The engine that measured it (`sim`, `sglang`, `vllm`, `external`)."""
+    engine_version: str | None
+    model: str
+    """The model config's name (`model.name`)."""
+    concurrency: int
+    num_requests: int
+    temperature: float
+    server_command: str
+    """The server's command line as recorded (its flags say the speculative shape and cap)."""
+    server_info: str | None
+    """The server's /server_info JSON as recorded (its resolved caps and KV pool)."""
+    output_tok_s: float | None
+    ttft_p50_s: float | None
+    tpot_p50_s: float | None
+    accept_length: float | None
+    """Per-request accept length (completion tokens / verify steps)."""
+    accept_length_decode: float | None
+    """Decode tokens per verify step from the server's counters."""
+    acceptance_per_position: tuple[float, ...] | None
+    """Share of verify steps whose i-th draft token was accepted (engines that count it)."""
+    prompt_tokens: tuple[float, int, int]
+    """Server-counted prompt tokens of its ok requests: (mean, shortest, longest)."""
+    output_tokens: tuple[float, int, int]
+    """Output tokens of its ok requests: (mean, fewest, most)."""
+    domains: Mapping[str, float]
+    """Share of its ok requests per prompt-domain label (empty: the requests carry none)."""
+
+
 class Engine:
     """One kind of inference server (module docstring). Subclasses set the class attributes
     and implement `launch_spec`; the rest has defaults for an engine without them."""
@@ -357,6 +397,23 @@ class Engine:
         that models GPUs (the simulator's profile may stand for a whole node behind one
         server); None = the GPUs the server was given are the ones that served."""
         return None
+    def provenance(self, options: Mapping[str, Any]) -> str | None:
+        """What this engine's numbers stand for beyond `label` and `simulated`, from its
+        engine config (`options`), e.g. `twin of RUN` for the simulator on a twin's profile;
+        None when there is nothing to add. ValueError for options it cannot read."""
+        return None
+
+    def fit_twin(self, cells: Sequence[MeasuredCell], *, run_id: str,
+                 hardware: str | None = None, model: str | None = None,
+                 start: str | None = None, seed: int = 0, replicates: int = 20
+                 ) -> dict[str, Any]:
+        """A twin of the server that measured `cells` (docs/twin.md): a profile of this
+        engine fitted to them, as the JSON document to write beside the run (`twin.json`),
+        with the fit's factors and intervals, every cell's fit and the leave-one-load-out
+        error. `hardware` / `model` name the profiles that describe the node (datasheet,
+        shapes), `start` the profile whose factors the fit starts from; `seed` and
+        `replicates` the bootstrap's. ValueError (one line) when the cells cannot be fitted."""
+        raise ValueError(f"{self.label} cannot be fitted as a twin (engine=sim can)")
 
 
 SGLANG_METRICS = MetricNames(

@@ -125,8 +125,10 @@ class SimEngine:
         # short-sequence head (the algorithm's `context_decay`), the request's context length
         # (engines/sim/drafter.py).
         context = prof.context_decay if algo_cfg.get("context_decay") else None
+        # A twin's profile (docs/twin.md) gives a fitted chain per prompt domain instead.
+        self.domain_context = context if prof.acceptance_by_domain else None
         self.drafter = (SimDrafter.from_sim_args(a["sim"], prof.acceptance, context)
-                        if algo else None)
+                        if algo and not prof.acceptance_by_domain else None)
 
     def start(self, on_log: Any = None) -> SchedulerLoop:
         self.loop = SchedulerLoop(self.core, self.time_scale, self.cfg.args["decode_log_interval"],
@@ -181,6 +183,9 @@ class SimEngine:
             # The drafter's chain for this prompt (engines/sim/drafter.py), not a domain table.
             table = ({"general": self.drafter.chain(prompt_text, prompt_tokens)}
                      if self.drafter else self.cfg.profile.acceptance)
+            if self.domain_context is not None:  # the domain's chain, decayed by context
+                f = self.domain_context.factor(prompt_tokens)
+                table = {domain: [p * f for p in table.get(domain) or table["general"]]}
             probs = acceptance_probs(
                 table, domain, accept_scale=self.accept_scale,
                 topk=self.spec.topk, steps=self.spec.steps, draft_tokens=self.spec.draft_tokens,
@@ -239,6 +244,7 @@ class SimEngine:
             "not_modelled_env": NOT_MODELLED_ENV,
             "not_modelled_flags": self.cfg.not_modelled,
             "step_times": self.step_time_table(),
-            "drafter": self.drafter.info() if self.drafter else None,
+            "drafter": self.drafter.info() if self.drafter else (
+                {"acceptance_by": "domain"} if self.cfg.profile.acceptance_by_domain else None),
             "lag_events": self.core.stats.lag_events,
         }

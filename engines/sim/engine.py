@@ -9,9 +9,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
-from engines.base import SGLANG_METRICS, CellWork, Engine, EnvelopeFinding, Scenario, ServerRequest
+from engines.base import (
+    SGLANG_METRICS,
+    CellWork,
+    Engine,
+    EnvelopeFinding,
+    MeasuredCell,
+    Scenario,
+    ServerRequest,
+)
 from engines.launch import Endpoints, LaunchSpec
 from engines.sglang.adaptive import honoured_thresholds
 from engines.sglang.command import build_sim_launch, speculation_on
@@ -22,7 +31,7 @@ from engines.sim.envelope import envelope
 from engines.sim.estimate import load_seconds
 from engines.sim.identity import sim_version
 from engines.sim.memory import memory_fit
-from engines.sim.profile import gpu_memory_gib
+from engines.sim.profile import gpu_memory_gib, twin_of
 
 
 class Sim(Engine):
@@ -37,13 +46,17 @@ class Sim(Engine):
     alignment_acceptance = (FLOOR_ALIGNMENT, FULL_ACCEPTANCE_AT)
 
     def launch_spec(self, request: ServerRequest) -> LaunchSpec:
+        options = dict(request.options)
+        profile = str(options.get("profile") or "")
+        if profile.endswith(".json") or "/" in profile:  # a file: the server's cwd may differ
+            options["profile"] = str(Path(profile).resolve())
         spec = build_sim_launch(
             args=request.args, env=request.env, model_path=request.model_path,
             draft_model_path=request.draft_model_path,
             served_model_name=request.served_model_name, tp_size=request.tp_size,
             python=request.python, ready_timeout_s=request.ready_timeout_s,
             disable_above_batch=request.disable_above_batch,
-            sim_options=request.options, host=request.host,
+            sim_options=options, host=request.host,
             api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
             revision=request.revision, draft_revision=request.draft_revision)
         return replace(spec, endpoints=self.endpoints)
@@ -111,6 +124,21 @@ class Sim(Engine):
             return None
         memory = gpu_memory_gib(hardware) if hardware else None
         return honoured_thresholds(args, None if memory is None else memory * 1024)
+
+    def provenance(self, options: Mapping[str, Any]) -> str | None:
+        """``twin of RUN`` when the profile (``engine.options.profile``) is a twin
+        (docs/twin.md)."""
+        run = twin_of(str(options.get("profile") or "default"))
+        return f"twin of {run}" if run else None
+
+    def fit_twin(self, cells: Sequence[MeasuredCell], *, run_id: str,
+                 hardware: str | None = None, model: str | None = None,
+                 start: str | None = None, seed: int = 0, replicates: int = 20
+                 ) -> dict[str, Any]:
+        from engines.sim.twin.document import build  # scipy: only when fitting
+
+        return build(cells, run_id=run_id, hardware=hardware, model=model, start=start,
+                     seed=seed, replicates=replicates)
 
 
 ENGINE = Sim()

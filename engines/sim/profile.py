@@ -183,6 +183,19 @@ class Profile:
         return ContextDecay.from_profile(self.model_data.get("drafter", {}))
 
     @property
+    def acceptance_by_domain(self) -> bool:
+        """Whether a request's chain is the model profile's ``acceptance`` entry of its prompt's
+        domain (a twin's fitted chains, docs/twin.md: ``drafter.acceptance_by: domain``)
+        rather than the drafter's alignment with its training data."""
+        return self.model_data.get("drafter", {}).get("acceptance_by") == "domain"
+
+    @property
+    def twin(self) -> Mapping[str, Any] | None:
+        """A twin's record (its run, cells and fit, docs/twin.md); None for other profiles."""
+        twin = self.data.get("twin")
+        return twin if isinstance(twin, Mapping) else None
+
+    @property
     def tree_second_guess(self) -> float:
         """The drafter's later guesses relative to its first (engines/sim/model.py
         ``tree_reach``); 1 when the model profile does not say."""
@@ -267,6 +280,32 @@ def gpu_memory_gib(hardware: str) -> float | None:
     return float(memory) if isinstance(memory, int | float) else None
 
 
+def _inline(path: Path, data: Mapping[str, Any], kind: str, asked: str | None
+            ) -> dict[str, Any] | None:
+    """A profile's own hardware or model profile, when it carries one inline (a twin's fitted
+    node, docs/twin.md) instead of naming a shipped one; ``asked`` (--sim-hardware /
+    --sim-model) must then name that one: a twin is fitted to its node and model only."""
+    inline = data[kind]
+    if not isinstance(inline, Mapping):
+        return None
+    name = inline.get("name")
+    if asked is not None and asked != name:
+        raise ValueError(f"simulator profile {path} is fitted on {kind} {name!r}, not "
+                         f"{asked!r}: run it with {kind}={name}")
+    return dict(inline)
+
+
+def twin_of(name_or_path: str) -> str | None:
+    """The run a profile is a twin of (its ``twin.run_id``, docs/twin.md); None for a profile
+    that is not a twin or cannot be read (loading it says why)."""
+    path = resolve_profile_path(name_or_path)
+    try:
+        twin = json.loads(path.read_text()).get("twin") if path.is_file() else None
+    except (OSError, ValueError, AttributeError):
+        return None
+    return str(twin["run_id"]) if isinstance(twin, dict) and twin.get("run_id") else None
+
+
 def load_profile(name_or_path: str = "default", hardware: str | None = None,
                  model: str | None = None) -> Profile:
     """Load and check a profile (with ``hardware`` / ``model`` overriding the profile's own);
@@ -275,11 +314,15 @@ def load_profile(name_or_path: str = "default", hardware: str | None = None,
     missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise ValueError(f"simulator profile {path} lacks {missing}")
-    _, hw = _load_json(hardware or data["hardware"], HARDWARE_DIR, "hardware")
+    hw = _inline(path, data, "hardware", hardware)
+    if hw is None:
+        _, hw = _load_json(hardware or data["hardware"], HARDWARE_DIR, "hardware")
     if "efficiency_from" in hw:  # an unanchored GPU shares a sibling's fitted factors
         _, sibling = _load_json(hw["efficiency_from"], HARDWARE_DIR, "hardware")
         hw = {**hw, "efficiency": sibling["efficiency"]}
-    _, md = _load_json(model or data["model"], MODEL_DIR, "model")
+    md = _inline(path, data, "model", model)
+    if md is None:
+        _, md = _load_json(model or data["model"], MODEL_DIR, "model")
     if "general" not in md.get("acceptance", {}):
         raise ValueError(f"simulator model profile {md.get('name')}: acceptance needs a "
                          "'general' entry")

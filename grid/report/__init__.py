@@ -53,6 +53,7 @@ def decision_json(data: RunData) -> dict:
     return {
         "run": data.run_dir.name,
         "simulated": data.simulated,
+        "source": data.label,  # e.g. "SIMULATION (twin of RUN)"; None: real GPUs
         "slo": data.slo.as_dict(),
         "confidence_level": 0.95,
         "bootstrap_replicates": data.stats.n_replicates,

@@ -65,12 +65,15 @@ def _ci(row: pd.Series, name: str, fmt: str = "{:.1f}", scale: float = 1.0) -> s
 
 def validity_section(data: RunData, title: str = "Validity") -> str:
     out = [f"<h2>{esc(title)}</h2>"]
-    if data.simulated:
+    if data.simulated and data.sim_banner() == SIM_BANNER:
         out.append('<p class="banner">SIMULATION — every number in this report comes from '
                    "specgrid's simulated SGLang server, not from a GPU.</p>")
+    elif data.simulated:
+        out.append(f'<p class="banner">{esc(data.sim_banner())}</p>')
     if data.on_cpu:
         out.append(f'<p class="banner">{esc(data.cpu_banner())}</p>')
-    banners = (SIM_BANNER, data.cpu_banner() if data.on_cpu else None)
+    banners = (data.sim_banner() if data.simulated else None,
+               data.cpu_banner() if data.on_cpu else None)
     items = "".join(f'<li class="{level}">{esc(text)}</li>' for level, text in data.validity
                     if text not in banners)  # the banners above say it louder
     out.append(f'<ul class="validity">{items or "<li>nothing to flag</li>"}</ul>')

@@ -14,6 +14,8 @@ from grid.analysis import CellStats, Decision, Slo
 from grid.report.operator import OperatorView
 
 SIM_BANNER = "SIMULATION — numbers come from specgrid's simulated SGLang server, not a GPU."
+TWIN_BANNER = ("{label} — numbers come from specgrid's simulated SGLang server on a profile "
+               "fitted to a run's measured cells (a twin, docs/twin.md), not a GPU.")
 CPU_BANNER = ("{label} — measured on real {engines} servers running {models} on a CPU: they "
               "show what the engines do (acceptance, scheduling, streaming), not how fast a GPU "
               "serves a real model.")
@@ -79,8 +81,22 @@ class RunData:
     def label(self) -> str | None:
         """What a figure title is prefixed with: where the numbers come from, when not GPUs."""
         if self.simulated:
-            return "SIMULATION"
+            return " / ".join(self._sim_sources())
         return " / ".join(s.upper() for s in self._cpu_sources()) if self.on_cpu else None
+
+    def _sim_sources(self) -> list[str]:
+        """How the simulated cells are labelled: SIMULATION, or e.g. SIMULATION (twin of RUN)
+        for cells served on a twin's profile (grid/store/rows.py source_label)."""
+        sim = self.cells[self.cells.simulated.fillna(False).astype(bool)]
+        found = sorted({str(s) for s in sim.source.dropna()
+                        if str(s).startswith("SIMULATION")}) if "source" in sim else []
+        return found or ["SIMULATION"]
+
+    def sim_banner(self) -> str:
+        sources = self._sim_sources()
+        if sources == ["SIMULATION"]:
+            return SIM_BANNER
+        return TWIN_BANNER.format(label=" / ".join(sources))
 
     def _cpu_sources(self) -> list[str]:
         return sorted(str(s) for s in self.cells.source.dropna().unique()

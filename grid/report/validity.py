@@ -11,7 +11,7 @@ import pandas as pd
 
 import engines
 from engines.base import Scenario
-from grid.report.rundata import SIM_BANNER, RunData
+from grid.report.rundata import RunData
 from grid.report.stopping import stop_findings
 
 ALIGNMENT = "alignment_ok"
@@ -47,7 +47,7 @@ def validity(data: RunData) -> list[tuple[str, str]]:
     out: list[tuple[str, str]] = []
     table = data.stats.table
     if data.simulated:
-        out.append(("warning", SIM_BANNER))
+        out.append(("warning", data.sim_banner()))
 
     def extrapolated() -> list[str]:
         """Simulated cells outside their engine's calibrated envelope (`Engine.envelope`, the

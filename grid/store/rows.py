@@ -186,8 +186,9 @@ def source_label(config: Mapping[str, Any]) -> str:
     SIMULATION (the simulator), a real engine on a CPU (with the project's tiny model) or on
     GPUs, or a server someone else runs."""
     kind = engines.get(config["engine"]["name"])
-    if kind.simulated:
-        return "SIMULATION"
+    if kind.simulated:  # e.g. "SIMULATION (twin of RUN)" on a twin's profile (docs/twin.md)
+        note = kind.provenance(config["engine"].get("options") or {})
+        return f"SIMULATION ({note})" if note else "SIMULATION"
     if not kind.launches:
         return "external server"
     if (config["engine"].get("device") or "cuda") == "cpu":

@@ -1,0 +1,170 @@
+"""A twin as a file: ``twin.json`` beside the run is a complete simulator profile (its node's
+hardware and model profiles inline, with the fitted efficiency factors and acceptance chains,
+the scheduler limits the server reported, and the twin's envelope as its calibrated one), plus a
+``twin`` record: the run and cells it came from, every fitted factor with its interval, the fit
+on every cell and the leave-one-load-out error. ``engine.options.profile=<path>`` serves it
+(engines/sim/profile.py loads inline hardware and model profiles)."""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from engines.base import MeasuredCell
+from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, Profile, known, load_profile
+from engines.sim.twin.analytic import Setup, predict
+from engines.sim.twin.cells import Observed, envelope, observe
+from engines.sim.twin.fit import bootstrap, factor_table, fit
+from engines.sim.twin.holdout import leave_one_load_out, rows
+from engines.sim.twin.params import FIXED, Space, profile_data
+
+TWIN_VERSION = 1
+
+
+def node_names(cells: Sequence[MeasuredCell], hardware: str | None, model: str | None
+               ) -> tuple[str, str]:
+    """The shipped hardware and model profiles that describe the measured node: as given,
+    else what the simulator's cells name in their engine version, else the model config's
+    name; ValueError naming the choices when one is not shipped."""
+    if hardware is None:
+        for c in cells:
+            m = re.search(r" on (\S+) / ([^@\s]+)@", str(c.engine_version or ""))
+            if m:
+                hardware = hardware or m[1]
+                model = model or m[2]
+    if model is None:
+        names = sorted({c.model for c in cells})
+        model = names[0] if len(names) == 1 else None
+    if hardware is None or hardware not in known(HARDWARE_DIR):
+        raise ValueError(f"name the node's hardware profile (one of "
+                         f"{', '.join(known(HARDWARE_DIR))})" + (
+                             f", not {hardware!r}" if hardware else ""))
+    if model is None or model not in known(MODEL_DIR):
+        raise ValueError(f"name the served model's profile (one of "
+                         f"{', '.join(known(MODEL_DIR))})" + (f", not {model!r}" if model
+                                                              else ""))
+    return hardware, model
+
+
+def starting_setup(hardware: str, model: str, start: str | None, tp_size: int = 1
+                   ) -> tuple[Profile, Setup]:
+    """(the node's profile, the setup the fit starts from): the node's datasheet and model
+    shapes at ``tp_size`` GPUs with the factors of ``start`` (a profile name or path, or
+    ``HARDWARE:MODEL``; None: the node's own pair) -- its efficiency, its drafter's chains and
+    its server."""
+    node = load_profile("default", hardware, model)
+    setup = Setup.from_profile(node, tp_size)
+    if start is None:
+        return node, setup
+    hw, sep, md = start.partition(":")
+    other = Setup.from_profile(load_profile("default", hw, md) if sep else load_profile(start))
+    return node, replace(setup.with_efficiency(**vars(other.efficiency)),
+                         acceptance=other.acceptance, default_cap=other.default_cap,
+                         speculative_cap=other.speculative_cap,
+                         mem_fraction_static=other.mem_fraction_static)
+
+
+def _reported(observed: Sequence[Observed], speculative: bool) -> int | None:
+    """The running-batch cap the server chose itself (no --max-running-requests flag) for
+    the baseline or the speculative cells, when every such cell reports the same one."""
+    caps = {o.scenario.max_running for o in observed if o.speculative == speculative
+            and "--max-running-requests" not in o.cell.server_command
+            and "--max-num-seqs" not in o.cell.server_command}
+    return caps.pop() if len(caps) == 1 and None not in caps else None
+
+
+def scheduler(node: Profile, setup: Setup, observed: Sequence[Observed]) -> dict[str, Any]:
+    """The scheduler limits the cells show (the servers' own /server_info), as the profile's
+    server fields: default and speculative running-batch caps, and the memory fraction that
+    holds the KV pool they reported."""
+    out: dict[str, Any] = {}
+    base, spec = _reported(observed, False), _reported(observed, True)
+    if base:
+        out["default_max_running_requests"] = base
+    if spec:
+        out["speculative_silent_cap"] = spec
+    pools = [o.scenario.kv_pool for o in observed if o.scenario.kv_pool]
+    if pools:
+        rl = setup.roofline
+        m = rl.model
+        split = 1 if m.kv_replicated else min(rl.tp, max(1, m.kv_heads))
+        weights = (m.weight_bytes_total() + m.draft_params_b * 1e9 * 2.0) / rl.tp
+        need = min(pools) * m.kv_token_bytes / split + weights
+        out["mem_fraction_static"] = min(0.99, max(0.05, need / (rl.hw.memory_gib * 2**30)))
+    return out
+
+
+def profile_json(node: Profile, setup: Setup, server: Mapping[str, Any], env: Mapping[str, Any],
+                 run_id: str) -> dict[str, Any]:
+    """The simulator profile of a fitted setup (module docstring)."""
+    fitted = profile_data(setup)
+    hw = copy.deepcopy(dict(node.hardware_data))
+    hw.pop("efficiency_from", None)
+    hw["efficiency"] = fitted["efficiency"]
+    md = copy.deepcopy(dict(node.model_data))
+    md.pop("efficiency_on", None)
+    md.pop("anchor", None)
+    md["acceptance"] = fitted["acceptance"]
+    md["drafter"] = {**md.get("drafter", {}), "acceptance_by": "domain"}
+    data = copy.deepcopy(dict(node.data))
+    data.update(name=f"twin-{run_id}", hardware=hw, model=md,
+                description=f"SIMULATION twin of run {run_id}: the simulator fitted to its "
+                            "measured cells (docs/twin.md).",
+                server={**data["server"], **server},
+                calibration={"envelope": dict(env), "fitted_in": "twin.json (this file)"})
+    data.pop("sources", None)
+    return data
+
+
+def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = None,
+          model: str | None = None, start: str | None = None, seed: int = 0,
+          replicates: int = 20) -> dict[str, Any]:
+    """The twin document of a run's cells (``Engine.fit_twin``)."""
+    observed = [observe(c) for c in cells]
+    loads = sorted({o.load for o in observed})
+    if not observed:
+        raise ValueError("no done closed-loop cells to fit a twin to")
+    if len(loads) < 2:
+        raise ValueError(f"cells at one load only (c={loads[0]}): a twin needs two loads or "
+                         "more to separate per-step costs from per-token ones")
+    hw, md = node_names(cells, hardware, model)
+    tps = sorted({o.tp_size for o in observed})
+    if len(tps) > 1:
+        raise ValueError(f"cells at tensor-parallel sizes {tps}: fit a twin to one at a time")
+    node, start_setup = starting_setup(hw, md, start, tps[0])
+    space = Space.for_cells(start_setup, observed)
+    best = fit(space, observed)
+    reps = bootstrap(space, observed, best, replicates, seed)
+    env = envelope(observed, run_id, hw, md)
+    server = scheduler(node, best.setup, observed)
+    data = profile_json(node, best.setup, server, env, run_id)
+    # every figure below comes from the profile as written, so loading the file reproduces it
+    written = Setup.from_profile(load_from_data(data))
+    bases = [o.cell.variant for o in observed if not o.speculative]
+    baseline = "baseline" if "baseline" in bases else (bases[0] if bases else "baseline")
+    fitted = rows(observed, [predict(written, o.scenario) for o in observed], baseline)
+    data["twin"] = {
+        "version": TWIN_VERSION, "run_id": run_id, "cells": [c.cell_id for c in cells],
+        "node": {"hardware": hw, "model": md}, "start": start or f"{hw}:{md}",
+        "baseline": baseline, "seed": seed, "replicates": replicates,
+        "factors": factor_table(space, best, reps),
+        "fixed": {n: getattr(best.setup.efficiency, n) for n in FIXED},
+        "scheduler": server, "envelope": env, "fit": fitted,
+        "holdout": leave_one_load_out(space, observed, baseline, seed),
+    }
+    return data
+
+
+def load_from_data(data: Mapping[str, Any]) -> Profile:
+    """A profile from its JSON content (as load_profile checks a file)."""
+    import json
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "twin.json"
+        path.write_text(json.dumps(data))
+        return load_profile(str(path))

@@ -1,0 +1,90 @@
+"""A twin's honest error: leave one load out, fit on the other loads' cells, predict the
+held-out ones (their output tok/s, TTFT p50, TPOT p50, accept length and, where a load has a
+baseline and a speculative cell of the same workload, the speedup), and summarise each
+metric's error with a seeded bootstrap interval. A held-out load outside the range the rest
+covers (the lowest or the highest) is extrapolation, and marked so."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from engines.sim.twin.analytic import Prediction, predict
+from engines.sim.twin.cells import Observed
+from engines.sim.twin.fit import figures, fit, interval
+from engines.sim.twin.params import Space
+
+HOLDOUT_METRICS = ("output_tok_s", "ttft_p50_s", "tpot_p50_s", "accept_length", "speedup")
+
+
+def error_pct(predicted: float, measured: float) -> float:
+    return 100.0 * (predicted - measured) / measured
+
+
+def rows(observed: Sequence[Observed], preds: Sequence[Prediction], baseline: str,
+         extrapolation: bool = False) -> list[dict[str, Any]]:
+    """Per cell and metric: measured, predicted, error %; plus each speculative cell's speedup
+    over the baseline cell of the same workload and load."""
+    out = []
+    for o, p in zip(observed, preds, strict=True):
+        got = figures(p)
+        for metric, value in o.measured.items():
+            out.append({"cell_id": o.cell.cell_id, "variant": o.cell.variant,
+                        "workload": o.cell.workload, "concurrency": o.load, "metric": metric,
+                        "measured": value, "predicted": got[metric],
+                        "error_pct": error_pct(got[metric], value),
+                        "extrapolation": extrapolation})
+    base = {(o.cell.workload, o.load): (o, p) for o, p in zip(observed, preds, strict=True)
+            if o.cell.variant == baseline}
+    for o, p in zip(observed, preds, strict=True):
+        pair = base.get((o.cell.workload, o.load))
+        if o.cell.variant == baseline or pair is None:
+            continue
+        bo, bp = pair
+        if "output_tok_s" not in o.measured or "output_tok_s" not in bo.measured:
+            continue
+        measured = o.measured["output_tok_s"] / bo.measured["output_tok_s"]
+        predicted = p.output_tok_s / bp.output_tok_s
+        out.append({"cell_id": o.cell.cell_id, "variant": o.cell.variant,
+                    "workload": o.cell.workload, "concurrency": o.load, "metric": "speedup",
+                    "measured": measured, "predicted": predicted,
+                    "error_pct": error_pct(predicted, measured), "extrapolation": extrapolation})
+    return out
+
+
+def summary(errors: Sequence[dict[str, Any]], seed: int, draws: int = 2000
+            ) -> dict[str, dict[str, Any]]:
+    """Per metric: n, mean absolute error % with its bootstrap 95 % interval over the
+    held-out cells (seeded), the largest absolute error and the mean signed error (bias)."""
+    rng = random.Random(seed)
+    out: dict[str, dict[str, Any]] = {}
+    for metric in HOLDOUT_METRICS:
+        errs = [abs(r["error_pct"]) for r in errors if r["metric"] == metric]
+        if not errs:
+            continue
+        signed = [r["error_pct"] for r in errors if r["metric"] == metric]
+        means = [sum(rng.choice(errs) for _ in errs) / len(errs) for _ in range(draws)]
+        lo, hi = interval(means)
+        out[metric] = {"n": len(errs), "mae_pct": sum(errs) / len(errs), "lo": lo, "hi": hi,
+                       "max_pct": max(errs), "bias_pct": sum(signed) / len(signed)}
+    return out
+
+
+def leave_one_load_out(space: Space, observed: Sequence[Observed], baseline: str,
+                       seed: int) -> dict[str, Any]:
+    """Every load held out in turn (module docstring): the per-cell errors and the summary,
+    over all held-out cells and over those inside the range the others cover."""
+    loads = sorted({o.load for o in observed})
+    errors: list[dict[str, Any]] = []
+    for load in loads:
+        train = [o for o in observed if o.load != load]
+        test = [o for o in observed if o.load == load]
+        if not train:
+            continue
+        setup = fit(space, train, starts=[space.x0()]).setup
+        outside = not min(o.load for o in train) <= load <= max(o.load for o in train)
+        errors += rows(test, [predict(setup, o.scenario) for o in test], baseline, outside)
+    inside = [r for r in errors if not r["extrapolation"]]
+    return {"loads": loads, "metrics": summary(errors, seed),
+            "metrics_inside": summary(inside, seed), "cells": errors}

@@ -1,0 +1,5 @@
+import sys
+
+from grid.twin.cli import main
+
+sys.exit(main())

@@ -1,0 +1,92 @@
+"""The twin's printout: its factors with intervals, how well it reproduces every cell it was
+fitted on, its leave-one-load-out error and its envelope. Every number is labelled SIMULATION:
+they come from the simulator's model of the node, fitted to the run."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+UNITS = {"output_tok_s": ("output tok/s", 1.0, "{:.1f}"), "ttft_p50_s": ("TTFT p50 ms", 1e3,
+                                                                      "{:.2f}"),
+         "tpot_p50_s": ("TPOT p50 ms", 1e3, "{:.3f}"), "accept_length": ("accept length", 1.0,
+                                                                         "{:.3f}"),
+         "speedup": ("speedup", 1.0, "{:.3f}")}
+
+
+def _value(metric: str, v: float) -> str:
+    _, scale, fmt = UNITS[metric]
+    return fmt.format(v * scale)
+
+
+def _g(v: float) -> str:
+    return f"{v:.4g}"
+
+
+def factors(twin: Mapping[str, Any]) -> list[str]:
+    lines = [f"{'factor':<28}{'fitted':>10}  {'95 % interval':<22}{'bounds'}"]
+    for name, f in twin["factors"].items():
+        lines.append(f"{name:<28}{_g(f['value']):>10}  "
+                     f"{'[' + _g(f['lo']) + ', ' + _g(f['hi']) + ']':<22}"
+                     f"[{_g(f['bounds'][0])}, {_g(f['bounds'][1])}]")
+    fixed = ", ".join(f"{k} {_g(v)}" for k, v in twin["fixed"].items())
+    lines.append(f"kept from the start: {fixed}")
+    if twin["scheduler"]:
+        lines.append("scheduler limits the servers reported: " + ", ".join(
+            f"{k} {_g(v)}" for k, v in twin["scheduler"].items()))
+    return lines
+
+
+def cell_rows(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    lines = [f"{'cell':<18}{'variant':<12}{'c':>5}  {'metric':<15}{'measured':>11}"
+             f"{'predicted':>11}{'error':>9}"]
+    for r in rows:
+        mark = "  extrapolation" if r.get("extrapolation") else ""
+        lines.append(f"{str(r['cell_id'])[:16]:<18}{str(r['variant'])[:11]:<12}"
+                     f"{r['concurrency']:>5}  {UNITS[r['metric']][0]:<15}"
+                     f"{_value(r['metric'], r['measured']):>11}"
+                     f"{_value(r['metric'], r['predicted']):>11}{r['error_pct']:>+8.1f}%{mark}")
+    return lines
+
+
+def holdout(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    lines = [f"{'metric':<15}{'n':>4}  {'mean |error| [95 % interval]':<30}{'max':>8}"
+             f"{'bias':>9}"]
+    for metric, m in metrics.items():
+        lines.append(f"{UNITS[metric][0]:<15}{m['n']:>4}  "
+                     f"{m['mae_pct']:>5.1f} % [{m['lo']:.1f}, {m['hi']:.1f}]{'':<12}"
+                     f"{m['max_pct']:>6.1f} %{m['bias_pct']:>+7.1f} %")
+    return lines
+
+
+def describe_envelope(env: Mapping[str, Any]) -> str:
+    def span(r: Sequence[int]) -> str:
+        return str(r[0]) if r[0] == r[1] else f"{r[0]}-{r[1]}"
+
+    shapes = ", ".join("/".join(str(v) for v in s) for s in env["speculative"]) or "none"
+    return (f"concurrency {span(env['concurrency'])}, prompts {span(env['prompt_tokens'])} "
+            f"tokens, {span(env['output_tokens'])} output tokens, EAGLE-3 {shapes}, prompt "
+            f"domains {', '.join(env['workload_domains'])}")
+
+
+def summary(doc: Mapping[str, Any], path: str, skipped: Sequence[str]) -> str:
+    twin = doc["twin"]
+    node = twin["node"]
+    h = twin["holdout"]
+    lines = [f"SIMULATION (twin of {twin['run_id']}): the simulator fitted to "
+             f"{len(twin['cells'])} cells of run {twin['run_id']} on {node['hardware']} / "
+             f"{node['model']}, starting from {twin['start']} ({twin['replicates']} bootstrap "
+             f"replicates, seed {twin['seed']})"]
+    lines += [f"  left out: {s}" for s in skipped]
+    lines += ["", *factors(twin), "", "fit: every cell it was fitted on (SIMULATION predicted)",
+              *cell_rows(twin["fit"]), "",
+              f"leave-one-load-out error (each of the loads {', '.join(map(str, h['loads']))} "
+              "predicted from a fit on the others):", *holdout(h["metrics"])]
+    if h["metrics_inside"] and h["metrics_inside"] != h["metrics"]:
+        lines += ["held-out loads inside the others' range only (the lowest and highest load "
+                  "are extrapolation):", *holdout(h["metrics_inside"])]
+    lines += ["", f"envelope (outside it: extrapolation): {describe_envelope(twin['envelope'])}",
+              f"wrote {path}",
+              f"use it: python -m grid.run +sweep=concurrency engine.options.profile={path} "
+              f"hardware={node['hardware']} model={node['model']}"]
+    return "\n".join(lines)

@@ -1,0 +1,44 @@
+"""The twin's closed-form model (engines/sim/twin/analytic.py) against the discrete simulator
+(the scheduler core the server runs, driven as a closed loop without a clock,
+engines/sim/twin/offline.py): a baseline closed loop runs in waves, which the closed form
+describes exactly; its load grid and crossover helpers."""
+
+from __future__ import annotations
+
+import pytest
+
+from engines.sim.profile import load_profile
+from engines.sim.twin.analytic import Scenario, Setup, crossover, grid_loads, predict
+from engines.sim.twin.offline import closed_loop
+
+NODE = ["--sim-hardware", "h200", "--sim-model", "llama3.1-8b", "--max-running-requests", "256"]
+
+
+@pytest.mark.parametrize("concurrency", [1, 8])
+def test_a_baseline_wave_is_what_the_discrete_simulator_serves(concurrency):
+    profile = load_profile("default", "h200", "llama3.1-8b")
+    served = closed_loop(profile, NODE, concurrency, 128, 64, requests_per_stream=2)
+    got = predict(Setup.from_profile(profile),
+                  Scenario(concurrency, 128, 64, None, max_running=256, requests_per_stream=2))
+    assert got.output_tok_s == pytest.approx(served.output_tok_s, rel=1e-3)
+    assert got.ttft_p50_s == pytest.approx(served.ttft_p50_s, rel=1e-3)
+    assert got.tpot_p50_s == pytest.approx(served.tpot_p50_s, rel=1e-3)
+
+
+def test_a_capped_batch_queues_the_other_streams():
+    setup = Setup.from_profile(load_profile("default", "h200", "llama3.1-8b"))
+    capped = predict(setup, Scenario(64, 128, 64, None, max_running=32))
+    free = predict(setup, Scenario(32, 128, 64, None, max_running=32))
+    assert capped.batch == free.batch == 32
+    assert capped.output_tok_s == pytest.approx(free.output_tok_s, rel=0.02)
+    # 64 streams on 32 slots: the median new request waits for one wave (floor(2 - 1/2))
+    assert capped.ttft_p50_s > free.ttft_p50_s + 0.9 * 64 / free.output_tok_s * 32
+
+
+def test_the_dense_grid_steps_by_the_square_root_of_two():
+    assert grid_loads(1, 256) == [1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256]
+
+
+def test_the_crossover_is_the_first_interval_where_speculation_stops_paying():
+    assert crossover([(1, 1.6), (8, 1.2), (64, 0.98), (256, 0.7)]) == (8, 64)
+    assert crossover([(1, 1.6), (8, 1.2)]) is None

@@ -1,0 +1,64 @@
+"""The twin's leave-one-load-out error (engines/sim/twin/holdout.py): every load is held out
+once, the fit that predicts it never sees it, and the summary's numbers are the held-out
+errors' mean, largest and signed mean."""
+
+from __future__ import annotations
+
+import pytest
+
+from engines.sim.twin import holdout, synthetic
+from engines.sim.twin.analytic import Prediction
+from engines.sim.twin.cells import observe
+from engines.sim.twin.params import Space
+from tests.engines.sim.twin.ground_truth import start, truth
+
+
+def test_each_load_is_held_out_once_and_predicted_by_a_fit_on_the_others(monkeypatch):
+    cells = synthetic.cells(truth(), [1, 8, 64], noise=0.01)
+    observed = [observe(c) for c in cells]
+    trained_on: list[set[int]] = []
+    real_fit = holdout.fit
+
+    def recording_fit(space, train, **kw):
+        trained_on.append({o.load for o in train})
+        return real_fit(space, train, **kw)
+
+    monkeypatch.setattr(holdout, "fit", recording_fit)
+    out = holdout.leave_one_load_out(Space.for_cells(start(), observed), observed,
+                                     "baseline", seed=0)
+    assert trained_on == [{8, 64}, {1, 64}, {1, 8}]
+    by_load = {}
+    for row in out["cells"]:
+        by_load.setdefault(row["concurrency"], set()).add(row["extrapolation"])
+    # the lowest and the highest load lie outside the range the other two cover
+    assert by_load == {1: {True}, 8: {False}, 64: {True}}
+    # 3 loads x 2 variants: tok/s, TTFT and TPOT of 6 cells, accept length and speedup of 3
+    assert {m: s["n"] for m, s in out["metrics"].items()} == {
+        "output_tok_s": 6, "ttft_p50_s": 6, "tpot_p50_s": 6, "accept_length": 3, "speedup": 3}
+    assert out["metrics_inside"]["output_tok_s"]["n"] == 2
+
+
+def test_the_summary_is_the_mean_largest_and_signed_mean_of_the_errors():
+    errors = [{"metric": "output_tok_s", "error_pct": e} for e in (10.0, -20.0, 30.0)]
+    s = holdout.summary(errors, seed=0)["output_tok_s"]
+    assert s["n"] == 3
+    assert s["mae_pct"] == pytest.approx(20.0)  # (10 + 20 + 30) / 3
+    assert s["max_pct"] == 30.0
+    assert s["bias_pct"] == pytest.approx(20.0 / 3)  # (10 - 20 + 30) / 3
+    assert 10.0 <= s["lo"] <= 20.0 <= s["hi"] <= 30.0
+
+
+def test_speedup_rows_pair_each_speculative_cell_with_the_baseline_at_its_load():
+    cells = synthetic.cells(truth(), [4], noise=0.0)
+    observed = [observe(c) for c in cells]
+    base, spec = observed
+    preds = [Prediction(output_tok_s=v, ttft_p50_s=0.01, tpot_p50_s=0.005,
+                        accept_length=accept, acceptance_per_position=None, batch=4.0)
+             for v, accept in ((100.0, None), (150.0, 3.0))]
+    rows = holdout.rows(observed, preds, "baseline")
+    speed = [r for r in rows if r["metric"] == "speedup"]
+    assert len(speed) == 1 and speed[0]["cell_id"] == spec.cell.cell_id
+    measured = spec.measured["output_tok_s"] / base.measured["output_tok_s"]
+    assert speed[0]["measured"] == pytest.approx(measured)
+    assert speed[0]["predicted"] == pytest.approx(1.5)  # 150 / 100
+

@@ -1,0 +1,72 @@
+"""`python -m grid.twin RUN`: reads the run's committed cells, writes twin.json into the run
+folder and prints every cell's fit; bad input is one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from engines.sim.profile import load_profile
+from engines.sim.twin import synthetic
+from grid.twin.cli import TWIN_FILE, main
+from tests.engines.sim.twin.ground_truth import truth
+from tests.grid.twin.run_folder import write_run
+
+
+def bad_input(argv: list[str], message: str, capsys) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("specgrid: error: "), err
+    assert message in err[0]
+
+
+def test_the_twin_of_a_run_is_written_beside_it_and_printed(tmp_path, capsys):
+    run = tmp_path / "RUN1"
+    cells = synthetic.cells(truth(), [1, 64], noise=0.01)
+    # a threshold variant (speculation switched off by batch size) is not modelled: left out
+    threshold = replace(cells[-1], cell_id="off-above-8", variant="eagle3__off_above-8",
+                        server_command="python -m engines.sim --speculative-adaptive")
+    write_run(run, [*cells, threshold])
+    # hardware and model: from the simulator's cells' engine version (h200 / llama3.1-8b)
+    assert main([str(run), "--start", "default", "--replicates", "2"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("SIMULATION (twin of RUN1): the simulator fitted to 4 cells")
+    assert "left out: off-above-8 eagle3__off_above-8 coding: speculation switched by batch" \
+        in out
+    for cell in cells:  # every cell's fit is printed
+        assert sum(cell.cell_id in line for line in out.splitlines()) >= 3
+    doc = json.loads((run / TWIN_FILE).read_text())
+    assert doc["twin"]["run_id"] == "RUN1"
+    assert sorted(doc["twin"]["cells"]) == sorted(c.cell_id for c in cells)
+    assert set(doc["twin"]["holdout"]["loads"]) == {1, 64}
+    assert load_profile(str(run / TWIN_FILE), "h200", "llama3.1-8b").twin is not None
+    assert not list(run.glob(".*.tmp"))  # written through a temporary file, renamed
+
+
+def test_no_such_run_is_bad_input(tmp_path, capsys):
+    bad_input([str(tmp_path / "nosuch")], "is not a run folder with committed cells", capsys)
+
+
+def test_a_run_without_done_cells_is_bad_input(tmp_path, capsys):
+    run = tmp_path / "RUN2"
+    write_run(run, synthetic.cells(truth(), [1, 64], noise=0.0), status="failed")
+    bad_input([str(run)], "has no done closed-loop cells to fit a twin to", capsys)
+    assert not (run / TWIN_FILE).exists()
+
+
+def test_a_run_at_one_load_is_bad_input(tmp_path, capsys):
+    run = tmp_path / "RUN3"
+    write_run(run, synthetic.cells(truth(), [8], noise=0.0))
+    bad_input([str(run)], "cells at one load only (c=8)", capsys)
+
+
+@pytest.mark.parametrize(("flag", "message"), [
+    (["--hardware", "tpu9"], "name the node's hardware profile (one of h100, h200, "
+                             "rtx-pro-6000), not 'tpu9'"),
+    (["--start", "nosuch"], "simulator profile 'nosuch' not found")])
+def test_an_unknown_profile_is_bad_input(tmp_path, capsys, flag, message):
+    run = tmp_path / "RUN4"
+    write_run(run, synthetic.cells(truth(), [1, 8], noise=0.0))
+    bad_input([str(run), *flag], message, capsys)

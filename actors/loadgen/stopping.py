@@ -163,9 +163,9 @@ class Watch:
 
     def _evaluate(self, snapshot: list[Result], now: float) -> float:
         """One check in the worker thread; returns its CPU time."""
-        t_wall, t_cpu = perf_counter(), time.thread_time()
-        if self._limits is None:
+        if self._limits is None:  # once, and not counted against the duty (module doc)
             self._limits = threadpool_limits(limits=1, user_api="blas")
+        t_wall, t_cpu = perf_counter(), time.thread_time()
         self._decide(snapshot, now)
         cpu = time.thread_time() - t_cpu
         self.checks += 1

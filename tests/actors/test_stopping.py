@@ -72,7 +72,7 @@ def test_a_target_stops_the_closed_loop_before_its_count() -> None:
                  min_requests=4)
     stats = result.stats
     assert stats["stop_reason"] == "target", stats["stop_detail"]
-    assert 12 <= len(result.rows) <= 100
+    assert 12 <= len(result.rows) <= 150, (len(result.rows), stats["precision_checks"])
     assert stats["stop_detail"].startswith("output_tok_s ±")
     assert stats["precision_checks"] >= 1 and stats["check_cpu_s"] > 0
     assert all(r["status"] == "ok" for r in result.rows)  # every request issued drained

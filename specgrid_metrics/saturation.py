@@ -141,12 +141,13 @@ def _fit(signal: str, x: np.ndarray, y: np.ndarray, start: float, end: float,
     if rise < needed:
         return replace(no, reason=f"rise {rise:.3g} over the window below {needed:.3g}")
     if not ratio <= 1.0 + rule.flat_tolerance:
-        return replace(no, reason="throughput not flat (later half / earlier half "
+        return replace(no, reason="throughput rising (later half / earlier half "
                        f"{ratio:.2f})")
     what = "TTFT" if signal == "ttft" else "backlog"
     return replace(no, over_saturated=True, reason=(
         f"{what} rising {slope:.3g} {unit} (95 % CI {lo:.3g} to {hi:.3g}) over {end - start:.1f} s "
-        f"({x.size} points, median {median:.3g}) while throughput is flat (x{ratio:.2f})"))
+        f"({x.size} points, median {median:.3g}) while throughput does not rise (later half "
+        f"/ earlier half x{ratio:.2f})"))
 
 
 def closed_loop(sent: np.ndarray, ttft: np.ndarray, end: np.ndarray, tokens: np.ndarray,

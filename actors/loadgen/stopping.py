@@ -117,6 +117,8 @@ class Watch:
     check_cpu_s: float = 0.0
     check_max_s: float = 0.0
     last: precision.Check | None = None
+    error: str | None = None
+    """Why the checks ended early, if one raised (the window runs on to its count)."""
     seen: saturation.Saturation | None = None
     """The over-saturation that stopped (or marked) the window."""
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
@@ -157,15 +159,19 @@ class Watch:
         while self.stop.reason is None:
             await asyncio.sleep(wait)
             snapshot = list(results)  # one atomic copy; the thread reads the timelines
-            took = await loop.run_in_executor(self._pool, self._evaluate, snapshot,
-                                              perf_counter())
+            try:
+                took = await loop.run_in_executor(self._pool, self._evaluate, snapshot,
+                                                  perf_counter())
+            except Exception as e:  # a check that breaks ends the checks, never the cell
+                self.error = f"{type(e).__name__}: {e}"
+                return
             wait = max(self.interval_s, took / CHECK_DUTY)
 
     def _evaluate(self, snapshot: list[Result], now: float) -> float:
         """One check in the worker thread; returns its CPU time."""
-        t_wall, t_cpu = perf_counter(), time.thread_time()
-        if self._limits is None:
+        if self._limits is None:  # once, and not counted against the duty (module doc)
             self._limits = threadpool_limits(limits=1, user_api="blas")
+        t_wall, t_cpu = perf_counter(), time.thread_time()
         self._decide(snapshot, now)
         cpu = time.thread_time() - t_cpu
         self.checks += 1
@@ -217,9 +223,13 @@ class Watch:
                                                           spec.client_index)))
         issued_all = len(results) >= planned
         duration_set = spec.duration_s is not None
-        if stop.reason is None and self.stop_over_saturated and results:
+        if stop.reason is None and self.stop_over_saturated and results and self.error is None:
             req, sched, _ = arrays(results)
-            sat = self.saturated(req, sched, float(np.max(req.sent)))
+            try:
+                sat = self.saturated(req, sched, float(np.max(req.sent)))
+            except Exception as e:  # as in _run: never the cell
+                self.error = f"{type(e).__name__}: {e}"
+                sat = saturation.Saturation(False, "", "")
             if sat.over_saturated:
                 self.seen = sat
                 stop.reason = "over_saturated"
@@ -232,7 +242,7 @@ class Watch:
         return {"stop_reason": stop.reason, "stop_detail": stop.detail,
                 "stop_evidence": self.seen.evidence(offset) if self.seen else None,
                 "precision_checks": self.checks, "check_cpu_s": self.check_cpu_s,
-                "check_max_s": self.check_max_s}
+                "check_max_s": self.check_max_s, "check_error": self.error}
 
 
 def make_watch(spec: LoadSpec, weights: Sequence[int], stop: Stop) -> Watch:

@@ -18,8 +18,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from grid.plan.stopping import cap_of
-
 GROUP_AXES = ("variant", "workload", "model", "engine")
 """Axes whose values name a config option (conf/<axis>/<value>.yaml)."""
 KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate", "repeat": "load.repeat"}
@@ -41,6 +39,10 @@ def unmeasured_key(key: str) -> bool:
     section, _, name = key.partition(".")
     return name != "python" and name in _NOT_IDENTITY.get(section, ())
 
+
+TARGET_CAP_FACTOR = 4
+"""Without load.max_requests, a cell with a precision target (load.target, grid/plan/stopping.py)
+may measure this many times the requests it would measure without one."""
 
 # Load keys left out of a cell's identity while they hold their default, so that cells planned
 # before the keys existed keep their ids (grid/plan/stopping.py).
@@ -129,7 +131,10 @@ def requests_for_cell(load: Mapping[str, Any]) -> int:
         return int(load["num_requests"])
     streams = load["rate"] if load.get("rate") is not None else load.get("concurrency") or 1
     fixed = max(int(load["min_requests"]), math.ceil(load["requests_per_stream"] * streams))
-    return fixed if load.get("target") is None else cap_of(load, fixed)
+    if load.get("target") is None:
+        return fixed
+    cap = load.get("max_requests")
+    return int(cap) if cap is not None else TARGET_CAP_FACTOR * fixed
 
 
 def variant_label(name: str, combo: Mapping[str, Any]) -> str:

@@ -10,10 +10,6 @@ from typing import Any
 from grid.plan.config import ConfigError
 from specgrid_metrics.precision import Target, parse_targets
 
-CAP_FACTOR = 4
-"""Without load.max_requests, a targeted cell may measure this many times the requests it would
-measure without a target (requests_per_stream x streams, at least min_requests)."""
-
 
 def targets_of(load: Mapping[str, Any]) -> tuple[Target, ...]:
     """The cell's precision targets (ConfigError, one line, for a bad one)."""
@@ -44,12 +40,6 @@ def check_stopping(config: Mapping[str, Any], combo: Mapping[str, Any]) -> None:
     if config["workload"].get("kind") == "conversations":
         raise ConfigError("load.target applies to prompt workloads: a conversation cell "
                           f"replays its conversations whole (workload.kind=conversations){where}")
-
-
-def cap_of(load: Mapping[str, Any], fixed: int) -> int:
-    """The requests a targeted cell may measure at most; `fixed` is its count without one."""
-    cap = load.get("max_requests")
-    return int(cap) if cap is not None else CAP_FACTOR * fixed
 
 
 def describe_stop(load: Mapping[str, Any], num_requests: int) -> str:

@@ -61,4 +61,7 @@ def stop_columns(cell: Cell, rows: Sequence[Mapping[str, Any]],
     elif reason in ("count", "duration") and out["stop_detail"] is None:
         out["stop_detail"] = (f"{len(rows)} requests" if reason == "count" else
                               f"time bound (load.duration_s) after {len(rows)} requests")
+    broken = next((s["check_error"] for s in stats if s.get("check_error")), None)
+    if broken:
+        out["stop_detail"] = f"{out['stop_detail'] or reason}; the checks stopped: {broken}"
     return out

@@ -71,3 +71,10 @@ def test_cells_without_a_target_say_count_or_nothing():
     assert out == {"stop_reason": "count", "stop_detail": "32 requests", "stop_half_width": None,
                    "stop_evidence": None}
     assert stop_columns(cell, [], [{}])["stop_reason"] is None  # a client of an older release
+
+
+def test_a_broken_check_is_named_in_the_detail():
+    cell = _cell()
+    out = stop_columns(cell, _rows(cell), [{"stop_reason": "count",
+                                            "check_error": "FloatingPointError: x"}])
+    assert out["stop_detail"] == "32 requests; the checks stopped: FloatingPointError: x"

@@ -7,31 +7,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import engines
+from grid.store.files import write_atomic
 from grid.twin.cells import measured_cells, recorded_hardware
 from grid.twin.table import summary
 
 TWIN_FILE = "twin.json"
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a hidden temporary file, fsynced, then renamed."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def parser() -> argparse.ArgumentParser:
@@ -70,6 +55,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"specgrid: error: {e}", file=sys.stderr)
         return 2
     path = run_dir / TWIN_FILE
-    write_atomic(path, json.dumps(doc, indent=1) + "\n")
+    write_atomic(path, json.dumps(doc, indent=1) + "\n", fsync=True)
     print(summary(doc, str(path), skipped))
     return 0

@@ -139,7 +139,8 @@ def test_a_rate_driven_simulated_cell_is_checked_at_its_running_batch(tmp_path):
     write_run(run_dir, {"baseline": {1: 100.0}},
               server_metrics={"baseline-c1": _rows(run_dir.name, "baseline-c1", running)},
               cell_fields={"engine_version": version, "concurrency": None, "rate": 2.0,
-                           "server_command": "python -m engines.sim"})
+                           "server_command": "python -m engines.sim",
+                           "engine_options": "{}", "server_args": "{}"})
     data = load_run(run_dir, replicates=20)
     (warning,) = [t for _, t in data.validity if t.startswith("extrapolation")]
     assert "baseline 2/s coding (concurrency 100 outside 1-64" in warning

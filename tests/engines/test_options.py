@@ -18,7 +18,7 @@ DECLARED = {
 
 @pytest.mark.parametrize(("options", "message"), [
     ({"where": "x", "colour": 1}, "colour is not an option of engine=toy (its options: count, "
-                                  "mode, rate, where)"),
+                                  "mode, rate, where; drop it with ~engine.options.colour)"),
     ({"where": "x", "rate": 1.5}, "rate must be within [0, 1], got 1.5"),
     ({"where": "x", "rate": "lots"}, "rate must be a number within [0, 1], got 'lots'"),
     ({"where": "x", "rate": float("nan")}, "rate must be within [0, 1], got nan"),
@@ -51,12 +51,12 @@ def test_each_engine_checks_its_own_options():
     with pytest.raises(OptionError, match=r"^launcher='python' is not one of serve, "):
         engines.get("sglang").check_options({"launcher": "python"})
     with pytest.raises(OptionError, match=r"^time_scale is not an option of engine=sglang "
-                                          r"\(its options: launcher\)"):
+                                          r"\(its options: launcher; drop it with ~engine.options.time_scale\)$"):
         engines.get("sglang").check_options({"time_scale": 0.25})
     # vLLM takes none
     engines.get("vllm").check_options({})
     with pytest.raises(OptionError, match=r"^url is not an option of engine=vllm \(its "
-                                          r"options: none\)"):
+                                          r"options: none;"):
         engines.get("vllm").check_options({"url": "http://h:1"})
     # an external server: where it is, a usable base URL
     engines.get("external").check_options({"url": "h:8000"})

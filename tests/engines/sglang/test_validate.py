@@ -65,6 +65,9 @@ def test_python_without_sglang() -> None:
 def _variants() -> dict[str, dict[str, Any]]:
     from omegaconf import OmegaConf
 
+    from grid.plan.config import register_configs
+
+    register_configs()  # the variants' `${tiny_model:NAME}` / `${trained_model:NAME}` resolvers
     out = {}
     for path in sorted((ROOT / "conf" / "variant").glob("*.yaml")):
         cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)

@@ -1,6 +1,7 @@
 """The project's core claim on a real engine, the slice CI runs: real vLLM 0.32.0 on the CPU
 serves the trained target with the trained coding/agentic draft model (`+sweep=cpu_lesson`,
-docs/lesson.md) on coding and encyclopedic prompts, greedy and at temperature 0.7. Every
+docs/lesson.md) greedy on coding, agentic, chat and encyclopedic prompts and sampled
+(temperature 0.7) on coding. Every
 number comes from the product's own path: cells, per-request rows, the server's counters, the
 report.
 
@@ -38,22 +39,24 @@ def assert_steps_are_the_servers(run_dir, requests) -> None:
 
 def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, trained_models):
     lines: list[str] = []
+    # greedy on the drafter's two domains and two it never read; sampled on coding
     outcome = run(["+sweep=cpu_lesson", f"results_dir={tmp_path}",
                    f"engine.python={engines_python}",
-                   "grid.axes={variant:[tiny_trained_draft],workload:[coding,encyclopedic]}",
+                   "grid.axes={variant:[tiny_trained_draft],"
+                   "workload:[coding,agentic,chat,encyclopedic]}",
+                   "grid.exclude=[{workload:[agentic,chat,encyclopedic],"
+                   "workload.temperature:0.7}]",
                    "load.num_requests=32"], echo=lines.append)
     log = "\n".join(lines)
     assert outcome.exit_code == 0, log
     cells = load_cells(outcome.run_dir)
-    assert len(cells) == 4 and (cells.status == "done").all(), log
+    assert len(cells) == 5 and (cells.status == "done").all(), log
     assert set(cells.source) == {"real engine, CPU, tiny trained models"}
-    assert sorted(cells.temperature) == [0.0, 0.0, 0.7, 0.7]
-    assert set(cells.workload) == {"coding__temperature-0.0", "coding__temperature-0.7",
-                                   "encyclopedic__temperature-0.0",
-                                   "encyclopedic__temperature-0.7"}
-    # alignment against the drafter's own training rows: coding above encyclopedic
-    align = cells.groupby(cells.workload.str.split("__").str[0]).alignment.first()
-    assert align["coding"] > align["encyclopedic"]
+    assert sorted(cells.temperature) == [0.0, 0.0, 0.0, 0.0, 0.7]
+    domain = cells.workload.str.split("__").str[0]
+    # alignment against the drafter's own training rows: its domains above the others
+    align = cells.groupby(domain).alignment.first()
+    assert min(align["coding"], align["agentic"]) > max(align["chat"], align["encyclopedic"])
 
     # every request carries its verify steps (vLLM's per-request speculative metrics), and
     # they add up to the server's own counter over the cell (scraped after the warm-up)
@@ -61,14 +64,23 @@ def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, tr
     assert (requests.status == "ok").all() and requests.spec_verify_ct.notna().all()
     assert_steps_are_the_servers(outcome.run_dir, requests)
 
-    # greedy: the matched domain accepts more, intervals apart (a test that can fail: the
-    # drafter read coding text, never an encyclopedia question)
+    # greedy: the matched domains accept more than the mismatched, intervals apart (a test
+    # that can fail: the drafter read coding and agentic text, never a chat or an
+    # encyclopedia question). Pooled, two domains a side, as docs/lesson.md states it: one
+    # domain's requests are heavy-tailed (a prompt whose continuation loops is drafted almost
+    # whole), so a single pair of 32-request cells can overlap on a weaker training run.
     table = acceptance_table(requests, cells)
     table["domain"] = table.domain.astype(str)
     by = table.set_index(["domain", "temperature"])
-    coding, encyclopedic = by.loc[("coding", 0.0)], by.loc[("encyclopedic", 0.0)]
-    assert coding.lo > encyclopedic.hi, table
+    side = domain.map({"coding": "matched", "agentic": "matched", "chat": "mismatched",
+                       "encyclopedic": "mismatched"})
+    pooled = acceptance_table(requests, cells.assign(workload=side.where(
+        cells.temperature == 0.0, "sampled"))).set_index("workload")
+    matched, mismatched = pooled.loc["matched"], pooled.loc["mismatched"]
+    assert matched.requests == mismatched.requests == 64, pooled
+    assert matched.lo > mismatched.hi, pooled
     # sampling lowers acceptance on the matched domain
+    coding = by.loc[("coding", 0.0)]
     assert by.loc[("coding", 0.7), "accept_length"] < coding.accept_length, table
 
     report = (outcome.run_dir / "report.md").read_text()
@@ -77,8 +89,8 @@ def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, tr
     decision = json.loads((outcome.run_dir / "decision.json").read_text())
     relation = {r["temperature"]: r for r in decision["alignment_vs_acceptance"]}
     assert relation[0.0]["most_aligned"]["workload"] == "coding__temperature-0.0"
-    assert relation[0.0]["apart"] is True
-    assert relation[0.0]["spearman"] is None  # two domains: no rank correlation
+    assert relation[0.0]["workloads"] == 4 and relation[0.0]["requests"] == 128
+    assert -1.0 <= relation[0.0]["spearman"] <= 1.0  # four domains: a rank correlation
 
 
 def test_vllm_drafts_only_up_to_the_threshold(tmp_path, engines_python, trained_models):

@@ -8,11 +8,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from engines.base import SGLANG_METRICS, Engine, ServerRequest
+from engines.base import SGLANG_METRICS, DepthSetting, Engine, ServerRequest
 from engines.launch import Endpoints, LaunchSpec
 from engines.sglang.adaptive import honoured_thresholds
 from engines.sglang.command import build_sim_launch, speculation_on
-from engines.sglang.engine import sglang_warnings
+from engines.sglang.engine import (
+    adaptive_problem,
+    schedule_setting,
+    sglang_warnings,
+    speculation_kwargs,
+)
 from engines.sim.profile import gpu_memory_gib
 
 
@@ -33,7 +38,8 @@ class Sim(Engine):
             disable_above_batch=request.disable_above_batch,
             sim_args=request.options.get("sim_args") or {}, host=request.host,
             api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
-            revision=request.revision, draft_revision=request.draft_revision)
+            revision=request.revision, draft_revision=request.draft_revision,
+            **speculation_kwargs(request))
         return replace(spec, endpoints=self.endpoints)
 
     def gpus(self, tp_size: int, device: str) -> int:
@@ -54,6 +60,16 @@ class Sim(Engine):
             return None
         memory = gpu_memory_gib(hardware) if hardware else None
         return honoured_thresholds(args, None if memory is None else memory * 1024)
+
+    def depth_setting(self, request: ServerRequest) -> DepthSetting | None:
+        """As SGLang's, with the max_bs SGLang would pick for the modelled GPU's memory (the
+        simulator pads and routes the same way, engines/sim/core.py)."""
+        hardware = (request.options.get("sim_args") or {}).get("hardware")
+        memory = gpu_memory_gib(str(hardware)) if hardware else None
+        return schedule_setting(self.name, request, None if memory is None else memory * 1024)
+
+    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
+        return adaptive_problem(variant)
 
 
 ENGINE = Sim()

@@ -274,9 +274,10 @@ def sim_envelope(cell: Cell, prompts: Sequence[Prompt] | None = None) -> str | N
                            "EAGLE3 with explicit shapes)")
         else:
             shape = (int(parts[0]), int(parts[1]), int(parts[2]))  # type: ignore[arg-type]
-        if variant.get("speculative_disable_above_batch") is not None:
-            reasons.append("speculative_disable_above_batch (no anchor measured the adaptive "
-                           "switch)")
+        for key in ("speculative_disable_above_batch", "speculative_depth",
+                    "speculative_adaptive"):
+            if variant.get(key) not in (None, False):
+                reasons.append(f"{key} (no anchor measured the adaptive switch)")
     reasons += env.outside(concurrency=concurrency, output_tokens=tokens, prompt_tokens=length,
                            speculative=shape, domains=domains if algorithm else ())
     return "; ".join(reasons)

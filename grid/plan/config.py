@@ -124,6 +124,16 @@ class VariantConfig:
     """GPUs for this variant's server; None = model.tp_size."""
     speculative_disable_above_batch: int | None = None
     """Speculation off when the running batch exceeds this (becomes an adaptive config)."""
+    speculative_depth: list[list[int]] | None = None
+    """The speculative depth by running batch size: [[from batch, depth], ...] ascending, the
+    first from 1, depths >= 0 (0 = no drafting), e.g. [[1, 5], [9, 3], [33, 1], [65, 0]];
+    each engine spells it in its own form (docs/engines.md). Not with the threshold above."""
+    speculative_adaptive: bool = False
+    """The engine's own runtime adaptation of the depth (SGLang and the simulator: EAGLE or
+    EAGLE3 with topk 1; refused on vLLM, which has none)."""
+    speculative_adaptive_config: str | None = None
+    """With speculative_adaptive: its tiers, a JSON file in SGLang's format (None = SGLang's
+    default: 1 -> {1,3,5,7}, 8 -> {0,1,3}, 32 -> {0,1}, 64 -> {0})."""
 
 
 @dataclass

@@ -186,6 +186,17 @@ def depth_notes(name: str, variant: Mapping[str, Any], gpu_memory_mib: float | N
     """Plan lines for a variant with a speculative_depth schedule: the depth SGLang gives each
     running batch, and a warning for each tier whose start moves with the padding."""
     raw = variant.get("speculative_depth")
+    if variant.get("speculative_adaptive") and not raw:
+        path = variant.get("speculative_adaptive_config")
+        try:
+            candidates = adaptive.load_tiers(read_config(path) if path else DEFAULT_CONFIG)
+        except ValueError:
+            return []  # the launch spec reports it
+        text = ", ".join(f"{b}+: {{{', '.join(map(str, c))}}}"
+                         for b, c in sorted(candidates.items()))
+        return [f"{name}: SGLang adapts the speculative depth at run time by an EMA of "
+                f"accepted drafts, among the candidates of each tier ({path or 'its default'}):"
+                f" {text}"]
     if not raw:
         return []
     try:

@@ -175,3 +175,11 @@ def test_sglangs_own_router_pins_the_schedules_depth_per_batch(tmp_path: Path) -
         except FlagError:
             ours = True
         assert refused == ours, (algo, topk)
+
+
+def test_the_plan_says_which_depths_sglangs_adaptation_may_choose() -> None:
+    assert depth.depth_notes("eagle3__adaptive", {"speculative_adaptive": True,
+                                                  "args": EAGLE3}) == [
+        "eagle3__adaptive: SGLang adapts the speculative depth at run time by an EMA of "
+        "accepted drafts, among the candidates of each tier (its default): 1+: {1, 3, 5, 7}, "
+        "8+: {0, 1, 3}, 32+: {0, 1}, 64+: {0}"]

@@ -67,6 +67,7 @@ def test_a_schedule_is_planned_in_the_engines_form(tmp_path):
     assert any("tier from batch 10 starts at batch 9" in w for w in planned.plan.warnings)
 
 
+@pytest.mark.slow  # two plans composed through Hydra: ~25 s on the shared 2-core machine
 def test_depth_cells_are_the_cells_of_a_dense_grid_of_the_same_factors(tmp_path):
     search = make_plan(["+sweep=depth_search", "grid.search.concurrency=[1,4]",
                         "grid.search.depths=[0,1,3]", "grid.search.max_repeats=1",

@@ -17,7 +17,7 @@ written; version detection and validation run a subprocess of the engine's own P
   (`threshold_values`), which a threshold search ranks (docs/search.md);
 - how long a cell's load takes, where the engine can tell before measuring it
   (`estimate_cell_seconds` of a `CellWork`: the simulator from its own model; a real server's
-  speed is unknown until measured, so the plan uses the run's measured cells instead).
+  speed is unknown until measured, so the plan uses the run's measured cells instead);
 - its own settings (`options`, `engine.options.<key>` in the config), checked before anything
   starts (`check_options`), and what follows from them: a server's URL when someone else runs
   it (`server_url`), what besides its flags makes its numbers (`version_label`), and for an
@@ -25,7 +25,16 @@ written; version detection and validation run a subprocess of the engine's own P
   on (`envelope`, from a `Scenario` of plain values: the plan's and the report's one answer).
 - what its numbers stand for beyond its label (`provenance`: the simulator on a twin's
   profile says whose twin), and a twin fitted to a run's measured cells (`fit_twin`,
-  docs/twin.md; only the simulator has one).
+  docs/twin.md; only the simulator has one);
+- a speculative depth schedule in its own words (`depth_setting`: what an operator pastes, and
+  the depth each running batch gets as the engine routes it), and whether it can adapt the
+  depth at run time (`adaptive_refusal`).
+
+A depth schedule (`variant.speculative_depth`, `DepthTiers`) is engine-neutral: tiers
+`(from batch size, depth)`, ascending, the first from 1, depths >= 0 (0 = no drafting);
+`depth_schedule` checks one. Each engine turns it into its own form: vLLM's
+`num_speculative_tokens_per_batch_size`, SGLang's (and the simulator's) adaptive config with one
+candidate per tier.
 
 Variants speak one vocabulary, SGLang's ServerArgs field names (`max_running_requests`,
 `speculative_algorithm`, ...): the shipped variants mean the same thing on every engine, and an
@@ -45,6 +54,55 @@ from specgrid_metrics.counters import Sample, counter_delta
 
 Device = Literal["cuda", "cpu"]
 
+DepthTiers = tuple[tuple[int, int], ...]
+"""A speculative depth schedule: (from running batch size, depth) pairs, ascending, the first
+from 1; a tier holds up to the next one's start (the last one: every larger batch)."""
+
+
+def depth_schedule(value: Any) -> DepthTiers:
+    """`value` (`[[1, 5], [9, 3], [33, 1], [65, 0]]`) as DepthTiers; ValueError with one line
+    naming what is wrong: not a list of [batch, depth] pairs of ints, a first tier not from 1,
+    starts not ascending, a negative depth, or no tier that drafts (that is the baseline)."""
+    def whole(x: Any) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool)
+
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence) or not value or not all(
+            not isinstance(t, str | bytes) and isinstance(t, Sequence) and len(t) == 2
+            and whole(t[0]) and whole(t[1]) for t in value):
+        raise ValueError("speculative_depth must be a non-empty list of [from batch size, "
+                         f"depth] pairs of ints, e.g. [[1, 5], [9, 3], [65, 0]]; got {value!r}")
+    tiers = tuple((int(t[0]), int(t[1])) for t in value)
+    if tiers[0][0] != 1:
+        raise ValueError(f"speculative_depth must start from batch size 1, got {tiers[0][0]} "
+                         "(every running batch needs a depth)")
+    for (a, _), (b, _) in zip(tiers, tiers[1:], strict=False):
+        if b <= a:
+            raise ValueError(f"speculative_depth tiers must be ascending by batch size: {b} "
+                             f"follows {a}")
+    negative = [d for _, d in tiers if d < 0]
+    if negative:
+        raise ValueError(f"speculative_depth depths must be >= 0 (0 = no drafting), got "
+                         f"{negative[0]}")
+    if max(d for _, d in tiers) == 0:
+        raise ValueError("speculative_depth drafts at no batch size (every depth is 0): that "
+                         "is the baseline, not a speculative variant")
+    return tiers
+
+
+@dataclass(frozen=True)
+class DepthSetting:
+    """A depth schedule in one engine's words: what to paste, and what it does there."""
+
+    engine: str
+    flags: tuple[str, ...]
+    """The server flags that set it (file names as in `files`)."""
+    files: Mapping[str, str] = field(default_factory=dict)
+    """File name -> content the flags name (SGLang's adaptive config)."""
+    tiers: tuple[tuple[int, int | None, int], ...] = ()
+    """The depth each running batch gets as the engine routes it: (first batch, last batch or
+    None = and above, depth), which may differ from the schedule's tiers (SGLang pads a batch
+    to a captured CUDA-graph size before it picks the tier)."""
+
 
 @dataclass(frozen=True)
 class ServerRequest:
@@ -60,6 +118,12 @@ class ServerRequest:
     tp_size: int = 1
     disable_above_batch: int | None = None
     """Speculation off above this batch size (the variant's speculative_disable_above_batch)."""
+    depth_schedule: DepthTiers | None = None
+    """The speculative depth by running batch (the variant's speculative_depth, checked)."""
+    adaptive: bool = False
+    """The engine's own runtime adaptation of the depth (the variant's speculative_adaptive)."""
+    adaptive_config: str | None = None
+    """Its tiers, a JSON file in SGLang's format (None = the engine's default tiers)."""
     python: str = ""
     """The interpreter that runs the engine ("" = the driver's own)."""
     version: str | None = None
@@ -101,6 +165,10 @@ class Scenario:
     """The prompts' domain labels."""
     disable_above_batch: int | None = None
     """The variant's speculative_disable_above_batch."""
+    depth_schedule: bool = False
+    """The variant sets the speculative depth by running batch (speculative_depth)."""
+    adaptive: bool = False
+    """The variant has the engine adapt the depth at run time (speculative_adaptive)."""
     conversations: bool = False
     """Multi-turn conversation replay (a growing context per conversation)."""
     tp_size: int = 1
@@ -397,6 +465,7 @@ class Engine:
         that models GPUs (the simulator's profile may stand for a whole node behind one
         server); None = the GPUs the server was given are the ones that served."""
         return None
+
     def provenance(self, options: Mapping[str, Any]) -> str | None:
         """What this engine's numbers stand for beyond `label` and `simulated`, from its
         engine config (`options`), e.g. `twin of RUN` for the simulator on a twin's profile;
@@ -414,6 +483,17 @@ class Engine:
         shapes), `start` the profile whose factors the fit starts from; `seed` and
         `replicates` the bootstrap's. ValueError (one line) when the cells cannot be fitted."""
         raise ValueError(f"{self.label} cannot be fitted as a twin (engine=sim can)")
+
+    def depth_setting(self, request: ServerRequest) -> DepthSetting | None:
+        """The server flags and files that pin `request.depth_schedule` on this engine, with
+        the depth each running batch gets; None when the engine cannot set a depth by batch
+        size. ValueError (one line) for a variant the schedule cannot run on."""
+        return None
+
+    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
+        """Why this engine cannot adapt the speculative depth at run time for `variant`
+        (its config: `args`, ...), as one line; None when it can."""
+        return f"{self.label} has no runtime adaptation of the speculative depth"
 
 
 SGLANG_METRICS = MetricNames(

@@ -1,11 +1,13 @@
 """Files the report leaves in a run folder beside report.html (the settings a depth search
-found, in the engine's own form): written only under the run folder, each atomically (a
-temporary name, then a rename), so a reader sees the old file or the new one, never half."""
+found, in the engine's own form): only under the run folder, each replaced atomically by the
+store's writer (grid/store/files.py), so a reader sees the old file or the new one, never half.
+Not fsynced: like the report, they are made again from the committed cells."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
+
+from grid.store.files import make_dirs, write_atomic
 
 
 def write_file(run_dir: Path, relative: str, content: str) -> Path:
@@ -15,8 +17,6 @@ def write_file(run_dir: Path, relative: str, content: str) -> Path:
     path = (root / relative).resolve()
     if root not in path.parents:
         raise ValueError(f"{relative} is not inside the run folder {root}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(content)
-    os.replace(tmp, path)
+    make_dirs(path.parent, fsync=False)
+    write_atomic(path, content, fsync=False)
     return path

@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     levels = lattice(low, high, math.sqrt(2))
     hardware, model = ns.profile.split(":")
     common = ["+sweep=depth_search", f"hardware={hardware}", f"model={model}",
-              f"++engine.sim_args.time_scale={ns.time_scale}",
+              f"++engine.options.time_scale={ns.time_scale}",
               f"workload.max_new_tokens={ns.max_new_tokens}",
               f"variant.args.max_running_requests={ns.max_running}",
               "grid.exclusive_node=false", "load.client_cpus=0.5"]

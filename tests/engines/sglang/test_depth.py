@@ -15,7 +15,7 @@ import pytest
 
 from engines.sglang import adaptive, depth
 from engines.sglang.command import server_args
-from engines.sglang.versions import FlagError
+from engines.validation import FlagError
 
 EAGLE3 = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
           "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,

@@ -30,7 +30,7 @@ ONE = ["variant=eagle3", "load.concurrency=4"]
      "speculative_adaptive needs speculative_algorithm EAGLE or EAGLE3"),
     (["variant=baseline", "variant.speculative_depth=[[1,3]]"],
      "speculative_depth needs speculative_algorithm EAGLE or EAGLE3"),
-    (["variant.speculative_depth=[[1,3]]", "engine=external", "engine.url=http://h:1"],
+    (["variant.speculative_depth=[[1,3]]", "engine=external", "engine.options.url=http://h:1"],
      "speculative_depth needs a server specgrid launches"),
 ])
 def test_bad_depth_settings_are_one_line_before_anything_starts(overrides, message, tmp_path,

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from engines.base import DepthTiers
+from engines.depth import DepthTiers
 from engines.launch import FILES_DIR, LaunchSpec
 from engines.sglang import adaptive, depth
 from engines.sglang.flags import flag_name, server_args_to_argv

@@ -36,7 +36,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engines.base import DepthTiers, depth_schedule
+from engines.depth import DepthTiers, depth_schedule
 from engines.sglang import adaptive
 from engines.sglang.versions import ZERO_STEP_SINCE, at_least
 from engines.validation import FlagError

@@ -15,7 +15,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, get_args
 
-from engines.base import SGLANG_METRICS, DepthSetting, Engine, ServerRequest
+from engines.base import SGLANG_METRICS, Engine, ServerRequest
+from engines.depth import DepthSetting
 from engines.launch import Endpoints, LaunchSpec
 from engines.options import Option
 from engines.sglang import adaptive, depth, validate

@@ -45,7 +45,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from engines.base import DepthSetting, DepthTiers, ServerRequest, depth_schedule
+from engines.base import ServerRequest
+from engines.depth import DepthSetting, DepthTiers, depth_schedule
 from engines.launch import FILES_DIR, Endpoints, LaunchSpec
 from engines.vllm.logphases import VLLM_LOG_PHASES, VLLM_STARTUP_TIMINGS
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engines.base import VLLM_METRICS, DepthSetting, Engine, ServerRequest, depth_schedule
+from engines.base import VLLM_METRICS, Engine, ServerRequest
+from engines.depth import DepthSetting, depth_schedule
 from engines.launch import Endpoints, LaunchSpec
 from engines.validation import FlagProblem
 from engines.vllm import validate

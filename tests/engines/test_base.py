@@ -85,7 +85,7 @@ def test_threshold_values_per_engine() -> None:
 
 
 def test_a_depth_schedule_is_checked_once_for_every_engine() -> None:
-    from engines.base import depth_schedule
+    from engines.depth import depth_schedule
 
     assert depth_schedule([[1, 5], [9, 3], [33, 1], [65, 0]]) == (
         (1, 5), (9, 3), (33, 1), (65, 0))

@@ -123,7 +123,7 @@ def test_the_simulator_pins_a_depth_schedule_per_running_batch(tmp_path: Path) -
               "speculative_num_steps": 3, "speculative_eagle_topk": 1}, env={},
         model_path="m", draft_model_path="d", python="py",
         depth_schedule=((1, 5), (9, 3), (33, 1), (65, 0)),
-        options={"sim_args": {"hardware": "h200", "model": "llama3.1-8b"}}))
+        options={"hardware": "h200", "model": "llama3.1-8b"}))
     for name, text in spec.files.items():
         (tmp_path / name).write_text(text)
     engine = SimEngine(resolve(spec.argv_in(str(tmp_path))[3:], env={}))

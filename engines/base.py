@@ -17,7 +17,7 @@ written; version detection and validation run a subprocess of the engine's own P
   (`threshold_values`), which a threshold search ranks (docs/search.md);
 - how long a cell's load takes, where the engine can tell before measuring it
   (`estimate_cell_seconds` of a `CellWork`: the simulator from its own model; a real server's
-  speed is unknown until measured, so the plan uses the run's measured cells instead).
+  speed is unknown until measured, so the plan uses the run's measured cells instead);
 - its own settings (`options`, `engine.options.<key>` in the config), checked before anything
   starts (`check_options`), and what follows from them: a server's URL when someone else runs
   it (`server_url`), what besides its flags makes its numbers (`version_label`), and for an
@@ -25,7 +25,13 @@ written; version detection and validation run a subprocess of the engine's own P
   on (`envelope`, from a `Scenario` of plain values: the plan's and the report's one answer).
 - what its numbers stand for beyond its label (`provenance`: the simulator on a twin's
   profile says whose twin), and a twin fitted to a run's measured cells (`fit_twin`,
-  docs/twin.md; only the simulator has one).
+  docs/twin.md; only the simulator has one);
+- a speculative depth schedule in its own words (`depth_setting`: what an operator pastes, and
+  the depth each running batch gets as the engine routes it), and whether it can adapt the
+  depth at run time (`adaptive_refusal`).
+
+A depth schedule (`variant.speculative_depth`) is engine-neutral (engines/depth.py); each
+engine turns it into its own form.
 
 Variants speak one vocabulary, SGLang's ServerArgs field names (`max_running_requests`,
 `speculative_algorithm`, ...): the shipped variants mean the same thing on every engine, and an
@@ -38,13 +44,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from engines.depth import DepthSetting, DepthTiers
 from engines.launch import Endpoints, LaunchSpec
 from engines.options import Option, check_options
 from engines.validation import FlagProblem, ValidationUnavailable
 from specgrid_metrics.counters import Sample, counter_delta
 
 Device = Literal["cuda", "cpu"]
-
 
 @dataclass(frozen=True)
 class ServerRequest:
@@ -60,6 +66,12 @@ class ServerRequest:
     tp_size: int = 1
     disable_above_batch: int | None = None
     """Speculation off above this batch size (the variant's speculative_disable_above_batch)."""
+    depth_schedule: DepthTiers | None = None
+    """The speculative depth by running batch (the variant's speculative_depth, checked)."""
+    adaptive: bool = False
+    """The engine's own runtime adaptation of the depth (the variant's speculative_adaptive)."""
+    adaptive_config: str | None = None
+    """Its tiers, a JSON file in SGLang's format (None = the engine's default tiers)."""
     python: str = ""
     """The interpreter that runs the engine ("" = the driver's own)."""
     version: str | None = None
@@ -101,6 +113,10 @@ class Scenario:
     """The prompts' domain labels."""
     disable_above_batch: int | None = None
     """The variant's speculative_disable_above_batch."""
+    depth_schedule: bool = False
+    """The variant sets the speculative depth by running batch (speculative_depth)."""
+    adaptive: bool = False
+    """The variant has the engine adapt the depth at run time (speculative_adaptive)."""
     conversations: bool = False
     """Multi-turn conversation replay (a growing context per conversation)."""
     tp_size: int = 1
@@ -397,6 +413,7 @@ class Engine:
         that models GPUs (the simulator's profile may stand for a whole node behind one
         server); None = the GPUs the server was given are the ones that served."""
         return None
+
     def provenance(self, options: Mapping[str, Any]) -> str | None:
         """What this engine's numbers stand for beyond `label` and `simulated`, from its
         engine config (`options`), e.g. `twin of RUN` for the simulator on a twin's profile;
@@ -414,6 +431,17 @@ class Engine:
         shapes), `start` the profile whose factors the fit starts from; `seed` and
         `replicates` the bootstrap's. ValueError (one line) when the cells cannot be fitted."""
         raise ValueError(f"{self.label} cannot be fitted as a twin (engine=sim can)")
+
+    def depth_setting(self, request: ServerRequest) -> DepthSetting | None:
+        """The server flags and files that pin `request.depth_schedule` on this engine, with
+        the depth each running batch gets; None when the engine cannot set a depth by batch
+        size. ValueError (one line) for a variant the schedule cannot run on."""
+        return None
+
+    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
+        """Why this engine cannot adapt the speculative depth at run time for `variant`
+        (its config: `args`, ...), as one line; None when it can."""
+        return f"{self.label} has no runtime adaptation of the speculative depth"
 
 
 SGLANG_METRICS = MetricNames(

@@ -39,6 +39,7 @@ from grid.plan.build import (
 )
 from grid.plan.cells import Cell, group_by_server
 from grid.plan.config import ConfigError, register_configs
+from grid.plan.depth import DepthSetup, depth_setup, depth_space, depth_universe
 from grid.plan.overrides import (
     NOT_RECORDED,
     hydra_string,
@@ -51,7 +52,6 @@ from grid.plan.search import (
     SearchSetup,
     check_search,
     search_kind,
-    search_lines,
     search_setup,
     search_space,
     step_plan,
@@ -135,7 +135,7 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
     if plan.cfg.plan:
         if plan.search is not None:  # the search's first step and its budget
             first = plan.search.cells_of(plan.search.first_step().points)
-            echo("\n".join(search_lines(plan.search)))
+            echo("\n".join(plan.search.plan_lines()))
             echo(format_plan(step_plan(plan.plan, first)))
             return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in first])
         echo(format_plan(plan.plan))
@@ -158,7 +158,7 @@ class _Planned:
     cfg: DictConfig
     plan: Plan
     overrides: list[str]
-    search: SearchSetup | None = None
+    search: SearchSetup | DepthSetup | None = None
     """An adaptive search (grid.search.kind): `plan` holds every cell it may choose but a
     threshold search's confirmation cells, planned when chosen (grid/execute/search.py)."""
     workloads: WorkloadPlan | None = None
@@ -194,15 +194,23 @@ def make_plan(overrides: list[str]) -> _Planned:
         space = search_space(cfg) if search_kind(cfg) else None
         grid_cfg = cfg if space is None else universe_grid(cfg, space)
         cells, workloads = compose_cells(grid_cfg, line.fixed, _compose)
+        depth = template = None
+        if space is not None and search_kind(cfg) == "depth":  # one cell per depth and load
+            depth = depth_space(cfg, space)
+            cells, template = depth_universe(cells, depth.depths, workloads)
         if space is not None:
             cells = with_repeats(cells, workloads, space)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
     plan = build_plan(cfg, cells, workloads, results_dir)
     # A real engine's cells are estimated from what this run folder measured on their server.
     plan.measured = measured_cells(plan.run_dir)
-    setup = None if space is None else search_setup(
-        space, plan.cells, str(search_kind(cfg)), int(cfg.grid.search.candidates),
-        OmegaConf.select(cfg, "hardware.name", default=None))
+    setup: SearchSetup | DepthSetup | None = None
+    if depth is not None and template is not None:
+        setup = depth_setup(depth, plan.cells, template, int(cfg.grid.search.confirm_cells))
+    elif space is not None:
+        setup = search_setup(space, plan.cells, str(search_kind(cfg)),
+                             int(cfg.grid.search.candidates),
+                             OmegaConf.select(cfg, "hardware.name", default=None))
     return _Planned(cfg, plan, overrides, setup, workloads)
 
 

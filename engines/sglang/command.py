@@ -32,8 +32,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+from engines.depth import DepthTiers
 from engines.launch import FILES_DIR, LaunchSpec
-from engines.sglang import adaptive
+from engines.sglang import adaptive, depth
 from engines.sglang.flags import flag_name, server_args_to_argv
 from engines.sglang.logphases import SGLANG_LOG_PHASES, SGLANG_STARTUP_TIMINGS
 from engines.validation import FlagError
@@ -117,10 +118,13 @@ def server_args(
     host: str = "127.0.0.1",
     revision: str | None = None,
     draft_revision: str | None = None,
+    depth_schedule: DepthTiers | None = None,
+    adaptive_on: bool = False,
+    adaptive_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """All ServerArgs fields of one server: the variant's args plus what specgrid sets
-    (module docstring). A threshold names its adaptive config under FILES_DIR (its content
-    is `threshold_file`)."""
+    (module docstring). A threshold, a depth schedule or an adaptive config names its file
+    under FILES_DIR (`speculation_setting`)."""
     for field, owner in RESERVED_FIELDS.items():
         if field in args:
             raise FlagError(f"{field} is set by {owner}, not by a variant's args", field=field,
@@ -158,10 +162,43 @@ def server_args(
     elif not speculation_on(args) and args.get("speculative_draft_model_path"):
         raise FlagError("speculative_draft_model_path given without speculative_algorithm",
                         field="speculative_draft_model_path", version=version)
-    if disable_above_batch is not None:
-        name, _ = threshold_file(out, disable_above_batch, version)
-        out.update(speculative_adaptive=True, speculative_adaptive_config=f"{FILES_DIR}/{name}")
+    extra, _ = speculation_setting(out, disable_above_batch, depth_schedule, adaptive_on,
+                                   adaptive_config, version)
+    out.update(extra)
     return out
+
+
+def speculation_setting(
+    args: Mapping[str, Any], disable_above_batch: int | None, depth_schedule: DepthTiers | None,
+    adaptive_on: bool, adaptive_config: Mapping[str, Any] | None, version: str | None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The args (and the files under FILES_DIR they name) that set the speculative depth by
+    batch size: a threshold (`threshold_file`), a schedule pinned per tier
+    (engines/sglang/depth.py) or SGLang's own adaptation, with its config or SGLang's default.
+    At most one of them; FlagError otherwise, or for a variant SGLang would not honour it on."""
+    asked = [name for name, on in (
+        ("speculative_disable_above_batch", disable_above_batch is not None),
+        ("speculative_depth", depth_schedule is not None),
+        ("speculative_adaptive", adaptive_on)) if on]
+    if len(asked) > 1:
+        raise FlagError(f"{asked[0]} and {asked[1]} both set the speculative depth by batch "
+                        "size; give one", field=asked[1], version=version)
+    if disable_above_batch is not None:
+        name, text = threshold_file(args, disable_above_batch, version)
+        return ({"speculative_adaptive": True,
+                 "speculative_adaptive_config": f"{FILES_DIR}/{name}"}, {name: text})
+    if depth_schedule is not None:
+        name, text = depth.schedule_file(args, depth_schedule, version)
+        return (depth.schedule_args(args, depth_schedule, version, f"{FILES_DIR}/{name}"),
+                {name: text})
+    if adaptive_on:
+        depth.check_adaptive_args(args, adaptive_config, version)
+        if adaptive_config is None:  # SGLang's default tiers
+            return {"speculative_adaptive": True}, {}
+        name, text = depth.config_file(adaptive_config)
+        return ({"speculative_adaptive": True,
+                 "speculative_adaptive_config": f"{FILES_DIR}/{name}"}, {name: text})
+    return {}, {}
 
 
 def threshold_file(args: Mapping[str, Any], disable_above_batch: int,
@@ -177,12 +214,12 @@ def threshold_file(args: Mapping[str, Any], disable_above_batch: int,
 
 
 def _launch_files(args: Mapping[str, Any], disable_above_batch: int | None,
-                  version: str | None) -> dict[str, str]:
+                  version: str | None, depth_schedule: DepthTiers | None = None,
+                  adaptive_on: bool = False, adaptive_config: Mapping[str, Any] | None = None
+                  ) -> dict[str, str]:
     """The files a server's command names under FILES_DIR (its adaptive config, if any)."""
-    if disable_above_batch is None:
-        return {}
-    name, text = threshold_file(args, disable_above_batch, version)
-    return {name: text}
+    return speculation_setting(args, disable_above_batch, depth_schedule, adaptive_on,
+                               adaptive_config, version)[1]
 
 def sglang_program(python: str, launcher: Launcher) -> list[str]:
     """The program part of the command: the `sglang` console script beside `python`
@@ -215,6 +252,9 @@ def build_sglang_launch(
     stop_timeout_s: float = 20.0,
     revision: str | None = None,
     draft_revision: str | None = None,
+    depth_schedule: DepthTiers | None = None,
+    adaptive_on: bool = False,
+    adaptive_config: Mapping[str, Any] | None = None,
 ) -> LaunchSpec:
     """The LaunchSpec of one real SGLang server (module docstring for what it always gets).
     `args` are ServerArgs field names of the variant, `env` its environment over the node's,
@@ -226,7 +266,8 @@ def build_sglang_launch(
         served_model_name=served_model_name, tp_size=tp_size,
         disable_above_batch=disable_above_batch, version=version,
         default_max_running_requests=default_max_running_requests, host=host,
-        revision=revision, draft_revision=draft_revision)
+        revision=revision, draft_revision=draft_revision, depth_schedule=depth_schedule,
+        adaptive_on=adaptive_on, adaptive_config=adaptive_config)
     return LaunchSpec(
         argv=sglang_program(python, launcher) + server_args_to_argv(fields, version),
         env={str(k): env_value(v) for k, v in env.items() if v is not None},
@@ -239,7 +280,8 @@ def build_sglang_launch(
         startup_timings=SGLANG_STARTUP_TIMINGS,
         host=host,
         api_key=api_key,
-        files=_launch_files(args, disable_above_batch, version),
+        files=_launch_files(args, disable_above_batch, version, depth_schedule, adaptive_on,
+                            adaptive_config),
     )
 
 
@@ -271,6 +313,9 @@ def build_sim_launch(
     stop_timeout_s: float = 5.0,
     revision: str | None = None,
     draft_revision: str | None = None,
+    depth_schedule: DepthTiers | None = None,
+    adaptive_on: bool = False,
+    adaptive_config: Mapping[str, Any] | None = None,
 ) -> LaunchSpec:
     """The LaunchSpec of the simulator: `python -m engines.sim` with the same SGLang flags a
     real server would get (spelled as given: the simulator has no version), then the
@@ -280,7 +325,8 @@ def build_sim_launch(
         served_model_name=served_model_name, tp_size=tp_size,
         disable_above_batch=disable_above_batch, version=None,
         default_max_running_requests=default_max_running_requests, host=host,
-        revision=revision, draft_revision=draft_revision)
+        revision=revision, draft_revision=draft_revision, depth_schedule=depth_schedule,
+        adaptive_on=adaptive_on, adaptive_config=adaptive_config)
     return LaunchSpec(
         argv=[python, "-m", "engines.sim"] + server_args_to_argv(fields, None)
         + sim_flags(sim_options),
@@ -294,7 +340,8 @@ def build_sim_launch(
         startup_timings=SGLANG_STARTUP_TIMINGS,
         host=host,
         api_key=api_key,
-        files=_launch_files(args, disable_above_batch, None),
+        files=_launch_files(args, disable_above_batch, None, depth_schedule, adaptive_on,
+                            adaptive_config),
     )
 
 

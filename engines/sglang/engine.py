@@ -16,9 +16,10 @@ from dataclasses import replace
 from typing import Any, get_args
 
 from engines.base import SGLANG_METRICS, Engine, ServerRequest
+from engines.depth import DepthSetting
 from engines.launch import Endpoints, LaunchSpec
 from engines.options import Option
-from engines.sglang import adaptive, validate
+from engines.sglang import adaptive, depth, validate
 from engines.sglang.command import (
     Launcher,
     build_sglang_launch,
@@ -26,7 +27,8 @@ from engines.sglang.command import (
     speculation_on,
     threshold_warnings,
 )
-from engines.validation import FlagProblem
+from engines.sglang.flags import server_args_to_argv
+from engines.validation import FlagError, FlagProblem
 
 OPTIONS: dict[str, Option] = {
     "launcher": Option("how SGLang is started: `sglang serve` or `python -m "
@@ -54,7 +56,46 @@ def sglang_warnings(variant: Mapping[str, Any], concurrencies: Sequence[int]) ->
         if variant.get("speculative_disable_above_batch") is not None:
             out += [f"{name}: {w}" for w in threshold_warnings(
                 variant["speculative_disable_above_batch"], cap)]
-    return out + adaptive.threshold_notes(name, variant)
+    return out + adaptive.threshold_notes(name, variant) + depth.depth_notes(name, variant)
+
+
+def speculation_kwargs(request: ServerRequest) -> dict[str, Any]:
+    """The depth-by-batch settings of a request as the command builders take them (the
+    adaptive config file read and checked here, at plan time)."""
+    config = depth.read_config(request.adaptive_config) if request.adaptive_config else None
+    if config is not None and not request.adaptive:
+        raise ValueError("speculative_adaptive_config is given without speculative_adaptive")
+    return {"depth_schedule": request.depth_schedule, "adaptive_on": request.adaptive,
+            "adaptive_config": config}
+
+
+def schedule_setting(engine: str, request: ServerRequest, gpu_memory_mib: float | None
+                     ) -> DepthSetting | None:
+    """The SGLang flags and adaptive config file that pin `request.depth_schedule`, and the
+    depth each running batch gets as SGLang routes it (padding to the speculative capture list
+    of the variant's max_bs). FlagError for a variant SGLang cannot pin it on."""
+    tiers = request.depth_schedule
+    if tiers is None:
+        return None
+    args = request.args
+    name, text = depth.schedule_file(args, tiers, request.version)
+    fields = depth.schedule_args({k: args[k] for k in (
+        "speculative_algorithm", "speculative_eagle_topk") if k in args}, tiers,
+        request.version, name)
+    graphs = depth.capture_sizes(args, gpu_memory_mib)
+    routed = depth.effective_tiers(depth.schedule_config(tiers), graphs,
+                                   fields["speculative_num_steps"])
+    return DepthSetting(engine, tuple(server_args_to_argv(fields, request.version)),
+                        {name: text}, tuple(routed))
+
+
+def adaptive_problem(variant: Mapping[str, Any]) -> str | None:
+    """Why SGLang would not run its adaptive speculation for `variant` (None: it would)."""
+    try:
+        depth.check_adaptive_args(variant.get("args") or {}, None, None)
+    except FlagError as e:
+        return str(e)
+    return None
 
 
 class SGLang(Engine):
@@ -79,7 +120,8 @@ class SGLang(Engine):
             python=request.python, ready_timeout_s=request.ready_timeout_s,
             disable_above_batch=request.disable_above_batch, host=request.host,
             api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
-            revision=request.revision, draft_revision=request.draft_revision)
+            revision=request.revision, draft_revision=request.draft_revision,
+            **speculation_kwargs(request))
         return replace(spec, endpoints=self.endpoints)
 
     def detect_version(self, python: str) -> str | None:
@@ -104,6 +146,15 @@ class SGLang(Engine):
         an unknown GPU, 160, unless the variant sets cuda_graph_max_bs)."""
         args = variant.get("args") or {}
         return adaptive.honoured_thresholds(args) if speculation_on(args) else None
+
+    def depth_setting(self, request: ServerRequest) -> DepthSetting | None:
+        """SGLang's adaptive config with one candidate per tier (engines/sglang/depth.py); the
+        routing is SGLang's for an unknown GPU (max_bs 160) unless the variant sets
+        cuda_graph_max_bs."""
+        return schedule_setting(self.name, request, None)
+
+    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
+        return adaptive_problem(variant)
 
 
 ENGINE = SGLang()

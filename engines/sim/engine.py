@@ -15,6 +15,7 @@ from typing import Any
 from engines.base import (
     SGLANG_METRICS,
     CellWork,
+    DepthSetting,
     Engine,
     EnvelopeFinding,
     MeasuredCell,
@@ -24,7 +25,12 @@ from engines.base import (
 from engines.launch import Endpoints, LaunchSpec
 from engines.sglang.adaptive import honoured_thresholds
 from engines.sglang.command import build_sim_launch, speculation_on
-from engines.sglang.engine import sglang_warnings
+from engines.sglang.engine import (
+    adaptive_problem,
+    schedule_setting,
+    sglang_warnings,
+    speculation_kwargs,
+)
 from engines.sim import options as sim_options
 from engines.sim.drafter import FLOOR_ALIGNMENT, FULL_ACCEPTANCE_AT
 from engines.sim.envelope import envelope
@@ -58,7 +64,8 @@ class Sim(Engine):
             disable_above_batch=request.disable_above_batch,
             sim_options=options, host=request.host,
             api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
-            revision=request.revision, draft_revision=request.draft_revision)
+            revision=request.revision, draft_revision=request.draft_revision,
+            **speculation_kwargs(request))
         return replace(spec, endpoints=self.endpoints)
 
     def check_options(self, options: Mapping[str, Any]) -> None:
@@ -139,6 +146,16 @@ class Sim(Engine):
 
         return build(cells, run_id=run_id, hardware=hardware, model=model, start=start,
                      seed=seed, replicates=replicates)
+
+    def depth_setting(self, request: ServerRequest) -> DepthSetting | None:
+        """As SGLang's, with the max_bs SGLang would pick for the modelled GPU's memory (the
+        simulator pads and routes the same way, engines/sim/core.py)."""
+        hardware = request.options.get("hardware")
+        memory = gpu_memory_gib(str(hardware)) if hardware else None
+        return schedule_setting(self.name, request, None if memory is None else memory * 1024)
+
+    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
+        return adaptive_problem(variant)
 
 
 ENGINE = Sim()

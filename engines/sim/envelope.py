@@ -6,9 +6,9 @@ both get the same reasons for the same values.
 What is checked: the concurrency (an open-loop cell whose running batch is not known: the
 batch its rate implies by Little's law, rate x output tokens x the modelled batch-1 decode step
 x time_scale, capped by max_running_requests and max_in_flight), the output tokens, the
-shortest and longest prompt, for a speculative cell its EAGLE-3 shape, the adaptive switch and
-its prompts' domains. A conversation cell is always outside: no anchor replays multi-turn
-contexts."""
+shortest and longest prompt, for a speculative cell its EAGLE-3 shape, the adaptive switches
+(a threshold, a depth by batch, the engine's own adaptation) and its prompts' domains. A
+conversation cell is always outside: no anchor replays multi-turn contexts."""
 
 from __future__ import annotations
 
@@ -56,9 +56,12 @@ def envelope(options: Mapping[str, Any], scenario: Scenario) -> EnvelopeFinding:
                            "EAGLE3 with explicit shapes)")
         else:
             shape = (int(parts[0]), int(parts[1]), int(parts[2]))  # type: ignore[arg-type]
-        if scenario.disable_above_batch is not None:
-            reasons.append("speculative_disable_above_batch (no anchor measured the adaptive "
-                           "switch)")
+        switches = (("speculative_disable_above_batch",
+                     scenario.disable_above_batch is not None),
+                    ("speculative_depth", scenario.depth_schedule),
+                    ("speculative_adaptive", scenario.adaptive))
+        reasons += [f"{key} (no anchor measured the adaptive switch)"
+                    for key, given in switches if given]
     reasons += env.outside(concurrency=concurrency, output_tokens=scenario.output_tokens,
                            prompt_tokens=scenario.prompt_tokens, speculative=shape,
                            domains=scenario.domains if algorithm else ())

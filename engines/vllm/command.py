@@ -10,8 +10,12 @@ Variants speak SGLang's ServerArgs vocabulary (engines/base.py); this module map
   method eagle3 / eagle / draft_model (both with "model": the draft) / ngram;
 - speculative_num_steps (a chain: topk 1) -> "num_speculative_tokens";
   speculative_ngram_min/max_match_window_size -> "prompt_lookup_min" / "prompt_lookup_max";
-- the variant's speculative_disable_above_batch N ->
-  "num_speculative_tokens_per_batch_size": [[1, N, k], [N+1, max_num_seqs, 0]].
+- the variant's speculative_depth schedule [[1, d1], [b2, d2], ...] ->
+  "num_speculative_tokens_per_batch_size": [[1, b2-1, d1], [b2, b3-1, d2], ..., [bn,
+  max_num_seqs, dn]] (tiers from above max_num_seqs dropped) with "num_speculative_tokens" =
+  the largest depth (`batch_ranges`); the variant's speculative_disable_above_batch N is the
+  two-tier schedule [[1, k], [N+1, 0]]: [[1, N, k], [N+1, max_num_seqs, 0]];
+- speculative_adaptive is refused: vLLM 0.32.0 has no runtime adaptation of the depth.
 
 Any other arg is passed through as a vLLM flag (`some_field` -> `--some-field`), so a variant may
 use vLLM's own flags; vLLM's parser checks them in the plan (engines/vllm/validate.py).
@@ -42,6 +46,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from engines.base import ServerRequest
+from engines.depth import DepthSetting, DepthTiers, depth_schedule
 from engines.launch import FILES_DIR, Endpoints, LaunchSpec
 from engines.vllm.logphases import VLLM_LOG_PHASES, VLLM_STARTUP_TIMINGS
 
@@ -121,15 +126,21 @@ def to_argv(fields: Mapping[str, Any]) -> list[str]:
 
 
 def speculative_config(args: Mapping[str, Any], draft_model_path: str | None,
-                       disable_above_batch: int | None, max_num_seqs: int
-                       ) -> dict[str, Any] | None:
+                       disable_above_batch: int | None, max_num_seqs: int,
+                       depth_schedule: DepthTiers | None = None) -> dict[str, Any] | None:
     """The --speculative-config JSON of a variant (None without speculation). ValueError for a
-    variant vLLM cannot run: a tree (topk > 1), an unknown algorithm, a missing draft model."""
+    variant vLLM cannot run: a tree (topk > 1), an unknown algorithm, a missing draft model,
+    both a threshold and a depth schedule."""
     algo = str(args.get("speculative_algorithm") or "").upper()
     if algo in ("", "NONE"):
-        if disable_above_batch is not None:
-            raise ValueError("speculative_disable_above_batch needs a speculative variant")
+        for name, value in (("speculative_disable_above_batch", disable_above_batch),
+                            ("speculative_depth", depth_schedule)):
+            if value is not None:
+                raise ValueError(f"{name} needs a speculative variant")
         return None
+    if disable_above_batch is not None and depth_schedule is not None:
+        raise ValueError("speculative_disable_above_batch and speculative_depth both set the "
+                         "speculative depth by batch size; give one")
     if algo not in SPEC_METHODS:
         raise ValueError(f"speculative_algorithm {algo} has no vLLM equivalent (vLLM has "
                          f"{', '.join(sorted(SPEC_METHODS))})")
@@ -143,6 +154,8 @@ def speculative_config(args: Mapping[str, Any], draft_model_path: str | None,
         k = int(args["speculative_num_draft_tokens"]) - 1  # a chain verifies k drafts + 1
     else:
         raise ValueError(f"speculative_algorithm {algo} needs speculative_num_steps")
+    if depth_schedule is not None:  # the schedule's largest depth sizes vLLM's buffers
+        k = max(d for _, d in depth_schedule)
     if k < 1:
         raise ValueError(f"speculative_num_steps must be >= 1 on vLLM, got {k}")
     method = SPEC_METHODS[algo]
@@ -161,19 +174,45 @@ def speculative_config(args: Mapping[str, Any], draft_model_path: str | None,
     if disable_above_batch is not None:
         out["num_speculative_tokens_per_batch_size"] = threshold_schedule(
             disable_above_batch, k, max_num_seqs)
+    if depth_schedule is not None:
+        out["num_speculative_tokens_per_batch_size"] = batch_ranges(depth_schedule,
+                                                                    max_num_seqs)
     return out
 
 
+def batch_ranges(tiers: DepthTiers, max_num_seqs: int) -> list[list[int]]:
+    """vLLM's `num_speculative_tokens_per_batch_size` for a depth schedule: each tier as the
+    inclusive range [start, next start - 1, depth], the last one to max_num_seqs (vLLM never
+    schedules more); tiers starting above max_num_seqs are never reached and left out."""
+    tiers = depth_schedule(tiers)
+    kept = [(start, d) for start, d in tiers if start <= max_num_seqs]
+    ends = [start - 1 for start, _ in kept[1:]] + [max_num_seqs]
+    return [[start, end, d] for (start, d), end in zip(kept, ends, strict=True)]
+
+
 def threshold_schedule(disable_above_batch: int, k: int, max_num_seqs: int) -> list[list[int]]:
-    """vLLM's batch-size schedule for "speculation off above batch N" (module docstring):
-    k draft tokens for 1..N running requests, 0 above. A threshold at or above max_num_seqs
-    never switches off: one range."""
+    """vLLM's batch-size schedule for "speculation off above batch N" (module docstring): the
+    two-tier depth schedule [[1, k], [N+1, 0]], k draft tokens for 1..N running requests, 0
+    above. A threshold at or above max_num_seqs never switches off: one range."""
     n = int(disable_above_batch)
     if n < 1:
         raise ValueError(f"speculative_disable_above_batch must be >= 1, got {n}")
-    if n >= max_num_seqs:
-        return [[1, max_num_seqs, k]]
-    return [[1, n, k], [n + 1, max_num_seqs, 0]]
+    return batch_ranges(((1, k), (n + 1, 0)), max_num_seqs)
+
+
+def schedule_setting(request: ServerRequest) -> DepthSetting | None:
+    """The --speculative-config that pins `request.depth_schedule` on vLLM, and the depth by
+    number of scheduled requests (unpadded: the ranges as written, capped at
+    num_speculative_tokens, the largest depth)."""
+    if request.depth_schedule is None:
+        return None
+    fields = server_fields(request)
+    spec = fields["speculative_config"]
+    ranges = spec["num_speculative_tokens_per_batch_size"]
+    tiers = [(lo, hi, d) for lo, hi, d in ranges]
+    tiers[-1] = (tiers[-1][0], None, tiers[-1][2])  # vLLM schedules no more than max_num_seqs
+    return DepthSetting("vllm", ("--speculative-config", json.dumps(spec, separators=(",", ":"))),
+                        {}, tuple(tiers))
 
 
 def server_fields(request: ServerRequest) -> dict[str, Any]:
@@ -186,7 +225,11 @@ def server_fields(request: ServerRequest) -> dict[str, Any]:
     if not isinstance(mrr, int) or isinstance(mrr, bool) or mrr < 1:
         raise ValueError("max_running_requests must be explicit (an int >= 1, in the variant's "
                          f"args): it is vLLM's --max-num-seqs, got {mrr!r}")
-    spec = speculative_config(args, request.draft_model_path, request.disable_above_batch, mrr)
+    if request.adaptive or request.adaptive_config:
+        raise ValueError("speculative_adaptive: vLLM 0.32.0 has no runtime adaptation of the "
+                         "speculative depth; give a fixed schedule (speculative_depth)")
+    spec = speculative_config(args, request.draft_model_path, request.disable_above_batch, mrr,
+                              request.depth_schedule)
     fields: dict[str, Any] = {
         "model": request.model_path,
         "served_model_name": request.served_model_name,

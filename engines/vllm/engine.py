@@ -7,10 +7,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engines.base import VLLM_METRICS, Engine, ServerRequest
+from engines.depth import DepthSetting, depth_schedule
 from engines.launch import Endpoints, LaunchSpec
 from engines.validation import FlagProblem
 from engines.vllm import validate
-from engines.vllm.command import build_vllm_launch, threshold_schedule
+from engines.vllm.command import (
+    batch_ranges,
+    build_vllm_launch,
+    schedule_setting,
+    threshold_schedule,
+)
 
 
 class VLLM(Engine):
@@ -48,6 +54,15 @@ class VLLM(Engine):
                            "a step)" if n < mrr else
                            f"{name}: speculative_disable_above_batch {n} >= max_num_seqs {mrr}"
                            ": speculation is never switched off")
+            raw = variant.get("speculative_depth")
+            try:
+                tiers = depth_schedule(raw) if raw else None
+            except ValueError:
+                tiers = None  # the launch spec reports it
+            if tiers:
+                out.append(f"{name}: speculative depth by scheduled batch: vLLM's schedule "
+                           f"{batch_ranges(tiers, mrr)}, num_speculative_tokens "
+                           f"{max(d for _, d in tiers)}")
         return out
 
     def threshold_values(self, variant: Mapping[str, Any], hardware: str | None = None
@@ -60,6 +75,15 @@ class VLLM(Engine):
         if algo in ("", "NONE") or not isinstance(cap, int) or cap < 2:
             return None
         return list(range(1, cap))
+
+    def depth_setting(self, request: ServerRequest) -> DepthSetting | None:
+        """`num_speculative_tokens_per_batch_size` in the --speculative-config JSON
+        (command.py `batch_ranges`), looked up by the number of scheduled requests."""
+        return schedule_setting(request)
+
+    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
+        return ("vLLM 0.32.0 has no runtime adaptation of the speculative depth (only a fixed "
+                "schedule by batch size)")
 
 
 ENGINE = VLLM()

@@ -8,31 +8,29 @@ and a finished search measures nothing new; `search.json` in the run folder is t
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
-import numpy as np
 from omegaconf import DictConfig
 
 from grid.analysis import Slo
-from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells
+from grid.analysis.depth_confirm import AnyDepthStep
 from grid.analysis.search import Measured, Step, replay, result
 from grid.analysis.threshold import (
     ConfirmStep,
     Pair,
-    describe_point,
     replay_threshold,
     threshold_result,
 )
+from grid.execute.depth import cell_throughputs, depth_answer, depth_steps, depth_trace
 from grid.plan.build import Plan, build_plan
 from grid.plan.cells import Cell
+from grid.plan.depth import DepthSetup
 from grid.plan.search import SearchSetup, step_plan
 from grid.plan.workloads import WorkloadPlan
 from grid.store.files import write_json
-from grid.store.loader import load_cells, load_requests
 from grid.store.record import RunRecord
 
 TRACE_FILE = "search.json"
@@ -44,42 +42,33 @@ def measured_points(run_dir: Path, points: Mapping[K, tuple[Cell, Cell]], slo: S
                     ) -> dict[K, Measured]:
     """The points whose two cells are committed as done with a throughput, with the cells'
     bootstrap replicates (the same analysis as the report's, so the same intervals)."""
-    ids = {c.cell_id for cells in points.values() for c in cells}
-    cells = load_cells(run_dir) if (run_dir / "cells").is_dir() else None
-    if cells is None or cells.empty:
-        return {}
-    cells = cells[cells.cell_id.isin(ids) & (cells.status == "done")]
-    if cells.empty:
-        return {}
-    requests = load_requests(run_dir, columns=REQUEST_COLUMNS,
-                             filters=[("cell_id", "in", sorted(cells.cell_id))])
-    stats = analyse_cells(cells.reset_index(drop=True), requests, slo)
-    value = dict(zip(stats.table.cell_id.astype(str),
-                     stats.table.output_tok_s.astype(float), strict=True))
-    out = {}
-    for point, (base, var) in points.items():
-        a, b = value.get(base.cell_id, math.nan), value.get(var.cell_id, math.nan)
-        if math.isfinite(a) and math.isfinite(b):
-            out[point] = Measured(a, b, np.asarray(stats.replicates[base.cell_id]["output_tok_s"]),
-                                  np.asarray(stats.replicates[var.cell_id]["output_tok_s"]))
-    return out
+    value = cell_throughputs(run_dir, (c for cells in points.values() for c in cells), slo)
+    return {point: Measured(value[base.cell_id].value, value[var.cell_id].value,
+                            value[base.cell_id].reps, value[var.cell_id].reps)
+            for point, (base, var) in points.items()
+            if base.cell_id in value and var.cell_id in value}
 
 
-AnyStep = Step | ConfirmStep
+AnyStep = Step | ConfirmStep | AnyDepthStep
+AnySetup = SearchSetup | DepthSetup
 
 
-def search_steps(setup: SearchSetup, run_dir: Path, slo: Slo
+def search_steps(setup: AnySetup, run_dir: Path, slo: Slo
                  ) -> tuple[list[AnyStep], set[tuple[int, ...]]]:
     """The search replayed from the committed cells, and the points measured so far. A
-    threshold search's confirmation pairs are read as the replay names them."""
+    threshold search's confirmation pairs are read as the replay names them; a depth search
+    is grid/execute/depth.py's."""
+    if isinstance(setup, DepthSetup):
+        depth, seen = depth_steps(setup, run_dir, slo)
+        return list(depth), seen
     measured = measured_points(run_dir, setup.points, slo)
     if setup.threshold is None:
         return list(replay(setup.space, measured)), set(measured)
     t = setup.threshold
 
     def steps_with(confirmed: Mapping[Pair, Measured]) -> list[AnyStep]:
-        return replay_threshold(setup.space, t.reserve, t.honoured, t.candidates, measured,
-                                confirmed)
+        return list(replay_threshold(setup.space, t.reserve, t.honoured, t.candidates,
+                                     measured, confirmed))
 
     # The pairs follow from the crossover search's cells alone, so the first replay names
     # them; every repeat of them is read at once, and the second replay is the search.
@@ -103,11 +92,11 @@ def search_result(setup: SearchSetup, steps: Sequence[AnyStep]) -> dict:
     out["max_cells"] = setup.space.max_cells
     last = steps[-1]
     if isinstance(last, ConfirmStep):
-        out = {**out, **threshold_result(steps), "cells": last.cells_before}
+        out = {**out, **threshold_result(steps), "cells": last.cells_before}  # type: ignore[arg-type]
     return out
 
 
-def plan_step(cfg: DictConfig, plan: Plan, setup: SearchSetup, workloads: WorkloadPlan,
+def plan_step(cfg: DictConfig, plan: Plan, setup: AnySetup, workloads: WorkloadPlan,
               cells: list[Cell]) -> Plan:
     """A search step's plan: the run's, narrowed to the step's cells; cells it does not hold
     (a threshold search's confirmation) are planned like any grid's cells: flags, loads,
@@ -115,7 +104,7 @@ def plan_step(cfg: DictConfig, plan: Plan, setup: SearchSetup, workloads: Worklo
     known = {c.cell_id for c in plan.cells}
     if all(c.cell_id in known for c in cells):
         return step_plan(plan, cells)
-    alignment = workloads.alignments.get(setup.points[min(setup.points)][1].cell_id)
+    alignment = workloads.alignments.get(setup.variant_cell.cell_id)
     if alignment is not None:
         workloads.alignments.update({c.cell_id: alignment for c in cells
                                      if c.cell_id not in known})
@@ -124,11 +113,14 @@ def plan_step(cfg: DictConfig, plan: Plan, setup: SearchSetup, workloads: Worklo
                                measured=plan.measured)
 
 
-def write_trace(run_dir: Path, setup: SearchSetup, steps: list[AnyStep],
+def write_trace(run_dir: Path, setup: AnySetup, steps: list[AnyStep],
                 note: str | None = None) -> dict:
     """search.json: the question, every step with why it was taken, and the outcome."""
-    trace = {**setup.as_json(), "result": {**search_result(setup, steps), "note": note},
-             "steps": [s.as_json() for s in steps]}
+    if isinstance(setup, DepthSetup):
+        trace = depth_trace(setup, steps, note)  # type: ignore[arg-type]
+    else:
+        trace = {**setup.as_json(), "result": {**search_result(setup, steps), "note": note},
+                 "steps": [s.as_json() for s in steps]}
     # Not fsynced: the trace is replayed from the committed cells on every start.
     write_json(run_dir / TRACE_FILE, trace, fsync=False)
     return trace
@@ -142,7 +134,7 @@ class SearchOutcome:
     """Every cell the search chose (measured or not)."""
 
 
-def run_search(setup: SearchSetup, run_dir: Path, record: RunRecord, slo: Slo,
+def run_search(setup: AnySetup, run_dir: Path, record: RunRecord, slo: Slo,
                run_cells: Callable[[list[Cell]], int], echo: Callable[[str], None],
                retry_failed: bool = True) -> SearchOutcome:
     """Alternate replay and measurement until the search stops; `run_cells(cells)` runs cells
@@ -165,6 +157,8 @@ def run_search(setup: SearchSetup, run_dir: Path, record: RunRecord, slo: Slo,
             write_trace(run_dir, setup, steps)
             answer = (f"; set speculative_disable_above_batch={last.threshold}"
                       if isinstance(last, ConfirmStep) and last.threshold is not None else "")
+            if isinstance(setup, DepthSetup):
+                answer = depth_answer(steps)  # type: ignore[arg-type]
             echo(f"search stopped: {last.stop} after {last.cells_before} cells "
                  f"(budget {setup.space.max_cells}){answer}")
             return SearchOutcome(0, steps, cells)
@@ -174,7 +168,7 @@ def run_search(setup: SearchSetup, run_dir: Path, record: RunRecord, slo: Slo,
                 and (retry_failed or record.status(c.cell_id) != "failed")]
         if any(p in tried for p in missing) or not todo:
             # A cell of this step failed (or is skipped): the search cannot go on from it.
-            where = ", ".join(describe_point(p) for p in missing)
+            where = ", ".join(setup.describe(p) for p in missing)
             note = f"search paused: cells at {where} did not complete; fix and run again"
             write_trace(run_dir, setup, steps, note)
             echo(note)

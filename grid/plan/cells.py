@@ -50,7 +50,17 @@ _DEFAULT_FREE = {"target": None, "max_requests": None, "check_interval_s": 0.5,
                  "stop_over_saturated": True}
 
 # Shorter labels for variant factors that appear in variant names.
-_FACTOR_ABBREV = {"speculative_disable_above_batch": "off_above"}
+_FACTOR_ABBREV = {"speculative_disable_above_batch": "off_above", "speculative_depth": "depth",
+                  "speculative_adaptive": "adaptive"}
+
+UNSET_UNLESS_GIVEN = ("speculative_depth", "speculative_adaptive", "speculative_adaptive_config")
+"""Variant keys that leave a cell's identity when unset (None or False), so cells composed
+before the keys existed keep their ids and server keys."""
+
+
+def _variant_identity(variant: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in variant.items()
+            if not (k in UNSET_UNLESS_GIVEN and v in (None, False))}
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:
@@ -220,7 +230,7 @@ def identity(config: Mapping[str, Any], prompts_digest: str,
     are left out."""
     ident: dict[str, Any] = {}
     for part in ("engine", "model", "variant", "workload", "load"):
-        node = dict(config[part])
+        node = _variant_identity(config[part]) if part == "variant" else dict(config[part])
         for drop in _NOT_IDENTITY.get(part, ()):
             node.pop(drop, None)
         ident[part] = node
@@ -244,7 +254,7 @@ def engine_identity(engine: Mapping[str, Any]) -> dict[str, Any]:
 def server_identity(config: Mapping[str, Any], engine_version: str | None = None
                     ) -> dict[str, Any]:
     """Everything that needs a distinct server process (not the variant's label)."""
-    variant = {k: v for k, v in config["variant"].items() if k != "name"}
+    variant = {k: v for k, v in _variant_identity(config["variant"]).items() if k != "name"}
     variant["tp_size"] = resolved_tp_size(config)
     engine = {**engine_identity(config["engine"]), "version": engine_version}
     return {"engine": engine, "model": dict(config["model"]), "variant": variant}

@@ -251,6 +251,8 @@ def cell_scenario(cell: Cell, prompts: Sequence[Prompt] | None = None) -> Scenar
         max_in_flight=cell.max_in_flight, output_tokens=None if tokens is None else int(tokens),
         prompt_tokens=length, domains=domains,
         disable_above_batch=variant.get("speculative_disable_above_batch"),
+        depth_schedule=variant.get("speculative_depth") is not None,
+        adaptive=bool(variant.get("speculative_adaptive")),
         conversations=conversations, tp_size=cell.tp_size, env=dict(variant.get("env") or {}))
 
 

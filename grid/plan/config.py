@@ -124,6 +124,16 @@ class VariantConfig:
     """GPUs for this variant's server; None = model.tp_size."""
     speculative_disable_above_batch: int | None = None
     """Speculation off when the running batch exceeds this (becomes an adaptive config)."""
+    speculative_depth: list[list[int]] | None = None
+    """The speculative depth by running batch size: [[from batch, depth], ...] ascending, the
+    first from 1, depths >= 0 (0 = no drafting), e.g. [[1, 5], [9, 3], [33, 1], [65, 0]];
+    each engine spells it in its own form (docs/engines.md). Not with the threshold above."""
+    speculative_adaptive: bool = False
+    """The engine's own runtime adaptation of the depth (SGLang and the simulator: EAGLE or
+    EAGLE3 with topk 1; refused on vLLM, which has none)."""
+    speculative_adaptive_config: str | None = None
+    """With speculative_adaptive: its tiers, a JSON file in SGLang's format (None = SGLang's
+    default: 1 -> {1,3,5,7}, 8 -> {0,1,3}, 32 -> {0,1}, 64 -> {0})."""
 
 
 @dataclass
@@ -253,8 +263,9 @@ class SearchConfig:
 
     kind: str | None = None
     """None (off: the grid is the axes), `crossover`: find where the grid's one speculative
-    variant stops paying against the baseline, or `threshold`: that, then rank the
-    speculative_disable_above_batch values the engine honours and confirm the best ones
+    variant stops paying against the baseline, `threshold`: that, then rank the
+    speculative_disable_above_batch values the engine honours and confirm the best ones, or
+    `depth`: the best speculative depth per batch tier, a schedule confirmed on one server
     (grid/plan/search.py SEARCH_KINDS)."""
     concurrency: list[int] = field(default_factory=lambda: [1, 256])
     """[lowest, highest] concurrency the search may measure (closed loop only)."""
@@ -280,6 +291,12 @@ class SearchConfig:
     candidates: int = 2
     """kind=threshold: the top-ranked thresholds confirmed by measurement (>= 2); each
     adjacent pair costs two cells per repeat, kept back from max_cells for them."""
+    depths: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 5, 7])
+    """kind=depth: the speculative depths compared at each load, ascending; 0 is the baseline
+    server (not speculating at all), the others the variant with speculative_num_steps = d."""
+    confirm_cells: int = 12
+    """kind=depth: cells for confirming the schedule found (one server with it against the
+    baseline, the best single depth and the engine's own adaptation), beyond max_cells."""
 
 
 @dataclass
@@ -480,6 +497,7 @@ _RANGES: dict[str, str] = {
     "grid.search.points_per_step": ">= 1",
     "grid.search.min_effect": "[0, 1]",
     "grid.search.candidates": ">= 2",
+    "grid.search.confirm_cells": ">= 0",
     # slo
     "slo.ttft_ms": "> 0",
     "slo.tpot_ms": "> 0",

@@ -17,12 +17,12 @@ from omegaconf import DictConfig, OmegaConf
 
 import engines
 from grid.analysis.search import Point, Space, Step, make_space, next_step
-from grid.analysis.threshold import Pair, reserve_cells
+from grid.analysis.threshold import Pair, describe_point, reserve_cells
 from grid.plan.build import Plan
 from grid.plan.cells import Cell, group_by_server, make_cell
 from grid.plan.workloads import WorkloadPlan
 
-SEARCH_KINDS = ("crossover", "threshold")
+SEARCH_KINDS = ("crossover", "threshold", "depth")
 """What `grid.search.kind` can ask (None: no search)."""
 SEARCHED_AXES = ("concurrency", "load.concurrency", "repeat", "load.repeat", "rate",
                  "load.rate")
@@ -157,6 +157,18 @@ class SearchSetup:
                  for c in (self.points[p] if len(p) == 2 else self.pair_cells(p))]  # type: ignore[index,arg-type]
         lead = first if first is not None else BASELINE
         return sorted(cells, key=lambda c: c.variant != lead)
+
+    @property
+    def variant_cell(self) -> Cell:
+        """The compared variant's planned cell at the lowest load (its alignment is the
+        confirmation cells')."""
+        return self.points[min(self.points)][1]
+
+    def describe(self, point: Sequence[int]) -> str:
+        return describe_point(point)
+
+    def plan_lines(self) -> list[str]:
+        return search_lines(self)
 
     def first_step(self) -> Step:
         reserve = self.threshold.reserve if self.threshold else 0

@@ -17,6 +17,7 @@ import engines
 from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
 from engines.base import ServerRequest
+from engines.depth import depth_schedule
 from engines.launch import LaunchSpec
 from engines.validation import FlagError
 from grid.plan.cells import Cell, resolved_tp_size
@@ -41,11 +42,29 @@ def launch_spec(config: Mapping[str, Any], version: str | None = None) -> Launch
     """What to launch for `config` (None for an engine that launches nothing: an external
     server's URL is used as it is). `version` spells the flags for that engine release (None =
     as given). ConfigError with the engine's one line for a variant it cannot run."""
-    engine, model, variant = config["engine"], config["model"], config["variant"]
-    kind = engines.get(engine["name"])
+    kind = engines.get(config["engine"]["name"])
+    variant = config["variant"]
     if not kind.launches:
+        given = [k for k in ("speculative_depth", "speculative_adaptive")
+                 if variant.get(k) not in (None, False)]
+        if given:
+            raise ConfigError(f"variant {variant['name']}: {given[0]} needs a server specgrid "
+                              f"launches; {kind.label} is run by someone else")
         return None
-    request = ServerRequest(
+    try:
+        return kind.launch_spec(server_request(config, version))
+    except (FlagError, ConfigError):
+        raise  # an engine's flag errors name the field and version; the plan reports them
+    except ValueError as e:
+        raise ConfigError(f"variant {variant['name']} on {kind.label}: {e}") from None
+
+
+def server_request(config: Mapping[str, Any], version: str | None = None) -> ServerRequest:
+    """The plain values an engine spells a server from, out of a cell's resolved config.
+    ValueError (one line) for a depth schedule that is not one."""
+    engine, model, variant = config["engine"], config["model"], config["variant"]
+    raw_depth = variant.get("speculative_depth")
+    return ServerRequest(
         args=variant["args"], env=variant["env"], model_path=model["model_path"],
         draft_model_path=model.get("draft_model_path"),
         served_model_name=model.get("served_model_name"), tp_size=resolved_tp_size(config),
@@ -54,13 +73,10 @@ def launch_spec(config: Mapping[str, Any], version: str | None = None) -> Launch
         device=engine.get("device") or "cuda", host=bind_host(engine),
         api_key=engine.get("api_key"), ready_timeout_s=float(engine["ready_timeout_s"]),
         stop_timeout_s=float(engine["stop_timeout_s"]), revision=model.get("revision"),
-        draft_revision=model.get("draft_revision"), options=engine.get("options") or {})
-    try:
-        return kind.launch_spec(request)
-    except FlagError:
-        raise  # an engine's flag errors name the field and version; the plan reports them
-    except ValueError as e:
-        raise ConfigError(f"variant {variant['name']} on {kind.label}: {e}") from None
+        draft_revision=model.get("draft_revision"), options=engine.get("options") or {},
+        depth_schedule=None if raw_depth is None else depth_schedule(raw_depth),
+        adaptive=bool(variant.get("speculative_adaptive")),
+        adaptive_config=variant.get("speculative_adaptive_config"))
 
 
 def engine_python(engine: Mapping[str, Any]) -> str:

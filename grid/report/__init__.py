@@ -16,6 +16,7 @@ from grid.analysis import Slo
 from grid.report import alignment, lossless, plots, startup
 from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, load_run, run_decision
+from grid.report.depth import depth_decision, write_depth_files
 from grid.report.html import compare_html, run_html
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
@@ -72,6 +73,8 @@ def decision_json(data: RunData) -> dict:
         **({"startup": rows} if (rows := startup.decision(data)) else {}),
         # An adaptive search (grid.search.kind): every step, why, and why it stopped.
         **({"search": data.search} if data.search else {}),
+        # A depth search: the schedule, its evidence and the setting to paste.
+        **({"depth": depth} if (depth := depth_decision(data.search)) else {}),
     }
 
 
@@ -92,6 +95,7 @@ def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baselin
     _atomic_write(run_dir / "report.md", f"# specgrid run {run_dir.name}\n\n```\n{text}\n```\n")
     _atomic_write(run_dir / DECISION_FILE, json.dumps(decision_json(data), indent=2))
     _atomic_write(run_dir / "report.html", run_html(data, figures))
+    write_depth_files(run_dir, data.search)  # a depth search's setting, in the engine's form
     return Report(text, run_dir / "report.html", run_dir / DECISION_FILE, paths)
 
 

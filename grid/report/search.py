@@ -9,6 +9,7 @@ from html import escape
 from pathlib import Path
 
 from grid.analysis.threshold import describe_point
+from grid.report.depth import depth_lines, depth_section
 
 TRACE_FILE = "search.json"
 
@@ -66,6 +67,8 @@ def _bracket(bracket: list) -> str:
 
 def trace_lines(trace: dict) -> list[str]:
     """One line per step and one for the outcome."""
+    if trace.get("kind") == "depth":  # a depth search: grid/report/depth.py
+        return depth_lines(trace)
     res = trace["result"]
     lines = [f"search: {trace.get('kind', 'crossover')} of {trace['variant']} vs "
              f"{trace['baseline']} on {trace['workload']}, {res['cells']} of "
@@ -94,6 +97,8 @@ def trace_section(trace: dict | None) -> str:
     """The HTML section (empty without a search)."""
     if trace is None:
         return ""
+    if trace.get("kind") == "depth":
+        return depth_section(trace)
     lines = trace_lines(trace)
     items = "".join(f"<li>{escape(line.strip())}</li>" for line in lines[1:])
     return f"<h2>Adaptive search</h2><p>{escape(lines[0])}</p><ol>{items}</ol>"

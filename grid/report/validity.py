@@ -98,6 +98,8 @@ def validity(data: RunData) -> list[tuple[str, str]]:
                 prompt_tokens=(int(lengths.min()), int(lengths.max())) if len(lengths) else None,
                 domains=sorted(mine.domain.dropna().astype(str).unique()),
                 disable_above_batch=_int_or_none(row.speculative_disable_above_batch),
+                depth_schedule=isinstance(row.speculative_depth, str),
+                adaptive=_true(row.speculative_adaptive),
                 conversations=cid in conversations)
             try:
                 finding = kind.envelope(json.loads(row.engine_options), scenario)
@@ -196,6 +198,11 @@ def validity(data: RunData) -> list[tuple[str, str]]:
 def _int_or_none(value: Any) -> int | None:
     """A nullable integer column's value: None where it is unset (NaN, None, NA)."""
     return None if value is None or pd.isna(value) else int(value)
+
+
+def _true(value: Any) -> bool:
+    """A nullable boolean column's value: False where it is unset (NaN, None, NA)."""
+    return value is not None and not pd.isna(value) and bool(value)
 
 
 def _recorded(frame: pd.DataFrame, column: str) -> bool:

@@ -147,6 +147,7 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
     config = cell.config
     engine = config["engine"]["name"]
     reported = server.info.get("version")
+    depth = config["variant"].get("speculative_depth")
     return {
         "run_id": run_id, "cell_id": cell.cell_id, "server_key": cell.server_key,
         "attempt": attempt, "status": status, "error": error,
@@ -162,6 +163,8 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
         "server_args": _json(config["variant"].get("args") or {}),
         "speculative_disable_above_batch": config["variant"].get(
             "speculative_disable_above_batch"),
+        "speculative_depth": None if depth is None else json.dumps([list(t) for t in depth]),
+        "speculative_adaptive": bool(config["variant"].get("speculative_adaptive")),
         "device": config["engine"].get("device") or "cuda" if engines.get(engine).launches
         else None,
         "source": source_label(config),

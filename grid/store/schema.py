@@ -110,11 +110,15 @@ CELL_FIELDS = _schema([
     # What the plan gave the cell's engine, so a report reads facts instead of parsing the
     # command back: the engine's own options as JSON (engine.options: the simulator's profile,
     # hardware and model names, time_scale, ...), the variant's args as JSON (ServerArgs
-    # names: speculative algorithm and shape, max_running_requests, ...) and its speculation
-    # threshold. Run folders written before these columns read them as null (unknown).
+    # names: speculative algorithm and shape, max_running_requests, ...), its speculation
+    # threshold, its depth schedule as JSON ([[from batch, depth], ...]) and whether the
+    # engine adapts the depth itself. Run folders written before these columns read them as
+    # null (unknown).
     ("engine_options", pa.string()),
     ("server_args", pa.string()),
     ("speculative_disable_above_batch", pa.int64()),
+    ("speculative_depth", pa.string()),
+    ("speculative_adaptive", pa.bool_()),
     ("device", pa.string()),
     ("source", pa.string()),
     ("server_info", pa.string()),

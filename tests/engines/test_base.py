@@ -3,6 +3,7 @@ length a cell gets from each engine's counters (on a real vLLM server's /metrics
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -81,3 +82,25 @@ def test_threshold_values_per_engine() -> None:
     assert engines.get("external").threshold_values(eagle3) is None
     for name in ("sim", "sglang", "vllm"):
         assert engines.get(name).threshold_values(baseline) is None, name
+
+
+def test_a_depth_schedule_is_checked_once_for_every_engine() -> None:
+    from engines.depth import depth_schedule
+
+    assert depth_schedule([[1, 5], [9, 3], [33, 1], [65, 0]]) == (
+        (1, 5), (9, 3), (33, 1), (65, 0))
+    assert depth_schedule(((1, 3),)) == ((1, 3),)  # one tier: a fixed depth
+    for bad, words in [
+        ([], "non-empty list of [from batch size, depth] pairs"),
+        ([[1, 5, 2]], "pairs of ints"),
+        ([[1, "5"]], "pairs of ints"),
+        ([[1, True]], "pairs of ints"),
+        ("1,5", "pairs of ints"),
+        ([[2, 5], [9, 3]], "must start from batch size 1, got 2"),
+        ([[1, 5], [9, 3], [9, 1]], "ascending by batch size: 9 follows 9"),
+        ([[1, 5], [9, 3], [5, 1]], "ascending by batch size: 5 follows 9"),
+        ([[1, 5], [9, -1]], "depths must be >= 0 (0 = no drafting), got -1"),
+        ([[1, 0], [9, 0]], "drafts at no batch size"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(words)):
+            depth_schedule(bad)

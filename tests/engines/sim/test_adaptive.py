@@ -108,3 +108,55 @@ def test_ema_slot_moves_with_acceptance() -> None:
                                 "update_interval": 1})
     zero.update([0])
     assert zero.current_steps == 1  # from 0 it probes the next step up, as SGLang does
+
+
+def test_the_simulator_pins_a_depth_schedule_per_running_batch(tmp_path: Path) -> None:
+    """The simulator started with the command specgrid gives it for a schedule (its own CLI,
+    resolve, and the engine a server runs): each running batch gets its tier's depth."""
+    from engines.base import ServerRequest
+    from engines.sim.cli import resolve
+    from engines.sim.core import SimEngine
+    from engines.sim.engine import ENGINE
+
+    spec = ENGINE.launch_spec(ServerRequest(
+        args={"max_running_requests": 64, "speculative_algorithm": "EAGLE3",
+              "speculative_num_steps": 3, "speculative_eagle_topk": 1}, env={},
+        model_path="m", draft_model_path="d", python="py",
+        depth_schedule=((1, 5), (9, 3), (33, 1), (65, 0)),
+        options={"hardware": "h200", "model": "llama3.1-8b"}))
+    for name, text in spec.files.items():
+        (tmp_path / name).write_text(text)
+    engine = SimEngine(resolve(spec.argv_in(str(tmp_path))[3:], env={}))
+    assert engine.adaptive is not None and engine.spec is not None
+    assert engine.spec.steps == 5  # --speculative-num-steps: the largest depth
+    # By hand, as SGLang routes (max_bs 64: 141 GB gives 256, lowered to the 64 running):
+    # 1-8 captured -> 5; 9 pads to 10, up to 32 -> 3; 33 pads to 36, up to 64 -> 1; 65+ is
+    # past the largest captured size -> 0.
+    got = [engine.adaptive.steps_for_batch(b) for b in range(1, 101)]
+    assert got == [5] * 8 + [3] * 24 + [1] * 32 + [0] * 36
+
+
+def test_sglangs_default_tiers_follow_acceptance_each_on_its_own() -> None:
+    """SGLang's default tiers (warmup 10 verifies, a decision every 5; EMA alpha 0.2 from
+    steps - 1), the numbers worked by hand from AdaptiveStepSlot's rules. Tier 1 [1,3,5,7] at
+    batch 2, from 3 steps, every draft accepted: EMA after 15 verifies 3 - 0.8^15 = 2.96 > 3 -
+    0.5 -> 5; after 25, 5 - (5 - 2.96) 0.8^10 = 4.78 > 4.5 -> 7. Then nothing accepted: at 30
+    the EMA is 4.78 x 0.8^5 = 1.57 <= 4.25 (5 - 0.5 - 0.25) and <= 2.25 but > 0.25 -> 3; at
+    40, 1.57 x 0.8^10 = 0.17 <= 0.25 -> 1. Tier 8 [0,1,3] at batch 16 (no hysteresis), from 3,
+    nothing accepted: 2 x 0.8^15 = 0.07 <= 0.5 -> 0 at 15; from 0 it probes 1 at 20."""
+    ctl = AdaptiveController(DEFAULT_ADAPTIVE_CONFIG, initial_steps=3, cuda_graph_bs=GRAPHS)
+    small: list[int] = []
+    for i in range(1, 41):
+        steps = ctl.steps_for_batch(2)
+        ctl.on_verify(2, [steps, steps] if i <= 25 else [0, 0])
+        small.append(ctl.steps_for_batch(2))
+    assert small[13] == 3 and small[14] == 5  # verify 14 / 15
+    assert small[23] == 5 and small[24] == 7
+    assert small[28] == 7 and small[29] == 3
+    assert small[38] == 3 and small[39] == 1
+    large: list[int] = []
+    for _ in range(20):
+        ctl.on_verify(16, [0] * 16)
+        large.append(ctl.steps_for_batch(16))
+    assert large[13] == 3 and large[14] == 0 and large[18] == 0 and large[19] == 1
+    assert ctl.steps_for_batch(2) == 1  # tier 1 kept its own state

@@ -117,6 +117,13 @@ def test_the_engine_judges_a_scenario_against_its_profiles_envelope():
         "speculative_disable_above_batch (no anchor measured the adaptive switch)",
         "concurrency 128 outside 1-64", "16 output tokens outside 256",
         "prompts of 30-600 tokens outside 128")
+    # a depth by batch, set or adapted by the engine, is an adaptive switch too
+    switched = Scenario(args=EAGLE3, concurrency=64, output_tokens=256,
+                        prompt_tokens=(128, 128), domains=["coding"], depth_schedule=True,
+                        adaptive=True)
+    assert sim.envelope(DEFAULT, switched).outside == (
+        "speculative_depth (no anchor measured the adaptive switch)",
+        "speculative_adaptive (no anchor measured the adaptive switch)")
     # a baseline's prompt domains do not matter (acceptance is the only thing they change)
     baseline = Scenario(args={"max_running_requests": 64}, concurrency=4, output_tokens=256,
                         prompt_tokens=(128, 128), domains=["chat"])

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from engines.base import ServerRequest
-from engines.vllm.command import build_vllm_launch, threshold_schedule
+from engines.vllm.command import batch_ranges, build_vllm_launch, threshold_schedule
+from engines.vllm.engine import ENGINE
 from engines.vllm.validate import check_batch
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -124,3 +125,62 @@ def test_vllms_own_schedule_code_drafts_up_to_n_and_nothing_above() -> None:
                          text=True, timeout=120, check=True).stdout.splitlines()[-1]
     dense = json.loads(out)  # index = batch size (0 unused)
     assert dense[1:17] == [3] * 16 and dense[17:65] == [0] * 48
+
+
+SCHEDULE = ((1, 5), (9, 3), (33, 1), (65, 0))
+# By hand: each tier runs from its start to the next start - 1, the last to max_num_seqs;
+# with max_num_seqs 64 the tier from 65 is never reached and left out.
+RANGES_64 = [[1, 8, 5], [9, 32, 3], [33, 64, 1]]
+RANGES_128 = [[1, 8, 5], [9, 32, 3], [33, 64, 1], [65, 128, 0]]
+
+
+def _request(args: dict, **kw) -> ServerRequest:
+    return ServerRequest(args=args, env={}, model_path="/m/target", draft_model_path="/m/draft",
+                         python="py", **kw)
+
+
+def test_a_depth_schedule_is_vllms_batch_size_schedule() -> None:
+    assert batch_ranges(SCHEDULE, 64) == RANGES_64
+    assert batch_ranges(SCHEDULE, 128) == RANGES_128
+    # the threshold is the two-tier schedule [[1, k], [N+1, 0]]
+    assert threshold_schedule(16, 3, 64) == batch_ranges(((1, 3), (17, 0)), 64)
+    argv = build_vllm_launch(_request({**EAGLE3, "max_running_requests": 128},
+                                      depth_schedule=SCHEDULE)).argv
+    spec = json.loads(_flag(argv, "--speculative-config"))
+    # num_speculative_tokens sizes vLLM's buffers: the largest depth (the variant said 3)
+    assert spec["num_speculative_tokens"] == 5
+    assert spec["num_speculative_tokens_per_batch_size"] == RANGES_128
+    setting = ENGINE.depth_setting(_request({**EAGLE3, "max_running_requests": 128},
+                                            depth_schedule=SCHEDULE))
+    assert setting is not None and setting.flags[0] == "--speculative-config"
+    assert json.loads(setting.flags[1]) == spec
+    assert setting.tiers == ((1, 8, 5), (9, 32, 3), (33, 64, 1), (65, None, 0))
+
+
+def test_runtime_adaptation_and_two_depth_settings_are_one_line() -> None:
+    with pytest.raises(ValueError, match="vLLM 0.32.0 has no runtime adaptation"):
+        build_vllm_launch(_request(EAGLE3, adaptive=True))
+    with pytest.raises(ValueError, match="both set the speculative depth by batch size"):
+        build_vllm_launch(_request(EAGLE3, depth_schedule=SCHEDULE, disable_above_batch=8))
+    assert ENGINE.adaptive_refusal({"args": EAGLE3}) is not None
+
+
+@needs_vllm
+def test_vllm_accepts_the_schedule_and_looks_up_each_batchs_depth() -> None:
+    """vLLM's parser and schedule validator accept the command; vLLM's own
+    build_dynamic_sd_schedule_lookup (vllm/v1/spec_decode/dynamic/utils.py, what the scheduler
+    indexes by the number of scheduled requests) gives each batch size its tier's depth."""
+    argv = build_vllm_launch(_request({**EAGLE3, "max_running_requests": 128},
+                                      depth_schedule=SCHEDULE)).argv
+    assert VLLM_PYTHON
+    _, _, problems = check_batch({"schedule": argv}, VLLM_PYTHON)
+    assert problems == []
+    code = ("import json, sys; from vllm.v1.spec_decode.dynamic.utils import "
+            "build_dynamic_sd_schedule_lookup as b; "
+            "print(json.dumps(b(json.loads(sys.argv[1]), 128, 5)))")
+    spec = json.loads(_flag(argv, "--speculative-config"))
+    out = subprocess.run([VLLM_PYTHON, "-c", code,
+                          json.dumps(spec["num_speculative_tokens_per_batch_size"])],
+                         capture_output=True, text=True, timeout=300, check=True)
+    dense = json.loads(out.stdout.splitlines()[-1])  # index = batch size (0 unused)
+    assert dense[1:] == [5] * 8 + [3] * 24 + [1] * 32 + [0] * 64

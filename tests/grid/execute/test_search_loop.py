@@ -39,3 +39,31 @@ def test_a_step_that_commits_nothing_pauses_the_search(tmp_path):
     assert lines[-1] == note
     trace = json.loads((run_dir / "search.json").read_text())
     assert trace["result"]["note"] == note and trace["result"]["stop"] is None
+
+
+def test_a_depth_search_step_that_commits_nothing_pauses_it_too(tmp_path):
+    planned = make_plan(["+sweep=depth_search", "grid.search.concurrency=[1,2]",
+                         "grid.search.depths=[0,3]", "grid.search.max_repeats=1",
+                         f"results_dir={tmp_path}"])
+    setup, run_dir = planned.search, planned.plan.run_dir
+    assert setup is not None
+    run_dir.mkdir(parents=True)
+    record = RunRecord(run_dir, planned.plan.run_id)
+    asked: list[list[str]] = []
+    lines: list[str] = []
+    try:
+        outcome = run_search(setup, run_dir, record, Slo(),
+                             lambda cells: asked.append([c.describe() for c in cells]) or 0,
+                             lines.append)
+    finally:
+        record.close()
+    assert outcome.code == EXIT_FAILED_CELLS
+    # Step 1: both levels (c=1, 2 are the lattice and its coarse levels) at both depths, the
+    # baseline's server first, each server's cells in ascending load; asked for once.
+    assert asked == [["baseline c=1 coding", "baseline c=2 coding",
+                      "eagle3__speculative_num_steps-3 c=1 coding",
+                      "eagle3__speculative_num_steps-3 c=2 coding"]]
+    assert lines[-1] == ("search paused: cells at c=1 baseline, c=1 depth 3, c=2 baseline, "
+                         "c=2 depth 3 did not complete; fix and run again")
+    trace = json.loads((run_dir / "search.json").read_text())
+    assert trace["kind"] == "depth" and trace["result"]["stop"] is None

@@ -194,16 +194,38 @@ def test_the_plan_and_the_report_give_one_answer_per_cell(tmp_path):
         assert f"{variant} c=1 " not in warning
 
 
+@pytest.mark.parametrize("setting", ["speculative_depth=[[1,3],[9,1]]",
+                                     "speculative_adaptive=true"])
+def test_a_depth_by_batch_is_outside_in_the_plan_and_the_report(tmp_path, setting):
+    """A depth schedule and the engine's own adaptation switch the depth by batch, which no
+    anchor measured: the plan says so from the variant, the report from the cell's
+    speculative_depth / speculative_adaptive columns, in the same words."""
+    from grid.plan.checks import cell_envelope
+
+    key = setting.split("=")[0]
+    why = f"{key} (no anchor measured the adaptive switch)"
+    plan = make_plan([*INSIDE, "grid.axes.variant=[eagle3]", "grid.axes.concurrency=[4]",
+                      f"variant.{setting}", f"results_dir={tmp_path}"]).plan
+    (cell,) = plan.cells
+    found = cell_envelope(cell, plan.prompts[cell.workload_name])
+    assert found is not None and found.outside == (why,)
+    run = tmp_path / "recorded"
+    _record(run, cell)
+    (warning,) = _report_extrapolation(run)
+    assert "1 simulated cell(s)" in warning and f"c=4 coding ({why})" in warning
+
+
 def test_a_run_folder_from_before_the_recorded_options_is_read_and_not_judged(tmp_path):
-    """Cells written without the engine_options / server_args / threshold columns (an older
-    run folder): they load as null, and the report leaves their envelope unknown instead of
+    """Cells written without the engine_options / server_args / threshold / depth columns (an
+    older run folder): they load as null, and the report leaves their envelope unknown instead of
     failing."""
     import pyarrow as pa
 
     from grid.store.loader import load_cells
     from grid.store.schema import CELL_FIELDS
 
-    newer = ("engine_options", "server_args", "speculative_disable_above_batch")
+    newer = ("engine_options", "server_args", "speculative_disable_above_batch",
+             "speculative_depth", "speculative_adaptive")
     older = pa.schema([f for f in CELL_FIELDS if f.name not in newer])
     run = tmp_path / "older"
     _write_run(run, [1, 128], cell_schema=older)  # c=128 is outside, had it been recorded

@@ -162,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench/precision_vs_fixed.py")
     ap.add_argument("--half-width", type=float, default=0.05)
     ap.add_argument("--time-scale", type=float, default=1.0,
-                    help="engine.sim_args.time_scale (1 = modelled time)")
+                    help="engine.options.time_scale (1 = modelled time)")
     ap.add_argument("--open-loop", type=float, default=None, metavar="RATE",
                     help="run only a baseline cell at this arrival rate (requests/s)")
     ap.add_argument("--offline", type=Path, nargs="+", default=None, metavar="RUN_DIR")
@@ -177,7 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     folder = ns.out or Path(tempfile.mkdtemp(prefix="precision-vs-fixed-"))
     folder.mkdir(parents=True, exist_ok=True)
     print(f"run folders: {folder}")
-    common = [f"++engine.sim_args.time_scale={ns.time_scale}"]
+    common = [f"++engine.options.time_scale={ns.time_scale}"]
     if ns.open_loop is not None:
         n = int(100 * ns.open_loop)
         wall, run_dir, code = run_grid(["variant=baseline", f"+grid.axes.rate=[{ns.open_loop}]",

@@ -51,7 +51,8 @@ def test_each_engine_checks_its_own_options():
     with pytest.raises(OptionError, match=r"^launcher='python' is not one of serve, "):
         engines.get("sglang").check_options({"launcher": "python"})
     with pytest.raises(OptionError, match=r"^time_scale is not an option of engine=sglang "
-                                          r"\(its options: launcher; drop it with ~engine.options.time_scale\)$"):
+                                          r"\(its options: launcher; drop it with "
+                                          r"~engine.options.time_scale\)$"):
         engines.get("sglang").check_options({"time_scale": 0.25})
     # vLLM takes none
     engines.get("vllm").check_options({})

@@ -24,14 +24,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _run import run_grid  # noqa: E402  (bench/, the script's folder)
 
 from grid.analysis import Slo  # noqa: E402
 from grid.analysis.depth import DepthStep, schedule  # noqa: E402
@@ -42,17 +44,6 @@ from grid.plan.depth import DepthSetup  # noqa: E402
 from grid.run import make_plan  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def run_grid(overrides: list[str], folder: Path, run_id: str) -> tuple[float, Path, int]:
-    """One `python -m grid.run`: (wall seconds, run folder, exit code)."""
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "grid.run", *overrides,
-                           f"results_dir={folder}", f"run.id={run_id}"],
-                          capture_output=True, text=True, cwd=ROOT)
-    wall = time.monotonic() - start
-    (folder / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
-    return wall, folder / run_id, proc.returncode
 
 
 def depth_of(variant: str) -> int | None:
@@ -152,7 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-running", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--min-effect", type=float, default=0.05)
-    ap.add_argument("--vllm-python", default=str(ROOT.parent / "main/.venv-engines/bin/python"))
+    ap.add_argument("--vllm-python", default=os.environ.get("SPECGRID_VLLM_PYTHON",
+                                           str(ROOT / ".venv-engines/bin/python")))
     ap.add_argument("--out", type=Path, default=None, help="keep the run folders here")
     ap.add_argument("--reuse", action="store_true",
                     help="do not run what --out already holds (its run folders and logs)")

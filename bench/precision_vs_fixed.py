@@ -26,10 +26,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -37,22 +35,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _run import run_grid  # noqa: E402  (bench/, the script's folder)
+
 from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells  # noqa: E402
 from grid.loader import load_cells, load_requests  # noqa: E402
 from specgrid_metrics import saturation  # noqa: E402
 
 CHECK_EVERY_S = 0.5
-
-
-def run_grid(overrides: list[str], folder: Path, run_id: str) -> tuple[float, Path, int]:
-    """One `python -m grid.run`: (wall seconds, run folder, exit code)."""
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "grid.run", *overrides,
-                           f"results_dir={folder}", f"run.id={run_id}"],
-                          capture_output=True, text=True)
-    wall = time.monotonic() - start
-    (folder / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
-    return wall, folder / run_id, proc.returncode
 
 
 def cell_table(run_dir: Path) -> list[dict]:

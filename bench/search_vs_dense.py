@@ -31,14 +31,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _run import run_grid  # noqa: E402  (bench/, the script's folder)
 
 from grid.analysis.search import lattice  # noqa: E402
 
@@ -50,17 +50,6 @@ def profile_overrides(profile: str) -> list[str]:
         return []
     hardware, model = profile.split(":")
     return [f"hardware={hardware}", f"model={model}"]
-
-
-def run_grid(overrides: list[str], folder: Path, run_id: str) -> tuple[float, Path, int]:
-    """One `python -m grid.run`: (wall seconds, run folder, exit code)."""
-    start = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "grid.run", *overrides,
-                           f"results_dir={folder}", f"run.id={run_id}"],
-                          capture_output=True, text=True)
-    wall = time.monotonic() - start
-    (folder / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
-    return wall, folder / run_id, proc.returncode
 
 
 def answers(run_dir: Path) -> dict:

@@ -191,7 +191,18 @@ def test_load_window_end_marks_rounds_not_run() -> None:
     assert res.rows[2]["error"] == "load window ended"
 
 
-def test_later_round_hits_the_prefix_cache(sim: SimProcess) -> None:
+@pytest.fixture
+def sim_modelled_time() -> Iterator[SimProcess]:
+    # modelled time as it is: a cold prefill's cost must stand out from the process's own
+    # scheduling noise (at time_scale 0.05 a few ms of it reversed the comparison)
+    s = start_sim(["--sim-time-scale", "1"])
+    yield s
+    s.stop()
+    s.log_path.unlink(missing_ok=True)
+
+
+def test_later_round_hits_the_prefix_cache(sim_modelled_time: SimProcess) -> None:
+    sim = sim_modelled_time
     conv = shipped(1)[0]
     spec = ConversationLoadSpec(url=sim.url, conversations=(conv,), concurrency=1, max_turns=4,
                                 max_new_tokens=4)

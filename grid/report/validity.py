@@ -49,7 +49,7 @@ def validity(data: RunData) -> list[tuple[str, str]]:
     if data.simulated:
         out.append(("warning", data.sim_banner()))
 
-    def extrapolated() -> list[str]:
+    def extrapolated() -> list[tuple[Any, str]]:
         """Simulated cells outside their engine's calibrated envelope (`Engine.envelope`, the
         one the plan asks; the profile named by the cell's recorded engine options, as it is
         now), from what the run recorded: concurrency (an open-loop cell: its mean running
@@ -107,12 +107,22 @@ def validity(data: RunData) -> list[tuple[str, str]]:
                 continue  # the profile it names is gone or unusable now
             if finding is not None and finding.outside:
                 found.append((row, "; ".join(finding.outside)))
-        return [f"{r.variant} {_load(r)} {r.workload} ({why})" for r, why in found]
+        return found
+
+    def by_group(found: list[tuple[Any, str]]) -> list[str]:
+        """One clause per server group and workload with the same reasons, its loads listed:
+        `eagle3 on coding at c=1, 4, 16 (96 output tokens outside 256)`."""
+        groups: dict[tuple[str, str, str], list[str]] = {}
+        for r, why in found:
+            groups.setdefault((str(r.variant), str(r.workload), why), []).append(_load(r))
+        return [f"{variant} on {workload} at {', '.join(loads)} ({why})"
+                for (variant, workload, why), loads in groups.items()]
 
     outside = extrapolated() if data.simulated else []
     if outside:
-        shown = "; ".join(outside[:8]) + (f" and {len(outside) - 8} more"
-                                          if len(outside) > 8 else "")
+        clauses = by_group(outside)
+        shown = "; ".join(clauses[:8]) + (f" and {len(clauses) - 8} more"
+                                          if len(clauses) > 8 else "")
         out.append(("warning", f"extrapolation: {len(outside)} simulated cell(s) outside the "
                                "calibrated envelope of their hardware x model profile (the "
                                "scenarios its published anchor covers, docs/simulator.md "

@@ -99,12 +99,16 @@ def test_live_replay_feeds_the_servers_reply_back() -> None:
     assert reply is not None and reply["content"] not in prompts[1]
 
 
-@pytest.fixture
-def sim() -> Iterator[SimProcess]:
-    s = start_sim(["--sim-time-scale", "0.05"])
+def _sim_at(time_scale: str) -> Iterator[SimProcess]:
+    s = start_sim(["--sim-time-scale", time_scale])
     yield s
     s.stop()
     s.log_path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def sim() -> Iterator[SimProcess]:
+    yield from _sim_at("0.05")
 
 
 @pytest.mark.parametrize("endpoint", ["generate", "chat"])
@@ -195,10 +199,7 @@ def test_load_window_end_marks_rounds_not_run() -> None:
 def sim_modelled_time() -> Iterator[SimProcess]:
     # modelled time as it is: a cold prefill's cost must stand out from the process's own
     # scheduling noise (at time_scale 0.05 a few ms of it reversed the comparison)
-    s = start_sim(["--sim-time-scale", "1"])
-    yield s
-    s.stop()
-    s.log_path.unlink(missing_ok=True)
+    yield from _sim_at("1")
 
 
 def test_later_round_hits_the_prefix_cache(sim_modelled_time: SimProcess) -> None:

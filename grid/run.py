@@ -202,8 +202,9 @@ def make_plan(overrides: list[str]) -> _Planned:
             cells = with_repeats(cells, workloads, space)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
     plan = build_plan(cfg, cells, workloads, results_dir)
-    # A real engine's cells are estimated from what this run folder measured on their server.
-    plan.measured = measured_cells(plan.run_dir)
+    # A real engine's cells are estimated from what this run folder, or an earlier run beside
+    # it, measured on their server.
+    plan.measured = measured_cells(plan.run_dir, results_dir)
     setup: SearchSetup | DepthSetup | None = None
     if depth is not None and template is not None:
         setup = depth_setup(depth, plan.cells, template, int(cfg.grid.search.confirm_cells))

@@ -14,6 +14,9 @@ it costs there; and, per workload, the variant that serves the most at that SLO.
   averaged as in grid/analysis/decision.py), the 2.5 and 97.5 percentiles of the loads found
   (inverted-CDF rule: a tested load, or -inf). A replicate that drew no request of a load's
   steady window has no attainment there and counts as a miss (the conservative side).
+- An **over-saturated** load (a cell stopped because the server fell behind its load:
+  grid/report/stopping.py) counts as a miss whatever its attainment: its numbers are no
+  steady state, so no capacity is claimed at or beyond it.
 - **Serves most**: among the variants of a workload and load kind, the one whose capacity point
   has the highest goodput tok/s per GPU (goodput tok/s when any variant's GPUs are unknown), its
   margin over the runner-up with the interval of the ratio of their replicates."""
@@ -137,8 +140,9 @@ def capacities(stats: CellStats, gpus: Mapping[str, float | None], target: float
     for (variant, workload, kind), pts in sorted(groups.items()):
         pts = sorted(pts, key=lambda p: p.load)
         loads = np.array([p.load for p in pts])
-        point = capacity_of(loads, np.array([p.values["slo_attainment"] for p in pts]), target)
-        reps = np.stack([p.replicates["slo_attainment"] for p in pts], axis=1)
+        held = np.array([math.nan if p.over_saturated else 1.0 for p in pts])
+        point = capacity_of(loads, held * [p.values["slo_attainment"] for p in pts], target)
+        reps = np.stack([p.replicates["slo_attainment"] for p in pts], axis=1) * held
         found = np.array([capacity_of(loads, r, target) for r in reps])
         tail = (1 - LEVEL) / 2 * 100
         lo, hi = (float(v) for v in np.percentile(found, [tail, 100 - tail],

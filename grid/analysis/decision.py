@@ -40,6 +40,9 @@ class Point:
     repeats: int = 1
     cell_ids: list[str] = field(default_factory=list)
     """The cells (one per repeat) the point averages."""
+    over_saturated: bool = False
+    """A cell of the point was stopped over-saturated (its load outran the server: its numbers
+    are no steady state, specgrid_metrics/saturation.py)."""
 
 
 def points(stats: CellStats, metrics: tuple[str, ...] = ("output_tok_s", "goodput_tok_s")
@@ -60,9 +63,10 @@ def points(stats: CellStats, metrics: tuple[str, ...] = ("output_tok_s", "goodpu
             values[metric] = float(group[metric].mean())
             reps[metric] = np.mean([stats.replicates[c][metric] for c in group.cell_id], axis=0)
             spread[metric] = (float(group[metric].min()), float(group[metric].max()))
+        saturated = "stop_reason" in group and bool((group.stop_reason == "over_saturated").any())
         out.append(Point(str(first.variant), str(first.workload),
                          "concurrency" if closed else "rate", load, values, reps, spread,
-                         len(group), [str(c) for c in group.cell_id]))
+                         len(group), [str(c) for c in group.cell_id], saturated))
     return out
 
 

@@ -384,7 +384,7 @@ class RunEstimate:
         if self.seconds is None:
             return f"estimate: {unknown}"
         source = (f"{self.measured} cell(s) from the measured cells of their server in this "
-                  "run folder; " if self.measured else "")
+                  "or an earlier run folder; " if self.measured else "")
         return (f"estimate: {'at least ' if self.unknown else ''}~{self.seconds / 60:.1f} min "
                 f"(rough; {source}{how})" + (f"; {unknown}" if unknown else ""))
 

@@ -1,10 +1,12 @@
 """A rough duration of each cell, for the plan's estimate and the progress display's ETA: the
 engine's own estimate where it has one (the simulator knows its speed from its model:
-engines/sim/estimate.py), else what this run folder measured on the same server (a real
-server's speed is unknown until it is measured), else unknown (None, said so in the plan).
+engines/sim/estimate.py), else what this run folder or an earlier run beside it measured on the
+same server (a real server's speed is unknown until it is measured), else unknown (None, said so
+in the plan).
 
 Pure: the measured cells come in as plain values (`Measured`, read from the run folder's
-committed cells by grid/store/measured.py for grid/run.py). Cell durations never bound a cell:
+committed cells, and those of earlier runs in the results folder, by
+grid/store/measured.py for grid/run.py). Cell durations never bound a cell:
 a running cell is bounded by its progress (grid/execute/stall.py)."""
 
 from __future__ import annotations
@@ -24,8 +26,8 @@ CELL_OVERHEAD_S = 1.5
 """Per cell: cache flush, metric and telemetry start/stop, committing Parquet."""
 
 Source = Literal["engine", "measured", "unknown"]
-"""Where a cell's estimate comes from: its engine's model, this run folder's measured cells of
-its server, or nowhere."""
+"""Where a cell's estimate comes from: its engine's model, the measured cells of its server
+(this run folder's or an earlier run's), or nowhere."""
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,8 @@ def stop_findings(cells: pd.DataFrame) -> list[tuple[str, str]]:
         out.append(("warning", f"over-saturated in {len(over)} cell(s) (the server did not keep "
                                "up: TTFT rising at a fixed concurrency or a backlog growing at "
                                "the arrival rate), stopped early: their numbers are not a "
-                               f"steady state: {shown}{more}"))
+                               "steady state, and no capacity is claimed at or beyond "
+                               f"them: {shown}{more}"))
     capped = done[(done.stop_reason == "cap")
                   & done.stop_detail.fillna("").str.startswith("precision not reached")]
     if len(capped):

@@ -100,3 +100,17 @@ def test_serves_most_per_server_when_gpus_unknown_and_no_difference():
     assert best["metric"] == "goodput_tok_s" and best["winner"] == "b"
     assert best["margin"] == pytest.approx(0.01)
     assert best["verdict"] == NO_DIFFERENCE
+
+
+def test_no_capacity_is_claimed_at_or_beyond_an_over_saturated_load():
+    # eagle3 holds the SLOs at every load (as in CELLS), but its c=4 cell was stopped
+    # over-saturated: a miss whatever its attainment, so capacity c=1 (not 16), and every
+    # replicate agrees: interval c=1 .. c=1.
+    cells = [dict(c, reps=dict(c["reps"])) for c in CELLS if c["variant"] == "eagle3"]
+    cells[1]["stop"] = "over_saturated"
+    (eagle,) = capacities(stats_of(cells), GPUS)
+    assert (eagle.capacity, eagle.lo, eagle.hi, eagle.bracketed) == (1.0, 1.0, 1.0, True)
+    # the same cells without the stop: capacity 16, as above
+    cells[1]["stop"] = "target"
+    (eagle,) = capacities(stats_of(cells), GPUS)
+    assert eagle.capacity == 16.0

@@ -25,7 +25,7 @@ def stats_of(cells: list[dict]) -> CellStats:
         row = {"cell_id": c["cell_id"], "variant": c["variant"], "workload": "coding",
                "concurrency": c.get("c"), "rate": c.get("rate", np.nan), "status": "done",
                "output_tok_s": c["tok"], "goodput_tok_s": c.get("good", c["tok"]),
-               "slo_attainment": c.get("attain", 1.0)}
+               "slo_attainment": c.get("attain", 1.0), "stop_reason": c.get("stop")}
         rows.append(row)
         reps[c["cell_id"]] = {m: c.get("reps", {}).get(m, row[m] + STEPS) for m in metrics}
     return CellStats(pd.DataFrame(rows), reps)

@@ -91,7 +91,7 @@ def test_measured_cells_estimate_the_cells_of_their_server(tmp_path):
     assert estimate_run(plan).seconds == pytest.approx(34.0)
     assert format_plan(plan).splitlines()[-1] == (
         "estimate: ~0.6 min (rough; 2 cell(s) from the measured cells of their server in this "
-        "run folder; servers run one after another)")
+        "or an earlier run folder; servers run one after another)")
     # one measured cell of its own only: the other cell is still estimated from it
     plan.measured = {four.cell_id: Measured(four.server_key, 4, None, 6, 3.0)}
     assert plan.cell_estimate(one) == (3.0 * 6 / 6 * 4 / 1 + 1.5, "measured")

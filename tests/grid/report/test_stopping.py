@@ -23,7 +23,8 @@ def test_over_saturated_and_capped_cells_are_named():
     lines = stop_findings(cells)
     assert [level for level, _ in lines] == ["warning", "warning", "note"]
     assert "over-saturated in 1 cell(s)" in lines[0][1]
-    assert "not a steady state: baseline 15/s: over-saturated: backlog rising" in lines[0][1]
+    assert ("not a steady state, and no capacity is claimed at or beyond them: baseline 15/s: "
+            "over-saturated: backlog rising") in lines[0][1]
     assert "precision target not reached in 1 cell(s)" in lines[1][1]
     assert "eagle3 c=1 (precision not reached: output_tok_s ±7.9 % after 32" in lines[1][1]
     assert lines[2][1] == "2 cell(s) stopped at their precision target, 64 requests in all"

@@ -10,11 +10,15 @@ the schedule's server is compared with:
   baseline's plain decode;
 - the best single depth (the static speculative depth the schedule gives at the most lattice
   levels), where the tier's depth is another one;
+- the threshold schedule (`threshold_schedule`: the best single depth switched off where the
+  schedule first turns speculation off, what the on/off question of the threshold search
+  answers from the same evidence), where its depth at the tier's load is another one;
 - the engine's own runtime adaptation with its default tiers (SGLang and the simulator:
   `variant.speculative_adaptive`), where the engine has one.
 
 A confirmation point is (load, setting, repeat): a setting >= 0 is that static depth's cell (the
-search's own, reused when it measured it), SCHEDULE and ADAPTIVE are the two servers above.
+search's own, reused when it measured it), SCHEDULE, THRESHOLD and ADAPTIVE are the servers
+above.
 Each comparison is the schedule over the alternative, T_s / T_a - 1 with its bootstrap
 interval: `beats` (above 0), `loses` (below 0), `ties` (within ±min_effect), else one more
 repeat of both while repeats are left, then `undecided`. A tier stands when it beats or ties
@@ -37,6 +41,7 @@ from grid.analysis.depth import (
     Throughput,
     best_single_depth,
     compare,
+    depth_at,
     is_tie,
     means,
     nearest,
@@ -49,6 +54,8 @@ SCHEDULE = -1
 """The schedule's server (the variant with speculative_depth)."""
 ADAPTIVE = -2
 """The engine's runtime adaptation with its default tiers (speculative_adaptive)."""
+THRESHOLD = -3
+"""The threshold schedule's server (the variant with speculative_depth = threshold_schedule)."""
 CONFIRMED = "confirmed"
 CONFIRM_BUDGET = "confirm_budget"
 NOTHING = "nothing_to_confirm"
@@ -60,8 +67,21 @@ CONFIRM_STOPS = {
 
 
 def setting_name(setting: int) -> str:
-    return {SCHEDULE: "schedule", ADAPTIVE: "adaptive", 0: "baseline"}.get(setting,
-                                                                         f"depth {setting}")
+    return {SCHEDULE: "schedule", ADAPTIVE: "adaptive", THRESHOLD: "threshold",
+            0: "baseline"}.get(setting, f"depth {setting}")
+
+
+def threshold_schedule(tiers: Schedule, lattice: Sequence[int]) -> Schedule | None:
+    """The on/off schedule the same evidence gives: the best single depth from batch 1, off
+    (depth 0) from the schedule's first depth-0 tier after batch 1. None where that is no
+    other server than one the confirmation already runs: a schedule without such a tier (the
+    threshold schedule is the best single depth everywhere) or one that is on/off already."""
+    single = best_single_depth(tiers, lattice)
+    off = next((start for start, depth in tiers if depth == 0 and start > 1), None)
+    if single is None or off is None:
+        return None
+    threshold = ((1, single), (off, 0))
+    return None if tuple(tiers) == threshold else threshold
 
 
 def describe(point: Sequence[int]) -> str:
@@ -118,13 +138,17 @@ class ConfirmStep:
     cells_before: int
     """Cells of the whole search before this step (the depth phase's and the confirmation's)."""
     checks: tuple[TierCheck, ...] = ()
+    threshold: Schedule | None = None
+    """The threshold schedule compared (threshold_schedule), if any."""
     phase: str = "confirm"
 
     def as_json(self) -> dict:
         return {"number": self.number, "phase": self.phase,
                 "points": [list(p) for p in self.points], "why": self.why, "stop": self.stop,
                 "cells_before": self.cells_before,
-                "tiers": [t.as_json() for t in self.checks]}
+                "tiers": [t.as_json() for t in self.checks],
+                "threshold_schedule": [list(t) for t in self.threshold] if self.threshold
+                else None}
 
 
 def confirm_loads(tiers: Schedule, levels: Sequence[LevelState], lattice: Sequence[int]
@@ -159,12 +183,15 @@ def next_confirm_step(space: DepthSpace, confirm_cells: int, tiers: Schedule,
     chosen points, `confirming` the confirmation's own so far."""
     used = len(searched | confirming)
     single = best_single_depth(tiers, space.lattice)
+    threshold = threshold_schedule(tiers, space.lattice)
     if single is None:
         return ConfirmStep(number, (), "the schedule never drafts: nothing to confirm", NOTHING,
                            used)
     checks, todo = [], []
     for start, depth, load in confirm_loads(tiers, levels, space.lattice):
-        others = [0] + ([single] if single != depth else []) + ([ADAPTIVE] if adaptive else [])
+        others = [0] + ([single] if single != depth else []) + (
+            [THRESHOLD] if threshold and depth_at(threshold, load) != depth else []) + (
+            [ADAPTIVE] if adaptive else [])
         comparisons = []
         for alt in others:
             pair = [(load, s) for s in (SCHEDULE, alt)]
@@ -184,7 +211,7 @@ def next_confirm_step(space: DepthSpace, confirm_cells: int, tiers: Schedule,
     if not todo:
         standing = sum(t.stands for t in checks)
         return ConfirmStep(number, (), f"every comparison decided: {standing} of {len(checks)} "
-                           "tier(s) stand", CONFIRMED, used, tuple(checks))
+                           "tier(s) stand", CONFIRMED, used, tuple(checks), threshold)
     why = "confirm the schedule at " + ", ".join(
         f"c={t.load} (depth {t.depth}) against "
         + ", ".join(setting_name(c.against) for c in t.comparisons
@@ -194,11 +221,12 @@ def next_confirm_step(space: DepthSpace, confirm_cells: int, tiers: Schedule,
     fit = max(0, confirm_cells - spent)
     if fit == 0:
         return ConfirmStep(number, (), f"{why}: not measured, {CONFIRM_STOPS[CONFIRM_BUDGET]} "
-                           f"({spent} of {confirm_cells})", CONFIRM_BUDGET, used, tuple(checks))
+                           f"({spent} of {confirm_cells})", CONFIRM_BUDGET, used, tuple(checks),
+                           threshold)
     if fit < len(todo):
         why += f" (only {fit} of {len(todo)} cell(s) fit grid.search.confirm_cells)"
         todo = todo[:fit]
-    return ConfirmStep(number, tuple(todo), why, None, used, tuple(checks))
+    return ConfirmStep(number, tuple(todo), why, None, used, tuple(checks), threshold)
 
 
 AnyDepthStep = DepthStep | ConfirmStep
@@ -232,6 +260,7 @@ def confirm_result(steps: Sequence[AnyDepthStep]) -> dict:
     if not isinstance(last, ConfirmStep):
         return {}
     return {"confirm_stop": last.stop, "confirm_stop_meaning": CONFIRM_STOPS.get(last.stop or ""),
+            "threshold_schedule": [list(t) for t in last.threshold] if last.threshold else None,
             "tiers": [t.as_json() for t in last.checks],
             "stands": bool(last.checks) and all(t.stands for t in last.checks),
             "cells": last.cells_before}

@@ -17,11 +17,13 @@ from grid.analysis.depth import DepthPoint, DepthStep, Throughput, depth_result,
 from grid.analysis.depth_confirm import (
     ADAPTIVE,
     SCHEDULE,
+    THRESHOLD,
     AnyDepthStep,
     ConfirmStep,
     confirm_loads,
     confirm_result,
     replay_all,
+    threshold_schedule,
 )
 from grid.plan.cells import Cell
 from grid.plan.depth import DepthSetup
@@ -67,9 +69,12 @@ def depth_steps(setup: DepthSetup, run_dir: Path, slo: Slo
         return steps, set(measured)
     levels = searched[-1].levels
     setup.schedule = schedule(levels)
+    setup.threshold = threshold_schedule(setup.schedule, setup.space.lattice)
     loads = {load for _, _, load in confirm_loads(setup.schedule, levels, setup.space.lattice)}
-    extra = {(c, s, r): setup.cell((c, s, r)) for c in loads for s in (SCHEDULE, ADAPTIVE)
-             for r in range(setup.space.max_repeats) if s == SCHEDULE or setup.adaptive}
+    servers = [SCHEDULE] + ([THRESHOLD] if setup.threshold else []) + (
+        [ADAPTIVE] if setup.adaptive else [])
+    extra = {(c, s, r): setup.cell((c, s, r)) for c in loads for s in servers
+             for r in range(setup.space.max_repeats)}
     measured.update(_measured(run_dir, extra, slo))
     steps = replay_all(setup.space, setup.confirm_cells, setup.adaptive, measured)
     return steps, set(measured)

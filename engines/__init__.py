@@ -36,3 +36,15 @@ def names() -> tuple[str, ...]:
     return tuple(sorted(
         info.name for info in pkgutil.iter_modules(__path__)
         if info.ispkg and importlib.util.find_spec(f"engines.{info.name}.engine") is not None))
+
+
+def modeller() -> Engine:
+    """The engine with a model of servers: the one that fits twins and predicts from them
+    (overrides `Engine.fit_twin`; the simulator). The driver asks it through this, by what it
+    does, not by its name. ValueError when engines/ holds none."""
+    from engines.base import Engine
+
+    found = [get(n) for n in names() if type(get(n)).fit_twin is not Engine.fit_twin]
+    if not found:
+        raise ValueError("no engine under engines/ fits twins")
+    return found[0]

@@ -174,6 +174,27 @@ class CellWork:
 
 
 @dataclass(frozen=True)
+class SpeedupQuestion:
+    """What a search asks a model of the server before measuring (`grid.search.prior`): the
+    speedup of one speculative variant over the baseline at each load, on one workload, as
+    plain values from the plan."""
+
+    baseline: Mapping[str, Any]
+    """The baseline cell's resolved config (`engine`, `variant`, `workload`, `load`)."""
+    variant: Mapping[str, Any]
+    """The speculative variant's cell's resolved config."""
+    tp_size: int
+    loads: tuple[int, ...]
+    """Closed-loop concurrencies to predict."""
+    prompt_tokens: float
+    """Mean estimated prompt tokens of the workload's prompts."""
+    domains: Mapping[str, float]
+    """The workload's prompt domain labels and the share of its prompts each holds."""
+    requests_per_stream: float
+    """Requests each stream sends in a cell (the cell's requests / its concurrency)."""
+
+
+@dataclass(frozen=True)
 class MetricNames:
     """The `/metrics` series of one engine family that specgrid reads. None = not exposed."""
 
@@ -431,6 +452,14 @@ class Engine:
         shapes), `start` the profile whose factors the fit starts from; `seed` and
         `replicates` the bootstrap's. ValueError (one line) when the cells cannot be fitted."""
         raise ValueError(f"{self.label} cannot be fitted as a twin (engine=sim can)")
+
+    def predict_speedups(self, profile: str, question: SpeedupQuestion
+                         ) -> tuple[float, ...] | None:
+        """The speedup (variant / baseline - 1 in output tok/s) at each of `question.loads`
+        as this engine's model with the fitted `profile` (a twin's file, `fit_twin`) predicts
+        it; None for an engine without a model. ValueError (one line) for a profile it cannot
+        read."""
+        return None
 
     def depth_setting(self, request: ServerRequest) -> DepthSetting | None:
         """The server flags and files that pin `request.depth_schedule` on this engine, with

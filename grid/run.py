@@ -56,6 +56,7 @@ from grid.plan.search import (
     search_space,
     step_plan,
     universe_grid,
+    with_prior,
     with_repeats,
 )
 from grid.plan.workloads import WorkloadPlan
@@ -212,6 +213,7 @@ def make_plan(overrides: list[str]) -> _Planned:
         setup = search_setup(space, plan.cells, str(search_kind(cfg)),
                              int(cfg.grid.search.candidates),
                              OmegaConf.select(cfg, "hardware.name", default=None))
+        setup = with_prior(setup, cfg.grid.search.prior, workloads)
     return _Planned(cfg, plan, overrides, setup, workloads)
 
 

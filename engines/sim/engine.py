@@ -21,6 +21,7 @@ from engines.base import (
     MeasuredCell,
     Scenario,
     ServerRequest,
+    SpeedupQuestion,
 )
 from engines.launch import Endpoints, LaunchSpec
 from engines.sglang.adaptive import honoured_thresholds
@@ -146,6 +147,12 @@ class Sim(Engine):
 
         return build(cells, run_id=run_id, hardware=hardware, model=model, start=start,
                      seed=seed, replicates=replicates)
+
+    def predict_speedups(self, profile: str, question: SpeedupQuestion
+                         ) -> tuple[float, ...] | None:
+        from engines.sim.twin.prior import speedups
+
+        return speedups(profile, question)
 
     def depth_setting(self, request: ServerRequest) -> DepthSetting | None:
         """As SGLang's, with the max_bs SGLang would pick for the modelled GPU's memory (the

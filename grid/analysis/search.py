@@ -11,7 +11,9 @@ One step, from the levels measured so far (speedup = variant / baseline - 1 over
 repeats, with its 95 % bootstrap interval, as grid/analysis/decision.py computes it):
 
 1. coarse: the coarse levels (log-spaced over the range) up to the range's geometric middle,
-   cheapest first (a cell's requests grow with its concurrency);
+   cheapest first (a cell's requests grow with its concurrency); with a prior
+   (`grid.search.prior`, a twin's predictions: `prior_levels`) the levels around its
+   predicted crossover instead;
 2. each measured level gets a sign: `+` (interval above 0), `-` (below 0), `?` (straddles 0
    wider than ±min_effect, with fewer than max_repeats repeats) or, with max_repeats spent or
    the interval within ±min_effect, the sign of its point estimate (as decision.crossover_of
@@ -19,7 +21,8 @@ repeats, with its 95 % bootstrap interval, as grid/analysis/decision.py computes
 3. the crossover is where it first stops paying: j = the lowest `-` level, i = the highest `+`
    below it. `?` levels that decide where i or j lie get one more repeat each; with no `-` the
    search climbs to the next coarse level (stop `above_range` at the top); with no `+` below
-   the lowest level it stops `below_range`; else it stops `bracketed` when i and j are
+   the lowest measured level it descends to the next coarse level below it, and stops
+   `below_range` once that is the range's lowest; else it stops `bracketed` when i and j are
    neighbours on the lattice, or bisects: the lattice level nearest the geometric mean of i, j
    (with points_per_step k > 1: k levels evenly spaced in log between them, and up to k
    repeats at once of an undecided level).
@@ -74,6 +77,11 @@ class Space:
     more cells per step, fewer steps (each step starts each variant's server once)."""
     cells_per_point: int = 2
     """Cells one point costs: the baseline and the compared variant."""
+    first: tuple[int, ...] = ()
+    """Levels measured first instead of the coarse ones (a prior's `prior_levels`); empty:
+    the coarse levels."""
+    prior: str | None = None
+    """Where `first` comes from, in words (`twin of RUN`), for the steps' reasons."""
 
 
 def lattice(low: int, high: int, factor: float) -> tuple[int, ...]:
@@ -167,6 +175,8 @@ class Step:
     """Cells the search had measured before this step."""
     signs: dict[int, str] = field(default_factory=dict)
     """Each measured level's sign before the step: + - ? (or +p -p: by the point estimate)."""
+    speedups: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    """Each measured level's speedup and its interval (lo, hi) before the step."""
     phase: str = "crossover"
     """`crossover`; a threshold search's confirmation steps are `confirm`
     (grid/analysis/threshold.py)."""
@@ -176,6 +186,7 @@ class Step:
         out["points"] = [list(p) for p in self.points]
         out["bracket"] = list(self.bracket)
         out["signs"] = {str(k): v for k, v in self.signs.items()}
+        out["speedups"] = {str(k): [round(x, 4) for x in v] for k, v in self.speedups.items()}
         return out
 
 
@@ -199,6 +210,7 @@ def next_step(space: Space, levels: Mapping[int, Level], number: int = 1) -> Ste
     """The search's next step from the levels measured so far (module docstring)."""
     used = sum(lv.repeats for lv in levels.values()) * space.cells_per_point
     signs = {c: sign(levels[c], space.max_repeats, space.min_effect) for c in sorted(levels)}
+    seen = {c: (levels[c].speedup, levels[c].lo, levels[c].hi) for c in sorted(levels)}
     pays = [c for c, s in signs.items() if s.startswith("+")]
     loses = [c for c, s in signs.items() if s.startswith("-")]
     first_loss = loses[0] if loses else None
@@ -212,17 +224,23 @@ def next_step(space: Space, levels: Mapping[int, Level], number: int = 1) -> Ste
             if fit == 0:
                 return Step(number, (), f"{why}: not measured, {STOP_REASONS[BUDGET]} "
                             f"({used} of {space.max_cells} cells)", BUDGET, bracket, used,
-                            signs)
+                            signs, seen)
             if fit < len(points):
                 why += f" (only {fit} of {len(points)} point(s) fit the budget)"
                 points = points[:fit]
-        return Step(number, tuple(points), why, stop, bracket, used, signs)
+        return Step(number, tuple(points), why, stop, bracket, used, signs, seen)
 
     middle = math.sqrt(space.lattice[0] * space.lattice[-1])
-    coarse = [c for c in space.coarse if c <= middle * (1 + 1e-9) and c not in levels]
-    if coarse:
-        return step([(c, 0) for c in coarse],
-                    f"coarse levels up to the range's geometric middle: {_fmt(coarse)}")
+    if space.first:
+        todo = [c for c in space.first if c not in levels]
+        if todo:
+            return step([(c, 0) for c in todo], f"the levels the prior ({space.prior}) "
+                        f"points to: {_fmt(todo)}")
+    else:
+        coarse = [c for c in space.coarse if c <= middle * (1 + 1e-9) and c not in levels]
+        if coarse:
+            return step([(c, 0) for c in coarse],
+                        f"coarse levels up to the range's geometric middle: {_fmt(coarse)}")
     # `?` levels that decide the bracket: above the last level where it pays, below the
     # first where it stops paying (all above the last paying level if none stops).
     open_ = [c for c, s in signs.items() if s == "?" and (last_pay is None or c > last_pay)
@@ -241,6 +259,10 @@ def next_step(space: Space, levels: Mapping[int, Level], number: int = 1) -> Ste
                         f"c={max(levels)}: climb to the next coarse level c={higher[0]}")
         return step([], f"pays at c={max(levels)}, the top of the range", ABOVE_RANGE)
     if last_pay is None:
+        lower = [c for c in (*space.coarse, space.lattice[0]) if c < min(levels)]
+        if lower:  # a prior started above the range's bottom
+            return step([(max(lower), 0)], f"stops paying already at c={first_loss}: descend "
+                        f"to the next coarse level c={max(lower)}")
         return step([], f"stops paying already at c={first_loss}, the bottom of the range",
                     BELOW_RANGE)
     between = [c for c in space.lattice if last_pay < c < first_loss]
@@ -276,3 +298,34 @@ def result(space: Space, steps: Sequence[Step]) -> dict:
             "bracket": list(last.bracket), "cells": last.cells_before,
             "max_cells": space.max_cells, "lattice": list(space.lattice),
             "coarse": list(space.coarse), "max_repeats": space.max_repeats}
+
+
+def prior_levels(lattice: Sequence[int], predicted: Sequence[float]) -> tuple[int, ...]:
+    """The levels a prior's predicted speedups (one per lattice level) send the search to
+    first: the two neighbours its crossover lies between (where it first stops paying, and
+    the level below); the range's top alone when it pays everywhere, its bottom alone when it
+    pays nowhere."""
+    losing = [i for i, s in enumerate(predicted) if s < 0]
+    if not losing:
+        return (lattice[-1],)
+    if losing[0] == 0:
+        return (lattice[0],)
+    return (lattice[losing[0] - 1], lattice[losing[0]])
+
+
+def prior_check(lattice: Sequence[int], predicted: Sequence[float],
+                levels: Mapping[int, tuple[float, float, float]]) -> dict:
+    """How far the prior was from what the search measured (`levels`: load -> the measured
+    speedup, lo, hi, as a Step records them): its predicted crossover, and at each measured
+    level the predicted against the measured speedup (inside its interval or not), with the
+    mean absolute error in points of speedup."""
+    first = prior_levels(lattice, predicted)
+    by_load = dict(zip(lattice, predicted, strict=True))
+    rows = [{"load": c, "predicted": round(by_load[c], 4), "measured": round(v, 4),
+             "interval": [round(lo, 4), round(hi, 4)], "inside": bool(lo <= by_load[c] <= hi)}
+            for c, (v, lo, hi) in sorted(levels.items()) if c in by_load]
+    errors = [abs(r["predicted"] - r["measured"]) for r in rows]
+    bracket = (list(first) if len(first) == 2 else
+               [first[0], None] if first[0] == lattice[-1] else [None, first[0]])
+    return {"predicted_bracket": bracket, "first": list(first), "levels": rows,
+            "mean_abs_error": round(sum(errors) / len(errors), 4) if errors else None}

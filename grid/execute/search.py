@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 from grid.analysis import Slo
 from grid.analysis.depth_confirm import AnyDepthStep
-from grid.analysis.search import Measured, Step, replay, result
+from grid.analysis.search import Measured, Step, prior_check, replay, result
 from grid.analysis.threshold import (
     ConfirmStep,
     Pair,
@@ -90,6 +90,10 @@ def search_result(setup: SearchSetup, steps: Sequence[AnyStep]) -> dict:
         space = dataclasses.replace(space, max_cells=space.max_cells - setup.threshold.reserve)
     out = result(space, crossing)
     out["max_cells"] = setup.space.max_cells
+    if setup.prior is not None:
+        out["prior"] = {"source": setup.prior.label, "path": setup.prior.path,
+                        **prior_check(space.lattice, setup.prior.predicted,
+                                      crossing[-1].speedups)}
     last = steps[-1]
     if isinstance(last, ConfirmStep):
         out = {**out, **threshold_result(steps), "cells": last.cells_before}  # type: ignore[arg-type]

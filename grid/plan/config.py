@@ -296,7 +296,13 @@ class SearchConfig:
     server (not speculating at all), the others the variant with speculative_num_steps = d."""
     confirm_cells: int = 12
     """kind=depth: cells for confirming the schedule found (one server with it against the
-    baseline, the best single depth and the engine's own adaptation), beyond max_cells."""
+    baseline, the best single depth, the threshold schedule and the engine's own
+    adaptation), beyond max_cells."""
+    prior: str | None = None
+    """kind=crossover or threshold: a twin's profile (`python -m grid.twin RUN` writes
+    RUN/twin.json) asked first: the search measures the two levels around the crossover it
+    predicts instead of the coarse levels, and the report says how far the prediction was
+    from what the cells then showed (docs/search.md). None: the coarse levels."""
 
 
 @dataclass

@@ -11,16 +11,18 @@ import copy
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 import engines
-from grid.analysis.search import Point, Space, Step, make_space, next_step
+from engines.base import SpeedupQuestion
+from grid.analysis.search import Point, Space, Step, make_space, next_step, prior_levels
 from grid.analysis.threshold import Pair, describe_point, reserve_cells
 from grid.plan.build import Plan
 from grid.plan.cells import Cell, group_by_server, make_cell
-from grid.plan.workloads import WorkloadPlan
+from grid.plan.workloads import CHARS_PER_TOKEN, WorkloadPlan
 
 SEARCH_KINDS = ("crossover", "threshold", "depth")
 """What `grid.search.kind` can ask (None: no search)."""
@@ -66,6 +68,14 @@ def check_search(cfg: DictConfig) -> None:
     if cfg.load.rate is not None:
         raise SearchError(f"grid.search.kind={kind} searches closed-loop concurrency; unset "
                           "load.rate")
+    prior = OmegaConf.select(cfg, "grid.search.prior", default=None)
+    if prior is not None:
+        if kind == "depth":
+            raise SearchError("grid.search.prior is read by kind=crossover and threshold; the "
+                              "depth search starts from its coarse levels")
+        if not Path(str(prior)).expanduser().is_file():
+            raise SearchError(f"grid.search.prior={prior}: no such file (a twin's profile: "
+                              "python -m grid.twin results/RUN writes results/RUN/twin.json)")
 
 
 def search_space(cfg: DictConfig) -> Space:
@@ -120,6 +130,17 @@ class Threshold:
 
 
 @dataclass(frozen=True)
+class Prior:
+    """What the search asked before measuring (grid.search.prior): a twin's predictions."""
+
+    path: str
+    label: str
+    """Where the numbers come from, in words (`SIMULATION (twin of RUN)`)."""
+    predicted: tuple[float, ...]
+    """The predicted speedup at each lattice level."""
+
+
+@dataclass(frozen=True)
 class SearchSetup:
     """A planned search: its space, and the cells of every point it may choose."""
 
@@ -130,6 +151,8 @@ class SearchSetup:
     workload: str
     threshold: Threshold | None = None
     """kind=threshold: the values to rank; None for kind=crossover."""
+    prior: Prior | None = None
+    """The twin asked first (its predicted crossover chose the first levels), if any."""
 
     def pair_cells(self, pair: Pair) -> tuple[Cell, Cell]:
         """A confirmation point's cells: the variant with each threshold, both at concurrency
@@ -182,6 +205,11 @@ class SearchSetup:
         if self.threshold:
             out["honoured"] = list(self.threshold.honoured)
             out["candidates"] = self.threshold.candidates
+        if self.prior:
+            out["prior"] = {"path": self.prior.path, "source": self.prior.label,
+                            "predicted": {str(c): round(v, 4) for c, v in
+                                          zip(self.space.lattice, self.prior.predicted,
+                                              strict=True)}}
         return out
 
 
@@ -211,6 +239,39 @@ def search_setup(space: Space, cells: Sequence[Cell], kind: str = "crossover",
     if kind == "threshold":
         threshold = Threshold(honoured_values(ordered[min(ordered)][1], hardware), candidates)
     return SearchSetup(space, ordered, others[0], workloads[0], threshold)
+
+
+def with_prior(setup: SearchSetup, path: str | None, workloads: WorkloadPlan) -> SearchSetup:
+    """The setup with a twin asked first (grid.search.prior): its predicted speedup at every
+    lattice level for the searched variant and workload, and the first levels they give
+    (grid/analysis/search.py prior_levels). The twin is the modelling engine's
+    (engines.modeller(): its fitted profile, its closed form); SearchError (one line) for a
+    file it cannot read."""
+    if path is None:
+        return setup
+    file = Path(str(path)).expanduser().resolve()
+    base, variant = setup.points[(setup.space.lattice[0], 0)]
+    prompts = workloads.prompts.get(str(variant.config["workload"]["name"]), ())
+    lengths = [-(-len(p.text) // CHARS_PER_TOKEN) for p in prompts] or [1]
+    labels = [p.domain for p in prompts] or ["general"]
+    question = SpeedupQuestion(
+        baseline=base.config, variant=variant.config, tp_size=variant.tp_size,
+        loads=setup.space.lattice, prompt_tokens=sum(lengths) / len(lengths),
+        domains={d: labels.count(d) / len(labels) for d in sorted(set(labels))},
+        requests_per_stream=variant.num_requests / max(1, variant.concurrency or 1))
+    modeller = engines.modeller()
+    try:
+        predicted = modeller.predict_speedups(str(file), question)
+        source = modeller.provenance({"profile": str(file)})
+    except ValueError as e:
+        raise SearchError(f"grid.search.prior={path}: {e}") from None
+    if predicted is None:
+        raise SearchError(f"grid.search.prior={path}: {modeller.label} predicts nothing")
+    label = f"SIMULATION ({source or file.name})"
+    space = dataclasses.replace(setup.space, first=prior_levels(setup.space.lattice, predicted),
+                                prior=label)
+    return dataclasses.replace(setup, space=space,
+                               prior=Prior(str(file), label, tuple(predicted)))
 
 
 def honoured_values(cell: Cell, hardware: str | None) -> tuple[int, ...]:
@@ -252,6 +313,10 @@ def search_lines(setup: SearchSetup, dense_cells: int | None = None) -> list[str
         f"  step 1: {first.why} -> {len(first.points) * space.cells_per_point} cells (listed "
         "below); later steps follow from the committed cells",
     ]
+    if setup.prior:
+        shown = ", ".join(f"c={c} {v:+.0%}" for c, v in zip(space.lattice, setup.prior.predicted,
+                                                              strict=True))
+        lines.insert(3, f"  prior: {setup.prior.label} predicts the speedup {shown}")
     if setup.threshold:
         t = setup.threshold
         inside = [v for v in t.honoured if space.lattice[0] <= v <= space.lattice[-1]]

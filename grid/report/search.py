@@ -83,6 +83,8 @@ def trace_lines(trace: dict) -> list[str]:
                      f"{_bracket(res['bracket'])}")
     else:
         lines.append(f"  not finished: {res.get('note') or 'the last step is still to run'}")
+    if res.get("prior"):
+        lines += prior_lines(res["prior"])
     if trace.get("kind") == "threshold" and res.get("threshold_stop"):
         value = res.get("threshold")
         answer = ("no threshold needed within the range" if value is None else
@@ -91,6 +93,22 @@ def trace_lines(trace: dict) -> list[str]:
         lines.append(f"  threshold: {answer} ({res['threshold_stop']}: "
                      f"{res['threshold_stop_meaning']})")
     return lines
+
+
+def prior_lines(prior: dict) -> list[str]:
+    """What the twin asked first predicted, against what the search then measured."""
+    low, high = prior["predicted_bracket"]
+    said = (f"the crossover {_bracket([low, high])}" if low is not None and high is not None
+            else f"that speculation {_bracket([low, high])}")
+    head = f"  prior: {prior['source']} predicted {said}; the search measured there first"
+    rows = [f"c={r['load']} predicted {r['predicted']:+.1%}, measured {r['measured']:+.1%} "
+            f"[{r['interval'][0]:+.1%}, {r['interval'][1]:+.1%}]"
+            + ("" if r["inside"] else " (outside)") for r in prior["levels"]]
+    if not rows:
+        return [head]
+    error = prior["mean_abs_error"]
+    return [head, f"    at the measured levels: {'; '.join(rows)}; mean |error| "
+                  f"{100 * error:.1f} points of speedup"]
 
 
 def trace_section(trace: dict | None) -> str:

@@ -22,6 +22,8 @@ from grid.analysis.search import (
     lattice,
     level_speedups,
     make_space,
+    prior_check,
+    prior_levels,
     replay,
 )
 
@@ -184,3 +186,64 @@ def test_a_narrow_interval_around_zero_is_a_tie_without_repeats():
     assert set(steps[-1].signs.values()) == {"+p"}
     # without min_effect the same levels are repeated first
     assert points_by_step(replay(space(), flat))[1] == [(1, 1), (4, 1), (16, 1)]
+
+
+# --------------------------------------------------------------------------- a prior
+def prior_space(predicted: list[float], max_cells: int = 64):
+    import dataclasses
+
+    return dataclasses.replace(space(max_cells), first=prior_levels(LATTICE, predicted),
+                               prior="a twin")
+
+
+def test_prior_levels_are_the_predicted_crossovers_neighbours():
+    # predicted to pay up to 32 and lose from 45 on: measure 32 and 45 first
+    assert prior_levels(LATTICE, [0.3 if c <= 32 else -0.1 for c in LATTICE]) == (32, 45)
+    # pays everywhere: the top; nowhere: the bottom
+    assert prior_levels(LATTICE, [0.1] * len(LATTICE)) == (256,)
+    assert prior_levels(LATTICE, [-0.1] * len(LATTICE)) == (1,)
+
+
+def test_a_right_prior_brackets_the_crossover_in_one_step():
+    # +30 % up to c=40, -30 % above (as test_crossover_in_range_is_bisected...: 6 points in
+    # 5 steps without a prior); the prior says between 32 and 45: two points, then bracketed
+    steps = replay(prior_space([0.2 if c <= 32 else -0.2 for c in LATTICE]),
+                   curve(lambda c: 0.3 if c <= 40 else -0.3))
+    assert points_by_step(steps) == [[(32, 0), (45, 0)], []]
+    assert steps[0].why == "the levels the prior (a twin) points to: c=32, c=45"
+    assert steps[-1].stop == BRACKETED and steps[-1].bracket == (32, 45)
+    assert steps[-1].cells_before == 4
+
+
+def test_a_prior_that_is_too_high_descends_and_one_too_low_climbs():
+    # truth: pays up to 6 (crossover between 6 and 8); the prior says between 64 and 91:
+    # both lose, so the search descends coarse level by coarse level (16, 4: pays), then
+    # bisects (4, 16) at 8 (-) and (4, 8) at 6 (+): bracketed between 6 and 8
+    low = replay(prior_space([0.2 if c <= 64 else -0.2 for c in LATTICE]),
+                 curve(lambda c: 0.3 if c <= 6 else -0.3))
+    assert points_by_step(low) == [[(64, 0), (91, 0)], [(16, 0)], [(4, 0)], [(8, 0)], [(6, 0)],
+                                   []]
+    assert low[1].why == "stops paying already at c=64: descend to the next coarse level c=16"
+    assert low[-1].stop == BRACKETED and low[-1].bracket == (6, 8)
+    # truth: pays up to 128; the prior says between 4 and 6: both pay, climb to 16, 64, 256
+    # (-), then bisect (64, 256) at 128 (+) and (128, 256) at 181 (-)
+    high = replay(prior_space([0.2 if c <= 4 else -0.2 for c in LATTICE]),
+                  curve(lambda c: 0.3 if c <= 128 else -0.3))
+    assert points_by_step(high) == [[(4, 0), (6, 0)], [(16, 0)], [(64, 0)], [(256, 0)],
+                                    [(128, 0)], [(181, 0)], []]
+    assert high[-1].stop == BRACKETED and high[-1].bracket == (128, 181)
+    # it loses from the bottom on: the prior's bottom level, then below_range at once
+    below = replay(prior_space([-0.2] * len(LATTICE)), curve(lambda c: -0.2))
+    assert points_by_step(below) == [[(1, 0)], []] and below[-1].stop == BELOW_RANGE
+
+
+def test_the_prior_is_checked_against_what_the_search_measured():
+    predicted = [0.2 if c <= 32 else -0.2 for c in LATTICE]
+    steps = replay(prior_space(predicted), curve(lambda c: 0.3 if c <= 40 else -0.3))
+    check = prior_check(LATTICE, predicted, steps[-1].speedups)
+    assert check["predicted_bracket"] == [32, 45] and check["first"] == [32, 45]
+    # measured +30 % at 32 and -30 % at 45 (1 % spread per cell: intervals about +-3 %),
+    # predicted +20 % and -20 %: 10 points off at each, outside both intervals
+    assert [(r["load"], r["predicted"], r["measured"], r["inside"]) for r in check["levels"]] \
+        == [(32, 0.2, 0.3, False), (45, -0.2, -0.3, False)]
+    assert check["mean_abs_error"] == pytest.approx(0.1)

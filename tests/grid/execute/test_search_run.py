@@ -145,3 +145,42 @@ def test_threshold_search_confirms_captured_thresholds_and_resumes(tmp_path):
     again = run([*THRESHOLD, f"results_dir={tmp_path}"], echo=lambda _: None)
     assert again.exit_code == 0 and len(_servers(run_dir)) == starts
     assert json.loads((run_dir / "search.json").read_text()) == trace
+
+
+def test_a_twin_as_prior_sends_the_search_where_it_predicts_and_is_checked(tmp_path):
+    import engines
+    from engines.sim.twin import synthetic
+    from tests.engines.sim.twin.ground_truth import truth
+
+    # a twin of h200 / llama3.1-8b: over c in [1, 4] it predicts EAGLE-3 paying everywhere,
+    # so the search measures the top of the range first (c=4), finds it pays there and
+    # stops above_range after one point (without the prior: c=1 and c=2, then climbing)
+    cells = synthetic.cells(truth(), [1, 8, 64, 256], noise=0.0)
+    doc = engines.get("sim").fit_twin(cells, run_id="RUN", hardware="h200",
+                                      model="llama3.1-8b", start="default", replicates=0)
+    twin = tmp_path / "twin.json"
+    twin.write_text(json.dumps(doc))
+    lines: list[str] = []
+    outcome = run([*SEARCH, f"grid.search.prior={twin}", f"results_dir={tmp_path / 'r'}"],
+                  echo=lines.append)
+    assert outcome.exit_code == 0, "\n".join(lines)
+    trace = json.loads((outcome.run_dir / "search.json").read_text())
+    # c=4 first, then only its repeats while its interval straddles 0 (8 short requests)
+    assert trace["steps"][0]["points"] == [[4, 0]]
+    measured = [p for s in trace["steps"] for p in s["points"]]
+    assert {load for load, _ in measured} == {4}
+    res = trace["result"]
+    assert res["stop"] == "above_range" and res["cells"] == 2 * len(measured)
+    prior = res["prior"]
+    assert prior["source"] == "SIMULATION (twin of RUN)" and prior["first"] == [4]
+    assert trace["prior"]["predicted"]["4"] > 0  # the plan's prediction, every level
+    # the check: the predicted speedup at c=4 against the measured one and its interval
+    [level] = prior["levels"]
+    assert level["load"] == 4 and level["measured"] > 0
+    assert level["interval"][0] <= level["measured"] <= level["interval"][1]
+    assert prior["mean_abs_error"] == pytest.approx(abs(level["predicted"] - level["measured"]),
+                                                    abs=1e-4)
+    report = (outcome.run_dir / "report.md").read_text()
+    assert ("prior: SIMULATION (twin of RUN) predicted that speculation pays up to c=4; the "
+            "search measured there first") in report
+    assert "c=4 predicted +" in report

@@ -31,6 +31,13 @@ BAD = [
      "compares one variant with the baseline on one workload"),
     (["grid.search.concurrency=[1,2]", "workload=coding,math"],
      "compares one variant with the baseline on one workload"),
+    (["grid.search.prior=/no/such/twin.json"],
+     "grid.search.prior=/no/such/twin.json: no such file (a twin's profile: python -m "
+     "grid.twin results/RUN writes results/RUN/twin.json)"),
+    (["grid.search.kind=depth", "grid.search.prior=pyproject.toml"],
+     "grid.search.prior is read by kind=crossover and threshold"),
+    (["grid.search.prior=engines/sim/profiles/default.json"],
+     "engines/sim/profiles/default.json is not a twin's profile"),
 ]
 
 
@@ -109,3 +116,29 @@ def test_confirmation_cells_are_the_composed_threshold_cells():
     assert (low.cell_id, high.cell_id) == (by_threshold[24].cell_id, by_threshold[28].cell_id)
     assert (low.variant, high.variant) == ("eagle3__off_above-24", "eagle3__off_above-28")
     assert low.server_key != high.server_key and low.concurrency == high.concurrency == 28
+
+
+def test_a_twin_as_prior_chooses_the_first_levels(tmp_path):
+    import json
+
+    import engines
+    from engines.sim.twin import synthetic
+    from tests.engines.sim.twin.ground_truth import truth
+
+    # a twin of h200 / llama3.1-8b (cells of its closed form at four loads); the sweep's
+    # eagle3 runs at most 64 requests (its max_running_requests), so the twin predicts it
+    # paying to c=64 and losing beyond, where the baseline's batch keeps growing
+    cells = synthetic.cells(truth(), [1, 8, 64, 256], noise=0.0)
+    doc = engines.get("sim").fit_twin(cells, run_id="RUN", hardware="h200",
+                                      model="llama3.1-8b", start="default", replicates=0)
+    twin = tmp_path / "twin.json"
+    twin.write_text(json.dumps(doc))
+    lines: list[str] = []
+    outcome = run([*SEARCH, "hardware=h200", "model=llama3.1-8b", f"grid.search.prior={twin}",
+                   "plan=true", f"results_dir={tmp_path / 'results'}"], echo=lines.append)
+    text = "\n".join(lines)
+    assert outcome.exit_code == 0, text
+    assert "prior: SIMULATION (twin of RUN) predicts the speedup c=1 +" in text
+    assert ("step 1: the levels the prior (SIMULATION (twin of RUN)) points to: c=64, c=91 -> "
+            "4 cells") in text
+    assert len(outcome.cell_ids) == 4

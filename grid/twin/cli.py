@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not cells:
             why = f" ({len(skipped)} left out, e.g. {skipped[0]})" if skipped else ""
             raise ValueError(f"{run_dir} has no done closed-loop cells to fit a twin to{why}")
-        doc = engines.get("sim").fit_twin(
+        doc = engines.modeller().fit_twin(
             cells, run_id=run_dir.name, hardware=ns.hardware or recorded_hardware(run_dir),
             model=ns.model, start=ns.start, seed=ns.seed, replicates=ns.replicates)
     except (ValueError, OSError) as e:  # OSError: a damaged or unreadable file

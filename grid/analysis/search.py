@@ -321,10 +321,12 @@ def prior_check(lattice: Sequence[int], predicted: Sequence[float],
     mean absolute error in points of speedup."""
     first = prior_levels(lattice, predicted)
     by_load = dict(zip(lattice, predicted, strict=True))
-    rows = [{"load": c, "predicted": round(by_load[c], 4), "measured": round(v, 4),
-             "interval": [round(lo, 4), round(hi, 4)], "inside": bool(lo <= by_load[c] <= hi)}
-            for c, (v, lo, hi) in sorted(levels.items()) if c in by_load]
-    errors = [abs(r["predicted"] - r["measured"]) for r in rows]
+    seen = [(c, by_load[c], v, lo, hi) for c, (v, lo, hi) in sorted(levels.items())
+            if c in by_load]
+    rows = [{"load": c, "predicted": round(p, 4), "measured": round(v, 4),
+             "interval": [round(lo, 4), round(hi, 4)], "inside": bool(lo <= p <= hi)}
+            for c, p, v, lo, hi in seen]
+    errors = [abs(p - v) for _, p, v, _, _ in seen]
     bracket = (list(first) if len(first) == 2 else
                [first[0], None] if first[0] == lattice[-1] else [None, first[0]])
     return {"predicted_bracket": bracket, "first": list(first), "levels": rows,

@@ -148,18 +148,12 @@ def test_threshold_search_confirms_captured_thresholds_and_resumes(tmp_path):
 
 
 def test_a_twin_as_prior_sends_the_search_where_it_predicts_and_is_checked(tmp_path):
-    import engines
-    from engines.sim.twin import synthetic
-    from tests.engines.sim.twin.ground_truth import truth
+    from tests.engines.sim.twin.ground_truth import write_twin
 
     # a twin of h200 / llama3.1-8b: over c in [1, 4] it predicts EAGLE-3 paying everywhere,
     # so the search measures the top of the range first (c=4), finds it pays there and
     # stops above_range after one point (without the prior: c=1 and c=2, then climbing)
-    cells = synthetic.cells(truth(), [1, 8, 64, 256], noise=0.0)
-    doc = engines.get("sim").fit_twin(cells, run_id="RUN", hardware="h200",
-                                      model="llama3.1-8b", start="default", replicates=0)
-    twin = tmp_path / "twin.json"
-    twin.write_text(json.dumps(doc))
+    twin = write_twin(tmp_path)
     lines: list[str] = []
     outcome = run([*SEARCH, f"grid.search.prior={twin}", f"results_dir={tmp_path / 'r'}"],
                   echo=lines.append)

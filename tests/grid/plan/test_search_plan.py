@@ -119,20 +119,12 @@ def test_confirmation_cells_are_the_composed_threshold_cells():
 
 
 def test_a_twin_as_prior_chooses_the_first_levels(tmp_path):
-    import json
-
-    import engines
-    from engines.sim.twin import synthetic
-    from tests.engines.sim.twin.ground_truth import truth
+    from tests.engines.sim.twin.ground_truth import write_twin
 
     # a twin of h200 / llama3.1-8b (cells of its closed form at four loads); the sweep's
     # eagle3 runs at most 64 requests (its max_running_requests), so the twin predicts it
     # paying to c=64 and losing beyond, where the baseline's batch keeps growing
-    cells = synthetic.cells(truth(), [1, 8, 64, 256], noise=0.0)
-    doc = engines.get("sim").fit_twin(cells, run_id="RUN", hardware="h200",
-                                      model="llama3.1-8b", start="default", replicates=0)
-    twin = tmp_path / "twin.json"
-    twin.write_text(json.dumps(doc))
+    twin = write_twin(tmp_path)
     lines: list[str] = []
     outcome = run([*SEARCH, "hardware=h200", "model=llama3.1-8b", f"grid.search.prior={twin}",
                    "plan=true", f"results_dir={tmp_path / 'results'}"], echo=lines.append)

@@ -5,16 +5,14 @@ twin was fitted to at four loads only."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import pytest
 
 import engines
 from engines.base import SpeedupQuestion
-from engines.sim.twin import synthetic
 from engines.sim.twin.analytic import Scenario, crossover, predict
-from tests.engines.sim.twin.ground_truth import truth
+from tests.engines.sim.twin.ground_truth import truth, write_twin
 
 LATTICE = (1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256)
 BASELINE = {"name": "baseline", "args": {"max_running_requests": 256}, "env": {}}
@@ -35,12 +33,7 @@ def question(variant: dict = EAGLE3) -> SpeedupQuestion:
 def twin(tmp_path_factory) -> str:
     # fitted at c = 1, 8, 64, 256 (noise-free cells of the generating model), starting from
     # the default profile's factors, as bench/twin_goal.py does
-    cells = synthetic.cells(truth(), [1, 8, 64, 256], noise=0.0)
-    doc = engines.get("sim").fit_twin(cells, run_id="RUN", hardware="h200",
-                                      model="llama3.1-8b", start="default", replicates=0)
-    path = tmp_path_factory.mktemp("twin") / "twin.json"
-    path.write_text(json.dumps(doc))
-    return str(path)
+    return str(write_twin(tmp_path_factory.mktemp("twin")))
 
 
 def generating_speedups() -> list[float]:

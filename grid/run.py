@@ -204,8 +204,10 @@ def make_plan(overrides: list[str]) -> _Planned:
     results_dir = Path(cfg.results_dir).expanduser().resolve()
     plan = build_plan(cfg, cells, workloads, results_dir)
     # A real engine's cells are estimated from what this run folder, or an earlier run beside
-    # it, measured on their server.
-    plan.measured = measured_cells(plan.run_dir, results_dir)
+    # it, measured on their server; read only where an engine has no estimate of its own (the
+    # simulator always has one: its runs read no Parquet at planning).
+    if any(plan.cell_estimate(cell)[1] == "unknown" for cell in plan.cells):
+        plan.measured = measured_cells(plan.run_dir, results_dir)
     setup: SearchSetup | DepthSetup | None = None
     if depth is not None and template is not None:
         setup = depth_setup(depth, plan.cells, template, int(cfg.grid.search.confirm_cells))

@@ -32,7 +32,7 @@ from engines.sim.calibrate import spec_argv
 from engines.sim.profile import load_profile
 from engines.sim.twin import synthetic
 from engines.sim.twin.analytic import Scenario, Setup, crossover, grid_loads, predict
-from engines.sim.twin.document import load_from_data
+from engines.sim.twin.node import profile_of
 from engines.sim.twin.offline import closed_loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           model="llama3.1-8b", start="default", seed=seed,
                                           replicates=ns.replicates)
         fit_s = time.perf_counter() - t0
-        twin_profile = load_from_data(doc)
+        twin_profile = profile_of(doc)
         twin = Setup.from_profile(twin_profile)
         print(f"\nseed {seed}: {len(cells)} cells at c={ns.loads}, noise {ns.noise:.0%}, "
               f"fit + {ns.replicates} replicates + holdout in {fit_s:.1f} s")

@@ -15,6 +15,7 @@ prompt)) get another token right after their first accepted draft (engines/sim/s
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import random
 import time
@@ -207,8 +208,14 @@ class SimEngine:
         )
 
     def submit(self, req: SimRequest) -> None:
+        """Schedule ``req``, after the profile's per-request overhead (modelled time) when it
+        has one: the time a request spends outside the engine's steps."""
         assert self.loop is not None, "engine not started"
-        self.loop.submit(req)
+        delay = self.roofline.hw.efficiency.request_overhead_ms / 1000 * self.loop.time_scale
+        if delay > 0:
+            asyncio.get_running_loop().call_later(delay, self.loop.submit, req)
+        else:
+            self.loop.submit(req)
 
     def abort(self, req: SimRequest) -> None:
         if self.loop is not None:

@@ -141,12 +141,12 @@ class Sim(Engine):
 
     def fit_twin(self, cells: Sequence[MeasuredCell], *, run_id: str,
                  hardware: str | None = None, model: str | None = None,
-                 start: str | None = None, seed: int = 0, replicates: int = 20
-                 ) -> dict[str, Any]:
+                 start: str | None = None, seed: int = 0, replicates: int = 20,
+                 holdout: Sequence[int] = ()) -> dict[str, Any]:
         from engines.sim.twin.document import build  # scipy: only when fitting
 
         return build(cells, run_id=run_id, hardware=hardware, model=model, start=start,
-                     seed=seed, replicates=replicates)
+                     seed=seed, replicates=replicates, holdout=holdout)
 
     def predict_speedups(self, profile: str, question: SpeedupQuestion
                          ) -> tuple[float, ...] | None:

@@ -4,6 +4,8 @@ starts, and the profile they name."""
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Mapping
 from typing import Any
 
@@ -56,12 +58,30 @@ def profile_for(options: Mapping[str, Any]) -> Profile:
                         options.get("model"))
 
 
+def _inline_parts(profile: Any) -> set[str]:
+    """The parts (``hardware``, ``model``) a profile file carries inline rather than naming a
+    shipped one (a twin's fitted node, docs/twin.md); empty when it is unreadable (loading it
+    says why)."""
+    if not profile:
+        return set()
+    path = resolve_profile_path(str(profile))
+    try:
+        data = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return set()
+    return {k for k in ("hardware", "model") if isinstance(data, dict)
+            and isinstance(data.get(k), dict)}
+
+
 def check(options: Mapping[str, Any]) -> None:
     """Every key a `--sim-*` flag, every value one it takes, and the profiles they name
     readable; OptionError naming the key otherwise."""
     check_options(OPTIONS, options, "sim")
+    inline = _inline_parts(options.get("profile"))
     for key, folder in _PROFILE_PARTS:  # a missing file: the key that names it
         name = options.get(key)
+        if key in inline:  # a twin's own node: load_profile checks the name matches
+            continue
         if name and not resolve_profile_path(str(name), folder).is_file():
             what = "simulator profile" if key == "profile" else f"simulator {key} profile"
             raise OptionError(key, f"{key}: {what} {name!r} not found; known: "

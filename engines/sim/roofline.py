@@ -66,6 +66,11 @@ class Efficiency:
     sampling over the vocabulary, logits gathered across TP, per-request accept bookkeeping)."""
     eager_layer_overhead_us: float = 60.0
     """Extra kernel-launch cost per layer when the pass runs without a CUDA graph."""
+    request_overhead_ms: float = 0.0
+    """Time each request spends outside the engine's steps before it is scheduled: the HTTP
+    round trip, tokenization, the client's turn-around. 0 for the shipped GPU profiles (their
+    anchors are engine-side throughputs); a twin fits it: on a 2-core CPU host whose client
+    shares the cores with the engine it is tens of milliseconds (docs/twin.md)."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Efficiency:

@@ -102,15 +102,17 @@ def _measured(row: dict[str, Any], reqs: pd.DataFrame) -> MeasuredCell:
 
 
 def recorded_hardware(run_dir: Path) -> str | None:
-    """The `hardware=NAME` the run was started with (run.json), if any."""
-    if not (run_dir / RUN_RECORD).is_file():
-        return None
-    try:
-        overrides = read_run_record(run_dir)
-    except ConfigError:
-        return None
-    for o in overrides:
-        key, sep, value = o.lstrip("+").partition("=")
-        if sep and key in ("hardware", "hardware.name") and "," not in value:
-            return value
-    return None
+    """The node's hardware profile as the run recorded it: its `hardware=NAME` override
+    (run.json), else `cpu` when every cell ran on the CPU (the cells' `device`), else None."""
+    if (run_dir / RUN_RECORD).is_file():
+        try:
+            overrides = read_run_record(run_dir)
+        except ConfigError:
+            overrides = []
+        for o in overrides:
+            key, sep, value = o.lstrip("+").partition("=")
+            if sep and key in ("hardware", "hardware.name") and "," not in value:
+                return value
+    cells = load_cells(run_dir)
+    devices = set(cells.device.dropna().astype(str)) if "device" in cells else set()
+    return "cpu" if devices == {"cpu"} else None

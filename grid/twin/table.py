@@ -85,8 +85,14 @@ def summary(doc: Mapping[str, Any], path: str, skipped: Sequence[str]) -> str:
     if h["metrics_inside"] and h["metrics_inside"] != h["metrics"]:
         lines += ["held-out loads inside the others' range only (the lowest and highest load "
                   "are extrapolation):", *holdout(h["metrics_inside"])]
+    held = twin.get("holdout_split")
+    if held:
+        lines += ["", f"held-out loads {', '.join(map(str, held['held_out']))} predicted from a "
+                  f"fit on loads {', '.join(map(str, held['fitted_on']))}:",
+                  *cell_rows(held["cells"]), *holdout(held["metrics"])]
     lines += ["", f"envelope (outside it: extrapolation): {describe_envelope(twin['envelope'])}",
               f"wrote {path}",
-              f"use it: python -m grid.run +sweep=concurrency engine.options.profile={path} "
+              f"use it: python -m grid.run +sweep=concurrency engine=sim "
+              f"engine.options.profile={path} "
               f"hardware={node['hardware']} model={node['model']}"]
     return "\n".join(lines)

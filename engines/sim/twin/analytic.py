@@ -270,6 +270,10 @@ def predict(setup: Setup, sc: Scenario) -> Prediction:
             waves.append((n * mean_step + spread * pre,
                           (1 - group / b) * mean_step / 2 + pre,
                           (n * mean_step + (spread - 1) * pre) / (o - 1), False))
+    # Each request's time outside the engine's steps (HTTP, tokenization, the client's
+    # turn-around) comes before it is scheduled: once per wave, and in its TTFT.
+    away = setup.efficiency.request_overhead_ms / 1000
+    waves = [(wave + away, ttft + away, tpot, together) for wave, ttft, tpot, together in waves]
     queued = sc.concurrency / b  # streams per slot: beyond 1 they queue for one, FIFO
     ttfts = [ttft + (max(0, math.floor(queued - 0.5)) if together else max(0.0, queued - 1))
              * wave for wave, ttft, _, together in waves]

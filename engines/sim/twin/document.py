@@ -8,54 +8,31 @@ on every cell and the leave-one-load-out error. ``engine.options.profile=<path>`
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from engines.base import MeasuredCell
-from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, Profile, known, load_profile
+from engines.sim.calibrate import BOUNDS
+from engines.sim.profile import Profile, load_profile
 from engines.sim.twin.analytic import Setup, predict
 from engines.sim.twin.cells import Observed, envelope, observe
 from engines.sim.twin.fit import bootstrap, factor_table, fit
-from engines.sim.twin.holdout import leave_one_load_out, rows
+from engines.sim.twin.holdout import leave_one_load_out, rows, split
+from engines.sim.twin.node import node_data, node_profile, one_server_family, profile_of
 from engines.sim.twin.params import FIXED, Space, profile_data
 
 TWIN_VERSION = 1
 
 
-def node_names(cells: Sequence[MeasuredCell], hardware: str | None, model: str | None
-               ) -> tuple[str, str]:
-    """The shipped hardware and model profiles that describe the measured node: as given,
-    else what the simulator's cells name in their engine version, else the model config's
-    name; ValueError naming the choices when one is not shipped."""
-    if hardware is None:
-        for c in cells:
-            m = re.search(r" on (\S+) / ([^@\s]+)@", str(c.engine_version or ""))
-            if m:
-                hardware = hardware or m[1]
-                model = model or m[2]
-    if model is None:
-        names = sorted({c.model for c in cells})
-        model = names[0] if len(names) == 1 else None
-    if hardware is None or hardware not in known(HARDWARE_DIR):
-        raise ValueError(f"name the node's hardware profile (one of "
-                         f"{', '.join(known(HARDWARE_DIR))})" + (
-                             f", not {hardware!r}" if hardware else ""))
-    if model is None or model not in known(MODEL_DIR):
-        raise ValueError(f"name the served model's profile (one of "
-                         f"{', '.join(known(MODEL_DIR))})" + (f", not {model!r}" if model
-                                                              else ""))
-    return hardware, model
-
-
-def starting_setup(hardware: str, model: str, start: str | None, tp_size: int = 1
-                   ) -> tuple[Profile, Setup]:
+def starting_setup(hardware: str, model: dict[str, Any] | str, start: str | None,
+                   tp_size: int = 1) -> tuple[Profile, Setup]:
     """(the node's profile, the setup the fit starts from): the node's datasheet and model
-    shapes at ``tp_size`` GPUs with the factors of ``start`` (a profile name or path, or
+    shapes (``model``: a shipped profile's name or one built from config.json, node.py) at
+    ``tp_size`` GPUs with the factors of ``start`` (a profile name or path, or
     ``HARDWARE:MODEL``; None: the node's own pair) -- its efficiency, its drafter's chains and
     its server."""
-    node = load_profile("default", hardware, model)
+    node = node_profile(hardware, model)
     setup = Setup.from_profile(node, tp_size)
     if start is None:
         return node, setup
@@ -65,6 +42,18 @@ def starting_setup(hardware: str, model: str, start: str | None, tp_size: int = 
                          acceptance=other.acceptance, default_cap=other.default_cap,
                          speculative_cap=other.speculative_cap,
                          mem_fraction_static=other.mem_fraction_static)
+
+
+def fit_bounds(node: Profile) -> dict[str, tuple[float, float]]:
+    """The fitted factors' ranges on the node's hardware: the simulator's GPU ranges
+    (engines/sim/calibrate.py BOUNDS), widened where the hardware profile says (``fit_bounds``:
+    a CPU engine's host work per step spans far more)."""
+    out = dict(BOUNDS)
+    for name, pair in (node.hardware_data.get("fit_bounds") or {}).items():
+        if name in out:
+            lo, hi = (float(v) for v in pair)
+            out[name] = (lo, hi)
+    return out
 
 
 def _reported(observed: Sequence[Observed], speculative: bool) -> int | None:
@@ -121,8 +110,9 @@ def profile_json(node: Profile, setup: Setup, server: Mapping[str, Any], env: Ma
 
 def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = None,
           model: str | None = None, start: str | None = None, seed: int = 0,
-          replicates: int = 20) -> dict[str, Any]:
-    """The twin document of a run's cells (``Engine.fit_twin``)."""
+          replicates: int = 20, holdout: Sequence[int] = ()) -> dict[str, Any]:
+    """The twin document of a run's cells (``Engine.fit_twin``); ``holdout``: loads to hold
+    out as a split of their own (holdout.py ``split``), besides leaving each load out."""
     observed = [observe(c) for c in cells]
     loads = sorted({o.load for o in observed})
     if not observed:
@@ -130,21 +120,24 @@ def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = 
     if len(loads) < 2:
         raise ValueError(f"cells at one load only (c={loads[0]}): a twin needs two loads or "
                          "more to separate per-step costs from per-token ones")
-    hw, md = node_names(cells, hardware, model)
+    one_server_family(cells)
+    hw, node_model = node_data(cells, hardware, model)
+    md = node_model if isinstance(node_model, str) else str(node_model["name"])
     tps = sorted({o.tp_size for o in observed})
     if len(tps) > 1:
         raise ValueError(f"cells at tensor-parallel sizes {tps}: fit a twin to one at a time")
-    node, start_setup = starting_setup(hw, md, start, tps[0])
-    space = Space.for_cells(start_setup, observed)
+    node, start_setup = starting_setup(hw, node_model, start, tps[0])
+    space = Space.for_cells(start_setup, observed, fit_bounds(node))
+    bases = [o.cell.variant for o in observed if not o.speculative]
+    baseline = "baseline" if "baseline" in bases else (bases[0] if bases else "baseline")
+    held = split(space, observed, baseline, holdout, seed) if holdout else None
     best = fit(space, observed)
     reps = bootstrap(space, observed, best, replicates, seed)
     env = envelope(observed, run_id, hw, md)
     server = scheduler(node, best.setup, observed)
     data = profile_json(node, best.setup, server, env, run_id)
     # every figure below comes from the profile as written, so loading the file reproduces it
-    written = Setup.from_profile(load_from_data(data))
-    bases = [o.cell.variant for o in observed if not o.speculative]
-    baseline = "baseline" if "baseline" in bases else (bases[0] if bases else "baseline")
+    written = Setup.from_profile(profile_of(data))
     fitted = rows(observed, [predict(written, o.scenario) for o in observed], baseline)
     data["twin"] = {
         "version": TWIN_VERSION, "run_id": run_id, "cells": [c.cell_id for c in cells],
@@ -155,16 +148,6 @@ def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = 
         "scheduler": server, "envelope": env, "fit": fitted,
         "holdout": leave_one_load_out(space, observed, baseline, seed),
     }
+    if held is not None:
+        data["twin"]["holdout_split"] = held
     return data
-
-
-def load_from_data(data: Mapping[str, Any]) -> Profile:
-    """A profile from its JSON content (as load_profile checks a file)."""
-    import json
-    import tempfile
-    from pathlib import Path
-
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "twin.json"
-        path.write_text(json.dumps(data))
-        return load_profile(str(path))

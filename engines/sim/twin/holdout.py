@@ -22,10 +22,15 @@ def error_pct(predicted: float, measured: float) -> float:
     return 100.0 * (predicted - measured) / measured
 
 
+def _pair_key(o: Observed) -> tuple[str, int, int]:
+    """A speculative cell's baseline: the same workload, load and output length."""
+    return o.cell.workload, o.load, round(o.scenario.output_tokens)
+
+
 def rows(observed: Sequence[Observed], preds: Sequence[Prediction], baseline: str,
          extrapolation: bool = False) -> list[dict[str, Any]]:
     """Per cell and metric: measured, predicted, error %; plus each speculative cell's speedup
-    over the baseline cell of the same workload and load."""
+    over the baseline cell of the same workload, load and output length."""
     out = []
     for o, p in zip(observed, preds, strict=True):
         got = figures(p)
@@ -35,10 +40,10 @@ def rows(observed: Sequence[Observed], preds: Sequence[Prediction], baseline: st
                         "measured": value, "predicted": got[metric],
                         "error_pct": error_pct(got[metric], value),
                         "extrapolation": extrapolation})
-    base = {(o.cell.workload, o.load): (o, p) for o, p in zip(observed, preds, strict=True)
+    base = {_pair_key(o): (o, p) for o, p in zip(observed, preds, strict=True)
             if o.cell.variant == baseline}
     for o, p in zip(observed, preds, strict=True):
-        pair = base.get((o.cell.workload, o.load))
+        pair = base.get(_pair_key(o))
         if o.cell.variant == baseline or pair is None:
             continue
         bo, bp = pair
@@ -88,3 +93,30 @@ def leave_one_load_out(space: Space, observed: Sequence[Observed], baseline: str
     inside = [r for r in errors if not r["extrapolation"]]
     return {"loads": loads, "metrics": summary(errors, seed),
             "metrics_inside": summary(inside, seed), "cells": errors}
+
+
+def split(space: Space, observed: Sequence[Observed], baseline: str, held: Sequence[int],
+          seed: int) -> dict[str, Any]:
+    """A user-chosen split: fit on the cells at every load but ``held``, predict the cells at
+    ``held`` (each marked extrapolation when outside the fitted loads' range). ValueError when a
+    held load was not measured or fewer than two loads are left to fit on."""
+    loads = sorted({o.load for o in observed})
+    missing = sorted(set(held) - set(loads))
+    if missing:
+        raise ValueError(f"--holdout {','.join(map(str, held))}: no cells at load "
+                         f"{','.join(map(str, missing))} (measured: "
+                         f"{','.join(map(str, loads))})")
+    train = [o for o in observed if o.load not in held]
+    fitted = sorted({o.load for o in train})
+    if len(fitted) < 2:
+        raise ValueError(f"--holdout {','.join(map(str, held))} leaves "
+                         f"{len(fitted)} load(s) to fit on; a twin needs two or more")
+    setup = fit(space, train).setup
+    lo, hi = fitted[0], fitted[-1]
+    errors: list[dict[str, Any]] = []
+    for load in sorted(set(held)):
+        test = [o for o in observed if o.load == load]
+        errors += rows(test, [predict(setup, o.scenario) for o in test], baseline,
+                       not lo <= load <= hi)
+    return {"held_out": sorted(set(held)), "fitted_on": fitted,
+            "metrics": summary(errors, seed), "cells": errors}

@@ -15,8 +15,11 @@ from engines.sim.calibrate import BOUNDS
 from engines.sim.twin.analytic import Setup
 from engines.sim.twin.cells import Observed
 
-EFFICIENCY = ("bandwidth", "compute", "pass_overhead_ms")
-"""Fitted on every twin: they set every forward pass."""
+EFFICIENCY = ("bandwidth", "compute", "pass_overhead_ms", "request_overhead_ms")
+"""Fitted on every twin: they set every forward pass, and each request's time outside the
+engine's steps."""
+LINEAR = ("request_overhead_ms",)
+"""Efficiency factors fitted on a linear scale (the rest on a log scale)."""
 SPECULATIVE = ("spec_step_overhead_ms", "spec_token_overhead_us")
 """Fitted when the cells hold speculative ones."""
 FIXED = ("draft_pass_overhead_ms", "eager_layer_overhead_us")
@@ -60,10 +63,15 @@ class Space:
     """Draft positions fitted one by one (0: one acceptance scale per domain)."""
 
     @classmethod
-    def for_cells(cls, start: Setup, observed: Sequence[Observed]) -> Space:
+    def for_cells(cls, start: Setup, observed: Sequence[Observed],
+                  bounds: Mapping[str, tuple[float, float]] = BOUNDS) -> Space:
+        """The factors the cells can fit, within ``bounds`` (the node's ranges,
+        document.py ``fit_bounds``)."""
         spec = [o for o in observed if o.speculative]
         names = list(EFFICIENCY) + (list(SPECULATIVE) if spec else [])
-        factors = [Factor(n, *BOUNDS[n], log=True) for n in names]
+        # the request overhead is often nil (a simulator's own cells, an engine-side anchor):
+        # fitted on a linear scale, whose range starts at 0
+        factors = [Factor(n, *bounds[n], log=n not in LINEAR) for n in names]
         domains = sorted({d for o in spec for d, share in o.scenario.domains if share > 0})
         positions = max((len(o.per_position) for o in spec if o.per_position), default=0)
         for d in domains:

@@ -3,6 +3,8 @@ profiles they name before anything starts."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import engines
@@ -18,7 +20,8 @@ def test_the_options_are_the_sim_flags():
 
 
 @pytest.mark.parametrize(("options", "message"), [
-    ({"hardware": "h999"}, "hardware: simulator hardware profile 'h999' not found; known: h100, "),
+    ({"hardware": "h999"}, "hardware: simulator hardware profile 'h999' not found; known: cpu, "
+                           "h100, "),
     ({"model": "gpt-9"}, "model: simulator model profile 'gpt-9' not found; known: "),
     ({"profile": "/nonexistent/p.json"}, "profile: simulator profile '/nonexistent/p.json' not "
                                          "found; known: default"),
@@ -40,3 +43,21 @@ def test_the_drafter_options_follow_the_drafter():
         "drafter_train_mix": '{"coding": 0.5, "math": 0.5}'}
     assert sim.drafter_options(None, None) == {}
     assert engines.get("vllm").drafter_options("/data/train.jsonl", None) == {}
+
+
+def test_a_profile_with_its_own_model_inline_is_checked_by_that_name(tmp_path):
+    # a twin of a model no shipped profile describes (docs/twin.md): its model is inline
+    from engines.sim.profile import MODEL_DIR
+    from engines.sim.twin.node import model_from_config, node_profile
+    from tests.engines.sim.twin.test_node import DRAFTER, TARGET
+
+    start = json.loads((MODEL_DIR / "llama3.1-8b.json").read_text())
+    data = dict(node_profile("cpu", model_from_config("tiny_trained", TARGET, DRAFTER,
+                                                      start)).data)
+    path = tmp_path / "twin.json"
+    path.write_text(json.dumps(data))
+    engines.get("sim").check_options({"profile": str(path), "hardware": "cpu",
+                                      "model": "tiny_trained"})
+    with pytest.raises(OptionError) as e:
+        engines.get("sim").check_options({"profile": str(path), "model": "llama3.1-8b"})
+    assert "is fitted on model 'tiny_trained', not 'llama3.1-8b'" in str(e.value)

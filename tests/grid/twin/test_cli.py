@@ -63,10 +63,34 @@ def test_a_run_at_one_load_is_bad_input(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("flag", "message"), [
-    (["--hardware", "tpu9"], "name the node's hardware profile (one of h100, h200, "
-                             "rtx-pro-6000), not 'tpu9'"),
+    (["--hardware", "tpu9"], "name the node's hardware profile with --hardware (one of cpu, "
+                             "h100, h200, rtx-pro-6000), not 'tpu9'"),
+    (["--model", "nosuch"], "name the served model's profile (one of kimi-k2.5-class, "
+                            "llama3.1-8b, llama3.3-70b) or its folder with --model; 'nosuch' "
+                            "is neither"),
+    (["--model", "no/such/folder"], "no config.json at no/such/folder"),
+    (["--holdout", "2"], "--holdout 2: no cells at load 2 (measured: 1,8)"),
+    (["--engine", "vllm"], "--engine vllm: no cells of it (the run's: sim)"),
+    (["--variants", "baseline,eagle9"], "--variants: no cells of eagle9 (the run's: baseline, "
+                                        "eagle3)"),
+    (["--holdout", "1"], "--holdout 1 leaves 1 load(s) to fit on; a twin needs two or more"),
     (["--start", "nosuch"], "simulator profile 'nosuch' not found")])
 def test_an_unknown_profile_is_bad_input(tmp_path, capsys, flag, message):
     run = tmp_path / "RUN4"
     write_run(run, synthetic.cells(truth(), [1, 8], noise=0.0))
     assert_bad_input([str(run), *flag], message, capsys)
+
+
+def test_variants_choose_the_cells_fitted_and_the_holdout_split_is_printed(tmp_path, capsys):
+    run = tmp_path / "RUN5"
+    write_run(run, synthetic.cells(truth(), [1, 2, 8], noise=0.0))
+    assert main([str(run), "--variants", "baseline", "--holdout", "2", "--replicates",
+                 "2"]) == 0
+    out = capsys.readouterr().out
+    assert "left out: eagle3-c1 eagle3 coding: not chosen (--engine, --variants)" in out
+    assert "held-out loads 2 predicted from a fit on loads 1, 8:" in out
+    doc = json.loads((run / TWIN_FILE).read_text())
+    assert sorted(doc["twin"]["cells"]) == ["baseline-c1", "baseline-c2", "baseline-c8"]
+    split = doc["twin"]["holdout_split"]
+    assert split["held_out"] == [2] and split["fitted_on"] == [1, 8]
+    assert {r["cell_id"] for r in split["cells"]} == {"baseline-c2"}

@@ -4,6 +4,8 @@ errors' mean, largest and signed mean."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from engines.sim.twin import holdout, synthetic
@@ -62,3 +64,49 @@ def test_speedup_rows_pair_each_speculative_cell_with_the_baseline_at_its_load()
     assert speed[0]["measured"] == pytest.approx(measured)
     assert speed[0]["predicted"] == pytest.approx(1.5)  # 150 / 100
 
+
+
+def test_a_chosen_split_fits_on_the_other_loads_and_predicts_the_held_ones(monkeypatch):
+    cells = synthetic.cells(truth(), [1, 2, 4, 8], noise=0.0)
+    observed = [observe(c) for c in cells]
+    trained_on: list[set[int]] = []
+    real_fit = holdout.fit
+
+    def recording_fit(space, train, **kw):
+        trained_on.append({o.load for o in train})
+        return real_fit(space, train, **kw)
+
+    monkeypatch.setattr(holdout, "fit", recording_fit)
+    out = holdout.split(Space.for_cells(start(), observed), observed, "baseline", [2, 8], 0)
+    assert trained_on == [{1, 4}]
+    assert out["held_out"] == [2, 8] and out["fitted_on"] == [1, 4]
+    assert {r["concurrency"] for r in out["cells"]} == {2, 8}
+    # 2 lies between the fitted loads; 8 beyond them
+    assert {r["concurrency"]: r["extrapolation"] for r in out["cells"]} == {2: False, 8: True}
+    # noise-free cells of the model the fit starts near: the held-out loads come back closely
+    tok = [r for r in out["cells"] if r["metric"] == "output_tok_s"]
+    assert len(tok) == 4 and max(abs(r["error_pct"]) for r in tok) < 1.0
+
+
+@pytest.mark.parametrize(("held", "message"), [
+    ([3], "no cells at load 3 (measured: 1,2,8)"),
+    ([1, 2], "leaves 1 load(s) to fit on")])
+def test_a_split_the_cells_cannot_make_is_refused(held, message):
+    observed = [observe(c) for c in synthetic.cells(truth(), [1, 2, 8], noise=0.0)]
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        holdout.split(Space.for_cells(start(), observed), observed, "baseline", held, 0)
+
+
+def test_speedup_pairs_a_cell_with_the_baseline_of_its_own_output_length():
+    short = synthetic.cells(truth(), [4], noise=0.0, output_tokens=32)
+    long = synthetic.cells(truth(), [4], noise=0.0, output_tokens=96)
+    long = [replace(c, cell_id=c.cell_id + "-long") for c in long]
+    observed = [observe(c) for c in (*short, *long)]
+    tok = {(o.cell.variant, o.scenario.output_tokens): o.cell.output_tok_s for o in observed}
+    preds = [Prediction(output_tok_s=float(o.cell.output_tok_s or 0), ttft_p50_s=0.01,
+                        tpot_p50_s=0.005, accept_length=3.0 if o.speculative else None,
+                        acceptance_per_position=None, batch=4.0) for o in observed]
+    speed = {r["cell_id"]: r["measured"] for r in holdout.rows(observed, preds, "baseline")
+             if r["metric"] == "speedup"}
+    assert speed == {"eagle3-c4": tok[("eagle3", 32.0)] / tok[("baseline", 32.0)],
+                     "eagle3-c4-long": tok[("eagle3", 96.0)] / tok[("baseline", 96.0)]}

@@ -1,0 +1,138 @@
+"""A twin of a real engine: real vLLM 0.32.0 on this machine's CPU serving the project's trained
+target, baseline and with its trained draft model (`+sweep=cpu_twin`: c = 1, 2, 4, 8, two output
+lengths, 16 cells), then `python -m grid.twin RUN --holdout 2,8`: the simulator fitted to the
+cells at loads 1 and 4 (starting from the `cpu` hardware profile and the model's own
+config.json) predicts the cells at loads 2 and 8 it never saw. Each step as a user runs it.
+
+Prints every held-out cell's output tok/s, measured and predicted, and every held-out speedup:
+measured (with its 95 % interval from the run's decision.json) and predicted, and whether the
+predicted sign agrees where the measured interval excludes zero. Then the same for a split by
+output length (--holdout-tokens: fit on one output length's cells, predict the other's), and
+the twin's leave-one-load-out error.
+
+Numbers: measured ones are real engine, CPU, tiny trained models; predicted ones SIMULATION
+(twin of the run).
+
+    python bench/twin_cpu.py --out /tmp/twin-cpu                 # run the sweep, fit, print
+    python bench/twin_cpu.py --out /tmp/twin-cpu --reuse         # fit and print again
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _run import ROOT, run_grid  # noqa: E402  (bench/, the script's folder)
+
+RUN_ID = "cpu_twin"
+
+
+def measured_speedups(run_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
+    """(workload label, load) -> the run's own speedup row (decision.json): point, interval."""
+    decision = json.loads((run_dir / "decision.json").read_text())
+    out = {}
+    for row in decision.get("speedups") or []:
+        if row.get("load_kind", "concurrency") == "concurrency":
+            out[(str(row["workload"]), int(row["load"]))] = row
+    return out
+
+
+def fit(run_dir: Path, holdout: str, replicates: int) -> dict[str, Any]:
+    # --saturated: on a 2-core machine the load generator shares the cores with the engine and
+    # flags most cells of a tiny model (chunks merged into one read); the twin then models
+    # the server as this client measures it
+    proc = subprocess.run([sys.executable, "-m", "grid.twin", str(run_dir), "--holdout",
+                           holdout, "--replicates", str(replicates), "--saturated"],
+                          capture_output=True,
+                          text=True, cwd=ROOT)
+    (run_dir.parent / f"twin-{holdout}.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        raise SystemExit(f"grid.twin failed ({proc.returncode}): {proc.stderr.strip()}")
+    doc = json.loads((run_dir / "twin.json").read_text())
+    (run_dir.parent / f"twin-{holdout}.json").write_text(json.dumps(doc, indent=1))
+    return doc
+
+
+def report(doc: dict[str, Any], speedups: dict[tuple[str, int], dict[str, Any]],
+           workloads: dict[str, str]) -> None:
+    split = doc["twin"]["holdout_split"]
+    print(f"\nfitted on loads {split['fitted_on']}, held out {split['held_out']} "
+          "(measured: real engine, CPU, tiny trained models; predicted: SIMULATION)")
+    print(f"{'variant':<20}{'c':>3}{'tokens':>8}{'measured':>11}{'predicted':>11}{'error':>9}")
+    tok = [r for r in split["cells"] if r["metric"] == "output_tok_s"]
+    for r in sorted(tok, key=lambda r: (r["variant"], r["workload"], r["concurrency"])):
+        mark = "  extrapolation" if r["extrapolation"] else ""
+        print(f"{r['variant']:<20}{r['concurrency']:>3}{workloads[r['workload']]:>8}"
+              f"{r['measured']:>11.1f}{r['predicted']:>11.1f}{r['error_pct']:>+8.1f}%{mark}")
+    within = sum(abs(r["error_pct"]) <= 10.0 for r in tok)
+    print(f"output tok/s within +-10 %: {within} of {len(tok)}; largest |error| "
+          f"{max(abs(r['error_pct']) for r in tok):.1f} %")
+    print(f"\n{'speedup at':<14}{'tokens':>7}{'measured [95 % interval]':>30}{'predicted':>11}"
+          f"  sign")
+    agree = decided = 0
+    for r in sorted((r for r in split["cells"] if r["metric"] == "speedup"),
+                    key=lambda r: (r["workload"], r["concurrency"])):
+        row = speedups.get((r["workload"], int(r["concurrency"])), {})
+        lo, hi = row.get("lo"), row.get("hi")
+        excludes = lo is not None and hi is not None and (lo > 0 or hi < 0)
+        # decision.json gives variant / baseline - 1; the twin's rows the ratio
+        same = (r["predicted"] - 1) * (r["measured"] - 1) > 0
+        if excludes:
+            decided += 1
+            agree += same
+        interval = f"[{lo:+.1%}, {hi:+.1%}]" if lo is not None else "[-]"
+        print(f"c={r['concurrency']:<12}{workloads[r['workload']]:>7}"
+              f"{r['measured'] - 1:>+12.1%} {interval:>17}{r['predicted'] - 1:>+11.1%}  "
+              f"{'agrees' if same else 'DIFFERS'}{'' if excludes else ' (undecided)'}")
+    print(f"sign right at {agree} of {decided} held-out loads whose interval excludes zero")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--reuse", action="store_true", help="fit the run --out already holds")
+    ap.add_argument("--holdout", default="2,8", help="loads held out (default 2,8)")
+    ap.add_argument("--replicates", type=int, default=20)
+    ap.add_argument("--run-id", default=RUN_ID, help="the run folder's name under --out")
+    ns = ap.parse_args()
+    ns.out.mkdir(parents=True, exist_ok=True)
+    run_dir = ns.out / ns.run_id
+    if not ns.reuse:
+        env_python = os.environ.get("SPECGRID_VLLM_PYTHON", str(ROOT / ".venv-engines/bin/python"))
+        wall, run_dir, rc = run_grid(["+sweep=cpu_twin", f"engine.python={env_python}"],
+                                     ns.out, ns.run_id)
+        print(f"+sweep=cpu_twin: exit {rc} in {wall:.0f} s (log {ns.out}/{ns.run_id}.log)")
+        if rc != 0:
+            return rc
+    import pandas as pd  # the run's own tables, as a notebook reads them
+
+    table = pd.read_parquet(run_dir / "cells")
+    cells = table[table.status == "done"]
+    workloads = {str(w): str(w).rsplit("-", 1)[-1] for w in cells.workload}
+    print(f"{len(cells)} done cells; measured output tok/s (real engine, CPU):")
+    for _, c in cells.sort_values(["variant", "workload", "concurrency"]).iterrows():
+        print(f"  {c.variant:<20} c={int(c.concurrency):<3} {workloads[c.workload]:>3} tokens "
+              f"{c.output_tok_s:8.1f} tok/s  TPOT p50 {c.tpot_p50_s * 1e3:6.1f} ms")
+    speedups = measured_speedups(run_dir)
+    doc = fit(run_dir, ns.holdout, ns.replicates)
+    report(doc, speedups, workloads)
+    loo = doc["twin"]["holdout"]["metrics"]
+    print("\nleave-one-load-out (every load predicted from the others), mean |error|:")
+    for metric, m in loo.items():
+        print(f"  {metric:<14} {m['mae_pct']:5.1f} % [{m['lo']:.1f}, {m['hi']:.1f}], "
+              f"max {m['max_pct']:.1f} %")
+    print("\nfitted factors:")
+    for name, f in doc["twin"]["factors"].items():
+        print(f"  {name:<26} {f['value']:.4g} [{f['lo']:.4g}, {f['hi']:.4g}]")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

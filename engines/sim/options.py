@@ -5,7 +5,6 @@ starts, and the profile they name."""
 from __future__ import annotations
 
 import json
-
 from collections.abc import Mapping
 from typing import Any
 

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from engines.sim.profile import HARDWARE_DIR, PROFILE_DIR
 from tests.engines.sim.conftest import LaunchSim
@@ -36,6 +37,7 @@ def ttft_s(url: str) -> float:
         return time.monotonic() - t0
 
 
+@pytest.mark.slow  # two simulator start-ups and a second of modelled time at 1x
 def test_each_request_waits_the_profiles_overhead_before_it_is_scheduled(
         launch_sim: LaunchSim, tmp_path: Path) -> None:
     # modelled time at 1x: 400 ms of overhead is 400 ms of wall time; a one-token request

@@ -15,9 +15,8 @@ from engines.sim.twin.params import Space
 from tests.engines.sim.twin.ground_truth import start, truth
 
 
-def test_each_load_is_held_out_once_and_predicted_by_a_fit_on_the_others(monkeypatch):
-    cells = synthetic.cells(truth(), [1, 8, 64], noise=0.01)
-    observed = [observe(c) for c in cells]
+def record_fits(monkeypatch) -> list[set[int]]:
+    """The loads of every fit holdout.py makes from now on, in order (the fit itself runs)."""
     trained_on: list[set[int]] = []
     real_fit = holdout.fit
 
@@ -26,6 +25,13 @@ def test_each_load_is_held_out_once_and_predicted_by_a_fit_on_the_others(monkeyp
         return real_fit(space, train, **kw)
 
     monkeypatch.setattr(holdout, "fit", recording_fit)
+    return trained_on
+
+
+def test_each_load_is_held_out_once_and_predicted_by_a_fit_on_the_others(monkeypatch):
+    cells = synthetic.cells(truth(), [1, 8, 64], noise=0.01)
+    observed = [observe(c) for c in cells]
+    trained_on = record_fits(monkeypatch)
     out = holdout.leave_one_load_out(Space.for_cells(start(), observed), observed,
                                      "baseline", seed=0)
     assert trained_on == [{8, 64}, {1, 64}, {1, 8}]
@@ -69,14 +75,7 @@ def test_speedup_rows_pair_each_speculative_cell_with_the_baseline_at_its_load()
 def test_a_chosen_split_fits_on_the_other_loads_and_predicts_the_held_ones(monkeypatch):
     cells = synthetic.cells(truth(), [1, 2, 4, 8], noise=0.0)
     observed = [observe(c) for c in cells]
-    trained_on: list[set[int]] = []
-    real_fit = holdout.fit
-
-    def recording_fit(space, train, **kw):
-        trained_on.append({o.load for o in train})
-        return real_fit(space, train, **kw)
-
-    monkeypatch.setattr(holdout, "fit", recording_fit)
+    trained_on = record_fits(monkeypatch)
     out = holdout.split(Space.for_cells(start(), observed), observed, "baseline", [2, 8], 0)
     assert trained_on == [{1, 4}]
     assert out["held_out"] == [2, 8] and out["fitted_on"] == [1, 4]

@@ -6,9 +6,9 @@ config.json) predicts the cells at loads 2 and 8 it never saw. Each step as a us
 
 Prints every held-out cell's output tok/s, measured and predicted, and every held-out speedup:
 measured (with its 95 % interval from the run's decision.json) and predicted, and whether the
-predicted sign agrees where the measured interval excludes zero. Then the same for a split by
-output length (--holdout-tokens: fit on one output length's cells, predict the other's), and
-the twin's leave-one-load-out error.
+predicted sign agrees where the measured interval excludes zero. Then a split by output length
+(--holdout-workloads: fit on one output length's cells, predict the other's), and the twin's
+leave-one-load-out error.
 
 Numbers: measured ones are real engine, CPU, tiny trained models; predicted ones SIMULATION
 (twin of the run).
@@ -44,11 +44,12 @@ def measured_speedups(run_dir: Path) -> dict[tuple[str, int], dict[str, Any]]:
     return out
 
 
-def fit(run_dir: Path, holdout: str, replicates: int) -> dict[str, Any]:
+def fit(run_dir: Path, holdout: str, replicates: int, flag: str = "--holdout"
+        ) -> dict[str, Any]:
     # --saturated: on a 2-core machine the load generator shares the cores with the engine and
     # flags most cells of a tiny model (chunks merged into one read); the twin then models
     # the server as this client measures it
-    proc = subprocess.run([sys.executable, "-m", "grid.twin", str(run_dir), "--holdout",
+    proc = subprocess.run([sys.executable, "-m", "grid.twin", str(run_dir), flag,
                            holdout, "--replicates", str(replicates), "--saturated"],
                           capture_output=True,
                           text=True, cwd=ROOT)
@@ -123,6 +124,16 @@ def main() -> int:
     speedups = measured_speedups(run_dir)
     doc = fit(run_dir, ns.holdout, ns.replicates)
     report(doc, speedups, workloads)
+    print("\nby output length: fitted on every load of one, the other predicted "
+          "(extrapolation in output length)")
+    for workload in sorted(workloads):
+        other = fit(run_dir, workload, 0, "--holdout-workloads")["twin"]["holdout_split"]
+        tok = [r for r in other["cells"] if r["metric"] == "output_tok_s"]
+        m = other["metrics"]
+        print(f"  {workloads[workload]:>3} tokens predicted: output tok/s mean |error| "
+              f"{m['output_tok_s']['mae_pct']:.1f} %, largest {m['output_tok_s']['max_pct']:.1f}"
+              f" %, within +-10 %: {sum(abs(r['error_pct']) <= 10 for r in tok)} of "
+              f"{len(tok)}; speedup mean |error| {m['speedup']['mae_pct']:.1f} %")
     loo = doc["twin"]["holdout"]["metrics"]
     print("\nleave-one-load-out (every load predicted from the others), mean |error|:")
     for metric, m in loo.items():

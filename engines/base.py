@@ -444,15 +444,16 @@ class Engine:
     def fit_twin(self, cells: Sequence[MeasuredCell], *, run_id: str,
                  hardware: str | None = None, model: str | None = None,
                  start: str | None = None, seed: int = 0, replicates: int = 20,
-                 holdout: Sequence[int] = ()) -> dict[str, Any]:
+                 holdout: Sequence[int] = (), holdout_workloads: Sequence[str] = ()
+                 ) -> dict[str, Any]:
         """A twin of the server that measured `cells` (docs/twin.md): a profile of this
         engine fitted to them, as the JSON document to write beside the run (`twin.json`),
         with the fit's factors and intervals, every cell's fit and the leave-one-load-out
         error. `hardware` / `model` name the profiles that describe the node (datasheet,
         shapes), `start` the profile whose factors the fit starts from; `seed` and
-        `replicates` the bootstrap's; `holdout` loads held out as a split of their own (fitted
-        on the other loads, predicted). ValueError (one line) when the cells cannot be
-        fitted."""
+        `replicates` the bootstrap's; `holdout` loads and `holdout_workloads` workloads held
+        out as a split of their own (fitted on the other cells, predicted). ValueError (one
+        line) when the cells cannot be fitted."""
         raise ValueError(f"{self.label} cannot be fitted as a twin (engine=sim can)")
 
     def predict_speedups(self, profile: str, question: SpeedupQuestion

@@ -142,11 +142,13 @@ class Sim(Engine):
     def fit_twin(self, cells: Sequence[MeasuredCell], *, run_id: str,
                  hardware: str | None = None, model: str | None = None,
                  start: str | None = None, seed: int = 0, replicates: int = 20,
-                 holdout: Sequence[int] = ()) -> dict[str, Any]:
+                 holdout: Sequence[int] = (), holdout_workloads: Sequence[str] = ()
+                 ) -> dict[str, Any]:
         from engines.sim.twin.document import build  # scipy: only when fitting
 
         return build(cells, run_id=run_id, hardware=hardware, model=model, start=start,
-                     seed=seed, replicates=replicates, holdout=holdout)
+                     seed=seed, replicates=replicates, holdout=holdout,
+                     holdout_workloads=holdout_workloads)
 
     def predict_speedups(self, profile: str, question: SpeedupQuestion
                          ) -> tuple[float, ...] | None:

@@ -1,9 +1,10 @@
 """`python -m grid.twin RESULTS/RUN_ID [--hardware NAME] [--model NAME|FOLDER]
-[--start PROFILE] [--engine NAME] [--variants V1,V2] [--holdout LOADS] [--seed N]
-[--replicates N]`: fit the simulator to a run's committed closed-loop cells and write
-`twin.json` into the run folder (docs/twin.md). Bad input (no such run, no done cells, cells at
-one load only, a node with no shipped profile and no config.json, a held-out load not
-measured) is one `specgrid: error: ...` line, exit 2."""
+[--start PROFILE] [--engine NAME] [--variants V1,V2] [--holdout LOADS]
+[--holdout-workloads W1,W2] [--seed N] [--replicates N]`: fit the simulator to a run's
+committed closed-loop cells and write `twin.json` into the run folder (docs/twin.md). Bad input
+(no such run, no done cells, cells at one load only, a node with no shipped profile and no
+config.json, a held-out load or workload not measured) is one `specgrid: error: ...` line,
+exit 2."""
 
 from __future__ import annotations
 
@@ -34,9 +35,10 @@ def loads(text: str) -> tuple[int, ...]:
 
 
 def names(text: str) -> tuple[str, ...]:
+    """``a,b`` -> ("a", "b"): the variants or workloads an option names."""
     out = tuple(v.strip() for v in text.split(",") if v.strip())
     if not out:
-        raise argparse.ArgumentTypeError(f"not a list of variants: {text!r}")
+        raise argparse.ArgumentTypeError(f"not a list of names: {text!r}")
     return out
 
 
@@ -60,6 +62,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--holdout", type=loads, default=(), metavar="C1,C2",
                     help="loads to hold out: the twin is also fitted on the other loads' "
                     "cells and judged on these (besides leaving each load out in turn)")
+    ap.add_argument("--holdout-workloads", type=names, default=(), metavar="W1,W2",
+                    help="workloads to hold out (e.g. one output length's: "
+                    "agentic__max_new_tokens-32): fitted on the others, judged on these")
     ap.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     ap.add_argument("--replicates", type=int, default=20, help="bootstrap replicates")
     return ap
@@ -102,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         doc = engines.modeller().fit_twin(
             cells, run_id=run_dir.name, hardware=ns.hardware or recorded_hardware(run_dir),
             model=ns.model, start=ns.start, seed=ns.seed, replicates=ns.replicates,
-            holdout=ns.holdout)
+            holdout=ns.holdout, holdout_workloads=ns.holdout_workloads)
     except (ValueError, OSError) as e:  # OSError: a damaged or unreadable file
         print(f"specgrid: error: {e}", file=sys.stderr)
         return 2

@@ -87,8 +87,12 @@ def summary(doc: Mapping[str, Any], path: str, skipped: Sequence[str]) -> str:
                   "are extrapolation):", *holdout(h["metrics_inside"])]
     held = twin.get("holdout_split")
     if held:
-        lines += ["", f"held-out loads {', '.join(map(str, held['held_out']))} predicted from a "
-                  f"fit on loads {', '.join(map(str, held['fitted_on']))}:",
+        what = [f"loads {', '.join(map(str, held['held_out']))}"] if held["held_out"] else []
+        what += [f"workloads {', '.join(held['held_out_workloads'])}"] \
+            if held["held_out_workloads"] else []
+        lines += ["", f"held-out {' and '.join(what)} predicted from a fit on loads "
+                  f"{', '.join(map(str, held['fitted_on']))} of "
+                  f"{', '.join(held['fitted_workloads'])}:",
                   *cell_rows(held["cells"]), *holdout(held["metrics"])]
     lines += ["", f"envelope (outside it: extrapolation): {describe_envelope(twin['envelope'])}",
               f"wrote {path}",

@@ -110,9 +110,11 @@ def profile_json(node: Profile, setup: Setup, server: Mapping[str, Any], env: Ma
 
 def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = None,
           model: str | None = None, start: str | None = None, seed: int = 0,
-          replicates: int = 20, holdout: Sequence[int] = ()) -> dict[str, Any]:
-    """The twin document of a run's cells (``Engine.fit_twin``); ``holdout``: loads to hold
-    out as a split of their own (holdout.py ``split``), besides leaving each load out."""
+          replicates: int = 20, holdout: Sequence[int] = (),
+          holdout_workloads: Sequence[str] = ()) -> dict[str, Any]:
+    """The twin document of a run's cells (``Engine.fit_twin``); ``holdout`` /
+    ``holdout_workloads``: loads and workloads to hold out as a split of their own (holdout.py
+    ``split``), besides leaving each load out."""
     observed = [observe(c) for c in cells]
     loads = sorted({o.load for o in observed})
     if not observed:
@@ -130,7 +132,8 @@ def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = 
     space = Space.for_cells(start_setup, observed, fit_bounds(node))
     bases = [o.cell.variant for o in observed if not o.speculative]
     baseline = "baseline" if "baseline" in bases else (bases[0] if bases else "baseline")
-    held = split(space, observed, baseline, holdout, seed) if holdout else None
+    held = split(space, observed, baseline, holdout, seed, holdout_workloads) \
+        if holdout or holdout_workloads else None
     best = fit(space, observed)
     reps = bootstrap(space, observed, best, replicates, seed)
     env = envelope(observed, run_id, hw, md)

@@ -96,27 +96,53 @@ def leave_one_load_out(space: Space, observed: Sequence[Observed], baseline: str
 
 
 def split(space: Space, observed: Sequence[Observed], baseline: str, held: Sequence[int],
-          seed: int) -> dict[str, Any]:
-    """A user-chosen split: fit on the cells at every load but ``held``, predict the cells at
-    ``held`` (each marked extrapolation when outside the fitted loads' range). ValueError when a
-    held load was not measured or fewer than two loads are left to fit on."""
+          seed: int, workloads: Sequence[str] = ()) -> dict[str, Any]:
+    """A user-chosen split: fit on every cell but those at the loads ``held`` or of the
+    ``workloads`` (e.g. one output length), predict those. A held-out group (one load of one
+    workload) is extrapolation when its load, output length or prompt length lies outside what
+    the fitted cells cover. ValueError when a held load or workload was not measured or fewer
+    than two loads are left to fit on."""
     loads = sorted({o.load for o in observed})
     missing = sorted(set(held) - set(loads))
     if missing:
         raise ValueError(f"--holdout {','.join(map(str, held))}: no cells at load "
                          f"{','.join(map(str, missing))} (measured: "
                          f"{','.join(map(str, loads))})")
-    train = [o for o in observed if o.load not in held]
+    names = sorted({o.cell.workload for o in observed})
+    unknown = sorted(set(workloads) - set(names))
+    if unknown:
+        raise ValueError(f"--holdout-workloads: no cells of {', '.join(unknown)} (the run's: "
+                         f"{', '.join(names)})")
+
+    def is_held(o: Observed) -> bool:
+        return o.load in held or o.cell.workload in workloads
+
+    train = [o for o in observed if not is_held(o)]
     fitted = sorted({o.load for o in train})
     if len(fitted) < 2:
-        raise ValueError(f"--holdout {','.join(map(str, held))} leaves "
-                         f"{len(fitted)} load(s) to fit on; a twin needs two or more")
+        what = ",".join(map(str, held)) or ",".join(workloads)
+        raise ValueError(f"holding out {what} leaves {len(fitted)} load(s) to fit on; a twin "
+                         "needs two or more")
     setup = fit(space, train).setup
-    lo, hi = fitted[0], fitted[-1]
+
+    def span(values: Sequence[float]) -> tuple[float, float]:
+        return min(values), max(values)
+
+    covered = [span([o.load for o in train]),
+               span([o.scenario.output_tokens for o in train]),
+               span([o.scenario.prompt_tokens for o in train])]
+    groups: dict[tuple[int, str], list[Observed]] = {}
+    for o in observed:
+        if is_held(o):
+            groups.setdefault((o.load, o.cell.workload), []).append(o)
     errors: list[dict[str, Any]] = []
-    for load in sorted(set(held)):
-        test = [o for o in observed if o.load == load]
-        errors += rows(test, [predict(setup, o.scenario) for o in test], baseline,
-                       not lo <= load <= hi)
-    return {"held_out": sorted(set(held)), "fitted_on": fitted,
+    for _, test in sorted(groups.items()):
+        o = test[0]
+        values = (o.load, o.scenario.output_tokens, o.scenario.prompt_tokens)
+        outside = any(not lo - 1e-9 <= v <= hi + 1e-9
+                      for v, (lo, hi) in zip(values, covered, strict=True))
+        errors += rows(test, [predict(setup, t.scenario) for t in test], baseline, outside)
+    return {"held_out": sorted(set(held)), "held_out_workloads": sorted(set(workloads)),
+            "fitted_on": fitted,
+            "fitted_workloads": sorted({o.cell.workload for o in train}),
             "metrics": summary(errors, seed), "cells": errors}

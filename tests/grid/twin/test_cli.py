@@ -73,7 +73,10 @@ def test_a_run_at_one_load_is_bad_input(tmp_path, capsys):
     (["--engine", "vllm"], "--engine vllm: no cells of it (the run's: sim)"),
     (["--variants", "baseline,eagle9"], "--variants: no cells of eagle9 (the run's: baseline, "
                                         "eagle3)"),
-    (["--holdout", "1"], "--holdout 1 leaves 1 load(s) to fit on; a twin needs two or more"),
+    (["--holdout", "1"], "holding out 1 leaves 1 load(s) to fit on; a twin needs two or more"),
+    (["--holdout-workloads", "chat"], "--holdout-workloads: no cells of chat (the run's: "
+                                      "coding)"),
+    (["--holdout-workloads", "coding"], "holding out coding leaves 0 load(s) to fit on"),
     (["--start", "nosuch"], "simulator profile 'nosuch' not found")])
 def test_an_unknown_profile_is_bad_input(tmp_path, capsys, flag, message):
     run = tmp_path / "RUN4"
@@ -88,7 +91,7 @@ def test_variants_choose_the_cells_fitted_and_the_holdout_split_is_printed(tmp_p
                  "2"]) == 0
     out = capsys.readouterr().out
     assert "left out: eagle3-c1 eagle3 coding: not chosen (--engine, --variants)" in out
-    assert "held-out loads 2 predicted from a fit on loads 1, 8:" in out
+    assert "held-out loads 2 predicted from a fit on loads 1, 8 of coding:" in out
     doc = json.loads((run / TWIN_FILE).read_text())
     assert sorted(doc["twin"]["cells"]) == ["baseline-c1", "baseline-c2", "baseline-c8"]
     split = doc["twin"]["holdout_split"]

@@ -89,7 +89,7 @@ def test_a_chosen_split_fits_on_the_other_loads_and_predicts_the_held_ones(monke
 
 @pytest.mark.parametrize(("held", "message"), [
     ([3], "no cells at load 3 (measured: 1,2,8)"),
-    ([1, 2], "leaves 1 load(s) to fit on")])
+    ([1, 2], "holding out 1,2 leaves 1 load(s) to fit on")])
 def test_a_split_the_cells_cannot_make_is_refused(held, message):
     observed = [observe(c) for c in synthetic.cells(truth(), [1, 2, 8], noise=0.0)]
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -109,3 +109,22 @@ def test_speedup_pairs_a_cell_with_the_baseline_of_its_own_output_length():
              if r["metric"] == "speedup"}
     assert speed == {"eagle3-c4": tok[("eagle3", 32.0)] / tok[("baseline", 32.0)],
                      "eagle3-c4-long": tok[("eagle3", 96.0)] / tok[("baseline", 96.0)]}
+
+
+def test_a_split_by_workload_fits_on_one_output_length_and_predicts_the_other():
+    short = synthetic.cells(truth(), [1, 8], noise=0.0, output_tokens=32)
+    long = [replace(c, cell_id=c.cell_id + "-96", workload="coding96") for c in
+            synthetic.cells(truth(), [1, 8], noise=0.0, output_tokens=96)]
+    observed = [observe(c) for c in (*short, *long)]
+    out = holdout.split(Space.for_cells(start(), observed), observed, "baseline", [], 0,
+                        ["coding"])
+    assert out["held_out_workloads"] == ["coding"] and out["fitted_workloads"] == ["coding96"]
+    assert out["fitted_on"] == [1, 8]
+    assert {r["cell_id"] for r in out["cells"]} == {c.cell_id for c in short}
+    # 32 output tokens lie outside the fitted cells' 96: extrapolation, with both variants'
+    # tok/s and the speedup at each load
+    assert all(r["extrapolation"] for r in out["cells"])
+    assert sorted(r["concurrency"] for r in out["cells"] if r["metric"] == "speedup") == [1, 8]
+    # noise-free cells of the model the fit starts near: the other length comes back closely
+    tok = [r for r in out["cells"] if r["metric"] == "output_tok_s"]
+    assert max(abs(r["error_pct"]) for r in tok) < 2.0

@@ -39,7 +39,13 @@ from grid.plan.build import (
 )
 from grid.plan.cells import Cell, group_by_server
 from grid.plan.config import ConfigError, register_configs
-from grid.plan.depth import DepthSetup, depth_setup, depth_space, depth_universe
+from grid.plan.depth import (
+    DepthSetup,
+    depth_setup,
+    depth_space,
+    depth_universe,
+    with_depth_prior,
+)
 from grid.plan.overrides import (
     NOT_RECORDED,
     hydra_string,
@@ -211,6 +217,7 @@ def make_plan(overrides: list[str]) -> _Planned:
     setup: SearchSetup | DepthSetup | None = None
     if depth is not None and template is not None:
         setup = depth_setup(depth, plan.cells, template, int(cfg.grid.search.confirm_cells))
+        setup = with_depth_prior(setup, cfg.grid.search.prior, workloads)
     elif space is not None:
         setup = search_setup(space, plan.cells, str(search_kind(cfg)),
                              int(cfg.grid.search.candidates),

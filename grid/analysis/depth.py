@@ -17,7 +17,9 @@ once repeats are spent or the interval lies within ±min_effect, a tie).
 A level (one load) with candidate depths C (a contiguous run of the depths) is decided in
 stages, each a step's points:
 
-1. coarse: C's ends and its middle (`{0, 3, 7}` for 0 1 2 3 5 7);
+1. coarse: C's ends and its middle (`{0, 3, 7}` for 0 1 2 3 5 7); with a prior (a twin's
+   predicted best depth at the level, `grid.search.prior`), the candidate nearest the
+   prediction and its two neighbours instead;
 2. refine: the untested neighbours (within C) of the best so far, until the best's neighbours
    are all measured (the throughput is taken as unimodal in depth within C);
 3. decide: the best against the runner-up (the two best depths); an interval that straddles 0
@@ -68,6 +70,34 @@ class DepthSpace:
     max_cells: int
     max_repeats: int
     min_effect: float = 0.0
+    prior: tuple[tuple[int, int], ...] = ()
+    """(load, predicted best depth) at lattice levels: a twin's answer (grid.search.prior),
+    where each level's first cells go; empty: the coarse depths."""
+
+    def predicted(self, load: int) -> int | None:
+        return dict(self.prior).get(load)
+
+
+def first_depths(candidates: Sequence[int], predicted: int | None) -> tuple[int, ...]:
+    """A level's first depths: its candidates' ends and middle, or, with a predicted best,
+    the candidate nearest it (the smaller on a tie) and that candidate's neighbours."""
+    if predicted is None:
+        return tuple(dict.fromkeys((candidates[0], candidates[len(candidates) // 2],
+                                    candidates[-1])))
+    i = min(range(len(candidates)), key=lambda j: (abs(candidates[j] - predicted), j))
+    return tuple(candidates[j] for j in (i - 1, i, i + 1) if 0 <= j < len(candidates))
+
+
+def prior_depths(depths: Sequence[int], lattice: Sequence[int],
+                 speedups: Mapping[int, Sequence[float]]) -> tuple[tuple[int, int], ...]:
+    """(load, the depth predicted fastest) at each lattice level from a model's predicted
+    speedup over the baseline (depth 0, speedup 0) of each positive depth at every level;
+    the smaller depth on a tie."""
+    out = []
+    for i, load in enumerate(lattice):
+        value = {0: 0.0, **{d: float(speedups[d][i]) for d in depths if d > 0}}
+        out.append((load, min(value, key=lambda d: (-value[d], d))))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -155,8 +185,7 @@ def assess(space: DepthSpace, by: Mapping[tuple[int, int], list[Throughput]], lo
         return float(np.mean([t.value for t in by[(load, d)]]))
 
     best = max(measured, key=lambda d: (value(d), -d)) if measured else None
-    coarse = list(dict.fromkeys((candidates[0], candidates[len(candidates) // 2],
-                                 candidates[-1])))
+    coarse = first_depths(candidates, space.predicted(load))
     missing = [d for d in coarse if d not in measured]
     if missing:
         return LevelState(load, candidates, best, needs=tuple((load, d, 0) for d in missing))
@@ -260,6 +289,8 @@ def next_depth_step(space: DepthSpace, by: Mapping[tuple[int, int], list[Through
     stages = sorted({lv.stage for lv in levels if lv.needs})
     why = (f"{', '.join(stages)} at " + ", ".join(
         f"c={lv.load}" for lv in levels if lv.needs))
+    if space.prior and "coarse" in stages:
+        why += " (the prior's best depth and its neighbours first)"
     opened = [reasons[lv.load] for lv in levels if lv.needs and lv.load in reasons]
     if opened:
         why += f" ({'; '.join(opened)})"
@@ -329,6 +360,16 @@ def best_single_depth(tiers: Schedule, lattice: Sequence[int]) -> int | None:
     return min(counts, key=lambda d: (-counts[d], d)) if counts else None
 
 
+def prior_check_depth(space: DepthSpace, levels: Sequence[LevelState]) -> dict | None:
+    """How the prior's best depths compared with the decided levels' (None without one)."""
+    if not space.prior:
+        return None
+    rows = [{"load": lv.load, "predicted": space.predicted(lv.load), "measured": lv.best}
+            for lv in levels if lv.decided and space.predicted(lv.load) is not None]
+    return {"predicted": [list(p) for p in space.prior], "levels": rows,
+            "agree": sum(r["predicted"] == r["measured"] for r in rows), "of": len(rows)}
+
+
 def depth_result(space: DepthSpace, steps: Sequence[DepthStep]) -> dict:
     """The outcome for the trace: stop, the schedule, every level's evidence, cells."""
     last = steps[-1]
@@ -339,4 +380,5 @@ def depth_result(space: DepthSpace, steps: Sequence[DepthStep]) -> dict:
             "levels": [lv.as_json() for lv in last.levels], "cells": last.cells_before,
             "max_cells": space.max_cells, "lattice": list(space.lattice),
             "coarse": list(space.coarse), "depths": list(space.depths),
-            "max_repeats": space.max_repeats, "min_effect": space.min_effect}
+            "max_repeats": space.max_repeats, "min_effect": space.min_effect,
+            **({"prior": check} if (check := prior_check_depth(space, last.levels)) else {})}

@@ -299,10 +299,11 @@ class SearchConfig:
     baseline, the best single depth, the threshold schedule and the engine's own
     adaptation), beyond max_cells."""
     prior: str | None = None
-    """kind=crossover or threshold: a twin's profile (`python -m grid.twin RUN` writes
-    RUN/twin.json) asked first: the search measures the two levels around the crossover it
-    predicts instead of the coarse levels, and the report says how far the prediction was
-    from what the cells then showed (docs/search.md). None: the coarse levels."""
+    """A twin's profile (`python -m grid.twin RUN` writes RUN/twin.json) asked first.
+    kind=crossover or threshold: the search measures the two levels around the crossover it
+    predicts instead of the coarse levels. kind=depth: each level starts at the depth it
+    predicts fastest and that depth's neighbours. The trace says how far the prediction was
+    from what the cells then showed (docs/search.md). None: the coarse levels / depths."""
 
 
 @dataclass

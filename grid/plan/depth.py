@@ -13,6 +13,7 @@ them."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,11 +22,18 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import engines
-from grid.analysis.depth import DepthPoint, DepthSpace, DepthStep, Schedule, replay_depth
+from grid.analysis.depth import (
+    DepthPoint,
+    DepthSpace,
+    DepthStep,
+    Schedule,
+    prior_depths,
+    replay_depth,
+)
 from grid.analysis.depth_confirm import SCHEDULE, THRESHOLD, describe
 from grid.analysis.search import Space
 from grid.plan.cells import Cell, make_cell
-from grid.plan.search import BASELINE, SearchError
+from grid.plan.search import BASELINE, SearchError, ask_twin
 from grid.plan.specs import server_request
 from grid.plan.workloads import WorkloadPlan
 
@@ -115,6 +123,9 @@ class DepthSetup:
     """The schedule the last replay found (it names the confirmation's schedule cells)."""
     threshold: Schedule | None = field(default=None)
     """Its threshold schedule (grid/analysis/depth_confirm.py threshold_schedule), if any."""
+    prior: tuple[str, str, dict[int, tuple[float, ...]]] | None = field(default=None)
+    """(the twin's file, its label, each positive depth's predicted speedup at every lattice
+    level) when a twin was asked first (grid.search.prior)."""
 
     @property
     def variant_cell(self) -> Cell:
@@ -163,10 +174,17 @@ class DepthSetup:
                 "tiers": [list(t) for t in setting.tiers]}
 
     def as_json(self) -> dict:
-        return {"kind": "depth", "baseline": BASELINE, "variant": self.variant,
-                "workload": self.workload, "load_kind": "concurrency",
-                "depths": list(self.space.depths), "engine": self.engine,
-                "adaptive": self.adaptive, "confirm_cells": self.confirm_cells}
+        out = {"kind": "depth", "baseline": BASELINE, "variant": self.variant,
+               "workload": self.workload, "load_kind": "concurrency",
+               "depths": list(self.space.depths), "engine": self.engine,
+               "adaptive": self.adaptive, "confirm_cells": self.confirm_cells}
+        if self.prior:
+            path, label, speedups = self.prior
+            out["prior"] = {"path": path, "source": label,
+                            "predicted_speedup": {str(d): [round(v, 4) for v in values]
+                                                  for d, values in speedups.items()},
+                            "predicted_best": [list(p) for p in self.space.prior]}
+        return out
 
     def plan_lines(self) -> list[str]:
         space, first = self.space, self.first_step()
@@ -183,6 +201,8 @@ class DepthSetup:
             f"and depths: {len(space.lattice) * len(space.depths)} cells), then up to "
             f"grid.search.confirm_cells={self.confirm_cells} confirming the schedule against "
             f"{alternatives}",
+            *([f"  prior: {self.prior[1]} predicts the best depth "
+               + ", ".join(f"c={c} {d}" for c, d in space.prior)] if self.prior else []),
             f"  step 1: {first.why} -> {len(first.points)} cells (listed below); later steps "
             "follow from the committed cells",
         ]
@@ -218,3 +238,24 @@ def depth_setup(space: DepthSpace, cells: Sequence[Cell], template: Cell,
         raise SearchError(f"grid.search.kind=depth: {kind.label} cannot set the speculative "
                           "depth by batch size")
     return setup
+
+
+def with_depth_prior(setup: DepthSetup, path: str | None, workloads: WorkloadPlan
+                     ) -> DepthSetup:
+    """The setup with a twin asked first (grid.search.prior): its predicted speedup of every
+    positive depth over the baseline at every lattice level (grid/plan/search.py `ask_twin`),
+    and from them the depth each level's first cells go to (grid/analysis/depth.py
+    prior_depths, first_depths)."""
+    if path is None:
+        return setup
+    space = setup.space
+    low = space.lattice[0]
+    base = setup.points[(low, 0, 0)]
+    speedups: dict[int, tuple[float, ...]] = {}
+    file, label = None, ""
+    for depth in space.depths[1:]:
+        file, label, speedups[depth] = ask_twin(path, base, setup.points[(low, depth, 0)],
+                                                space.lattice, workloads)
+    best = prior_depths(space.depths, space.lattice, speedups)
+    return dataclasses.replace(setup, space=dataclasses.replace(space, prior=best),
+                               prior=(str(file), label, speedups))

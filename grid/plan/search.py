@@ -70,9 +70,6 @@ def check_search(cfg: DictConfig) -> None:
                           "load.rate")
     prior = OmegaConf.select(cfg, "grid.search.prior", default=None)
     if prior is not None:
-        if kind == "depth":
-            raise SearchError("grid.search.prior is read by kind=crossover and threshold; the "
-                              "depth search starts from its coarse levels")
         if not Path(str(prior)).expanduser().is_file():
             raise SearchError(f"grid.search.prior={prior}: no such file (a twin's profile: "
                               "python -m grid.twin results/RUN writes results/RUN/twin.json)")
@@ -241,22 +238,20 @@ def search_setup(space: Space, cells: Sequence[Cell], kind: str = "crossover",
     return SearchSetup(space, ordered, others[0], workloads[0], threshold)
 
 
-def with_prior(setup: SearchSetup, path: str | None, workloads: WorkloadPlan) -> SearchSetup:
-    """The setup with a twin asked first (grid.search.prior): its predicted speedup at every
-    lattice level for the searched variant and workload, and the first levels they give
-    (grid/analysis/search.py prior_levels). The twin is the modelling engine's
+def ask_twin(path: str, base: Cell, variant: Cell, loads: Sequence[int],
+             workloads: WorkloadPlan) -> tuple[Path, str, tuple[float, ...]]:
+    """(the twin's file, its label, the speedup of `variant` over `base` it predicts at each
+    of `loads` for the variant's workload: its prompts' lengths and domains, its output
+    length, the variant's running-batch cap). The twin is the modelling engine's
     (engines.modeller(): its fitted profile, its closed form); SearchError (one line) for a
     file it cannot read."""
-    if path is None:
-        return setup
     file = Path(str(path)).expanduser().resolve()
-    base, variant = setup.points[(setup.space.lattice[0], 0)]
     prompts = workloads.prompts.get(str(variant.config["workload"]["name"]), ())
     lengths = [-(-len(p.text) // CHARS_PER_TOKEN) for p in prompts] or [1]
     labels = [p.domain for p in prompts] or ["general"]
     question = SpeedupQuestion(
         baseline=base.config, variant=variant.config, tp_size=variant.tp_size,
-        loads=setup.space.lattice, prompt_tokens=sum(lengths) / len(lengths),
+        loads=tuple(loads), prompt_tokens=sum(lengths) / len(lengths),
         domains={d: labels.count(d) / len(labels) for d in sorted(set(labels))},
         requests_per_stream=variant.num_requests / max(1, variant.concurrency or 1))
     modeller = engines.modeller()
@@ -267,11 +262,21 @@ def with_prior(setup: SearchSetup, path: str | None, workloads: WorkloadPlan) ->
         raise SearchError(f"grid.search.prior={path}: {e}") from None
     if predicted is None:
         raise SearchError(f"grid.search.prior={path}: {modeller.label} predicts nothing")
-    label = f"SIMULATION ({source or file.name})"
+    return file, f"SIMULATION ({source or file.name})", tuple(predicted)
+
+
+def with_prior(setup: SearchSetup, path: str | None, workloads: WorkloadPlan) -> SearchSetup:
+    """The setup with a twin asked first (grid.search.prior): its predicted speedup at every
+    lattice level for the searched variant and workload (`ask_twin`), and the first levels
+    they give (grid/analysis/search.py prior_levels)."""
+    if path is None:
+        return setup
+    base, variant = setup.points[(setup.space.lattice[0], 0)]
+    file, label, predicted = ask_twin(path, base, variant, setup.space.lattice, workloads)
     space = dataclasses.replace(setup.space, first=prior_levels(setup.space.lattice, predicted),
                                 prior=label)
     return dataclasses.replace(setup, space=space,
-                               prior=Prior(str(file), label, tuple(predicted)))
+                               prior=Prior(str(file), label, predicted))
 
 
 def honoured_values(cell: Cell, hardware: str | None) -> tuple[int, ...]:

@@ -23,6 +23,9 @@ from grid.analysis.depth import (
     Throughput,
     best_single_depth,
     depth_at,
+    depth_result,
+    first_depths,
+    prior_depths,
     replay_depth,
     schedule,
 )
@@ -45,8 +48,8 @@ SIGN = {0: 1, 1: -1, 3: 1, 5: -1, SCHEDULE: 1, ADAPTIVE: -1, THRESHOLD: -1}
 
 
 def space(max_cells: int = 64, max_repeats: int = 3, lattice=LATTICE, coarse=(1, 4, 16),
-          depths=DEPTHS) -> DepthSpace:
-    return DepthSpace(lattice, coarse, depths, max_cells, max_repeats, 0.05)
+          depths=DEPTHS, prior=()) -> DepthSpace:
+    return DepthSpace(lattice, coarse, depths, max_cells, max_repeats, 0.05, prior)
 
 
 def surface(values: dict[int, dict[int, float]], spread: float = 0.005,
@@ -276,3 +279,43 @@ def test_the_schedule_is_confirmed_against_the_threshold_schedule_where_they_dif
     confirming = [p for st in steps if isinstance(st, ConfirmStep) for p in st.points]
     assert sorted(confirming) == [(1, SCHEDULE, 0), (4, THRESHOLD, 0), (4, SCHEDULE, 0),
                                   (8, SCHEDULE, 0)]
+
+
+def test_a_prior_names_the_depth_each_level_starts_from():
+    assert first_depths((0, 1, 3, 5), None) == (0, 3, 5)  # no prior: the ends and the middle
+    assert first_depths((0, 1, 3, 5), 3) == (1, 3, 5)
+    assert first_depths((0, 1, 3, 5), 0) == (0, 1)
+    assert first_depths((0, 1, 3, 5), 4) == (1, 3, 5)  # 3 and 5 equally near: the smaller
+    assert first_depths((0, 1, 3), 7) == (1, 3)  # beyond the candidates: the nearest end
+    # the depth predicted fastest, the baseline (0) counting as no speedup; ties: the smaller
+    assert prior_depths((0, 1, 3), (1, 8, 16), {1: [0.2, -0.1, 0.1], 3: [0.3, -0.2, 0.1]}) \
+        == ((1, 3), (8, 0), (16, 1))
+
+
+# MONOTONE's own best depth at every level, as a right twin would predict it
+RIGHT = ((1, 5), (2, 5), (4, 3), (8, 3), (16, 0))
+
+
+def test_a_right_prior_finds_the_same_schedule_with_fewer_cells():
+    steps = replay_depth(space(prior=RIGHT), surface(MONOTONE))
+    assert points(steps) == [
+        # c=1 around 5: {3, 5}; c=4 around 3: {1, 3, 5}; c=16 around 0: {0, 1}
+        [(1, 3, 0), (1, 5, 0), (4, 1, 0), (4, 3, 0), (4, 5, 0), (16, 0, 0), (16, 1, 0)],
+        # all three decided (5 over 3 +13 %, 3 over 5 +7.7 %, 0 over 1 +11 %): c=2 over
+        # {3, 5} around 5, c=8 over {0, 1, 3} around 3: {1, 3}
+        [(2, 3, 0), (2, 5, 0), (8, 1, 0), (8, 3, 0)],
+        []]
+    assert steps[-1].stop == RESOLVED and steps[-1].cells_before == 11  # 16 without the prior
+    assert schedule(steps[-1].levels) == ((1, 5), (4, 3), (16, 0))
+    check = depth_result(space(prior=RIGHT), steps)["prior"]
+    assert (check["agree"], check["of"]) == (5, 5)
+
+
+def test_a_wrong_prior_costs_cells_but_not_the_answer():
+    wrong = tuple((c, 0) for c in LATTICE)  # "never speculate"
+    steps = replay_depth(space(prior=wrong), surface(MONOTONE))
+    assert steps[-1].stop == RESOLVED
+    assert schedule(steps[-1].levels) == ((1, 5), (4, 3), (16, 0))  # as without a prior
+    check = depth_result(space(prior=wrong), steps)["prior"]
+    assert check["levels"][0] == {"load": 1, "predicted": 0, "measured": 5}
+    assert (check["agree"], check["of"]) == (1, 5)  # right at c=16 only

@@ -34,8 +34,9 @@ BAD = [
     (["grid.search.prior=/no/such/twin.json"],
      "grid.search.prior=/no/such/twin.json: no such file (a twin's profile: python -m "
      "grid.twin results/RUN writes results/RUN/twin.json)"),
-    (["grid.search.kind=depth", "grid.search.prior=pyproject.toml"],
-     "grid.search.prior is read by kind=crossover and threshold"),
+    (["grid.search.kind=depth", "grid.search.depths=[0,1,3]",
+      "grid.search.prior=engines/sim/profiles/default.json"],
+     "engines/sim/profiles/default.json is not a twin's profile"),
     (["grid.search.prior=engines/sim/profiles/default.json"],
      "engines/sim/profiles/default.json is not a twin's profile"),
 ]
@@ -134,3 +135,24 @@ def test_a_twin_as_prior_chooses_the_first_levels(tmp_path):
     assert ("step 1: the levels the prior (SIMULATION (twin of RUN)) points to: c=64, c=91 -> "
             "4 cells") in text
     assert len(outcome.cell_ids) == 4
+
+
+def test_a_twin_as_prior_starts_each_depth_level_at_its_predicted_best(tmp_path):
+    from tests.engines.sim.twin.ground_truth import write_twin
+
+    twin = write_twin(tmp_path)
+    lines: list[str] = []
+    outcome = run(["+sweep=depth_search", "hardware=h200", "model=llama3.1-8b",
+                   f"grid.search.prior={twin}", "plan=true",
+                   f"results_dir={tmp_path / 'results'}"], echo=lines.append)
+    text = "\n".join(lines)
+    assert outcome.exit_code == 0, text
+    assert "prior: SIMULATION (twin of RUN) predicts the best depth c=1 5, " in text
+    assert ("step 1: coarse at c=1, c=11, c=128 (the prior's best depth and its neighbours "
+            "first) -> 9 cells") in text
+    # at c=1 the twin predicts depth 5 fastest: depths 3, 5 and 7 first, not the baseline
+    first = [line for line in text.splitlines()
+             if line.strip().startswith("cell ") and " c=1 " in line]
+    assert sorted(line.split()[2] for line in first) == [
+        "eagle3__speculative_num_steps-3", "eagle3__speculative_num_steps-5",
+        "eagle3__speculative_num_steps-7"], first

@@ -17,9 +17,9 @@ SGLANG_PYTHON = os.environ.get("SPECGRID_SGLANG_PYTHON", "").split(":")[0]
 pytestmark = pytest.mark.skipif(
     not SGLANG_PYTHON, reason="SPECGRID_SGLANG_PYTHON is not set (no SGLang parser here)")
 SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml")
-                if p.stem not in ("cpu_engines", "cpu_lesson", "cpu_depth"))
-"""The sweeps that take any engine (cpu_engines sweeps the engines itself, cpu_lesson and
-cpu_depth are vLLM's with the trained models: tested below)."""
+                if p.stem not in ("cpu_engines", "cpu_lesson", "cpu_depth", "cpu_twin"))
+"""The sweeps that take any engine (cpu_engines sweeps the engines itself, cpu_lesson,
+cpu_depth and cpu_twin are vLLM's with the trained models: tested below)."""
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
@@ -67,6 +67,15 @@ def test_cpu_depth_sweep_passes_vllms_own_parser(tmp_path):
     configs = [json.loads(spec.argv[spec.argv.index("--speculative-config") + 1])
                for spec in plan.launches.values() if "--speculative-config" in spec.argv]
     assert sorted(c["num_speculative_tokens"] for c in configs) == [1, 2, 3, 4]
+
+
+def test_cpu_twin_sweep_passes_vllms_own_parser(tmp_path):
+    # the baseline and the draft model (4 tokens per step), on the cpu hardware profile
+    planned = make_plan(["+sweep=cpu_twin", f"results_dir={tmp_path}"])
+    plan = planned.plan
+    assert "vLLM 0.32.0's own parser (2 commands)" in plan.validation, plan.validation
+    assert len(plan.cells) == 16
+    assert {c.config["hardware"]["name"] for c in plan.cells} == {"cpu"}
 
 
 def test_typo_in_variant_args_is_rejected_by_name(tmp_path, capsys):

@@ -40,14 +40,15 @@ class Observed:
     @property
     def tp_size(self) -> int:
         """The server's tensor-parallel size (its --tp-size flag, SGLang's and vLLM's names)."""
-        flags = _flags(self.cell.server_command)
+        flags = server_flags(self.cell.server_command)
         for name in ("--tp-size", "--tp", "--tensor-parallel-size"):
             if _int(flags.get(name)):
                 return int(flags[name])
         return 1
 
 
-def _flags(command: str) -> dict[str, str]:
+def server_flags(command: str) -> dict[str, str]:
+    """A recorded server command's ``--flag value`` pairs (a flag without a value: "")."""
     try:
         argv = shlex.split(command or "")
     except ValueError:
@@ -80,7 +81,7 @@ def speculative_shape(command: str, info: Mapping[str, Any]) -> tuple[int, int, 
     """(num_steps, eagle_topk, num_draft_tokens) of the server: its /server_info's resolved
     args (SGLang, the simulator), else its flags (SGLang's names, or vLLM's
     --speculative-config); None without speculation. A topk-1 chain verifies steps + 1."""
-    flags = _flags(command)
+    flags = server_flags(command)
     algo = info.get("speculative_algorithm") or flags.get("--speculative-algorithm")
     if algo:
         steps = _int(info.get("speculative_num_steps")) or _int(
@@ -107,7 +108,7 @@ def speculative_shape(command: str, info: Mapping[str, Any]) -> tuple[int, int, 
 def observe(cell: MeasuredCell) -> Observed:
     """The model's view of one measured cell."""
     info = _info(cell.server_info)
-    flags = _flags(cell.server_command)
+    flags = server_flags(cell.server_command)
     spec = speculative_shape(cell.server_command, info)
     cap = _int(info.get("max_running_requests")) or _int(
         flags.get("--max-running-requests")) or _int(flags.get("--max-num-seqs"))

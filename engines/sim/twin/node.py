@@ -14,7 +14,7 @@ from typing import Any
 
 from engines.base import MeasuredCell
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, PROFILE_DIR, Profile, known
-from engines.sim.twin.cells import _flags
+from engines.sim.twin.cells import server_flags
 
 DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0, "float": 4.0, "half": 2.0}
 """Bytes per parameter of a config's ``torch_dtype`` (or the server's ``--dtype``)."""
@@ -101,7 +101,7 @@ def _served_paths(cells: Sequence[MeasuredCell]) -> tuple[str | None, str | None
     """(the served model's folder, a draft model's folder, --dtype) from the cells' commands."""
     model = draft = dtype = None
     for c in cells:
-        flags = _flags(c.server_command)
+        flags = server_flags(c.server_command)
         model = model or next((flags[f] for f in MODEL_FLAGS if flags.get(f)), None)
         dtype = dtype or flags.get("--dtype") or None
         draft = draft or next((flags[f] for f in DRAFT_FLAGS if flags.get(f)), None)
@@ -119,7 +119,7 @@ def drafter(cell: MeasuredCell) -> tuple[str, str] | None:
     """(method, draft model folder) a speculative cell's server drafts with, from its flags
     (SGLang's --speculative-algorithm / --speculative-draft-model-path, vLLM's
     --speculative-config method and model); None without one named."""
-    flags = _flags(cell.server_command)
+    flags = server_flags(cell.server_command)
     if flags.get("--speculative-algorithm"):
         return (flags["--speculative-algorithm"].upper(),
                 next((flags[f] for f in DRAFT_FLAGS if flags.get(f)), ""))

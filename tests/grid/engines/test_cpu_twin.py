@@ -61,7 +61,8 @@ def test_a_twin_of_real_vllm_is_fitted_and_judged_on_a_held_out_load(
     tok = [r for r in split["cells"] if r["metric"] == "output_tok_s"]
     assert len(tok) == 4 and not any(r["extrapolation"] for r in tok)
     assert len([r for r in split["cells"] if r["metric"] == "speedup"]) == 2
-    assert "held-out loads 2 predicted from a fit on loads 1, 4:" in out
+    assert ("held-out loads 2 predicted from a fit on loads 1, 4 of "
+            "agentic__max_new_tokens-32, agentic__max_new_tokens-96:") in out
     # the twin is a simulator profile of this node, labelled as the twin of this run
     prof = load_profile(str(outcome.run_dir / TWIN_FILE), "cpu", "tiny_trained")
     assert prof.twin is not None and prof.twin["run_id"] == outcome.run_dir.name

@@ -97,24 +97,6 @@ def model_from_config(name: str, config: Mapping[str, Any],
     return out
 
 
-def _served_paths(cells: Sequence[MeasuredCell]) -> tuple[str | None, str | None, str | None]:
-    """(the served model's folder, a draft model's folder, --dtype) from the cells' commands."""
-    model = draft = dtype = None
-    for c in cells:
-        flags = server_flags(c.server_command)
-        model = model or next((flags[f] for f in MODEL_FLAGS if flags.get(f)), None)
-        dtype = dtype or flags.get("--dtype") or None
-        draft = draft or next((flags[f] for f in DRAFT_FLAGS if flags.get(f)), None)
-        spec = flags.get("--speculative-config")
-        if not draft and spec:
-            try:
-                value = json.loads(spec).get("model")
-            except (ValueError, AttributeError):
-                value = None
-            draft = str(value) if value else None
-    return model, draft, dtype
-
-
 def drafter(cell: MeasuredCell) -> tuple[str, str] | None:
     """(method, draft model folder) a speculative cell's server drafts with, from its flags
     (SGLang's --speculative-algorithm / --speculative-draft-model-path, vLLM's
@@ -132,6 +114,18 @@ def drafter(cell: MeasuredCell) -> tuple[str, str] | None:
         if isinstance(value, dict):
             return str(value.get("method", "")), str(value.get("model", ""))
     return None
+
+
+def _served_paths(cells: Sequence[MeasuredCell]) -> tuple[str | None, str | None, str | None]:
+    """(the served model's folder, a draft model's folder (`drafter`'s), --dtype) from the
+    cells' commands."""
+    model = draft = dtype = None
+    for c in cells:
+        flags = server_flags(c.server_command)
+        model = model or next((flags[f] for f in MODEL_FLAGS if flags.get(f)), None)
+        dtype = dtype or flags.get("--dtype") or None
+        draft = draft or (drafter(c) or ("", ""))[1] or None
+    return model, draft, dtype
 
 
 def one_server_family(cells: Sequence[MeasuredCell]) -> None:

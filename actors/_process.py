@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
+import re
 import signal
 import socket
 import subprocess
@@ -21,11 +23,52 @@ class PortBusyError(RuntimeError):
     """A port the server needs is already taken."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS reports free right now (bound to 0, then released)."""
+SERVER_PORTS = (20000, 22000)
+"""Where a server's port is drawn from (the end excluded): above Ray's worker ports (10002-19999,
+its default min/max_worker_port), below the ports SGLang draws for its own children to bind
+later (22000-29999, sglang/srt/utils/network.py get_free_port_below_ephemeral) and below the
+range the OS hands to outgoing connections and to binds of port 0 (32768 up by default)."""
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+"""Where Linux says which ports it hands to outgoing connections (32768-60999 by default)."""
+ADDRESS_IN_USE = re.compile(r"address already in use", re.IGNORECASE)
+"""How a server's log says a port it needed was taken: the OS's strerror for EADDRINUSE, in the
+message of Python's socket.bind and asyncio's create_server alike (uvicorn, aiohttp)."""
+
+
+def _ephemeral_start() -> int:
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default, also where the file is missing
+
+
+def free_port(host: str = "127.0.0.1", tries: int = 50) -> int:
+    """A port free right now, drawn at random from SERVER_PORTS. A server binds its port only
+    once its engine is up (SGLang on a CPU: about 30 s after its start), and within that window
+    any outgoing connection on the node, from any process, may be given an ephemeral port: the
+    OS's own choice (binding port 0) is one, and was seen taken that way before SGLang bound
+    it. Where none of `tries` draws is free (or the OS's ephemeral range starts below
+    SERVER_PORTS), the OS's choice."""
+    low, high = SERVER_PORTS[0], min(SERVER_PORTS[1], _ephemeral_start())
+    for _ in range(tries if high > low else 0):
+        port = random.randrange(low, high)
+        if port_is_free(port, host):
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
+
+
+def bind_failure(log: str, ports: Sequence[int] = (), last: int | None = None) -> str | None:
+    """The first line of a server's log saying a port was already in use, else None: among
+    its `last` non-blank lines where given (how a process that died of it ends), and naming one
+    of `ports` where given. Both engines log such lines on the way to success too (vLLM's
+    "Address already in use. Retrying with a new port." for its internal ports)."""
+    named = re.compile(r"\b(" + "|".join(map(str, ports)) + r")\b") if ports else None
+    lines = [line.strip() for line in log.splitlines() if line.strip()]
+    return next((line for line in lines[-last if last else 0:]
+                 if ADDRESS_IN_USE.search(line) and (named is None or named.search(line))),
+                None)
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -53,6 +53,12 @@ class ServerStartError(RuntimeError):
     """The server exited or never became ready; the message carries the log tail."""
 
 
+class PortLostError(ServerStartError):
+    """The server's log says a port it needed was already in use: another process took it
+    between the check before launch and the server's bind. Not the variant's fault; the
+    driver starts the server again on new ports."""
+
+
 def _check_program(program: str) -> None:
     """ServerStartError if the command's program (engine.python) is not on this node."""
     if os.sep in program:
@@ -160,6 +166,16 @@ class ServerActor:
         with self.access.client(url, httpx.Timeout(5.0, connect=1.0)) as client:
             while True:
                 code = proc.poll()
+                tail = _process.log_tail(self.log_path, lines=200)
+                # A failed bind: once the process has exited, its last lines saying so (vLLM
+                # dies of it); while it lives, a line naming one of its ports (SGLang's uvicorn
+                # logs the failed bind and then waits for its scheduler, never exiting).
+                lost = (_process.bind_failure(tail, last=5) if code is not None
+                        else _process.bind_failure(tail, self.ports))
+                if lost is not None:
+                    raise PortLostError(f"a port of the server ({', '.join(map(str, self.ports))})"
+                                        f" was taken before it bound it: {self._hide(lost)}"
+                                        f"\nlog tail:\n{self.log_tail()}")
                 if code is not None:
                     # The first line is the cell's error: it ends with why the process said it
                     # stopped; the lines after it are the log tail the ledger keeps.
@@ -167,7 +183,7 @@ class ServerActor:
                     said = _process.last_lines(tail) or "(its log is empty)"
                     raise ServerStartError(f"server exited with code {code} before it was "
                                            f"ready: {said}\nlog tail:\n{tail}")
-                self._update_phase()
+                self._update_phase(tail)
                 try:
                     if probe.checked(url, lambda: client.get(url)).status_code == 200:
                         if self._ready_s is None and self._spawned is not None:
@@ -182,10 +198,10 @@ class ServerActor:
                     return {"ready": False, "phase": self.phase, "exit_code": None}
                 time.sleep(0.1)
 
-    def _update_phase(self) -> None:
+    def _update_phase(self, tail: str) -> None:
+        """The phase the newest of the spec's log patterns found in `tail` names."""
         if not self.spec.log_phases:
             return
-        tail = _process.log_tail(self.log_path, lines=200)
         for phase in self.spec.log_phases:
             if re.search(phase.pattern, tail):
                 self.phase = phase.label

@@ -42,6 +42,7 @@ from grid.execute.server import (
     PG_CPU,
     ExternalServer,
     LaunchedServer,
+    PortLost,
     Server,
     ServerDown,
     Wait,
@@ -60,6 +61,9 @@ from grid.store.results import ResultsWriteError
 from grid.store.rows import CellOutcome, ServerFacts
 
 PLACEMENT_TIMEOUT_S = 60.0
+PORT_STARTS = 3
+"""Starts of one server whose port another process took before it bound it (each on new
+ports) before that counts as a failed start."""
 T = TypeVar("T")
 Steps = Generator[Wait, None, T]
 """A group's work: yields what it waits for, returns its result."""
@@ -444,25 +448,33 @@ class GroupRun:
                                           config["workload"]["endpoint"], self.ctl.echo)
         record = self.ctl.record
         log_path = self.ctl.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
-        server = LaunchedServer.launch(
-            self.spec, name=_actor_name("server", self.group.server_key),
-            tp_size=server_gpus(self.group), pg=self.pg, bundle=0, log_path=log_path,
-            variant_env=config["variant"]["env"], schedule_timeout_s=PLACEMENT_TIMEOUT_S,
-            access=access)
-        info = server.info
-        server.ledger_id = record.server_started(
-            self.group.server_key, int(info["pid"]), int(info["pgid"]), info.get("host"),
-            info.get("create_time"))
-        self.ctl.echo(f"{prefix}: starting server {self.group.variant} (pid "
-                      f"{server.info['pid']}, GPUs {server.info['cuda_visible_devices'] or '-'}, "
-                      f"log at stop: {log_path})")
-        try:
-            yield from server.wait_ready(self.spec.ready_timeout_s, self._on_phase(prefix))
-        except BaseException:
-            self.server = server
-            self._drop_server()
-            raise
-        return server
+        for start in range(1, PORT_STARTS + 1):
+            server = LaunchedServer.launch(
+                self.spec, name=_actor_name("server", self.group.server_key),
+                tp_size=server_gpus(self.group), pg=self.pg, bundle=0, log_path=log_path,
+                variant_env=config["variant"]["env"], schedule_timeout_s=PLACEMENT_TIMEOUT_S,
+                access=access)
+            info = server.info
+            server.ledger_id = record.server_started(
+                self.group.server_key, int(info["pid"]), int(info["pgid"]), info.get("host"),
+                info.get("create_time"))
+            self.ctl.echo(f"{prefix}: starting server {self.group.variant} (pid {info['pid']}, "
+                          f"GPUs {info['cuda_visible_devices'] or '-'}, log at stop: {log_path})")
+            try:
+                yield from server.wait_ready(self.spec.ready_timeout_s, self._on_phase(prefix))
+            except PortLost as e:
+                self.server = server
+                self._drop_server()
+                if start == PORT_STARTS:
+                    raise
+                self.ctl.echo(f"{prefix}: {e}; starting it again on new ports")
+                continue
+            except BaseException:
+                self.server = server
+                self._drop_server()
+                raise
+            return server
+        raise AssertionError("unreachable: the last start returns or raises")
 
     def _on_phase(self, prefix: str) -> Callable[[str], None]:
         """Where a server's start-up phases (loading weights, capturing CUDA graphs) go."""

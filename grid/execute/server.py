@@ -20,7 +20,7 @@ import ray
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors import _process, probe
-from actors.server import ServerActor
+from actors.server import PortLostError, ServerActor
 from engines.detect import Offers
 from engines.launch import LaunchSpec
 from engines.redact import redact_argv
@@ -56,6 +56,11 @@ class ServerDown(RuntimeError):
     def __init__(self, message: str, log_tail: str = "") -> None:
         super().__init__(message)
         self.log_tail = log_tail
+
+
+class PortLost(ServerDown):
+    """Another process took a port of the server before the server bound it (the actor's
+    PortLostError): started again on new ports, not counted against the variant."""
 
 
 class Server(Protocol):
@@ -234,7 +239,9 @@ class LaunchedServer:
             try:
                 status = ray.get(ref)
             except ray.exceptions.RayTaskError as e:  # the process exited before it was ready
-                raise ServerDown(first_line(e), str(getattr(e, "cause", None) or e)) from None
+                cause = getattr(e, "cause", None)
+                down = PortLost if isinstance(cause, PortLostError) else ServerDown
+                raise down(first_line(e), str(cause or e)) from None
             except ray.exceptions.RayError as e:
                 raise ServerDown(f"server actor lost while starting: {first_line(e)}",
                                  self.log_tail()) from None

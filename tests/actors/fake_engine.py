@@ -2,15 +2,19 @@
 
 Modes: ok (serves /health), crash (logs and exits 3 at start), refuse (logs a traceback with
 blank lines and trailing newlines, as a Python engine dying at start does, and exits 1), never
-(never listens),
-ignore-sigterm (serves /health, ignores SIGTERM), grandchild (serves /health and starts a
-grandchild that writes its pid to --pid-file and sleeps). `--config FILE` logs the file's path
-and content (it must exist when the engine starts). `--api-key KEY` is logged in the clear, as
-SGLang logs its server_args (python/sglang/srt/entrypoints/engine.py)."""
+(never listens), bind-late (waits for --go FILE, then binds its port with asyncio's
+create_server, as uvicorn does; should that fail, logs the OSError as uvicorn does and hangs, as
+SGLang's server then waits for its scheduler), ignore-sigterm (serves /health, ignores SIGTERM),
+grandchild (serves /health and starts a grandchild that writes its pid to --pid-file and
+sleeps). `--config FILE` logs the file's path and content (it must exist when the engine
+starts). `--api-key KEY` is logged in the clear, as SGLang logs its server_args
+(python/sglang/srt/entrypoints/engine.py)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import os
 import signal
 import subprocess
 import sys
@@ -27,6 +31,11 @@ class Health(BaseHTTPRequestHandler):
         pass
 
 
+async def _bind(port: int) -> None:
+    server = await asyncio.get_running_loop().create_server(asyncio.Protocol, "127.0.0.1", port)
+    server.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("mode")
@@ -34,6 +43,7 @@ def main() -> None:
     parser.add_argument("--pid-file")
     parser.add_argument("--config")
     parser.add_argument("--api-key")
+    parser.add_argument("--go")
     args = parser.parse_args()
     print(f"fake engine {args.mode} starting", flush=True)
     if args.api_key:
@@ -52,6 +62,15 @@ def main() -> None:
     if args.mode == "never":
         while True:
             time.sleep(1)
+    if args.mode == "bind-late":
+        while not os.path.exists(args.go):
+            time.sleep(0.05)
+        try:
+            asyncio.run(_bind(args.port))
+        except OSError as exc:
+            print(f"ERROR:    {exc}", flush=True)  # uvicorn's logger.error(exc)
+            while True:
+                time.sleep(1)
     if args.mode == "ignore-sigterm":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.mode == "grandchild":

@@ -13,7 +13,7 @@ import pytest
 import ray
 
 from actors._process import port_is_free
-from actors.server import ServerActor
+from actors.server import PortLostError, ServerActor
 from engines.launch import FILES_DIR, LaunchSpec, LogPhase, StartupTiming
 from engines.sglang.command import build_sim_launch
 
@@ -185,6 +185,35 @@ def test_port_taken_is_a_clear_error(tmp_path):
             ray.get(actor.start.remote([port]))
         assert ray.get(actor.exit_code.remote()) is None  # nothing was launched
         ray.kill(actor)
+
+
+def test_a_port_taken_after_launch_is_a_port_lost_error_while_the_server_hangs(tmp_path):
+    """Another process binds the port between the check before launch and the server's own
+    bind: the server logs the OS's error and hangs (as SGLang's does); poll_ready says the port
+    was lost within seconds, not at the ready timeout."""
+    go = tmp_path / "go"
+    spec = LaunchSpec(argv=[sys.executable, FAKE, "bind-late", "--go", str(go)],
+                      ready_timeout_s=300)
+    actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec)
+    info = ray.get(actor.start.remote())
+    port = int(info["url"].rsplit(":", 1)[1])
+    with socket.socket() as thief:
+        thief.bind(("127.0.0.1", port))
+        thief.listen()
+        go.touch()
+        started = time.monotonic()
+        with pytest.raises(ray.exceptions.RayTaskError) as caught:
+            for _ in range(20):
+                ray.get(actor.poll_ready.remote(1.0))
+        assert time.monotonic() - started < 10
+    assert isinstance(caught.value.cause, PortLostError)
+    first = str(caught.value.cause).splitlines()[0]
+    assert first.startswith(f"a port of the server ({port}) was taken before it bound it: ")
+    assert "address already in use" in first.lower()
+    assert ray.get(actor.exit_code.remote()) is None  # still hanging: stop() ends it
+    ray.get(actor.stop.remote())
+    ray.kill(actor)
+    assert not psutil.pid_exists(info["pid"])
 
 
 def test_missing_interpreter_on_the_node_is_a_clear_start_error():

@@ -100,14 +100,20 @@ def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, tr
 
 def test_vllm_drafts_only_up_to_the_threshold(tmp_path, engines_python, trained_models):
     # The variant with speculative_disable_above_batch=N starts vLLM with the batch-size
-    # schedule [[1, N, k], [N+1, max_num_seqs, 0]] (engines/vllm/command.py): at concurrency
-    # 4, N=4 drafts on every step, N=2 only while at most two requests run (the cell's tail).
+    # schedule [[1, N, k], [N+1, max_num_seqs, 0]] (engines/vllm/command.py), and vLLM picks the
+    # draft count per step from the requests scheduled. One round of four requests at
+    # concurrency 4 (64 tokens each, ignore_eos): the four run together from the step they have
+    # all arrived until they finish, so N=4 drafts on every step and N=2 only while the round is
+    # still arriving (a step or two; its first arrivals, ahead by those steps, then finish a
+    # step or two early). More requests than one round would let the streams drift apart and
+    # two finishing close together leave two running, drafting: a test of the closed loop's
+    # timing on the machine, not of the schedule.
     lines: list[str] = []
     outcome = run(["+sweep=cpu_lesson", f"results_dir={tmp_path}",
                    f"engine.python={engines_python}",
                    "grid.axes={variant:[tiny_trained_draft],workload:[coding]}",
                    "variant.speculative_disable_above_batch=2,4",
-                   "load.num_requests=16"], echo=lines.append)
+                   "load.num_requests=4"], echo=lines.append)
     log = "\n".join(lines)
     assert outcome.exit_code == 0, log
     cells = load_cells(outcome.run_dir)
@@ -120,20 +126,15 @@ def test_vllm_drafts_only_up_to_the_threshold(tmp_path, engines_python, trained_
     by_variant = dict(zip(cells.cell_id, cells.variant, strict=True))
 
     requests = load_requests(outcome.run_dir)
-    assert (requests.status == "ok").all()
+    assert (requests.status == "ok").all() and len(requests) == 16
     steps = requests.assign(variant=requests.cell_id.map(by_variant),
                             verify=requests.spec_verify_ct.fillna(0).astype(int))
-    per = steps.groupby("variant").verify
-    on, off = "tiny_trained_draft__off_above-4", "tiny_trained_draft__off_above-2"
-    # Threshold 4 at concurrency 4: every request drafted (64 tokens, at most one per step
-    # plus the accepted drafts: dozens of verify steps each).
-    assert (steps[steps.variant == on].verify > 10).all(), steps
-    # Threshold 2: vLLM picks the draft count per step from the requests scheduled, so a
-    # request drafts only on steps with at most two running: while the requests of a closed
-    # loop's new round are still arriving (a step or two; one machine's median was 1, this
-    # one's 0: 9 of 16 requests never drafted at T 0, one in the tail drafted on 49 steps), and
-    # in the cell's tail. So most requests drafted on at most two steps, and all of them
-    # together on far fewer than at threshold 4.
-    assert per.median()[off] <= 2, steps
-    assert per.sum()[off] < per.sum()[on] / 4, per.sum()
+    on = steps[steps.variant == "tiny_trained_draft__off_above-4"].verify
+    off = steps[steps.variant == "tiny_trained_draft__off_above-2"].verify
+    # Threshold 4: every request drafted on every step (64 tokens, one per step plus the
+    # accepted drafts of at most 4: at least 13 verify steps; two machines gave 21-63).
+    assert (on > 10).all(), steps
+    # Threshold 2: a request drafted on a few steps at most (two machines: 0 or 1 each).
+    assert (off <= 8).all(), steps
+    assert off.sum() < on.sum() / 4, steps
     assert_steps_are_the_servers(outcome.run_dir, requests)

@@ -4,6 +4,7 @@ failures — each fails one cell, and the run goes on."""
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 
@@ -11,6 +12,7 @@ import pytest
 import ray
 
 import grid.execute.controller
+from grid.execute.server import LaunchedServer
 from grid.loader import load_cells
 from grid.run import EXIT_FAILED_CELLS
 from tests.grid.execute.smoke_runs import assert_no_orphans, ledger_rows, run_smoke
@@ -104,4 +106,35 @@ def test_server_starts_are_retried_up_to_max_server_starts(tmp_path):
     assert "not ready after 2 s" in errors[0] and "not ready after 2 s" in errors[1]
     assert errors[2].startswith("server did not start (2 attempt(s), run.max_server_starts=2)")
     assert len(ledger_rows(outcome.run_dir, "SELECT id FROM servers")) == 2  # default: 2 starts
+    assert_no_orphans(outcome.run_dir)
+
+
+def test_a_port_taken_before_the_server_binds_it_starts_the_server_again(tmp_path, monkeypatch):
+    """Another process takes the server's port between its launch and its bind (an outgoing
+    connection was seen to take SGLang's that way): the server starts again on new ports, not
+    as a failed start, and every cell runs. The port is taken by a real listening socket, the
+    simulator's bind fails for real."""
+    real_launch = LaunchedServer.launch.__func__  # type: ignore[attr-defined]
+    thieves: list[socket.socket] = []
+
+    def launch_and_take_the_first_port(cls, spec, **kwargs):
+        server = real_launch(cls, spec, **kwargs)
+        if not thieves:  # the simulator is still importing: it binds a second or so later
+            thief = socket.socket()
+            thief.bind(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))
+            thief.listen()
+            thieves.append(thief)
+        return server
+
+    monkeypatch.setattr(LaunchedServer, "launch", classmethod(launch_and_take_the_first_port))
+    try:
+        outcome, out = run_smoke(tmp_path, "run.max_server_starts=1")
+    finally:
+        for thief in thieves:
+            thief.close()
+    assert outcome.exit_code == 0, out
+    assert len(thieves) == 1
+    assert "was taken before it bound it" in out and "starting it again on new ports" in out, out
+    assert (load_cells(outcome.run_dir).status == "done").all()
+    assert len(ledger_rows(outcome.run_dir, "SELECT id FROM servers")) == 2
     assert_no_orphans(outcome.run_dir)

@@ -101,6 +101,8 @@ class ServerActor:
         """Seconds from the start of the process to its first ready answer."""
         self._lock = threading.Lock()
         self._sampler: probe.MetricsSampler | None = None
+        self._ports_lost: list[int] = []
+        """Ports the server's log says another process took before the server bound them."""
 
     def start(self, ports: list[int] | None = None) -> dict[str, Any]:
         """Start the process on `ports` (default: free ones chosen now), each checked free
@@ -128,6 +130,7 @@ class ServerActor:
             self._spawned, self._ready_s = time.monotonic(), None
             self.proc = _process.spawn(argv, env, self.log_path)
             self.ports, self.env, self.argv = ports, env, argv
+            self._ports_lost = []
             self.phase = "starting"
         return {
             "started_at": started_at,
@@ -173,6 +176,10 @@ class ServerActor:
                 lost = (_process.bind_failure(tail, last=5) if code is not None
                         else _process.bind_failure(tail, self.ports))
                 if lost is not None:
+                    # the ports the line names; all of them where it names none (vLLM's
+                    # traceback ends "OSError: [Errno 98] Address already in use")
+                    self._ports_lost = ([p for p in self.ports if re.search(rf"\b{p}\b", lost)]
+                                        or list(self.ports))
                     raise PortLostError(f"a port of the server ({', '.join(map(str, self.ports))})"
                                         f" was taken before it bound it: {self._hide(lost)}"
                                         f"\nlog tail:\n{self.log_tail()}")
@@ -238,7 +245,10 @@ class ServerActor:
                 code = self.proc.poll()
             else:
                 _process.kill_tree(pid, pid, 0.5)  # grandchildren of a server that died
-            ports_free = _process.wait_ports_free(self.ports, timeout_s=30, host=self.host)
+            # A port another process took is not the server's to free: waiting would only
+            # spend the 30 s before the start on new ports.
+            ours = [port for port in self.ports if port not in self._ports_lost]
+            ports_free = _process.wait_ports_free(ours, timeout_s=30, host=self.host)
             self.proc = None
             self.phase = "stopped"
             log = self._hide(_read_log(self.log_path))

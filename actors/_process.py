@@ -64,11 +64,15 @@ def bind_failure(log: str, ports: Sequence[int] = (), last: int | None = None) -
     its `last` non-blank lines where given (how a process that died of it ends), and naming one
     of `ports` where given. Both engines log such lines on the way to success too (vLLM's
     "Address already in use. Retrying with a new port." for its internal ports)."""
-    named = re.compile(r"\b(" + "|".join(map(str, ports)) + r")\b") if ports else None
     lines = [line.strip() for line in log.splitlines() if line.strip()]
     return next((line for line in lines[-last if last else 0:]
-                 if ADDRESS_IN_USE.search(line) and (named is None or named.search(line))),
+                 if ADDRESS_IN_USE.search(line) and (not ports or ports_named(line, ports))),
                 None)
+
+
+def ports_named(line: str, ports: Sequence[int]) -> list[int]:
+    """Those of `ports` that `line` names (as a number of its own, not inside a longer one)."""
+    return [port for port in ports if re.search(rf"\b{port}\b", line)]
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:

@@ -178,8 +178,7 @@ class ServerActor:
                 if lost is not None:
                     # the ports the line names; all of them where it names none (vLLM's
                     # traceback ends "OSError: [Errno 98] Address already in use")
-                    self._ports_lost = ([p for p in self.ports if re.search(rf"\b{p}\b", lost)]
-                                        or list(self.ports))
+                    self._ports_lost = _process.ports_named(lost, self.ports) or list(self.ports)
                     raise PortLostError(f"a port of the server ({', '.join(map(str, self.ports))})"
                                         f" was taken before it bound it: {self._hide(lost)}"
                                         f"\nlog tail:\n{self.log_tail()}")

@@ -15,6 +15,7 @@ Numbers: measured ones are real engine, CPU, tiny trained models; predicted ones
 
     python bench/twin_cpu.py --out /tmp/twin-cpu                 # run the sweep, fit, print
     python bench/twin_cpu.py --out /tmp/twin-cpu --reuse         # fit and print again
+    python bench/twin_cpu.py --out /tmp/twin-omp1 ++variant.env.OMP_NUM_THREADS=1   # overrides
 """
 
 from __future__ import annotations
@@ -102,13 +103,15 @@ def main() -> int:
     ap.add_argument("--holdout", default="2,8", help="loads held out (default 2,8)")
     ap.add_argument("--replicates", type=int, default=20)
     ap.add_argument("--run-id", default=RUN_ID, help="the run folder's name under --out")
+    ap.add_argument("overrides", nargs="*",
+                    help="more grid.run overrides for the sweep (++variant.env.OMP_NUM_THREADS=1)")
     ns = ap.parse_args()
     ns.out.mkdir(parents=True, exist_ok=True)
     run_dir = ns.out / ns.run_id
     if not ns.reuse:
         env_python = os.environ.get("SPECGRID_VLLM_PYTHON", str(ROOT / ".venv-engines/bin/python"))
-        wall, run_dir, rc = run_grid(["+sweep=cpu_twin", f"engine.python={env_python}"],
-                                     ns.out, ns.run_id)
+        wall, run_dir, rc = run_grid(["+sweep=cpu_twin", f"engine.python={env_python}",
+                                      *ns.overrides], ns.out, ns.run_id)
         print(f"+sweep=cpu_twin: exit {rc} in {wall:.0f} s (log {ns.out}/{ns.run_id}.log)")
         if rc != 0:
             return rc

@@ -109,6 +109,7 @@ def test_server_starts_are_retried_up_to_max_server_starts(tmp_path):
     assert_no_orphans(outcome.run_dir)
 
 
+@pytest.mark.slow
 def test_a_port_taken_before_the_server_binds_it_starts_the_server_again(tmp_path, monkeypatch):
     """Another process takes the server's port between its launch and its bind (an outgoing
     connection was seen to take SGLang's that way): the server starts again on new ports, not

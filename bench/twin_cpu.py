@@ -15,7 +15,7 @@ Numbers: measured ones are real engine, CPU, tiny trained models; predicted ones
 
     python bench/twin_cpu.py --out /tmp/twin-cpu                 # run the sweep, fit, print
     python bench/twin_cpu.py --out /tmp/twin-cpu --reuse         # fit and print again
-    python bench/twin_cpu.py --out /tmp/twin-omp1 ++variant.env.OMP_NUM_THREADS=1   # overrides
+    python bench/twin_cpu.py --out /tmp/twin-omp2 ++variant.env.OMP_NUM_THREADS=2   # overrides
 """
 
 from __future__ import annotations
@@ -104,7 +104,7 @@ def main() -> int:
     ap.add_argument("--replicates", type=int, default=20)
     ap.add_argument("--run-id", default=RUN_ID, help="the run folder's name under --out")
     ap.add_argument("overrides", nargs="*",
-                    help="more grid.run overrides for the sweep (++variant.env.OMP_NUM_THREADS=1)")
+                    help="more grid.run overrides for the sweep (++variant.env.OMP_NUM_THREADS=2)")
     ns = ap.parse_args()
     ns.out.mkdir(parents=True, exist_ok=True)
     run_dir = ns.out / ns.run_id

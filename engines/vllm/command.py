@@ -42,6 +42,7 @@ default, where only the node itself reaches those endpoints.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
@@ -87,16 +88,29 @@ DEFAULT_NGRAM = (1, 3)
 """prompt_lookup_min / max when the variant gives no match window (SGLang's defaults differ by
 version; these are vLLM's documented example values)."""
 
+def cpu_threads() -> int:
+    """OpenMP threads for a vLLM server on the CPU: the cores this process may run on, less the
+    one vLLM's own thread setup keeps for its scheduler process (vllm/utils/ompmultiprocessing.py,
+    `reserve_cpu_num`: "at least reserve 1 ... core for scheduler proc"). That setup is skipped
+    under VLLM_CPU_OMP_THREADS_BIND=nobind, and OpenMP then runs a thread on every core, spinning
+    against the API server and the load generators. Measured on 2 cores (real engine, CPU,
+    `bench/twin_cpu.py`): with 2 threads the same sweep's baseline cell moved 1.7-3.1x between
+    runs and the speedup's sign flipped; with 1, throughput doubled and runs kept the sign."""
+    return max(1, len(os.sched_getaffinity(0)) - 1)
+
+
 CPU_ENV: dict[str, str] = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
+    "OMP_NUM_THREADS": str(cpu_threads()),
     "TMPDIR": FILES_DIR,
     "VLLM_CACHE_ROOT": f"{FILES_DIR}/vllm-cache",
 }
 """vLLM on the CPU: 1 GiB of KV cache (a tiny model needs a few MB; the default takes 4 GiB of
 a 24 GiB machine per server), no OpenMP thread pinning (the cores are shared with the load
-generators), and the server's own folder for the ZMQ socket files vLLM leaves in TMPDIR and
-for its compile cache. A variant's env overrides each."""
+generators) but one core left to the rest (cpu_threads), and the server's own folder for the
+ZMQ socket files vLLM leaves in TMPDIR and for its compile cache. A variant's env overrides
+each."""
 
 COMMON_ENV: dict[str, str] = {"VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1",
                               "HF_HUB_OFFLINE": "1"}

@@ -13,7 +13,12 @@ import pytest
 import yaml
 
 from engines.base import ServerRequest
-from engines.vllm.command import batch_ranges, build_vllm_launch, threshold_schedule
+from engines.vllm.command import (
+    batch_ranges,
+    build_vllm_launch,
+    cpu_threads,
+    threshold_schedule,
+)
 from engines.vllm.engine import ENGINE
 from engines.vllm.validate import check_batch
 
@@ -94,6 +99,19 @@ def test_cpu_device_runs_eager_in_one_process_with_private_folders() -> None:
     assert env["VLLM_SERVER_DEV_MODE"] == "1"  # what serves /reset_prefix_cache
     assert spec.endpoints.flush_cache == "/reset_prefix_cache"
     assert spec.health_path == "/health"
+    # one core left to the API server and the load generators; a variant's env overrides it
+    assert env["OMP_NUM_THREADS"] == str(max(1, len(os.sched_getaffinity(0)) - 1))
+    assert env["VLLM_CPU_OMP_THREADS_BIND"] == "nobind"
+    mine = build_vllm_launch(ServerRequest(args={"max_running_requests": 8},
+                                           env={"OMP_NUM_THREADS": 3}, model_path="/m",
+                                           device="cpu", python="py"))
+    assert mine.env_in("/srv")["OMP_NUM_THREADS"] == "3"
+
+
+def test_cpu_threads_leave_the_core_vllm_keeps_for_its_scheduler(monkeypatch) -> None:
+    for cores, threads in (({0, 1}, 1), ({0, 1, 2, 3, 4, 5, 6, 7}, 7), ({3}, 1)):
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, cores=cores: cores)
+        assert cpu_threads() == threads
 
 
 @needs_vllm

@@ -88,6 +88,7 @@ DEFAULT_NGRAM = (1, 3)
 """prompt_lookup_min / max when the variant gives no match window (SGLang's defaults differ by
 version; these are vLLM's documented example values)."""
 
+
 def cpu_threads() -> int:
     """OpenMP threads for a vLLM server on the CPU: the cores this process may run on, less the
     one vLLM's own thread setup keeps for its scheduler process (vllm/utils/ompmultiprocessing.py,

@@ -132,9 +132,9 @@ def test_vllm_drafts_only_up_to_the_threshold(tmp_path, engines_python, trained_
     on = steps[steps.variant == "tiny_trained_draft__off_above-4"].verify
     off = steps[steps.variant == "tiny_trained_draft__off_above-2"].verify
     # Threshold 4: every request drafted on every step (64 tokens, one per step plus the
-    # accepted drafts of at most 4: at least 13 verify steps; two machines gave 21-63).
+    # accepted drafts of at most 4: at least 13 verify steps; two runs gave 21-63).
     assert (on > 10).all(), steps
-    # Threshold 2: a request drafted on a few steps at most (two machines: 0 or 1 each).
+    # Threshold 2: a request drafted on a few steps at most (two runs: 0 or 1 each).
     assert (off <= 8).all(), steps
     assert off.sum() < on.sum() / 4, steps
     assert_steps_are_the_servers(outcome.run_dir, requests)

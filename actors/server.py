@@ -265,13 +265,26 @@ class ServerActor:
             probe.flush_cache(self._url(), self.access, timeout_s,
                               self.spec.endpoints.flush_cache)
 
-    def server_info(self) -> dict[str, Any]:
-        path = self.spec.endpoints.server_info
-        return probe.get_json(self._url(), path, self.access) if path else {}
-
     def start_metrics(self, interval_s: float) -> None:
         self._sampler = probe.MetricsSampler(self._url(), self.access, interval_s).start()
 
-    def stop_metrics(self) -> list[tuple[float, str, dict[str, str], float]]:
+    def end_cell(self, probe_timeout_s: float = 5.0) -> dict[str, Any]:
+        """Everything the driver records at the end of a cell, in one call: the `/metrics`
+        samples taken during it (the last scrape now), the process's exit code (None while it
+        runs), and then either its log tail (it exited) or its `/server_info` snapshot and
+        whether it still answers `/health` within `probe_timeout_s` (`unresponsive`: why
+        not, or None). A server that stopped answering costs this call `probe_timeout_s` per
+        probe, never more: the driver bounds the call itself too."""
         sampler, self._sampler = self._sampler, None
-        return sampler.stop() if sampler else []
+        samples = sampler.stop() if sampler else []
+        code = self.exit_code()
+        if code is not None:
+            return {"samples": samples, "exit_code": code, "info": {},
+                    "log_tail": self.log_tail(), "unresponsive": None}
+        unresponsive = probe.health(self._url(), self.access, timeout=probe_timeout_s)
+        info: dict[str, Any] = {}
+        path = self.spec.endpoints.server_info
+        if unresponsive is None and path:
+            info = probe.get_json(self._url(), path, self.access, timeout=probe_timeout_s)
+        return {"samples": samples, "exit_code": None, "info": info, "log_tail": "",
+                "unresponsive": unresponsive}

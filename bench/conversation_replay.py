@@ -37,11 +37,9 @@ sys.path.insert(0, str(HERE))
 import fixed_schedule_server  # noqa: E402
 import uvloop  # noqa: E402
 
-from actors.loadgen.conversation import (  # noqa: E402
-    ConversationResult,
-    run_conversations,
-)
+from actors.loadgen.conversation import run_conversations  # noqa: E402
 from actors.loadgen.conversation_plan import ConversationLoadSpec  # noqa: E402
+from actors.loadgen.spec import LoadResult  # noqa: E402
 from workloads.conversations import Conversation, Turn  # noqa: E402
 
 SERVER_CPU = 0
@@ -81,7 +79,7 @@ def cpu_available(seconds: float = 1.0) -> float:
     return (time.process_time() - c0) / (time.perf_counter() - t0)
 
 
-async def _with_ticker(spec: ConversationLoadSpec) -> tuple[ConversationResult, list[float]]:
+async def _with_ticker(spec: ConversationLoadSpec) -> tuple[LoadResult, list[float]]:
     """Run the load with a ticker that records how late each 5 ms sleep wakes up."""
     lags: list[float] = []
 

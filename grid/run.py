@@ -370,6 +370,7 @@ def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
             ctl = keep[0] if keep else None
             if ctl is None:
                 ctl = Controller(plan, record, max_error_rate=float(cfg.run.max_error_rate),
+                                 call_timeout_s=float(cfg.run.call_timeout_s),
                                  metrics_interval_s=cfg.run.metrics_interval_s,
                                  echo=progress.echo, progress=progress,
                                  telemetry_interval_s=cfg.run.telemetry_interval_s,

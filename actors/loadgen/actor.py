@@ -12,10 +12,12 @@ starting while others still warm up)::
     start_at = time.time() + START_MARGIN_S                                  # one shared origin
     results = ray.get([a.run.remote(start_at) for a in actors])              # LoadResult each
 
-``prepare`` builds the requests, opens connections and runs the client's warm-up requests (all
-completed). ``run`` waits until ``start_at`` (epoch s) and runs the measured window; a
-``start_at`` already past when ``run`` starts re-anchors at that moment (no backlog of arrivals
-fired at once; ``stats["start_late_s"]`` says by how much). ``run`` closes the connections; a
+``prepare`` takes a prompt load (``LoadSpec``) or a conversation load
+(``ConversationLoadSpec``) alike: it builds the requests, opens connections and runs the
+client's warm-up requests (all completed; a conversation load has none). ``run`` waits until
+``start_at`` (epoch s) and runs the measured window; a ``start_at`` already past when ``run``
+starts re-anchors at that moment (no backlog of arrivals fired at once;
+``stats["start_late_s"]`` says by how much). ``run`` closes the connections; a
 ``prepare`` not followed by ``run`` is closed by the next ``prepare`` or ``close``.
 """
 
@@ -24,11 +26,11 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import ray
 
-from actors.loadgen.conversation import ConversationResult, ConversationRun
+from actors.loadgen.conversation import ConversationRun
 from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.runner import LoadRun, new_event_loop_runner
 from actors.loadgen.spec import LoadResult, LoadSpec
@@ -40,6 +42,17 @@ START_MARGIN_S = 0.5
 (``start_late_s``)."""
 
 T = TypeVar("T")
+
+
+class Load(Protocol):
+    """One client's share of one cell, prompt or conversation load alike."""
+
+    tally: Tally
+    """Live counts of its requests (rounds), read from the actor's own loop."""
+
+    async def prepare(self) -> dict[str, Any]: ...
+    async def measure(self, start_at: float | None) -> LoadResult: ...
+    async def aclose(self) -> None: ...
 
 
 class LoopThread:
@@ -71,39 +84,43 @@ class LoopThread:
             self._thread.join(timeout=5)
 
 
+def open_load(spec: LoadSpec | ConversationLoadSpec) -> Load:
+    """The client's share of a cell: prompts (runner.py) or conversations (conversation.py)."""
+    return LoadRun(spec) if isinstance(spec, LoadSpec) else ConversationRun(spec)
+
+
 @ray.remote(max_restarts=0)
 class LoadGenActor:
     def __init__(self) -> None:
         self._loop = LoopThread()
-        self._run: LoadRun | None = None
+        self._load: Load | None = None
         self._live: Tally | None = None
         """The counts of the cell being prepared or run (None between cells)."""
-        self._conversations: ConversationRun | None = None
 
-    async def prepare(self, spec: LoadSpec) -> dict[str, Any]:
-        """Connect and warm up for one cell (see the module doc)."""
+    async def prepare(self, spec: LoadSpec | ConversationLoadSpec) -> dict[str, Any]:
+        """Connect (and warm up, for prompts) for one cell (see the module doc)."""
         await self.close()
 
         async def go() -> dict[str, Any]:
-            self._run = LoadRun(spec)
-            self._live = self._run.tally  # the warm-up's progress counts too
-            return await self._run.prepare()
+            self._load = open_load(spec)
+            self._live = self._load.tally  # the warm-up's progress counts too
+            return await self._load.prepare()
 
         return await self._loop.call(go())
 
     async def run(self, start_at: float | None) -> LoadResult:
         """The measured window of the prepared cell, from ``start_at`` (epoch s)."""
-        if self._run is None:
+        if self._load is None:
             raise RuntimeError("run() without prepare()")
-        run, self._run = self._run, None
+        load, self._load = self._load, None
 
         async def go() -> LoadResult:
             try:
-                return await run.measure(start_at)
+                return await load.measure(start_at)
             finally:
-                await run.aclose()
+                await load.aclose()
 
-        self._live = run.tally
+        self._live = load.tally
         try:
             return await self._loop.call(go())
         finally:
@@ -117,49 +134,12 @@ class LoadGenActor:
         live = self._live
         return live.progress() if live is not None else None
 
-    async def prepare_conversations(self, spec: ConversationLoadSpec) -> dict[str, Any]:
-        """Connect for a conversation cell (one connection per conversation in flight; a
-        conversation load has no warm-up: every round is measured)."""
-        await self.close()
-
-        async def go() -> dict[str, Any]:
-            run = ConversationRun(spec, counter=Tally())
-            self._conversations = run
-            self._live = run.counter
-            await run.prepare()
-            return {}
-
-        return await self._loop.call(go())
-
-    async def run_conversations(self, start_at: float | None) -> ConversationResult:
-        """The prepared conversation load (actors/loadgen/conversation.py), from ``start_at``
-        (epoch s; already past = now), so the clients of a cell start together as ``run``'s
-        do."""
-        if self._conversations is None:
-            raise RuntimeError("run_conversations() without prepare_conversations()")
-        run, self._conversations = self._conversations, None
-
-        async def go() -> ConversationResult:
-            try:
-                return await run.run(start_at)
-            finally:
-                await run.aclose()
-
-        self._live = run.counter
-        try:
-            return await self._loop.call(go())
-        finally:
-            self._live = None
-
     async def close(self) -> None:
         """Close a prepared cell that will not run."""
         self._live = None
-        if self._conversations is not None:
-            conv, self._conversations = self._conversations, None
-            await self._loop.call(conv.aclose())
-        if self._run is not None:
-            run, self._run = self._run, None
-            await self._loop.call(run.aclose())
+        if self._load is not None:
+            load, self._load = self._load, None
+            await self._loop.call(load.aclose())
 
     async def ping(self) -> bool:
         return True

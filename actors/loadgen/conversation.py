@@ -1,4 +1,4 @@
-"""``run_conversations(spec) -> ConversationResult``: multi-turn conversations as load (no Ray).
+"""``run_conversations(spec) -> LoadResult``: multi-turn conversations as load (no Ray).
 
 Each conversation replays round by round: round k's request carries the whole history
 (:class:`workloads.conversations.render.History`), is streamed and timed like any single
@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import json
 import time
-from dataclasses import dataclass
 from time import perf_counter, process_time
 from typing import Any
 
@@ -41,6 +40,7 @@ from actors.loadgen.conversation_plan import (
     think_times,
     unrun_rows,
 )
+from actors.loadgen.spec import LoadResult
 from actors.loadgen.streams import (
     ChatSink,
     NativeSink,
@@ -56,14 +56,6 @@ from workloads.conversations.render import History
 
 _PLACEHOLDER = "\x00specgrid-context\x00"
 """Stands for the prompt / messages in a body template (a NUL cannot occur in the rest)."""
-
-
-@dataclass
-class ConversationResult:
-    """Rows (one per round, in conversation start order) and the client's stats."""
-
-    rows: list[dict[str, Any]]
-    stats: dict[str, Any]
 
 
 class NativeReplySink(NativeSink):
@@ -236,14 +228,16 @@ class ConversationRun:
     """One client's share of a conversation cell, in two steps like a prompt cell's
     :class:`actors.loadgen.runner.LoadRun`: :meth:`prepare` builds the transport and client and
     opens one connection per conversation in flight (raw transport) before the cell's shared
-    start, so no handshake lands in a round's TTFT and no client starts late; :meth:`run` drives
-    the conversations from ``start_at``; :meth:`aclose` closes the client."""
+    start, so no handshake lands in a round's TTFT and no client starts late; :meth:`measure`
+    drives the conversations from ``start_at`` (their rows, one per round in conversation
+    start order, and the client's stats); :meth:`aclose` closes the client. ``tally`` counts
+    the rounds as they end (live progress). There is no warm-up: every round is measured."""
 
     def __init__(self, spec: ConversationLoadSpec,
                  transport: httpx.AsyncBaseTransport | None = None,
-                 counter: Tally | None = None) -> None:
+                 ) -> None:
         self.spec = spec
-        self.counter = counter
+        self.tally = Tally()
         self._tr = transport if transport is not None else make_transport(
             spec.transport, tls_verify=spec.tls_verify, ca_bundle=spec.ca_bundle,
             keepalive_s=spec.keepalive_s)
@@ -252,20 +246,21 @@ class ConversationRun:
             timeout=httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s))
         self._cl = _Client(spec, self._client, self._tr)
 
-    async def prepare(self) -> None:
+    async def prepare(self) -> dict[str, Any]:
         spec, tr = self.spec, self._tr
         if spec.concurrency and isinstance(tr, StampingTransport):
             with contextlib.suppress(httpx.TransportError):  # the rounds report a failure
                 await tr.preconnect(str(self._cl.url), spec.concurrency, spec.connect_timeout_s)
+        return {"ready_at": time.time()}
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
-    async def run(self, start_at: float | None = None) -> ConversationResult:
+    async def measure(self, start_at: float | None = None) -> LoadResult:
         """The conversations, from ``start_at`` (epoch s; already past or None = now)."""
         if start_at is not None:
             await asyncio.sleep(max(0.0, start_at - time.time()))
-        spec, cl, counter = self.spec, self._cl, self.counter
+        spec, cl, counter = self.spec, self._cl, self.tally
         offset = time.time() - perf_counter()
         convs = spec.selected()
         results: list[list[dict[str, Any]]] = [[] for _ in convs]
@@ -310,19 +305,17 @@ class ConversationRun:
             await asyncio.gather(*tasks)
         wall, cpu = perf_counter() - t0, process_time() - cpu0
         rows = [r for conv_rows in results for r in conv_rows]
-        return ConversationResult(rows, _stats(rows, wall, cpu, t0 + offset, len(convs)))
+        return LoadResult(rows, _stats(rows, wall, cpu, t0 + offset, len(convs)))
 
 
 async def run_conversations(spec: ConversationLoadSpec,
-                            transport: httpx.AsyncBaseTransport | None = None,
-                            counter: Tally | None = None) -> ConversationResult:
+                            transport: httpx.AsyncBaseTransport | None = None) -> LoadResult:
     """Drive ``spec``'s conversations now; return their rows and stats. ``transport``: an
-    httpx transport to use instead of building ``spec.transport`` (closed by the client);
-    ``counter``: counts the rounds as they end (live progress)."""
-    run = ConversationRun(spec, transport, counter)
+    httpx transport to use instead of building ``spec.transport`` (closed by the client)."""
+    run = ConversationRun(spec, transport)
     try:
         await run.prepare()
-        return await run.run()
+        return await run.measure()
     finally:
         await run.aclose()
 
@@ -338,7 +331,8 @@ def _stats(rows: list[dict[str, Any]], wall: float, cpu: float, start: float,
     started = {r["conversation_id"] for r in sent}
     failed = {r["conversation_id"] for r in rows if r["status"] == "error"}
     return {
-        "window_start": start, "window_s": wall, "conversations": n_convs,
+        "window_start": start, "window_end": start + wall, "window_s": wall,
+        "conversations": n_convs,
         "conversations_started": len(started), "conversations_failed": len(failed),
         "rounds_sent": len(sent), "rounds_ok": ok,
         "rounds_per_s": ok / wall if wall > 0 else 0.0,
@@ -351,7 +345,7 @@ def _stats(rows: list[dict[str, Any]], wall: float, cpu: float, start: float,
 
 
 def run_conversations_sync(spec: ConversationLoadSpec, use_uvloop: bool = True,
-                           ) -> ConversationResult:
+                           ) -> LoadResult:
     """:func:`run_conversations` on a fresh event loop (uvloop when installed and asked for)."""
     if use_uvloop:
         try:

@@ -11,8 +11,8 @@ import json
 import shlex
 import socket
 import time
-from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -24,6 +24,7 @@ from actors.server import PortLostError, ServerActor
 from engines.detect import Offers
 from engines.launch import LaunchSpec
 from engines.redact import redact_argv
+from grid.execute.steps import CallTimeout, Steps, call, done
 from grid.plan.checks import SERVER_CPU
 from grid.store.files import append_text
 from grid.store.provenance import recorded_env
@@ -31,22 +32,8 @@ from grid.store.rows import ServerFacts
 
 PG_CPU = SERVER_CPU
 Samples = list[tuple[float, str, dict[str, str], float]]
-
-
-@dataclass(frozen=True)
-class Wait:
-    """What a step of a group's work waits for: Ray object refs, all of them (the controller
-    waits on the steps of every running group at once with `ray.wait`)."""
-
-    refs: list[Any]
-    timeout_s: float | None = None
-    """The controller throws WaitTimeout into the step after this long (None: no limit)."""
-    patient: bool = False
-    """Keep waiting past the timeout while other groups run (they hold what this one needs)."""
-
-
-class WaitTimeout(Exception):
-    """A Wait's refs were not all ready within its timeout."""
+PROBE_TIMEOUT_S = 5.0
+"""How long the end of a cell waits for the server's /health and /server_info answers."""
 
 
 class ServerDown(RuntimeError):
@@ -63,22 +50,43 @@ class PortLost(ServerDown):
     PortLostError): started again on new ports, not counted against the variant."""
 
 
+@dataclass(frozen=True)
+class CellEnd:
+    """What a server tells at the end of a cell, in one call."""
+
+    samples: Samples = field(default_factory=list)
+    """Its /metrics samples during the cell (the last scrape taken now)."""
+    death: str | None = None
+    """Why it is gone (exited, actor died, node lost), or None while it serves."""
+    hung: str | None = None
+    """Why it no longer answers though it runs (a /health probe or an actor call past its
+    bound), or None."""
+    info: dict[str, Any] = field(default_factory=dict)
+    """Its /server_info snapshot (empty once it is gone or hung)."""
+    log_tail: str = ""
+    """The end of its log, when it is gone."""
+
+    @property
+    def broken(self) -> str | None:
+        """Why the server must not serve the group's next cell (it is replaced), or None."""
+        return self.death or self.hung
+
+
 class Server(Protocol):
+    """A server as a group's steps see it: every call a step with a bound."""
+
     url: str
     api_key: str | None
     """The Bearer token its clients send (None: it expects none)."""
     ledger_id: int | None
     """The ledger's record of the process (None: nothing was launched)."""
 
-    def flush_cache(self) -> None: ...
-    def server_info(self) -> dict[str, Any]: ...
-    def start_metrics(self, interval_s: float | None) -> None: ...
-    def stop_metrics(self) -> Samples: ...
-    def death(self) -> str | None:
-        """Why the server is gone (exited, actor died, node lost), or None while it serves."""
-    def log_tail(self) -> str: ...
-    def facts(self) -> ServerFacts: ...
-    def stop(self) -> None: ...
+    def flush_cache(self, timeout_s: float) -> Steps[None]: ...
+    def start_metrics(self, interval_s: float | None, timeout_s: float) -> Steps[None]: ...
+    def end_cell(self, timeout_s: float) -> Steps[CellEnd]: ...
+    def facts(self, end: CellEnd) -> ServerFacts:
+        """What a cell records about the server, from what the server said at its end."""
+    def stop(self, timeout_s: float) -> Steps[None]: ...
 
 
 def first_line(e: BaseException) -> str:
@@ -144,42 +152,39 @@ class ExternalServer:
         why = self._probe(probe.health, self.url, self.access)
         return None if why is None else f"external server {self.url} {why}"
 
-    def flush_cache(self) -> None:
+    def flush_cache(self, timeout_s: float) -> Steps[None]:
         path = self.offers.flush_cache if self.offers else None
-        if path is None:
-            return  # none offered: noted once on connect
-        self._probe(probe.flush_cache, self.url, self.access, path=path)
+        if path is not None:  # none offered: noted once on connect
+            self._probe(probe.flush_cache, self.url, self.access, timeout_s, path=path)
+        return done(None)
 
-    def server_info(self) -> dict[str, Any]:
-        path = self.offers.server_info if self.offers else None
-        return dict(self._probe(probe.get_json, self.url, path, self.access)) if path else {}
-
-    def start_metrics(self, interval_s: float | None) -> None:
+    def start_metrics(self, interval_s: float | None, timeout_s: float) -> Steps[None]:
         if interval_s is not None:
             self._sampler = self._probe(
                 lambda: probe.MetricsSampler(self.url, self.access, interval_s).start())
+        return done(None)
 
-    def stop_metrics(self) -> Samples:
+    def end_cell(self, timeout_s: float) -> Steps[CellEnd]:
+        """Answered here, each probe bounded by its HTTP timeout."""
         sampler, self._sampler = self._sampler, None
-        return sampler.stop() if sampler else []
-
-    def death(self) -> str | None:
+        samples = sampler.stop() if sampler else []
         try:
-            return self._unhealthy()
+            death = self._unhealthy()
         except ServerDown as e:
-            return str(e)
+            death = str(e)
+        path = self.offers.server_info if self.offers else None
+        info = {} if death or not path else dict(
+            probe.get_json(self.url, path, self.access, timeout=PROBE_TIMEOUT_S))
+        return done(CellEnd(samples, death=death, info=info))
 
-    def log_tail(self) -> str:
-        return ""
+    def facts(self, end: CellEnd) -> ServerFacts:
+        return ServerFacts(info=end.info, offers=self.offers.as_dict() if self.offers else {})
 
-    def facts(self) -> ServerFacts:
-        return ServerFacts(info=self.server_info(),
-                           offers=self.offers.as_dict() if self.offers else {})
-
-    def stop(self) -> None:
+    def stop(self, timeout_s: float) -> Steps[None]:
         if self._sampler is not None:
             self._sampler.stop()
             self._sampler = None
+        return done(None)
 
 
 # --- launched ----------------------------------------------------------------------------------
@@ -195,15 +200,17 @@ class LaunchedServer:
         self.log_path = log_path
         self.variant_env = variant_env
         self.ledger_id: int | None = None
-        self._dead: str | None = None
+        self.dead: str | None = None
+        """Why the server is gone (it exited, its actor died), once known."""
+        self.hung: str | None = None
+        """Why the server is taken as hung (a call past its bound, no /health answer)."""
         self.startup: dict[str, Any] = {}
         """How long the start took (ServerActor.startup: `ready_s`, the engine's `phases`)."""
 
     @classmethod
     def launch(cls, spec: LaunchSpec, *, name: str, tp_size: int, pg: Any, bundle: int,
-               log_path: Path, variant_env: dict[str, Any],
-               schedule_timeout_s: float = 120.0,
-               access: probe.ServerAccess | None = None) -> LaunchedServer:
+               log_path: Path, variant_env: dict[str, Any], schedule_timeout_s: float,
+               access: probe.ServerAccess | None = None) -> Steps[LaunchedServer]:
         """Start the server's actor (named `name`) in bundle `bundle` of `pg` and its process;
         returns as soon as the process exists (record it, then `wait_ready`). ServerDown if it
         cannot start, or its actor cannot be scheduled within `schedule_timeout_s` (the group's
@@ -215,8 +222,9 @@ class LaunchedServer:
                 pg, placement_group_bundle_index=bundle),
         ).remote(spec, access)
         try:
-            info = ray.get(actor.start.remote(), timeout=schedule_timeout_s)
-        except ray.exceptions.GetTimeoutError:
+            info = yield from call(actor.start.remote(), "the server's actor",
+                                   schedule_timeout_s)
+        except CallTimeout:
             ray.kill(actor)
             raise ServerDown(f"the server's actor could not be scheduled within "
                              f"{schedule_timeout_s:.0f} s (its node is gone?)") from None
@@ -225,24 +233,24 @@ class LaunchedServer:
             raise ServerDown(first_line(e)) from None
         return cls(actor, info, spec.api_key, log_path, variant_env)
 
-    def wait_ready(self, timeout_s: float, on_phase: Callable[[str], None]
-                   ) -> Generator[Wait, None, None]:
+    def wait_ready(self, timeout_s: float, on_phase: Callable[[str], None],
+                   call_timeout_s: float) -> Steps[None]:
         """Poll until the server serves, reporting start-up phases from its log (`on_phase`,
-        e.g. "loading weights"; not "starting" or "ready"); yields each
-        poll for the controller to wait on alongside other work. ServerDown (with the log
-        tail) if the process exits, is not ready in `timeout_s`, or its actor dies."""
+        e.g. "loading weights"; not "starting" or "ready"); each poll is a step the controller
+        waits on alongside other work, bounded by `call_timeout_s`. ServerDown (with the log
+        tail) if the process exits, is not ready in `timeout_s`, or its actor dies or stops
+        answering."""
         deadline = time.monotonic() + timeout_s
         phase = ""
         while True:
-            ref = self.actor.poll_ready.remote(2.0)
-            yield Wait([ref])
             try:
-                status = ray.get(ref)
+                status = yield from call(self.actor.poll_ready.remote(2.0),
+                                         "the server's readiness poll", call_timeout_s)
             except ray.exceptions.RayTaskError as e:  # the process exited before it was ready
                 cause = getattr(e, "cause", None)
                 down = PortLost if isinstance(cause, PortLostError) else ServerDown
                 raise down(first_line(e), str(cause or e)) from None
-            except ray.exceptions.RayError as e:
+            except (ray.exceptions.RayError, CallTimeout) as e:
                 raise ServerDown(f"server actor lost while starting: {first_line(e)}",
                                  self.log_tail()) from None
             if status["phase"] != phase:
@@ -250,11 +258,10 @@ class LaunchedServer:
                 if phase not in ("starting", "ready"):
                     on_phase(phase)
             if status["ready"]:
-                ref = self.actor.startup.remote()  # recorded with every cell it serves
-                yield Wait([ref])
-                try:
-                    self.startup = dict(ray.get(ref))
-                except ray.exceptions.RayError:
+                try:  # recorded with every cell it serves
+                    self.startup = dict((yield from call(
+                        self.actor.startup.remote(), "the server's start-up", call_timeout_s)))
+                except (ray.exceptions.RayError, CallTimeout):
                     self.startup = {}  # the next call on the actor says what became of it
                 return
             if time.monotonic() > deadline:
@@ -263,75 +270,78 @@ class LaunchedServer:
                 raise ServerDown(f"server not ready after {timeout_s:.0f} s"
                                  + (f"; its log ends: {said}" if said else ""), tail)
 
-    def _call(self, method: str, *args: Any, timeout: float | None = None) -> Any:
+    def _call(self, method: str, *args: Any, timeout_s: float) -> Steps[Any]:
+        """One call to the server's actor, as a step of at most `timeout_s`. Its exception,
+        a dead actor or a lost node is ServerDown; no answer in time is ServerDown too (the
+        server is taken as hung: `hung`)."""
         try:
-            return ray.get(getattr(self.actor, method).remote(*args), timeout=timeout)
+            return (yield from call(getattr(self.actor, method).remote(*args),
+                                    f"the server's {method}", timeout_s))
+        except CallTimeout as e:
+            self.hung = str(e)
+            raise ServerDown(self.hung) from None
         except ray.exceptions.RayTaskError as e:
             raise ServerDown(first_line(e)) from None
         except ray.exceptions.RayError as e:
-            self._dead = f"server actor died: {first_line(e)}"
-            raise ServerDown(self._dead) from None
+            self.dead = f"server actor died: {first_line(e)}"
+            raise ServerDown(self.dead) from None
 
-    def flush_cache(self) -> None:
-        self._call("flush_cache")
+    def flush_cache(self, timeout_s: float) -> Steps[None]:
+        # The actor's own flush gives up a little before the driver does, and says why.
+        yield from self._call("flush_cache", max(1.0, timeout_s - PROBE_TIMEOUT_S),
+                              timeout_s=timeout_s)
 
-    def server_info(self) -> dict[str, Any]:
-        return dict(self._call("server_info"))
-
-    def start_metrics(self, interval_s: float | None) -> None:
+    def start_metrics(self, interval_s: float | None, timeout_s: float) -> Steps[None]:
         if interval_s is not None:
-            self._call("start_metrics", interval_s)
+            yield from self._call("start_metrics", interval_s, timeout_s=timeout_s)
 
-    def stop_metrics(self) -> Samples:
-        return list(self._call("stop_metrics"))
-
-    def death(self) -> str | None:
-        if self._dead is not None:
-            return self._dead
+    def end_cell(self, timeout_s: float) -> Steps[CellEnd]:
+        """The actor's end_cell (actors/server.py): samples, exit code, snapshot or log tail,
+        in one call. A server already known dead or hung is not asked again."""
+        if self.dead or self.hung:
+            return CellEnd(death=self.dead, hung=self.hung)
         try:
-            code = self._call("exit_code", timeout=30)
-        except ServerDown as e:
-            return str(e)
-        if code is not None:
-            self._dead = f"server exited with code {code} during the cell"
-        return self._dead
+            end = yield from self._call("end_cell", PROBE_TIMEOUT_S, timeout_s=timeout_s)
+        except ServerDown:
+            return CellEnd(death=self.dead, hung=self.hung)
+        if end["exit_code"] is not None:
+            self.dead = f"server exited with code {end['exit_code']} during the cell"
+        elif end["unresponsive"]:
+            self.hung = f"server {end['unresponsive']}"
+        return CellEnd(list(end["samples"]), death=self.dead, hung=self.hung,
+                       info=dict(end["info"]), log_tail=str(end["log_tail"]))
 
     def log_tail(self) -> str:
         """From the actor on the server's node ("" once the actor, and its node's log, is
         gone)."""
-        if self._dead is None or not self._dead.startswith("server actor died"):
+        if self.dead is None or not self.dead.startswith("server actor died"):
             try:
-                return str(ray.get(self.actor.log_tail.remote(), timeout=30))
+                return str(ray.get(self.actor.log_tail.remote(), timeout=PROBE_TIMEOUT_S))
             except ray.exceptions.RayError:
                 pass
         return ""
 
-    def facts(self) -> ServerFacts:
-        info: dict[str, Any] = {}
-        if self.death() is None:
-            try:
-                info = self.server_info()
-            except ServerDown:
-                info = {}
+    def facts(self, end: CellEnd) -> ServerFacts:
         return ServerFacts(
             command=shlex.join(redact_argv(self.info["argv"])),
             env=json.dumps(recorded_env(self.info["env"], self.variant_env)),
             cuda_visible_devices=self.info.get("cuda_visible_devices"),
             gpu_ids=",".join(self.info.get("gpu_ids") or []) or None,
             node_id=self.info.get("node_id"), node_ip=self.info.get("node_ip"),
-            hostname=self.info.get("host"), info=info,
+            hostname=self.info.get("host"), info=end.info,
             started_at=self.info.get("started_at"), startup_s=self.startup.get("ready_s"),
             startup_phases=dict(self.startup.get("phases") or {}))
 
-    def stop(self) -> None:
+    def stop(self, timeout_s: float) -> Steps[None]:
         """Stop the process through its actor, write the log it returns into `log_path` (the
-        run folder; appended across relaunches), and end the actor. If the actor is already
-        gone its process died with it; a process left on this host is killed by its recorded
-        pid."""
+        run folder; appended across relaunches), and end the actor. If the actor is gone or
+        does not answer in time, a process left on this host is killed by its recorded pid
+        (one on another node dies with its actor)."""
         try:
-            stopped = ray.get(self.actor.stop.remote(), timeout=120)
+            stopped = yield from call(self.actor.stop.remote(), "stopping the server",
+                                      timeout_s)
             append_text(self.log_path, stopped.get("log", ""))
-        except ray.exceptions.RayError:
+        except (CallTimeout, ray.exceptions.RayError):
             if self.info.get("host") == socket.gethostname():
                 _process.kill_recorded(int(self.info["pid"]), int(self.info["pgid"]),
                                        self.info.get("create_time"))

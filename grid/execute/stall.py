@@ -29,6 +29,9 @@ from typing import Any
 
 import ray
 
+from grid.execute.steps import Steps, Wait, WaitTimeout
+from grid.plan.work import Bounds
+
 PROGRESS_INTERVAL_S = 1.0
 """How often the load generators are asked for the running cell's counts."""
 PING_TIMEOUT_S = 10.0
@@ -99,7 +102,8 @@ class Stall:
 
 
 class StallWatch:
-    """A `Stall` fed by polling a cell's load generators (Ray actors with `progress()`)."""
+    """A `Stall` fed by polling a cell's load generators (Ray actors with `progress()`): the
+    one place that waits for a cell's load."""
 
     def __init__(self, clients: Sequence[Any], stall: Stall,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -108,6 +112,27 @@ class StallWatch:
         self.clock = clock
         self._pending: dict[int, tuple[Any, float]] = {}
         self._counts: dict[int, Mapping[str, int]] = {}
+
+    @classmethod
+    def of(cls, clients: Sequence[Any], bounds: Bounds) -> StallWatch:
+        """The watch of a cell's load (its planned `bounds`), starting now."""
+        return cls(clients, Stall(bounds.request_timeout_s, bounds.longest_wait_s,
+                                  bounds.cap_s, started=time.monotonic()))
+
+    def wait(self, refs: list[Any],
+             on_counts: Callable[[dict[str, int]], None] | None = None) -> Steps[None]:
+        """Wait for the clients' calls `refs` (their prepare, or their load), polling their
+        progress every PROGRESS_INTERVAL_S (summed counts to `on_counts`, a live display);
+        LoadTimeout once a bound passes."""
+        while True:
+            try:
+                yield Wait(refs, timeout_s=self.wait_s())
+                return
+            except WaitTimeout:
+                counts = self.poll()
+                if on_counts is not None and counts is not None:
+                    on_counts(counts)
+                self.check()
 
     def wait_s(self) -> float:
         """How long the next wait for the load may last: until the next poll or the bound."""

@@ -16,10 +16,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import engines
-from actors.loadgen.conversation_plan import ConversationLoadSpec, longest_wait_s
-from actors.loadgen.spec import LoadSpec, Prompt
+from actors.loadgen.spec import Prompt
 from actors.loadgen.transport import settings_error
-from engines.base import ConversationWork
 from engines.launch import LaunchSpec
 from engines.redact import redact_argv
 from grid.plan.cells import (
@@ -53,8 +51,6 @@ from grid.plan.checks import (
 from grid.plan.config import ConfigError, check_choices
 from grid.plan.conversations import (
     conversation_set_key,
-    conversation_specs,
-    conversation_work,
     is_conversations,
     load_conversation_set,
 )
@@ -62,13 +58,12 @@ from grid.plan.estimate import RUN_OVERHEAD_S, Measured, Source, estimate_cell
 from grid.plan.overrides import CommandLine, merge_axes
 from grid.plan.placement import server_gpus
 from grid.plan.specs import (
-    PLANNED_URL,
     engine_version,
     external_url,
     launch_spec,
-    load_specs,
 )
 from grid.plan.stopping import check_stopping, describe_stop
+from grid.plan.work import CellWork, cell_work, source_label
 from grid.plan.workload_keys import check_workload_keys
 from grid.plan.workloads import (
     AlignmentCache,
@@ -96,8 +91,8 @@ class Plan:
     warnings: list[str]
     validation: str
     """What checked the server flags (or that nothing could)."""
-    loads: dict[str, tuple[LoadSpec, ...]]
-    """Cell id -> one validated LoadSpec per client (URL filled in when the server runs)."""
+    works: dict[str, CellWork]
+    """Cell id -> what running it takes (grid/plan/work.py)."""
     max_server_starts: int = 2
     """Consecutive failed starts of a server after which its group's remaining cells fail."""
     max_parallel_servers: int = 1
@@ -106,53 +101,22 @@ class Plan:
     """One server per node (grid.exclusive_node); False packs servers on GPU subsets."""
     workloads: WorkloadPlan | None = None
     """Prompt sets and each speculative cell's alignment with its drafter (plan/workloads.py)."""
-    conversation_loads: dict[str, tuple[ConversationLoadSpec, ...]] = dataclasses.field(
-        default_factory=dict)
-    """Cell id -> one ConversationLoadSpec per client, for workload.kind=conversations cells
-    (which have no entry in `loads`)."""
-    cell_timeout_s: float | None = None
-    """A cap on each cell's load (run.cell_timeout_s); None = bounded by its progress only."""
     measured: dict[str, Measured] = dataclasses.field(default_factory=dict)
     """Cell id -> the run folder's done cells when the plan was made: the estimate of a real
     engine's cells (grid/plan/estimate.py). Set by the caller (grid/run.py) that reads the
     folder; the plan itself reads nothing."""
 
-    _works: dict[str, ConversationWork] = dataclasses.field(
-        default_factory=dict, repr=False, compare=False)
-
-    def work(self, cell: Cell) -> ConversationWork | None:
-        """A conversation cell's planned work (None for a prompt cell), counted once per cell:
-        the estimate, the plan's listing and the progress display all ask for it."""
-        specs = self.conversation_loads.get(cell.cell_id)
-        if specs is None:
-            return None
-        if cell.cell_id not in self._works:
-            self._works[cell.cell_id] = conversation_work(specs)
-        return self._works[cell.cell_id]
-
-    def requests_of(self, cell: Cell) -> int:
-        """The requests a cell measures: a conversation cell's rounds (conversations x their
-        rounds), a prompt cell's num_requests."""
-        work = self.work(cell)
-        return cell.num_requests if work is None else work.rounds
+    def work(self, cell: Cell) -> CellWork:
+        return self.works[cell.cell_id]
 
     def cell_estimate(self, cell: Cell) -> tuple[float | None, Source]:
         """estimate_cell with the cell's conversation work, if it has any, and the measured
         cells: (seconds, where they come from); None = unknown (a real engine, nothing
         measured on its server)."""
-        return estimate_cell(cell, self.work(cell), self.measured)
+        return estimate_cell(cell, self.work(cell).conversation, self.measured)
 
     def cell_seconds(self, cell: Cell) -> float | None:
         return self.cell_estimate(cell)[0]
-
-    def longest_wait_s(self, cell: Cell) -> float:
-        """The longest the cell's own schedule leaves all its clients with nothing to send (an
-        open loop's widest arrival gap, a conversation's longest think time; 0 for a closed
-        loop of prompts): part of its stall bound (grid/execute/stall.py)."""
-        specs = self.conversation_loads.get(cell.cell_id)
-        if specs is not None:
-            return longest_wait_s(specs)
-        return self.loads[cell.cell_id][0].longest_wait_s()
 
 
 def compose_grid(line: CommandLine, compose: Callable[[list[str]], DictConfig]) -> DictConfig:
@@ -342,12 +306,9 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     if cfg.plan and gpus == 0:
         gpus = None  # planning for a GPU node from a machine without GPUs
     prompts = workloads.prompts
-    convs = workloads.conversations
-    conversation_loads = {c.cell_id: conversation_specs(c, convs[c.workload_name].conversations,
-                                                        PLANNED_URL)
-                          for c in cells if c.workload_name in convs}
-    loads = {c.cell_id: load_specs(c, prompts[c.workload_name]) for c in cells
-             if c.workload_name not in convs}
+    cap = None if cell_timeout is None else float(cell_timeout)
+    sources = {g.server_key: source_label(g.config) for g in groups}
+    works = {c.cell_id: cell_work(c, workloads, cap, sources[c.server_key]) for c in cells}
     check_gpus(groups, gpus)
     check_cpus(groups, cluster_cpus(cfg))
     check_engine(cfg, groups)
@@ -358,9 +319,8 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     warnings = (plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
                 + envelope_warnings(cells, prompts))
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
-                loads, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
-                bool(cfg.grid.exclusive_node), workloads, conversation_loads,
-                None if cell_timeout is None else float(cell_timeout))
+                works, int(cfg.run.max_server_starts), int(cfg.grid.max_parallel_servers),
+                bool(cfg.grid.exclusive_node), workloads)
 
 
 @dataclass(frozen=True)
@@ -456,7 +416,7 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
             lines.append(f"  numbers: SIMULATION ({note}): the simulator on a profile fitted "
                          "to that run's measured cells (docs/twin.md)")
         for cell in group.cells:
-            work = plan.work(cell)
+            work = plan.work(cell).conversation
             size = (f"conversations={work.conversations} rounds={work.rounds}"
                     if work is not None else describe_stop(cell.config["load"], cell.num_requests))
             outside = outside_envelope(cell, plan.prompts.get(cell.workload_name))

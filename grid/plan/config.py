@@ -344,6 +344,11 @@ class RunConfig:
     it makes progress. None = no overall cap: a cell is bounded by its progress only (it fails
     when its load streams no token and completes no request for load.request_timeout_s + its
     schedule's longest wait + 30 s; grid/execute/stall.py)."""
+    call_timeout_s: float = 60.0
+    """The most the driver waits for one call to a server's or telemetry actor around a
+    cell (flushing the cache, starting the metrics, the end of the cell with its last scrape
+    and server snapshot, stopping the telemetry): past it that cell fails, naming the call,
+    and the server is replaced; other server groups never wait on it."""
     metrics_interval_s: float | None = 1.0
     """Sample the server's /metrics this often during a cell into server_metrics/ (None = off)."""
     telemetry_interval_s: float | None = 1.0
@@ -494,6 +499,7 @@ _RANGES: dict[str, str] = {
     # run (max_server_starts: grid/plan/build.py)
     "run.max_error_rate": "[0, 1]",
     "run.cell_timeout_s": "> 0",
+    "run.call_timeout_s": "> 0",
     "run.metrics_interval_s": "> 0",
     "run.telemetry_interval_s": "> 0",
     # grid.search (kind and range: grid/plan/search.py)

@@ -21,7 +21,7 @@ CPU_BANNER = ("{label} — measured on real {engines} servers running {models} o
               "serves a real model.")
 CPU_MODELS = {"tiny model": "the project's tiny model",
               "tiny trained models": "models the project trained on its own shipped text"}
-"""What each CPU source's models are (grid/store/rows.py source_label), for the banner."""
+"""What each CPU source's models are (grid/plan/work.py source_label), for the banner."""
 
 
 @dataclass
@@ -86,7 +86,7 @@ class RunData:
 
     def _sim_sources(self) -> list[str]:
         """How the simulated cells are labelled: SIMULATION, or e.g. SIMULATION (twin of RUN)
-        for cells served on a twin's profile (grid/store/rows.py source_label)."""
+        for cells served on a twin's profile (grid/plan/work.py source_label)."""
         sim = self.cells[self.cells.simulated.fillna(False).astype(bool)]
         found = sorted({str(s) for s in sim.source.dropna()
                         if str(s).startswith("SIMULATION")}) if "source" in sim else []

@@ -1,6 +1,8 @@
 """What one cell attempt leaves: its cell row (identity, status, aggregates, provenance),
-its request rows and its server-metric rows, assembled here and nowhere else. Pure: no Ray,
-no files."""
+its request rows (a conversation cell's turn rows), its server-metric and telemetry rows,
+assembled here and nowhere else, in one pass over what the cell's clients and server handed
+back and what the plan decided (grid/plan/work.py CellWork: the workload columns and the
+source label). Pure: no Ray, no files."""
 
 from __future__ import annotations
 
@@ -10,14 +12,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import engines
-from actors.loadgen.conversation import ConversationResult
 from actors.loadgen.conversation_plan import ROW_KEYS
+from actors.loadgen.spec import LoadResult
 from engines.redact import redact_args
 from grid.plan.cells import Cell
+from grid.plan.work import CellWork
 from grid.store.clientstats import cell_columns as client_columns
 from grid.store.clientstats import merge_client_stats
 from grid.store.provenance import redact_info
 from grid.store.stopping import stop_columns
+from specgrid_metrics.counters import Sample
 from specgrid_metrics.requests import summarize_cell
 
 SENT = ("ok", "error")
@@ -70,53 +74,40 @@ class CellOutcome:
     """Per-round rows of a conversation cell (grid.store.schema.TURN_FIELDS)."""
 
 
-def measured(run_id: str, cell: Cell, attempt: int, *, started: float, finished: float,
-             results: Sequence[Any], samples: Sequence[tuple[float, str, dict[str, str], float]],
-             server: ServerFacts, server_death: str | None, log_tail: str | None,
-             max_error_rate: float) -> CellOutcome:
-    """The outcome of a prompt cell whose load ran (`results` are the clients' LoadResults;
-    the rows are kept either way; `judged` says when it failed)."""
+def measured(run_id: str, work: CellWork, attempt: int, *, started: float, finished: float,
+             results: Sequence[LoadResult], samples: Sequence[Sample], server: ServerFacts,
+             server_death: str | None, log_tail: str | None,
+             telemetry: Sequence[Mapping[str, Any]], max_error_rate: float) -> CellOutcome:
+    """The outcome of a cell whose load ran, prompts or conversations alike (`results`: its
+    clients'; the rows are kept either way, `judged` says when it failed). Aggregates are over
+    the requests that were sent (a conversation's `skipped` / `not_run` rounds never reached
+    the server); a prompt cell adds its load generator's and stop columns and one row per
+    request, a conversation cell its prefix-cache hit rate and one turn row per round."""
+    cell = work.cell
     rows = [row for result in results for row in result.rows]
-    stats = merge_client_stats([result.stats for result in results])
-    window_s = max(stats["window_end"] - stats["window_start"], 1e-9)
-    summary = summarize_cell(rows, window_s, stats)
-    status, error = judged(summary, rows, server_death, max_error_rate)
-    row = cell_row(run_id, cell, attempt, status=status, error=error, started=started,
-                   finished=finished, server=server)
-    row.update(summary)
-    row.update(client_columns(rows, stats, samples, cell.config["workload"]["endpoint"],
-                              engines.get(cell.config["engine"]["name"]).metrics))
-    row.update(stop_columns(cell, rows, [result.stats for result in results]))
-    row["status"], row["error"] = status, error
-    return CellOutcome(status, error, log_tail, row,
-                       [request_row(run_id, cell, attempt, r) for r in rows],
-                       metric_rows(run_id, cell, attempt, samples))
-
-
-def measured_conversations(run_id: str, cell: Cell, attempt: int, *, started: float,
-                           finished: float, results: Sequence[ConversationResult],
-                           samples: Sequence[tuple[float, str, dict[str, str], float]],
-                           server: ServerFacts, server_death: str | None, log_tail: str | None,
-                           max_error_rate: float) -> CellOutcome:
-    """The outcome of a conversation cell whose load ran: aggregates over the rounds that were
-    sent (summarize_cell: a round is a request; error_rate counts `error` rounds, not
-    `skipped` / `not_run`), the prefix-cache hit rate, and every round as a turn row."""
-    turns = [row for result in results for row in result.rows]
-    sent = [r for r in turns if r["status"] in SENT]
-    starts = [float(res.stats["window_start"]) for res in results]
-    ends = [s + float(res.stats["window_s"]) for s, res in zip(starts, results, strict=True)]
-    window_s = max(max(ends, default=0.0) - min(starts, default=0.0), 1e-9)
-    summary = summarize_cell(sent, window_s)  # dispatch lag from the rows
+    sent = [r for r in rows if r["status"] in SENT]
+    stats = [result.stats for result in results]
+    merged = None if work.conversations else merge_client_stats(stats)
+    window_s = max(max((s["window_end"] for s in stats), default=0.0)
+                   - min((s["window_start"] for s in stats), default=0.0), 1e-9)
+    summary = summarize_cell(sent, window_s, merged)
     status, error = judged(summary, sent, server_death, max_error_rate)
-    row = cell_row(run_id, cell, attempt, status=status, error=error, started=started,
-                   finished=finished, server=server)
-    row.update(summary)
-    row["num_requests"] = len(turns)
-    row["cache_hit_rate"] = cache_hit_rate(turns)
-    row["transport"] = cell.config["load"]["transport"]
+    row = {**cell_row(run_id, work, attempt, status=status, error=error, started=started,
+                      finished=finished, server=server), **summary, **work.cell_columns}
     outcome = CellOutcome(status, error, log_tail, row,
-                          metrics=metric_rows(run_id, cell, attempt, samples))
-    outcome.turns = [turn_row(run_id, cell, attempt, r) for r in turns]
+                          metrics=metric_rows(run_id, cell, attempt, samples),
+                          telemetry=[{**s, **_ids(run_id, cell, attempt)} for s in telemetry])
+    if merged is None:
+        row.update(num_requests=len(rows), cache_hit_rate=cache_hit_rate(rows),
+                   transport=cell.config["load"]["transport"])
+        outcome.turns = [turn_row(run_id, cell, attempt, r) for r in rows]
+    else:
+        row.update(client_columns(rows, merged, samples, cell.config["workload"]["endpoint"],
+                                  engines.get(cell.config["engine"]["name"]).metrics))
+        row.update(stop_columns(cell, rows, stats))
+        outcome.requests = [{**request_row(run_id, cell, attempt, r),
+                             **work.request_columns.get(r["prompt_id"], {})} for r in rows]
+    row["status"], row["error"] = status, error
     return outcome
 
 
@@ -133,18 +124,18 @@ def judged(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     return "done", None
 
 
-def failed(run_id: str, cell: Cell, attempt: int, *, started: float, finished: float,
+def failed(run_id: str, work: CellWork, attempt: int, *, started: float, finished: float,
            error: str, log_tail: str | None, server: ServerFacts) -> CellOutcome:
     """The outcome of a cell that could not run (or whose load could not finish)."""
-    row = cell_row(run_id, cell, attempt, status="failed", error=error, started=started,
+    row = cell_row(run_id, work, attempt, status="failed", error=error, started=started,
                    finished=finished, server=server)
     return CellOutcome("failed", error, log_tail, row)
 
 
-def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str | None,
+def cell_row(run_id: str, work: CellWork, attempt: int, *, status: str, error: str | None,
              started: float, finished: float, server: ServerFacts) -> dict[str, Any]:
     """A cell row without aggregates (grid.store.schema.CELL_FIELDS for the columns)."""
-    config = cell.config
+    cell, config = work.cell, work.cell.config
     engine = config["engine"]["name"]
     reported = server.info.get("version")
     depth = config["variant"].get("speculative_depth")
@@ -167,7 +158,7 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
         "speculative_adaptive": bool(config["variant"].get("speculative_adaptive")),
         "device": config["engine"].get("device") or "cuda" if engines.get(engine).launches
         else None,
-        "source": source_label(config),
+        "source": work.source,
         "server_info": json.dumps(redact_info(server.info), default=str) if server.info else None,
         "server_offers": json.dumps(server.offers, sort_keys=True) if server.offers else None,
         "cuda_visible_devices": server.cuda_visible_devices, "gpu_ids": server.gpu_ids,
@@ -184,48 +175,28 @@ def _json(value: Mapping[str, Any]) -> str:
     return json.dumps(redact_args(value), sort_keys=True, default=str)
 
 
-def source_label(config: Mapping[str, Any]) -> str:
-    """Where a cell's numbers come from, as every table, figure and banner names it:
-    SIMULATION (the simulator), a real engine on a CPU (with the project's tiny model) or on
-    GPUs, or a server someone else runs."""
-    kind = engines.get(config["engine"]["name"])
-    if kind.simulated:  # e.g. "SIMULATION (twin of RUN)" on a twin's profile (docs/twin.md)
-        note = kind.provenance(config["engine"].get("options") or {})
-        return f"SIMULATION ({note})" if note else "SIMULATION"
-    if not kind.launches:
-        return "external server"
-    if (config["engine"].get("device") or "cuda") == "cpu":
-        tiny = {"tiny": ", tiny model", "tiny_trained": ", tiny trained models"}.get(
-            str(config["model"]["name"]), "")
-        return f"real engine, CPU{tiny}"
-    return "real engine, GPU"
-
-
 def request_row(run_id: str, cell: Cell, attempt: int, row: Mapping[str, Any]) -> dict[str, Any]:
     return {**row, **_cell_columns(run_id, cell, attempt)}
+
+
+def _ids(run_id: str, cell: Cell, attempt: int) -> dict[str, Any]:
+    """Which cell attempt a row belongs to."""
+    return {"run_id": run_id, "cell_id": cell.cell_id, "attempt": attempt}
 
 
 def _cell_columns(run_id: str, cell: Cell, attempt: int) -> dict[str, Any]:
     """The leading columns request rows and conversation rounds share."""
     engine = cell.config["engine"]["name"]
-    return {"run_id": run_id, "cell_id": cell.cell_id, "attempt": attempt, "engine": engine,
+    return {**_ids(run_id, cell, attempt), "engine": engine,
             "simulated": engines.get(engine).simulated, "concurrency": cell.concurrency,
             "rate": cell.rate}
 
 
-def metric_rows(run_id: str, cell: Cell, attempt: int,
-                samples: Sequence[tuple[float, str, dict[str, str], float]]
+def metric_rows(run_id: str, cell: Cell, attempt: int, samples: Sequence[Sample]
                 ) -> list[dict[str, Any]]:
-    return [{"run_id": run_id, "cell_id": cell.cell_id, "attempt": attempt, "scraped_at": t,
-             "metric": name, "labels": json.dumps(labels, sort_keys=True), "value": value}
+    return [{**_ids(run_id, cell, attempt), "scraped_at": t, "metric": name,
+             "labels": json.dumps(labels, sort_keys=True), "value": value}
             for t, name, labels, value in samples]
-
-
-def telemetry_rows(run_id: str, cell: Cell, attempt: int,
-                   samples: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The TelemetryActor's samples as rows of the cell attempt."""
-    return [{**s, "run_id": run_id, "cell_id": cell.cell_id, "attempt": attempt}
-            for s in samples]
 
 
 def describe(row: Mapping[str, Any]) -> str:

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from actors.loadgen.conversation import ConversationResult, run_conversations
+from actors.loadgen.conversation import ConversationRun, run_conversations
 from actors.loadgen.conversation_plan import ROW_KEYS, ConversationLoadSpec
 from actors.loadgen.selfcheck import DISPATCH_LAG_P99_MAX_S
-from actors.loadgen.tally import Tally
+from actors.loadgen.spec import LoadResult
 from tests.actors.bench_server import bench_server_module
 from tests.engines.sim.conftest import SimProcess, start_sim
 from workloads.conversations import Conversation, Turn, load_conversations
@@ -32,11 +32,11 @@ def shipped(n: int, min_turns: int = 5) -> tuple[Conversation, ...]:
 
 
 def run_fixed(spec_kw: dict[str, Any], **server_kw: Any,
-              ) -> tuple[ConversationResult, dict[str, Any]]:
+              ) -> tuple[LoadResult, dict[str, Any]]:
     """Run against an in-process fixed-schedule server; returns (result, its /stamps)."""
     mod = bench_server_module()
 
-    async def go() -> tuple[ConversationResult, dict[str, Any]]:
+    async def go() -> tuple[LoadResult, dict[str, Any]]:
         server, port, _ = await mod.start_server(cfg=mod.ServerConfig(**server_kw))
         try:
             url = f"http://127.0.0.1:{port}"
@@ -168,8 +168,17 @@ def test_a_killed_server_leaves_finished_rounds_and_marks_the_rest() -> None:
         spec = ConversationLoadSpec(url=s.url, conversations=shipped(2, 6),
                                     concurrency=1, max_turns=6, max_new_tokens=8,
                                     request_timeout_s=10, connect_timeout_s=2)
-        counter = Tally()
-        res = asyncio.run(run_conversations(spec, counter=counter))
+        run = ConversationRun(spec)
+        counter = run.tally
+
+        async def go() -> LoadResult:
+            try:
+                await run.prepare()
+                return await run.measure()
+            finally:
+                await run.aclose()
+
+        res = asyncio.run(go())
     finally:
         s.stop()
         s.log_path.unlink(missing_ok=True)
@@ -251,7 +260,7 @@ def test_every_stream_has_a_connection_before_the_first_round() -> None:
 
     mod = bench_server_module()
 
-    async def go() -> ConversationResult:
+    async def go() -> LoadResult:
         server, port, _ = await mod.start_server(cfg=mod.ServerConfig(ttft_ms=1, chunk_ms=1))
         try:
             spec = ConversationLoadSpec(url=f"http://127.0.0.1:{port}",

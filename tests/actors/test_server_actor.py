@@ -248,7 +248,9 @@ def test_a_server_bound_beyond_loopback_needs_its_key_and_is_ready_with_it():
         key = {"Authorization": "Bearer sk-run-key-123"}
         assert httpx.post(url + "/generate", json=body, headers=key).status_code == 200
         ray.get(actor.flush_cache.remote())
-        assert ray.get(actor.server_info.remote())["api_key"] == "<set>"
+        end = ray.get(actor.end_cell.remote())  # the server's snapshot, asked with the key
+        assert end["exit_code"] is None and end["unresponsive"] is None
+        assert end["info"]["api_key"] == "<set>"
         argv = info["argv"]
         assert argv[argv.index("--api-key") + 1] == "***"
         assert "sk-run-key-123" not in repr(info)

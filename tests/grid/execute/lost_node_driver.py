@@ -12,11 +12,11 @@ import time
 import ray
 from ray.cluster_utils import Cluster
 
-import grid.execute.controller
+import grid.execute.group
 from grid.loader import load_cells
 from grid.run import run
 
-grid.execute.controller.PLACEMENT_TIMEOUT_S = 5.0  # a relaunch on the lost node gives up quickly
+grid.execute.group.PLACEMENT_TIMEOUT_S = 5.0  # a relaunch on the lost node gives up quickly
 
 cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 0})
 worker = cluster.add_node(num_cpus=2, num_gpus=8)

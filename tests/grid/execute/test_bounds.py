@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from types import SimpleNamespace
 
 import pytest
 import ray
 
 import engines
 import grid.execute.stall
-from grid.execute.controller import GroupRun
-from grid.execute.server import WaitTimeout
 from grid.execute.stall import (
     PING_TIMEOUT_S,
     PROGRESS_INTERVAL_S,
@@ -25,6 +22,7 @@ from grid.execute.stall import (
     StallWatch,
     stall_bound_s,
 )
+from grid.execute.steps import WaitTimeout
 from grid.loader import load_cells, load_requests
 from grid.plan.estimate import CELL_OVERHEAD_S, cell_work
 from grid.run import EXIT_FAILED_CELLS, make_plan
@@ -148,9 +146,8 @@ def test_a_client_that_does_not_answer_is_no_news_and_the_bound_still_runs_out()
     ray.kill(silent)
 
 
-def test_the_controllers_wait_polls_hands_counts_to_a_live_display_and_fails_at_the_bound():
-    shown: list[tuple[int, int, int]] = []
-    display = SimpleNamespace(live=True, cell_requests=lambda *c: shown.append(c))
+def test_the_watch_waits_polls_hands_counts_to_a_display_and_fails_at_the_bound():
+    shown: list[dict[str, int]] = []
     checks = iter([None, LoadTimeout("the load made no progress for 3 s ...")])
 
     def check() -> None:
@@ -158,23 +155,26 @@ def test_the_controllers_wait_polls_hands_counts_to_a_live_display_and_fails_at_
         if error is not None:
             raise error
 
-    watch = SimpleNamespace(wait_s=lambda: 0.25, check=check,
-                            poll=lambda: {"done": 3, "tokens": 48, "errors": 1})
-    run = SimpleNamespace(ctl=SimpleNamespace(progress=display))
-    steps = GroupRun._wait_watched(run, ["never-ready"], watch, display=True)  # type: ignore[arg-type]
+    watch = StallWatch([], Stall(1.0, 0.0, None, started=0.0), clock=lambda: 0.75)
+    watch.check = check  # type: ignore[method-assign]
+    watch.poll = lambda: {"done": 3, "tokens": 48, "errors": 1}  # type: ignore[method-assign]
+    steps = watch.wait(["never-ready"], shown.append)
     wait = next(steps)
-    assert wait.refs == ["never-ready"] and wait.timeout_s == 0.25  # the watch's next poll
+    assert wait.refs == ["never-ready"] and wait.timeout_s == PROGRESS_INTERVAL_S  # next poll
     wait = steps.throw(WaitTimeout())  # polled, still within the bound: wait again
-    assert shown == [(3, 48, 1)]
+    assert shown == [{"done": 3, "tokens": 48, "errors": 1}]
     with pytest.raises(LoadTimeout, match="no progress for 3 s"):
         steps.throw(WaitTimeout())
     # a warm-up's wait polls too, but shows nothing
     shown.clear()
     checks = iter([None])
-    steps = GroupRun._wait_watched(run, ["ready"], watch, display=False)  # type: ignore[arg-type]
+    steps = watch.wait(["ready"])
     next(steps)
     steps.throw(WaitTimeout())
     assert shown == []
+    # the refs ready: the wait ends
+    with pytest.raises(StopIteration):
+        steps.send(None)
 
 
 def _recorded_failures(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Stall, float]]:

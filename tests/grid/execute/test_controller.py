@@ -11,9 +11,9 @@ import time
 import pytest
 import ray
 
-import grid.execute.controller
 from grid.execute.server import LaunchedServer
 from grid.loader import load_cells
+from grid.plan.work import CellWork
 from grid.run import EXIT_FAILED_CELLS
 from tests.grid.execute.smoke_runs import assert_no_orphans, ledger_rows, run_smoke
 
@@ -77,16 +77,16 @@ def test_killed_load_generator_fails_its_cell_and_leaves_the_server_alone(tmp_pa
 
 
 def test_any_exception_in_a_cell_fails_only_that_cell(tmp_path, monkeypatch):
-    real = grid.execute.controller.at_url
+    real = CellWork.at
     calls = {"n": 0}
 
-    def first_one_breaks(specs, *server):
+    def first_one_breaks(work, *server):
         calls["n"] += 1
         if calls["n"] == 1:
             raise ValueError("invalid LoadSpec: something the plan could not know")
-        return real(specs, *server)
+        return real(work, *server)
 
-    monkeypatch.setattr(grid.execute.controller, "at_url", first_one_breaks)
+    monkeypatch.setattr(CellWork, "at", first_one_breaks)
     outcome, out = run_smoke(tmp_path)
     assert outcome.exit_code == EXIT_FAILED_CELLS, out
     rows = ledger_rows(outcome.run_dir, "SELECT status, error FROM cells ORDER BY rowid")
@@ -119,7 +119,7 @@ def test_a_port_taken_before_the_server_binds_it_starts_the_server_again(tmp_pat
     thieves: list[socket.socket] = []
 
     def launch_and_take_the_first_port(cls, spec, **kwargs):
-        server = real_launch(cls, spec, **kwargs)
+        server = yield from real_launch(cls, spec, **kwargs)
         if not thieves:  # the simulator is still importing: it binds a second or so later
             thief = socket.socket()
             thief.bind(("127.0.0.1", int(server.url.rsplit(":", 1)[1])))

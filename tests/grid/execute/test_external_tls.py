@@ -13,6 +13,7 @@ import pytest
 
 from actors.probe import ServerAccess
 from grid.execute.server import ExternalServer, ServerDown
+from grid.execute.steps import blocking
 from grid.loader import load_cells, load_requests
 from grid.run import run
 from tests.actors.tls_front import self_signed, tls_front
@@ -43,9 +44,9 @@ def test_a_refused_certificate_fails_the_connect_at_once(https_sim: str) -> None
     assert time.monotonic() - started < 10
     assert str(caught.value).startswith(f"TLS: certificate verify failed for {https_sim}: ")
     assert "(load.tls_verify=false or load.ca_bundle=" in str(caught.value)
-    # a death check during a cell names it too
-    assert "TLS: certificate verify failed" in (ExternalServer(https_sim, ServerAccess()).death()
-                                                or "")
+    # the end of a cell names it too
+    end = blocking(ExternalServer(https_sim, ServerAccess()).end_cell(10))
+    assert "TLS: certificate verify failed" in (end.death or "")
 
 
 @pytest.mark.parametrize("how", ["verify off", "CA bundle"])
@@ -56,12 +57,13 @@ def test_an_accepted_certificate_serves_every_call(https_sim: str, how: str,
     notes: list[str] = []
     server = ExternalServer.connect(https_sim, access, timeout_s=10, echo=notes.append)
     assert notes == [] and server.offers is not None and server.offers.family == "sglang"
-    assert server.death() is None
-    server.flush_cache()
-    server.start_metrics(0.05)
+    blocking(server.flush_cache(10))
+    blocking(server.start_metrics(0.05, 10))
     time.sleep(0.2)
-    assert any(name.startswith("sglang:") for _, name, _, _ in server.stop_metrics())
-    facts = server.facts()
+    end = blocking(server.end_cell(10))
+    assert end.death is None and end.hung is None
+    assert any(name.startswith("sglang:") for _, name, _, _ in end.samples)
+    facts = server.facts(end)
     assert facts.info and facts.offers["flush_cache"] == "/flush_cache"
 
 

@@ -99,11 +99,11 @@ def test_agentic_sweep_plans_one_conversation_spec_per_cell(tmp_path):
     from grid.run import make_plan
 
     plan = make_plan(["+sweep=agentic", f"results_dir={tmp_path}"]).plan
-    assert len(plan.cells) == 4 and not plan.loads
-    assert set(plan.conversation_loads) == {c.cell_id for c in plan.cells}
+    assert len(plan.cells) == 4
+    assert all(plan.work(c).unit == "rounds" for c in plan.cells)
     by_cell = {c.cell_id: c for c in plan.cells}
-    for cell_id, specs in plan.conversation_loads.items():
-        (spec,) = specs
+    for cell_id, cell in by_cell.items():
+        (spec,) = plan.work(cell).clients
         assert spec.concurrency == by_cell[cell_id].concurrency
         assert len(spec.conversations) == 8 and spec.max_turns == 6
         assert spec.max_new_tokens == 32 and spec.template == "llama3"
@@ -125,6 +125,6 @@ def test_conversation_specs_carry_the_load_connection_settings(tmp_path):
 
     plan = make_plan(["+sweep=agentic", "load.tls_verify=false", "load.keepalive_s=7",
                       f"results_dir={tmp_path}"]).plan
-    specs = [s for ss in plan.conversation_loads.values() for s in ss]
+    specs = [s for c in plan.cells for s in plan.work(c).clients]
     assert specs and all(s.tls_verify is False and s.keepalive_s == 7.0 and s.ca_bundle is None
                          for s in specs)

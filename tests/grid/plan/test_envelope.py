@@ -151,13 +151,14 @@ def test_a_report_inside_the_envelope_has_no_extrapolation_warning(tmp_path):
     assert _report_extrapolation(run) == []
 
 
-def _record(run_dir, cell, prompt=128, tokens=256):
+def _record(run_dir, work, prompt=128, tokens=256):
     """A planned cell as the run records it: its cell row from grid/store/rows.py (the
     columns the controller writes) and requests of `prompt` / `tokens` tokens."""
     from grid.store.results import write_cell
     from grid.store.rows import ServerFacts, cell_row
     from grid.store.schema import REQUEST_FIELDS
 
+    cell = work.cell
     concurrency = int(cell.concurrency)
     req = cell_requests(cell.cell_id, concurrency, 20.0, per_stream=4, tokens=tokens)
     rows = []
@@ -166,7 +167,7 @@ def _record(run_dir, cell, prompt=128, tokens=256):
         row.update(run_id=run_dir.name, attempt=1, engine="sim", simulated=True,
                    input_tokens=prompt, itl_s=[], rate=None, concurrency=concurrency)
         rows.append(row)
-    row = cell_row(run_dir.name, cell, 1, status="done", error=None, started=1000.0,
+    row = cell_row(run_dir.name, work, 1, status="done", error=None, started=1000.0,
                    finished=1010.0, server=ServerFacts())
     row.update(num_requests=len(rows), requests_error=0, error_rate=0.0,
                client_saturated=False)
@@ -190,7 +191,7 @@ def test_the_plan_and_the_report_give_one_answer_per_cell(tmp_path):
     assert planned == {(v, c): why for v in ("baseline", "eagle3") for c, why in expected.items()}
     run = tmp_path / "recorded"
     for cell in plan.cells:
-        _record(run, cell)
+        _record(run, plan.work(cell))
     (warning,) = _report_extrapolation(run)
     assert "2 simulated cell(s)" in warning
     for variant in ("baseline", "eagle3"):
@@ -214,7 +215,7 @@ def test_a_depth_by_batch_is_outside_in_the_plan_and_the_report(tmp_path, settin
     found = cell_envelope(cell, plan.prompts[cell.workload_name])
     assert found is not None and found.outside == (why,)
     run = tmp_path / "recorded"
-    _record(run, cell)
+    _record(run, plan.work(cell))
     (warning,) = _report_extrapolation(run)
     assert "1 simulated cell(s)" in warning and f"on coding at c=4 ({why})" in warning
 

@@ -48,9 +48,9 @@ def test_bad_load_is_one_line_before_anything_starts(overrides, message, tmp_pat
 def test_every_cell_has_validated_load_specs(tmp_path):
     plan = make_plan(["+sweep=smoke", "load.clients=2", "cluster.num_cpus=4",
                       f"results_dir={tmp_path}"]).plan
-    assert set(plan.loads) == {c.cell_id for c in plan.cells}
+    assert set(plan.works) == {c.cell_id for c in plan.cells}
     for cell in plan.cells:
-        specs = plan.loads[cell.cell_id]
+        specs = plan.work(cell).clients
         assert [s.client_index for s in specs] == [0, 1]
         assert {s.concurrency for s in specs} == {cell.concurrency}
         assert specs[0].num_requests == cell.num_requests == 6
@@ -64,13 +64,13 @@ def test_rate_cells_are_open_loop_unbounded_unless_max_in_flight(tmp_path):
     assert len(plan.cells) == 2
     for cell in plan.cells:
         assert cell.rate == 5 and cell.concurrency is None and cell.max_in_flight is None
-        specs = plan.loads[cell.cell_id]
+        specs = plan.work(cell).clients
         assert [s.concurrency for s in specs] == [None, None]
         assert [s.my_rate for s in specs] == [2.5, 2.5]
         assert cell.num_requests == 6  # the smoke sweep's load.num_requests
     capped = make_plan(["+sweep=smoke", "+grid.axes.rate=[5]", "load.max_in_flight=3",
                         f"results_dir={tmp_path}"]).plan
-    assert {s.concurrency for c in capped.cells for s in capped.loads[c.cell_id]} == {3}
+    assert {s.concurrency for c in capped.cells for s in capped.work(c).clients} == {3}
     assert {c.cell_id for c in capped.cells}.isdisjoint({c.cell_id for c in plan.cells})
 
 

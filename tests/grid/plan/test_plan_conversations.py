@@ -32,14 +32,14 @@ def _same_turns(n_convs: int, n_turns: int) -> tuple[Conversation, ...]:
     return tuple(Conversation(f"c{i}", (turn,) * n_turns) for i in range(n_convs))
 
 
-def test_requests_of_a_conversation_cell_are_its_rounds(plan):
+def test_the_total_of_a_conversation_cell_is_its_rounds(plan):
     convs, _ = load_conversations(AGENTIC)
     rounds = sum(min(len(c.turns), 6) for c in convs[:8])  # the sweep: 8 conversations, <= 6
     assert rounds > 8 * 5 - 1
     for cell in plan.cells:
-        assert plan.requests_of(cell) == rounds
-        assert plan.requests_of(cell) != cell.num_requests  # not the prompt cells' count
-        work = plan.work(cell)
+        assert plan.work(cell).total == rounds and plan.work(cell).unit == "rounds"
+        assert plan.work(cell).total != cell.num_requests  # not the prompt cells' count
+        work = plan.work(cell).conversation
         assert work is not None and work.conversations == 8 and work.rounds == rounds
         assert work.output_tokens == 32 * rounds  # the trace gives no length: max_new_tokens
     text = format_plan(plan)
@@ -48,7 +48,7 @@ def test_requests_of_a_conversation_cell_are_its_rounds(plan):
 
 def _cost(plan, cell, n_convs: int, n_turns: int) -> float:
     """Estimated seconds of `cell` replaying n_convs x n_turns identical rounds."""
-    (spec,) = plan.conversation_loads[cell.cell_id]
+    (spec,) = plan.work(cell).clients
     spec = replace(spec, conversations=_same_turns(n_convs, n_turns), max_turns=None)
     work = conversation_work([spec])
     assert work.rounds == n_convs * n_turns
@@ -81,7 +81,7 @@ def test_estimate_ignores_the_prompt_cells_request_count(tmp_path):
 
 def test_open_loop_work_ends_with_the_last_arrival(plan):
     cell = _cell(plan, "baseline", 1)
-    (spec,) = plan.conversation_loads[cell.cell_id]
+    (spec,) = plan.work(cell).clients
     spec = replace(spec, conversations=_same_turns(4, 2), rate=2.0, arrival="constant",
                    concurrency=None)
     work = conversation_work([spec])

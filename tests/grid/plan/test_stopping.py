@@ -46,7 +46,7 @@ def test_the_plan_shows_target_and_cap_and_the_clients_get_them(tmp_path):
 
     text = format_plan(plan)
     assert "requests<=32 until output_tok_s ±5 % (first check after 8)" in text
-    for spec in plan.loads[by_c[8].cell_id]:
+    for spec in plan.work(by_c[8]).clients:
         assert spec.targets == (Target("output_tok_s", 0.05),)
         assert spec.num_requests == 128 and spec.min_requests == 8
         assert spec.stop_over_saturated and spec.check_interval_s == 0.5
@@ -67,8 +67,8 @@ def test_defaults_keep_cell_ids_and_a_target_makes_new_cells(tmp_path):
     assert ids("load.stop_over_saturated=false") != plain
     without = make_plan(["+sweep=smoke", "load.stop_over_saturated=false",
                          f"results_dir={tmp_path}"]).plan
-    assert all(not s.stop_over_saturated and s.targets == () for specs in without.loads.values()
-               for s in specs)
+    assert all(not s.stop_over_saturated and s.targets == ()
+               for w in without.works.values() for s in w.clients)
 
 
 def test_a_searched_cell_stops_at_the_target(tmp_path):
@@ -79,6 +79,6 @@ def test_a_searched_cell_stops_at_the_target(tmp_path):
     cells = made.plan.cells
     assert len(cells) > 10
     for cell in cells:
-        (spec,) = made.plan.loads[cell.cell_id]
+        (spec,) = made.plan.work(cell).clients
         assert spec.targets == (Target("output_tok_s", 0.05),)
         assert spec.num_requests == cell.num_requests

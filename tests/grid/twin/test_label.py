@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, PROFILE_DIR
+from grid.plan.work import source_label
 from grid.report import decision_json
 from grid.report.data import load_run
 from grid.run import make_plan
-from grid.store.rows import source_label
 from tests.grid.analysis.synthetic import write_run
 from tests.grid.plan.bad_input import assert_bad_input
 

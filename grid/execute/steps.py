@@ -1,0 +1,69 @@
+"""How a server group's work waits. Its work is a generator of steps: each step yields a
+`Wait` (Ray object refs, and how long at most), the controller waits on the steps of every
+running group at once with one `ray.wait` (grid/execute/controller.py), and throws
+`WaitTimeout` into a step whose bound passed. So no group ever blocks another: every call to
+an actor, short or long, is a step with a bound."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import ray
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Wait:
+    """What a step of a group's work waits for: Ray object refs, all of them."""
+
+    refs: list[Any]
+    timeout_s: float | None = None
+    """The controller throws WaitTimeout into the step after this long (None: no limit)."""
+    patient: bool = False
+    """Keep waiting past the timeout while other groups run (they hold what this one needs)."""
+
+
+Steps = Generator[Wait, None, T]
+"""A group's work: yields what it waits for, returns its result."""
+
+
+class WaitTimeout(Exception):
+    """A Wait's refs were not all ready within its timeout."""
+
+
+class CallTimeout(RuntimeError):
+    """An actor did not answer a call within its bound; the message names the call."""
+
+
+def call(ref: Any, what: str, timeout_s: float) -> Steps[Any]:
+    """The result of one actor call (`ref`), waited for as a step of at most `timeout_s`;
+    CallTimeout naming `what` past it. Ray's own errors (a dead actor, the call's exception)
+    propagate."""
+    try:
+        yield Wait([ref], timeout_s=timeout_s)
+    except WaitTimeout:
+        raise CallTimeout(f"{what} did not answer within {timeout_s:g} s") from None
+    return ray.get(ref, timeout=0)  # ready: no wait
+
+
+def done(value: T) -> Steps[T]:
+    """A step that waits for nothing (a call a server someone else runs answers in the
+    driver, bounded by its HTTP timeouts)."""
+    return value
+    yield  # a generator: `yield from done(x)` is x
+
+
+def blocking(steps: Steps[T]) -> T:
+    """Run a group's steps here and now, each Wait waited for in turn with its own bound:
+    where nothing else may run meanwhile (a group releasing its server in a `finally`)."""
+    try:
+        wait = next(steps)
+        while True:
+            ready, _ = ray.wait(wait.refs, num_returns=len(wait.refs), timeout=wait.timeout_s)
+            wait = steps.send(None) if len(ready) == len(wait.refs) else \
+                steps.throw(WaitTimeout())
+    except StopIteration as end:
+        return end.value  # type: ignore[no-any-return]

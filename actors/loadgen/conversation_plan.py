@@ -21,11 +21,11 @@ from __future__ import annotations
 import itertools
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
 from actors.loadgen import schedule
-from actors.loadgen.spec import ENDPOINTS, TRANSPORTS, api_key_errors, choice_errors
+from actors.loadgen.spec import ClientSpec, choice_errors
 from workloads.conversations.model import Conversation
 from workloads.conversations.render import REPLAYS, TEMPLATES
 
@@ -35,26 +35,21 @@ ARRIVALS: tuple[str, ...] = get_args(ConversationArrival)
 THINK_TIMES: tuple[str, ...] = get_args(ThinkTime)
 
 
-@dataclass(frozen=True)
-class ConversationLoadSpec:
-    """The conversation load one client drives against one server."""
+@dataclass(frozen=True, kw_only=True)
+class ConversationLoadSpec(ClientSpec):
+    """The conversation load one client drives against one server (with a conversation as
+    the unit of load: ``rate`` is conversations/s, ``duration_s`` stops starting rounds and
+    records the later ones as not run, ``max_new_tokens`` is the length of a round whose trace
+    gives none, ``seed`` seeds arrivals and think times)."""
 
-    url: str
-    """Server base URL."""
     conversations: tuple[Conversation, ...]
     """The conversations to replay, in order (closed loop and rate-driven open loop take them
     in this order; ``arrival="trace"`` orders them by arrival time)."""
-    endpoint: str = "generate"
-    """``generate`` (SGLang native, rendered prompt) or ``chat`` (OpenAI messages)."""
     concurrency: int | None = 1
     """Closed loop: conversations in flight. Open loop: cap on conversations in flight
     (None = uncapped)."""
-    rate: float | None = None
-    """Open loop: conversation arrivals per second (with ``arrival`` poisson/gamma/constant)."""
     arrival: str = "poisson"
     """Arrival law of an open loop, or ``trace`` for the trace's own arrival times."""
-    burstiness: float = 1.0
-    """Gamma shape of ``arrival="gamma"``."""
     time_scale: float = 1.0
     """Multiplier of trace arrival offsets (0.5 = replay twice as fast)."""
     think_time: str = "trace"
@@ -70,66 +65,29 @@ class ConversationLoadSpec:
     """Replay at most this many rounds of each conversation."""
     num_conversations: int | None = None
     """How many of ``conversations`` to run (None = all)."""
-    duration_s: float | None = None
-    """Stop starting rounds after this many seconds; later rounds are recorded as not run."""
-    max_new_tokens: int = 128
-    """Output length of a round whose trace gives none."""
-    temperature: float = 0.0
-    """Sampling temperature."""
-    ignore_eos: bool = True
-    """Generate exactly the round's output length."""
-    request_timeout_s: float = 300.0
-    """Whole-round limit."""
-    connect_timeout_s: float = 10.0
-    """TCP/TLS connect limit."""
-    model: str = "default"
-    """``model`` of chat requests."""
-    api_key: str | None = field(default=None, repr=False)
-    """Bearer token, when the server wants one (a secret: kept out of reprs)."""
-    transport: str = "raw"
-    """httpx transport (see :data:`actors.loadgen.spec.TransportName`)."""
-    tls_verify: bool = True
-    """Check the server's TLS certificate and host name (https:// URLs)."""
-    ca_bundle: str | None = None
-    """PEM file of trusted CA certificates instead of the system's (https:// URLs)."""
-    keepalive_s: float = 60.0
-    """An idle keep-alive connection older than this is closed instead of reused."""
-    seed: int = 0
-    """Seed of arrivals and think times."""
 
     def __post_init__(self) -> None:
-        errors: list[str] = []
-        if not self.url.startswith(("http://", "https://")):
-            errors.append(f"url must start with http:// or https://, got {self.url!r}")
+        errors = self.client_errors()
         if not self.conversations:
             errors.append("conversations must not be empty")
-        errors += api_key_errors(self.api_key)
-        errors += choice_errors(endpoint=(self.endpoint, ENDPOINTS),
-                                arrival=(self.arrival, ARRIVALS),
+        errors += choice_errors(arrival=(self.arrival, ARRIVALS),
                                 think_time=(self.think_time, THINK_TIMES),
-                                replay=(self.replay, REPLAYS), template=(self.template, TEMPLATES),
-                                transport=(self.transport, TRANSPORTS))
+                                replay=(self.replay, REPLAYS), template=(self.template, TEMPLATES))
         if self.concurrency is not None and self.concurrency < 1:
             errors.append(f"concurrency must be >= 1, got {self.concurrency}")
         if self.closed_loop and self.concurrency is None:
             errors.append("a closed loop needs a concurrency (conversations in flight)")
-        if self.rate is not None and not self.rate > 0:
-            errors.append(f"rate must be > 0 conversations/s, got {self.rate}")
         if self.arrival == "trace":
             missing = [c.conversation_id for c in self.conversations if c.arrival_s is None]
             if missing:
                 errors.append(f"arrival=trace, but {len(missing)} conversations have no "
                               f"arrival time (first: {missing[0]})")
-        if not self.time_scale > 0 or not self.burstiness > 0 or self.think_time_s < 0:
-            errors.append("time_scale and burstiness must be > 0, think_time_s >= 0")
+        if not self.time_scale > 0 or self.think_time_s < 0:
+            errors.append("time_scale must be > 0, think_time_s >= 0")
         for name in ("max_turns", "num_conversations"):
             v = getattr(self, name)
             if v is not None and v < 1:
                 errors.append(f"{name} must be >= 1, got {v}")
-        if self.duration_s is not None and not self.duration_s > 0:
-            errors.append(f"duration_s must be > 0, got {self.duration_s}")
-        if self.max_new_tokens < 1 or not self.request_timeout_s > 0:
-            errors.append("max_new_tokens must be >= 1 and request_timeout_s > 0")
         if errors:
             raise ValueError("invalid ConversationLoadSpec: " + "; ".join(errors))
 

@@ -45,9 +45,69 @@ class Prompt:
     """Label from the workload file (coding, agentic, encyclopedic, ...)."""
 
 
-@dataclass(frozen=True)
-class LoadSpec:
-    """The load one client process drives against one server for one cell.
+@dataclass(frozen=True, kw_only=True)
+class ClientSpec:
+    """What every load one client drives has: the server and how it is reached, what each
+    request asks for, and the open loop's rate and the time bound when set."""
+
+    url: str
+    """Server base URL."""
+    endpoint: str = "generate"
+    """``generate`` (SGLang native) or ``chat`` (OpenAI); see :data:`Endpoint`."""
+    rate: float | None = None
+    """Open loop: arrivals per second (requests, or conversations); None = closed loop."""
+    burstiness: float = 1.0
+    """Gamma shape of ``arrival="gamma"``."""
+    duration_s: float | None = None
+    """Stop issuing after this many seconds of the window (None: no time bound)."""
+    max_new_tokens: int = 128
+    temperature: float = 0.0
+    ignore_eos: bool = True
+    """Generate exactly ``max_new_tokens``."""
+    request_timeout_s: float = 300.0
+    """Whole-request limit."""
+    connect_timeout_s: float = 10.0
+    """TCP/TLS connect limit."""
+    model: str = "default"
+    """``model`` of chat requests."""
+    api_key: str | None = field(default=None, repr=False)
+    """Bearer token, when the server wants one (a secret: kept out of reprs)."""
+    seed: int = 0
+    """Seed of the schedule (arrivals, think times, prompt order)."""
+    transport: str = "raw"
+    """Transport built when none is injected (see :data:`TransportName`)."""
+    tls_verify: bool = True
+    """Check the server's TLS certificate and host name (https:// URLs)."""
+    ca_bundle: str | None = None
+    """PEM file of trusted CA certificates instead of the system's (https:// URLs)."""
+    keepalive_s: float = 60.0
+    """An idle keep-alive connection older than this is closed instead of reused."""
+
+    def client_errors(self) -> list[str]:
+        """What cannot be meant in the shared fields (a subclass adds its own)."""
+        errors: list[str] = []
+        if not self.url.startswith(("http://", "https://")):
+            errors.append(f"url must start with http:// or https://, got {self.url!r}")
+        errors += choice_errors(endpoint=(self.endpoint, ENDPOINTS),
+                                transport=(self.transport, TRANSPORTS))
+        if self.rate is not None and not self.rate > 0:
+            errors.append(f"rate must be > 0 per second, got {self.rate}")
+        if not self.burstiness > 0:
+            errors.append(f"burstiness must be > 0, got {self.burstiness}")
+        if self.duration_s is not None and not self.duration_s > 0:
+            errors.append(f"duration_s must be > 0, got {self.duration_s}")
+        if self.max_new_tokens < 1:
+            errors.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
+        if not self.keepalive_s > 0:
+            errors.append(f"keepalive_s must be > 0, got {self.keepalive_s}")
+        if not self.request_timeout_s > 0 or not self.connect_timeout_s > 0:
+            errors.append("request_timeout_s and connect_timeout_s must be > 0")
+        return errors + api_key_errors(self.api_key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoadSpec(ClientSpec):
+    """The prompt load one client process drives against one server for one cell.
 
     Load shapes:
 
@@ -72,35 +132,13 @@ class LoadSpec:
     schedule origin.
     """
 
-    url: str
     prompts: tuple[Prompt, ...]
-    endpoint: str = "generate"
     concurrency: int | None = None
-    rate: float | None = None
     arrival: str = "poisson"
-    burstiness: float = 1.0
     num_requests: int | None = 32
-    duration_s: float | None = None
     warmup_requests: int = 0
-    max_new_tokens: int = 128
-    temperature: float = 0.0
-    ignore_eos: bool = True
-    request_timeout_s: float = 300.0
-    connect_timeout_s: float = 10.0
-    model: str = "default"
-    api_key: str | None = field(default=None, repr=False)  # a secret: kept out of reprs
-    seed: int = 0
     client_index: int = 0
     num_clients: int = 1
-    # --- transport and TLS ----------------------------------------------------------------------
-    transport: str = "raw"
-    """Transport built when ``run_load`` gets none (see :data:`TransportName`)."""
-    tls_verify: bool = True
-    """Check the server's TLS certificate and host name (https:// URLs)."""
-    ca_bundle: str | None = None
-    """PEM file of trusted CA certificates instead of the system's (https:// URLs)."""
-    keepalive_s: float = 60.0
-    """An idle keep-alive connection older than this is closed instead of reused."""
     start_at: float | None = None
     """Epoch s at which the measured phase starts (after warmup); None = as soon as ready. Set
     the same value on every client of a split open-loop cell so their schedules line up."""
@@ -123,34 +161,18 @@ class LoadSpec:
     replaces the whole generated ``sampling_params``)."""
 
     def __post_init__(self) -> None:
-        errors: list[str] = []
-        if not self.url.startswith(("http://", "https://")):
-            errors.append(f"url must start with http:// or https://, got {self.url!r}")
+        errors = self.client_errors()
         if not self.prompts:
             errors.append("prompts must not be empty")
-        errors += choice_errors(endpoint=(self.endpoint, ENDPOINTS),
-                                arrival=(self.arrival, ARRIVALS),
-                                transport=(self.transport, TRANSPORTS))
+        errors += choice_errors(arrival=(self.arrival, ARRIVALS))
         if self.concurrency is not None and self.concurrency < 1:
             errors.append(f"concurrency must be >= 1, got {self.concurrency}")
-        if self.rate is not None and not self.rate > 0:
-            errors.append(f"rate must be > 0 requests/s, got {self.rate}")
-        if not self.burstiness > 0:
-            errors.append(f"burstiness must be > 0, got {self.burstiness}")
         if self.num_requests is None and self.duration_s is None:
             errors.append("set num_requests and/or duration_s: the load must be bounded")
         if self.num_requests is not None and self.num_requests < 0:
             errors.append(f"num_requests must be >= 0, got {self.num_requests}")
-        if self.duration_s is not None and not self.duration_s > 0:
-            errors.append(f"duration_s must be > 0, got {self.duration_s}")
         if self.warmup_requests < 0:
             errors.append(f"warmup_requests must be >= 0, got {self.warmup_requests}")
-        if self.max_new_tokens < 1:
-            errors.append(f"max_new_tokens must be >= 1, got {self.max_new_tokens}")
-        if not self.keepalive_s > 0:
-            errors.append(f"keepalive_s must be > 0, got {self.keepalive_s}")
-        if not self.request_timeout_s > 0 or not self.connect_timeout_s > 0:
-            errors.append("request_timeout_s and connect_timeout_s must be > 0")
         if self.num_clients < 1 or not 0 <= self.client_index < self.num_clients:
             errors.append(
                 f"need 0 <= client_index < num_clients, got {self.client_index}/{self.num_clients}"
@@ -164,7 +186,6 @@ class LoadSpec:
                 f"open loop capped at concurrency {self.concurrency} cannot be split over "
                 f"{self.num_clients} clients (each needs a cap >= 1)"
             )
-        errors += api_key_errors(self.api_key)
         errors += stop_errors(self.targets, self.min_requests, self.check_interval_s)
         if errors:
             raise ValueError("invalid LoadSpec: " + "; ".join(errors))

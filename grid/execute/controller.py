@@ -106,11 +106,15 @@ class Controller:
                 if not active:
                     continue
                 refs = [ref for _, wait, _ in active.values() for ref in wait.refs]
-                ray.wait(refs, num_returns=1, timeout=1.0)
+                if refs:
+                    ray.wait(refs, num_returns=1, timeout=1.0)
+                else:  # every group pauses (steps.pause)
+                    time.sleep(0.1)
                 now = time.monotonic()
                 for run, (steps, wait, deadline) in list(active.items()):
-                    ready, _ = ray.wait(wait.refs, num_returns=len(wait.refs), timeout=0)
-                    if len(ready) == len(wait.refs):
+                    ready, _ = ray.wait(wait.refs, num_returns=len(wait.refs), timeout=0) \
+                        if wait.refs else ([], [])
+                    if wait.refs and len(ready) == len(wait.refs):
                         self._advance(active, run, steps)
                     elif deadline is not None and now > deadline:
                         # Patient: another group holds what this one needs and will free

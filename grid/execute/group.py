@@ -291,8 +291,9 @@ class GroupRun:
         if self.spec is None:
             url = external_url(engine)
             assert url is not None
-            return ExternalServer.connect(url, access, float(engine["ready_timeout_s"]),
-                                          config["workload"]["endpoint"], self.run.echo)
+            return (yield from ExternalServer.connect(
+                url, access, float(engine["ready_timeout_s"]), config["workload"]["endpoint"],
+                self.run.echo))
         record = self.run.record
         log_path = self.run.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
         for start in range(1, PORT_STARTS + 1):

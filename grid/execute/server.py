@@ -24,7 +24,7 @@ from actors.server import PortLostError, ServerActor
 from engines.detect import Offers
 from engines.launch import LaunchSpec
 from engines.redact import redact_argv
-from grid.execute.steps import CallTimeout, Steps, call, done
+from grid.execute.steps import CallTimeout, Steps, call, done, pause
 from grid.plan.checks import SERVER_CPU
 from grid.store.files import append_text
 from grid.store.provenance import recorded_env
@@ -116,18 +116,18 @@ class ExternalServer:
     @classmethod
     def connect(cls, url: str, access: probe.ServerAccess, timeout_s: float,
                 endpoint: str = "chat", echo: Callable[[str], None] | None = None
-                ) -> ExternalServer:
+                ) -> Steps[ExternalServer]:
         """Wait until the server answers /health (ServerDown if it does not in time, or at once
         if its certificate is refused), then find out once what it offers; each missing
         optional endpoint is one note through `echo`. ServerDown when it cannot serve the
-        workload's `endpoint`."""
+        workload's `endpoint`. Between two probes the other groups go on."""
         server = cls(url, access)
         deadline = time.monotonic() + timeout_s
         while server._unhealthy() is not None:
             if time.monotonic() > deadline:
                 raise ServerDown(f"external server {url} did not answer /health within "
                                  f"{timeout_s:.0f} s")
-            time.sleep(1)
+            yield from pause(1.0)
         server.offers = offers = server._probe(probe.detect, url, access)
         for note in offers.notes:
             if echo is not None:

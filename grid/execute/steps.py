@@ -6,6 +6,7 @@ an actor, short or long, is a step with a bound."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -20,6 +21,7 @@ class Wait:
     """What a step of a group's work waits for: Ray object refs, all of them."""
 
     refs: list[Any]
+    """None of them: a pause, over when its timeout passes (`pause`)."""
     timeout_s: float | None = None
     """The controller throws WaitTimeout into the step after this long (None: no limit)."""
     patient: bool = False
@@ -49,6 +51,14 @@ def call(ref: Any, what: str, timeout_s: float) -> Steps[Any]:
     return ray.get(ref, timeout=0)  # ready: no wait
 
 
+def pause(seconds: float) -> Steps[None]:
+    """Wait `seconds` doing nothing, while the other groups go on."""
+    try:
+        yield Wait([], timeout_s=seconds)
+    except WaitTimeout:
+        pass
+
+
 def done(value: T) -> Steps[T]:
     """A step that waits for nothing (a call a server someone else runs answers in the
     driver, bounded by its HTTP timeouts)."""
@@ -62,6 +72,10 @@ def blocking(steps: Steps[T]) -> T:
     try:
         wait = next(steps)
         while True:
+            if not wait.refs:
+                time.sleep(wait.timeout_s or 0.0)
+                wait = steps.throw(WaitTimeout())
+                continue
             ready, _ = ray.wait(wait.refs, num_returns=len(wait.refs), timeout=wait.timeout_s)
             wait = steps.send(None) if len(ready) == len(wait.refs) else \
                 steps.throw(WaitTimeout())

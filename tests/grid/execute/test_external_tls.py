@@ -40,7 +40,7 @@ def https_sim(cert_key: tuple[Path, Path]) -> Iterator[str]:
 def test_a_refused_certificate_fails_the_connect_at_once(https_sim: str) -> None:
     started = time.monotonic()
     with pytest.raises(ServerDown) as caught:
-        ExternalServer.connect(https_sim, ServerAccess(), timeout_s=60)
+        blocking(ExternalServer.connect(https_sim, ServerAccess(), timeout_s=60))
     assert time.monotonic() - started < 10
     assert str(caught.value).startswith(f"TLS: certificate verify failed for {https_sim}: ")
     assert "(load.tls_verify=false or load.ca_bundle=" in str(caught.value)
@@ -55,7 +55,7 @@ def test_an_accepted_certificate_serves_every_call(https_sim: str, how: str,
     access = (ServerAccess(tls_verify=False) if how == "verify off"
               else ServerAccess(ca_bundle=str(cert_key[0])))
     notes: list[str] = []
-    server = ExternalServer.connect(https_sim, access, timeout_s=10, echo=notes.append)
+    server = blocking(ExternalServer.connect(https_sim, access, timeout_s=10, echo=notes.append))
     assert notes == [] and server.offers is not None and server.offers.family == "sglang"
     blocking(server.flush_cache(10))
     blocking(server.start_metrics(0.05, 10))

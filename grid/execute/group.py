@@ -65,24 +65,18 @@ class Interrupted(BaseException):
 class Run(Protocol):
     """What a group needs of the run that drives it (grid/execute/controller.py)."""
 
-    @property
-    def plan(self) -> Plan: ...
-    @property
-    def record(self) -> RunRecord: ...
+    plan: Plan
+    record: RunRecord
+    progress: Progress | None
+    telemetry_interval_s: float | None
+    node_gpus: list[int]
+    run_key: str
+    parked: dict[str, GroupRun]
+
     @property
     def settings(self) -> CellSettings: ...
     @property
     def echo(self) -> Callable[[str], None]: ...
-    @property
-    def progress(self) -> Progress | None: ...
-    @property
-    def telemetry_interval_s(self) -> float | None: ...
-    @property
-    def node_gpus(self) -> list[int]: ...
-    @property
-    def run_key(self) -> str: ...
-    @property
-    def parked(self) -> dict[str, GroupRun]: ...
 
     def cell_started(self) -> tuple[int, int]:
         """(this cell's index, the run's cell count), counting it as started."""

@@ -54,7 +54,8 @@ def test_a_targeted_cell_stops_at_its_target_then_resume_measures_it_again(tmp_p
 @pytest.mark.slow
 def test_an_open_loop_at_twice_capacity_stops_over_saturated(tmp_path):
     # The default profile's baseline serves ~7.5 requests/s of 96 tokens at its 64 running
-    # requests (724 tok/s, README): 15/s is twice that, over-saturated from the first second.
+    # requests (724 tok/s, docs/results.md): 15/s is twice that, over-saturated from the first
+    # second.
     # Its 1500 arrivals would take 100 s; the detector stops it within 30 s.
     lines: list[str] = []
     outcome = run(["variant=baseline", "workload.max_new_tokens=96", "+grid.axes.rate=[15]",

@@ -6,7 +6,7 @@ model's from --speculative-config), per-position acceptance from vLLM's own coun
 held-out load predicted by a fit that never saw it.
 
 How close the prediction is (the ±10 % goal) is measured by bench/twin_cpu.py, with its numbers
-in the README: a timed figure on a shared 2-core machine is no test. This checks that a real
+in docs/results.md: a timed figure on a shared 2-core machine is no test. This checks that a real
 engine's run can be fitted and judged end to end.
 
 Marked `real_engine`; .ci/run builds the engines and trains the models."""

@@ -38,7 +38,7 @@ from actors.loadgen.spec import LoadResult, LoadSpec, share
 from actors.loadgen.stopping import Stop, make_watch
 from actors.loadgen.streams import Timeline, chat_body, generate_body, run_request
 from actors.loadgen.tally import Tally
-from actors.loadgen.transport import StampingTransport, make_transport
+from actors.loadgen.transport import Follow, Send, StampingTransport, make_transport
 
 PREBUILD_LIMIT = 8192
 """Requests (one per distinct prompt) built before the load window; more are built on first
@@ -126,7 +126,7 @@ class _Plan:
                  transport: httpx.AsyncBaseTransport) -> None:
         self.spec = spec
         self.client = client
-        self.send = transport.handle_async_request
+        self.send: Send = transport.handle_async_request
         self._serialise = (transport.prepare if isinstance(transport, StampingTransport)
                            else None)
         """Serialises a built request ahead of the window (raw transport: ~5 µs of CPU per
@@ -194,26 +194,59 @@ async def _closed_loop(
     ends or ``due()`` says stop. A request is due when its slot became free (the end of the
     slot's previous request, the window start for the first), so its dispatch lag counts every
     delay of the client's own. ``tally`` counts each request as it starts and ends
-    (``measured``: False for warm-up)."""
+    (``measured``: False for warm-up).
+
+    On the raw transport a slot is refilled inside the read that freed it: the stream's
+    ``then`` hook writes the slot's next request (its bytes built before the window) on the
+    same connection the moment the previous body ended, and the worker collects its answer
+    when it has wound the finished request down. When the simulator ends 64 streams in one
+    step, their 64 successors go out in the loop turn that read the ends (a write each), not
+    after 64 coroutine wake-ups, tear-downs and starts one after another (docs/loadgen.md,
+    "Burst dispatch"). Other transports, a first wave and a request that failed start the
+    next one from the worker, through the start gate."""
     spec = plan.spec
     it = iter(positions)
     start = perf_counter()
 
+    def take(free_since: float) -> tuple[int, Timeline] | None:
+        """The next request of a slot free since ``free_since``, counted as started; None when
+        the positions ran out or ``due()`` says stop."""
+        if due is not None and due():
+            return None
+        item = next(it, None)
+        if item is None:
+            return None
+        n, pos = item
+        pidx = plan.prompt_index(pos)
+        tl = Timeline(free_since)
+        out.append((n, pidx, tl))
+        tally.begin(tl)
+        return pidx, tl
+
+    def refill(chained: list[tuple[tuple[int, Timeline], Send]]) -> Follow:
+        def then(t: float, write: Callable[[httpx.Request], Send]) -> None:
+            item = take(t)  # inside data_received, the moment the body ended
+            if item is not None:
+                chained.append((item, write(plan.request(item[0]))))
+
+        return then
+
     async def worker() -> None:
-        free_since = start  # when this slot became free: the previous request's end
-        for n, pos in it:
-            if due is not None and due():
-                return
-            pidx = plan.prompt_index(pos)
-            tl = Timeline(free_since)
-            out.append((n, pidx, tl))
-            tally.begin(tl)
-            await plan.gate.turn()
-            await run_request(plan.kind, plan.send, plan.request(pidx), tl,
-                              spec.request_timeout_s)
+        nxt, send = take(start), plan.send
+        while nxt is not None:
+            pidx, tl = nxt
+            chained: list[tuple[tuple[int, Timeline], Send]] = []
+            if send is plan.send:
+                await plan.gate.turn()
+            await run_request(plan.kind, send, plan.request(pidx), tl, spec.request_timeout_s,
+                              refill(chained))
             tally.end(tl, measured)
             assert tl.end is not None
-            free_since = tl.end
+            if chained:
+                nxt, send = chained[0]
+                nxt[1].scheduled = nxt[1].slot = tl.end  # due at the end of this request
+            else:
+                nxt, send = take(tl.end), plan.send
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any
 
@@ -41,6 +40,7 @@ except ModuleNotFoundError as exc:  # this source tree was never built (pip inst
         "site-packages, which a run started inside the checkout does not import)",
         name=exc.name) from None
 from actors.loadgen.sse import SSEDecoder, split_events
+from actors.loadgen.transport import Follow, Send
 
 _CT_KEY = b'"completion_tokens":'
 _CT_LEN = len(_CT_KEY)
@@ -48,10 +48,6 @@ _INT = re.compile(rb"\s*(\d+)").match
 _DONE = b"[DONE]"
 _OBJ_OPEN = ord("{")
 _OBJ_CLOSE = ord("}")
-
-
-Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
-"""``transport.handle_async_request`` of the client's transport."""
 
 
 class StreamError(Exception):
@@ -440,7 +436,7 @@ class ChatSink:
 
 
 async def stream_into(send: Send, request: httpx.Request, tl: Timeline,
-                      sink: NativeSink | ChatSink) -> None:
+                      sink: NativeSink | ChatSink, then: Follow | None = None) -> None:
     """Send ``request`` and parse its streamed body into ``tl``; exceptions propagate.
 
     With the stamping transport the sink runs inside the socket's ``data_received`` callback
@@ -448,7 +444,9 @@ async def stream_into(send: Send, request: httpx.Request, tl: Timeline,
     stamped. Other transports: ``async for`` over the body, stamped when the parser sees it.
     ``tl.sent``: the transport's send stamp when it has one (taken right before the connection
     is taken and the request written), else just before handing the request to the transport.
-    ``tl.end`` is the arrival of the body's last bytes."""
+    ``tl.end`` is the arrival of the body's last bytes. ``then``: handed to the stamping
+    transport's ``consume``, which calls it the moment the body ended (it may write the next
+    request on the same connection there); other transports ignore it."""
     tl.sent = perf_counter()
     resp = await send(request)
     try:
@@ -458,7 +456,7 @@ async def stream_into(send: Send, request: httpx.Request, tl: Timeline,
         if resp.status_code != 200:
             await _fail_status(resp)
         if src is not None:
-            await src.consume(sink.feed)
+            await src.consume(sink.feed, then)
         else:
             feed = sink.feed
             async for data in resp.stream:  # type: ignore[union-attr]
@@ -470,21 +468,24 @@ async def stream_into(send: Send, request: httpx.Request, tl: Timeline,
 
 
 async def run_request(
-    kind: str, send: Send, request: httpx.Request, tl: Timeline, timeout_s: float
+    kind: str, send: Send, request: httpx.Request, tl: Timeline, timeout_s: float,
+    then: Follow | None = None,
 ) -> Timeline:
-    """Run one request under an overall ``timeout_s``; any failure is recorded in ``tl.error``."""
+    """Run one request under an overall ``timeout_s``; any failure is recorded in ``tl.error``.
+    ``then``: see :func:`stream_into`."""
     await run_into(send, request, tl, NativeSink(tl) if kind == "generate" else ChatSink(tl),
-                   timeout_s)
+                   timeout_s, then)
     return tl
 
 
 async def run_into(send: Send, request: httpx.Request, tl: Timeline,
-                   sink: NativeSink | ChatSink, timeout_s: float) -> None:
+                   sink: NativeSink | ChatSink, timeout_s: float,
+                   then: Follow | None = None) -> None:
     """:func:`stream_into` under an overall ``timeout_s``, every failure mapped to one
     ``tl.error`` line (the one mapping for prompt requests and conversation rounds)."""
     try:
         async with asyncio.timeout(timeout_s):
-            await stream_into(send, request, tl, sink)
+            await stream_into(send, request, tl, sink, then)
     except TimeoutError:
         tl.error = f"timeout: no complete response within {timeout_s:g} s"
     except StreamError as exc:

@@ -19,7 +19,8 @@ request's last byte arrived):
 Burst mode (``/sched/0/<step_ms>/burst/<n>``): a request is held until ``n`` requests are held
 (or no new one came for ``BURST_QUIET_S``: a partial burst); then all of them are streamed in
 lock step, one token per chunk, chunk j of every stream written back to back in one event-loop
-turn, ``step_ms`` apart, so equal requests end in the same step, as a simulator or an engine
+turn, each step ``step_ms`` after the previous one's last write (a late step never brings two
+at once), so equal requests end in the same step, as a simulator or an engine
 ends a batch. Each release is stamped (``GET /bursts``: the first and last write of its final
 step, its size, and the receive stamps of the requests it answered, then cleared): a
 closed-loop client's next wave is the requests received after a release, and how long after
@@ -310,12 +311,11 @@ class _Burst:
         asyncio.get_running_loop().create_task(self._stream(held, n, step_s))
 
     async def _stream(self, held: list[Any], n: int, step_s: float) -> None:
-        t0 = perf_counter()
         steps = max(len(h[1]) for h in held)
-        first = last = t0
+        first = last = perf_counter()
         for j in range(steps):
-            if j:
-                while (delay := t0 + j * step_s - perf_counter()) > 0:
+            if j:  # a step after the previous one, never two at once after a late wake-up
+                while (delay := last + step_s - perf_counter()) > 0:
                     await asyncio.sleep(delay)
             first = perf_counter()
             for tr, frames, *_ in held:

@@ -32,8 +32,8 @@ from typing import Any
 import httpx
 
 from actors.loadgen import schedule
-from actors.loadgen.rows import rates, request_row, self_check
-from actors.loadgen.selfcheck import LoopLagMonitor
+from actors.loadgen.rows import rates, request_row
+from actors.loadgen.selfcheck import LoopLagMonitor, client_check
 from actors.loadgen.spec import LoadResult, LoadSpec, share
 from actors.loadgen.stopping import Stop, make_watch
 from actors.loadgen.streams import Timeline, chat_body, generate_body, run_request
@@ -424,7 +424,8 @@ class LoadRun:
         results.sort(key=lambda r: r[0])
         rows = [request_row(spec, n, pidx, tl, offset) for n, pidx, tl in results]
         t_end = max((tl.end for _, _, tl in results if tl.end is not None), default=t0)
-        stats = self_check(spec, results, monitor, t0)
+        stats = client_check([tl for *_, tl in results],
+                             conc or 0 if spec.closed_loop else 0, monitor, t0)
         stats.update(
             window_start=t0 + offset,
             window_end=t_end + offset,

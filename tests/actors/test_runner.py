@@ -296,7 +296,7 @@ def test_starved_client_is_flagged() -> None:
     rec = Recorder(gap_s=0.0, counts=[1, 2, 3, 4, 5, 6], block_s=0.015)
     res = run(mk(concurrency=2, num_requests=6), rec)
     assert res.stats["client_saturated"] is True
-    assert "event-loop latency" in res.stats["saturation_reason"]
+    assert "event-loop lag" in res.stats["saturation_reason"]
     assert res.stats["loop_lag_p99_s"] > 0.005
 
 

@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 from time import perf_counter
 from typing import Any
 
-from actors.loadgen.streams import Timeline
+from actors.loadgen.timeline import Timeline
 from specgrid_metrics.requests import percentile
 
 PRECISION_S = 0.001

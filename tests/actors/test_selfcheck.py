@@ -16,7 +16,7 @@ from actors.loadgen import selfcheck
 from actors.loadgen.runner import new_event_loop_runner, run_load
 from actors.loadgen.selfcheck import DISPATCH_LAG_P99_MAX_S, LoopLagMonitor, stalls, verdict
 from actors.loadgen.spec import LoadResult, LoadSpec, Prompt
-from actors.loadgen.streams import Timeline
+from actors.loadgen.timeline import Timeline
 from tests.actors.bench_server import bench_server_module
 
 PROMPTS = (Prompt("p", "hello", "d"),)

@@ -25,7 +25,11 @@ SGLang installed (``--sglang-python``, default the engine environment ``.venv-en
 a local word-level tokenizer written at start (no download).
 
     python bench/burst_dispatch.py [--rounds 3] [--waves 40] [--tokens 64] [--concurrency 64]
-        [--clients specgrid "sglang rust"] [--json out.json]
+        [--clients specgrid "sglang rust" "specgrid before"] [--before-root DIR]
+        [--sglang-python PY] [--json out.json]
+
+``specgrid before`` is the same client run from another checkout (``--before-root``, built with
+``python setup.py build_ext --inplace``), for a before/after comparison in the same sitting.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ import fixed_schedule_server  # noqa: E402
 from peer_side_by_side import TOKENIZER  # noqa: E402
 
 SERVER_CPU, CLIENT_CPU = 0, "1"
-CLIENTS = ("specgrid", "sglang rust")
+CLIENTS = ("specgrid", "sglang rust", "specgrid before")
 
 
 def _get(url: str) -> Any:
@@ -68,7 +72,7 @@ def _pct(xs: list[float], q: float) -> float:
 def worker(cfg: dict[str, Any]) -> None:
     """specgrid's client: ``run_load`` closed loop (uvloop), one warm-up request per stream,
     its rows' dispatch lags and its self-check verdict written to ``out``."""
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, cfg["root"])
     import uvloop
 
     from actors.loadgen.runner import run_load
@@ -92,9 +96,10 @@ def worker(cfg: dict[str, Any]) -> None:
 
 def _command(client: str, args: argparse.Namespace, url: str, n: int, tok_dir: str,
              out: Path) -> list[str]:
-    if client == "specgrid":
+    root = args.before_root if client == "specgrid before" else args.root
+    if client.startswith("specgrid"):
         cfg = {"url": url, "concurrency": args.concurrency, "requests": n,
-               "tokens": args.tokens, "out": str(out)}
+               "tokens": args.tokens, "out": str(out), "root": root}
         return [sys.executable, __file__, "--worker", json.dumps(cfg)]
     return [args.sglang_python, "-m", "sglang.benchmark.rust_client", "--backend", "sglang",
             "--base-url", url, "--model", "m", "--tokenizer", tok_dir,
@@ -138,7 +143,7 @@ def run_one(client: str, args: argparse.Namespace, server: str, tok_dir: str,
         "release_ms": 1e3 * _pct([r["last_write"] - r["first_write"] for r in releases
                                   if r["full"]], 50),
     }
-    if client == "specgrid":
+    if client.startswith("specgrid"):
         res = json.loads(out.read_text())
         row.update(own_lag_p50_ms=1e3 * _pct(res["lags"], 50),
                    own_lag_p99_ms=1e3 * res["client_dispatch_lag_p99_s"],
@@ -156,10 +161,17 @@ def main() -> None:
     ap.add_argument("--tokens", type=int, default=16)
     ap.add_argument("--step-ms", type=float, default=2.0)
     ap.add_argument("--concurrency", type=int, default=64)
-    ap.add_argument("--clients", nargs="+", default=list(CLIENTS), choices=CLIENTS)
+    ap.add_argument("--clients", nargs="+", default=list(CLIENTS[:2]), choices=CLIENTS)
     ap.add_argument("--sglang-python", default=str(ROOT / ".venv-engines/bin/python"))
+    ap.add_argument("--root", default=str(ROOT),
+                    help="the source tree specgrid's client runs from (another checkout, built "
+                         "with `setup.py build_ext --inplace`, to compare commits)")
+    ap.add_argument("--before-root",
+                    help="the checkout the client named 'specgrid before' runs from")
     ap.add_argument("--json")
     args = ap.parse_args()
+    if "specgrid before" in args.clients and not args.before_root:
+        ap.error("the client 'specgrid before' needs --before-root")
     if args.worker:
         worker(json.loads(args.worker))
         return
@@ -193,10 +205,10 @@ def main() -> None:
             xs = [r[key] for r in rs]
             return f"{_pct(xs, 50):.2f} ({', '.join(f'{x:.2f}' for x in xs)})"
 
-        own = (f"{cell('own_lag_p50_ms')} / {cell('own_lag_p99_ms')}"
-               if client == "specgrid" else "-")
+        ours = client.startswith("specgrid")
+        own = f"{cell('own_lag_p50_ms')} / {cell('own_lag_p99_ms')}" if ours else "-"
         flagged = (str(sum(1 for r in mine if r["saturated"])) + f" of {len(mine)}"
-                   if client == "specgrid" else "-")
+                   if ours else "-")
         print(f"| {client} | {cell('burst_p50_ms')} | {cell('burst_p99_ms')} | "
               f"{cell('spread_p50_ms')} | {cell('spread_max_ms')} | {own} | {flagged} |")
     if args.json:

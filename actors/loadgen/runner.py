@@ -1,10 +1,9 @@
 """``run_load(spec) -> LoadResult``: the pure-asyncio core of the load generator (no Ray).
 
 Phases: (1) warmup requests (this client's share, run closed-loop, all completed, no rows);
-(2) the measured window, closed loop (``concurrency`` workers each sending the next request as
-soon as their previous one ended) or open loop (a dispatcher that waits for each precomputed
-absolute arrival time, optionally takes a cap slot, and starts the request as its own task),
-bounded by the request count and/or ``duration_s`` of dispatching; in-flight requests drain.
+(2) the measured window, closed loop or open loop (actors/loadgen/dispatch.py), bounded by the
+request count and/or ``duration_s`` of dispatching; in-flight requests drain. Then the rows, the
+self-check (actors/loadgen/selfcheck.py) and the arrival rates.
 
 Times: every interval is measured with ``time.perf_counter()``; epoch values in rows are
 ``perf_counter() + offset`` with one offset captured at the start (``stats["clock_offset_s"]``),
@@ -13,9 +12,10 @@ measured phase to the end of its last request.
 
 Precision (each measured in bench/README_loadgen.md): requests are built once per prompt and
 handed straight to the client's transport (no ``AsyncClient.send`` machinery per request); the
-default transport parses every read inside ``data_received`` where it is stamped; request starts
-go through a gate that allows one per event-loop iteration; the cyclic garbage collector is kept
-out of the window. Run it on uvloop where possible (``run_load_sync``).
+default transport parses every read inside ``data_received`` where it is stamped; a closed loop
+refills a slot from inside the read that freed it, other starts go through a gate that allows a
+few per event-loop iteration; the cyclic garbage collector is kept out of the window. Run it on
+uvloop where possible (``run_load_sync``).
 """
 
 from __future__ import annotations

@@ -166,7 +166,10 @@ async def closed_loop(
     ends or ``due()`` says stop. A request is due when its slot became free (the end of the
     slot's previous request, the window start for the first), so its dispatch lag counts every
     delay of the client's own. ``tally`` counts each request as it starts and ends
-    (``measured``: False for warm-up).
+    (``measured``: False for warm-up). The end of a request is the read that completed its
+    response where the transport knows it (raw: the chunked body's terminator, which a server
+    may write a while after the last event; the connection cannot carry the next request
+    before it), else the last read of its body (``Timeline.end``).
 
     On the raw transport a slot is refilled inside the read that freed it: the stream's
     ``then`` hook writes the slot's next request (its bytes built before the window) on the
@@ -214,9 +217,8 @@ async def closed_loop(
                               refill(chained))
             tally.end(tl, measured)
             assert tl.end is not None
-            if chained:
+            if chained:  # due when this response ended whole (its read's stamp, in ``then``)
                 nxt, send = chained[0]
-                nxt[1].scheduled = nxt[1].slot = tl.end  # due at the end of this request
             else:
                 nxt, send = take(tl.end), plan.send
 

@@ -15,9 +15,15 @@ figure is measured by the server, the same way for every client:
   request's is the wave's **spread**. Only waves that follow a full release count (the
   warm-up's partial releases and the first wave, which opens connections, do not).
 
-specgrid's own view is reported beside it: ``dispatch_lag`` p50 / p99 from its rows and its
-self-check verdict (``client_saturated``, ``saturation_reason``), which must stay clear on a
-burst it keeps up with.
+specgrid's own view is reported beside it, from its rows, the same way for every commit: the
+dispatch lag (sent - due) of the requests after the first wave, p50 / p99 / max, the first
+wave's longest, and how many runs its self-check flagged (``saturation_reason`` in the JSON
+lines): it must stay clear on a burst it keeps up with.
+
+``--against-sim``: specgrid's clients (no peer: the simulator stamps nothing for it) against
+the simulator (engines/sim, the default sweep's model and hardware, on CPU 0) in the shape of
+the default sweep's c=64 cell: ``--waves 4 --tokens 96`` (4 requests per stream, 96 output
+tokens, 2 warm-up requests). The simulator ends up to 64 streams in one step.
 
 Setup: the server on CPU 0, each client in its own process on CPU 1 (``taskset``), the clients
 alternating, the order reversed every other round. SGLang's client runs from a Python that has
@@ -27,6 +33,8 @@ a local word-level tokenizer written at start (no download).
     python bench/burst_dispatch.py [--rounds 3] [--waves 40] [--tokens 64] [--concurrency 64]
         [--clients specgrid "sglang rust" "specgrid before"] [--before-root DIR]
         [--sglang-python PY] [--json out.json]
+    python bench/burst_dispatch.py --against-sim --waves 4 --tokens 96
+        --clients specgrid "specgrid before" --before-root DIR
 
 ``specgrid before`` is the same client run from another checkout (``--before-root``, built with
 ``python setup.py build_ext --inplace``), for a before/after comparison in the same sitting.
@@ -37,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -54,6 +63,8 @@ from peer_side_by_side import TOKENIZER  # noqa: E402
 
 SERVER_CPU, CLIENT_CPU = 0, "1"
 CLIENTS = ("specgrid", "sglang rust", "specgrid before")
+SIM_WARMUP = 2
+"""Warm-up requests against the simulator: the default sweep's ``load.warmup_requests``."""
 
 
 def _get(url: str) -> Any:
@@ -70,24 +81,27 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def worker(cfg: dict[str, Any]) -> None:
-    """specgrid's client: ``run_load`` closed loop (uvloop), one warm-up request per stream,
-    its rows' dispatch lags and its self-check verdict written to ``out``."""
+    """specgrid's client: ``run_load`` closed loop (uvloop), one warm-up request per stream
+    (against the simulator: ``SIM_WARMUP``), its rows' due and send times and its self-check
+    written to ``out``."""
     sys.path.insert(0, cfg["root"])
     import uvloop
 
     from actors.loadgen.runner import run_load
     from actors.loadgen.spec import LoadSpec, Prompt
 
-    n, conc = cfg["requests"], cfg["concurrency"]
-    prompts = tuple(Prompt(f"p{i}", f"p{i}", "bench") for i in range(n + conc))
+    n, conc, warm = cfg["requests"], cfg["concurrency"], cfg["warmup"]
+    # distinct prompts (the burst server's stamps); against the simulator, code-like ones
+    text = (lambda i: f"def f{i}(x):\n    return x * {i}\n" * 20) if cfg["sim"] else str
+    prompts = tuple(Prompt(f"p{i}", text(i), "coding") for i in range(n + warm))
     spec = LoadSpec(url=cfg["url"], prompts=prompts, concurrency=conc, num_requests=n,
-                    warmup_requests=conc, max_new_tokens=cfg["tokens"], seed=1,
-                    request_timeout_s=120.0)
+                    warmup_requests=warm, max_new_tokens=cfg["tokens"], seed=1,
+                    request_timeout_s=300.0)
     res = uvloop.run(run_load(spec))
-    lags = [r["sent_at"] - r["scheduled_at"] for r in res.rows]
     st = res.stats
     Path(cfg["out"]).write_text(json.dumps({
-        "errors": sum(1 for r in res.rows if r["status"] != "ok"), "lags": lags,
+        "errors": sum(1 for r in res.rows if r["status"] != "ok"),
+        "due_sent": [(r["scheduled_at"], r["sent_at"]) for r in res.rows],
         "client_dispatch_lag_p99_s": st["client_dispatch_lag_p99_s"],
         "loop_lag_p99_s": st["loop_lag_p99_s"], "client_cpu_percent": st["client_cpu_percent"],
         "client_saturated": st["client_saturated"],
@@ -99,7 +113,8 @@ def _command(client: str, args: argparse.Namespace, url: str, n: int, tok_dir: s
     root = args.before_root if client == "specgrid before" else args.root
     if client.startswith("specgrid"):
         cfg = {"url": url, "concurrency": args.concurrency, "requests": n,
-               "tokens": args.tokens, "out": str(out), "root": root}
+               "tokens": args.tokens, "out": str(out), "root": root, "sim": args.against_sim,
+               "warmup": SIM_WARMUP if args.against_sim else args.concurrency}
         return [sys.executable, __file__, "--worker", json.dumps(cfg)]
     return [args.sglang_python, "-m", "sglang.benchmark.rust_client", "--backend", "sglang",
             "--base-url", url, "--model", "m", "--tokenizer", tok_dir,
@@ -120,37 +135,101 @@ def waves(releases: list[dict[str, Any]]) -> list[list[float]]:
             if prev["full"] and nxt["full"]]
 
 
+def own_view(res: dict[str, Any], conc: int) -> dict[str, Any]:
+    """specgrid's own figures from its rows, the same for every commit: the dispatch lag
+    (sent - due) of the requests after the first wave (the first ``conc`` due), and of the first
+    wave; its stall p99 and self-check as its stats give them."""
+    pairs = sorted(res["due_sent"])
+    after = [b - a for a, b in pairs[conc:]]
+    first = [b - a for a, b in pairs[:conc]]
+    return {"lag_p50_ms": 1e3 * _pct(after, 50), "lag_p99_ms": 1e3 * _pct(after, 99),
+            "lag_max_ms": 1e3 * max(after), "first_wave_max_ms": 1e3 * max(first),
+            "loop_lag_p99_ms": 1e3 * res["loop_lag_p99_s"],
+            "cpu_percent": res["client_cpu_percent"], "saturated": res["saturation_reason"],
+            "errors": res["errors"]}
+
+
 def run_one(client: str, args: argparse.Namespace, server: str, tok_dir: str,
             work: Path) -> dict[str, Any]:
     n = args.concurrency * args.waves
-    url = f"{server}/sched/0/{args.step_ms:g}/burst/{args.concurrency}"
+    url = (server if args.against_sim
+           else f"{server}/sched/0/{args.step_ms:g}/burst/{args.concurrency}")
     out = work / f"{client.replace(' ', '-')}-{time.time_ns()}.json"
-    _get(server + "/bursts")  # clear
+    if not args.against_sim:
+        _get(server + "/bursts")  # clear
     env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     cmd = ["taskset", "-c", CLIENT_CPU, *_command(client, args, url, n, tok_dir, out)]
-    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=900)
     if proc.returncode != 0 or not out.exists():
         raise RuntimeError(f"{client} failed ({proc.returncode}): "
                            f"{(proc.stdout + proc.stderr)[-3000:]}")
+    row: dict[str, Any] = {"client": client}
+    if client.startswith("specgrid"):
+        row.update(own_view(json.loads(out.read_text()), args.concurrency))
+    if args.against_sim:
+        return row
     releases = _get(server + "/bursts")
     per_wave = waves(releases)
     lags = [x for w in per_wave for x in w]
-    row: dict[str, Any] = {
-        "client": client, "waves": len(per_wave),
+    row.update({
+        "waves": len(per_wave),
         "burst_p50_ms": 1e3 * _pct(lags, 50), "burst_p99_ms": 1e3 * _pct(lags, 99),
         "spread_p50_ms": 1e3 * _pct([w[-1] for w in per_wave], 50),
         "spread_max_ms": 1e3 * max(w[-1] for w in per_wave),
         "release_ms": 1e3 * _pct([r["last_write"] - r["first_write"] for r in releases
                                   if r["full"]], 50),
-    }
-    if client.startswith("specgrid"):
-        res = json.loads(out.read_text())
-        row.update(own_lag_p50_ms=1e3 * _pct(res["lags"], 50),
-                   own_lag_p99_ms=1e3 * res["client_dispatch_lag_p99_s"],
-                   loop_lag_p99_ms=1e3 * res["loop_lag_p99_s"],
-                   cpu_percent=res["client_cpu_percent"], saturated=res["saturation_reason"],
-                   errors=res["errors"])
+    })
     return row
+
+
+def launch_sim(python: str) -> tuple[subprocess.Popen[str], str]:
+    """The simulator (engines/sim) with the default sweep's model and hardware, on CPU 0, on a
+    free port; returns the process and its URL once /health answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen(
+        ["taskset", "-c", str(SERVER_CPU), python, "-m", "engines.sim",
+         "--model-path", "specgrid/sim-model", "--served-model-name", "sim-model",
+         "--host", "127.0.0.1", "--port", str(port), "--sim-model", "kimi-k2.5-class",
+         "--sim-hardware", "rtx-pro-6000", "--sim-seed", "0"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=2) as r:
+                if r.status == 200:
+                    return proc, url
+        except OSError:
+            time.sleep(0.5)
+    proc.terminate()
+    raise RuntimeError("the simulator did not answer /health within 120 s")
+
+
+def _table(args: argparse.Namespace, rows: list[dict[str, Any]]) -> None:
+    print(f"\nload average {os.getloadavg()[0]:.2f}; median of {args.rounds} rounds, "
+          "runs in brackets (ms)")
+
+    def cell(mine: list[dict[str, Any]], key: str) -> str:
+        xs = [r[key] for r in mine]
+        return f"{_pct(xs, 50):.2f} ({', '.join(f'{x:.2f}' for x in xs)})"
+
+    if not args.against_sim:
+        print("| client | burst dispatch p50 | p99 | wave spread p50 | max |")
+        print("|---|---|---|---|---|")
+        for client in args.clients:
+            mine = [r for r in rows if r["client"] == client]
+            print(f"| {client} | {cell(mine, 'burst_p50_ms')} | {cell(mine, 'burst_p99_ms')} | "
+                  f"{cell(mine, 'spread_p50_ms')} | {cell(mine, 'spread_max_ms')} |")
+    print("\n| client (own rows) | dispatch lag after the first wave p50 | p99 | max | "
+          "first wave max | flagged (runs) |")
+    print("|---|---|---|---|---|---|")
+    for client in [c for c in args.clients if c.startswith("specgrid")]:
+        mine = [r for r in rows if r["client"] == client]
+        print(f"| {client} | {cell(mine, 'lag_p50_ms')} | {cell(mine, 'lag_p99_ms')} | "
+              f"{cell(mine, 'lag_max_ms')} | {cell(mine, 'first_wave_max_ms')} | "
+              f"{sum(1 for r in mine if r['saturated'])} of {len(mine)} |")
 
 
 def main() -> None:
@@ -168,14 +247,19 @@ def main() -> None:
                          "with `setup.py build_ext --inplace`, to compare commits)")
     ap.add_argument("--before-root",
                     help="the checkout the client named 'specgrid before' runs from")
+    ap.add_argument("--against-sim", action="store_true",
+                    help="specgrid's clients against the simulator instead (no server stamps)")
     ap.add_argument("--json")
     args = ap.parse_args()
-    if "specgrid before" in args.clients and not args.before_root:
-        ap.error("the client 'specgrid before' needs --before-root")
     if args.worker:
         worker(json.loads(args.worker))
         return
-    server_proc, server = fixed_schedule_server.launch(SERVER_CPU, "--no-record")
+    if "specgrid before" in args.clients and not args.before_root:
+        ap.error("the client 'specgrid before' needs --before-root")
+    if args.against_sim and "sglang rust" in args.clients:
+        ap.error("--against-sim runs specgrid's clients only (it has no server stamps)")
+    server_proc, server = (launch_sim(sys.executable) if args.against_sim
+                           else fixed_schedule_server.launch(SERVER_CPU, "--no-record"))
     rows = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -193,24 +277,7 @@ def main() -> None:
     finally:
         server_proc.terminate()
         server_proc.wait(timeout=10)
-    print(f"\nload average {os.getloadavg()[0]:.2f}; median of {args.rounds} rounds, "
-          "runs in brackets (ms)")
-    print("| client | burst dispatch p50 | p99 | wave spread p50 | max | specgrid's own "
-          "dispatch lag p50 / p99 | flagged |")
-    print("|---|---|---|---|---|---|---|")
-    for client in args.clients:
-        mine = [r for r in rows if r["client"] == client]
-
-        def cell(key: str, rs: list[dict[str, Any]] = mine) -> str:
-            xs = [r[key] for r in rs]
-            return f"{_pct(xs, 50):.2f} ({', '.join(f'{x:.2f}' for x in xs)})"
-
-        ours = client.startswith("specgrid")
-        own = f"{cell('own_lag_p50_ms')} / {cell('own_lag_p99_ms')}" if ours else "-"
-        flagged = (str(sum(1 for r in mine if r["saturated"])) + f" of {len(mine)}"
-                   if ours else "-")
-        print(f"| {client} | {cell('burst_p50_ms')} | {cell('burst_p99_ms')} | "
-              f"{cell('spread_p50_ms')} | {cell('spread_max_ms')} | {own} | {flagged} |")
+    _table(args, rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

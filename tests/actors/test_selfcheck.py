@@ -171,6 +171,7 @@ def _run_on_burst_server(spec_kw: dict[str, object], hog_s: float = 0.0
     return res.stats, releases
 
 
+@pytest.mark.serial  # its loop-latency and merged-read checks read this machine's clock
 def test_a_synchronized_burst_the_client_keeps_up_with_is_not_flagged() -> None:
     """64 streams the server ends in one step, three times over: each time the client's next
     64 requests fall due together and go out at once. Not flagged: no stall, and the burst's

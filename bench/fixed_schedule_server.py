@@ -16,14 +16,27 @@ request's last byte arrived):
   the next chunk of every active stream per event-loop turn (each chunk its own write; streams
   interleave like a real server's), as fast as the server core allows.
 
+Burst mode (``/sched/0/<step_ms>/burst/<n>``): a request is held until ``n`` requests are held
+(or no new one came for ``BURST_QUIET_S``: a partial burst); then all of them are streamed in
+lock step, one token per chunk, chunk j of every stream written back to back in one event-loop
+turn, each step ``step_ms`` after the previous one's last write (a late step never brings two
+at once), so equal requests end in the same step, as a simulator or an engine
+ends a batch. Each release is stamped (``GET /bursts``: the first and last write of its final
+step, its size, and the receive stamps of the requests it answered, then cleared): a
+closed-loop client's next wave is the requests received after a release, and how long after
+the final step's last write each arrived is that client's burst dispatch time, measured by the
+server for every client alike.
+
 Paths (a prefix selects the schedule or a fault, so one server serves every phase):
-  ``POST [/sched/<ttft_ms>/<chunk_ms>][/fault/<kind>]/generate`` and ``.../v1/chat/completions``
+  ``POST [/sched/<ttft_ms>/<chunk_ms>][/burst/<n>][/fault/<kind>]/generate`` and
+  ``.../v1/chat/completions``
   fault kinds: ``500`` (HTTP 500), ``hang`` (headers then silence), ``broken`` (malformed JSON
   event after the first chunk), ``close`` (connection dropped mid-stream), ``abort``
   (finish_reason type abort).
-  ``GET /health`` -> 200; ``GET /stamps`` -> JSON ``{prompt_text: {"recv": t, "sent": [t...],
-  "tokens": [k...]}}`` of requests since the last call (times are ``time.perf_counter()``, which
-  is CLOCK_MONOTONIC and comparable across processes on Linux), then cleared.
+  ``GET /health`` -> 200; ``GET /bursts`` (above); ``GET /stamps`` -> JSON
+  ``{prompt_text: {"recv": t, "sent": [t...], "tokens": [k...]}}`` of requests since the last
+  call (times are ``time.perf_counter()``, which is CLOCK_MONOTONIC and comparable across
+  processes on Linux), then cleared.
 
 Run: ``python bench/fixed_schedule_server.py --port 31234 [--ttft-ms 20 --chunk-ms 10]``
 (uvloop when installed). Prints ``READY <port>`` once listening.
@@ -48,6 +61,9 @@ from time import perf_counter
 from typing import Any
 
 TOKEN = "tok "  # 4 bytes of text per token: cumulative text grows like a real stream's
+BURST_QUIET_S = 0.2
+"""A burst that has not filled releases what it holds after this long without a new request
+(a warm-up request, the last wave of a run)."""
 
 
 @dataclass
@@ -62,6 +78,12 @@ class ServerConfig:
     stamps: dict[str, dict[str, Any]] = field(default_factory=dict)
     _pump: Any = None
     _pacer: Any = None
+    _burst: Any = None
+
+    def burst(self) -> _Burst:
+        if self._burst is None:
+            self._burst = _Burst()
+        return self._burst
 
     def pump(self) -> _Pump:
         if self._pump is None:
@@ -88,20 +110,24 @@ def chunk_plan(prompt: str, n_tokens: int, max_per_chunk: int) -> list[int]:
     return plan
 
 
-def _parse_path(path: str) -> tuple[float | None, float | None, str | None, str]:
+def _parse_path(path: str) -> tuple[float | None, float | None, str | None, int | None, str]:
     ttft = chunk = None
     fault = None
+    burst = None
     parts = [p for p in path.split("?")[0].split("/") if p]
-    while parts and parts[0] in ("sched", "fault"):
+    while parts and parts[0] in ("sched", "fault", "burst"):
         if parts[0] == "sched" and len(parts) >= 3:
             ttft, chunk = float(parts[1]), float(parts[2])
             parts = parts[3:]
+        elif parts[0] == "burst" and len(parts) >= 2:
+            burst = int(parts[1])
+            parts = parts[2:]
         elif parts[0] == "fault" and len(parts) >= 2:
             fault = parts[1]
             parts = parts[2:]
         else:
             break
-    return ttft, chunk, fault, "/" + "/".join(parts)
+    return ttft, chunk, fault, burst, "/" + "/".join(parts)
 
 
 class _Conn(asyncio.Protocol):
@@ -112,6 +138,9 @@ class _Conn(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.paused = False
+        self.t_data = 0.0
+        """When the latest bytes arrived: a request that came while the previous one was still
+        being answered is stamped with its arrival, not with when its turn came."""
 
     # -- asyncio.Protocol --------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -130,6 +159,7 @@ class _Conn(asyncio.Protocol):
         self.paused = False
 
     def data_received(self, data: bytes) -> None:
+        self.t_data = perf_counter()
         self.buf += data
         self._maybe_dispatch()
 
@@ -152,7 +182,7 @@ class _Conn(asyncio.Protocol):
         body = self.buf[end + 4 : end + 4 + length]
         self.buf = self.buf[end + 4 + length :]
         self.busy = True
-        t_recv = perf_counter()  # the request is complete: stamp it here, not in the task
+        t_recv = self.t_data  # the request is complete: stamp it here, not in the task
         asyncio.get_running_loop().create_task(self._handle(method, path, body, t_recv))
 
     def _simple(self, status: str, body: bytes, ctype: str = "application/json") -> None:
@@ -176,9 +206,12 @@ class _Conn(asyncio.Protocol):
             self._maybe_dispatch()
 
     async def _route(self, method: str, path: str, body: bytes, t_recv: float) -> None:
-        ttft_ms, chunk_ms, fault, route = _parse_path(path)
+        ttft_ms, chunk_ms, fault, burst, route = _parse_path(path)
         if method == "GET" and route in ("/health", "/health_generate", "/ready"):
             self._simple("200 OK", b"ok", "text/plain")
+            return
+        if method == "GET" and route == "/bursts":
+            self._simple("200 OK", json.dumps(self.cfg.burst().take()).encode())
             return
         if method == "GET" and route == "/stamps":
             data = json.dumps(self.cfg.stamps).encode()
@@ -201,6 +234,12 @@ class _Conn(asyncio.Protocol):
         if fault == "500":
             self._simple("500 Internal Server Error", b'{"error":"injected"}')
             return
+        if burst is not None:  # one token per chunk: equal requests end in the same step
+            frames = _frames([1] * n_tokens, len(prompt), chat, continuous, self.cfg.spec, None)
+            assert self.transport is not None
+            await self.cfg.burst().hold(burst, (chunk_ms or 0.0) / 1000.0, self.transport,
+                                        frames, t_recv)
+            return
         ttft = (self.cfg.ttft_ms if ttft_ms is None else ttft_ms) / 1000.0
         gap = (self.cfg.chunk_ms if chunk_ms is None else chunk_ms) / 1000.0
         await self._stream(prompt, n_tokens, t_recv, ttft, gap, fault, chat, continuous)
@@ -218,10 +257,7 @@ class _Conn(asyncio.Protocol):
     ) -> None:
         tr = self.transport
         assert tr is not None
-        tr.write(
-            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-            b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n"
-        )
+        tr.write(_STREAM_HEAD)
         if fault == "hang":
             await asyncio.sleep(3600)
             return
@@ -236,6 +272,65 @@ class _Conn(asyncio.Protocol):
             return
         if self.cfg.record:
             self.cfg.stamps[prompt] = {"recv": t_recv, "sent": sent, "tokens": plan}
+
+
+_STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n"
+                b"Connection: keep-alive\r\n\r\n")
+
+
+class _Burst:
+    """Burst mode (module doc): streams held until ``n`` are held, then streamed in lock step
+    (chunk j of every stream in the same loop turn, ``step_s`` apart), so they end together;
+    every release stamped."""
+
+    def __init__(self) -> None:
+        self.held: list[tuple[asyncio.Transport, list[bytes | None], float,
+                              asyncio.Future[None]]] = []
+        self.timer: asyncio.TimerHandle | None = None
+        self.releases: list[dict[str, Any]] = []
+
+    def hold(self, n: int, step_s: float, tr: asyncio.Transport, frames: list[bytes | None],
+             t_recv: float) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        self.held.append((tr, frames, t_recv, fut))
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+        if len(self.held) >= n:
+            self.release(n, step_s)
+        else:
+            self.timer = loop.call_later(BURST_QUIET_S, self.release, n, step_s)
+        return fut
+
+    def release(self, n: int, step_s: float) -> None:
+        held, self.held, self.timer = self.held, [], None
+        for tr, *_ in held:
+            tr.write(_STREAM_HEAD)
+        asyncio.get_running_loop().create_task(self._stream(held, n, step_s))
+
+    async def _stream(self, held: list[Any], n: int, step_s: float) -> None:
+        steps = max(len(h[1]) for h in held)
+        first = last = perf_counter()
+        for j in range(steps):
+            if j:  # a step after the previous one, never two at once after a late wake-up
+                while (delay := last + step_s - perf_counter()) > 0:
+                    await asyncio.sleep(delay)
+            first = perf_counter()
+            for tr, frames, *_ in held:
+                if j < len(frames) and frames[j] is not None and not tr.is_closing():
+                    tr.write(frames[j])
+            last = perf_counter()
+        self.releases.append({"first_write": first, "last_write": last, "size": len(held),
+                              "full": len(held) >= n, "recv": [h[2] for h in held]})
+        for *_, fut in held:
+            if not fut.done():
+                fut.set_result(None)
+
+    def take(self) -> list[dict[str, Any]]:
+        out, self.releases = self.releases, []
+        return out
 
 
 class _Pacer:

@@ -257,7 +257,8 @@ def parse_microbench(tokens: int = 256) -> dict[str, float]:
 
     import fixed_schedule_server as fss
 
-    from actors.loadgen.streams import NativeSink, Timeline
+    from actors.loadgen.sinks import NativeSink
+    from actors.loadgen.timeline import Timeline
 
     plan = fss.chunk_plan("microbench", tokens, 3)
     frames = []
@@ -273,7 +274,7 @@ def parse_microbench(tokens: int = 256) -> dict[str, float]:
         for p in payloads:
             _json.loads(p)["meta_info"]["completion_tokens"]
 
-    from actors.loadgen.streams import _CT_KEY, _CT_LEN, _INT
+    from actors.loadgen.sinks import _CT_KEY, _CT_LEN, _INT
 
     def key_only() -> None:
         for p in payloads:

@@ -40,7 +40,8 @@ def main() -> None:
     from fixed_schedule_server import _frames, chunk_plan
 
     from actors.loadgen.h1 import H1Connection
-    from actors.loadgen.streams import NativeSink, Timeline
+    from actors.loadgen.sinks import NativeSink
+    from actors.loadgen.timeline import Timeline
 
     for per_read in (1, 4, 17, 64):
         streams = []

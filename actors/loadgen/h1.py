@@ -44,7 +44,7 @@ class H1Connection(asyncio.Protocol):
         "key", "transport", "closed", "error", "active", "idle_since", "head_only", "_parser",
         "status", "reason", "headers", "head_done", "eof", "keep_alive", "_framed",
         "_pieces", "_queue", "_waiter", "got_bytes", "t_first", "t_last", "sink", "_timer",
-        "_callbacks", "_head_callbacks",
+        "_callbacks", "_head_callbacks", "on_end",
     )
 
     def __init__(self, key: tuple[str, str, int] = ("", "", 0)) -> None:
@@ -72,6 +72,10 @@ class H1Connection(asyncio.Protocol):
         self.t_first = 0.0
         self.t_last = 0.0
         self.sink: Sink | None = None
+        self.on_end: Callable[[float], None] | None = None
+        """Called inside ``data_received`` (with the read's stamp) when a response read in sink
+        mode ended and the connection can take the next request: the caller may write that
+        request on it right there (``StampedStream.consume``'s ``then``)."""
         self._timer: asyncio.TimerHandle | None = None
         self._callbacks = _Callbacks(self, self._pieces.append)
         self._head_callbacks: _Callbacks | None = None
@@ -102,6 +106,7 @@ class H1Connection(asyncio.Protocol):
         self.got_bytes = False
         self.error = None
         self.sink = None
+        self.on_end = None
         self.t_last = perf_counter()  # read timeouts count from the request
 
     @property
@@ -112,6 +117,7 @@ class H1Connection(asyncio.Protocol):
         """The response was read to its end; the connection waits in the pool."""
         self.active = False
         self.sink = None
+        self.on_end = None
         self._queue.clear()
         self._parser = None
         self.idle_since = perf_counter()
@@ -174,8 +180,12 @@ class H1Connection(asyncio.Protocol):
                     sink(body, t)
                 except Exception as exc:  # a malformed event: end this response, not the loop
                     self._sink_failed(exc)
+        if self.eof and self.on_end is not None:
+            on_end, self.on_end = self.on_end, None
+            if self.reusable:
+                on_end(t)  # may begin the next request on this connection
         # wake the reader per read while waiting for the head or in queue mode; in sink mode
-        # only at the end of the body or on an error
+        # only at the end of the body (or when ``on_end`` began the next request) or on an error
         if self._waiter is not None and (
             self.sink is None or self.eof or self.error is not None or not self.head_done
         ):

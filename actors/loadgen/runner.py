@@ -1,10 +1,9 @@
 """``run_load(spec) -> LoadResult``: the pure-asyncio core of the load generator (no Ray).
 
 Phases: (1) warmup requests (this client's share, run closed-loop, all completed, no rows);
-(2) the measured window, closed loop (``concurrency`` workers each sending the next request as
-soon as their previous one ended) or open loop (a dispatcher that waits for each precomputed
-absolute arrival time, optionally takes a cap slot, and starts the request as its own task),
-bounded by the request count and/or ``duration_s`` of dispatching; in-flight requests drain.
+(2) the measured window, closed loop or open loop (actors/loadgen/dispatch.py), bounded by the
+request count and/or ``duration_s`` of dispatching; in-flight requests drain. Then the rows, the
+self-check (actors/loadgen/selfcheck.py) and the arrival rates.
 
 Times: every interval is measured with ``time.perf_counter()``; epoch values in rows are
 ``perf_counter() + offset`` with one offset captured at the start (``stats["clock_offset_s"]``),
@@ -13,36 +12,39 @@ measured phase to the end of its last request.
 
 Precision (each measured in bench/README_loadgen.md): requests are built once per prompt and
 handed straight to the client's transport (no ``AsyncClient.send`` machinery per request); the
-default transport parses every read inside ``data_received`` where it is stamped; request starts
-go through a gate that allows one per event-loop iteration; the cyclic garbage collector is kept
-out of the window. Run it on uvloop where possible (``run_load_sync``).
+default transport parses every read inside ``data_received`` where it is stamped; a closed loop
+refills a slot from inside the read that freed it, other starts go through a gate that allows a
+few per event-loop iteration; the cyclic garbage collector is kept out of the window. Run it on
+uvloop where possible (``run_load_sync``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import gc
-import itertools
 import time
-from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from time import perf_counter
 from typing import Any
 
 import httpx
 
 from actors.loadgen import schedule
-from actors.loadgen.rows import rates, request_row, self_check
-from actors.loadgen.selfcheck import LoopLagMonitor
+from actors.loadgen.dispatch import (
+    PREBUILD_LIMIT,
+    RequestPlan,
+    closed_loop,
+    open_loop,
+    sleep_until,
+)
+from actors.loadgen.rows import rates, request_row
+from actors.loadgen.selfcheck import LoopLagMonitor, client_check
 from actors.loadgen.spec import LoadResult, LoadSpec, share
 from actors.loadgen.stopping import Stop, make_watch
-from actors.loadgen.streams import Timeline, chat_body, generate_body, run_request
 from actors.loadgen.tally import Tally
+from actors.loadgen.timeline import Timeline
 from actors.loadgen.transport import StampingTransport, make_transport
 
-PREBUILD_LIMIT = 8192
-"""Requests (one per distinct prompt) built before the load window; more are built on first
-use."""
 WARMUP_OPEN_LOOP_CONCURRENCY = 8
 """Warmup concurrency of an uncapped open-loop cell (a capped one uses its cap)."""
 
@@ -56,213 +58,6 @@ def _weights(spec: LoadSpec) -> list[int]:
         return [share(total, n, j) for j in range(n)]
     return [1] * n
 
-
-async def _sleep_until(target: float) -> None:
-    """Sleep until ``perf_counter() >= target`` (re-sleeps if the loop's ms timers wake early)."""
-    while True:
-        delay = target - perf_counter()
-        if delay <= 0:
-            return
-        await asyncio.sleep(delay)
-
-
-START_BATCH = 8
-"""Request starts allowed per event-loop iteration. A start costs tens of µs of Python, so a
-full batch holds the loop for a few hundred µs, under the stated precision
-(actors/loadgen/selfcheck.py PRECISION_S)."""
-
-
-class _SendGate:
-    """Lets at most ``batch`` requests start per event-loop iteration.
-
-    Starting a request costs tens of µs of Python; when many slots free up together (a wave of
-    completions: requests of one length started together end together) starting all their
-    successors back to back would keep the loop from polling its sockets for milliseconds, and
-    every chunk arriving meanwhile would be stamped late. With the gate, queued starts are
-    spread ``batch`` per iteration with a socket poll between batches. The wait counts in
-    dispatch lag (``sent_at - scheduled_at``), where the self-check sees it."""
-
-    def __init__(self, batch: int = START_BATCH) -> None:
-        self.batch = batch
-        self._waiters: deque[asyncio.Future[None]] = deque()
-        self._used = 0  # starts let through in the current iteration
-        self._ticking = False
-
-    async def turn(self) -> None:
-        if not self._waiters and self._used < self.batch:
-            self._used += 1
-            self._schedule_tick()
-            return
-        fut = asyncio.get_running_loop().create_future()
-        self._waiters.append(fut)
-        self._schedule_tick()
-        await fut
-
-    def _schedule_tick(self) -> None:
-        if not self._ticking:
-            self._ticking = True
-            asyncio.get_running_loop().call_soon(self._tick)
-
-    def _tick(self) -> None:
-        """Next iteration: a fresh budget, spent first on the queued starts."""
-        self._used = 0
-        self._ticking = False
-        while self._waiters and self._used < self.batch:
-            fut = self._waiters.popleft()
-            if not fut.done():  # skip waiters cancelled meanwhile
-                fut.set_result(None)  # resumes in the next iteration, in its budget
-                self._used += 1
-        if self._used:
-            self._schedule_tick()
-
-
-class _Plan:
-    """Prompt choice and requests for this client. Requests are built once per prompt with the
-    client's ``build_request`` (URL, headers, timeouts) and sent straight through its transport:
-    ``AsyncClient.send`` adds auth/redirect/cookie/event-hook machinery a benchmark request does
-    not use, at ~100 µs CPU per request (measured, see bench/README_loadgen.md)."""
-
-    def __init__(self, spec: LoadSpec, client: httpx.AsyncClient,
-                 transport: httpx.AsyncBaseTransport) -> None:
-        self.spec = spec
-        self.client = client
-        self.send = transport.handle_async_request
-        self._serialise = (transport.prepare if isinstance(transport, StampingTransport)
-                           else None)
-        """Serialises a built request ahead of the window (raw transport: ~5 µs of CPU per
-        request that would otherwise be spent on its first send, inside the window)."""
-        self.gate = _SendGate()
-        self.order = schedule.prompt_order(len(spec.prompts), spec.seed)
-        self._requests: dict[int, httpx.Request] = {}
-        self._template: httpx.Request | None = None
-        self._raw_headers: list[tuple[bytes, bytes]] = []
-        base = spec.url.rstrip("/")
-        self.kind = spec.endpoint
-        self.url = base + ("/generate" if spec.endpoint == "generate" else "/v1/chat/completions")
-        self.headers = {
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream",
-            "Accept-Encoding": "identity",
-        }
-        if spec.api_key:
-            self.headers["Authorization"] = f"Bearer {spec.api_key}"
-
-    def prompt_index(self, position: int) -> int:
-        return self.order[position % len(self.order)]
-
-    def request(self, pidx: int) -> httpx.Request:
-        req = self._requests.get(pidx)
-        if req is None:
-            s = self.spec
-            text = s.prompts[pidx].text
-            if s.endpoint == "generate":
-                body = generate_body(text, s.max_new_tokens, s.temperature, s.ignore_eos,
-                                     s.extra_body)
-            else:
-                body = chat_body(text, s.model, s.max_new_tokens, s.temperature, s.ignore_eos,
-                                 s.extra_body)
-            if self._template is None:  # the client's URL/header/timeout merge, done once
-                self._template = self.client.build_request("POST", self.url, content=b"{}",
-                                                           headers=self.headers)
-                self._raw_headers = [(k, v) for k, v in self._template.headers.raw
-                                     if k.lower() != b"content-length"]
-            tmpl = self._template
-            req = httpx.Request("POST", tmpl.url, content=body, extensions=dict(tmpl.extensions),
-                                headers=[*self._raw_headers,
-                                         (b"Content-Length", b"%d" % len(body))])
-            if self._serialise is not None:
-                self._serialise(req)
-            self._requests[pidx] = req
-        return req
-
-    def prepare(self, positions: Iterable[int], limit: int = PREBUILD_LIMIT) -> None:
-        """Build the requests of these prompt positions now, before the load window."""
-        for pos in itertools.islice(positions, limit):
-            self.request(self.prompt_index(pos))
-
-
-async def _closed_loop(
-    plan: _Plan,
-    positions: Any,
-    concurrency: int,
-    due: Callable[[], bool] | None,
-    out: list[tuple[int, int, Timeline]],
-    tally: Tally,
-    measured: bool = True,
-) -> None:
-    """``concurrency`` workers pull (index, prompt position) from one shared iterator until it
-    ends or ``due()`` says stop. A request is due when its slot became free (the end of the
-    slot's previous request, the window start for the first), so its dispatch lag counts every
-    delay of the client's own. ``tally`` counts each request as it starts and ends
-    (``measured``: False for warm-up)."""
-    spec = plan.spec
-    it = iter(positions)
-    start = perf_counter()
-
-    async def worker() -> None:
-        free_since = start  # when this slot became free: the previous request's end
-        for n, pos in it:
-            if due is not None and due():
-                return
-            pidx = plan.prompt_index(pos)
-            tl = Timeline(free_since)
-            out.append((n, pidx, tl))
-            tally.begin(tl)
-            await plan.gate.turn()
-            await run_request(plan.kind, plan.send, plan.request(pidx), tl,
-                              spec.request_timeout_s)
-            tally.end(tl, measured)
-            assert tl.end is not None
-            free_since = tl.end
-
-    await asyncio.gather(*(worker() for _ in range(concurrency)))
-
-
-async def _open_loop(
-    plan: _Plan,
-    arrivals: Any,
-    t0: float,
-    cap: int | None,
-    warmup: int,
-    out: list[tuple[int, int, Timeline]],
-    tally: Tally,
-    due: Callable[[], bool] | None = None,
-) -> None:
-    """Dispatch each (index, offset) at ``t0 + offset`` until ``due()`` says stop; a capped
-    arrival waits for a slot. ``tally`` counts each request as it starts and ends."""
-    spec = plan.spec
-    loop = asyncio.get_running_loop()
-    sem = asyncio.Semaphore(cap) if cap is not None else None
-    tasks: set[asyncio.Task[Timeline]] = set()
-
-    async def one(pidx: int, tl: Timeline) -> Timeline:
-        try:
-            tally.begin(tl)
-            await plan.gate.turn()
-            await run_request(plan.kind, plan.send, plan.request(pidx), tl,
-                              spec.request_timeout_s)
-            tally.end(tl)
-            return tl
-        finally:
-            if sem is not None:
-                sem.release()
-
-    for n, off in arrivals:
-        target = t0 + off
-        await _sleep_until(target)
-        if due is not None and due():
-            break
-        tl = Timeline(target)
-        if sem is not None:
-            await sem.acquire()
-            tl.slot = perf_counter()
-        pidx = plan.prompt_index(warmup + n)
-        out.append((n, pidx, tl))
-        task = loop.create_task(one(pidx, tl))
-        tasks.add(task)
-        task.add_done_callback(tasks.discard)
-    while tasks:
-        await asyncio.gather(*list(tasks))
 
 
 class LoadRun:
@@ -286,7 +81,7 @@ class LoadRun:
         self.transport_name = spec.transport if transport is None else type(transport).__name__
         timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
         self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
-        self.plan = _Plan(spec, self.client, self.transport)
+        self.plan = RequestPlan(spec, self.client, self.transport)
         self.warm_results: list[tuple[int, int, Timeline]] = []
         self.results: list[tuple[int, int, Timeline]] = []
         """Measured requests sent so far (appended as they start)."""
@@ -311,7 +106,7 @@ class LoadRun:
                                                 spec.client_index))
         if warm_idx:
             wconc = spec.my_concurrency or min(len(warm_idx), WARMUP_OPEN_LOOP_CONCURRENCY)
-            await _closed_loop(self.plan, ((w, w) for w in warm_idx), wconc, None,
+            await closed_loop(self.plan, ((w, w) for w in warm_idx), wconc, None,
                                self.warm_results, self.tally, measured=False)
         self.preconnected = await self._preconnect()
         n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
@@ -365,7 +160,7 @@ class LoadRun:
         if start_at is not None:
             t0 = start_at - offset
             if t0 > now:
-                await _sleep_until(t0)
+                await sleep_until(t0)
             else:
                 late, t0 = now - t0, now
         stop = Stop(t0 + spec.duration_s if spec.duration_s is not None else None)
@@ -376,7 +171,7 @@ class LoadRun:
         if spec.closed_loop:
             if conc:
                 idx = schedule.client_indices(spec.num_requests, self.weights, me)
-                await _closed_loop(plan, ((n, spec.warmup_requests + n) for n in idx),
+                await closed_loop(plan, ((n, spec.warmup_requests + n) for n in idx),
                                    conc, stop.due, results, self.tally)
         else:
             assert spec.rate is not None
@@ -384,14 +179,15 @@ class LoadRun:
                 spec.num_requests, self.weights, me, spec.rate, spec.arrival, spec.burstiness,
                 spec.seed, horizon_s=spec.duration_s,
             )  # the horizon is the time bound here: `due` only asks for the watch's stop
-            await _open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results,
+            await open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results,
                              self.tally, lambda: stop.reason is not None)
         await watch.close()
         await monitor.stop()
         results.sort(key=lambda r: r[0])
         rows = [request_row(spec, n, pidx, tl, offset) for n, pidx, tl in results]
         t_end = max((tl.end for _, _, tl in results if tl.end is not None), default=t0)
-        stats = self_check(spec, results, monitor, t0)
+        stats = client_check([tl for *_, tl in results],
+                             conc or 0 if spec.closed_loop else 0, monitor, t0)
         stats.update(
             window_start=t0 + offset,
             window_end=t_end + offset,

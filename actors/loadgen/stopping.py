@@ -39,7 +39,7 @@ from threadpoolctl import threadpool_limits
 
 from actors.loadgen import schedule
 from actors.loadgen.spec import LoadSpec
-from actors.loadgen.streams import Timeline
+from actors.loadgen.timeline import Timeline
 from specgrid_metrics import precision, saturation
 from specgrid_metrics.bootstrap import DEFAULT_REPLICATES, seed_for
 from specgrid_metrics.intervals import RequestArrays

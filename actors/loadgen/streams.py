@@ -1,20 +1,6 @@
-"""One streamed request per call, per endpoint, recorded as a ``Timeline``.
-
-* SGLang native ``POST /generate`` (``stream: true``): every event carries cumulative ``text`` and
-  cumulative ``meta_info.completion_tokens``. Intermediate events are NOT ``json.loads``-ed (their
-  cumulative text makes that O(n²) per request): the last ``"completion_tokens":`` key of each
-  event line is found searching back from the line's end (a JSON string value cannot contain an
-  unescaped ``"`` so the match is always the key) and its integer read in place, by a small C
-  scan for the common shape (``_native_scan.c``) and in Python for the rest; an event without
-  the key, or not shaped like a JSON object, is parsed fully (error events, malformed events ->
-  error). The final event is
-  parsed fully for ``prompt_tokens``, ``completion_tokens``, ``finish_reason`` and speculation
-  counters (``spec_verify_ct``; older servers' ``spec_accept_length`` is converted back).
-* OpenAI ``POST /v1/chat/completions`` with ``stream_options = {include_usage,
-  continuous_usage_stats}``: small events, parsed with ``json.loads``. A chunk carries
-  Δ``usage.completion_tokens`` tokens when the server sends per-chunk usage, else one per delta
-  that has a ``content`` key (even ``""``), reasoning or tool calls, never the role-only opening
-  chunk; the final usage chunk gives prompt/completion tokens (the rule: :class:`ChatSink`).
+"""One streamed request per call, recorded as a ``Timeline``: the request bodies of the two
+endpoints (SGLang native ``/generate``, OpenAI ``/v1/chat/completions``), and sending a request
+and parsing its stream (the parsers: actors/loadgen/sinks.py).
 
 Arrival times: the transport's per-read stamp when it has one (``StampingTransport``), else
 ``perf_counter()`` when the read reaches the parser. Any exception ends the request with
@@ -25,76 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
-from collections.abc import Awaitable, Callable
 from time import perf_counter
 from typing import Any
 
 import httpx
 
-try:
-    from actors.loadgen._native_scan import scan as _scan
-except ModuleNotFoundError as exc:  # this source tree was never built (pip install -e .)
-    raise ModuleNotFoundError(
-        f"specgrid's C module actors/loadgen/_native_scan is not built next to {__file__}: "
-        "in a checkout run `pip install -e .` (a plain `pip install .` builds it into "
-        "site-packages, which a run started inside the checkout does not import)",
-        name=exc.name) from None
-from actors.loadgen.sse import SSEDecoder, split_events
-
-_CT_KEY = b'"completion_tokens":'
-_CT_LEN = len(_CT_KEY)
-_INT = re.compile(rb"\s*(\d+)").match
-_DONE = b"[DONE]"
-_OBJ_OPEN = ord("{")
-_OBJ_CLOSE = ord("}")
-
-
-Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
-"""``transport.handle_async_request`` of the client's transport."""
-
-
-class StreamError(Exception):
-    """A request failed in a way the server told us (HTTP status, error event, abort)."""
-
-
-class Timeline:
-    """Everything recorded about one request (times are ``perf_counter()`` seconds)."""
-
-    __slots__ = (
-        "scheduled", "slot", "sent", "end", "chunk_times", "chunk_tokens", "error",
-        "input_tokens", "output_tokens", "finish_reason", "spec_verify_ct", "merged",
-        "server_queue_s", "server_ttft_s", "output_text",
-    )
-
-    def __init__(self, scheduled: float) -> None:
-        self.scheduled = scheduled
-        self.slot = scheduled  # when a concurrency slot was obtained (open loop with a cap)
-        self.sent = scheduled
-        self.end: float | None = None
-        self.chunk_times: list[float] = []
-        self.chunk_tokens: list[int] = []
-        self.error: str | None = None
-        self.input_tokens: int | None = None
-        self.output_tokens: int | None = None
-        self.finish_reason: str | None = None
-        self.spec_verify_ct: int | None = None
-        self.merged = 0
-        """Token events that arrived in the same read as the previous one (same stamp)."""
-        self.server_queue_s: float | None = None
-        self.server_ttft_s: float | None = None
-        """SGLang's own queue time and first-token latency (native stream meta_info)."""
-        self.output_text: str | None = None
-        """The generated text as streamed (the native stream's final cumulative ``text``; the
-        chat stream's deltas joined at ``finish``), for the losslessness check."""
-
-    def add_chunk(self, t: float, k: int) -> None:
-        """A content event carrying ``k`` new tokens arrived at ``t``."""
-        times = self.chunk_times
-        if times and times[-1] == t:
-            self.merged += 1
-        times.append(t)
-        self.chunk_tokens.append(k)
+from actors.loadgen.sinks import ChatSink, NativeSink
+from actors.loadgen.timeline import StreamError, Timeline
+from actors.loadgen.transport import Follow, Send
 
 
 def generate_body(text: str, max_new_tokens: int, temperature: float, ignore_eos: bool,
@@ -130,317 +54,13 @@ def chat_body(text: str, model: str, max_new_tokens: int, temperature: float, ig
     return json.dumps(body).encode()
 
 
-def _finish_str(fr: Any) -> str | None:
-    if fr is None:
-        return None
-    if isinstance(fr, dict):
-        return str(fr.get("type")) if fr.get("type") is not None else json.dumps(fr)
-    return str(fr)
-
-
-def _spec_verify(meta: dict[str, Any], completion: int | None) -> int | None:
-    v = meta.get("spec_verify_ct")
-    if isinstance(v, int | float) and not isinstance(v, bool):
-        return int(v)
-    acc = meta.get("spec_accept_length")  # servers without spec_verify_ct
-    if isinstance(acc, int | float) and acc > 0 and completion:
-        return max(1, round(completion / acc))
-    return None
-
-
-def _error_text(obj: Any) -> str | None:
-    if isinstance(obj, dict) and "error" in obj:
-        err = obj["error"]
-        if isinstance(err, dict):
-            return str(err.get("message") or err)
-        return str(err)
-    return None
-
-
 async def _fail_status(resp: httpx.Response) -> None:
     body = b"".join([c async for c in resp.stream])  # type: ignore[union-attr]
     raise StreamError(f"HTTP {resp.status_code}: {body[:300].decode('utf-8', 'replace')}")
 
 
-class NativeSink:
-    """Parser of an SGLang native ``/generate`` stream: ``feed(bytes, t)`` per read, then
-    ``finish()``. Raises on a malformed or error event.
-
-    Hot path (every event of a healthy stream): one call per read to the C scan
-    (actors/loadgen/_native_scan.c: its rule, and why C), which walks the read's events in
-    place and appends each event's new-token count; this method then appends the read's one
-    stamp once for all of them and keeps the last counted event as (read, bounds), sliced only
-    when ``finish`` asks. Anything the scan does not cover (CR line ends, comments, events of
-    several lines, ``[DONE]``, error events, events without the key or with an unusual value)
-    goes through ``sse.split_events`` and ``_event``, the general path, from that event on."""
-
-    __slots__ = ("tl", "buf", "prev", "done", "t_last", "_last_src", "_last_a", "_last_b")
-
-    def __init__(self, tl: Timeline) -> None:
-        self.tl = tl
-        self.buf = b""
-        """Bytes of an incomplete event carried to the next read."""
-        self.prev = 0
-        self.done = False
-        self.t_last: float | None = None
-        # the last counted event: its bytes are sliced out of its read (``last``) only when
-        # asked for, at the end of the stream, not once per read
-        self._last_src: bytes | None = None
-        self._last_a = 0
-        self._last_b = 0
-
-    @property
-    def last(self) -> bytes | None:
-        """The data of the last event that carried ``completion_tokens`` (None before one)."""
-        src = self._last_src
-        return None if src is None else src[self._last_a:self._last_b]
-
-    def _set_last(self, p: bytes) -> None:
-        self._last_src, self._last_a, self._last_b = p, 0, len(p)
-
-    def feed(self, data: bytes, t: float) -> None:
-        self.t_last = t
-        buf = self.buf + data if self.buf else data
-        tokens = self.tl.chunk_tokens
-        first = len(tokens)  # the events of this read are tokens[first:]
-        end, prev, last_at, last_end, general = _scan(buf, self.prev, tokens)
-        if prev != self.prev:  # one stamp per read, appended for all its new events at once
-            self.prev = prev
-            times = self.tl.chunk_times
-            new = len(tokens) - first
-            if times and times[-1] == t:  # the previous feed had the same stamp
-                self.tl.merged += new
-            elif new > 1:
-                self.tl.merged += new - 1
-            if new == 1:
-                times.append(t)
-            else:
-                times += [t] * new
-        if last_at >= 0:
-            self._last_src, self._last_a, self._last_b = buf, last_at + 6, last_end
-        if not general:
-            self.buf = buf[end:] if end else buf
-            return
-        events, self.buf = split_events(buf[end:] if end else buf)
-        for p in events:
-            self._event(p, t)
-
-    def _event(self, p: bytes, t: float) -> None:
-        """One event's data, the general path (the same rules as the hot path, and more)."""
-        if p and p[0] == _OBJ_OPEN and p[-1] == _OBJ_CLOSE:
-            i = p.rfind(_CT_KEY)
-            if i >= 0:
-                m = _INT(p, i + _CT_LEN)
-                if m is not None:
-                    n = int(m.group(1))
-                    if n > self.prev:
-                        self.tl.add_chunk(t, n - self.prev)
-                        self.prev = n
-                    self._set_last(p)
-                    return
-        if p == _DONE:
-            self.done = True
-            return
-        obj = json.loads(p)  # error / unusual event: parse fully (raises if malformed)
-        err = _error_text(obj)
-        if err is not None:
-            raise StreamError(f"error event: {err}")
-        meta = obj.get("meta_info") if isinstance(obj, dict) else None
-        if not isinstance(meta, dict) or "completion_tokens" not in meta:
-            raise StreamError(f"unexpected event: {p[:200]!r}")
-        n = int(meta["completion_tokens"])
-        if n > self.prev:
-            self.tl.add_chunk(t, n - self.prev)
-            self.prev = n
-        self._set_last(p)
-
-    def finish(self) -> None:
-        tl = self.tl
-        if self.buf.strip():
-            raise StreamError(f"stream ended inside an event: {self.buf[:200]!r}")
-        last = self.last
-        if last is None:
-            raise StreamError("stream ended without any event")
-        obj = json.loads(last)
-        meta = obj.get("meta_info") or {}
-        # the final event repeats the whole text (SGLang's cumulative stream): no extra work
-        text = obj.get("text")
-        tl.output_text = text if isinstance(text, str) else None
-        fr = meta.get("finish_reason")
-        tl.input_tokens = meta.get("prompt_tokens")
-        tl.output_tokens = meta.get("completion_tokens", self.prev)
-        tl.finish_reason = _finish_str(fr)
-        tl.spec_verify_ct = _spec_verify(meta, tl.output_tokens)
-        # SGLang 0.5.23 with --enable-metrics (srt/managers/tokenizer_manager.py): seconds from
-        # receiving the request to its first token, and in the scheduler's queue
-        tl.server_ttft_s = _seconds(meta.get("first_token_latency"))
-        tl.server_queue_s = _seconds(meta.get("queue_time"))
-        if isinstance(fr, dict) and fr.get("type") == "abort":
-            raise StreamError(f"aborted: {fr.get('message', '')}")
-        if fr is None and not self.done:
-            raise StreamError("stream ended before finish_reason or [DONE]")
-
-
-def _seconds(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and value >= 0 else None
-
-
-def _carries_token(delta: dict[str, Any]) -> bool:
-    """Without per-chunk usage: does this delta stand for a generated token (ChatSink's rule)?
-    A ``content`` string, ``""`` included, non-null reasoning or tool calls, but not the
-    role-only opening chunk (``role`` with empty or no content and nothing else)."""
-    content = delta.get("content")
-    other = (delta.get("reasoning_content") is not None or delta.get("reasoning") is not None
-             or bool(delta.get("tool_calls")))
-    if "role" in delta and not content and not other:
-        return False
-    return isinstance(content, str) or other
-
-
-class ChatSink:
-    """Parser of an OpenAI ``/v1/chat/completions`` stream (same interface as NativeSink).
-
-    The rule: **the first chunk that carries a generated token is the first token, whatever
-    its text** (TTFT is its arrival), and each chunk's token count is known without reading its
-    text:
-
-    * With per-chunk usage (``stream_options.continuous_usage_stats``, which ``chat_body``
-      asks for; vLLM 0.32.0 and SGLang 0.5.23 both honour it) a chunk carries
-      Δ``usage.completion_tokens`` tokens, exact: vLLM's role-only opening chunk (usage
-      completion_tokens 0) carries none; a chunk whose delta is empty (``"content": ""``,
-      ``{}``) but whose usage rose carries the rise; SGLang, which holds back the text of a
-      token that ends inside a UTF-8 character and merges it into the next chunk, gives that
-      chunk all of them (2 -> 6 in one chunk). Once a stream has shown per-chunk usage, a chunk
-      without it (SGLang's role and finish chunks) carries none: its tokens, if any, show in
-      the next rise.
-    * Without per-chunk usage a chunk carries one token when its delta has a ``content`` key
-      whose value is a string, ``""`` included (vLLM streams ``"content": ""`` for a token whose
-      text ends inside a UTF-8 character, and for the EOS token), non-null reasoning
-      (``reasoning_content``: SGLang, ``reasoning``: vLLM 0.32.0) or ``tool_calls`` -- except
-      the role-only opening chunk (delta with ``role`` and empty or no content, nothing else).
-      A server that merges several tokens into one chunk (SGLang) is undercounted here.
-    * The final usage-only chunk (``choices: []``) sets ``output_tokens``
-      (``usage.completion_tokens``) and ``input_tokens``; it carries no arrival. When the
-      server's total exceeds the tokens the chunks carried (SGLang drops the text of trailing
-      tokens that never completed a character, and sends no usage on its finish chunk; any
-      stream without per-chunk usage that merges tokens), ``output_tokens`` stays the server's
-      total and no arrival times are invented for the difference: Σ ``chunk_tokens`` <
-      ``output_tokens`` then, and a stream where no chunk carried a token has no TTFT.
-    * vLLM 0.32.0 started with ``--per-request-spec-decode-metrics`` puts the request's
-      speculative counts on that final chunk (``metrics.speculative_decoding``,
-      ``entrypoints/generate/base/protocol.py`` SpeculativeDecodingMetrics):
-      ``num_spec_steps`` is the request's verify steps, kept as ``spec_verify_ct`` -- the
-      per-request accept length SGLang's ``meta_info`` gives, on the OpenAI stream.
-    * The output text (``Timeline.output_text``, for the losslessness check): the deltas'
-      ``content`` joined, after any reasoning text the server split off.
-
-    The engines' own benchmark clients differ (checked in the installed versions):
-
-    * vLLM 0.32.0 ``vllm/benchmarks/lib/endpoint_request_func.py``,
-      ``async_request_openai_chat_completions``: TTFT at the first event whose ``choices`` is
-      non-empty -- whatever its delta, so vLLM's role-only opening chunk is its first token --
-      and one ITL entry per such event; output tokens from the final usage chunk (it asks for
-      ``include_usage`` only). specgrid skips the role chunk: it carries no token (usage 0).
-      vLLM 0.32.0 writes it on the request's first engine output, right before that output's
-      token chunk (``chat_completion/serving.py``, ``first_iteration``), so the two TTFTs
-      normally agree to one write; an output without a token (the "Chunked prefill case"
-      there) or another server that sends the role early would put vLLM's TTFT before any
-      token was made.
-    * SGLang 0.5.23 ``sglang/benchmark/serving.py`` (``python/sglang/bench_serving.py`` is now
-      an alias of it), ``async_request_openai_chat_completions``: TTFT and ITL only at events
-      whose ``reasoning_content``/``reasoning`` + ``content`` text is non-empty; output tokens
-      from the last ``usage`` seen. That is the defect this rule fixes: on vLLM's stream it
-      skips the ``"content": ""`` token chunks (a late TTFT, fewer ITL entries); SGLang's own
-      server never sends them. specgrid counts them and uses per-chunk usage for the count.
-    """
-
-    __slots__ = ("tl", "decoder", "counted", "usage_ct", "fr", "done", "t_last", "continuous",
-                 "parts", "reasoning_parts")
-
-    def __init__(self, tl: Timeline) -> None:
-        self.tl = tl
-        self.decoder = SSEDecoder()
-        self.counted = 0  # tokens attributed to chunks so far (Σ chunk_tokens)
-        self.usage_ct: int | None = None
-        self.fr: Any = None
-        self.done = False
-        self.t_last: float | None = None
-        self.continuous = False
-        """A chunk with ``choices`` carried ``usage.completion_tokens`` (per-chunk usage)."""
-        self.parts: list[str] = []
-        """The deltas' ``content`` text, joined once at ``finish`` (the event is already
-        decoded, so keeping it costs an append)."""
-        self.reasoning_parts: list[str] = []
-        """Reasoning text a server splits off (``reasoning_content``: SGLang, ``reasoning``:
-        vLLM), generated tokens too."""
-
-    def feed(self, data: bytes, t: float) -> None:
-        self.t_last = t
-        for p in self.decoder.feed(data):
-            if p == _DONE:
-                self.done = True
-                continue
-            self.event(json.loads(p), t)
-
-    def event(self, obj: dict[str, Any], t: float) -> None:
-        """One parsed event that arrived at ``t`` (a subclass that keeps more of the reply
-        extends this, so each event is decoded once). The counting rule: the class doc."""
-        tl = self.tl
-        err = _error_text(obj)
-        if err is not None:
-            raise StreamError(f"error event: {err}")
-        usage = obj.get("usage")
-        ct = None
-        if usage:
-            if usage.get("prompt_tokens") is not None:
-                tl.input_tokens = usage["prompt_tokens"]
-            ct = usage.get("completion_tokens")
-            if ct is not None:
-                self.usage_ct = ct
-        choices = obj.get("choices")
-        if not choices:  # the final usage-only chunk: totals, no arrival
-            spec = (obj.get("metrics") or {}).get("speculative_decoding")
-            if spec and spec.get("num_spec_steps") is not None:
-                tl.spec_verify_ct = int(spec["num_spec_steps"])
-            return
-        ch = choices[0]
-        if ch.get("finish_reason") is not None:
-            self.fr = ch["finish_reason"]
-        delta = ch.get("delta")
-        if delta:
-            piece = delta.get("content")
-            if piece and isinstance(piece, str):
-                self.parts.append(piece)
-            piece = delta.get("reasoning_content") or delta.get("reasoning")
-            if piece and isinstance(piece, str):
-                self.reasoning_parts.append(piece)
-        if ct is not None:
-            self.continuous = True
-            k = ct - self.counted
-        elif self.continuous:
-            return
-        else:
-            k = 1 if _carries_token(ch.get("delta") or {}) else 0
-        if k > 0:
-            tl.add_chunk(t, k)
-            self.counted += k
-
-    def finish(self) -> None:
-        tl = self.tl
-        if self.decoder.pending.strip():
-            raise StreamError(f"stream ended inside an event: {self.decoder.pending[:200]!r}")
-        tl.output_tokens = self.usage_ct if self.usage_ct is not None else self.counted
-        # reasoning first: a server that splits it off streams it before the answer
-        tl.output_text = "".join(self.reasoning_parts) + "".join(self.parts)
-        tl.finish_reason = _finish_str(self.fr)
-        if self.fr == "abort":
-            raise StreamError("aborted")
-        if self.fr is None and not self.done:
-            raise StreamError("stream ended before finish_reason or [DONE]")
-
-
 async def stream_into(send: Send, request: httpx.Request, tl: Timeline,
-                      sink: NativeSink | ChatSink) -> None:
+                      sink: NativeSink | ChatSink, then: Follow | None = None) -> None:
     """Send ``request`` and parse its streamed body into ``tl``; exceptions propagate.
 
     With the stamping transport the sink runs inside the socket's ``data_received`` callback
@@ -448,7 +68,9 @@ async def stream_into(send: Send, request: httpx.Request, tl: Timeline,
     stamped. Other transports: ``async for`` over the body, stamped when the parser sees it.
     ``tl.sent``: the transport's send stamp when it has one (taken right before the connection
     is taken and the request written), else just before handing the request to the transport.
-    ``tl.end`` is the arrival of the body's last bytes."""
+    ``tl.end`` is the arrival of the body's last bytes. ``then``: handed to the stamping
+    transport's ``consume``, which calls it the moment the body ended (it may write the next
+    request on the same connection there); other transports ignore it."""
     tl.sent = perf_counter()
     resp = await send(request)
     try:
@@ -458,7 +80,7 @@ async def stream_into(send: Send, request: httpx.Request, tl: Timeline,
         if resp.status_code != 200:
             await _fail_status(resp)
         if src is not None:
-            await src.consume(sink.feed)
+            await src.consume(sink.feed, then)
         else:
             feed = sink.feed
             async for data in resp.stream:  # type: ignore[union-attr]
@@ -470,21 +92,24 @@ async def stream_into(send: Send, request: httpx.Request, tl: Timeline,
 
 
 async def run_request(
-    kind: str, send: Send, request: httpx.Request, tl: Timeline, timeout_s: float
+    kind: str, send: Send, request: httpx.Request, tl: Timeline, timeout_s: float,
+    then: Follow | None = None,
 ) -> Timeline:
-    """Run one request under an overall ``timeout_s``; any failure is recorded in ``tl.error``."""
+    """Run one request under an overall ``timeout_s``; any failure is recorded in ``tl.error``.
+    ``then``: see :func:`stream_into`."""
     await run_into(send, request, tl, NativeSink(tl) if kind == "generate" else ChatSink(tl),
-                   timeout_s)
+                   timeout_s, then)
     return tl
 
 
 async def run_into(send: Send, request: httpx.Request, tl: Timeline,
-                   sink: NativeSink | ChatSink, timeout_s: float) -> None:
+                   sink: NativeSink | ChatSink, timeout_s: float,
+                   then: Follow | None = None) -> None:
     """:func:`stream_into` under an overall ``timeout_s``, every failure mapped to one
     ``tl.error`` line (the one mapping for prompt requests and conversation rounds)."""
     try:
         async with asyncio.timeout(timeout_s):
-            await stream_into(send, request, tl, sink)
+            await stream_into(send, request, tl, sink, then)
     except TimeoutError:
         tl.error = f"timeout: no complete response within {timeout_s:g} s"
     except StreamError as exc:

@@ -9,7 +9,7 @@ C-level step (``list(dict.values())``)."""
 
 from __future__ import annotations
 
-from actors.loadgen.streams import Timeline
+from actors.loadgen.timeline import Timeline
 
 
 class Tally:

@@ -35,7 +35,7 @@ import asyncio
 import re
 import ssl
 from collections import deque
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from time import perf_counter
 from typing import Any
 
@@ -51,6 +51,11 @@ client uses 10 MiB)."""
 DEFAULT_KEEPALIVE_S = 60.0
 
 Key = tuple[str, str, int]
+Send = Callable[[httpx.Request], Awaitable[httpx.Response]]
+"""Sends a request and returns its response once the head arrived
+(``transport.handle_async_request``, or the send of a request already written)."""
+Follow = Callable[[float, Callable[[httpx.Request], Send]], None]
+"""``then(t, write)`` of :meth:`StampedStream.consume`."""
 
 
 _FORBIDDEN_IN_HEADER = re.compile(rb"[\r\n\x00]")
@@ -81,7 +86,7 @@ class StampedStream(httpx.AsyncByteStream):
     """Response body of a ``StampingTransport`` response. ``t`` is the ``perf_counter()`` stamp
     (taken in ``data_received``) of the chunk most recently yielded."""
 
-    __slots__ = ("_conn", "_pool", "_read_timeout", "t", "_done", "t_sent")
+    __slots__ = ("_conn", "_pool", "_read_timeout", "t", "_done", "t_sent", "_handed_on")
 
     def __init__(self, conn: H1Connection, pool: StampingTransport, read_timeout: float | None,
                  t_sent: float) -> None:
@@ -93,6 +98,8 @@ class StampedStream(httpx.AsyncByteStream):
         self._read_timeout = read_timeout
         self.t = conn.t_first
         self._done = False
+        self._handed_on = False
+        """The connection went on to the next request (``consume``'s ``then``)."""
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         conn = self._conn
@@ -108,24 +115,50 @@ class StampedStream(httpx.AsyncByteStream):
             await self._wait_for_data()
         self._done = True
 
-    async def consume(self, feed: Callable[[bytes, float], None]) -> None:
+    async def consume(self, feed: Callable[[bytes, float], None],
+                      then: Follow | None = None) -> None:
         """Call ``feed(data, t)`` for every read of the body, from inside ``data_received``;
         return at the end of the body. Raises the transport's error, ``httpx.ReadTimeout``, or
-        whatever ``feed`` raised (the connection is then closed)."""
+        whatever ``feed`` raised (the connection is then closed).
+
+        ``then(t, write)``: called inside ``data_received`` the moment the body ended whole on
+        a connection that can be reused (``t``: that read's stamp); it may call ``write(next)``
+        to write the next request on this same connection right there, before any coroutine
+        runs, and keep the send ``write`` returns to collect the answer with. A closed loop
+        refills a slot this way in the read that freed it: a wave of requests that end
+        together goes out in the same loop turn, instead of waiting for every finished
+        request's coroutine to wake up, wind down and start the next one."""
         conn = self._conn
         q = conn._queue
         while q:  # bytes that arrived with the head
             data, t = q.popleft()
             feed(data, t)
         conn.sink = feed
+        if then is not None:
+            if conn.eof and conn.reusable:  # the whole body came with the head
+                self._hand_on(then, conn.t_last)
+            else:
+                conn.on_end = lambda t: self._hand_on(then, t)
         try:
-            while not conn.eof or conn.error is not None:
+            while not self._handed_on and (not conn.eof or conn.error is not None):
                 if conn.error is not None:
                     raise conn.error
                 await self._wait_for_data()
         finally:
-            conn.sink = None
+            if not self._handed_on:
+                conn.sink = None
+                conn.on_end = None
         self._done = True
+
+    def _hand_on(self, then: Follow, t: float) -> None:
+        conn = self._conn
+
+        def write(request: httpx.Request) -> Send:
+            self._handed_on = True
+            self._done = True
+            return self._pool._follow(conn, request)
+
+        then(t, write)
 
     async def _wait_for_data(self) -> None:
         """Wait for the next read; silence longer than the read timeout closes the connection
@@ -139,7 +172,8 @@ class StampedStream(httpx.AsyncByteStream):
             raise conn.error from None
 
     async def aclose(self) -> None:
-        self._pool._give_back(self._conn, self._done)
+        if not self._handed_on:  # else the connection carries the next request already
+            self._pool._give_back(self._conn, self._done)
 
 
 class StampingTransport(httpx.AsyncBaseTransport):
@@ -245,19 +279,28 @@ class StampingTransport(httpx.AsyncBaseTransport):
                 pass
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        payload = await self._wire(request)
+        return await self._answer(request, payload, perf_counter())
+
+    async def _answer(self, request: httpx.Request, payload: bytes, t_sent: float,
+                      written: H1Connection | None = None) -> httpx.Response:
+        """Write ``payload`` on a pooled (or new) connection, or take ``written``, the
+        connection it is already written on, and wait for the response head."""
         key = _origin(request.url)
         timeouts: dict[str, Any] = request.extensions.get("timeout", {})
         read_timeout = timeouts.get("read")
-        payload = await self._wire(request)
         head_only = request.method == "HEAD"
-        t_sent = perf_counter()
         for attempt in (0, 1):
-            idle = self._take_idle(key)
-            reused = idle is not None
-            conn = idle if idle is not None else await self._connect(key, timeouts.get("connect"))
-            assert conn.transport is not None
-            conn.begin(head_only)
-            conn.transport.write(payload)
+            if written is not None and attempt == 0:
+                conn, reused = written, True
+            else:
+                idle = self._take_idle(key)
+                reused = idle is not None
+                conn = idle if idle is not None else await self._connect(
+                    key, timeouts.get("connect"))
+                assert conn.transport is not None
+                conn.begin(head_only)
+                conn.transport.write(payload)
             try:
                 while not conn.head_done:
                     if conn.error is not None:
@@ -275,7 +318,6 @@ class StampingTransport(httpx.AsyncBaseTransport):
                 self._drop(conn)
                 raise
             break
-        assert conn is not None  # the loop above either got a response head or raised
         stream = StampedStream(conn, self, read_timeout, t_sent)
         return httpx.Response(
             status_code=conn.status,
@@ -288,6 +330,27 @@ class StampingTransport(httpx.AsyncBaseTransport):
                 "specgrid_stream": stream,
             },
         )
+
+    def _follow(self, conn: H1Connection, request: httpx.Request) -> Send:
+        """Write ``request`` on ``conn`` now (its previous response has just ended, inside
+        ``data_received``) and return the send that waits for its answer."""
+        payload: bytes | None = request.extensions.get("specgrid_wire")
+        if payload is None:  # not prepared ahead (``prepare``): serialise it now
+            self.prepare(request)
+            payload = request.extensions.get("specgrid_wire")
+        if payload is None:  # cannot be serialised: the ordinary send reports why
+            conn.park()
+            self._idle.setdefault(conn.key, deque()).append(conn)
+            return self.handle_async_request
+        t_sent = perf_counter()
+        assert conn.transport is not None
+        conn.begin(request.method == "HEAD")
+        conn.transport.write(payload)
+
+        async def send(req: httpx.Request) -> httpx.Response:
+            return await self._answer(req, payload, t_sent, conn)
+
+        return send
 
     async def aclose(self) -> None:
         for conn in list(self._all):

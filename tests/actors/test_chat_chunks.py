@@ -25,7 +25,8 @@ import pytest
 
 from actors.loadgen.conversation import ChatReplySink
 from actors.loadgen.runner import run_load
-from actors.loadgen.streams import ChatSink, Timeline
+from actors.loadgen.sinks import ChatSink
+from actors.loadgen.timeline import Timeline
 from specgrid_metrics.acceptance import accept_length_decode
 from tests.actors.test_sse import feed_cuts as _feed
 from tests.actors.test_sse import mock, spec, split_everywhere

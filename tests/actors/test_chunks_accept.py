@@ -12,8 +12,9 @@ import httpx
 import pytest
 
 from actors.loadgen.runner import run_load
+from actors.loadgen.sinks import NativeSink
 from actors.loadgen.spec import LoadSpec, Prompt
-from actors.loadgen.streams import NativeSink, Timeline
+from actors.loadgen.timeline import Timeline
 from engines.base import SGLANG_METRICS
 from grid.loader import load_requests
 from grid.store.clientstats import cell_columns, merge_client_stats

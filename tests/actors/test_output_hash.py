@@ -12,7 +12,8 @@ import pytest
 
 from actors.loadgen.conversation import ChatReplySink
 from actors.loadgen.rows import OUTPUT_TEXT_CHARS, request_row
-from actors.loadgen.streams import ChatSink, NativeSink, Timeline
+from actors.loadgen.sinks import ChatSink, NativeSink
+from actors.loadgen.timeline import Timeline
 from tests.actors.test_sse import feed_cuts, spec
 
 FIXTURES = Path(__file__).parent / "fixtures"

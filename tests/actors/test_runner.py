@@ -296,7 +296,7 @@ def test_starved_client_is_flagged() -> None:
     rec = Recorder(gap_s=0.0, counts=[1, 2, 3, 4, 5, 6], block_s=0.015)
     res = run(mk(concurrency=2, num_requests=6), rec)
     assert res.stats["client_saturated"] is True
-    assert "event-loop latency" in res.stats["saturation_reason"]
+    assert "event-loop lag" in res.stats["saturation_reason"]
     assert res.stats["loop_lag_p99_s"] > 0.005
 
 
@@ -445,32 +445,3 @@ def test_gc_is_paused_in_the_window_and_restored() -> None:
     assert res.stats["gc_paused"] is True and isinstance(res.stats["gc_collected"], int)
     res = run(mk(concurrency=2, num_requests=4, gc_freeze=False), Recorder())
     assert res.stats["gc_paused"] is False and res.stats["gc_collected"] is None
-
-
-@pytest.mark.parametrize("batch", [1, 3])
-def test_send_gate_lets_a_batch_of_requests_start_per_loop_iteration(batch: int) -> None:
-    from actors.loadgen.runner import _SendGate
-
-    async def go() -> list[int]:
-        loop = asyncio.get_running_loop()
-        turn = {"n": 0}
-
-        def tick() -> None:
-            turn["n"] += 1
-            loop.call_soon(tick)
-
-        loop.call_soon(tick)
-        gate = _SendGate(batch)
-        passed: list[int] = []
-
-        async def starter() -> None:
-            await gate.turn()
-            passed.append(turn["n"])
-
-        await asyncio.gather(*(starter() for _ in range(7)))
-        return passed
-
-    passed = asyncio.run(go())
-    assert len(passed) == 7
-    per_iteration = [passed.count(n) for n in sorted(set(passed))]
-    assert max(per_iteration) == batch and len(per_iteration) == -(-7 // batch)

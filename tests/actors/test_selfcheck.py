@@ -6,15 +6,18 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
 from actors.loadgen import selfcheck
-from actors.loadgen.runner import run_load
-from actors.loadgen.selfcheck import LoopLagMonitor, verdict
-from actors.loadgen.spec import LoadSpec, Prompt
+from actors.loadgen.runner import new_event_loop_runner, run_load
+from actors.loadgen.selfcheck import DISPATCH_LAG_P99_MAX_S, LoopLagMonitor, stalls, verdict
+from actors.loadgen.spec import LoadResult, LoadSpec, Prompt
+from actors.loadgen.timeline import Timeline
+from tests.actors.bench_server import bench_server_module
 
 PROMPTS = (Prompt("p", "hello", "d"),)
 HEALTHY = {"dispatch_lags": [0.0001] * 100, "client_lags": [0.0001] * 100,
@@ -28,10 +31,10 @@ def test_healthy_inputs_are_not_flagged() -> None:
 
 
 @pytest.mark.parametrize("change, words", [
-    ({"client_lags": [0.0001] * 98 + [0.0055] * 2}, "dispatch lag p99"),
-    ({"loop_lags": [0.0002] * 98 + [0.0015] * 2}, "event-loop latency p99"),
-    ({"cpu_percent": 91.0}, "client CPU 91%"),
-    ({"merged_reads": 11}, "1.1% of chunk gaps merged"),
+    ({"client_lags": [0.0001] * 98 + [0.0055] * 2}, "dispatch stall: "),
+    ({"loop_lags": [0.0002] * 98 + [0.0015] * 2}, "event-loop lag: latency p99 1.50 ms"),
+    ({"cpu_percent": 91.0}, "CPU: event-loop thread at 91%"),
+    ({"merged_reads": 11}, "merged reads: 1.1% of chunk gaps"),
 ])
 def test_each_branch_flags(change: dict[str, object], words: str) -> None:
     v = verdict(**{**HEALTHY, **change})  # type: ignore[arg-type]
@@ -88,7 +91,8 @@ def test_closed_loop_lag_counts_from_the_previous_request_end() -> None:
     assert all(r["status"] == "ok" for r in res.rows)
     lags = [r["sent_at"] - r["scheduled_at"] for r in res.rows]
     assert all(lag >= 0.009 for lag in lags[1:]), lags  # the stall after each end counts
-    assert res.stats["client_saturated"] and "dispatch lag" in res.stats["saturation_reason"]
+    assert res.stats["client_saturated"]
+    assert "dispatch stall" in res.stats["saturation_reason"]
 
 
 def test_merged_reads_are_counted_and_flagged() -> None:
@@ -102,3 +106,87 @@ def test_merged_reads_are_counted_and_flagged() -> None:
     assert res.stats["merged_reads"] == 9 and res.stats["chunk_gaps"] == 21
     assert res.stats["merged_read_fraction"] == pytest.approx(9 / 21)
     assert "merged into one read" in res.stats["saturation_reason"]
+
+
+def _burst(due: float, sends: list[float]) -> list[Timeline]:
+    out = []
+    for t in sends:
+        tl = Timeline(due)
+        tl.sent = t
+        out.append(tl)
+    return out
+
+
+def test_a_burst_sent_back_to_back_has_no_stall_a_blocked_send_has() -> None:
+    # 64 requests due at once, sent 150 µs apart: the last one's dispatch lag is 9.45 ms
+    burst = _burst(1.0, [1.0 + 0.00015 * (k + 1) for k in range(64)])
+    got = stalls(burst)
+    assert got == pytest.approx([0.00015] * 64)
+    lags = [tl.sent - tl.scheduled for tl in burst]
+    assert max(lags) > DISPATCH_LAG_P99_MAX_S  # what the old check looked at
+    v = verdict(lags, got, [0.0002] * 100, 30.0)
+    assert v["client_saturated"] is False, v["saturation_reason"]
+    assert v["dispatch_lag_p99_s"] > DISPATCH_LAG_P99_MAX_S  # still reported
+    # one due request that waited 20 ms with nothing sent (a blocked loop) is a stall
+    late = _burst(2.0, [2.02])
+    assert stalls(burst + late)[-1] == pytest.approx(0.02)
+    # a request that waited for a concurrency-cap slot counts from the slot
+    capped = _burst(3.0, [3.021])
+    capped[0].slot = 3.02
+    assert stalls(capped) == pytest.approx([0.001])
+
+
+def _run_on_burst_server(spec_kw: dict[str, object], hog_s: float = 0.0
+                         ) -> tuple[dict[str, object], list[dict[str, object]]]:
+    """Run a closed loop against bench/fixed_schedule_server.py in burst mode in a process of
+    its own (so nothing here can slow the server down); with ``hog_s``, a coroutine on the
+    client's loop busy-waits ``hog_s`` at every turn it gets (a client starved of its loop).
+    Returns the client's stats and the server's releases."""
+    proc, base = bench_server_module().launch(None, "--no-record")
+    try:
+        spec = LoadSpec(url=base + "/sched/0/10/burst/64", prompts=PROMPTS, **spec_kw)
+
+        async def go() -> LoadResult:
+            async def hog() -> None:
+                while True:
+                    t = time.perf_counter()
+                    while time.perf_counter() - t < hog_s:
+                        pass
+                    await asyncio.sleep(0)
+
+            task = asyncio.get_running_loop().create_task(hog()) if hog_s else None
+            try:
+                return await run_load(spec)
+            finally:
+                if task is not None:
+                    task.cancel()
+
+        res = new_event_loop_runner()(go())
+        with urllib.request.urlopen(base + "/bursts", timeout=10) as r:
+            releases = json.loads(r.read())
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert [r["status"] for r in res.rows] == ["ok"] * len(res.rows)
+    return res.stats, releases
+
+
+@pytest.mark.serial  # its loop-latency and merged-read checks read this machine's clock
+def test_a_synchronized_burst_the_client_keeps_up_with_is_not_flagged() -> None:
+    """64 streams the server ends in one step, three times over: each time the client's next
+    64 requests fall due together and go out at once. Not flagged: no stall, and the burst's
+    few ms of work are a small share of the loop's time (a wave is 60 steps of 10 ms, as a
+    real cell's requests are long against the burst)."""
+    stats, releases = _run_on_burst_server(dict(
+        concurrency=64, num_requests=64 * 3, warmup_requests=64, max_new_tokens=60))
+    assert [r["size"] for r in releases] == [64] * 4  # the warm-up, then three measured waves
+    assert stats["client_saturated"] is False, stats["saturation_reason"]
+    assert stats["client_dispatch_lag_p99_s"] < DISPATCH_LAG_P99_MAX_S
+
+
+def test_a_client_starved_of_its_event_loop_is_flagged_and_says_why() -> None:
+    stats, _ = _run_on_burst_server(dict(
+        concurrency=8, num_requests=16, warmup_requests=8, max_new_tokens=4), hog_s=0.02)
+    assert stats["client_saturated"] is True
+    assert "event-loop lag: latency p99" in stats["saturation_reason"]
+    assert stats["loop_lag_p99_s"] >= 0.015  # every probe waits behind a 20 ms busy turn

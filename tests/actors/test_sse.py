@@ -141,7 +141,7 @@ def _expected(events: list[bytes], cuts: list[int]) -> tuple[list[float], list[i
 def test_native_parser_matches_json_at_every_split(crlf: bool) -> None:
     import random
 
-    from actors.loadgen.streams import NativeSink
+    from actors.loadgen.sinks import NativeSink
 
     events = _mixed_native_events(crlf)
     raw = b"".join(events)
@@ -295,7 +295,7 @@ def test_chat_tool_call_deltas_are_output() -> None:
 def feed_cuts(raw: bytes, cuts: list[int], sink_cls: type) -> tuple[Any, Any]:
     """Feed ``raw`` to a new `sink_cls` (NativeSink, ChatSink) in reads split at ``cuts``; read r
     is stamped ``float(r)``: (its Timeline, the sink)."""
-    from actors.loadgen.streams import Timeline
+    from actors.loadgen.timeline import Timeline
 
     tl = Timeline(0.0)
     sink = sink_cls(tl)

@@ -110,6 +110,72 @@ def test_consume_mode_feed_errors_and_read_timeout() -> None:
     asyncio.run(go())
 
 
+def test_consume_then_writes_the_next_request_on_the_same_connection() -> None:
+    """``consume``'s ``then`` runs the moment a body ended on a reusable connection; a request
+    written from there goes out on that connection and is answered through the send it gets
+    back. A ``then`` that writes nothing leaves the connection to the pool; a response that
+    closes its connection calls no ``then``."""
+    seen: list[tuple[int, bytes]] = []  # (connection number, request line)
+
+    async def count_per_connection(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        me = len({c for c, _ in seen}) + 1
+        while True:
+            try:
+                head = await r.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                return
+            line = head.split(b"\r\n", 1)[0]
+            seen.append((me, line))
+            body = line.split(b" ")[1]
+            close = body.endswith(b"/close")
+            w.write(HEAD_CHUNKED.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+                    if close else HEAD_CHUNKED)
+            w.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+            await w.drain()
+            if close:
+                w.close()
+                return
+
+    async def go() -> None:
+        server, port = await _serve(count_per_connection)
+        url = f"http://127.0.0.1:{port}"
+        tr = StampingTransport()
+        async with httpx.AsyncClient(transport=tr) as client:
+            got: list[tuple[bytes, float]] = []
+            ends: list[float] = []
+            sends = []
+
+            def then(t: float, write: Any) -> None:
+                ends.append(t)
+                sends.append(write(client.build_request("GET", url + "/second")))
+
+            resp = await tr.handle_async_request(client.build_request("GET", url + "/first"))
+            await resp.extensions["specgrid_stream"].consume(
+                lambda d, t: got.append((d, t)), then)
+            await resp.aclose()
+            assert [d for d, _ in got] == [b"/first"] and len(ends) == 1
+            assert ends[0] >= got[-1][1]
+            resp2 = await sends[0](client.build_request("GET", url + "/second"))
+            stream2 = resp2.extensions["specgrid_stream"]
+            assert stream2.t_sent >= ends[0]
+            got.clear()
+            await stream2.consume(lambda d, t: got.append((d, t)), lambda t, write: None)
+            await resp2.aclose()
+            assert [d for d, _ in got] == [b"/second"]
+            assert seen == [(1, b"GET /first HTTP/1.1"), (1, b"GET /second HTTP/1.1")]
+            assert len(tr._idle[("http", "127.0.0.1", port)]) == 1  # nothing written: pooled
+
+            called: list[float] = []
+            resp3 = await tr.handle_async_request(client.build_request("GET", url + "/close"))
+            await resp3.extensions["specgrid_stream"].consume(
+                lambda d, t: None, lambda t, write: called.append(t))
+            await resp3.aclose()
+            assert called == []  # the connection ends with the response: nothing to reuse
+        server.close()
+
+    asyncio.run(go())
+
+
 def test_interop_with_aiohttp_web_server() -> None:
     """A mainstream HTTP server (aiohttp.web, chunked SSE like uvicorn) through run_load."""
     import json

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from actors.loadgen.selfcheck import LoopLagMonitor, verdict
 from actors.loadgen.spec import ROW_KEYS, LoadSpec, Prompt
 from actors.loadgen.streams import Timeline
 from specgrid_metrics.acceptance import accept_length_decode
@@ -73,28 +72,6 @@ def request_row(spec: LoadSpec, n: int, pidx: int, tl: Timeline, offset: float) 
     }
     assert tuple(row) == ROW_KEYS
     return row
-
-
-def self_check(spec: LoadSpec, results: list[Result],
-                monitor: LoopLagMonitor, t0: float) -> dict[str, Any]:
-    """The verdict's inputs from this client's timelines (see actors/loadgen/selfcheck.py)."""
-    conc = spec.my_concurrency
-    lags = [tl.sent - tl.scheduled for _, _, tl in results]
-    by_send = sorted((tl for _, _, tl in results), key=lambda tl: tl.sent)
-    # a closed loop's first wave is due all at once at the window start and necessarily goes
-    # out one request per loop turn: not a sign of saturation
-    wave = (conc or 0) if spec.closed_loop else 0
-    first_wave = {id(tl) for tl in sorted((tl for _, _, tl in results),
-                                          key=lambda tl: tl.scheduled)[:wave]}
-    client_lags = [tl.sent - max(tl.scheduled, tl.slot) for _, _, tl in results
-                   if id(tl) not in first_wave]
-    # steady window: every slot busy, from the end of the first wave to the last dispatch
-    steady_start = by_send[wave - 1].sent if wave and len(by_send) >= wave else t0
-    steady_end = by_send[-1].sent if by_send else t0
-    merged = sum(tl.merged for _, _, tl in results)
-    gaps = sum(max(0, len(tl.chunk_times) - 1) for _, _, tl in results)
-    return verdict(lags, client_lags, monitor.lags,
-                   monitor.cpu_percent(steady_start, steady_end), merged, gaps)
 
 
 def rates(spec: LoadSpec, results: list[Result], offset: float

@@ -11,9 +11,12 @@ are the only free numbers, and the anchors' other figures are predictions.
 Anchors:
 
 - ``default`` (profiles/default.json ``calibration``): 8x RTX PRO 6000 + Kimi-K2.5-class,
-  baseline 89 / EAGLE-3 96.1 tok/s at one stream, 773 / 354 saturated; fits the factors
-  listed in ``calibration.fitted`` (``bandwidth``, ``spec_step_overhead_ms``,
-  ``spec_token_overhead_us``) into the model profile's ``efficiency_on.rtx-pro-6000``.
+  baseline 89 / EAGLE-3 96.1 tok/s at one stream, 773 / 354 saturated, measured as the default
+  sweep (``+sweep=concurrency``) sends them: the shipped coding prompts, closed loop at 1 and
+  64 streams, the sweep's server flags, tok/s over the report's steady window; fits the factors
+  listed in ``calibration.fitted`` (``bandwidth``, ``pass_overhead_ms``,
+  ``spec_step_overhead_ms``, ``spec_token_overhead_us``) into the model profile's
+  ``efficiency_on.rtx-pro-6000``.
 - ``h100-llama3.1-8b`` (profiles/model/llama3.1-8b.json ``anchor``): the EAGLE-3 paper's
   SGLang figures for Llama-3.1-8B-Instruct on one H100 (arXiv 2503.01840, section 4.3):
   single stream 158.34 / 373.25 tok/s (Table 4) and EAGLE-3's throughput gain at batch sizes

@@ -11,9 +11,12 @@ are the only free numbers, and the anchors' other figures are predictions.
 Anchors:
 
 - ``default`` (profiles/default.json ``calibration``): 8x RTX PRO 6000 + Kimi-K2.5-class,
-  baseline 89 / EAGLE-3 96.1 tok/s at one stream, 773 / 354 saturated; fits the factors
-  listed in ``calibration.fitted`` (``bandwidth``, ``spec_step_overhead_ms``,
-  ``spec_token_overhead_us``) into the model profile's ``efficiency_on.rtx-pro-6000``.
+  baseline 89 / EAGLE-3 96.1 tok/s at one stream, 773 / 354 saturated, measured as the default
+  sweep (``+sweep=concurrency``) sends them: the shipped coding prompts, closed loop at 1 and
+  64 streams, the sweep's server flags, tok/s over the report's steady window; fits the factors
+  listed in ``calibration.fitted`` (``bandwidth``, ``pass_overhead_ms``,
+  ``spec_step_overhead_ms``, ``spec_token_overhead_us``) into the model profile's
+  ``efficiency_on.rtx-pro-6000``.
 - ``h100-llama3.1-8b`` (profiles/model/llama3.1-8b.json ``anchor``): the EAGLE-3 paper's
   SGLang figures for Llama-3.1-8B-Instruct on one H100 (arXiv 2503.01840, section 4.3):
   single stream 158.34 / 373.25 tok/s (Table 4) and EAGLE-3's throughput gain at batch sizes
@@ -34,9 +37,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from engines.sim.cli import resolve
 from engines.sim.core import SimEngine
+from engines.sim.model import prompt_tokens
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, Profile, load_profile
+from specgrid_metrics.window import steady_window, tokens_in_window
+from workloads import PROMPTS_DIR
+from workloads.loaders import read_prompt_file
 
 _CODE_WORDS = (
     "def parse(self, value): return a dict of each key and index; implement the cache class "
@@ -107,6 +116,61 @@ def offline_seconds(engine: SimEngine, prompts: Sequence[str], output_tokens: in
     return total
 
 
+def workload_prompts(name: str) -> list[str]:
+    """The texts of a shipped prompt file (workloads/prompts/NAME), in file order: the /generate
+    ``text`` the grid's load generator sends for a workload with ``prompts: NAME``."""
+    rows, _ = read_prompt_file(PROMPTS_DIR / name)
+    return [row.text for row in rows]
+
+
+def closed_loop_tok_s(engine: SimEngine, prompts: Sequence[str], output_tokens: int,
+                      streams: int, requests: int) -> float:
+    """Modelled output tok/s of a closed-loop cell as the report computes it: ``streams``
+    streams, each sending its next prompt (``prompts`` in order, cycling) the moment its last
+    request ends, ``requests`` in all; tokens inside the steady window (from the streams-th send
+    to the last send) over its length (specgrid_metrics/window.py, the report's own code).
+    The profile's ``request_overhead_ms`` delays each arrival at the scheduler, as the server
+    does."""
+    core = engine.core
+    delay = engine.roofline.hw.efficiency.request_overhead_ms / 1000
+    now, sent = 0.0, 0
+    reqs: list[tuple[float, Any]] = []
+    pending: list[tuple[float, Any]] = []
+
+    def send() -> None:
+        nonlocal sent
+        text = prompts[sent % len(prompts)]
+        req = engine.new_request(prompt_text=text, prompt_tokens=prompt_tokens(text),
+                                 max_new_tokens=output_tokens, ignore_eos=True,
+                                 temperature=0.0, rid=f"cal-{sent}")
+        req.arrival = now
+        reqs.append((now, req))
+        pending.append((now + delay, req))
+        sent += 1
+
+    for _ in range(min(streams, requests)):
+        send()
+    while pending or core.has_work():
+        ready = [r for at, r in pending if at <= now]
+        pending[:] = [(at, r) for at, r in pending if at > now]
+        for req in ready:
+            core.submit(req)
+        step = core.plan()
+        if step is None:  # idle until the next arrival
+            now = min(at for at, _ in pending)
+            continue
+        now += step.duration_s
+        for req in core.commit(step, now):
+            if req.done and sent < requests:
+                send()
+    sent_at = np.array([t for t, _ in reqs])
+    ttft = np.array([r.first_token_at - t for t, r in reqs])
+    e2e = np.array([r.finished_at - t for t, r in reqs])
+    window = steady_window(sent_at, sent_at + e2e, streams, closed_loop=True)
+    tokens = tokens_in_window(sent_at, ttft, e2e, np.array([r.n for _, r in reqs]), window)
+    return float(tokens.sum() / window.length_s)
+
+
 def spec_argv(spec: Mapping[str, Any]) -> list[str]:
     return ["--speculative-algorithm", "EAGLE3",
             "--speculative-num-steps", str(spec["speculative_num_steps"]),
@@ -115,26 +179,38 @@ def spec_argv(spec: Mapping[str, Any]) -> list[str]:
 
 
 def measure(profile: Profile, case: Mapping[str, Any], reps: int = 4) -> float:
-    """Modelled tok/s of one case: ``{"variant": argv list, "streams": n, "requests": n,
-    "concurrent": bool, "prompt_tokens", "output_tokens", "domain"}``."""
+    """Modelled tok/s of one case, the mean over ``reps`` simulator seeds. A case with
+    ``prompts`` (a shipped prompt file) is a closed-loop cell: ``{"argv", "prompts",
+    "streams", "requests", "output_tokens"}``; otherwise synthetic prompts served all at once
+    or one after another: ``{"argv", "requests", "concurrent", "prompt_tokens",
+    "output_tokens", "domain"}``."""
+    out = int(case["output_tokens"])
+    if "prompts" in case:
+        texts = workload_prompts(str(case["prompts"]))
+        got = [closed_loop_tok_s(make_engine(profile, case["argv"], seed), texts, out,
+                                 int(case["streams"]), int(case["requests"]))
+               for seed in range(reps)]
+        return sum(got) / len(got)
     make = PROMPTS[case.get("domain", "coding")]
     prompts = [make(i, int(case["prompt_tokens"]) * 4) for i in range(int(case["requests"]))]
-    out = int(case["output_tokens"])
     secs = [offline_seconds(make_engine(profile, case["argv"], seed), prompts, out,
                             bool(case["concurrent"])) for seed in range(reps)]
     return len(prompts) * out / (sum(secs) / len(secs))
 
 
 def default_cases(profile: Profile) -> dict[str, dict[str, Any]]:
-    """The four scenarios of profiles/default.json ``calibration.scenario``."""
+    """The four scenarios of profiles/default.json ``calibration.scenario``: what the default
+    sweep (conf/sweep/concurrency.yaml) sends, closed loop, at its two ends."""
     sc = profile.data["calibration"]["scenario"]
-    common = {"prompt_tokens": sc["prompt_tokens"], "output_tokens": sc["output_tokens"],
-              "domain": sc.get("domain", "coding")}
-    single = {**common, "requests": sc["single_stream_requests"], "concurrent": False}
-    sat = {**common, "requests": sc["saturated_streams"], "concurrent": True}
-    eagle = spec_argv(sc["eagle3"])
-    return {"baseline_single": {**single, "argv": []},
-            "baseline_saturated": {**sat, "argv": []},
+    common = {"prompts": sc["prompts"], "output_tokens": sc["output_tokens"]}
+    n = int(sc["saturated_streams"])
+    single = {**common, "streams": 1, "requests": sc["single_stream_requests"]}
+    sat = {**common, "streams": n, "requests": n * int(sc["saturated_requests_per_stream"])}
+    base = ["--max-running-requests", str(sc["max_running_requests"])]
+    eagle = [*base, *spec_argv(sc["eagle3"]), "--sim-drafter-train-mix",
+             json.dumps(sc["drafter_train_mix"], sort_keys=True)]
+    return {"baseline_single": {**single, "argv": base},
+            "baseline_saturated": {**sat, "argv": base},
             "eagle3_single": {**single, "argv": eagle},
             "eagle3_saturated": {**sat, "argv": eagle}}
 

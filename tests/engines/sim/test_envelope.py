@@ -12,6 +12,7 @@ import engines
 from engines.base import Scenario
 from engines.sim.calibrate import anchor_cases, default_cases
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, Envelope, known, load_profile
+from workloads import PROMPTS_DIR
 
 ANCHORED = {("rtx-pro-6000", "kimi-k2.5-class"): "default",
             ("h100", "llama3.1-8b"): "h100-llama3.1-8b"}
@@ -32,18 +33,27 @@ def test_every_shipped_pair_loads_its_envelope_or_none(hardware, model):
 
 def _covered(cases):
     """(streams range, prompt range, output range, domains, EAGLE-3 shapes) of calibrate.py's
-    cases: a sequential case is one stream, a concurrent one all its requests at once, capped
-    by its --max-running-requests."""
+    cases: a closed-loop case over a shipped prompt file is its streams and the file's prompt
+    lengths (characters / 4, rounded up, as the server counts them) and domains; a sequential
+    synthetic case is one stream, a concurrent one all its requests at once, capped by its
+    --max-running-requests."""
     streams, prompts, outputs, domains, shapes = [], [], [], set(), set()
     for case in cases.values():
         argv = case["argv"]
-        n = int(case["requests"]) if case["concurrent"] else 1
-        if "--max-running-requests" in argv:
-            n = min(n, int(argv[argv.index("--max-running-requests") + 1]))
-        streams.append(n)
-        prompts.append(int(case["prompt_tokens"]))
+        if "prompts" in case:
+            rows = [json.loads(line) for line in
+                    (PROMPTS_DIR / case["prompts"]).read_text().splitlines()]
+            streams.append(int(case["streams"]))
+            prompts += [-(-len(r["text"]) // 4) for r in rows]
+            domains |= {r["domain"] for r in rows}
+        else:
+            n = int(case["requests"]) if case["concurrent"] else 1
+            if "--max-running-requests" in argv:
+                n = min(n, int(argv[argv.index("--max-running-requests") + 1]))
+            streams.append(n)
+            prompts.append(int(case["prompt_tokens"]))
+            domains.add(case["domain"])
         outputs.append(int(case["output_tokens"]))
-        domains.add(case["domain"])
         if "--speculative-num-steps" in argv:
             shapes.add(tuple(int(argv[argv.index(f) + 1]) for f in (
                 "--speculative-num-steps", "--speculative-eagle-topk",
@@ -62,8 +72,10 @@ def test_the_envelopes_are_calibrate_pys_scenarios():
         conc, prompts, outputs, domains, shapes = _covered(cases)
         assert env.concurrency == conc == (1, 64)
         assert env.prompt_tokens == prompts and env.output_tokens == outputs
-        assert {env.domain} == domains and set(env.speculative) == shapes
+        assert domains in ({env.domain}, set(env.workload_domains))
+        assert set(env.speculative) == shapes
     assert default.envelope.output_tokens == (256, 256)
+    assert default.envelope.prompt_tokens == (30, 627)  # workloads/prompts/coding.jsonl
     assert h100.envelope.output_tokens == (512, 512)
 
 
@@ -99,7 +111,7 @@ DEFAULT = {"profile": "default", "hardware": "rtx-pro-6000", "model": "kimi-k2.5
 
 def test_the_engine_judges_a_scenario_against_its_profiles_envelope():
     """engines/sim/envelope.py, the one place the plan and the report ask (the default
-    anchor: concurrency 1-64, prompts of 128 tokens, 256 output tokens, coding, EAGLE-3
+    anchor: concurrency 1-64, prompts of 30-627 tokens, 256 output tokens, coding, EAGLE-3
     3/1/4)."""
     sim = engines.get("sim")
     inside = Scenario(args=EAGLE3, concurrency=64, output_tokens=256, prompt_tokens=(128, 128),
@@ -108,7 +120,7 @@ def test_the_engine_judges_a_scenario_against_its_profiles_envelope():
     assert found is not None and found.outside == ()
     assert found.covered.startswith("anchor default (rtx-pro-6000 / kimi-k2.5-class)")
     outside = Scenario(args={**EAGLE3, "speculative_num_draft_tokens": None}, concurrency=128,
-                       output_tokens=16, prompt_tokens=(30, 600), domains=["chat"],
+                       output_tokens=16, prompt_tokens=(20, 700), domains=["chat"],
                        disable_above_batch=8, conversations=True)
     assert sim.envelope(DEFAULT, outside).outside == (
         "multi-turn conversation replay (no anchor covers growing contexts)",
@@ -116,7 +128,7 @@ def test_the_engine_judges_a_scenario_against_its_profiles_envelope():
         "EAGLE3 with explicit shapes)",
         "speculative_disable_above_batch (no anchor measured the adaptive switch)",
         "concurrency 128 outside 1-64", "16 output tokens outside 256",
-        "prompts of 30-600 tokens outside 128")
+        "prompts of 20-700 tokens outside 30-627")
     # a depth by batch, set or adapted by the engine, is an adaptive switch too
     switched = Scenario(args=EAGLE3, concurrency=64, output_tokens=256,
                         prompt_tokens=(128, 128), domains=["coding"], depth_schedule=True,

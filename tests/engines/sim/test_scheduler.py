@@ -201,11 +201,23 @@ def test_prefix_cache_hits_show_in_cached_tokens_and_ttft() -> None:
         assert r.cached_tokens == 0
 
 
-def test_offline_default_anchor_within_ten_percent() -> None:
+# The measurement behind specgrid (8x RTX PRO 6000 + a Kimi-K2.5-class model, EAGLE-3 3/1/4,
+# coding prompts of the drafter's training mix), typed from it: tok/s at one stream and at 64.
+SEED_TOK_S = {"baseline_single": 89.0, "eagle3_single": 96.1,
+              "baseline_saturated": 773.0, "eagle3_saturated": 354.0}
+
+
+def test_offline_default_anchor_reproduces_the_seeds_figures() -> None:
+    """The default anchor's four fitted figures within 2 % (the fit has four factors for four
+    figures), and its two comparisons: +8 % at one stream within 2 points, 0.46 saturated
+    within 0.01."""
     prof, cases, _, _ = anchor("default")
     got = results(prof, cases, reps=4)
-    for key, target in published_targets("default").items():
-        assert got[key] == pytest.approx(target, rel=0.10), key
+    for key, target in SEED_TOK_S.items():
+        assert got[key] == pytest.approx(target, rel=0.02), key
+    assert got["eagle3_single"] / got["baseline_single"] == pytest.approx(96.1 / 89, abs=0.02)
+    assert got["eagle3_saturated"] / got["baseline_saturated"] == pytest.approx(354 / 773,
+                                                                               abs=0.01)
 
 
 def test_offline_h100_llama_single_stream_within_ten_percent() -> None:

@@ -135,10 +135,10 @@ def test_the_report_lists_cells_outside_the_envelope(tmp_path):
 
 def test_the_report_flags_output_and_prompt_lengths(tmp_path):
     run = tmp_path / "short"
-    _write_run(run, [1, 4], tokens=64, prompt=30)
+    _write_run(run, [1, 4], tokens=64, prompt=20)
     (warning,) = _report_extrapolation(run)
     assert "4 simulated cell(s)" in warning
-    assert "64 output tokens outside 256" in warning and "prompts of 30 tokens" in warning
+    assert "64 output tokens outside 256" in warning and "prompts of 20 tokens" in warning
     # one clause per server group and its loads, not one per cell
     assert warning.count("64 output tokens outside 256") == 2
     assert "baseline on coding at c=1, c=4 (" in warning and "eagle3 on coding at c=1, c=4 (" \

@@ -10,6 +10,9 @@ from grid.run import make_plan, run
 from tests.grid.plan.bad_input import assert_bad_input
 
 SEARCH = ["+sweep=crossover_search"]
+AS_SEARCH = ["workload.max_new_tokens=96", "load.target=null"]
+"""+sweep=concurrency with the searches' workload and load (they keep 96 output tokens and
+fixed counts)."""
 BAD = [
     (["grid.search.concurrency=[]"], "grid.search.concurrency must be [lowest, highest]"),
     (["grid.search.concurrency=[8,8]"], "1 <= lowest < highest, got [8, 8]"),
@@ -68,7 +71,7 @@ def test_plan_shows_the_first_step_and_the_budget(tmp_path):
 
 def test_search_cells_are_the_dense_grid_cells():
     search = make_plan([*SEARCH, "grid.search.concurrency=[1,4]"])
-    dense = make_plan(["+sweep=concurrency", "load.concurrency=1,2,3,4"])
+    dense = make_plan(["+sweep=concurrency", "load.concurrency=1,2,3,4", *AS_SEARCH])
     assert search.search is not None
     repeat0 = {c.cell_id for (load, r), cells in search.search.points.items() if r == 0
                for c in cells}
@@ -81,7 +84,8 @@ def test_derived_repeats_are_the_composed_repeats():
     # The search composes repeat 0 of each level and derives repeats 1, 2 (with_repeats); a
     # grid that composes all three through Hydra must give the same cell ids.
     search = make_plan([*SEARCH, "grid.search.concurrency=[1,2]"])
-    dense = make_plan(["+sweep=concurrency", "load.concurrency=1,2", "grid.axes.repeat=[0,1,2]"])
+    dense = make_plan(["+sweep=concurrency", "load.concurrency=1,2", "grid.axes.repeat=[0,1,2]",
+                       *AS_SEARCH])
     assert search.search is not None
     ids = {c.cell_id for cells in search.search.points.values() for c in cells}
     assert len(ids) == 2 * 2 * 3
@@ -109,7 +113,7 @@ def test_confirmation_cells_are_the_composed_threshold_cells():
     search = make_plan(["+sweep=threshold_search", "grid.search.concurrency=[1,4]"])
     assert search.search is not None
     low, high = search.search.pair_cells((24, 28, 1))
-    dense = make_plan(["+sweep=concurrency", "grid.axes.variant=[eagle3]",
+    dense = make_plan(["+sweep=concurrency", *AS_SEARCH, "grid.axes.variant=[eagle3]",
                        "load.concurrency=28,32", "variant.speculative_disable_above_batch=24,28",
                        "grid.axes.repeat=[1]"])
     by_threshold = {c.config["variant"]["speculative_disable_above_batch"]: c

@@ -127,3 +127,16 @@ def _rates(rates: Any, steps: int) -> tuple[float, ...]:
                          f"position {rising + 1} above position {rising}), got "
                          f"{list(values)}")
     return values
+
+
+def forced_record(variant: Mapping[str, Any]) -> str | None:
+    """A cell's `forced_acceptance` column: the forced length or rates and the mean length as
+    JSON (`{"length": 2.5, "mean_length": 2.5}`), None for a cell that forces nothing."""
+    import json
+
+    forced = forced_acceptance(variant.get("forced_acceptance"), variant.get("args") or {})
+    if forced is None:
+        return None
+    given: dict[str, Any] = ({"rates": list(forced.rates)} if forced.rates is not None
+                             else {"length": forced.length})
+    return json.dumps({**given, "mean_length": forced.mean_length}, sort_keys=True)

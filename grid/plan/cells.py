@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engines.forced import FORCED_LABEL
+
 GROUP_AXES = ("variant", "workload", "model", "engine")
 """Axes whose values name a config option (conf/<axis>/<value>.yaml)."""
 KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate", "repeat": "load.repeat"}
@@ -216,14 +218,17 @@ class Cell:
         return str(self.config["workload"]["name"])
 
     def describe(self) -> str:
-        """`eagle3 c=4 coding`, `baseline rate=5/s coding` (with `<=N in flight` if capped)."""
+        """`eagle3 c=4 coding`, `baseline rate=5/s coding` (with `<=N in flight` if capped;
+        `[forced acceptance: performance only]` after a forced cell)."""
         if self.rate is None:
             load = f"c={self.concurrency}"
         else:
             load = f"rate={self.rate:g}/s"
             if self.max_in_flight is not None:
                 load += f" <={self.max_in_flight} in flight"
-        return f"{self.variant} {load} {self.workload}"
+        forced = dict(self.config.get("variant", {}).get("forced_acceptance") or {})
+        label = f" [{FORCED_LABEL}]" if any(forced.values()) else ""
+        return f"{self.variant} {load} {self.workload}{label}"
 
 
 def identity(config: Mapping[str, Any], prompts_digest: str,

@@ -12,6 +12,7 @@ from typing import Any
 import engines
 from actors.loadgen.conversation import ConversationResult
 from actors.loadgen.conversation_plan import ROW_KEYS
+from engines.forced import forced_record
 from engines.redact import redact_args
 from grid.plan.cells import Cell
 from grid.store.clientstats import cell_columns as client_columns
@@ -165,6 +166,7 @@ def cell_row(run_id: str, cell: Cell, attempt: int, *, status: str, error: str |
             "speculative_disable_above_batch"),
         "speculative_depth": None if depth is None else json.dumps([list(t) for t in depth]),
         "speculative_adaptive": bool(config["variant"].get("speculative_adaptive")),
+        "forced_acceptance": forced_record(config["variant"]),
         "device": config["engine"].get("device") or "cuda" if engines.get(engine).launches
         else None,
         "source": source_label(config),

@@ -270,8 +270,9 @@ class SearchConfig:
     """None (off: the grid is the axes), `crossover`: find where the grid's one speculative
     variant stops paying against the baseline, `threshold`: that, then rank the
     speculative_disable_above_batch values the engine honours and confirm the best ones, or
-    `depth`: the best speculative depth per batch tier, a schedule confirmed on one server
-    (grid/plan/search.py SEARCH_KINDS)."""
+    `depth`: the best speculative depth per batch tier, a schedule confirmed on one server,
+    or `breakeven`: the accept length at which the variant pays, per load, from
+    forced-acceptance cells (grid/plan/search.py SEARCH_KINDS)."""
     concurrency: list[int] = field(default_factory=lambda: [1, 256])
     """[lowest, highest] concurrency the search may measure (closed loop only)."""
     resolution: float = 1.4142135623730951
@@ -299,6 +300,9 @@ class SearchConfig:
     depths: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 5, 7])
     """kind=depth: the speculative depths compared at each load, ascending; 0 is the baseline
     server (not speculating at all), the others the variant with speculative_num_steps = d."""
+    lengths: list[float] | None = None
+    """kind=breakeven: the forced accept lengths the search may measure, ascending, within
+    [1, k + 1] for k = speculative_num_steps; None = 9 evenly from 1 to k + 1."""
     confirm_cells: int = 12
     """kind=depth: cells for confirming the schedule found (one server with it against the
     baseline, the best single depth, the threshold schedule and the engine's own

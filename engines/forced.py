@@ -20,6 +20,7 @@ spec_utils.py` `sample_simulated_acc_len`)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -132,8 +133,6 @@ def _rates(rates: Any, steps: int) -> tuple[float, ...]:
 def forced_record(variant: Mapping[str, Any]) -> str | None:
     """A cell's `forced_acceptance` column: the forced length or rates and the mean length as
     JSON (`{"length": 2.5, "mean_length": 2.5}`), None for a cell that forces nothing."""
-    import json
-
     forced = forced_acceptance(variant.get("forced_acceptance"), variant.get("args") or {})
     if forced is None:
         return None

@@ -50,3 +50,16 @@ def test_what_cannot_be_forced_is_one_line(raw, args, by_batch, message):
     with pytest.raises(ValueError, match=message) as e:
         forced_acceptance(raw, args, by_batch)
     assert "\n" not in str(e.value)
+
+
+def test_the_cells_column_records_the_setting_and_its_mean_length():
+    import json
+
+    from engines.forced import forced_record
+
+    assert forced_record({"args": EAGLE3}) is None
+    assert json.loads(forced_record({"args": EAGLE3, "forced_acceptance": {"length": 2.5}})) \
+        == {"length": 2.5, "mean_length": 2.5}
+    rates = json.loads(forced_record({"args": EAGLE3,
+                                      "forced_acceptance": {"rates": [0.5, 0.3, 0.1]}}))
+    assert rates["rates"] == [0.5, 0.3, 0.1] and rates["mean_length"] == pytest.approx(1.9)

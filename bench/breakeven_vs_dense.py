@@ -15,6 +15,7 @@ whether the search's lies inside the dense interval, and the cells each used.
 
     python bench/breakeven_vs_dense.py                       # runs the dense grid, then compares
     python bench/breakeven_vs_dense.py --run results/dense   # compares on a run already made
+    python bench/breakeven_vs_dense.py --results /tmp/h200 hardware=h200 model=llama3.1-8b
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ LOADS = (1, 2, 4, 8, 16, 32, 64)
 
 def common(args: argparse.Namespace) -> list[str]:
     return [f"workload.max_new_tokens={args.max_new_tokens}",
-            f"engine.options.time_scale={args.time_scale}"]
+            f"engine.options.time_scale={args.time_scale}", *args.overrides]
 
 
 def dense_overrides(args: argparse.Namespace, results: Path) -> list[str]:
@@ -75,6 +76,8 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--time-scale", type=float, default=0.5)
     ap.add_argument("--max-cells", type=int, default=64)
+    ap.add_argument("overrides", nargs="*", help="more overrides for both runs, e.g. "
+                    "hardware=h200 model=llama3.1-8b")
     args = ap.parse_args()
     run = args.run
     if run is None:

@@ -127,6 +127,12 @@ def figure(data: RunData) -> Figure | None:
                        label=f"{config} / {workload}")[0]
         ax.fill_between(loads, [lv.lo for lv in group], [lv.hi for lv in group],
                         color=line.get_color(), alpha=0.2)
+        for where, marker, words in (("above", "^", "at or above: pays at no length"),
+                                     ("below", "v", "at or below: pays at every length")):
+            ends = [lv for lv in group if lv.where == where]
+            if ends:  # a bound, not a crossing: the lengths measured end there
+                ax.scatter([lv.load for lv in ends], [lv.value for lv in ends], marker=marker,
+                           s=80, color=line.get_color(), zorder=3, label=words)
         for d in v.placed:
             if (d.configuration, d.workload) == (config, workload):
                 ax.axhspan(d.lo, d.hi, color=line.get_color(), alpha=0.12)

@@ -146,3 +146,29 @@ def figure(data: RunData) -> Figure | None:
     ax.set_title(f"{data.label} — {title}" if data.label else title, fontsize=9)
     ax.legend(fontsize=7)
     return fig
+
+
+def trace_lines(trace: dict) -> list[str]:
+    """A break-even search's steps and outcome (search.json, grid/plan/breakeven.py)."""
+    res, lengths = trace["result"], trace["lengths"]
+
+    def point(p: list[int]) -> str:
+        return f"c={p[0]} " + ("baseline" if p[1] < 0 else f"length {lengths[p[1]]:g}")
+
+    lines = [f"search: break-even of {trace['variant']} vs {trace['baseline']} on "
+             f"{trace['workload']} ({FORCED_LABEL}), {res['cells']} of {res['max_cells']} "
+             f"cells (the dense grid: {res['dense_cells']}), loads "
+             f"{trace['loads'][0]}..{trace['loads'][-1]}"]
+    for step in trace["steps"]:
+        points = ", ".join(point(p) for p in step["points"])
+        lines.append(f"  step {step['number']}: {step['why']}"
+                     + (f" -> measures {points}" if points else ""))
+    if res.get("stop"):
+        brackets = "; ".join(
+            f"c={c} " + (f"between {lo:g} and {hi:g}" if where == "inside" else
+                         f"at or below {hi:g}" if where == "below" else f"at or above {lo:g}")
+            for c, (lo, hi, where) in res["brackets"].items())
+        lines.append(f"  stopped: {res['stop']}; break-even {brackets}")
+    else:
+        lines.append(f"  not finished: {res.get('note') or 'the last step is still to run'}")
+    return lines

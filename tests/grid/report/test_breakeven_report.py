@@ -49,3 +49,25 @@ def test_a_run_without_forced_cells_has_no_section():
     data.cells = data.cells[data.cells.forced_acceptance.isna()]
     assert breakeven.section(data) == "" and breakeven.decision(data) == {}  # type: ignore[arg-type]
     assert breakeven.figure(data) is None  # type: ignore[arg-type]
+
+
+def test_a_breakeven_searchs_trace_reads_as_its_steps_and_brackets():
+    from grid.analysis.breakeven_search import chosen, replay
+    from grid.report.search import trace_lines
+    from tests.grid.analysis.test_breakeven_search import DENSE, LENGTHS, SPACE
+
+    steps = replay(SPACE, DENSE)
+    trace = {"kind": "breakeven", "variant": "eagle3", "baseline": "baseline",
+             "workload": "coding", "loads": list(SPACE.loads), "lengths": list(LENGTHS),
+             "result": {"stop": "resolved", "cells": len(chosen(steps)), "max_cells": 40,
+                        "dense_cells": 32, "brackets": {str(k): v for k, v in
+                                                        steps[-1].brackets.items()}},
+             "steps": [s.as_json() for s in steps]}
+    lines = trace_lines(trace)
+    assert lines[0].startswith("search: break-even of eagle3 vs baseline on coding (forced "
+                               "acceptance: performance only), 19 of 40 cells (the dense "
+                               "grid: 32)")
+    assert lines[1] == ("  step 1: c=1: the lengths' ends (1, 4) -> measures c=1 baseline, "
+                        "c=1 length 1, c=1 length 4")
+    assert lines[-1] == ("  stopped: resolved; break-even c=1 between 1.5 and 2; c=2 between "
+                         "2 and 2.5; c=4 between 2.5 and 3; c=8 at or above 4")

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from engines.depth import DepthSetting, DepthTiers
+from engines.forced import ForcedAcceptance
 from engines.launch import Endpoints, LaunchSpec
 from engines.options import Option, check_options
 from engines.validation import FlagProblem, ValidationUnavailable
@@ -72,6 +73,9 @@ class ServerRequest:
     """The engine's own runtime adaptation of the depth (the variant's speculative_adaptive)."""
     adaptive_config: str | None = None
     """Its tiers, a JSON file in SGLang's format (None = the engine's default tiers)."""
+    forced: ForcedAcceptance | None = None
+    """The acceptance the engine is to force (the variant's forced_acceptance, checked;
+    engines/forced.py); None = the drafter's own."""
     python: str = ""
     """The interpreter that runs the engine ("" = the driver's own)."""
     version: str | None = None

@@ -30,6 +30,7 @@ from grid.analysis import Slo
 from grid.cli.flags import CONFIG_NAME, display, parse_args, search_path_override, wants_display
 from grid.cli.runrecord import read_run_record, resume_command, write_run_record
 from grid.execute.progress import Progress
+from grid.plan.breakeven import BreakevenSetup, breakeven_setup, breakeven_universe
 from grid.plan.build import (
     Plan,
     build_plan,
@@ -165,7 +166,7 @@ class _Planned:
     cfg: DictConfig
     plan: Plan
     overrides: list[str]
-    search: SearchSetup | DepthSetup | None = None
+    search: SearchSetup | DepthSetup | BreakevenSetup | None = None
     """An adaptive search (grid.search.kind): `plan` holds every cell it may choose but a
     threshold search's confirmation cells, planned when chosen (grid/execute/search.py)."""
     workloads: WorkloadPlan | None = None
@@ -201,11 +202,13 @@ def make_plan(overrides: list[str]) -> _Planned:
         space = search_space(cfg) if search_kind(cfg) else None
         grid_cfg = cfg if space is None else universe_grid(cfg, space)
         cells, workloads = compose_cells(grid_cfg, line.fixed, _compose)
-        depth = template = None
+        depth = template = breakeven = None
         if space is not None and search_kind(cfg) == "depth":  # one cell per depth and load
             depth = depth_space(cfg, space)
             cells, template = depth_universe(cells, depth.depths, workloads)
-        if space is not None:
+        if space is not None and search_kind(cfg) == "breakeven":  # per length and load
+            cells, breakeven = breakeven_universe(cfg, space, cells, workloads)
+        elif space is not None:
             cells = with_repeats(cells, workloads, space)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
     plan = build_plan(cfg, cells, workloads, results_dir)
@@ -214,8 +217,10 @@ def make_plan(overrides: list[str]) -> _Planned:
     # simulator always has one: its runs read no Parquet at planning).
     if any(plan.cell_estimate(cell)[1] == "unknown" for cell in plan.cells):
         plan.measured = measured_cells(plan.run_dir, results_dir)
-    setup: SearchSetup | DepthSetup | None = None
-    if depth is not None and template is not None:
+    setup: SearchSetup | DepthSetup | BreakevenSetup | None = None
+    if breakeven is not None:
+        setup = breakeven_setup(breakeven, plan.cells)
+    elif depth is not None and template is not None:
         setup = depth_setup(depth, plan.cells, template, int(cfg.grid.search.confirm_cells))
         setup = with_depth_prior(setup, cfg.grid.search.prior, workloads)
     elif space is not None:

@@ -28,6 +28,7 @@ from engines.sglang.command import (
     threshold_warnings,
 )
 from engines.sglang.flags import server_args_to_argv
+from engines.sglang.forced import forced_env, refuse_raw_env
 from engines.validation import FlagError, FlagProblem
 
 OPTIONS: dict[str, Option] = {
@@ -112,8 +113,10 @@ class SGLang(Engine):
                 raise ValueError("SGLang's speculative decoding does not run on the CPU (its "
                                  "kernels need CUDA): use engine=vllm or a baseline variant")
             args = {**CPU_DEFAULTS, **args}
+        refuse_raw_env(request.env)
+        env = {**request.env, **(forced_env(request.forced) if request.forced else {})}
         spec = build_sglang_launch(
-            args=args, env=request.env, model_path=request.model_path,
+            args=args, env=env, model_path=request.model_path,
             draft_model_path=request.draft_model_path,
             served_model_name=request.served_model_name, tp_size=request.tp_size,
             version=request.version, launcher=request.options.get("launcher") or "serve",

@@ -28,6 +28,7 @@ from engines.sim.cli import SimConfig
 from engines.sim.drafter import SimDrafter
 from engines.sim.loop import SchedulerLoop
 from engines.sim.model import (
+    FORCED_RATES_ENV,
     PerfModel,
     acceptance_probs,
     classify_domain,
@@ -37,7 +38,8 @@ from engines.sim.model import (
 from engines.sim.scheduler import BatchCore, SimRequest, SpecParams
 from engines.sim.text import find_stop, make_words, seed_for
 
-SPEC_ENV = ("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "SGLANG_SIMULATE_ACC_LEN")
+SPEC_ENV = ("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND", "SGLANG_SIMULATE_ACC_LEN",
+            "SGLANG_SIMULATE_ACC_METHOD", "SGLANG_SIMULATE_ACC_TOKEN_MODE", FORCED_RATES_ENV)
 NOT_MODELLED_ENV = {
     "CUDA_DEVICE_MAX_CONNECTIONS": "SGLang overwrites it with 8 at start-up, so a grid axis over "
                                    "it has no effect (the simulator records it and does the same)",
@@ -108,7 +110,9 @@ class SimEngine:
             spec=self.spec,
             adaptive=adaptive,
             skip_zero_step_extend=_truthy(cfg.env.get("SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND")),
-            simulate_acc_len=float(sim_acc) if sim_acc else None,
+            simulate_acc_len=float(sim_acc) if sim_acc and float(sim_acc) > 0 else None,
+            simulate_acc_rates=tuple(float(r) for r in forced.split(","))
+            if (forced := cfg.env.get(FORCED_RATES_ENV)) else None,
             cold_draft_steps=int(srv.get("cold_draft_steps", 3)),
             cold_draft_factor=float(srv.get("cold_draft_factor", 0.6)),
             time_scale=self.time_scale,

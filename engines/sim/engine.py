@@ -32,12 +32,14 @@ from engines.sglang.engine import (
     sglang_warnings,
     speculation_kwargs,
 )
+from engines.sglang.forced import forced_env, refuse_raw_env
 from engines.sim import options as sim_options
 from engines.sim.drafter import FLOOR_ALIGNMENT, FULL_ACCEPTANCE_AT
 from engines.sim.envelope import envelope
 from engines.sim.estimate import load_seconds
 from engines.sim.identity import sim_version
 from engines.sim.memory import memory_fit
+from engines.sim.model import FORCED_RATES_ENV
 from engines.sim.profile import gpu_memory_gib, twin_of
 
 
@@ -58,7 +60,7 @@ class Sim(Engine):
         if profile.endswith(".json") or "/" in profile:  # a file: the server's cwd may differ
             options["profile"] = str(Path(profile).resolve())
         spec = build_sim_launch(
-            args=request.args, env=request.env, model_path=request.model_path,
+            args=request.args, env=forced_sim_env(request), model_path=request.model_path,
             draft_model_path=request.draft_model_path,
             served_model_name=request.served_model_name, tp_size=request.tp_size,
             python=request.python, ready_timeout_s=request.ready_timeout_s,
@@ -168,3 +170,19 @@ class Sim(Engine):
 
 
 ENGINE = Sim()
+
+
+def forced_sim_env(request: ServerRequest) -> dict[str, Any]:
+    """The variant's environment with its forced acceptance in the simulator's words: a mean
+    length as SGLang's SGLANG_SIMULATE_ACC_* (which the simulator honours as SGLang does),
+    per-position rates as its own FORCED_RATES_ENV (its drafter replaced, step costs kept)."""
+    refuse_raw_env(request.env)
+    if FORCED_RATES_ENV in request.env:
+        raise ValueError(f"variant.env.{FORCED_RATES_ENV}: force acceptance with "
+                         "variant.forced_acceptance.rates (labelled and checked), not by hand")
+    forced = request.forced
+    if forced is None:
+        return dict(request.env)
+    if forced.rates is None:
+        return {**request.env, **forced_env(forced)}
+    return {**request.env, FORCED_RATES_ENV: ",".join(repr(r) for r in forced.rates)}

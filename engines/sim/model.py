@@ -252,6 +252,20 @@ def simulated_accept_length(random: Callable[[], float], mean: float, max_len: i
     return lo + (1 if random() < mean - lo else 0)
 
 
+FORCED_RATES_ENV = "SPECGRID_SIM_ACC_RATES"
+"""The simulator's own forced acceptance (engines/forced.py): per-position unconditional rates,
+comma-separated, in place of its drafter; step costs unchanged. A forced mean length takes
+SGLang's SGLANG_SIMULATE_ACC_LEN, as on SGLang."""
+
+
+def forced_accept_length(random: Callable[[], float], rates: Sequence[float], max_len: int
+                         ) -> int:
+    """Tokens one verify step accepts under forced unconditional rates (non-increasing): one
+    uniform draw u, 1 + the positions i with u < r_i, so P(the first i drafts accepted) = r_i."""
+    u = random()
+    return 1 + sum(1 for r in rates[:max_len - 1] if u < r)
+
+
 def natural_output_tokens(random: Callable[[], float], median: float, sigma: float) -> int:
     """Length at which the model would emit EOS: lognormal(median, sigma), at least 1."""
     u1 = max(random(), 1e-12)

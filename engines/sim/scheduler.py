@@ -36,7 +36,7 @@ from typing import Any
 
 from engines.sim.adaptive import AdaptiveController
 from engines.sim.metrics import ServerStats
-from engines.sim.model import PerfModel, simulated_accept_length
+from engines.sim.model import PerfModel, forced_accept_length, simulated_accept_length
 from engines.sim.prefix_cache import PrefixCache, block_keys
 from engines.sim.text import other_word
 
@@ -150,6 +150,8 @@ class BatchCore:
     adaptive: AdaptiveController | None = None
     skip_zero_step_extend: bool = False
     simulate_acc_len: float | None = None
+    simulate_acc_rates: tuple[float, ...] | None = None
+    """Forced per-position unconditional rates (engines/sim/model.py FORCED_RATES_ENV)."""
     cold_draft_steps: int = 3
     cold_draft_factor: float = 0.6
     time_scale: float = 1.0
@@ -302,6 +304,9 @@ class BatchCore:
             max_len = min(steps + 1, ndt)
             for i, r in enumerate(reqs):
                 rnd = r.rng.random if r.rng is not None else random.random
+                if self.simulate_acc_rates is not None:
+                    accepts[i] = forced_accept_length(rnd, self.simulate_acc_rates, max_len)
+                    continue
                 if self.simulate_acc_len is not None:
                     accepts[i] = simulated_accept_length(rnd, self.simulate_acc_len, max_len)
                     continue

@@ -15,7 +15,9 @@ Variants speak SGLang's ServerArgs vocabulary (engines/base.py); this module map
   max_num_seqs, dn]] (tiers from above max_num_seqs dropped) with "num_speculative_tokens" =
   the largest depth (`batch_ranges`); the variant's speculative_disable_above_batch N is the
   two-tier schedule [[1, k], [N+1, 0]]: [[1, N, k], [N+1, max_num_seqs, 0]];
-- speculative_adaptive is refused: vLLM 0.32.0 has no runtime adaptation of the depth.
+- speculative_adaptive is refused: vLLM 0.32.0 has no runtime adaptation of the depth;
+- the variant's forced_acceptance -> "rejection_sample_method": "synthetic" with
+  "synthetic_acceptance_length" or "synthetic_acceptance_rates" (refused on the CPU).
 
 Any other arg is passed through as a vLLM flag (`some_field` -> `--some-field`), so a variant may
 use vLLM's own flags; vLLM's parser checks them in the plan (engines/vllm/validate.py).
@@ -48,6 +50,7 @@ from typing import Any
 
 from engines.base import ServerRequest
 from engines.depth import DepthSetting, DepthTiers, depth_schedule
+from engines.forced import ForcedAcceptance
 from engines.launch import FILES_DIR, Endpoints, LaunchSpec
 from engines.vllm.logphases import VLLM_LOG_PHASES, VLLM_STARTUP_TIMINGS
 
@@ -259,6 +262,8 @@ def server_fields(request: ServerRequest) -> dict[str, Any]:
     for key, value in args.items():
         if key not in SPEC_KEYS:
             fields[RENAMED.get(key, key)] = value
+    if spec is not None and request.forced is not None:
+        spec.update(synthetic_fields(request.forced, request.device))
     if spec is not None:
         if request.draft_revision and "model" in spec:
             spec["revision"] = request.draft_revision
@@ -268,6 +273,24 @@ def server_fields(request: ServerRequest) -> dict[str, Any]:
         # config/observability.py; it refuses the flag on a server without speculation).
         fields["per_request_spec_decode_metrics"] = "summary"
     return fields
+
+
+def synthetic_fields(forced: ForcedAcceptance, device: str) -> dict[str, Any]:
+    """A forced acceptance (engines/forced.py) as vLLM 0.32.0's synthetic rejection sampler
+    (`vllm/config/speculative.py`: `rejection_sample_method` "synthetic" with
+    `synthetic_acceptance_length` or the unconditional `synthetic_acceptance_rates`).
+    ValueError on the CPU: vLLM's config accepts it there, then its engine core dies at the
+    first request (`vllm/utils/cpu_triton_utils.py`: "Synthetic acceptance not supported
+    with CPU sampling")."""
+    if device == "cpu":
+        raise ValueError("forced_acceptance: vLLM 0.32.0's synthetic acceptance does not run "
+                         "on the CPU (its engine core asserts \"Synthetic acceptance not "
+                         "supported with CPU sampling\" at the first request): use "
+                         "engine.device=cuda, or engine=sim")
+    if forced.rates is not None:
+        return {"rejection_sample_method": "synthetic",
+                "synthetic_acceptance_rates": list(forced.rates)}
+    return {"rejection_sample_method": "synthetic", "synthetic_acceptance_length": forced.length}
 
 
 def build_vllm_launch(request: ServerRequest) -> LaunchSpec:

@@ -7,9 +7,11 @@ Per command line, as `python -m vllm.entrypoints.openai.api_server` itself does 
     validate_parsed_serve_args(args)
 then, where the command has a speculative config with a batch-size schedule, vLLM's own check
 of that schedule (`vllm/v1/spec_decode/dynamic/utils.py`
-validate_and_normalize_dynamic_sd_schedule). Nothing resolves the model (no `EngineArgs`
-config creation: that reads the model's config and probes the device), so the result says
-`constructed: false`.
+validate_and_normalize_dynamic_sd_schedule), and where it forces acceptance (synthetic
+rejection sampling), vLLM's own check of the length or rates
+(`vllm/config/speculative.py` `SpeculativeConfig._resolve_synthetic_acceptance_rates`).
+Nothing resolves the model (no `EngineArgs` config creation: that reads the model's config and
+probes the device), so the result says `constructed: false`.
 - argparse errors (unknown flag, bad choice, bad int, bad JSON) exit with status 2; the
   message argparse writes to stderr is captured and the flag it names is reported.
 """
@@ -46,6 +48,11 @@ for argv in req["argvs"]:
         if isinstance(spec, dict) and spec.get("num_speculative_tokens_per_batch_size"):
             validate_and_normalize_dynamic_sd_schedule(
                 spec["num_speculative_tokens_per_batch_size"])
+        if isinstance(spec, dict) and spec.get("rejection_sample_method") == "synthetic":
+            from vllm.config.speculative import SpeculativeConfig
+            SpeculativeConfig._resolve_synthetic_acceptance_rates(
+                int(spec.get("num_speculative_tokens") or 0),
+                spec.get("synthetic_acceptance_rates"), spec.get("synthetic_acceptance_length"))
     except SystemExit as e:
         lines = [l for l in err.getvalue().splitlines() if l.strip()]
         res = {"ok": False, "stage": "parse",

@@ -77,7 +77,7 @@ def request_arrays(req: pd.DataFrame) -> RequestArrays:
 IDENTITY = ["cell_id", "variant", "workload", "concurrency", "rate", "status", "engine",
             "simulated", "client_saturated", "error_rate", "requests_error", "num_requests",
             "factors", "engine_version", "cache_hit_rate", "accept_length_source", "error",
-            "stop_reason"]
+            "stop_reason", "forced_acceptance"]
 
 
 def analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo | None = None,

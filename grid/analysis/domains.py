@@ -17,6 +17,8 @@ from typing import cast
 
 import pandas as pd
 
+from grid.analysis.forced import forced_mask
+
 REQUEST_COLUMNS = ["cell_id", "variant", "workload", "concurrency", "domain", "status",
                    "output_tokens", "e2e_s", "spec_verify_ct"]
 """Request columns this module reads (pass them to grid.store.loader.load_requests)."""
@@ -33,8 +35,9 @@ def _ok(requests: pd.DataFrame) -> pd.DataFrame:
 def domain_table(requests: pd.DataFrame, cells: pd.DataFrame,
                  baseline: str = "baseline") -> pd.DataFrame:
     """One row per speculative variant x workload x concurrency x domain: requests, accept
-    length, speedup over the baseline (None without a baseline cell), the cell's alignment."""
-    done = _ok(requests)
+    length, speedup over the baseline (None without a baseline cell), the cell's alignment.
+    Forced-acceptance cells are left out: their acceptance is not the drafter's."""
+    done = _ok(requests[~requests.cell_id.isin(set(cells.cell_id[forced_mask(cells)]))])
     spec = done[done.spec_verify_ct.notna() & (done.spec_verify_ct > 0)]
     base = done[done.variant == baseline]
     base_rate = base.groupby(["workload", "concurrency", "domain"]).rate.mean()

@@ -4,7 +4,8 @@ or a numerics problem would otherwise show up as a speedup. Pure pandas, from co
 request rows (actors/loadgen/rows.py `output_hash`, `output_chars`, `output_text`).
 
 Definitions, per variant x workload, against the baseline of the same engine and workload in
-the same run, over greedy cells (cell `temperature` 0) only:
+the same run, over greedy cells (cell `temperature` 0) only, never forced-acceptance ones
+(grid/analysis/forced.py: their outputs are not the model's):
 - a prompt is its `prompt_id` within the workload (a workload's cells send the same prompts);
 - the reference cell is the baseline's cell at the lowest load (the least batching; its first
   repeat on ties), and a prompt's reference output is that cell's first completed request of
@@ -34,6 +35,7 @@ import pandas as pd
 from scipy.stats import fisher_exact
 
 from grid.analysis.cellstats import repeat_of
+from grid.analysis.forced import forced_mask
 
 REQUEST_COLUMNS = ["cell_id", "prompt_id", "status", "sent_at", "output_hash", "output_text"]
 """Request columns this module reads (pass them to grid.store.loader.load_requests)."""
@@ -128,7 +130,8 @@ def lossless_table(requests: pd.DataFrame, cells: pd.DataFrame, baseline: str = 
             or "temperature" not in cells):
         return pd.DataFrame(columns=TABLE_COLUMNS)
     keep = [c for c in CELL_COLUMNS if c in cells]
-    greedy = cells.loc[(cells.status == "done") & (cells.temperature == 0), keep]
+    greedy = cells.loc[(cells.status == "done") & (cells.temperature == 0)
+                       & ~forced_mask(cells), keep]  # a forced cell's outputs are not the model's
     ok = requests[(requests.status == "ok") & requests.cell_id.isin(set(greedy.cell_id))]
     ok = ok.sort_values("sent_at", kind="stable")
     variants = {str(v) for v in greedy.variant}

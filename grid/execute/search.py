@@ -16,6 +16,8 @@ from typing import TypeVar
 from omegaconf import DictConfig
 
 from grid.analysis import Slo
+from grid.analysis.breakeven_search import BreakevenStep
+from grid.analysis.breakeven_search import replay as breakeven_replay
 from grid.analysis.depth_confirm import AnyDepthStep
 from grid.analysis.search import Measured, Step, prior_check, replay, result
 from grid.analysis.threshold import (
@@ -25,6 +27,7 @@ from grid.analysis.threshold import (
     threshold_result,
 )
 from grid.execute.depth import cell_throughputs, depth_answer, depth_steps, depth_trace
+from grid.plan.breakeven import BreakevenSetup
 from grid.plan.build import Plan, build_plan
 from grid.plan.cells import Cell
 from grid.plan.depth import DepthSetup
@@ -49,8 +52,8 @@ def measured_points(run_dir: Path, points: Mapping[K, tuple[Cell, Cell]], slo: S
             if base.cell_id in value and var.cell_id in value}
 
 
-AnyStep = Step | ConfirmStep | AnyDepthStep
-AnySetup = SearchSetup | DepthSetup
+AnyStep = Step | ConfirmStep | AnyDepthStep | BreakevenStep
+AnySetup = SearchSetup | DepthSetup | BreakevenSetup
 
 
 def search_steps(setup: AnySetup, run_dir: Path, slo: Slo
@@ -61,6 +64,11 @@ def search_steps(setup: AnySetup, run_dir: Path, slo: Slo
     if isinstance(setup, DepthSetup):
         depth, seen = depth_steps(setup, run_dir, slo)
         return list(depth), seen
+    if isinstance(setup, BreakevenSetup):  # point estimates decide (breakeven_search.py)
+        value = cell_throughputs(run_dir, setup.points.values(), slo)
+        known = {p: value[c.cell_id].value for p, c in setup.points.items()
+                 if c.cell_id in value}
+        return list(breakeven_replay(setup.space, known)), set(known)
     measured = measured_points(run_dir, setup.points, slo)
     if setup.threshold is None:
         return list(replay(setup.space, measured)), set(measured)
@@ -120,7 +128,9 @@ def plan_step(cfg: DictConfig, plan: Plan, setup: AnySetup, workloads: WorkloadP
 def write_trace(run_dir: Path, setup: AnySetup, steps: list[AnyStep],
                 note: str | None = None) -> dict:
     """search.json: the question, every step with why it was taken, and the outcome."""
-    if isinstance(setup, DepthSetup):
+    if isinstance(setup, BreakevenSetup):
+        trace = setup.trace(steps, note)  # type: ignore[arg-type]
+    elif isinstance(setup, DepthSetup):
         trace = depth_trace(setup, steps, note)  # type: ignore[arg-type]
     else:
         trace = {**setup.as_json(), "result": {**search_result(setup, steps), "note": note},

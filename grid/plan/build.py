@@ -48,7 +48,8 @@ from grid.plan.checks import (
     plan_warnings,
     validate_flags,
 )
-from grid.plan.config import ConfigError, check_choices
+from grid.plan.choices import check_choices
+from grid.plan.config import ConfigError
 from grid.plan.conversations import (
     conversation_set_key,
     is_conversations,
@@ -282,7 +283,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
         raise ConfigError("the grid has no cells (every combination was excluded)")
     if cfg.run.max_server_starts < 1:
         raise ConfigError(f"run.max_server_starts must be >= 1, got {cfg.run.max_server_starts}")
-    cell_timeout = cfg.run.cell_timeout_s  # > 0 (grid/plan/config.py check_ranges)
+    cell_timeout = cfg.run.cell_timeout_s  # > 0 (grid/plan/choices.py check_ranges)
     if cfg.grid.max_parallel_servers < 1:
         raise ConfigError("grid.max_parallel_servers must be >= 1, got "
                           f"{cfg.grid.max_parallel_servers}")

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from engines.forced import FORCED_LABEL
+
 GROUP_AXES = ("variant", "workload", "model", "engine")
 """Axes whose values name a config option (conf/<axis>/<value>.yaml)."""
 KEY_ALIASES = {"concurrency": "load.concurrency", "rate": "load.rate", "repeat": "load.repeat"}
@@ -51,16 +53,19 @@ _DEFAULT_FREE = {"target": None, "max_requests": None, "check_interval_s": 0.5,
 
 # Shorter labels for variant factors that appear in variant names.
 _FACTOR_ABBREV = {"speculative_disable_above_batch": "off_above", "speculative_depth": "depth",
-                  "speculative_adaptive": "adaptive"}
+                  "speculative_adaptive": "adaptive", "forced_acceptance.length": "forced_len",
+                  "forced_acceptance.rates": "forced_rates"}
 
 UNSET_UNLESS_GIVEN = ("speculative_depth", "speculative_adaptive", "speculative_adaptive_config")
 """Variant keys that leave a cell's identity when unset (None or False), so cells composed
-before the keys existed keep their ids and server keys."""
+before the keys existed keep their ids and server keys; `forced_acceptance` too while it
+forces nothing (neither length nor rates)."""
 
 
 def _variant_identity(variant: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in variant.items()
-            if not (k in UNSET_UNLESS_GIVEN and v in (None, False))}
+            if not (k in UNSET_UNLESS_GIVEN and v in (None, False))
+            and not (k == "forced_acceptance" and not any(dict(v or {}).values()))}
 
 
 def stable_hash(obj: Any, length: int = 16) -> str:
@@ -159,7 +164,8 @@ def _factor_parts(section: str, combo: Mapping[str, Any]) -> list[str]:
     for axis, value in combo.items():
         if axis.startswith(section) and value is not None:
             leaf = axis.rsplit(".", 1)[-1]
-            parts.append(f"{_FACTOR_ABBREV.get(leaf, leaf).lower()}-{_slug(value)}")
+            name = _FACTOR_ABBREV.get(axis[len(section):], _FACTOR_ABBREV.get(leaf, leaf))
+            parts.append(f"{name.lower()}-{_slug(value)}")
     return parts
 
 
@@ -212,14 +218,17 @@ class Cell:
         return str(self.config["workload"]["name"])
 
     def describe(self) -> str:
-        """`eagle3 c=4 coding`, `baseline rate=5/s coding` (with `<=N in flight` if capped)."""
+        """`eagle3 c=4 coding`, `baseline rate=5/s coding` (with `<=N in flight` if capped;
+        `[forced acceptance: performance only]` after a forced cell)."""
         if self.rate is None:
             load = f"c={self.concurrency}"
         else:
             load = f"rate={self.rate:g}/s"
             if self.max_in_flight is not None:
                 load += f" <={self.max_in_flight} in flight"
-        return f"{self.variant} {load} {self.workload}"
+        forced = dict(self.config.get("variant", {}).get("forced_acceptance") or {})
+        label = f" [{FORCED_LABEL}]" if any(forced.values()) else ""
+        return f"{self.variant} {load} {self.workload}{label}"
 
 
 def identity(config: Mapping[str, Any], prompts_digest: str,

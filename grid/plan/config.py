@@ -1,32 +1,17 @@
 """The config schema: one dataclass per component, registered with Hydra's ConfigStore so that a
 wrong type or an unknown key fails at composition with Hydra's own message.
 
-OmegaConf cannot type a field as `Literal`, so choice fields are `str` in the schema and their
-allowed values are the `Literal` aliases below, checked by `check_choices` right after
-composition (before anything expensive starts); numbers that cannot be meant (a negative SLO, a
-probability above 1) are refused by `check_ranges` from the `_RANGES` table beside it."""
+OmegaConf cannot type a field as `Literal`, so choice fields are `str` in the schema; their
+allowed values, and the numbers that can be meant, are checked right after composition by
+grid/plan/choices.py."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import MISSING, DictConfig, OmegaConf
-
-import engines
-from engines.options import OptionError, range_problem
-
-Device = Literal["cuda", "cpu"]
-Endpoint = Literal["generate", "chat"]
-Arrival = Literal["poisson", "gamma", "constant", "trace"]
-WorkloadKind = Literal["prompts", "conversations"]
-Replay = Literal["recorded", "live"]
-ThinkTime = Literal["trace", "none", "constant", "exponential"]
-Template = Literal["chatml", "llama3"]
-InputShaping = Literal["filter", "fit"]
-Transport = Literal["raw", "aiohttp", "httpx"]
-ClusterKind = Literal["local", "ray"]
+from omegaconf import MISSING, OmegaConf
 
 
 class ConfigError(ValueError):
@@ -113,6 +98,22 @@ class HardwareConfig:
 
 
 @dataclass
+class ForcedAcceptanceConfig:
+    """The speculative variant's acceptance forced by the engine, not measured from its drafter
+    (engines/forced.py, docs/engines.md): a cell that measures the system's side of speculation
+    alone, labelled "forced acceptance: performance only". Give one of the two, or neither."""
+
+    length: float | None = None
+    """Mean accepted tokens per verify step, the bonus token included, in [1, k + 1] for k =
+    speculative_num_steps (SGLang's SGLANG_SIMULATE_ACC_LEN, vLLM's
+    synthetic_acceptance_length). None = not forced (unless rates are given)."""
+    rates: list[float] | None = None
+    """Per-position unconditional acceptance rates, k of them, non-increasing, in [0, 1]
+    (r_i: the first i drafts all accepted; mean length 1 + sum). vLLM and the simulator only:
+    SGLang forces a mean length. None = not forced (unless length is given)."""
+
+
+@dataclass
 class VariantConfig:
     name: str = "baseline"
     """Label of the variant in results and reports."""
@@ -134,6 +135,10 @@ class VariantConfig:
     speculative_adaptive_config: str | None = None
     """With speculative_adaptive: its tiers, a JSON file in SGLang's format (None = SGLang's
     default: 1 -> {1,3,5,7}, 8 -> {0,1,3}, 32 -> {0,1}, 64 -> {0})."""
+    forced_acceptance: ForcedAcceptanceConfig = field(default_factory=ForcedAcceptanceConfig)
+    """The acceptance forced by the engine (length or rates) instead of the drafter's: cells
+    for the system's cost of speculation at a known acceptance (the break-even curve,
+    docs/report.md); never judged for losslessness or recommended for a workload."""
 
 
 @dataclass
@@ -265,8 +270,9 @@ class SearchConfig:
     """None (off: the grid is the axes), `crossover`: find where the grid's one speculative
     variant stops paying against the baseline, `threshold`: that, then rank the
     speculative_disable_above_batch values the engine honours and confirm the best ones, or
-    `depth`: the best speculative depth per batch tier, a schedule confirmed on one server
-    (grid/plan/search.py SEARCH_KINDS)."""
+    `depth`: the best speculative depth per batch tier, a schedule confirmed on one server,
+    or `breakeven`: the accept length at which the variant pays, per load, from
+    forced-acceptance cells (grid/plan/search.py SEARCH_KINDS)."""
     concurrency: list[int] = field(default_factory=lambda: [1, 256])
     """[lowest, highest] concurrency the search may measure (closed loop only)."""
     resolution: float = 1.4142135623730951
@@ -294,6 +300,9 @@ class SearchConfig:
     depths: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 5, 7])
     """kind=depth: the speculative depths compared at each load, ascending; 0 is the baseline
     server (not speculating at all), the others the variant with speculative_num_steps = d."""
+    lengths: list[float] | None = None
+    """kind=breakeven: the forced accept lengths the search may measure, ascending, within
+    [1, k + 1] for k = speculative_num_steps; None = 9 evenly from 1 to k + 1."""
     confirm_cells: int = 12
     """kind=depth: cells for confirming the schedule found (one server with it against the
     baseline, the best single depth, the threshold schedule and the engine's own
@@ -425,130 +434,3 @@ def _trained_model(name: str) -> str:
     from engines.trained_models import model_dir
 
     return str(model_dir(name))
-
-
-_CHOICES: dict[str, Any] = {
-    "engine.device": Device,
-    "workload.endpoint": Endpoint,
-    "load.arrival": Arrival,
-    "workload.input_shaping": InputShaping,
-    "load.transport": Transport,
-    "workload.kind": WorkloadKind,
-    "workload.replay": Replay,
-    "workload.think_time": ThinkTime,
-    "workload.template": Template,
-    "cluster.kind": ClusterKind,
-}
-
-
-def check_choices(cfg: DictConfig | dict[str, Any]) -> None:
-    """Raise ConfigError if a choice field holds a value outside its Literal, names an engine
-    that engines/ does not have, gives that engine an option it does not take, or a number is
-    outside its range (`check_ranges`, run here so that every place that checks the choices
-    checks the ranges too)."""
-    name = OmegaConf.select(cfg, "engine.name") if isinstance(cfg, DictConfig) \
-        else _dig(cfg, "engine.name")
-    if name not in engines.names():
-        raise ConfigError(f"engine.name={name!r} is not one of {', '.join(engines.names())}")
-    check_engine_options(name, _select(cfg, "engine.options"))
-    for key, alias in _CHOICES.items():
-        value = OmegaConf.select(cfg, key) if isinstance(cfg, DictConfig) else _dig(cfg, key)
-        allowed = get_args(alias)
-        if value not in allowed:
-            raise ConfigError(f"{key}={value!r} is not one of {', '.join(allowed)}")
-    check_ranges(cfg)
-
-
-def check_engine_options(name: str, options: Any) -> None:
-    """The engine's own check of `engine.options` (engines/options.py), as one ConfigError
-    line that names the key (`engine.options.time_scale must be >= 0, got -1`)."""
-    if isinstance(options, DictConfig):
-        options = OmegaConf.to_container(options, resolve=True)
-    try:
-        engines.get(name).check_options(options or {})
-    except OptionError as e:
-        raise ConfigError(f"engine.options.{e}") from None
-
-
-_RANGES: dict[str, str] = {
-    # engine
-    "engine.ready_timeout_s": "> 0",
-    "engine.stop_timeout_s": "> 0",
-    # model, variant
-    "model.tp_size": ">= 1",
-    "variant.tp_size": ">= 1",
-    "variant.speculative_disable_above_batch": ">= 1",
-    # workload
-    "workload.max_new_tokens": ">= 1",
-    "workload.temperature": ">= 0",
-    "workload.max_turns": ">= 1",
-    "workload.think_time_s": ">= 0",
-    "workload.time_scale": "> 0",
-    # load (concurrency, rate, clients, client_cpus, keepalive_s, num_requests, ca_bundle:
-    # grid/plan/build.py and specs.py, with their own words; docs/checks.md)
-    "load.max_in_flight": ">= 1",
-    "load.burstiness": "> 0",
-    "load.requests_per_stream": "> 0",
-    "load.min_requests": ">= 1",
-    "load.duration_s": "> 0",
-    "load.max_requests": ">= 1",
-    "load.check_interval_s": "> 0",
-    "load.warmup_requests": ">= 0",
-    "load.request_timeout_s": "> 0",
-    "load.repeat": ">= 0",
-    # run (max_server_starts: grid/plan/build.py)
-    "run.max_error_rate": "[0, 1]",
-    "run.cell_timeout_s": "> 0",
-    "run.call_timeout_s": "> 0",
-    "run.metrics_interval_s": "> 0",
-    "run.telemetry_interval_s": "> 0",
-    # grid.search (kind and range: grid/plan/search.py)
-    "grid.search.resolution": "> 1",
-    "grid.search.max_cells": ">= 2",
-    "grid.search.coarse_levels": ">= 2",
-    "grid.search.max_repeats": ">= 1",
-    "grid.search.points_per_step": ">= 1",
-    "grid.search.min_effect": "[0, 1]",
-    "grid.search.candidates": ">= 2",
-    "grid.search.confirm_cells": ">= 0",
-    # slo
-    "slo.ttft_ms": "> 0",
-    "slo.tpot_ms": "> 0",
-    "slo.e2e_ms": "> 0",
-    # hardware
-    "hardware.gpu_hour_usd": "> 0",
-    # cluster
-    "cluster.num_gpus": ">= 0",
-    "cluster.num_cpus": ">= 1",
-}
-"""Numeric keys -> the values that can be meant: `> x`, `>= x` or `[lo, hi]` (both ends
-included). A key that is unset (None) is not checked; NaN never passes. Checked by
-`check_ranges` right after `check_choices`; an engine checks its own options
-(`engine.options`); the full list of what is checked where is docs/checks.md."""
-
-
-def check_ranges(cfg: DictConfig | dict[str, Any]) -> None:
-    """Raise ConfigError (one line: `slo.ttft_ms must be > 0, got -1`) for the first key of
-    `_RANGES` whose value is outside its rule."""
-    for key, rule in _RANGES.items():
-        value = _select(cfg, key)
-        if value is not None and (problem := range_problem(key, rule, value)):
-            raise ConfigError(problem)
-
-
-def _select(cfg: DictConfig | dict[str, Any], dotted: str) -> Any:
-    """The value at `dotted`, None where a part is missing."""
-    if isinstance(cfg, DictConfig):
-        return OmegaConf.select(cfg, dotted, default=None)
-    node: Any = cfg
-    for part in dotted.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return node
-
-
-def _dig(d: dict[str, Any], dotted: str) -> Any:
-    for part in dotted.split("."):
-        d = d[part]
-    return d

@@ -80,14 +80,14 @@ def depth_universe(cells: Sequence[Cell], depths: Sequence[int], workloads: Work
             continue
         for d in depths:
             if d > 0:
-                twin = _with(cell, {STEPS_KEY: d})
+                twin = with_settings(cell, {STEPS_KEY: d})
                 if cell.cell_id in workloads.alignments:
                     workloads.alignments[twin.cell_id] = workloads.alignments[cell.cell_id]
                 out.append(twin)
     return out, min(own, key=lambda c: c.concurrency or 0)
 
 
-def _with(cell: Cell, settings: dict[str, Any]) -> Cell:
+def with_settings(cell: Cell, settings: dict[str, Any]) -> Cell:
     """`cell` with config keys set (dotted: `variant.args.x`, `load.concurrency`), as a
     composed cell with those factors would be."""
     config = copy.deepcopy(cell.config)
@@ -147,7 +147,7 @@ class DepthSetup:
             settings["variant.speculative_depth"] = [list(t) for t in tiers]
         else:
             settings["variant.speculative_adaptive"] = True
-        return _with(self.template, settings)
+        return with_settings(self.template, settings)
 
     def cells_of(self, points: Sequence[Sequence[int]], first: str | None = None
                  ) -> list[Cell]:
@@ -164,7 +164,8 @@ class DepthSetup:
     def setting(self, tiers: Schedule) -> dict[str, Any] | None:
         """The schedule in the engine's words (Engine.depth_setting): the flags to paste, the
         files they name, the depth each running batch gets there."""
-        cell = _with(self.template, {"variant.speculative_depth": [list(t) for t in tiers]})
+        cell = with_settings(self.template,
+                             {"variant.speculative_depth": [list(t) for t in tiers]})
         setting = engines.get(self.engine).depth_setting(server_request(cell.config))
         if setting is None:
             return None

@@ -24,7 +24,7 @@ from grid.plan.build import Plan
 from grid.plan.cells import Cell, group_by_server, make_cell
 from grid.plan.workloads import CHARS_PER_TOKEN, WorkloadPlan
 
-SEARCH_KINDS = ("crossover", "threshold", "depth")
+SEARCH_KINDS = ("crossover", "threshold", "depth", "breakeven")
 """What `grid.search.kind` can ask (None: no search)."""
 SEARCHED_AXES = ("concurrency", "load.concurrency", "repeat", "load.repeat", "rate",
                  "load.rate")
@@ -60,6 +60,9 @@ def check_search(cfg: DictConfig) -> None:
         raise SearchError("grid.search.concurrency must be [lowest, highest] whole streams "
                           f"with 1 <= lowest < highest, got {bounds}")
     for axis in cfg.grid.axes:
+        if kind == "breakeven" and str(axis).startswith("variant.forced_acceptance"):
+            raise SearchError(f"grid.search.kind=breakeven chooses the forced lengths itself "
+                              f"(grid.search.lengths); drop the grid axis {axis}")
         if axis in SEARCHED_AXES:
             raise SearchError(f"grid.search.kind={kind} chooses the concurrency and the "
                               f"repeats itself; drop the grid axis {axis}")

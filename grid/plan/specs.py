@@ -18,6 +18,7 @@ from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
 from engines.base import ServerRequest
 from engines.depth import depth_schedule
+from engines.forced import forced_acceptance
 from engines.launch import LaunchSpec
 from engines.validation import FlagError
 from grid.plan.cells import Cell, resolved_tp_size
@@ -47,6 +48,8 @@ def launch_spec(config: Mapping[str, Any], version: str | None = None) -> Launch
     if not kind.launches:
         given = [k for k in ("speculative_depth", "speculative_adaptive")
                  if variant.get(k) not in (None, False)]
+        if any(dict(variant.get("forced_acceptance") or {}).values()):
+            given.append("forced_acceptance")
         if given:
             raise ConfigError(f"variant {variant['name']}: {given[0]} needs a server specgrid "
                               f"launches; {kind.label} is run by someone else")
@@ -61,7 +64,8 @@ def launch_spec(config: Mapping[str, Any], version: str | None = None) -> Launch
 
 def server_request(config: Mapping[str, Any], version: str | None = None) -> ServerRequest:
     """The plain values an engine spells a server from, out of a cell's resolved config.
-    ValueError (one line) for a depth schedule that is not one."""
+    ValueError (one line) for a depth schedule that is not one, or a forced acceptance the
+    variant cannot take (engines/forced.py)."""
     engine, model, variant = config["engine"], config["model"], config["variant"]
     raw_depth = variant.get("speculative_depth")
     return ServerRequest(
@@ -76,7 +80,10 @@ def server_request(config: Mapping[str, Any], version: str | None = None) -> Ser
         draft_revision=model.get("draft_revision"), options=engine.get("options") or {},
         depth_schedule=None if raw_depth is None else depth_schedule(raw_depth),
         adaptive=bool(variant.get("speculative_adaptive")),
-        adaptive_config=variant.get("speculative_adaptive_config"))
+        adaptive_config=variant.get("speculative_adaptive_config"),
+        forced=forced_acceptance(variant.get("forced_acceptance"), variant["args"], [
+            k for k in ("speculative_disable_above_batch", "speculative_depth",
+                        "speculative_adaptive") if variant.get(k) not in (None, False)]))
 
 
 def engine_python(engine: Mapping[str, Any]) -> str:

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grid.analysis import Slo
-from grid.report import alignment, lossless, plots, startup
+from grid.analysis.forced import unforced
+from grid.report import alignment, breakeven, lossless, plots, startup
 from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, load_run, run_decision
 from grid.report.depth import depth_decision, write_depth_files
@@ -71,6 +72,8 @@ def decision_json(data: RunData) -> dict:
         # Greedy outputs against the baseline's (grid/report/lossless.py), start-up per variant
         **({"lossless": rows} if (rows := lossless.decision(data)) else {}),
         **({"startup": rows} if (rows := startup.decision(data)) else {}),
+        # Forced-acceptance cells: the break-even curve, the drafter on it, honoured or not.
+        **({"breakeven": b} if (b := breakeven.decision(data)) else {}),
         # An adaptive search (grid.search.kind): every step, why, and why it stopped.
         **({"search": data.search} if data.search else {}),
         # A depth search: the schedule, its evidence and the setting to paste.
@@ -109,7 +112,8 @@ def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
         data.stats.table = data.stats.table[data.stats.table.cell_id.isin(keep)]
         data.requests = data.requests[data.requests.cell_id.isin(keep)]
         data.turns = data.turns[data.turns.cell_id.isin(keep)]
-        data.decision = run_decision(data.stats, data.baseline, data.search)
+        data.decision = run_decision(unforced(data.stats, data.cells), data.baseline,
+                                     data.search)
         data.operator = operator_view(data.stats, data.cells, data.energy, data.gpu_hour_usd)
         data.lossless = lossless.load_table(Path(run_dir), data.cells, data.baseline)
     return summary_text(data)

@@ -19,6 +19,7 @@ from grid.analysis import Slo, analyse_cells, decide
 from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats
 from grid.analysis.decision import Decision
 from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
+from grid.analysis.forced import forced_mask, unforced
 from grid.analysis.lesson import acceptance_table
 from grid.report import lossless
 from grid.report.operator import operator_view
@@ -110,14 +111,16 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
     # Each cell's /metrics read with its engine's names (grid/report/serverdata.py).
     families = cell_families(cells, metrics)
     variants = dict(zip(cells.cell_id.astype(str), cells.variant.astype(str), strict=True))
-    data = RunData(run_dir, cells, requests, turns, stats, run_decision(stats, baseline, trace),
+    data = RunData(run_dir, cells, requests, turns, stats,
+                   run_decision(unforced(stats, cells), baseline, trace),
                    metrics, server_deltas(metrics, families), telemetry,
                    energy_per_token(telemetry, cells, stats.table), slo, baseline=baseline,
                    damaged=damage_lines(run_dir, unreadable, mismatched),
                    gpu_hour_usd=gpu_hour_usd, search=trace,
                    server_gauges=server_gauges(metrics, families, variants))
-    data.operator = operator_view(stats, cells, data.energy, gpu_hour_usd)
-    table = acceptance_table(requests, cells, replicates=replicates, seed=seed)
+    data.operator = operator_view(unforced(stats, cells), cells, data.energy, gpu_hour_usd)
+    table = acceptance_table(requests, cells[~forced_mask(cells)], replicates=replicates,
+                             seed=seed)  # the drafter judged on its own acceptance only
     data.acceptance = table[table.alignment.notna()]
     data.lossless = lossless.load_table(run_dir, cells, baseline)  # greedy outputs vs baseline
     data.validity = validity(data)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from grid.analysis.bootstrap import excludes_zero, interval
 from grid.analysis.decision import NO_DIFFERENCE, points
-from grid.report import alignment, lossless, startup
+from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import (
     BIN_EDGES,
     cache_hit_by_variant,
@@ -357,7 +357,8 @@ def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     if lesson:
         body.append("<h2>Acceptance against alignment with the drafter's training data</h2>"
                     f"<pre>{esc(lesson)}</pre>")
-    body += [lossless.html_section(data), startup.html_section(data)]  # empty when nothing
+    body += [lossless.html_section(data), startup.html_section(data),
+             breakeven.html_section(data)]  # empty when nothing
     body += [conversation_section(data, figures),
              f"<p>Goodput SLO: {esc(data.slo.describe())} (SGLang's rule: a request counts "
              f"when it succeeded and met every SLO set).</p>", cells_section(data),

@@ -9,6 +9,7 @@ from html import escape
 from pathlib import Path
 
 from grid.analysis.threshold import describe_point
+from grid.report.breakeven import trace_lines as breakeven_trace_lines
 from grid.report.depth import depth_lines, depth_section
 
 TRACE_FILE = "search.json"
@@ -69,6 +70,8 @@ def trace_lines(trace: dict) -> list[str]:
     """One line per step and one for the outcome."""
     if trace.get("kind") == "depth":  # a depth search: grid/report/depth.py
         return depth_lines(trace)
+    if trace.get("kind") == "breakeven":  # grid/report/breakeven.py
+        return breakeven_trace_lines(trace)
     res = trace["result"]
     lines = [f"search: {trace.get('kind', 'crossover')} of {trace['variant']} vs "
              f"{trace['baseline']} on {trace['workload']}, {res['cells']} of "

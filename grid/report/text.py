@@ -10,7 +10,8 @@ from typing import Any
 import pandas as pd
 
 from grid.analysis.domains import distribution_summary
-from grid.report import alignment, lossless, startup
+from grid.analysis.forced import FORCED_LABEL, forced_length
+from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import agentic_summary
 from grid.report.rundata import RunData
 from grid.report.search import trace_lines
@@ -52,6 +53,7 @@ def summary_table(table: pd.DataFrame) -> str:
         load = f"c={int(row.concurrency)}" if pd.isna(row.rate) else f"{row.rate:g}/s"
         status = str(row.status) + (" (client saturated)" if row.client_saturated is True
                                     else "")
+        status += f" [{FORCED_LABEL}]" if forced_length(row.get("forced_acceptance")) else ""
         if row.status != "done" and isinstance(row.get("error"), str):
             status += ": " + _first_line(row.error, 70)
         window = (f"{row.window_s:.0f}s/{int(row.window_requests)}"
@@ -111,7 +113,8 @@ def summary_text(data: RunData) -> str:
     lesson = alignment.section(data)
     if lesson:
         parts.append("\n" + lesson)
-    parts += [f"\n{block}" for block in (lossless.section(data), startup.section(data)) if block]
+    parts += [f"\n{block}" for block in (lossless.section(data), startup.section(data),
+                                         breakeven.section(data)) if block]
     agentic = agentic_summary(data.turns, data.stats.table, data.baseline)  # conversation cells
     if agentic:
         parts.append("\n" + "\n".join(agentic))

@@ -14,6 +14,7 @@ from typing import Any
 import engines
 from actors.loadgen.conversation_plan import ROW_KEYS
 from actors.loadgen.spec import LoadResult
+from engines.forced import forced_record
 from engines.redact import redact_args
 from grid.plan.cells import Cell
 from grid.plan.work import CellWork
@@ -156,6 +157,7 @@ def cell_row(run_id: str, work: CellWork, attempt: int, *, status: str, error: s
             "speculative_disable_above_batch"),
         "speculative_depth": None if depth is None else json.dumps([list(t) for t in depth]),
         "speculative_adaptive": bool(config["variant"].get("speculative_adaptive")),
+        "forced_acceptance": forced_record(config["variant"]),
         "device": config["engine"].get("device") or "cuda" if engines.get(engine).launches
         else None,
         "source": work.source,

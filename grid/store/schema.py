@@ -119,6 +119,9 @@ CELL_FIELDS = _schema([
     ("speculative_disable_above_batch", pa.int64()),
     ("speculative_depth", pa.string()),
     ("speculative_adaptive", pa.bool_()),
+    # The acceptance the engine was made to force (engines/forced.py: the length or rates and
+    # the mean length, JSON; null = the drafter's own): such a cell is performance only.
+    ("forced_acceptance", pa.string()),
     ("device", pa.string()),
     ("source", pa.string()),
     ("server_info", pa.string()),

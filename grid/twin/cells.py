@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from engines.base import MeasuredCell
+from grid.analysis.forced import forced_length
 from grid.cli.runrecord import RUN_RECORD, read_run_record
 from grid.loader import load_cells, load_requests, load_turns
 from grid.plan.config import ConfigError
@@ -58,6 +59,9 @@ def measured_cells(run_dir: Path, saturated: bool = False
             why = "conversation replay"
         elif cid not in by_cell:
             why = "no ok requests"
+        elif forced_length(row.get("forced_acceptance")) is not None:
+            why = ("forced acceptance: performance only (a twin fits the drafter's own "
+                   "acceptance)")
         elif "--speculative-adaptive" in str(row["server_command"] or ""):
             why = ("speculation switched by batch size (speculative_disable_above_batch): "
                    "not modelled by the twin")

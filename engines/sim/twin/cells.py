@@ -105,8 +105,24 @@ def speculative_shape(command: str, info: Mapping[str, Any]) -> tuple[int, int, 
     return None
 
 
+def time_scale(flags: Mapping[str, str]) -> float:
+    """The simulator's `--sim-time-scale` (every modelled duration times it; 1 for any other
+    server). A twin models the node at scale 1, so a cell's figures are divided back to it:
+    tok/s times the scale, TTFT and TPOT over it. ValueError at scale 0 (no step cost: its
+    figures carry no timing to fit)."""
+    text = flags.get("--sim-time-scale")
+    try:
+        scale = float(text) if text not in (None, "") else 1.0
+    except ValueError:
+        raise ValueError(f"--sim-time-scale is not a number: {text!r}") from None
+    if not scale > 0:
+        raise ValueError(f"cells of a simulator run at time_scale {text}: no modelled step "
+                         "cost to fit a twin to (measure with time_scale > 0)")
+    return scale
+
+
 def observe(cell: MeasuredCell) -> Observed:
-    """The model's view of one measured cell."""
+    """The model's view of one measured cell, its durations at the simulator's time scale 1."""
     info = _info(cell.server_info)
     flags = server_flags(cell.server_command)
     spec = speculative_shape(cell.server_command, info)
@@ -123,9 +139,13 @@ def observe(cell: MeasuredCell) -> Observed:
         domains=tuple(sorted(shares.items())), temperature=float(cell.temperature),
         requests_per_stream=max(1.0, cell.num_requests / max(1, cell.concurrency)),
         varied_output=most - fewest > 0.05 * mean_out)
-    measured = {m: float(v) for m, v in (("output_tok_s", cell.output_tok_s),
-                                         ("ttft_p50_s", cell.ttft_p50_s),
-                                         ("tpot_p50_s", cell.tpot_p50_s)) if v and v > 0}
+    scale = time_scale(flags)
+    measured = {m: float(v) for m, v in (("output_tok_s", cell.output_tok_s * scale
+                                          if cell.output_tok_s else None),
+                                         ("ttft_p50_s", cell.ttft_p50_s / scale
+                                          if cell.ttft_p50_s else None),
+                                         ("tpot_p50_s", cell.tpot_p50_s / scale
+                                          if cell.tpot_p50_s else None)) if v and v > 0}
     if spec is not None:
         decode = cell.accept_length_decode
         if decode is None and cell.accept_length and mean_out > 1:

@@ -244,3 +244,68 @@ def test_offline_h100_llama_batch_gains_within_ten_percent_of_the_paper() -> Non
     misses = {b: round(got[f"gain_bs{b}"], 3) for b, gain in PAPER_TABLE3_EAGLE3_GAIN.items()
               if got[f"gain_bs{b}"] != pytest.approx(gain, rel=0.10)}
     assert not misses, f"gain outside +-10 % of the paper's Table 3 at batch sizes {misses}"
+
+
+def _forced_run(env: dict[str, str]) -> tuple[float, float]:
+    """(decode tokens per verify step over 24 requests, the first decode step's duration)."""
+    e = engine(*EAGLE3, "--max-running-requests", "8", env=env)
+    core = e.core
+    for i in range(24):
+        core.submit(req(e, i, n=64))
+    first = None
+    done = []
+    while (step := core.plan()) is not None:
+        if step.kind == "decode" and first is None:
+            first = step.duration_s
+        done += [r for r in core.commit(step, 0.0) if r.done]
+    tokens = sum(r.n - 1 for r in done)
+    return tokens / sum(r.verify_ct for r in done), first or 0.0
+
+
+def test_forced_rates_replace_the_drafter_and_keep_the_step_cost() -> None:
+    from engines.sim.model import FORCED_RATES_ENV
+
+    drafter, cost = _forced_run({})
+    forced, forced_cost = _forced_run({FORCED_RATES_ENV: "0.5,0.3,0.1"})
+    # unconditional rates: 1 + 0.5 + 0.3 + 0.1 = 1.9 tokens per verify step; ~800 steps, the
+    # last of each request cut short by its 64 tokens
+    assert forced == pytest.approx(1.9, abs=0.1)
+    assert drafter > 2.5  # the drafter's own acceptance on coding prompts
+    assert forced_cost == cost  # the same batch, the same step
+
+
+def test_a_forced_length_is_sglangs_variable_honoured_as_sglang_does() -> None:
+    forced, _ = _forced_run({"SGLANG_SIMULATE_ACC_LEN": "1.5"})
+    assert forced == pytest.approx(1.5, abs=0.08)
+    off, _ = _forced_run({"SGLANG_SIMULATE_ACC_LEN": "-1"})  # SGLang's "off"
+    assert off == pytest.approx(_forced_run({})[0])
+
+
+def test_one_draw_gives_each_position_its_unconditional_rate() -> None:
+    from engines.sim.model import forced_accept_length
+
+    rates = (0.8, 0.6, 0.4)
+    # u below every rate: all 3 drafts; between 0.4 and 0.6: the first two; above 0.8: none
+    assert [forced_accept_length(lambda u=u: u, rates, 4) for u in (0.1, 0.5, 0.7, 0.9)] == \
+        [4, 3, 2, 1]
+    assert forced_accept_length(lambda: 0.1, rates, 2) == 2  # a chain of 1 verified draft
+
+
+def test_the_simulator_engine_spells_forced_acceptance_as_sglang_or_its_own_rates() -> None:
+    from engines.base import ServerRequest
+    from engines.forced import forced_acceptance
+    from engines.sim.engine import ENGINE
+
+    args = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+            "speculative_eagle_topk": 1, "speculative_num_draft_tokens": 4,
+            "max_running_requests": 8}
+
+    def env(raw: dict, given: dict | None = None) -> dict:
+        return ENGINE.launch_spec(ServerRequest(
+            args=args, env=given or {}, model_path="m", draft_model_path="d", python="py",
+            forced=forced_acceptance(raw, args))).env
+
+    assert env({"length": 2.5})["SGLANG_SIMULATE_ACC_LEN"] == "2.5"
+    assert env({"rates": [0.8, 0.6, 0.4]})["SPECGRID_SIM_ACC_RATES"] == "0.8,0.6,0.4"
+    with pytest.raises(ValueError, match="variant.env.SPECGRID_SIM_ACC_RATES"):
+        env({}, {"SPECGRID_SIM_ACC_RATES": "0.5"})

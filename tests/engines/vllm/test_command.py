@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from engines.base import ServerRequest
+from engines.forced import forced_acceptance
 from engines.vllm.command import (
     batch_ranges,
     build_vllm_launch,
@@ -202,3 +203,40 @@ def test_vllm_accepts_the_schedule_and_looks_up_each_batchs_depth() -> None:
                          capture_output=True, text=True, timeout=300, check=True)
     dense = json.loads(out.stdout.splitlines()[-1])  # index = batch size (0 unused)
     assert dense[1:] == [5] * 8 + [3] * 24 + [1] * 32 + [0] * 64
+
+
+def _forced(raw: dict, device: str = "cuda") -> dict:
+    spec = build_vllm_launch(_request(EAGLE3, device=device,
+                                      forced=forced_acceptance(raw, EAGLE3)))
+    return json.loads(_flag(spec.argv, "--speculative-config"))
+
+
+def test_forced_acceptance_is_vllms_synthetic_rejection_sampler() -> None:
+    assert _forced({"length": 2.5}) == {
+        "method": "eagle3", "num_speculative_tokens": 3, "model": "/m/draft",
+        "rejection_sample_method": "synthetic", "synthetic_acceptance_length": 2.5}
+    rates = _forced({"rates": [0.8, 0.6, 0.4]})
+    assert rates["rejection_sample_method"] == "synthetic"
+    assert rates["synthetic_acceptance_rates"] == [0.8, 0.6, 0.4]
+    assert "synthetic_acceptance_length" not in rates
+
+
+def test_forced_acceptance_on_vllms_cpu_is_refused() -> None:
+    # vLLM 0.32.0's config accepts it there; its engine core then asserts at the first request
+    with pytest.raises(ValueError, match="Synthetic acceptance not supported with CPU"):
+        _forced({"length": 2.5}, device="cpu")
+
+
+@needs_vllm
+def test_vllms_own_resolver_checks_the_forced_fields() -> None:
+    good = build_vllm_launch(_request(
+        EAGLE3, forced=forced_acceptance({"length": 2.5}, EAGLE3))).argv
+    bad = list(good)
+    i = bad.index("--speculative-config") + 1
+    spec = json.loads(bad[i])
+    spec["synthetic_acceptance_length"] = 7.0  # beyond k + 1 = 4: vLLM's own message
+    bad[i] = json.dumps(spec)
+    assert VLLM_PYTHON
+    _, _, problems = check_batch({"good": good, "bad": bad}, VLLM_PYTHON)
+    assert [p.label for p in problems] == ["bad"]
+    assert "synthetic_acceptance_length must be in [1, 4]" in problems[0].message

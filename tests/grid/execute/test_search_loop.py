@@ -67,3 +67,30 @@ def test_a_depth_search_step_that_commits_nothing_pauses_it_too(tmp_path):
                          "c=2 depth 3 did not complete; fix and run again")
     trace = json.loads((run_dir / "search.json").read_text())
     assert trace["kind"] == "depth" and trace["result"]["stop"] is None
+
+
+def test_a_breakeven_search_step_that_commits_nothing_pauses_it_too(tmp_path):
+    planned = make_plan(["variant=baseline,eagle3", "grid.search.kind=breakeven",
+                         "grid.search.concurrency=[1,2]", "grid.search.lengths=[1.5,3.5]",
+                         f"results_dir={tmp_path}"])
+    setup, run_dir = planned.search, planned.plan.run_dir
+    assert setup is not None
+    run_dir.mkdir(parents=True)
+    record = RunRecord(run_dir, planned.plan.run_id)
+    asked: list[list[str]] = []
+    lines: list[str] = []
+    try:
+        outcome = run_search(setup, run_dir, record, Slo(),
+                             lambda cells: asked.append([c.describe() for c in cells]) or 0,
+                             lines.append)
+    finally:
+        record.close()
+    assert outcome.code == EXIT_FAILED_CELLS
+    # step 1: the lowest load's baseline and the lengths' two ends, asked for once
+    label = "[forced acceptance: performance only]"
+    assert asked == [["baseline c=1 coding", f"eagle3__forced_len-1.5 c=1 coding {label}",
+                      f"eagle3__forced_len-3.5 c=1 coding {label}"]]
+    trace = json.loads((run_dir / "search.json").read_text())
+    assert trace["kind"] == "breakeven" and trace["lengths"] == [1.5, 3.5]
+    assert trace["result"]["note"].startswith("search paused: cells at c=1 baseline, c=1 "
+                                              "length 1.5, c=1 length 3.5 did not complete")

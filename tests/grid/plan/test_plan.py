@@ -30,7 +30,7 @@ BAD_INPUTS = [
     (["+sweep=smoke", "engine=external"], "engine.options.url must be set: the base URL"),
     (["+sweep=smoke", "engine=external", "engine.options.url=http://127.0.0.1:9"],
      "needs 2 distinct server configurations"),
-    # values that cannot be meant (grid/plan/config.py _RANGES, an engine's own options:
+    # values that cannot be meant (grid/plan/choices.py _RANGES, an engine's own options:
     # engines/sim/options.py; docs/checks.md)
     *[(["+sweep=smoke", f"{key}={value}"], f"{key} must be {rule}, got {value}")
       for key, value, rule in [

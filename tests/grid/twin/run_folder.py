@@ -3,7 +3,7 @@ committed through the real results writer, for the twin command's tests."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from engines.base import MeasuredCell
@@ -11,7 +11,9 @@ from grid.store.results import write_cell
 from grid.store.schema import CELL_FIELDS, REQUEST_FIELDS
 
 
-def write_run(run_dir: Path, cells: Sequence[MeasuredCell], status: str = "done") -> None:
+def write_run(run_dir: Path, cells: Sequence[MeasuredCell], status: str = "done",
+              extra: Mapping[str, Mapping[str, object]] | None = None) -> None:
+    """`extra`: more cell-row fields by cell id."""
     for cell in cells:
         n = cell.num_requests
         requests = []
@@ -34,5 +36,6 @@ def write_run(run_dir: Path, cells: Sequence[MeasuredCell], status: str = "done"
                    client_saturated=False, source="SIMULATION",
                    engine_version="sim 0.5.23-sim (specgrid 0), profile default on h200 / "
                                   "llama3.1-8b@000000000000")
+        row.update((extra or {}).get(cell.cell_id, {}))
         write_cell(run_dir, variant=cell.variant, workload=cell.workload, cell_id=cell.cell_id,
                    attempt=1, requests=requests, cell_row=row)

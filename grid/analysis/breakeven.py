@@ -1,0 +1,235 @@
+"""The break-even acceptance: for each load, the accept length at which a speculative
+configuration's throughput equals the baseline's, from forced-acceptance cells
+(grid/analysis/forced.py); and the user's drafter placed on it. Pure: numpy and pandas.
+
+Definitions, per speculative configuration (a variant label without its forced-acceptance part:
+`eagle3__forced_len-2.5` is configuration `eagle3` at length 2.5) x workload x load:
+- the **ratio** at a forced length a: the configuration's output tok/s over the baseline's at
+  the same load and workload (means over repeats; grid/analysis/decision.py `points`);
+- the **break-even length** a*: where the ratio crosses 1, linearly interpolated between the
+  two measured lengths around it (the ratio rises with acceptance at a fixed load: a longer
+  accept length is more tokens for the same step). The first crossing from below is taken. A
+  ratio already >= 1 at the shortest length measured puts a* at or below it (`below`: pays at
+  every length measured); one below 1 at the longest, at or above it (`above`);
+- its **interval**: the same interpolation in each bootstrap replicate of the throughputs (the
+  cells' replicates, grid/analysis/cellstats.py; the baseline's and the configuration's drawn
+  independently), the 95 % percentile interval of the replicates' crossings, each clipped to
+  the lengths measured (an end at the shortest or longest length is "or beyond").
+
+The drafter (per domain): its decode accept length (Σ(output tokens - 1) / Σ verify steps, the
+forced length's own measure) over the requests of the same configuration's **unforced** cells
+of the run, with a bootstrap interval over requests. It **pays** at a load where its length
+exceeds a*; the answer per domain is the highest load measured where it pays, bracketed by the
+highest load where it pays for certain (the length's lower end above a*'s upper end) and the
+highest where it may (the length's upper end above a*'s lower end)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from grid.analysis.bootstrap import DEFAULT_REPLICATES, Resample, interval, seed_for
+from grid.analysis.cellstats import CellStats
+from grid.analysis.decision import Point, points
+from grid.analysis.forced import COLUMN, forced_length
+
+FORCED_PART = re.compile(r"__forced_(?:len|rates)-[0-9.]+(?:_[0-9.]+)*")
+"""The part grid/plan/cells.py adds to a variant label for a forced-acceptance axis."""
+
+
+def configuration(variant: str) -> str:
+    """The speculative configuration of a variant label (its forced part removed)."""
+    return FORCED_PART.sub("", variant)
+
+
+@dataclass(frozen=True)
+class Crossing:
+    value: float
+    """The break-even length (the end measured when it lies outside)."""
+    where: str
+    """`inside` the lengths measured, `below` the shortest (pays at all), `above` the longest
+    (pays at none)."""
+
+
+def crossing(lengths: Sequence[float], ratios: Sequence[float] | np.ndarray) -> Crossing:
+    """Where the ratio (ascending `lengths`) first reaches 1, linearly interpolated."""
+    if ratios[0] >= 1.0:
+        return Crossing(float(lengths[0]), "below")
+    for i in range(1, len(lengths)):
+        if ratios[i] >= 1.0:
+            a0, a1, r0, r1 = lengths[i - 1], lengths[i], ratios[i - 1], ratios[i]
+            return Crossing(float(a0 + (1.0 - r0) * (a1 - a0) / (r1 - r0)), "inside")
+    return Crossing(float(lengths[-1]), "above")
+
+
+@dataclass
+class Level:
+    """The break-even length of one configuration at one load."""
+
+    configuration: str
+    workload: str
+    load: float
+    lengths: tuple[float, ...]
+    ratios: tuple[float, ...]
+    """Throughput over the baseline's at each length (point estimates)."""
+    value: float
+    where: str
+    lo: float
+    hi: float
+    lo_open: bool = False
+    """The interval's lower end is the shortest length measured: a* may be lower still."""
+    hi_open: bool = False
+    """Its upper end is the longest length measured: a* may be higher still."""
+    cell_ids: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        if self.where == "below":
+            text = f"<= {self.value:.2f} (pays at every length measured)"
+        elif self.where == "above":
+            text = f">= {self.value:.2f} (pays at no length measured)"
+        else:
+            text = f"{self.value:.2f}"
+        lo = ("<=" if self.lo_open else "") + f"{self.lo:.2f}"
+        hi = (">=" if self.hi_open else "") + f"{self.hi:.2f}"
+        return f"{text} [{lo}, {hi}]"
+
+    def as_json(self) -> dict[str, object]:
+        return {"load": self.load, "break_even_length": self.value, "where": self.where,
+                "interval": [self.lo, self.hi], "interval_open": [self.lo_open, self.hi_open],
+                "lengths": list(self.lengths), "ratios": list(self.ratios),
+                "cells": self.cell_ids}
+
+
+def level(config: str, workload: str, load: float, lengths: Sequence[float],
+          spec: Sequence[Point], base: Point, metric: str = "output_tok_s") -> Level:
+    """The break-even length at one load from the configuration's point at each forced length
+    (`spec`, in the order of `lengths`, ascending) and the baseline's point."""
+    values = np.array([p.values[metric] for p in spec]) / base.values[metric]
+    point = crossing(lengths, values)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = np.stack([p.replicates[metric] for p in spec]) / base.replicates[metric]
+    found = [crossing(lengths, reps[:, j]) for j in range(reps.shape[1])
+             if np.all(np.isfinite(reps[:, j]))]
+    lo, hi = interval(np.array([c.value for c in found]))
+    return Level(config, workload, load, tuple(lengths), tuple(float(v) for v in values),
+                 point.value, point.where, lo, hi,
+                 lo_open=lo <= lengths[0] and any(c.where == "below" for c in found),
+                 hi_open=hi >= lengths[-1] and any(c.where == "above" for c in found),
+                 cell_ids=[c for p in (*spec, base) for c in p.cell_ids])
+
+
+def curves(stats: CellStats, cells: pd.DataFrame, baseline: str = "baseline") -> list[Level]:
+    """Every (configuration, workload, closed-loop load) with two or more forced lengths and
+    the baseline measured, sorted by configuration, workload and load."""
+    if cells.empty or COLUMN not in cells:
+        return []
+    length_of = {str(c): forced_length(v) for c, v in zip(cells.cell_id, cells[COLUMN],
+                                                           strict=True)}
+    pts = [p for p in points(stats, ("output_tok_s",)) if p.load_kind == "concurrency"]
+    base = {(p.workload, p.load): p for p in pts if p.variant == baseline}
+    forced: dict[tuple[str, str, float], dict[float, Point]] = {}
+    for p in pts:
+        length = length_of.get(p.cell_ids[0])
+        if length is not None:
+            forced.setdefault((configuration(p.variant), p.workload, p.load), {})[length] = p
+    out = []
+    for (config, workload, load), by_length in sorted(forced.items()):
+        b = base.get((workload, load))
+        if b is None or len(by_length) < 2:
+            continue
+        lengths = sorted(by_length)
+        out.append(level(config, workload, load, lengths, [by_length[a] for a in lengths], b))
+    return out
+
+
+@dataclass(frozen=True)
+class Drafter:
+    """The drafter's real acceptance on one prompt domain and where it pays."""
+
+    configuration: str
+    workload: str
+    domain: str
+    requests: int
+    length: float
+    lo: float
+    hi: float
+    pays_up_to: float | None
+    """The highest load measured where its length exceeds the break-even length (None: at
+    none)."""
+    surely_up_to: float | None
+    """... where its lower end exceeds the break-even interval's upper end."""
+    maybe_up_to: float | None
+    """... where its upper end exceeds the break-even interval's lower end."""
+
+    def describe(self) -> str:
+        def at(load: float | None) -> str:
+            return "none" if load is None else f"c={load:g}"
+
+        return (f"{self.domain}: accept length {self.length:.2f} [{self.lo:.2f}, {self.hi:.2f}]"
+                f" over {self.requests} requests: pays up to {at(self.pays_up_to)} "
+                f"[{at(self.surely_up_to)}, {at(self.maybe_up_to)}]")
+
+    def as_json(self) -> dict[str, object]:
+        return {"configuration": self.configuration, "workload": self.workload,
+                "domain": self.domain, "requests": self.requests,
+                "accept_length": self.length, "interval": [self.lo, self.hi],
+                "pays_up_to": self.pays_up_to,
+                "pays_up_to_interval": [self.surely_up_to, self.maybe_up_to]}
+
+
+def drafter_lengths(requests: pd.DataFrame, cells: pd.DataFrame, config: str, workload: str,
+                    replicates: int = DEFAULT_REPLICATES, seed: int = 0
+                    ) -> dict[str, tuple[int, float, float, float]]:
+    """Per prompt domain: (requests, decode accept length, its interval) over the ok requests
+    with verify steps of the configuration's unforced cells (the variant label equal to it)
+    on the workload."""
+    ids = set(cells.cell_id[(cells.variant.astype(str) == config)
+                            & cells[COLUMN].map(lambda v: forced_length(v) is None)]) \
+        if COLUMN in cells else set(cells.cell_id[cells.variant.astype(str) == config])
+    req = requests[requests.cell_id.isin(ids) & (requests.status == "ok")
+                   & (requests.workload.astype(str) == workload)
+                   & (requests.spec_verify_ct.fillna(0) > 0)]
+    out = {}
+    for domain, group in req.groupby(req.domain.astype(str)):
+        decode = (group.output_tokens - 1).to_numpy(dtype=float)
+        steps = group.spec_verify_ct.to_numpy(dtype=float)
+        draw = Resample.draw(len(group), replicates,
+                             seed_for(f"{config}:{workload}:{domain}", seed))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = draw.sums(decode) / draw.sums(steps)
+        lo, hi = interval(reps)
+        out[str(domain)] = (len(group), float(decode.sum() / steps.sum()), lo, hi)
+    return out
+
+
+def place(levels: Sequence[Level], config: str, workload: str, domain: str,
+          measured: tuple[int, float, float, float]) -> Drafter:
+    """The drafter's length on one domain against the configuration's break-even curve on
+    one workload."""
+    n, length, lo, hi = measured
+    mine = [lv for lv in levels if lv.configuration == config and lv.workload == workload]
+
+    def highest(pays: list[bool]) -> float | None:
+        loads = [lv.load for lv, ok in zip(mine, pays, strict=True) if ok]
+        return max(loads) if loads else None
+
+    return Drafter(config, workload, domain, n, length, lo, hi,
+                   highest([length > lv.value for lv in mine]),
+                   highest([lo > lv.hi for lv in mine]),
+                   highest([hi > lv.lo for lv in mine]))
+
+
+def drafters(levels: Sequence[Level], requests: pd.DataFrame, cells: pd.DataFrame,
+             replicates: int = DEFAULT_REPLICATES, seed: int = 0) -> list[Drafter]:
+    """The drafter of every configuration with a curve, per workload and prompt domain."""
+    out = []
+    for config, workload in sorted({(lv.configuration, lv.workload) for lv in levels}):
+        found = drafter_lengths(requests, cells, config, workload, replicates, seed)
+        out += [place(levels, config, workload, d, m) for d, m in sorted(found.items())
+                if math.isfinite(m[1])]
+    return out

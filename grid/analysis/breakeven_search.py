@@ -1,0 +1,154 @@
+"""The break-even search (`grid.search.kind=breakeven`, docs/search.md): the break-even curve
+(grid/analysis/breakeven.py) with few cells. Pure: the next step from the committed cells.
+
+A **point** is (load, length index): the speculative variant with the forced length
+`lengths[i]` at that load, or, at index `BASELINE` (-1), the baseline there; one cell each, the
+cell a dense (load x length) grid has. At a fixed load the configuration's throughput rises with
+the forced length, so the ratio to the baseline crosses 1 once: a load is **resolved** when two
+neighbouring lengths bracket the crossing (below 1 at the lower, at or above 1 at the upper),
+when the shortest length already pays (`below`) or the longest does not (`above`). The curve's
+value there is then the report's interpolation between those same two cells.
+
+Each step works on the lowest unresolved load (loads ascending):
+1. **open** it: its baseline and the two lengths that bracketed the crossing at the load below
+   (the break-even length moves little between neighbouring loads); the lowest load opens
+   with the two ends of the lengths;
+2. **widen** when both measured lengths fall on one side: gallop outwards (the next length as
+   far beyond the measured span as the span is wide, at least one step), until one pays and
+   one does not or an end is reached;
+3. **bisect** a bracket wider than neighbours: the middle length between them.
+
+The point estimates decide (the report gives each load's interval from the same cells). Before
+every step the budget is checked: a step that does not fit measures what fits, and the search
+stops (`budget`) once nothing does; `resolved` when every load is."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+BASELINE = -1
+"""The length index of a load's baseline cell."""
+Point = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class BreakevenSpace:
+    loads: tuple[int, ...]
+    """The loads (concurrency) the curve is found at, ascending."""
+    lengths: tuple[float, ...]
+    """The forced lengths the search may measure, ascending."""
+    max_cells: int
+
+    @property
+    def dense_cells(self) -> int:
+        """The cells of the dense grid over the same loads and lengths (baseline included)."""
+        return len(self.loads) * (len(self.lengths) + 1)
+
+
+@dataclass
+class BreakevenStep:
+    number: int
+    points: list[Point]
+    why: str
+    cells_before: int
+    brackets: dict[int, list[Any]] = field(default_factory=dict)
+    """Resolved loads so far: load -> [lower length, upper length, where]."""
+    stop: str | None = None
+    """`resolved` or `budget`; None while the search goes on."""
+
+    def as_json(self) -> dict[str, Any]:
+        return {"number": self.number, "why": self.why, "cells_before": self.cells_before,
+                "points": [list(p) for p in self.points], "stop": self.stop,
+                "brackets": {str(k): v for k, v in self.brackets.items()}}
+
+
+def bracket(space: BreakevenSpace, load: int, known: Mapping[Point, float]
+            ) -> tuple[int | None, int | None]:
+    """(highest measured index that does not pay, lowest measured index above it that pays)
+    at one load, from the throughputs known; None where there is none."""
+    base = known.get((load, BASELINE))
+    if not base:
+        return None, None
+    measured = sorted(i for (c, i) in known if c == load and i != BASELINE)
+    below = [i for i in measured if known[(load, i)] / base < 1.0]
+    lo = max(below) if below else None
+    above = [i for i in measured if known[(load, i)] / base >= 1.0 and (lo is None or i > lo)]
+    return lo, (min(above) if above else None)
+
+
+def resolved(space: BreakevenSpace, load: int, known: Mapping[Point, float]
+             ) -> list[Any] | None:
+    """[lower length, upper length, where] of a resolved load, else None."""
+    lo, hi = bracket(space, load, known)
+    last = len(space.lengths) - 1
+    if lo is None and hi == 0:
+        return [None, space.lengths[0], "below"]
+    if hi is None and lo == last:
+        return [space.lengths[last], None, "above"]
+    if lo is not None and hi is not None and hi == lo + 1:
+        return [space.lengths[lo], space.lengths[hi], "inside"]
+    return None
+
+
+def _next_indices(space: BreakevenSpace, load: int, known: Mapping[Point, float],
+                  previous: list[Any] | None) -> tuple[list[int], str]:
+    measured = sorted(i for (c, i) in known if c == load and i != BASELINE)
+    last = len(space.lengths) - 1
+    if not measured:
+        if previous is None:
+            return [0, last], "the lengths' ends"
+        lo, hi, where = previous
+        i = (0 if where == "below" else last - 1 if where == "above"
+             else space.lengths.index(lo))
+        return [i, i + 1], "the bracket of the load below"
+    lo, hi = bracket(space, load, known)
+    span = max(1, measured[-1] - measured[0])
+    if hi is None:
+        return [min(last, measured[-1] + span)], "none pays yet: widen upwards"
+    if lo is None:
+        return [max(0, measured[0] - span)], "all pay: widen downwards"
+    return [(lo + hi) // 2], "bisect"
+
+
+def next_step(space: BreakevenSpace, known: Mapping[Point, float], number: int = 1
+              ) -> BreakevenStep:
+    """The step after the cells `known` (point -> output tok/s, point estimates)."""
+    cells = len(known)
+    brackets: dict[int, list[Any]] = {}
+    previous: list[Any] | None = None
+    for load in space.loads:
+        done = resolved(space, load, known)
+        if done is not None:
+            brackets[load] = previous = done
+            continue
+        indices, why = _next_indices(space, load, known, previous)
+        wanted = ([(load, BASELINE)] if (load, BASELINE) not in known else []) + [
+            (load, i) for i in dict.fromkeys(indices) if (load, i) not in known]
+        room = space.max_cells - cells
+        if room < 1:
+            return BreakevenStep(number, [], f"budget spent at c={load}", cells, brackets,
+                                 "budget")
+        lengths = ", ".join(f"{space.lengths[i]:g}" for _, i in wanted if i != BASELINE)
+        return BreakevenStep(number, wanted[:room], f"c={load}: {why} ({lengths or 'baseline'})",
+                             cells, brackets)
+    return BreakevenStep(number, [], "every load resolved", cells, brackets, "resolved")
+
+
+def replay(space: BreakevenSpace, measured: Mapping[Point, float]) -> list[BreakevenStep]:
+    """The search's steps from the committed cells: each step sees only the points its
+    predecessors chose; the last one is either a stop or the step whose cells are missing."""
+    steps: list[BreakevenStep] = []
+    known: dict[Point, float] = {}
+    while True:
+        step = next_step(space, known, len(steps) + 1)
+        steps.append(step)
+        if step.stop is not None or any(p not in measured for p in step.points):
+            return steps
+        known.update({p: measured[p] for p in step.points})
+
+
+def chosen(steps: Sequence[BreakevenStep]) -> list[Point]:
+    """Every point the steps chose, in order."""
+    return [p for s in steps for p in s.points]

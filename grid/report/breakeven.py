@@ -1,0 +1,174 @@
+"""The report's break-even section: from a run's forced-acceptance cells, the accept length at
+which each speculative configuration pays at each load (grid/analysis/breakeven.py), each forced
+cell's check that the engine honoured it (grid/analysis/forced.py), and the user's drafter
+placed on the curve from the same run's unforced cells: per prompt domain, the highest load at
+which it pays. Text, HTML, decision.json and a figure; all empty without forced cells. Every
+line carries the label "forced acceptance: performance only"."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from grid.analysis.breakeven import Drafter, Level, curves, drafters
+from grid.analysis.forced import FORCED_LABEL, TOLERANCE, forced_mask, honoured
+from grid.report.rundata import RunData
+
+RULE = ("break-even: the accept length (tokens per verify step) at which the configuration's "
+        "output tok/s equals the baseline's at that load, interpolated between the forced "
+        "lengths measured, 95 % bootstrap interval; the drafter pays where its own accept "
+        "length (unforced cells, per prompt domain) exceeds it")
+
+
+@dataclass
+class View:
+    levels: list[Level]
+    placed: list[Drafter]
+    checks: pd.DataFrame
+
+
+def view(data: RunData) -> View | None:
+    """The section's numbers (None: the run has no forced cell)."""
+    if data.cells.empty or not forced_mask(data.cells).any():
+        return None
+    levels = curves(data.stats, data.cells, data.baseline)
+    placed = drafters(levels, data.requests, data.cells) if len(data.requests) else []
+    return View(levels, placed, honoured(data.cells))
+
+
+def _title(data: RunData) -> str:
+    label = f", {data.label}" if data.label else ""
+    return f"break-even acceptance ({FORCED_LABEL}{label})"
+
+
+def section(data: RunData) -> str:
+    """The text block."""
+    v = view(data)
+    if v is None:
+        return ""
+    lines = [_title(data)]
+    for (config, workload), group in _by_curve(v.levels).items():
+        lines.append(f"  {config} on {workload} against {data.baseline}:")
+        lines += [f"    c={lv.load:g}: {lv.describe()}" for lv in group]
+        lines += [f"    drafter on {d.describe()}" for d in v.placed
+                  if (d.configuration, d.workload) == (config, workload)]
+    if not v.levels:
+        lines.append("  no curve: a load needs the baseline and two forced lengths or more")
+    flagged = v.checks[~v.checks.honoured.astype(bool)]
+    lines.append(f"  honoured: {len(v.checks) - len(flagged)} of {len(v.checks)} forced cells "
+                 f"within ±{TOLERANCE:.0%} of the forced length")
+    lines += [f"  FLAGGED {r.variant} c={r.concurrency}: {r.statement}"
+              for r in flagged.itertuples()]
+    lines.append(f"  ({RULE}; forced cells are left out of the recommendation and the "
+                 "losslessness check)")
+    return "\n".join(lines)
+
+
+def _by_curve(levels: list[Level]) -> dict[tuple[str, str], list[Level]]:
+    out: dict[tuple[str, str], list[Level]] = {}
+    for lv in levels:
+        out.setdefault((lv.configuration, lv.workload), []).append(lv)
+    return out
+
+
+def html_section(data: RunData) -> str:
+    """The HTML block (empty as `section`)."""
+    v = view(data)
+    if v is None:
+        return ""
+    esc = html.escape
+    rows = "".join(
+        f"<tr><td>{esc(lv.configuration)}</td><td>{esc(lv.workload)}</td>"
+        f"<td class=n>c={lv.load:g}</td><td class=n>{esc(lv.describe())}</td></tr>"
+        for lv in v.levels)
+    placed = "".join(f"<li>{esc(d.configuration)} on {esc(d.workload)}, {esc(d.describe())}"
+                     "</li>" for d in v.placed)
+    checks = "".join(
+        f"<li>{esc(str(r.variant))} c={r.concurrency}: "
+        + (esc(str(r.statement)) if r.honoured
+           else f"<b class=warning>{esc(str(r.statement))}</b>")
+        + "</li>" for r in v.checks.itertuples())
+    return (f"<h2>{esc(_title(data))}</h2><p>{esc(RULE)}.</p><table><tr><th>configuration</th>"
+            f"<th>workload</th><th>load</th><th>break-even length [95 %]</th></tr>{rows}"
+            f"</table><p>The drafter per prompt domain (pays up to [surely, maybe]):</p>"
+            f"<ul>{placed}</ul><p>Honoured (±{TOLERANCE:.0%}):</p><ul>{checks}</ul>")
+
+
+def decision(data: RunData) -> dict[str, object]:
+    """decision.json's `breakeven` (empty without forced cells)."""
+    v = view(data)
+    if v is None:
+        return {}
+    return {"label": FORCED_LABEL, "rule": RULE, "tolerance": TOLERANCE,
+            "curves": [{"configuration": lv.configuration, "workload": lv.workload,
+                        **lv.as_json()} for lv in v.levels],
+            "drafter": [d.as_json() for d in v.placed],
+            "honoured": [{k: (None if pd.isna(r[k]) else r[k]) if k != "honoured"
+                          else bool(r[k]) for k in ("cell_id", "variant", "concurrency",
+                                                    "forced_length", "measured_length",
+                                                    "difference", "honoured", "statement")}
+                         for r in v.checks.to_dict("records")]}
+
+
+def figure(data: RunData) -> Figure | None:
+    """Break-even length against load per configuration (95 % band), with the drafter's
+    accept length per domain as horizontal bands."""
+    v = view(data)
+    if v is None or not v.levels:
+        return None
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
+    for (config, workload), group in _by_curve(v.levels).items():
+        loads = [lv.load for lv in group]
+        line = ax.plot(loads, [lv.value for lv in group], marker="o",
+                       label=f"{config} / {workload}")[0]
+        ax.fill_between(loads, [lv.lo for lv in group], [lv.hi for lv in group],
+                        color=line.get_color(), alpha=0.2)
+        for where, marker, words in (("above", "^", "at or above: pays at no length"),
+                                     ("below", "v", "at or below: pays at every length")):
+            ends = [lv for lv in group if lv.where == where]
+            if ends:  # a bound, not a crossing: the lengths measured end there
+                ax.scatter([lv.load for lv in ends], [lv.value for lv in ends], marker=marker,
+                           s=80, color=line.get_color(), zorder=3, label=words)
+        for d in v.placed:
+            if (d.configuration, d.workload) == (config, workload):
+                ax.axhspan(d.lo, d.hi, color=line.get_color(), alpha=0.12)
+                ax.axhline(d.length, color=line.get_color(), linestyle=":", linewidth=1)
+                ax.annotate(f"{d.domain} {d.length:.2f}", (loads[0], d.length), fontsize=7,
+                            xytext=(2, 2), textcoords="offset points")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("concurrency")
+    ax.set_ylabel("break-even accept length")
+    title = f"{FORCED_LABEL}: pays above the curve"
+    ax.set_title(f"{data.label} — {title}" if data.label else title, fontsize=9)
+    ax.legend(fontsize=7)
+    return fig
+
+
+def trace_lines(trace: dict) -> list[str]:
+    """A break-even search's steps and outcome (search.json, grid/plan/breakeven.py)."""
+    res, lengths = trace["result"], trace["lengths"]
+
+    def point(p: list[int]) -> str:
+        return f"c={p[0]} " + ("baseline" if p[1] < 0 else f"length {lengths[p[1]]:g}")
+
+    lines = [f"search: break-even of {trace['variant']} vs {trace['baseline']} on "
+             f"{trace['workload']} ({FORCED_LABEL}), {res['cells']} of {res['max_cells']} "
+             f"cells (the dense grid: {res['dense_cells']}), loads "
+             f"{trace['loads'][0]}..{trace['loads'][-1]}"]
+    for step in trace["steps"]:
+        points = ", ".join(point(p) for p in step["points"])
+        lines.append(f"  step {step['number']}: {step['why']}"
+                     + (f" -> measures {points}" if points else ""))
+    if res.get("stop"):
+        brackets = "; ".join(
+            f"c={c} " + (f"between {lo:g} and {hi:g}" if where == "inside" else
+                         f"at or below {hi:g}" if where == "below" else f"at or above {lo:g}")
+            for c, (lo, hi, where) in res["brackets"].items())
+        lines.append(f"  stopped: {res['stop']}; break-even {brackets}")
+    else:
+        lines.append(f"  not finished: {res.get('note') or 'the last step is still to run'}")
+    return lines

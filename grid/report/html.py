@@ -90,14 +90,16 @@ def decision_section(data: RunData) -> str:
             for r in d.recommendations) + "</ul>")
     if d.crossovers:
         out.append("<ul>" + "".join(
-            f"<li>{esc(c.variant)} vs baseline on {esc(c.workload)}: {esc(c.describe())}</li>"
+            f"<li>{esc(c.variant)} vs {esc(d.baseline)} on {esc(c.workload)}: "
+            f"{esc(c.describe())}</li>"
             for c in d.crossovers) + "</ul>")
     if not d.speedups.empty:
         out.append("<p>Speedup over the baseline (output tok/s and goodput tok/s, 95 % "
                    "interval; a winner is named only when the interval excludes zero):</p>")
         good = d.goodput_speedups.set_index(["variant", "workload", "load_kind", "load"]) \
             if not d.goodput_speedups.empty else None
-        rows = ["<tr><th>variant</th><th>workload</th><th>load</th><th>tok/s speedup</th>"
+        rows = ["<tr><th>variant</th><th>vs</th><th>workload</th><th>load</th>"
+                "<th>tok/s speedup</th>"
                 "<th>verdict</th><th>goodput speedup</th><th>verdict</th></tr>"]
         for r in d.speedups.sort_values(["variant", "workload", "load_kind", "load"]
                                         ).itertuples():
@@ -107,13 +109,15 @@ def decision_section(data: RunData) -> str:
                 g = good.loc[key]
             load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
             rows.append(
-                f"<tr><td>{esc(r.variant)}</td><td>{esc(r.workload)}</td><td>{load}</td>"
+                f"<tr><td>{esc(r.variant)}</td><td>{esc(r.baseline)}</td>"
+                f"<td>{esc(r.workload)}</td><td>{load}</td>"
                 f"<td class=n>{_f(r.speedup, '{:+.1%}')} <small>[{_f(r.lo, '{:+.1%}')}, "
                 f"{_f(r.hi, '{:+.1%}')}]</small></td><td>{esc(r.verdict)}</td>"
                 + (f"<td class=n>{_f(g.speedup, '{:+.1%}')} <small>[{_f(g.lo, '{:+.1%}')}, "
                    f"{_f(g.hi, '{:+.1%}')}]</small></td><td>{esc(g.verdict)}</td>"
                    if g is not None else "<td>–</td><td></td>") + "</tr>")
         out.append("<table>" + "".join(rows) + "</table>")
+    out.append(setups_section(d.setups))
     thresholds = d.thresholds
     if thresholds.get("per_load"):
         out.append("<p>Threshold sweep: winner per load level (margin over the runner-up, "
@@ -133,6 +137,26 @@ def decision_section(data: RunData) -> str:
     if len(out) == 1:
         out.append("<p>No baseline/variant pairs to compare in this run.</p>")
     return "\n".join(out)
+
+
+def setups_section(table: pd.DataFrame) -> str:
+    """The setups (engine, model, hardware) compared baseline to baseline; empty when the run
+    has one setup."""
+    if table.empty:
+        return ""
+    rows = ["<tr><th>axis</th><th>setup</th><th>vs</th><th>same</th><th>workload</th>"
+            "<th>load</th><th>tok/s ratio - 1</th><th>verdict</th></tr>"]
+    for r in table.sort_values(["axis", "value", "same", "workload", "load_kind", "load"]
+                               ).itertuples():
+        load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
+        rows.append(f"<tr><td>{esc(r.axis)}</td><td>{esc(r.variant)}</td><td>{esc(r.baseline)}"
+                    f"</td><td>{esc(r.same)}</td><td>{esc(r.workload)}</td><td>{load}</td>"
+                    f"<td class=n>{_f(r.speedup, '{:+.1%}')} <small>[{_f(r.lo, '{:+.1%}')}, "
+                    f"{_f(r.hi, '{:+.1%}')}]</small></td><td>{esc(r.verdict)}</td></tr>")
+    return ("<h3>Setups compared, baseline to baseline</h3><p>Each variant above is compared "
+            "only with the baseline of its own setup; here the setups' baselines are compared "
+            "with each other (output tok/s, 95 % interval).</p><table>" + "".join(rows)
+            + "</table>")
 
 
 OPERATOR_PLOTS = ("frontier",)

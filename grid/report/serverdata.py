@@ -112,8 +112,8 @@ def server_gauges(metrics: pd.DataFrame, families: Families,
                   variants: Mapping[str, str]) -> pd.DataFrame:
     """One value per cell, gauge role (`GAUGES`) and scrape: the family's gauge for that role,
     its label sets summed (counts) or averaged (ratios). `variants` names each cell's variant
-    as the report shows it (engine-prefixed in a grid of several engines, which the metric
-    files' own variant column is not)."""
+    as the report shows it (labelled with its setup in a grid of several engines or models,
+    which the metric files' own variant column is not)."""
     wanted = pd.DataFrame(
         [(cell_id, name, role) for cell_id, names in families.items() if names is not None
          for role in GAUGES if (name := getattr(names, role))],

@@ -43,7 +43,8 @@ def summary_table(table: pd.DataFrame) -> str:
     # Conversation cells (grid/report/agentic.py) add their prefix-cache hit rate.
     cache = "cache_hit_rate" in view and bool(view.cache_hit_rate.notna().any())
     wide = max(10, *(len(str(w)) for w in view.workload))
-    header = (f"{'variant':<26} {'workload':<{wide}} {'load':>7}{' rep' if repeats else ''} "
+    named = max(26, *(len(str(v)) for v in view.variant))  # a setup's label can be long
+    header = (f"{'variant':<{named}} {'workload':<{wide}} {'load':>7}{' rep' if repeats else ''} "
               f"{'tok/s [95% CI]':>20} {'goodput tok/s':>20} {'TTFT p50':>9} {'TPOT p50':>9} "
               f"{'accept':>6}{' cache hit' if cache else ''} {'window':>10}  status"
               + ("  [engine version]" if several else ""))
@@ -58,7 +59,7 @@ def summary_table(table: pd.DataFrame) -> str:
                   if not pd.isna(row.get("window_s")) else "-")
         rep = f" {int(row['repeat']):>3}"
         lines.append(
-            f"{row.variant:<26} {row.workload:<{wide}} {load:>7}"
+            f"{row.variant:<{named}} {row.workload:<{wide}} {load:>7}"
             f"{rep if repeats else ''} "
             f"{_ci(row, 'output_tok_s'):>20} {_ci(row, 'goodput_tok_s'):>20} "
             f"{_num(row.get('ttft_p50_s'), '{:.0f} ms', 1e3):>9} "

@@ -1,4 +1,5 @@
-"""The self-contained HTML report: validity first, then the decision, the plots (embedded as
+"""The self-contained HTML report: the run's answer in one sentence first (grid/report/
+answer.py), then the decision, validity, the plots (embedded as
 base64 PNG, so the file opens offline anywhere), the cells with their intervals, and
 provenance. `compare_html` puts two runs side by side."""
 
@@ -24,6 +25,7 @@ from grid.report.agentic import (
     turn_table,
     with_speedup,
 )
+from grid.report.answer import answer
 from grid.report.data import provenance
 from grid.report.plots import CONVERSATION_PLOTS
 from grid.report.rundata import SIM_BANNER, RunData
@@ -33,6 +35,7 @@ from grid.report.text import domain_acceptance
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:1.6em}
+.answer{font-size:1.15em;font-weight:bold}
 .validity li{margin:.2em 0}.warning{color:#8a1c00}.note{color:#555}
 .banner{background:#fff3cd;border:2px solid #d39e00;padding:.6em 1em;font-weight:bold}
 table{border-collapse:collapse;font-size:.8em}td,th{border:1px solid #ddd;padding:2px 6px}
@@ -360,16 +363,18 @@ def provenance_section(data: RunData) -> str:
     return "\n".join(out)
 
 
-def page(title: str, body: list[str]) -> str:
+def page(title: str, body: list[str], lead: str = "") -> str:
+    """The page: `lead` (the run's answer) right under the title, before anything else."""
     stamp = dt.datetime.now().isoformat(timespec="seconds")
+    first = f'<p class="answer">{esc(lead)}</p>' if lead else ""
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
-            f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>"
+            f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>{first}"
             f"<p class=note>generated {stamp}</p>" + "\n".join(body) + "</body></html>")
 
 
 def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests)
-    body = [validity_section(data), decision_section(data),
+    body = [decision_section(data), validity_section(data),
             trace_section(data.search), operator_section(data, figures),
             "<h2>Plots</h2>"]
     body += [img(png, name) for name, png in figures.items()
@@ -386,7 +391,7 @@ def run_html(data: RunData, figures: dict[str, bytes]) -> str:
              f"<p>Goodput SLO: {esc(data.slo.describe())} (SGLang's rule: a request counts "
              f"when it succeeded and met every SLO set).</p>", cells_section(data),
              provenance_section(data)]
-    return page(f"specgrid run {data.run_dir.name}", body)
+    return page(f"specgrid run {data.run_dir.name}", body, answer(data.decision, data.label))
 
 
 def comparison(a: RunData, b: RunData, metric: str = "output_tok_s") -> pd.DataFrame:

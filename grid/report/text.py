@@ -1,7 +1,9 @@
-"""The terminal summary of a run: the validity findings first, one line per cell (windowed
-throughput and goodput with 95 % intervals, latency, acceptance, status), the decision
-(speedups with intervals, crossover, recommended threshold, threshold winners), the operator's
-view (capacity under the SLOs, the Pareto frontier, cost), acceptance by prompt domain."""
+"""The terminal summary of a run: the run's answer in one sentence first (grid/report/
+answer.py), the decision (speedups with intervals, crossover, recommended threshold, threshold
+winners, the setups compared), the validity findings (one line per kind), one line per cell
+(windowed throughput and goodput with 95 % intervals, latency, acceptance, status), the
+operator's view (capacity under the SLOs, the Pareto frontier, cost), acceptance by prompt
+domain."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pandas as pd
 from grid.analysis.domains import distribution_summary
 from grid.report import alignment, lossless, startup
 from grid.report.agentic import agentic_summary
+from grid.report.answer import answer
 from grid.report.rundata import RunData
 from grid.report.search import trace_lines
 from grid.report.validity import engine_versions
@@ -90,15 +93,17 @@ def domain_acceptance(requests: pd.DataFrame) -> list[str]:
 
 
 def summary_text(data: RunData) -> str:
-    parts = [f"{level.upper()}: {text}" if level == "warning" else f"note: {text}"
-             for level, text in data.validity]
+    parts = [answer(data.decision, data.label)]
+    lines = data.decision.lines()
+    if lines:
+        parts.append("\n" + "\n".join(lines))
+    parts.append("")
+    parts += [f"{level.upper()}: {text}" if level == "warning" else f"note: {text}"
+              for level, text in data.validity]
     parts.append("")
     parts.append(summary_table(data.stats.table))
     parts.append(f"\nwindow = steady-state window (s / requests in it); goodput SLO: "
                  f"{data.slo.describe()}")
-    lines = data.decision.lines()
-    if lines:
-        parts.append("\n" + "\n".join(lines))
     if data.search is not None:  # an adaptive search's steps (grid/report/search.py)
         parts.append("\n" + "\n".join(trace_lines(data.search)))
     operator = data.operator.lines() if data.operator else []

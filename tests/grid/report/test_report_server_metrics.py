@@ -143,4 +143,4 @@ def test_a_rate_driven_simulated_cell_is_checked_at_its_running_batch(tmp_path):
                            "engine_options": "{}", "server_args": "{}"})
     data = load_run(run_dir, replicates=20)
     (warning,) = [t for _, t in data.validity if t.startswith("extrapolation")]
-    assert "baseline on coding at 2/s (concurrency 100 outside 1-64" in warning
+    assert "baseline 2/s (concurrency 100 outside 1-64" in warning

@@ -1,0 +1,33 @@
+"""The validity findings (grid/report/validity.py): one line per kind of issue."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+from grid.report.validity import extrapolation_line
+
+
+def _cell(variant: str, concurrency: int, workload: str = "coding") -> SimpleNamespace:
+    return SimpleNamespace(variant=variant, workload=workload, concurrency=concurrency,
+                           rate=None)
+
+
+WHY = "96 output tokens outside 256"
+
+
+def test_extrapolated_cells_are_named_once_per_server_in_one_line():
+    found = [(_cell("baseline", c), WHY) for c in (64, 1, 4)] + \
+            [(_cell("eagle3", c), WHY) for c in (4, 1)]
+    line = extrapolation_line(found)
+    assert line == ("extrapolation: 5 simulated cell(s) outside their profile's calibrated "
+                    "envelope (docs/simulator.md 'Calibrated envelope'): baseline c=1,4,64; "
+                    f"eagle3 c=1,4 ({WHY})")
+    assert line.count(WHY) == 1
+
+
+def test_servers_with_other_reasons_keep_their_own():
+    other = "prompts of 30-627 tokens outside 128"
+    found = [(_cell("baseline", 1), WHY), (_cell("eagle3", 1), other),
+             (_cell("eagle3", 2, "chat"), other)]
+    line = extrapolation_line(found)
+    assert line.endswith(f"baseline c=1 ({WHY}); eagle3 c=1 on coding, c=2 on chat ({other})")

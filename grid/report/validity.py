@@ -108,28 +108,24 @@ def extrapolated(data: RunData) -> list[tuple[Any, str]]:
 
 
 def extrapolation_line(found: list[tuple[Any, str]]) -> str:
-    """One line for every extrapolated cell, each server named once with its loads
-    (`baseline c=1,4; eagle3 c=1,4: 96 output tokens outside 256`); the reasons once when every
-    server shares them, else after each server."""
+    """One line for every extrapolated cell, each server named once with its workloads and
+    loads (`baseline on coding at c=1,4; eagle3 on coding at c=1,4 (96 output tokens outside
+    256)`); the reasons once when every server shares them, else after each server."""
     servers: dict[str, dict[str, list[Any]]] = {}
     reasons: dict[str, list[str]] = {}
     for r, why in found:
-        loads = servers.setdefault(str(r.variant), {}).setdefault(str(r.workload), [])
-        loads.append(r)
+        servers.setdefault(str(r.variant), {}).setdefault(str(r.workload), []).append(r)
         mine = reasons.setdefault(str(r.variant), [])
         if why not in mine:
             mine.append(why)
-    named = {}
-    for server, by_workload in servers.items():
-        where = [", ".join(_load_list(rows)) + (f" on {workload}" if len(by_workload) > 1
-                                                  else "")
-                 for workload, rows in by_workload.items()]
-        named[server] = f"{server} {', '.join(where)}"
-    whys = {" | ".join(r) for r in reasons.values()}
+    named = {server: f"{server} " + ", ".join(f"on {workload} at {' '.join(_load_list(rows))}"
+                                              for workload, rows in by_workload.items())
+             for server, by_workload in servers.items()}
+    whys = {"; ".join(r) for r in reasons.values()}
     if len(whys) == 1:
         listed = f"{'; '.join(named.values())} ({whys.pop()})"
     else:
-        listed = "; ".join(f"{n} ({' | '.join(reasons[s])})" for s, n in named.items())
+        listed = "; ".join(f"{n} ({'; '.join(reasons[s])})" for s, n in named.items())
     return (f"extrapolation: {len(found)} simulated cell(s) outside their profile's calibrated "
             f"envelope (docs/simulator.md 'Calibrated envelope'): {listed}")
 

@@ -145,7 +145,7 @@ def test_a_rate_driven_simulated_cell_is_checked_at_its_running_batch(tmp_path):
                            "engine_options": "{}", "server_args": "{}"})
     data = load_run(run_dir, replicates=20)
     (warning,) = [t for _, t in data.validity if t.startswith("extrapolation")]
-    assert "baseline 2/s (concurrency 100 outside 1-64" in warning
+    assert "baseline on coding at 2/s (concurrency 100 outside 1-64" in warning
 
 
 def test_a_cell_never_scraped_inside_its_load_is_named_not_drawn_flat(tmp_path):

@@ -20,8 +20,8 @@ def test_extrapolated_cells_are_named_once_per_server_in_one_line():
             [(_cell("eagle3", c), WHY) for c in (4, 1)]
     line = extrapolation_line(found)
     assert line == ("extrapolation: 5 simulated cell(s) outside their profile's calibrated "
-                    "envelope (docs/simulator.md 'Calibrated envelope'): baseline c=1,4,64; "
-                    f"eagle3 c=1,4 ({WHY})")
+                    "envelope (docs/simulator.md 'Calibrated envelope'): baseline on coding at "
+                    f"c=1,4,64; eagle3 on coding at c=1,4 ({WHY})")
     assert line.count(WHY) == 1
 
 
@@ -30,4 +30,5 @@ def test_servers_with_other_reasons_keep_their_own():
     found = [(_cell("baseline", 1), WHY), (_cell("eagle3", 1), other),
              (_cell("eagle3", 2, "chat"), other)]
     line = extrapolation_line(found)
-    assert line.endswith(f"baseline c=1 ({WHY}); eagle3 c=1 on coding, c=2 on chat ({other})")
+    assert line.endswith(f"baseline on coding at c=1 ({WHY}); eagle3 on coding at c=1, on chat "
+                         f"at c=2 ({other})")

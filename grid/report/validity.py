@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import numbers
+import re
 from typing import Any
 
 import pandas as pd
@@ -107,25 +108,53 @@ def extrapolated(data: RunData) -> list[tuple[Any, str]]:
     return found
 
 
+NUMBER = re.compile(r"(\d+(?:\.\d+)?)(?:-(\d+(?:\.\d+)?))?")
+"""The first number or range of a reason (`96` output tokens, prompts of `30-627` tokens)."""
+
+
+def merged_reasons(whys: list[str]) -> str:
+    """The cells' reasons (`; `-joined clauses) as one: each clause once, the numbers that
+    differ from cell to cell as their overall range (`prompts of 30-627 tokens outside 128`)."""
+    spans: dict[str, tuple[float, float] | None] = {}
+    for why in whys:
+        for clause in why.split("; "):
+            m = NUMBER.search(clause)
+            if m is None:
+                spans.setdefault(clause, None)
+                continue
+            key = f"{clause[:m.start()]}\0{clause[m.end():]}"
+            lo, hi = float(m.group(1)), float(m.group(2) or m.group(1))
+            seen = spans.get(key)
+            spans[key] = (lo, hi) if seen is None else (min(seen[0], lo), max(seen[1], hi))
+    out = []
+    for key, span in spans.items():
+        if span is None:
+            out.append(key)
+            continue
+        lo, hi = (f"{x:g}" for x in span)
+        out.append(key.replace("\0", lo if lo == hi else f"{lo}-{hi}"))
+    return "; ".join(out)
+
+
 def extrapolation_line(found: list[tuple[Any, str]]) -> str:
     """One line for every extrapolated cell, each server named once with its workloads and
     loads (`baseline on coding at c=1,4; eagle3 on coding at c=1,4 (96 output tokens outside
-    256)`); the reasons once when every server shares them, else after each server."""
+    256)`); the reasons once when every server shares them (numbers as their overall range),
+    else after each server."""
     servers: dict[str, dict[str, list[Any]]] = {}
-    reasons: dict[str, list[str]] = {}
+    whys: dict[str, list[str]] = {}
     for r, why in found:
         servers.setdefault(str(r.variant), {}).setdefault(str(r.workload), []).append(r)
-        mine = reasons.setdefault(str(r.variant), [])
-        if why not in mine:
-            mine.append(why)
+        whys.setdefault(str(r.variant), []).append(why)
     named = {server: f"{server} " + ", ".join(f"on {workload} at {' '.join(_load_list(rows))}"
                                               for workload, rows in by_workload.items())
              for server, by_workload in servers.items()}
-    whys = {"; ".join(r) for r in reasons.values()}
-    if len(whys) == 1:
-        listed = f"{'; '.join(named.values())} ({whys.pop()})"
+    reasons = {server: merged_reasons(w) for server, w in whys.items()}
+    # the same reasons but for their numbers (each server's prompts span other lengths): once
+    if len({NUMBER.sub("#", r) for r in reasons.values()}) == 1:
+        listed = f"{'; '.join(named.values())} ({merged_reasons(list(reasons.values()))})"
     else:
-        listed = "; ".join(f"{n} ({'; '.join(reasons[s])})" for s, n in named.items())
+        listed = "; ".join(f"{n} ({reasons[s]})" for s, n in named.items())
     return (f"extrapolation: {len(found)} simulated cell(s) outside their profile's calibrated "
             f"envelope (docs/simulator.md 'Calibrated envelope'): {listed}")
 

@@ -131,8 +131,8 @@ def merged_reasons(whys: list[str]) -> str:
         if span is None:
             out.append(key)
             continue
-        lo, hi = (f"{x:g}" for x in span)
-        out.append(key.replace("\0", lo if lo == hi else f"{lo}-{hi}"))
+        low, high = (f"{x:g}" for x in span)
+        out.append(key.replace("\0", low if low == high else f"{low}-{high}"))
     return "; ".join(out)
 
 

@@ -15,6 +15,7 @@ from threadpoolctl import threadpool_limits
 
 from grid.analysis.bootstrap import DEFAULT_REPLICATES, seed_for
 from grid.analysis.goodput import Slo, good_requests
+from grid.analysis.setups import join, setups, split, with_hardware
 from specgrid_metrics.intervals import METRICS, RequestArrays, cell_intervals
 
 REQUEST_COLUMNS = ["cell_id", "status", "sent_at", "ttft_s", "tpot_s", "e2e_s",
@@ -77,7 +78,7 @@ def request_arrays(req: pd.DataFrame) -> RequestArrays:
 IDENTITY = ["cell_id", "variant", "workload", "concurrency", "rate", "status", "engine",
             "simulated", "client_saturated", "error_rate", "requests_error", "num_requests",
             "factors", "engine_version", "cache_hit_rate", "accept_length_source", "error",
-            "stop_reason", "forced_acceptance"]
+            "stop_reason", "forced_acceptance", "model", "hardware"]
 
 
 def analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo | None = None,
@@ -95,9 +96,14 @@ def _analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo, replic
                    seed: int) -> CellStats:
     rows, reps = [], {}
     groups = {k: g for k, g in requests.groupby("cell_id", observed=True, sort=False)}
-    for _, cell in cells.iterrows():
+    # Each variant labelled with its setup (engine, model, hardware where the grid varies
+    # them, grid/analysis/setups.py): a comparison pairs only cells of one setup.
+    cells = with_hardware(cells)
+    _, setup = setups(cells)
+    for (_, cell), cell_setup in zip(cells.iterrows(), setup, strict=True):
         base: dict[str, Any] = {k: cell.get(k) for k in IDENTITY}
-        base["variant"], base["workload"] = str(cell.variant), str(cell.workload)
+        base["variant"] = join(cell_setup, split(str(cell.variant))[1])
+        base["workload"], base["setup"] = str(cell.workload), cell_setup
         base["repeat"] = repeat_of(cell)
         req = groups.get(cell.cell_id)
         # A cell that did not finish shows no figures (its status and reason say what
@@ -120,7 +126,7 @@ def _analyse_cells(cells: pd.DataFrame, requests: pd.DataFrame, slo: Slo, replic
             # nothing per request to resample).
             base["accept_length"] = float(cell.accept_length)
         rows.append(base)
-    table = pd.DataFrame(rows, columns=[*IDENTITY, "repeat"] if not rows else None)
+    table = pd.DataFrame(rows, columns=[*IDENTITY, "setup", "repeat"] if not rows else None)
     # Cells without request rows (a run of failed cells) still get every column.
     for name in (*METRICS, *(f"{m}_{end}" for m in METRICS for end in ("lo", "hi")),
                  "window_start", "window_end", "window_s", "ramp_s", "drain_s",

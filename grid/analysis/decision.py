@@ -2,7 +2,9 @@
 load (with intervals and a verdict that names a winner only when the interval excludes zero),
 the crossover load where speculation stops paying (with its interval), the recommended
 `speculative_disable_above_batch`, and — when threshold variants were swept — which one won at
-each load and overall, by throughput and by goodput, with the margin.
+each load and overall, by throughput and by goodput, with the margin. A variant is compared
+only with the baseline of its own setup (engine, model, hardware: grid/analysis/setups.py);
+where the grid varies those, the setups are compared baseline to baseline on their own.
 
 Repeats of a cell (the `repeat` axis) are averaged: the point is the mean over repeats and
 each bootstrap replicate is the mean of the repeats' replicates (resampled independently)."""
@@ -18,6 +20,7 @@ import pandas as pd
 
 from grid.analysis.bootstrap import LEVEL, excludes_zero, interval
 from grid.analysis.cellstats import CellStats
+from grid.analysis.setups import SEP, axis_values, is_baseline, split, varying
 
 NO_DIFFERENCE = "no significant difference"
 THRESHOLD_LABEL = re.compile(r"__off_above-(\d+)")
@@ -78,29 +81,58 @@ def _pct(x: float) -> str:
     return f"{100 * x:+.0f}%" if math.isfinite(x) else "?"
 
 
+def _compare(p: Point, b: Point, metric: str) -> dict:
+    """p over b: the point ratio - 1, its interval from the replicates, the verdict."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = p.replicates[metric] / b.replicates[metric] - 1.0
+        point = float(np.float64(p.values[metric]) / b.values[metric] - 1.0)
+    lo, hi = interval(reps)
+    verdict = (NO_DIFFERENCE if not excludes_zero(lo, hi)
+               else ("faster" if lo > 0 else "slower"))
+    if b.values[metric] == 0 and p.values[metric] > 0:  # e.g. no baseline goodput at all
+        verdict = "faster"
+    return {"workload": p.workload, "load_kind": p.load_kind, "load": p.load, "metric": metric,
+            "speedup": point, "lo": lo, "hi": hi, "verdict": verdict,
+            "repeats": min(p.repeats, b.repeats), "_reps": reps}
+
+
 def speedups(pts: list[Point], baseline: str = "baseline", metric: str = "output_tok_s"
              ) -> pd.DataFrame:
     """Relative speedup (variant / baseline - 1) of every other variant at every load level
-    both were measured at, with its interval and verdict."""
-    base = {(p.workload, p.load_kind, p.load): p for p in pts if p.variant == baseline}
+    its own setup's baseline was measured at, with its interval and verdict."""
+    base = {(split(p.variant)[0], p.workload, p.load_kind, p.load): p for p in pts
+            if is_baseline(p.variant, baseline)}
     rows = []
     for p in pts:
-        b = base.get((p.workload, p.load_kind, p.load))
-        if p.variant == baseline or b is None:
+        b = base.get((split(p.variant)[0], p.workload, p.load_kind, p.load))
+        if is_baseline(p.variant, baseline) or b is None:
             continue
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps = p.replicates[metric] / b.replicates[metric] - 1.0
-        with np.errstate(invalid="ignore", divide="ignore"):
-            point = float(np.float64(p.values[metric]) / b.values[metric] - 1.0)
-        lo, hi = interval(reps)
-        verdict = (NO_DIFFERENCE if not excludes_zero(lo, hi)
-                   else ("faster" if lo > 0 else "slower"))
-        if b.values[metric] == 0 and p.values[metric] > 0:  # e.g. no baseline goodput at all
-            verdict = "faster"
-        rows.append({"variant": p.variant, "baseline": baseline, "workload": p.workload,
-                     "load_kind": p.load_kind, "load": p.load, "metric": metric,
-                     "speedup": point, "lo": lo, "hi": hi, "verdict": verdict,
-                     "repeats": min(p.repeats, b.repeats), "_reps": reps})
+        rows.append({"variant": p.variant, "baseline": b.variant, **_compare(p, b, metric)})
+    return pd.DataFrame(rows)
+
+
+def setup_comparisons(pts: list[Point], axes: list[str], baseline: str = "baseline",
+                      metric: str = "output_tok_s") -> pd.DataFrame:
+    """The setups compared baseline to baseline: for each varying axis (engine, model,
+    hardware), each value's baseline over the first value's, where the other axes, the
+    workload and the load are the same."""
+    rows = []
+    bases = [p for p in pts if is_baseline(p.variant, baseline)]
+    for axis in axes:
+        groups: dict[tuple, dict[str, Point]] = {}
+        for p in bases:
+            values = axis_values(split(p.variant)[0], axes)
+            if axis not in values:
+                continue
+            rest = SEP.join(v for a, v in values.items() if a != axis)
+            groups.setdefault((rest, p.workload, p.load_kind, p.load), {})[values[axis]] = p
+        for (rest, *_), by_value in groups.items():
+            ordered = sorted(by_value)
+            for value in ordered[1:]:
+                rows.append({"axis": axis, "value": value, "reference": ordered[0],
+                             "same": rest, "variant": by_value[value].variant,
+                             "baseline": by_value[ordered[0]].variant,
+                             **_compare(by_value[value], by_value[ordered[0]], metric)})
     return pd.DataFrame(rows)
 
 
@@ -221,9 +253,10 @@ def threshold_winners(pts: list[Point], metrics: tuple[str, ...] = ("output_tok_
     each metric) and by how much over the runner-up; overall, the variant with the best mean
     of metric / level mean across the levels every variant was measured at."""
     per_load, overall = [], []
-    workloads = {p.workload for p in pts if THRESHOLD_LABEL.search(p.variant)}
-    for workload in sorted(workloads):
-        mine = [p for p in pts if p.workload == workload]
+    groups = {(split(p.variant)[0], p.workload) for p in pts
+              if THRESHOLD_LABEL.search(p.variant)}
+    for setup, workload in sorted(groups):
+        mine = [p for p in pts if p.workload == workload and split(p.variant)[0] == setup]
         levels = sorted({(p.load_kind, p.load) for p in mine})
         variants = sorted({p.variant for p in mine})
         for metric in metrics:
@@ -258,19 +291,39 @@ def threshold_winners(pts: list[Point], metrics: tuple[str, ...] = ("output_tok_
     return {"per_load": per_load, "overall": overall}
 
 
+def _level_parts(group: pd.DataFrame) -> str:
+    parts = []
+    for row in group.sort_values(["load_kind", "load"]).to_dict("records"):
+        tag = "" if row["verdict"] != NO_DIFFERENCE else " n.s."
+        parts.append(f"{_fmt_load(row['load_kind'], row['load'])} {_pct(row['speedup'])} "
+                     f"[{_pct(row['lo'])}, {_pct(row['hi'])}]{tag}")
+    return ", ".join(parts)
+
+
 def speedup_lines(table: pd.DataFrame) -> list[str]:
-    """One line per variant and workload: the speedup at each load with its interval."""
+    """One line per variant and workload: the speedup over its own setup's baseline at each
+    load with its interval (`vllm · llama3.1-8b · eagle3 vs baseline on coding: c=1 ...`)."""
     lines: list[str] = []
     if table.empty:
         return lines
     for (variant, baseline, workload), group in table.groupby(
             ["variant", "baseline", "workload"], sort=True):
-        parts = []
-        for row in group.sort_values(["load_kind", "load"]).to_dict("records"):
-            tag = "" if row["verdict"] != NO_DIFFERENCE else " n.s."
-            parts.append(f"{_fmt_load(row['load_kind'], row['load'])} {_pct(row['speedup'])} "
-                         f"[{_pct(row['lo'])}, {_pct(row['hi'])}]{tag}")
-        lines.append(f"{variant} vs {baseline} on {workload}: " + ", ".join(parts))
+        lines.append(f"{variant} vs {split(str(baseline))[1]} on {workload}: {_level_parts(group)}")
+    return lines
+
+
+def setup_lines(table: pd.DataFrame) -> list[str]:
+    """One line per compared pair of setups and workload (`engine vllm vs sglang (llama3.1-8b),
+    baseline to baseline on coding: c=1 +57% [...]`)."""
+    lines: list[str] = []
+    if table.empty:
+        return lines
+    for (axis, value, reference, same, workload), group in table.groupby(
+            ["axis", "value", "reference", "same", "workload"], sort=True):
+        where = f" ({same})" if same else ""
+        lines.append(f"{axis} {value} vs {reference}{where}, {split(group.baseline.iloc[0])[1]} "
+                     f"to {split(group.baseline.iloc[0])[1]} on {workload}: "
+                     f"{_level_parts(group)}")
     return lines
 
 
@@ -280,10 +333,11 @@ def verdict_line(row: pd.Series, with_workload: bool = False) -> str:
     where = _fmt_load(row.load_kind, row.load)
     if with_workload:
         where = f"{where} on {row.workload}"
+    baseline = split(row.baseline)[1]
     if row.verdict == NO_DIFFERENCE:
-        return f"{row.variant} vs {row.baseline} at {where}: {NO_DIFFERENCE}"
+        return f"{row.variant} vs {baseline} at {where}: {NO_DIFFERENCE}"
     word = "beats" if row.verdict == "faster" else "loses to"
-    return (f"{row.variant} {word} {row.baseline} at {where} by {_pct(row.speedup)} "
+    return (f"{row.variant} {word} {baseline} at {where} by {_pct(row.speedup)} "
             f"[{_pct(row.lo)}, {_pct(row.hi)}]")
 
 
@@ -318,6 +372,10 @@ class Decision:
     crossovers: list[Crossover]
     recommendations: list[dict]
     thresholds: dict
+    setups: pd.DataFrame = field(default_factory=pd.DataFrame)
+    """The setups (engine, model, hardware) compared baseline to baseline (output tok/s)."""
+    baseline: str = "baseline"
+    """The name of the variant each setup's others are compared with."""
 
     def as_json(self) -> dict:
         def rows(table: pd.DataFrame) -> list[dict]:
@@ -334,6 +392,7 @@ class Decision:
                             "statement": c.describe()} for c in self.crossovers],
             "recommendations": self.recommendations,
             "thresholds": self.thresholds,
+            "setup_comparisons": rows(self.setups),
         })
 
     def lines(self) -> list[str]:
@@ -344,9 +403,8 @@ class Decision:
                    if r.verdict != NO_DIFFERENCE]
             if sig:
                 out.append("significant (95% interval excludes zero): " + "; ".join(sig))
-        base = str(self.speedups.baseline.iloc[0]) if not self.speedups.empty else "baseline"
         for c in self.crossovers:
-            out.append(f"{c.variant} vs {base} on {c.workload}: {c.describe()}")
+            out.append(f"{c.variant} vs {self.baseline} on {c.workload}: {c.describe()}")
         for r in self.recommendations:
             out.append(f"recommendation for {r['variant']} on {r['workload']}: "
                        f"{r['statement']}")
@@ -356,6 +414,10 @@ class Decision:
                        f"({_pct(w['margin'])} [{_pct(w['lo'])}, {_pct(w['hi'])}])")
             out.append(f"threshold sweep on {w['workload']} by {w['metric']}: {w['winner']} "
                        f"{verdict} over {w['runner_up']} across {w['levels']} load levels")
+        compared = setup_lines(self.setups)
+        if compared:
+            out += ["", "setups compared (each variant above is compared only with its own "
+                    "setup's baseline):", *(f"  {line}" for line in compared)]
         return out
 
 
@@ -369,4 +431,6 @@ def decide(stats: CellStats, baseline: str = "baseline") -> Decision:
     recs = [recommend_threshold(tok, c) for c in cross
             if c.load_kind == "concurrency" and c.variant in spec
             and not THRESHOLD_LABEL.search(c.variant)]
-    return Decision(tok, good, cross, recs, threshold_winners(pts))
+    axes = varying(stats.table[stats.table.status == "done"]) if not stats.table.empty else []
+    return Decision(tok, good, cross, recs, threshold_winners(pts),
+                    setup_comparisons(pts, axes, baseline), baseline)

@@ -6,9 +6,10 @@ Definitions (from committed Parquet, through grid/store/loader.py):
 - accept length of a group of requests: Σ output tokens / Σ spec_verify_ct (never a server
   lifetime average);
 - per-domain speedup of a speculative variant: mean per-request output rate (output_tokens /
-  e2e_s) of its requests of that domain over the baseline's, same workload and concurrency (at
-  one stream this is the single-stream speedup; under load it is each request's own rate);
-- per-workload speedup: the cells' output tok/s ratio, same workload and concurrency.
+  e2e_s) of its requests of that domain over its own setup's baseline's (same engine, model,
+  hardware: grid/analysis/setups.py), same workload and concurrency (at one stream this is
+  the single-stream speedup; under load it is each request's own rate);
+- per-workload speedup: the cells' output tok/s ratio, same setup, workload and concurrency.
 Pure pandas: callable by the report and by notebooks."""
 
 from __future__ import annotations
@@ -18,17 +19,31 @@ from typing import cast
 import pandas as pd
 
 from grid.analysis.forced import forced_mask
+from grid.analysis.setups import is_baseline, relabel, setups, split
 
 REQUEST_COLUMNS = ["cell_id", "variant", "workload", "concurrency", "domain", "status",
                    "output_tokens", "e2e_s", "spec_verify_ct"]
 """Request columns this module reads (pass them to grid.store.loader.load_requests)."""
 
 
-def _ok(requests: pd.DataFrame) -> pd.DataFrame:
+def _labelled(cells: pd.DataFrame) -> pd.DataFrame:
+    """`cells` with `setup` and each variant labelled by it."""
+    _, setup = setups(cells)
+    return cells.assign(setup=setup.to_numpy(dtype=object),
+                        variant=relabel(cells.variant, setup).to_numpy(dtype=object))
+
+
+def _ok(requests: pd.DataFrame, cells: pd.DataFrame) -> pd.DataFrame:
     done = requests[(requests.status == "ok") & (requests.e2e_s > 0)].copy()
     done["rate"] = done.output_tokens / done.e2e_s
     for col in ("variant", "workload", "domain"):
         done[col] = done[col].astype(str)
+    if "cell_id" in cells and len(done):
+        labelled = _labelled(cells)
+        names = dict(zip(labelled.cell_id.astype(str), labelled.variant, strict=True))
+        done["variant"] = done.cell_id.astype(str).map(names).fillna(done.variant)
+    done["setup"] = pd.Series([split(v)[0] for v in done.variant], index=done.index,
+                              dtype=object)
     return done
 
 
@@ -37,16 +52,16 @@ def domain_table(requests: pd.DataFrame, cells: pd.DataFrame,
     """One row per speculative variant x workload x concurrency x domain: requests, accept
     length, speedup over the baseline (None without a baseline cell), the cell's alignment.
     Forced-acceptance cells are left out: their acceptance is not the drafter's."""
-    done = _ok(requests[~requests.cell_id.isin(set(cells.cell_id[forced_mask(cells)]))])
+    done = _ok(requests[~requests.cell_id.isin(set(cells.cell_id[forced_mask(cells)]))], cells)
     spec = done[done.spec_verify_ct.notna() & (done.spec_verify_ct > 0)]
-    base = done[done.variant == baseline]
-    base_rate = base.groupby(["workload", "concurrency", "domain"]).rate.mean()
+    base = done[done.variant.map(lambda v: is_baseline(v, baseline)).astype(bool)]
+    base_rate = base.groupby(["setup", "workload", "concurrency", "domain"]).rate.mean()
     align = _alignments(cells)
     rows = []
     for keys, group in spec.groupby(["variant", "workload", "concurrency", "domain"]):
         variant, workload, domain = str(keys[0]), str(keys[1]), str(keys[3])
         conc = int(cast(int, keys[2]))
-        reference = base_rate.get((workload, conc, domain))
+        reference = base_rate.get((split(variant)[0], workload, conc, domain))
         value, ok = align.get((variant, workload), (None, None))
         rows.append({
             "variant": variant, "workload": workload, "concurrency": conc,
@@ -64,7 +79,7 @@ def _alignments(cells: pd.DataFrame) -> dict[tuple[str, str], tuple[float | None
     if "alignment" not in cells or cells.empty:
         return {}
     out: dict[tuple[str, str], tuple[float | None, bool | None]] = {}
-    known = cells[cells.alignment.notna()]
+    known = _labelled(cells)[cells.alignment.notna().to_numpy()]
     for (variant, workload), group in known.groupby(["variant", "workload"], observed=True):
         out[(str(variant), str(workload))] = (float(group.alignment.iloc[0]),
                                               bool(group.alignment_ok.iloc[0]))
@@ -73,14 +88,16 @@ def _alignments(cells: pd.DataFrame) -> dict[tuple[str, str], tuple[float | None
 
 def workload_speedups(cells: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
     """Speculative variant x workload x concurrency: output tok/s over the baseline's."""
-    done = cells[(cells.status == "done") & cells.rate.isna()].copy()
+    done = _labelled(cells)[((cells.status == "done") & cells.rate.isna()).to_numpy()].copy()
     for col in ("variant", "workload"):
         done[col] = done[col].astype(str)
-    # The baseline's mean over its repeats (the `repeat` axis) at each workload and load.
-    base = done[done.variant == baseline].groupby(["workload", "concurrency"]).output_tok_s.mean()
+    # Each setup's baseline's mean over its repeats (the `repeat` axis) at each workload and
+    # load.
+    base = done[done.variant.map(lambda v: is_baseline(v, baseline)).astype(bool)].groupby(
+        ["setup", "workload", "concurrency"]).output_tok_s.mean()
     rows = []
     for _, row in done[done.accept_length.notna()].iterrows():
-        reference = base.get((row.workload, row.concurrency))
+        reference = base.get((row.setup, row.workload, row.concurrency))
         rows.append({"variant": row.variant, "workload": row.workload,
                      "concurrency": int(row.concurrency), "accept_length": row.accept_length,
                      "speedup": row.output_tok_s / reference if reference else None,
@@ -125,14 +142,15 @@ def distribution_summary(requests: pd.DataFrame, cells: pd.DataFrame,
     table = domain_table(requests, cells, baseline)
     if table.empty:
         return ""
+    wide = max(16, *(len(v) for v in table.variant))
     lines = ["accept length and speedup over the baseline by prompt domain:",
-             f"  {'variant':<16} {'workload':<14} {'c':>4} {'domain':<13} {'n':>4} "
+             f"  {'variant':<{wide}} {'workload':<14} {'c':>4} {'domain':<13} {'n':>4} "
              f"{'accept':>7} {'speedup':>8} {'alignment':>10}"]
     for _, r in table.sort_values(["variant", "concurrency", "workload", "domain"]).iterrows():
         speed = "-" if r.speedup is None or pd.isna(r.speedup) else f"{100 * (r.speedup - 1):+.0f}%"
         align = "-" if r.alignment is None or pd.isna(r.alignment) else (
             f"{r.alignment:.2f}{'' if r.alignment_ok else ' OFF'}")
-        lines.append(f"  {r.variant:<16} {r.workload:<14} {r.concurrency:>4} {r.domain:<13} "
+        lines.append(f"  {r.variant:<{wide}} {r.workload:<14} {r.concurrency:>4} {r.domain:<13} "
                      f"{r.requests:>4} {r.accept_length:>7.2f} {speed:>8} {align:>10}")
     gap = prompt_gap(cells, baseline)
     if gap:

@@ -3,9 +3,9 @@ speculative decoding is meant to be lossless: a broken drafter config, a lossy a
 or a numerics problem would otherwise show up as a speedup. Pure pandas, from committed
 request rows (actors/loadgen/rows.py `output_hash`, `output_chars`, `output_text`).
 
-Definitions, per variant x workload, against the baseline of the same engine and workload in
-the same run, over greedy cells (cell `temperature` 0) only, never forced-acceptance ones
-(grid/analysis/forced.py: their outputs are not the model's):
+Definitions, per variant x workload, against the baseline of the same setup (engine, model,
+hardware) and workload in the same run, over greedy cells (cell `temperature` 0) only, never
+forced-acceptance ones (grid/analysis/forced.py: their outputs are not the model's):
 - a prompt is its `prompt_id` within the workload (a workload's cells send the same prompts);
 - the reference cell is the baseline's cell at the lowest load (the least batching; its first
   repeat on ties), and a prompt's reference output is that cell's first completed request of
@@ -36,6 +36,7 @@ from scipy.stats import fisher_exact
 
 from grid.analysis.cellstats import repeat_of
 from grid.analysis.forced import forced_mask
+from grid.analysis.setups import baseline_of, is_baseline, split
 
 REQUEST_COLUMNS = ["cell_id", "prompt_id", "status", "sent_at", "output_hash", "output_text"]
 """Request columns this module reads (pass them to grid.store.loader.load_requests)."""
@@ -50,14 +51,12 @@ TABLE_COLUMNS = ["variant", "baseline", "workload", "source", "compared", "ident
 
 
 def baseline_for(variant: str, variants: set[str], baseline: str) -> str | None:
-    """The baseline a variant is compared with: its own engine's in a run of several engines
-    (`vllm/x` -> `vllm/baseline`), else `baseline`; None for a baseline itself."""
-    name = baseline.rsplit("/", 1)[-1]
-    engine, sep, _ = variant.rpartition("/")
-    own = f"{engine}/{name}" if sep else baseline
-    if variant in (own, baseline):
+    """The baseline a variant is compared with: its own setup's (same engine, model, hardware:
+    grid/analysis/setups.py); None for a baseline itself or without one in its setup."""
+    own = baseline_of(variant, split(baseline)[1])
+    if is_baseline(variant, split(baseline)[1]) or own not in variants:
         return None
-    return own if own in variants else baseline
+    return own
 
 
 def first_divergence(a: str | None, b: str | None) -> int | None:

@@ -40,6 +40,7 @@ from grid.plan.checks import (
     check_engine,
     check_gpus,
     check_memory,
+    check_model_paths,
     cluster_cpus,
     cluster_gpus,
     engine_check,
@@ -292,6 +293,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
         raise ConfigError(f"load.client_cpus must be > 0, got {cfg.load.client_cpus}")
     run_id = resolve_run_id(cfg)
     run_dir = results_dir / run_id
+    check_model_paths(cells, cfg.cluster.kind)
     checks = [engine_check(c.config["engine"]) for c in cells]
     # The detected engine version is part of every cell's identity (and server key); the
     # workloads' per-cell alignment follows the cells to their final ids.

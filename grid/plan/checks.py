@@ -10,6 +10,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
@@ -305,3 +306,62 @@ def envelope_warnings(cells: Sequence[Cell],
                    f"{len(members)} cell(s) of server {first.variant} ({listed}) "
                    f"[{covered[key]}]")
     return out
+
+
+TINY_HINT = "build the tiny models with `python scripts/tiny_models.py`"
+TRAINED_HINT = "build the trained tiny models with `python scripts/train_models.py`"
+GENERIC_HINT = ("give the folder of a model saved with its config.json, or a Hugging Face repo "
+                "id (org/name)")
+
+
+def model_paths(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(field, path) of every model a cell's server loads: the model, and for a speculative
+    variant its draft model (the variant's own `speculative_draft_model_path`, else the
+    model's `draft_model_path`)."""
+    model, args = config["model"], config["variant"].get("args") or {}
+    out = [("model.model_path", str(model["model_path"]))]
+    if args.get("speculative_algorithm"):
+        own = args.get("speculative_draft_model_path")
+        if own:
+            out.append(("variant.args.speculative_draft_model_path", str(own)))
+        elif model.get("draft_model_path"):
+            out.append(("model.draft_model_path", str(model["draft_model_path"])))
+    return out
+
+
+def local_folder(path: str) -> bool:
+    """Whether `path` names a folder on this machine (absolute, `~`, `./` or `../`); anything
+    else (`org/name`) is a Hugging Face repo id the engine resolves itself."""
+    return path.startswith(("/", "~", "./", "../")) or path in (".", "..")
+
+
+def _hint(folder: Path) -> str:
+    from engines.tiny_models import cache_root
+
+    caches = {cache_root().expanduser().resolve(), (Path.home() / ".cache/specgrid").resolve()}
+    resolved = folder.resolve()
+    if not any(resolved.is_relative_to(c) for c in caches):
+        return GENERIC_HINT
+    trained = any(p.name.startswith("trained-") for p in resolved.parents) or \
+        resolved.name.startswith("trained-")
+    return TRAINED_HINT if trained else TINY_HINT
+
+
+def check_model_paths(cells: Sequence[Cell], cluster_kind: str) -> None:
+    """Every local model folder a launched real engine will load holds a config.json (on a
+    local cluster: the folders are on this machine), so an absent model is refused here rather
+    than by the server's traceback once it starts. Hub ids are the engine's to resolve."""
+    if cluster_kind != "local":
+        return
+    seen: set[tuple[str, str]] = set()
+    for cell in cells:
+        kind = engines.get(cell.config["engine"]["name"])
+        if not kind.launches or kind.simulated:
+            continue  # the simulator loads no weights; an external server has its own
+        for field, path in model_paths(cell.config):
+            if (field, path) in seen or not local_folder(path):
+                continue
+            seen.add((field, path))
+            folder = Path(path).expanduser()
+            if not (folder / "config.json").is_file():
+                raise ConfigError(f"{field}={path}: no config.json there; {_hint(folder)}")

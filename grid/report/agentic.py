@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from grid.analysis.setups import is_baseline, split
+
 BIN_EDGES = (0, 4096, 8192, 16384)
 """Lower edges of the context-length bins (tokens): 0-4k, 4-8k, 8-16k, 16k+."""
 
@@ -71,12 +73,12 @@ def turn_table(turns: pd.DataFrame) -> pd.DataFrame:
 def with_speedup(table: pd.DataFrame, baseline: str = "baseline") -> pd.DataFrame:
     """`table` plus `speedup`: round_tok_s / the baseline's at the same concurrency and bin
     (None where the baseline has no rounds there)."""
-    base = {(r["concurrency"], r["bin"]): r["round_tok_s"]
-            for r in table[table.variant == baseline].to_dict("records")}
+    base = {(split(r["variant"])[0], r["concurrency"], r["bin"]): r["round_tok_s"]
+            for r in table.to_dict("records") if is_baseline(r["variant"], baseline)}
     out = table.copy()
     speedups: list[float | None] = []
     for r in table.to_dict("records"):
-        ref = base.get((r["concurrency"], r["bin"]))
+        ref = base.get((split(r["variant"])[0], r["concurrency"], r["bin"]))
         mine = r["round_tok_s"]
         speedups.append(None if ref is None or mine is None or pd.isna(ref) or pd.isna(mine)
                         or not ref else float(mine / ref))
@@ -89,7 +91,8 @@ def crossover_points(table: pd.DataFrame, baseline: str = "baseline") -> list[di
     first context bin from which its round speed is below the baseline's (speculation stops
     paying; None when it pays in every bin), the speedup there and the range over bins."""
     out = []
-    spec = table[(table.variant != baseline) & table.speedup.notna()]
+    spec = table[~table.variant.map(lambda v: is_baseline(v, baseline)).astype(bool)
+                 & table.speedup.notna()]
     for (variant, conc), g in spec.groupby(["variant", "concurrency"], observed=True):
         losing = g[g.speedup < 1.0]
         first = losing.iloc[0] if len(losing) else None
@@ -126,11 +129,11 @@ def conversation_cells(cells: pd.DataFrame, turns: pd.DataFrame, baseline: str =
     convs = sent.groupby("cell_id").conversation_id.nunique() if "conversation_id" in sent \
         else pd.Series(dtype=float)
     rounds = sent.groupby("cell_id").size()
-    base = {r["concurrency"]: r["output_tok_s"]
-            for r in mine[mine.variant == baseline].to_dict("records")}
+    base = {(split(r["variant"])[0], r["concurrency"]): r["output_tok_s"]
+            for r in mine.to_dict("records") if is_baseline(r["variant"], baseline)}
     ratios = []
     for r in mine.to_dict("records"):
-        ref = base.get(r["concurrency"])
+        ref = base.get((split(r["variant"])[0], r["concurrency"]))
         ratios.append(float(r["output_tok_s"] / ref) if ref and not pd.isna(ref)
                       and not pd.isna(r["output_tok_s"]) else None)
     return mine.assign(conversations=mine.cell_id.map(convs), rounds=mine.cell_id.map(rounds),

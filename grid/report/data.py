@@ -21,6 +21,7 @@ from grid.analysis.decision import Decision
 from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
 from grid.analysis.forced import forced_mask, unforced
 from grid.analysis.lesson import acceptance_table
+from grid.analysis.setups import label_setups
 from grid.report import lossless
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
@@ -96,16 +97,10 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
         cells, requests, turns, metrics, telemetry = (
             f[~f.cell_id.isin(damaged_ids)].reset_index(drop=True)
             for f in (cells, requests, turns, metrics, telemetry))
-    engines = sorted(str(e) for e in cells.engine.dropna().unique()) if len(cells) else []
-    if len(engines) > 1:
-        # One grid, several engines: each engine's variants are their own (vllm/eagle3), and
-        # every speedup is against one engine's baseline, so engines compare on the same load.
-        for frame in (cells, requests, turns):
-            if len(frame) and "engine" in frame:
-                frame["variant"] = frame.engine.astype(str) + "/" + frame.variant.astype(str)
-        if baseline == "baseline":
-            baseline = next((f"{e}/baseline" for e in engines
-                             if f"{e}/baseline" in set(cells.variant)), baseline)
+    # One grid, several engines, models or hardware: each variant is labelled with its setup
+    # (`vllm · eagle3`) and compared only with its own setup's baseline
+    # (grid/analysis/setups.py).
+    _, cells, (requests, turns) = label_setups(cells, requests, turns)
     stats = analyse_cells(cells, with_rounds(requests, turns), slo, replicates, seed)
     trace = load_trace(run_dir)
     # Each cell's /metrics read with its engine's names (grid/report/serverdata.py).

@@ -1,4 +1,5 @@
-"""The self-contained HTML report: validity first, then the decision, the plots (embedded as
+"""The self-contained HTML report: the run's answer in one sentence first (grid/report/
+answer.py), then the decision, validity, the plots (embedded as
 base64 PNG, so the file opens offline anywhere), the cells with their intervals, and
 provenance. `compare_html` puts two runs side by side."""
 
@@ -24,6 +25,7 @@ from grid.report.agentic import (
     turn_table,
     with_speedup,
 )
+from grid.report.answer import answer
 from grid.report.data import provenance
 from grid.report.plots import CONVERSATION_PLOTS
 from grid.report.rundata import SIM_BANNER, RunData
@@ -33,6 +35,7 @@ from grid.report.text import domain_acceptance
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em;max-width:1200px;color:#222}
 h1{font-size:1.5em}h2{font-size:1.2em;border-bottom:1px solid #ccc;margin-top:1.6em}
+.answer{font-size:1.15em;font-weight:bold}
 .validity li{margin:.2em 0}.warning{color:#8a1c00}.note{color:#555}
 .banner{background:#fff3cd;border:2px solid #d39e00;padding:.6em 1em;font-weight:bold}
 table{border-collapse:collapse;font-size:.8em}td,th{border:1px solid #ddd;padding:2px 6px}
@@ -90,14 +93,16 @@ def decision_section(data: RunData) -> str:
             for r in d.recommendations) + "</ul>")
     if d.crossovers:
         out.append("<ul>" + "".join(
-            f"<li>{esc(c.variant)} vs baseline on {esc(c.workload)}: {esc(c.describe())}</li>"
+            f"<li>{esc(c.variant)} vs {esc(d.baseline)} on {esc(c.workload)}: "
+            f"{esc(c.describe())}</li>"
             for c in d.crossovers) + "</ul>")
     if not d.speedups.empty:
         out.append("<p>Speedup over the baseline (output tok/s and goodput tok/s, 95 % "
                    "interval; a winner is named only when the interval excludes zero):</p>")
         good = d.goodput_speedups.set_index(["variant", "workload", "load_kind", "load"]) \
             if not d.goodput_speedups.empty else None
-        rows = ["<tr><th>variant</th><th>workload</th><th>load</th><th>tok/s speedup</th>"
+        rows = ["<tr><th>variant</th><th>vs</th><th>workload</th><th>load</th>"
+                "<th>tok/s speedup</th>"
                 "<th>verdict</th><th>goodput speedup</th><th>verdict</th></tr>"]
         for r in d.speedups.sort_values(["variant", "workload", "load_kind", "load"]
                                         ).itertuples():
@@ -107,13 +112,15 @@ def decision_section(data: RunData) -> str:
                 g = good.loc[key]
             load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
             rows.append(
-                f"<tr><td>{esc(r.variant)}</td><td>{esc(r.workload)}</td><td>{load}</td>"
+                f"<tr><td>{esc(r.variant)}</td><td>{esc(r.baseline)}</td>"
+                f"<td>{esc(r.workload)}</td><td>{load}</td>"
                 f"<td class=n>{_f(r.speedup, '{:+.1%}')} <small>[{_f(r.lo, '{:+.1%}')}, "
                 f"{_f(r.hi, '{:+.1%}')}]</small></td><td>{esc(r.verdict)}</td>"
                 + (f"<td class=n>{_f(g.speedup, '{:+.1%}')} <small>[{_f(g.lo, '{:+.1%}')}, "
                    f"{_f(g.hi, '{:+.1%}')}]</small></td><td>{esc(g.verdict)}</td>"
                    if g is not None else "<td>–</td><td></td>") + "</tr>")
         out.append("<table>" + "".join(rows) + "</table>")
+    out.append(setups_section(d.setups))
     thresholds = d.thresholds
     if thresholds.get("per_load"):
         out.append("<p>Threshold sweep: winner per load level (margin over the runner-up, "
@@ -133,6 +140,26 @@ def decision_section(data: RunData) -> str:
     if len(out) == 1:
         out.append("<p>No baseline/variant pairs to compare in this run.</p>")
     return "\n".join(out)
+
+
+def setups_section(table: pd.DataFrame) -> str:
+    """The setups (engine, model, hardware) compared baseline to baseline; empty when the run
+    has one setup."""
+    if table.empty:
+        return ""
+    rows = ["<tr><th>axis</th><th>setup</th><th>vs</th><th>same</th><th>workload</th>"
+            "<th>load</th><th>tok/s ratio - 1</th><th>verdict</th></tr>"]
+    for r in table.sort_values(["axis", "value", "same", "workload", "load_kind", "load"]
+                               ).itertuples():
+        load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
+        rows.append(f"<tr><td>{esc(r.axis)}</td><td>{esc(r.variant)}</td><td>{esc(r.baseline)}"
+                    f"</td><td>{esc(r.same)}</td><td>{esc(r.workload)}</td><td>{load}</td>"
+                    f"<td class=n>{_f(r.speedup, '{:+.1%}')} <small>[{_f(r.lo, '{:+.1%}')}, "
+                    f"{_f(r.hi, '{:+.1%}')}]</small></td><td>{esc(r.verdict)}</td></tr>")
+    return ("<h3>Setups compared, baseline to baseline</h3><p>Each variant above is compared "
+            "only with the baseline of its own setup; here the setups' baselines are compared "
+            "with each other (output tok/s, 95 % interval).</p><table>" + "".join(rows)
+            + "</table>")
 
 
 OPERATOR_PLOTS = ("frontier",)
@@ -336,16 +363,18 @@ def provenance_section(data: RunData) -> str:
     return "\n".join(out)
 
 
-def page(title: str, body: list[str]) -> str:
+def page(title: str, body: list[str], lead: str = "") -> str:
+    """The page: `lead` (the run's answer) right under the title, before anything else."""
     stamp = dt.datetime.now().isoformat(timespec="seconds")
+    first = f'<p class="answer">{esc(lead)}</p>' if lead else ""
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(title)}</title>"
-            f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>"
+            f"<style>{STYLE}</style></head><body><h1>{esc(title)}</h1>{first}"
             f"<p class=note>generated {stamp}</p>" + "\n".join(body) + "</body></html>")
 
 
 def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests)
-    body = [validity_section(data), decision_section(data),
+    body = [decision_section(data), validity_section(data),
             trace_section(data.search), operator_section(data, figures),
             "<h2>Plots</h2>"]
     body += [img(png, name) for name, png in figures.items()
@@ -363,7 +392,7 @@ def run_html(data: RunData, figures: dict[str, bytes]) -> str:
              f"<p>Goodput SLO: {esc(data.slo.describe())} (SGLang's rule: a request counts "
              f"when it succeeded and met every SLO set).</p>", cells_section(data),
              provenance_section(data)]
-    return page(f"specgrid run {data.run_dir.name}", body)
+    return page(f"specgrid run {data.run_dir.name}", body, answer(data.decision, data.label))
 
 
 def comparison(a: RunData, b: RunData, metric: str = "output_tok_s") -> pd.DataFrame:

@@ -1,7 +1,8 @@
 """The operator's figure: output tok/s per user against output tok/s per GPU, one line per
-variant (engine/variant when a run has several engines) across its concurrencies, the Pareto
-frontier of each workload drawn and its points ringed, each variant's capacity under the SLOs
-starred. Same approach as grid/report/plots.py (matplotlib on Agg, PNG embedded in the HTML).
+variant (labelled with its setup when a run has several engines, models or hardware) across
+its concurrencies, the Pareto frontier of each workload drawn and its points ringed, each
+variant's capacity under the SLOs starred. Same approach as grid/report/plots.py (matplotlib
+on Agg, PNG embedded in the HTML).
 
 A point's 95 % interval is a segment along the ray from the origin: per user and per GPU are
 the same output tok/s divided by two constants of the cell (its concurrency and its GPUs), so
@@ -16,6 +17,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from grid.analysis.setups import SEP
 from grid.report.rundata import RunData
 
 
@@ -74,6 +76,6 @@ def frontier(data: RunData) -> Figure | None:
                    markeredgecolor="black", label=f"capacity: {view.target:.0%} within SLOs"
                    if view else "capacity"),
             Line2D([], [], color="grey", linewidth=3, alpha=0.3, label="95 % interval")]
-        ax.legend(handles=handles, fontsize=7, title="engine/variant" if any(
-            "/" in str(v) for v in variants) else "variant", title_fontsize=7)
+        ax.legend(handles=handles, fontsize=7, title="setup · variant" if any(
+            SEP in str(v) for v in variants) else "variant", title_fontsize=7)
     return fig

@@ -13,6 +13,7 @@ from matplotlib.figure import Figure
 
 from grid.analysis.bootstrap import interval
 from grid.analysis.decision import points
+from grid.analysis.setups import SEP, is_baseline
 from grid.report import alignment, breakeven, operator_plots, serverplots
 from grid.report.agentic import (
     bin_order,
@@ -112,8 +113,9 @@ def latency(data: RunData) -> Figure | None:
 
 
 def speedup(data: RunData) -> Figure | None:
-    """Speedup over the baseline against load with its interval, one line per variant (engine/
-    variant when the run has several engines); each crossover marked (dotted, its interval
+    """Speedup over the baseline against load with its interval, one line per variant (each
+    over its own setup's baseline, labelled with the setup when the run has several engines,
+    models or hardware); each crossover marked (dotted, its interval
     shaded), the recommended speculative_disable_above_batch (dash-dot; "confirmed" when a
     threshold search measured it) and each variant's capacity under the SLOs (a star on its
     line; the baseline's: a dashed grey line)."""
@@ -131,7 +133,7 @@ def speedup(data: RunData) -> Figure | None:
         frame = table[table.load_kind == kind]
         many = frame.workload.nunique() > 1
         marks = False
-        drawn: set[str] = set()
+        drawn: set[tuple[str, str]] = set()
         for (variant, workload), group in frame.groupby(["variant", "workload"], sort=True):
             group = group.sort_values("load")
             line = ax.plot(group.load, 100 * group.speedup, "-o", markersize=4,
@@ -160,11 +162,12 @@ def speedup(data: RunData) -> Figure | None:
                 ax.plot(here.load, 100 * here.speedup, "*", color=line.get_color(),
                         markersize=14, markeredgecolor="black", markeredgewidth=0.6)
                 marks = True
-            base = view.capacity(data.baseline, str(workload), kind) if view else None
-            if base is not None and base.served and workload not in drawn:
-                drawn.add(workload)  # once per workload, whatever the variants
+            own = str(group.baseline.iloc[0])  # this variant's own setup's baseline
+            base = view.capacity(own, str(workload), kind) if view else None
+            if base is not None and base.served and (own, workload) not in drawn:
+                drawn.add((own, workload))  # once per baseline and workload
                 ax.axvline(base.capacity, color="grey", linestyle="--", linewidth=0.9)
-                ax.annotate(f"{data.baseline} capacity", (base.capacity, 0), fontsize=7,
+                ax.annotate(f"{own} capacity", (base.capacity, 0), fontsize=7,
                             xytext=(4, -12), textcoords="offset points", color="grey")
         ax.axhline(0, color="black", linewidth=0.8)
         _axis(ax, kind, frame.load)
@@ -173,7 +176,7 @@ def speedup(data: RunData) -> Figure | None:
         ax.set_ylabel("speedup of output tok/s over baseline (%)")
         ax.set_title("band: 95 % interval; dotted: crossover; dash-dot: recommended threshold"
                      + ("; star: capacity under the SLOs" if marks else ""), fontsize=9)
-        ax.legend(fontsize=7, title="engine/variant" if frame.variant.str.contains("/").any()
+        ax.legend(fontsize=7, title="setup · variant" if frame.variant.str.contains(SEP).any()
                   else "variant", title_fontsize=7)
     return fig
 
@@ -306,7 +309,7 @@ def conversation_context(data: RunData) -> Figure | None:
                                    ("-o", "--s", ":^", "-.v", "-D", "--P"), strict=False)}
     for ax, column, scale, title in panels:
         for (variant, conc), g in table.groupby(["variant", "concurrency"], sort=True):
-            if column == "speedup" and variant == data.baseline:
+            if column == "speedup" and is_baseline(str(variant), data.baseline):
                 continue  # 1.0 by definition: the horizontal line
             values = pd.to_numeric(g[column], errors="coerce")
             if values.isna().all():

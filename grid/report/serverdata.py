@@ -112,8 +112,8 @@ def server_gauges(metrics: pd.DataFrame, families: Families,
                   variants: Mapping[str, str]) -> pd.DataFrame:
     """One value per cell, gauge role (`GAUGES`) and scrape: the family's gauge for that role,
     its label sets summed (counts) or averaged (ratios). `variants` names each cell's variant
-    as the report shows it (engine-prefixed in a grid of several engines, which the metric
-    files' own variant column is not)."""
+    as the report shows it (labelled with its setup in a grid of several engines or models,
+    which the metric files' own variant column is not)."""
     wanted = pd.DataFrame(
         [(cell_id, name, role) for cell_id, names in families.items() if names is not None
          for role in GAUGES if (name := getattr(names, role))],
@@ -130,3 +130,31 @@ def server_gauges(metrics: pd.DataFrame, families: Families,
     out = pd.concat([counts, ratios]).reset_index()
     out["variant"] = out.cell_id.map(variants)
     return out[GAUGE_COLUMNS]
+
+
+def load_windows(requests: pd.DataFrame) -> pd.DataFrame:
+    """Per cell: its load window, from its first request sent to its last one finished (epoch
+    seconds, the clock the scrapes are stamped with)."""
+    if requests.empty or "sent_at" not in requests:
+        return pd.DataFrame(columns=["start", "end"])
+    sent = requests.sent_at.astype(float)
+    done = sent + requests.e2e_s.astype(float).fillna(0.0)
+    frame = pd.DataFrame({"cell_id": requests.cell_id.astype(str), "sent": sent, "done": done})
+    return frame.groupby("cell_id").agg(start=("sent", "min"), end=("done", "max"))
+
+
+def unsampled(gauges: pd.DataFrame, requests: pd.DataFrame) -> list[str]:
+    """The cells whose server was scraped but never inside their load window (a short cell
+    between two scrapes): their gauges show the idle server before and after the load, not
+    the load."""
+    if gauges.empty:
+        return []
+    windows = load_windows(requests)
+    out = []
+    for cell_id, group in gauges.groupby("cell_id", sort=True):
+        if str(cell_id) not in windows.index:
+            continue  # no request timings: nothing to judge
+        start, end = windows.loc[str(cell_id)]
+        if not ((group.scraped_at >= start) & (group.scraped_at <= end)).any():
+            out.append(str(cell_id))
+    return out

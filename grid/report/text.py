@@ -1,7 +1,9 @@
-"""The terminal summary of a run: the validity findings first, one line per cell (windowed
-throughput and goodput with 95 % intervals, latency, acceptance, status), the decision
-(speedups with intervals, crossover, recommended threshold, threshold winners), the operator's
-view (capacity under the SLOs, the Pareto frontier, cost), acceptance by prompt domain."""
+"""The terminal summary of a run: the run's answer in one sentence first (grid/report/
+answer.py), the decision (speedups with intervals, crossover, recommended threshold, threshold
+winners, the setups compared), the validity findings (one line per kind), one line per cell
+(windowed throughput and goodput with 95 % intervals, latency, acceptance, status), the
+operator's view (capacity under the SLOs, the Pareto frontier, cost), acceptance by prompt
+domain."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from grid.analysis.domains import distribution_summary
 from grid.analysis.forced import FORCED_LABEL, forced_length
 from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import agentic_summary
+from grid.report.answer import answer
 from grid.report.rundata import RunData
 from grid.report.search import trace_lines
 from grid.report.validity import engine_versions
@@ -44,7 +47,8 @@ def summary_table(table: pd.DataFrame) -> str:
     # Conversation cells (grid/report/agentic.py) add their prefix-cache hit rate.
     cache = "cache_hit_rate" in view and bool(view.cache_hit_rate.notna().any())
     wide = max(10, *(len(str(w)) for w in view.workload))
-    header = (f"{'variant':<26} {'workload':<{wide}} {'load':>7}{' rep' if repeats else ''} "
+    named = max(26, *(len(str(v)) for v in view.variant))  # a setup's label can be long
+    header = (f"{'variant':<{named}} {'workload':<{wide}} {'load':>7}{' rep' if repeats else ''} "
               f"{'tok/s [95% CI]':>20} {'goodput tok/s':>20} {'TTFT p50':>9} {'TPOT p50':>9} "
               f"{'accept':>6}{' cache hit' if cache else ''} {'window':>10}  status"
               + ("  [engine version]" if several else ""))
@@ -60,7 +64,7 @@ def summary_table(table: pd.DataFrame) -> str:
                   if not pd.isna(row.get("window_s")) else "-")
         rep = f" {int(row['repeat']):>3}"
         lines.append(
-            f"{row.variant:<26} {row.workload:<{wide}} {load:>7}"
+            f"{row.variant:<{named}} {row.workload:<{wide}} {load:>7}"
             f"{rep if repeats else ''} "
             f"{_ci(row, 'output_tok_s'):>20} {_ci(row, 'goodput_tok_s'):>20} "
             f"{_num(row.get('ttft_p50_s'), '{:.0f} ms', 1e3):>9} "
@@ -91,15 +95,17 @@ def domain_acceptance(requests: pd.DataFrame) -> list[str]:
 
 
 def summary_text(data: RunData) -> str:
-    parts = [f"{level.upper()}: {text}" if level == "warning" else f"note: {text}"
-             for level, text in data.validity]
+    parts = [answer(data.decision, data.label)]
+    lines = data.decision.lines()
+    if lines:
+        parts.append("\n" + "\n".join(lines))
+    parts.append("")
+    parts += [f"{level.upper()}: {text}" if level == "warning" else f"note: {text}"
+              for level, text in data.validity]
     parts.append("")
     parts.append(summary_table(data.stats.table))
     parts.append(f"\nwindow = steady-state window (s / requests in it); goodput SLO: "
                  f"{data.slo.describe()}")
-    lines = data.decision.lines()
-    if lines:
-        parts.append("\n" + "\n".join(lines))
     if data.search is not None:  # an adaptive search's steps (grid/report/search.py)
         parts.append("\n" + "\n".join(trace_lines(data.search)))
     operator = data.operator.lines() if data.operator else []

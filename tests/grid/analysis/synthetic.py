@@ -57,28 +57,45 @@ def grid(speeds: dict[str, dict[int, float]], jitter: float = 0.02, per_stream: 
     return pd.DataFrame(cells), requests
 
 
+def on_setup(cells: pd.DataFrame, requests: pd.DataFrame, engine: str, model: str
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The frames of `grid` as one setup of a grid with an engine or model axis: its engine and
+    model set, each cell id (and request id) prefixed with them."""
+    prefix = f"{engine}-{model}-"
+    cells = cells.assign(engine=engine, model=model, cell_id=prefix + cells.cell_id)
+    requests = requests.assign(cell_id=prefix + requests.cell_id,
+                               request_id=prefix + requests.request_id)
+    return cells, requests
+
+
 def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, cell_fields=None,
-              server_metrics=None, **kw) -> None:
+              server_metrics=None, engine: str = "sim", model: str = "kimi-k2.5-class",
+              **kw) -> None:
     """The constructed grid written through the real results writer (grid/store/results.py);
     `telemetry` / `server_metrics`: cell id -> telemetry / server_metrics rows committed with
     that cell; `cell_fields`: cell row columns set on every cell (e.g. the server_info a
-    simulated server records)."""
+    simulated server records); `engine` / `model` other than the defaults: the cells of one
+    setup (`on_setup`), so several calls into one folder make a grid with that axis."""
     from grid.store.results import write_cell
     from grid.store.schema import CELL_FIELDS, REQUEST_FIELDS
 
     cells, requests = grid(speeds, **kw)
+    if (engine, model) != ("sim", "kimi-k2.5-class"):
+        cells, requests = on_setup(cells, requests, engine, model)
     for cell in cells.to_dict("records"):
         req = requests[requests.cell_id == cell["cell_id"]]
         rows = []
         for r in req.to_dict("records"):
             row = {k: r.get(k) for k in REQUEST_FIELDS.names}
-            row.update(run_id=run_dir.name, attempt=1, engine="sim", simulated=True,
+            row.update(run_id=run_dir.name, attempt=1, engine=engine, simulated=True,
                        input_tokens=100, itl_s=[], rate=None,
                        spec_verify_ct=None if pd.isna(r["spec_verify_ct"])
                        else int(r["spec_verify_ct"]))
             rows.append(row)
         row = {k: cell.get(k) for k in CELL_FIELDS.names}
-        row.update(run_id=run_dir.name, server_key=cell["variant"], model="kimi-k2.5-class",
+        own = (engine, model) != ("sim", "kimi-k2.5-class")
+        row.update(run_id=run_dir.name, model=model, engine=engine,
+                   server_key=f"{engine}-{model}-{cell['variant']}" if own else cell["variant"],
                    rate=None, server_command=f"python -m engines.sim --{cell['variant']}")
         row.update(cell_fields or {})
         write_cell(run_dir, variant=cell["variant"], workload=cell["workload"],

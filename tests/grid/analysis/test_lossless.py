@@ -84,13 +84,13 @@ def test_without_a_floor_any_divergence_is_flagged_and_repeats_make_one():
     assert (row["floor_compared"], row["floor_identical"]) == (3, 3)
 
 
-def test_each_engine_is_compared_with_its_own_baseline():
-    variants = {"vllm/baseline", "vllm/draft", "sglang/baseline"}
-    assert baseline_for("vllm/draft", variants, "vllm/baseline") == "vllm/baseline"
-    assert baseline_for("sglang/baseline", variants, "vllm/baseline") is None
-    assert baseline_for("vllm/baseline", variants, "vllm/baseline") is None
-    assert baseline_for("sim/eagle3", {"sim/eagle3", "vllm/baseline"},
-                        "vllm/baseline") == "vllm/baseline"  # no own baseline: the run's
+def test_each_setup_is_compared_with_its_own_baseline():
+    variants = {"vllm · baseline", "vllm · draft", "sglang · baseline"}
+    assert baseline_for("vllm · draft", variants, "baseline") == "vllm · baseline"
+    assert baseline_for("sglang · baseline", variants, "baseline") is None
+    assert baseline_for("vllm · baseline", variants, "baseline") is None
+    # no baseline of its own setup: no comparison (another engine's is no reference)
+    assert baseline_for("sim · eagle3", {"sim · eagle3", "vllm · baseline"}, "baseline") is None
     assert baseline_for("eagle3", {"eagle3", "baseline"}, "baseline") == "baseline"
 
 

@@ -81,7 +81,9 @@ def test_cpu_engines_sweep_runs_every_cell_on_real_servers(tmp_path, engines_pyt
     report = (run_dir / "report.md").read_text()
     assert "REAL ENGINE, CPU, TINY MODEL" in report
     decision = json.loads((run_dir / "decision.json").read_text())
-    assert "vllm/eagle3" in json.dumps(decision)
+    # each vLLM variant against vLLM's own baseline, never SGLang's
+    assert {r["baseline"] for r in decision["speedups"]
+            if r["variant"] == "vllm · eagle3"} == {"vllm · baseline"}
 
     # its server figures read each engine's own /metrics names: both servers' gauges drawn,
     # and vLLM's speculative counters give the server accept length of the cells table
@@ -105,9 +107,10 @@ def test_cpu_engines_sweep_runs_every_cell_on_real_servers(tmp_path, engines_pyt
     # fractions are recorded (printed; docs/lesson.md), not asserted: batching and a verify
     # pass change a real engine's numerics, and which way is what the check is for.
     lossless = {e["variant"]: e for e in decision["lossless"]}
-    assert set(lossless) == {"vllm/eagle3", "vllm/tiny_eagle3_random", "vllm/tiny_draft_near"}
+    assert set(lossless) == {"vllm · eagle3", "vllm · tiny_eagle3_random",
+                             "vllm · tiny_draft_near"}
     for entry in lossless.values():
-        assert entry["baseline"] == "vllm/baseline" and entry["reference_load"] == "c=1"
+        assert entry["baseline"] == "vllm · baseline" and entry["reference_load"] == "c=1"
         assert (entry["compared"], entry["floor_compared"]) == (16, 8)
         assert 0.0 <= entry["fraction_identical"] <= 1.0
         assert 0.0 <= entry["floor_fraction"] <= 1.0 and entry["flagged"] in (True, False)
@@ -116,11 +119,11 @@ def test_cpu_engines_sweep_runs_every_cell_on_real_servers(tmp_path, engines_pyt
 
     # start-up per variant: one start each, with the phases each engine's log gives
     startup = {s["variant"]: s for s in decision["startup"]}
-    assert set(startup) == set(cells.engine + "/" + cells.variant)
+    assert set(startup) == set(cells.engine + " · " + cells.variant)
     assert all(s["starts"] == 1 and s["startup_s"] > 1.0 for s in startup.values())
     assert {"load_weight", "kv_cache_allocation", "scheduler_e2e",
-            "tokenizer_e2e"} <= set(startup["sglang/baseline"]["phases"])
-    assert {"load_weights", "init_engine"} <= set(startup["vllm/tiny_draft_near"]["phases"])
+            "tokenizer_e2e"} <= set(startup["sglang · baseline"]["phases"])
+    assert {"load_weights", "init_engine"} <= set(startup["vllm · tiny_draft_near"]["phases"])
     print("\n".join(f"{v}: {s['startup_s']} s, {s['phases']}" for v, s in startup.items()))
 
     # every start-up phase specgrid looks for is in the real servers' logs

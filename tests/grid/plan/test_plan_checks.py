@@ -3,9 +3,13 @@ against its endpoint and URL, open-loop cells, and that planning writes nothing.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from grid.plan.cells import requests_for_cell
+from grid.plan.checks import check_model_paths
+from grid.plan.config import ConfigError
 from grid.run import EXIT_BAD_INPUT, make_plan, run
 
 LOAD_ERRORS = [
@@ -97,3 +101,75 @@ def test_open_loop_request_count_follows_the_rate_not_the_concurrency():
     assert requests_for_cell(load) == 24  # 2 per stream x 12 arrivals/s (not 2 x c=1 -> 8)
     assert requests_for_cell({**load, "rate": None, "concurrency": 16}) == 32
     assert requests_for_cell({**load, "rate": None}) == 8  # the floor
+
+
+def _cell(model_path: str, engine: str = "vllm", draft: str | None = None,
+          args: dict | None = None) -> SimpleNamespace:
+    """What check_model_paths reads of a cell: its resolved config."""
+    return SimpleNamespace(config={"engine": {"name": engine},
+                                   "model": {"model_path": model_path,
+                                             "draft_model_path": draft},
+                                   "variant": {"args": args or {}}})
+
+
+def _refusal(cells, kind: str = "local") -> str:
+    with pytest.raises(ConfigError) as caught:
+        check_model_paths(cells, kind)
+    return str(caught.value)
+
+
+def test_an_absent_model_folder_is_one_line_and_exit_2(tmp_path, capsys):
+    results = tmp_path / "results"
+    absent = tmp_path / "absent-model"
+    outcome = run(["engine=vllm_cpu", f"model.model_path={absent}", "plan=true",
+                   f"results_dir={results}"], echo=lambda _: None)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert outcome.exit_code == EXIT_BAD_INPUT
+    assert err == [f"specgrid: error: model.model_path={absent}: no config.json there; "
+                   "give the folder of a model saved with its config.json, or a Hugging Face "
+                   "repo id (org/name)"]
+    assert not results.exists()
+
+
+def test_tiny_models_not_built_yet_say_how_to_build_them(tmp_path, capsys, monkeypatch):
+    """The README's real-engine sweep before scripts/tiny_models.py has run."""
+    monkeypatch.setenv("SPECGRID_TINY_MODELS", str(tmp_path / "cache"))
+    outcome = run(["+sweep=cpu_engines", "plan=true", f"results_dir={tmp_path / 'r'}"],
+                  echo=lambda _: None)
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert outcome.exit_code == EXIT_BAD_INPUT
+    assert err.startswith(f"specgrid: error: model.model_path={tmp_path / 'cache'}/")
+    assert err.endswith("/target: no config.json there; build the tiny models with "
+                        "`python scripts/tiny_models.py`")
+
+
+def test_which_model_paths_are_checked(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    built = tmp_path / "built"
+    built.mkdir()
+    (built / "config.json").write_text("{}")
+    check_model_paths([_cell(str(built)), _cell("~/built"), _cell("./built")], "local")
+    # hub ids are the engine's to resolve; the simulator loads nothing; an external server
+    # has its own; a cluster joined elsewhere has the folders on its nodes
+    check_model_paths([_cell("meta-llama/Llama-3.1-8B-Instruct"), _cell("org/absent")], "local")
+    check_model_paths([_cell("/absent", engine="sim"), _cell("/absent", engine="external")],
+                      "local")
+    check_model_paths([_cell("/absent")], "ray")
+    assert _refusal([_cell("./absent")]).startswith("model.model_path=./absent: no config.json")
+    assert _refusal([_cell("~/absent")]).startswith("model.model_path=~/absent: no config.json")
+    # a speculative variant's draft model: its own, else the model's
+    spec = {"speculative_algorithm": "EAGLE3"}
+    assert _refusal([_cell(str(built), draft="/no-draft", args=spec)]).startswith(
+        "model.draft_model_path=/no-draft: no config.json there")
+    own = {**spec, "speculative_draft_model_path": "./no-head"}
+    assert _refusal([_cell(str(built), draft=str(built), args=own)]).startswith(
+        "variant.args.speculative_draft_model_path=./no-head: no config.json there")
+    check_model_paths([_cell(str(built), draft="/no-draft")], "local")  # baseline: no draft
+    # under the project's model cache: how to build them
+    cache = tmp_path / ".cache" / "specgrid"
+    monkeypatch.delenv("SPECGRID_TINY_MODELS", raising=False)
+    assert _refusal([_cell(str(cache / "tiny-models" / "abc" / "target"))]).endswith(
+        "build the tiny models with `python scripts/tiny_models.py`")
+    assert _refusal([_cell(str(cache / "tiny-models" / "trained-abc" / "target"))]).endswith(
+        "build the trained tiny models with `python scripts/train_models.py`")

@@ -36,8 +36,10 @@ def _images(page: str) -> list[bytes]:
 def test_html_report_decision_and_plots_from_parquet(run_dir):
     report = write_report(run_dir, Slo(tpot_ms=15.0))
     page = report.html.read_text()
-    assert page.index("Validity") < page.index("Decision") < page.index("Plots")
-    assert "SIMULATION" in page[:page.index("Decision")]
+    # the answer first, then the decision, then what limits it
+    assert page.index('class="answer"') < page.index("<h2>Decision") < page.index(
+        "<h2>Validity") < page.index("<h2>Plots")
+    assert "SIMULATION" in page[:page.index("<h2>Decision")]  # in the answer itself
     images = _images(page)
     assert len(images) >= 4 and all(i.startswith(b"\x89PNG") and len(i) > 5000
                                     for i in images)

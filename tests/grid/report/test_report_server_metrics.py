@@ -8,10 +8,12 @@ from __future__ import annotations
 import json
 import re
 
+import pandas as pd
 import pytest
 
 from grid.report import write_report
 from grid.report.data import load_run
+from grid.report.serverdata import unsampled
 from grid.report.serverplots import server_metrics
 from tests.grid.analysis.synthetic import write_run
 
@@ -144,3 +146,36 @@ def test_a_rate_driven_simulated_cell_is_checked_at_its_running_batch(tmp_path):
     data = load_run(run_dir, replicates=20)
     (warning,) = [t for _, t in data.validity if t.startswith("extrapolation")]
     assert "baseline on coding at 2/s (concurrency 100 outside 1-64" in warning
+
+
+def test_a_cell_never_scraped_inside_its_load_is_named_not_drawn_flat(tmp_path):
+    """A short cell between two scrapes (a vLLM cell at c=4 lasts about 1 s): its gauges show
+    the idle server before and after the load, so the figure says so instead of drawing them."""
+    run_dir = tmp_path / "short-cells"
+    metrics = {f"{variant}-c{c}": _rows(run_dir.name, f"{variant}-c{c}", VLLM)
+               for variant, by_c in SPEEDS.items() for c in by_c}
+    # baseline c=4's load starts at 1000 s (tests/grid/analysis/synthetic.py); its scrapes at
+    # 990 and 995 s both fall before it
+    before = {FIRST: 990.0, LAST: 995.0}
+    metrics["baseline-c4"] = [dict(r, scraped_at=before[r["scraped_at"]])
+                              for r in metrics["baseline-c4"]]
+    assert sorted({r["scraped_at"] for r in metrics["baseline-c4"]}) == [990.0, 995.0]
+    write_run(run_dir, SPEEDS, server_metrics=metrics,
+              cell_fields={"engine": "vllm", "simulated": False})
+    data = load_run(run_dir, replicates=20)
+    assert unsampled(data.server_gauges, data.requests) == ["baseline-c4"]
+    figure = server_metrics(data)
+    assert figure is not None
+    for ax in figure.axes:
+        assert [len(ax.collections[0].get_segments())] == [3]  # the other three cells
+        (note,) = [t.get_text() for t in ax.texts]
+        assert note == "no sample inside the load window: baseline c=4 (not drawn)"
+
+
+def test_unsampled_reads_each_cells_own_load_window():
+    requests = pd.DataFrame({"cell_id": ["a", "a", "b"], "sent_at": [10.0, 10.5, 20.0],
+                             "e2e_s": [0.4, 0.5, 1.0]})  # a: 10.0-11.0, b: 20.0-21.0
+    gauges = pd.DataFrame({"cell_id": ["a", "a", "b", "c"], "role": "running",
+                           "scraped_at": [9.5, 11.8, 20.5, 30.0], "value": 0.0})
+    # c has no request timings: not judged
+    assert unsampled(gauges, requests) == ["a"]

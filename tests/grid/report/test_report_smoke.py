@@ -31,7 +31,7 @@ def smoke_run(tmp_path_factory):
 def test_html_report_of_a_smoke_run(smoke_run):
     run_dir, lines = smoke_run
     page = (run_dir / "report.html").read_text()
-    validity = page[page.index("<h2>Validity</h2>"):page.index("<h2>Decision</h2>")]
+    validity = page[page.index("<h2>Validity</h2>"):page.index("<h2>Plots</h2>")]
     assert "SIMULATION" in validity and "too few requests" in validity
     images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
     assert len(images) >= 4

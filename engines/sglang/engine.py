@@ -15,9 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, get_args
 
-from engines.base import SGLANG_METRICS, Engine, ServerRequest
+from engines.base import Engine
 from engines.depth import DepthSetting
-from engines.launch import Endpoints, LaunchSpec
+from engines.launch import Endpoints, LaunchSpec, ServerRequest
+from engines.metrics import SGLANG_METRICS
 from engines.options import Option
 from engines.sglang import adaptive, depth, validate
 from engines.sglang.command import (

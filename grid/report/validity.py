@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 import engines
-from engines.base import Scenario
+from engines.planning import Scenario
 from grid.report.rundata import RunData
 from grid.report.stopping import stop_findings
 
@@ -50,7 +50,7 @@ def validity(data: RunData) -> list[tuple[str, str]]:
         out.append(("warning", data.sim_banner()))
 
     def extrapolated() -> list[tuple[Any, str]]:
-        """Simulated cells outside their engine's calibrated envelope (`Engine.envelope`, the
+        """Simulated cells outside their engine's calibrated envelope (`Modeller.envelope`, the
         one the plan asks; the profile named by the cell's recorded engine options, as it is
         now), from what the run recorded: concurrency (an open-loop cell: its mean running
         batch from the server's gauge), the most output tokens and the shortest and longest
@@ -82,8 +82,8 @@ def validity(data: RunData) -> list[tuple[str, str]]:
         conversations = set(data.turns.cell_id) if len(data.turns) else set()
         found = []
         for row in sim.itertuples():
-            kind = engines.find(row.engine)
-            if kind is None or not isinstance(row.engine_options, str):
+            model = engines.modeller(row.engine)
+            if model is None or not isinstance(row.engine_options, str):
                 continue  # an engine that is gone, or a cell from before the column
             mine = reqs[reqs.cell_id == row.cell_id]
             cid, given = str(row.cell_id), row.concurrency
@@ -102,10 +102,10 @@ def validity(data: RunData) -> list[tuple[str, str]]:
                 adaptive=_true(row.speculative_adaptive),
                 conversations=cid in conversations)
             try:
-                finding = kind.envelope(json.loads(row.engine_options), scenario)
+                finding = model.envelope(json.loads(row.engine_options), scenario)
             except ValueError:
                 continue  # the profile it names is gone or unusable now
-            if finding is not None and finding.outside:
+            if finding.outside:
                 found.append((row, "; ".join(finding.outside)))
         return found
 

@@ -190,7 +190,8 @@ def source_label(config: Mapping[str, Any]) -> str:
     GPUs, or a server someone else runs."""
     kind = engines.get(config["engine"]["name"])
     if kind.simulated:  # e.g. "SIMULATION (twin of RUN)" on a twin's profile (docs/twin.md)
-        note = kind.provenance(config["engine"].get("options") or {})
+        model = engines.modeller(kind.name)
+        note = model.provenance(config["engine"].get("options") or {}) if model else None
         return f"SIMULATION ({note})" if note else "SIMULATION"
     if not kind.launches:
         return "external server"

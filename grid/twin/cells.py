@@ -1,4 +1,4 @@
-"""A run's committed closed-loop cells as `MeasuredCell`s (engines/base.py), read through
+"""A run's committed closed-loop cells as `MeasuredCell`s (engines/twin_data.py), read through
 grid.loader: each cell's figures and server record from the cells table, its prompt and output
 lengths and prompt domains from its ok requests."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from engines.base import MeasuredCell
+from engines.twin_data import MeasuredCell
 from grid.cli.runrecord import RUN_RECORD, read_run_record
 from grid.loader import load_cells, load_requests, load_turns
 from grid.plan.config import ConfigError

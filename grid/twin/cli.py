@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import engines
-from engines.base import MeasuredCell
+from engines.twin_data import MeasuredCell
 from grid.store.files import write_atomic
 from grid.twin.cells import measured_cells, recorded_hardware
 from grid.twin.table import summary
@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not cells:
             why = f" ({len(skipped)} left out, e.g. {skipped[0]})" if skipped else ""
             raise ValueError(f"{run_dir} has no done closed-loop cells to fit a twin to{why}")
-        doc = engines.modeller().fit_twin(
+        doc = engines.twin_modeller().fit_twin(
             cells, run_id=run_dir.name, hardware=ns.hardware or recorded_hardware(run_dir),
             model=ns.model, start=ns.start, seed=ns.seed, replicates=ns.replicates,
             holdout=ns.holdout, holdout_workloads=ns.holdout_workloads)

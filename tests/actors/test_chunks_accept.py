@@ -14,7 +14,7 @@ import pytest
 from actors.loadgen.runner import run_load
 from actors.loadgen.spec import LoadSpec, Prompt
 from actors.loadgen.streams import NativeSink, Timeline
-from engines.base import SGLANG_METRICS
+from engines.metrics import SGLANG_METRICS
 from grid.loader import load_requests
 from grid.store.clientstats import cell_columns, merge_client_stats
 from grid.store.results import write_cell

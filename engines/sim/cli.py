@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.sglang.adaptive import candidate_steps, default_decode_max_bs
+from engines.sglang.semantics import candidate_steps, default_decode_max_bs
 from engines.sim.adaptive import load_adaptive_config
 from engines.sim.drafter import parse_mix
 from engines.sim.memory import mem_fraction, memory_fit

@@ -15,17 +15,17 @@ from engines.base import Engine
 from engines.depth import DepthSetting
 from engines.launch import Endpoints, LaunchSpec, ServerRequest
 from engines.metrics import SGLANG_METRICS
-from engines.sglang.adaptive import honoured_thresholds
-from engines.sglang.command import build_sim_launch, speculation_on
-from engines.sglang.engine import (
-    adaptive_problem,
-    schedule_setting,
-    sglang_warnings,
-    speculation_kwargs,
-)
+from engines.sglang import semantics
 from engines.sim import options as sim_options
 from engines.sim.identity import sim_version
 from engines.sim.profile import gpu_memory_gib
+
+
+def _memory_mib(hardware: str | None) -> float | None:
+    """The memory of the modelled GPU kind in MiB, as SGLang reads a GPU's to pick its max_bs
+    (None: no hardware profile named, or one without a memory)."""
+    memory = gpu_memory_gib(hardware) if hardware else None
+    return None if memory is None else memory * 1024
 
 
 class Sim(Engine):
@@ -43,7 +43,7 @@ class Sim(Engine):
         profile = str(options.get("profile") or "")
         if profile.endswith(".json") or "/" in profile:  # a file: the server's cwd may differ
             options["profile"] = str(Path(profile).resolve())
-        spec = build_sim_launch(
+        spec = semantics.build_sim_launch(
             args=request.args, env=request.env, model_path=request.model_path,
             draft_model_path=request.draft_model_path,
             served_model_name=request.served_model_name, tp_size=request.tp_size,
@@ -52,7 +52,7 @@ class Sim(Engine):
             sim_options=options, host=request.host,
             api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
             revision=request.revision, draft_revision=request.draft_revision,
-            **speculation_kwargs(request))
+            **semantics.speculation_kwargs(request))
         return replace(spec, endpoints=self.endpoints)
 
     def check_options(self, options: Mapping[str, Any]) -> None:
@@ -72,27 +72,23 @@ class Sim(Engine):
 
     def plan_warnings(self, variant: Mapping[str, Any], concurrencies: Sequence[int]
                       ) -> list[str]:
-        return sglang_warnings(variant, concurrencies)
+        return semantics.sglang_warnings(variant, concurrencies)
 
     def threshold_values(self, variant: Mapping[str, Any], hardware: str | None = None
                          ) -> list[int] | None:
         """As SGLang's (the simulator routes batches the same way, engines/sim/core.py), with
         the max_bs SGLang would pick for the modelled GPU's memory."""
-        args = variant.get("args") or {}
-        if not speculation_on(args):
-            return None
-        memory = gpu_memory_gib(hardware) if hardware else None
-        return honoured_thresholds(args, None if memory is None else memory * 1024)
+        return semantics.threshold_values(variant.get("args") or {}, _memory_mib(hardware))
 
     def depth_setting(self, request: ServerRequest) -> DepthSetting | None:
         """As SGLang's, with the max_bs SGLang would pick for the modelled GPU's memory (the
         simulator pads and routes the same way, engines/sim/core.py)."""
         hardware = request.options.get("hardware")
-        memory = gpu_memory_gib(str(hardware)) if hardware else None
-        return schedule_setting(self.name, request, None if memory is None else memory * 1024)
+        return semantics.schedule_setting(self.name, request,
+                                          _memory_mib(str(hardware) if hardware else None))
 
     def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
-        return adaptive_problem(variant)
+        return semantics.adaptive_problem(variant)
 
 
 ENGINE = Sim()

@@ -16,8 +16,8 @@ What a model answers, as pure functions of plain values:
   engine's label (`provenance`: a twin's profile says whose twin);
 - acceptance from a prompt's alignment with the drafter's training data
   (`alignment_acceptance`, `drafter_options`);
-- a twin fitted to a run's measured cells (`fit_twin`, docs/twin.md) and its predictions
-  (`predict_speedups`, a search's prior, docs/search.md).
+- a twin fitted to a run's measured cells (`fit_twin`, docs/twin.md), its printout
+  (`twin_summary`) and its predictions (`predict_speedups`, a search's prior, docs/search.md).
 """
 
 from __future__ import annotations
@@ -91,3 +91,10 @@ class Modeller(ABC):
         """The speedup (variant / baseline - 1 in output tok/s) at each of `question.loads`
         as the model with the fitted `profile` (a twin's file, `fit_twin`) predicts it.
         ValueError (one line) for a profile it cannot read."""
+
+    @abstractmethod
+    def twin_summary(self, document: Mapping[str, Any], path: str, skipped: Sequence[str]
+                     ) -> str:
+        """The printout of a twin `fit_twin` made and the driver wrote to `path`: its
+        factors, every cell's fit, its held-out errors and its envelope, with the cells the
+        driver left out (`skipped`, one line each) and how to run on it."""

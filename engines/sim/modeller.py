@@ -80,5 +80,11 @@ class SimModeller(Modeller):
 
         return speedups(profile, question)
 
+    def twin_summary(self, document: Mapping[str, Any], path: str, skipped: Sequence[str]
+                     ) -> str:
+        from engines.sim.twin.table import summary
+
+        return summary(document, path, skipped)
+
 
 MODELLER = SimModeller()

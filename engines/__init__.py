@@ -44,8 +44,12 @@ def modeller(name: object) -> Modeller | None:
     """The model of the engine called `name`, for an engine whose numbers are modelled:
     `engines/<name>/modeller.py`'s MODELLER (engines/modelling.py). None for an engine whose
     numbers are measured, and for a name engines/ has no folder for (an older run's cell)."""
-    if not isinstance(name, str) or name not in names() \
-            or importlib.util.find_spec(f"engines.{name}.modeller") is None:
+    return _modeller(name) if isinstance(name, str) and name in names() else None
+
+
+@cache
+def _modeller(name: str) -> Modeller | None:
+    if importlib.util.find_spec(f"engines.{name}.modeller") is None:
         return None
     found: Modeller = importlib.import_module(f"engines.{name}.modeller").MODELLER
     return found

@@ -4,20 +4,10 @@ as its MODELLER; `engines.modeller(name)` finds it (None for an engine whose num
 measured), and `engines.twin_modeller()` is the one the driver fits twins with, asked by what it
 does, not by its name.
 
-What a model answers, as pure functions of plain values:
-
-- how long a cell's load takes before it runs (`estimate_cell_seconds` of a `CellWork`: the
-  model runs the same model, so it knows its speed; a real server's is unknown until measured);
-- why a server cannot start on its GPUs (`fit_problem`: the model's memory, the same line its
-  process prints before exiting);
-- where a cell stands against what the model was calibrated on (`envelope`, from a `Scenario`:
-  the plan's and the report's one answer);
-- the GPUs a cell's numbers stand for (`modelled_gpus`), and what they stand for beyond the
-  engine's label (`provenance`: a twin's profile says whose twin);
-- acceptance from a prompt's alignment with the drafter's training data
-  (`alignment_acceptance`, `drafter_options`);
-- a twin fitted to a run's measured cells (`fit_twin`, docs/twin.md), its printout
-  (`twin_summary`) and its predictions (`predict_speedups`, a search's prior, docs/search.md).
+A model answers, as pure functions of plain values, what a real server's numbers cannot tell
+before they are measured: a cell's duration, its server's memory fit, the calibrated envelope,
+the GPUs and the twin its numbers stand for, the drafter's modelled acceptance, and twins fitted
+to a run and asked for predictions (docs/engines.md has the table, docs/twin.md the twin).
 """
 
 from __future__ import annotations

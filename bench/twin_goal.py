@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         t0 = time.perf_counter()
         cells = synthetic.cells(truth, ns.loads, noise=ns.noise, seed=seed,
                                 per_position=ns.positions)
-        doc = engines.get("sim").fit_twin(cells, run_id=f"goal-seed{seed}", hardware="h200",
+        doc = engines.twin_modeller().fit_twin(cells, run_id=f"goal-seed{seed}", hardware="h200",
                                           model="llama3.1-8b", start="default", seed=seed,
                                           replicates=ns.replicates)
         fit_s = time.perf_counter() - t0

@@ -1,6 +1,7 @@
 """What a server is, behind one interface (engines/base.py), one folder per kind: `sim` (the
-simulated SGLang server), `sglang`, `vllm`, `external` (a URL someone else runs). Imports neither
-grid nor actors: a server program knows no orchestrator."""
+simulated SGLang server), `sglang`, `vllm`, `external` (a URL someone else runs); an engine
+whose numbers are modelled (the simulator) has a second one (engines/modelling.py). Imports
+neither grid nor actors: a server program knows no orchestrator."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from engines.base import Engine
+    from engines.modelling import Modeller
 
 
 @cache
@@ -38,13 +40,26 @@ def names() -> tuple[str, ...]:
         if info.ispkg and importlib.util.find_spec(f"engines.{info.name}.engine") is not None))
 
 
-def modeller() -> Engine:
-    """The engine with a model of servers: the one that fits twins and predicts from them
-    (overrides `Engine.fit_twin`; the simulator). The driver asks it through this, by what it
-    does, not by its name. ValueError when engines/ holds none."""
-    from engines.base import Engine
+def modeller(name: object) -> Modeller | None:
+    """The model of the engine called `name`, for an engine whose numbers are modelled:
+    `engines/<name>/modeller.py`'s MODELLER (engines/modelling.py). None for an engine whose
+    numbers are measured, and for a name engines/ has no folder for (an older run's cell)."""
+    return _modeller(name) if isinstance(name, str) and name in names() else None
 
-    found = [get(n) for n in names() if type(get(n)).fit_twin is not Engine.fit_twin]
-    if not found:
-        raise ValueError("no engine under engines/ fits twins")
-    return found[0]
+
+@cache
+def _modeller(name: str) -> Modeller | None:
+    if importlib.util.find_spec(f"engines.{name}.modeller") is None:
+        return None
+    found: Modeller = importlib.import_module(f"engines.{name}.modeller").MODELLER
+    return found
+
+
+def twin_modeller() -> Modeller:
+    """The model that fits twins and predicts from them (docs/twin.md): the one of an engine
+    under engines/ that models its numbers (the simulator's). The driver asks for it by what it
+    does, not by its name. ValueError when engines/ holds none."""
+    for name in names():
+        if (found := modeller(name)) is not None:
+            return found
+    raise ValueError("no engine under engines/ fits twins")

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engines.base import detect_family
+from engines.metrics import detect_family
 
 FLUSH_CANDIDATES = ("/flush_cache", "/reset_prefix_cache")
 """Cache-flush endpoints in the order tried: SGLang's, then vLLM's (served with

@@ -1,5 +1,6 @@
-"""What it takes to start one server process: the engine-neutral contract between engines/ and
-the ServerActor. An engine module builds a LaunchSpec from plain values; the actor adds the
+"""What it takes to start one server process: the engine-neutral contract between the plan,
+engines/ and the ServerActor. The plan says which server it wants (`ServerRequest`, plain values
+from a cell's config); an engine builds its LaunchSpec (`Engine.launch_spec`); the actor adds the
 ports it chose, starts the process on the GPUs Ray gave it, and waits for readiness.
 
 Files a server reads (SGLang's adaptive speculation config) travel as content in `files`; the
@@ -11,9 +12,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
+
+from engines.depth import DepthTiers
+from engines.forced import ForcedAcceptance
 
 FILES_DIR = "{files}"
 """Placeholder in `LaunchSpec.argv` for the folder that holds the spec's `files` on the node."""
@@ -150,3 +154,46 @@ class LaunchSpec:
 def binds_beyond_loopback(host: str) -> bool:
     """Whether binding to `host` (an IPv4 address) reaches beyond the node itself."""
     return not ipaddress.IPv4Address(host).is_loopback
+
+
+Device = Literal["cuda", "cpu"]
+
+
+@dataclass(frozen=True)
+class ServerRequest:
+    """One server to spell, as plain values from a cell's resolved config."""
+
+    args: Mapping[str, Any]
+    """The variant's args (SGLang ServerArgs field names)."""
+    env: Mapping[str, Any]
+    """The variant's environment over the node's."""
+    model_path: str
+    draft_model_path: str | None = None
+    served_model_name: str | None = None
+    tp_size: int = 1
+    disable_above_batch: int | None = None
+    """Speculation off above this batch size (the variant's speculative_disable_above_batch)."""
+    depth_schedule: DepthTiers | None = None
+    """The speculative depth by running batch (the variant's speculative_depth, checked)."""
+    adaptive: bool = False
+    """The engine's own runtime adaptation of the depth (the variant's speculative_adaptive)."""
+    adaptive_config: str | None = None
+    """Its tiers, a JSON file in SGLang's format (None = the engine's default tiers)."""
+    forced: ForcedAcceptance | None = None
+    """The acceptance the engine is to force (the variant's forced_acceptance, checked;
+    engines/forced.py); None = the drafter's own."""
+    python: str = ""
+    """The interpreter that runs the engine ("" = the driver's own)."""
+    version: str | None = None
+    """The engine version the flags are spelled for (None = as given)."""
+    device: Device = "cuda"
+    """Where the model runs: GPUs (cuda) or the node's CPU (tiny models, CI)."""
+    host: str = "127.0.0.1"
+    api_key: str | None = field(default=None, repr=False)
+    ready_timeout_s: float = 1800.0
+    stop_timeout_s: float = 20.0
+    revision: str | None = None
+    draft_revision: str | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    """The engine's own settings (`engine.options`, checked by `Engine.check_options`):
+    SGLang's `launcher`, the simulator's `--sim-*` flags."""

@@ -13,7 +13,7 @@ Definitions:
 * **from the server's counters** (``accept_length_source = "server_metrics"``): endpoints that
   carry no per-request verify count (OpenAI chat/completions) get the cell's figures from the
   increases of the engine's ``/metrics`` counters over the cell; each engine names its counters
-  (``engines/base.py`` ``MetricNames.accept_length``), and ``specgrid_metrics.counters`` computes
+  (``engines/metrics.py`` ``MetricNames.accept_length``), and ``specgrid_metrics.counters`` computes
   the increases.
 """
 

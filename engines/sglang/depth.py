@@ -1,7 +1,7 @@
 """A speculative depth schedule, and SGLang's own runtime adaptation, as SGLang 0.5.23 runs them
 (the simulator runs the same files the same way: engines/sim/adaptive.py).
 
-A schedule (`engines.base.DepthTiers`, e.g. `((1, 5), (9, 3), (33, 1), (65, 0))`) becomes an
+A schedule (`engines.depth.DepthTiers`, e.g. `((1, 5), (9, 3), (33, 1), (65, 0))`) becomes an
 adaptive config with ONE candidate per tier (`schedule_config`)::
 
     {"1": {"candidate_steps": [5]}, "9": {"candidate_steps": [3]},

@@ -1,6 +1,7 @@
 """SGLang behind the engine interface (engines/base.py): command lines per version
 (engines/sglang/command.py, flags.py, versions.py), SGLang's own parser (validate.py), start-up
-log phases (logphases.py), the speculation threshold's semantics (adaptive.py), metric names.
+log phases (logphases.py), the speculation threshold's semantics (adaptive.py), what the
+simulator shares with it (semantics.py), metric names.
 
 On the CPU (`engine.device=cpu`: tiny models, CI) SGLang 0.5.23 serves through its generic
 device path: `--device cpu --attention-backend torch_native` (its own CPU engine,
@@ -15,21 +16,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any, get_args
 
-from engines.base import SGLANG_METRICS, Engine, ServerRequest
+from engines.base import Engine
 from engines.depth import DepthSetting
-from engines.launch import Endpoints, LaunchSpec
+from engines.launch import Endpoints, LaunchSpec, ServerRequest
+from engines.metrics import SGLANG_METRICS
 from engines.options import Option
-from engines.sglang import adaptive, depth, validate
-from engines.sglang.command import (
-    Launcher,
-    build_sglang_launch,
-    concurrency_warnings,
-    speculation_on,
-    threshold_warnings,
-)
-from engines.sglang.flags import server_args_to_argv
+from engines.sglang import semantics, validate
+from engines.sglang.command import Launcher, build_sglang_launch, speculation_on
 from engines.sglang.forced import forced_env, refuse_raw_env
-from engines.validation import FlagError, FlagProblem
+from engines.validation import FlagProblem
 
 OPTIONS: dict[str, Option] = {
     "launcher": Option("how SGLang is started: `sglang serve` or `python -m "
@@ -44,59 +39,6 @@ CPU_DEFAULTS: dict[str, Any] = {"device": "cpu", "attention_backend": "torch_nat
 pool of 16k tokens (a tiny model's pool is a few MB; unbounded, SGLang sizes it from the free
 memory of a GPU it does not have) and a context of 4096 tokens (the positions of the tiny
 models scripts/tiny_models.py builds)."""
-
-
-def sglang_warnings(variant: Mapping[str, Any], concurrencies: Sequence[int]) -> list[str]:
-    """The running-request cap and the speculation threshold, as SGLang reads them (the
-    simulator, which stands in for SGLang, gets the same)."""
-    name, args = variant["name"], variant.get("args") or {}
-    out = []
-    cap = args.get("max_running_requests")
-    if isinstance(cap, int):
-        out += [f"{name}: {w}" for w in concurrency_warnings(cap, concurrencies)]
-        if variant.get("speculative_disable_above_batch") is not None:
-            out += [f"{name}: {w}" for w in threshold_warnings(
-                variant["speculative_disable_above_batch"], cap)]
-    return out + adaptive.threshold_notes(name, variant) + depth.depth_notes(name, variant)
-
-
-def speculation_kwargs(request: ServerRequest) -> dict[str, Any]:
-    """The depth-by-batch settings of a request as the command builders take them (the
-    adaptive config file read and checked here, at plan time)."""
-    config = depth.read_config(request.adaptive_config) if request.adaptive_config else None
-    if config is not None and not request.adaptive:
-        raise ValueError("speculative_adaptive_config is given without speculative_adaptive")
-    return {"depth_schedule": request.depth_schedule, "adaptive_on": request.adaptive,
-            "adaptive_config": config}
-
-
-def schedule_setting(engine: str, request: ServerRequest, gpu_memory_mib: float | None
-                     ) -> DepthSetting | None:
-    """The SGLang flags and adaptive config file that pin `request.depth_schedule`, and the
-    depth each running batch gets as SGLang routes it (padding to the speculative capture list
-    of the variant's max_bs). FlagError for a variant SGLang cannot pin it on."""
-    tiers = request.depth_schedule
-    if tiers is None:
-        return None
-    args = request.args
-    name, text = depth.schedule_file(args, tiers, request.version)
-    fields = depth.schedule_args({k: args[k] for k in (
-        "speculative_algorithm", "speculative_eagle_topk") if k in args}, tiers,
-        request.version, name)
-    graphs = depth.capture_sizes(args, gpu_memory_mib)
-    routed = depth.effective_tiers(depth.schedule_config(tiers), graphs,
-                                   fields["speculative_num_steps"])
-    return DepthSetting(engine, tuple(server_args_to_argv(fields, request.version)),
-                        {name: text}, tuple(routed))
-
-
-def adaptive_problem(variant: Mapping[str, Any]) -> str | None:
-    """Why SGLang would not run its adaptive speculation for `variant` (None: it would)."""
-    try:
-        depth.check_adaptive_args(variant.get("args") or {}, None, None)
-    except FlagError as e:
-        return str(e)
-    return None
 
 
 class SGLang(Engine):
@@ -124,7 +66,7 @@ class SGLang(Engine):
             disable_above_batch=request.disable_above_batch, host=request.host,
             api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
             revision=request.revision, draft_revision=request.draft_revision,
-            **speculation_kwargs(request))
+            **semantics.speculation_kwargs(request))
         return replace(spec, endpoints=self.endpoints)
 
     def detect_version(self, python: str) -> str | None:
@@ -136,7 +78,7 @@ class SGLang(Engine):
 
     def plan_warnings(self, variant: Mapping[str, Any], concurrencies: Sequence[int]
                       ) -> list[str]:
-        out = sglang_warnings(variant, concurrencies)
+        out = semantics.sglang_warnings(variant, concurrencies)
         if "CUDA_DEVICE_MAX_CONNECTIONS" in (variant.get("env") or {}):
             out.append(f"{variant['name']}: SGLang overwrites CUDA_DEVICE_MAX_CONNECTIONS=8 at "
                        "start-up; this setting has no effect on the server")
@@ -147,17 +89,16 @@ class SGLang(Engine):
         """SGLang's speculative CUDA-graph capture sizes (engines/sglang/adaptive.py
         `honoured_thresholds`; the GPU's memory is not known here: SGLang's default max_bs for
         an unknown GPU, 160, unless the variant sets cuda_graph_max_bs)."""
-        args = variant.get("args") or {}
-        return adaptive.honoured_thresholds(args) if speculation_on(args) else None
+        return semantics.threshold_values(variant.get("args") or {})
 
     def depth_setting(self, request: ServerRequest) -> DepthSetting | None:
         """SGLang's adaptive config with one candidate per tier (engines/sglang/depth.py); the
         routing is SGLang's for an unknown GPU (max_bs 160) unless the variant sets
         cuda_graph_max_bs."""
-        return schedule_setting(self.name, request, None)
+        return semantics.schedule_setting(self.name, request, None)
 
     def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
-        return adaptive_problem(variant)
+        return semantics.adaptive_problem(variant)
 
 
 ENGINE = SGLang()

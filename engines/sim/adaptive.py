@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engines.sglang.adaptive import load_tiers, route
+from engines.sglang.semantics import load_tiers, route
 
 DEFAULT_ADAPTIVE_CONFIG: dict[str, Any] = {
     "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25},

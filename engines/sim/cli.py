@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engines.sglang.adaptive import candidate_steps, default_decode_max_bs
+from engines.sglang.semantics import candidate_steps, default_decode_max_bs
 from engines.sim.adaptive import load_adaptive_config
 from engines.sim.drafter import parse_mix
 from engines.sim.memory import mem_fraction, memory_fit
@@ -184,21 +184,34 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
         profile = load_profile(ns.sim_profile, ns.sim_hardware, ns.sim_model)
     except ValueError as exc:
         raise SimArgError(str(exc)) from exc
-    srv = profile.server
     args: dict[str, Any] = {k: v for k, v in vars(ns).items() if not k.startswith("sim_")}
     args["served_model_name"] = ns.served_model_name or ns.model_path
     args["tokenizer_path"] = ns.tokenizer_path or ns.model_path
-    notes: list[str] = []
-    for tok in stray:
-        notes.append(f"ignoring stray argument {tok!r}")
+    notes: list[str] = [f"ignoring stray argument {tok!r}" for tok in stray]
     not_modelled = sorted(k for k in extra if k not in MODELLED_EXTRA_FLAGS)
+    _check_rates(ns)
+    adaptive_cfg = _resolve_speculation(ns, profile, args, notes)
+    _running_cap(ns, profile, args, notes)
+    args["speculative_adaptive_config_resolved"] = adaptive_cfg
+    _resolve_memory(ns, extra, profile, args)
+    args["sim"] = _sim_settings(ns, extra, profile)
+    return SimConfig(args=args, profile=profile, extra_flags=extra, not_modelled=not_modelled,
+                     notes=notes, env=env)
 
+
+def _check_rates(ns: argparse.Namespace) -> None:
+    """The fault rates are shares and the time scale is not negative."""
     for rate_name in ("sim_error_rate", "sim_malformed_rate", "sim_lossy_rate"):
         if not 0.0 <= getattr(ns, rate_name) <= 1.0:
             raise SimArgError(f"--{rate_name.replace('_', '-')} must be within [0, 1]")
     if ns.sim_time_scale < 0:
         raise SimArgError("--sim-time-scale must be >= 0")
 
+
+def _resolve_speculation(ns: argparse.Namespace, profile: Profile, args: dict[str, Any],
+                         notes: list[str]) -> dict[str, Any] | None:
+    """The speculative algorithm and shape (steps, topk, draft tokens) into `args`, as SGLang
+    resolves them (module docstring); the adaptive config when adaptation stays on."""
     algo = ns.speculative_algorithm.upper() if ns.speculative_algorithm else None
     args["speculative_algorithm"] = algo
     steps, topk = ns.speculative_num_steps, ns.speculative_eagle_topk
@@ -209,7 +222,6 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
             notes.append("speculative_adaptive ignored: no --speculative-algorithm")
         args["speculative_adaptive"] = False
     else:
-        auto = auto_speculative_params(algo, profile.model.get("architectures", []))
         adaptive = ns.speculative_adaptive
         if adaptive and (algo not in ADAPTIVE_ALGORITHMS or topk not in (None, 1)):
             reason = (f"speculative_algorithm={algo} (only EAGLE/EAGLE3 are supported)"
@@ -219,42 +231,68 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
                          "Falling back to static speculative params.")
             adaptive = False
         if adaptive:
-            try:
-                adaptive_cfg = load_adaptive_config(ns.speculative_adaptive_config)
-            except (OSError, ValueError) as exc:
-                raise SimArgError(f"--speculative-adaptive-config: {exc}") from exc
-            union = candidate_steps(adaptive_cfg)
-            topk = 1
-            if steps is None:
-                steps = union[len(union) // 2]
-            if steps not in union:
-                raise SimArgError(
-                    f"--speculative-num-steps={steps} is not in the adaptive config "
-                    f"candidate_steps {union}. Pass one of those values.")
-            ndt = steps + 1
+            adaptive_cfg, steps = _adaptive_steps(ns.speculative_adaptive_config, steps)
+            topk, ndt = 1, steps + 1
         else:
-            if algo == "NGRAM":
-                ndt = ndt or auto["draft_tokens"]
-                steps, topk = ndt - 1, 1
-            elif steps is None and topk is None and ndt is None:
-                steps, topk, ndt = auto["steps"], auto["topk"], auto["draft_tokens"]
-                notes.append(f"speculative params chosen automatically: steps={steps}, "
-                             f"topk={topk}, draft_tokens={ndt}")
-            steps = auto["steps"] if steps is None else steps
-            topk = 1 if topk is None else topk
-            if topk == 1:
-                if ndt is not None and ndt != steps + 1:
-                    notes.append(f"speculative_num_draft_tokens adjusted to {steps + 1} "
-                                 "(speculative_num_steps + 1) because speculative_eagle_topk == 1")
-                ndt = steps + 1
-            elif ndt is None:
-                ndt = min(steps * topk + 1, 64)
+            auto = auto_speculative_params(algo, profile.model.get("architectures", []))
+            steps, topk, ndt = _static_shape(algo, auto, (steps, topk, ndt), notes)
         args["speculative_adaptive"] = adaptive
         if steps < 0 or (ndt or 0) < 1:
             raise SimArgError("speculative steps must be >= 0 and draft tokens >= 1")
     args["speculative_num_steps"], args["speculative_eagle_topk"] = steps, topk
     args["speculative_num_draft_tokens"] = ndt
+    return adaptive_cfg
 
+
+def _adaptive_steps(path: str | None, steps: int | None) -> tuple[dict[str, Any], int]:
+    """The adaptive config and the starting steps: the middle candidate when none is given;
+    SGLang refuses steps outside the candidates at start-up."""
+    try:
+        config = load_adaptive_config(path)
+    except (OSError, ValueError) as exc:
+        raise SimArgError(f"--speculative-adaptive-config: {exc}") from exc
+    union = candidate_steps(config)
+    if steps is None:
+        steps = union[len(union) // 2]
+    if steps not in union:
+        raise SimArgError(
+            f"--speculative-num-steps={steps} is not in the adaptive config "
+            f"candidate_steps {union}. Pass one of those values.")
+    return config, steps
+
+
+def _static_shape(algo: str, auto: Mapping[str, int],
+                  given: tuple[int | None, int | None, int | None], notes: list[str]
+                  ) -> tuple[int, int, int | None]:
+    """(steps, topk, draft tokens) of a static speculative shape from the given ones:
+    NGRAM's from its draft tokens, SGLang's automatic ones when none is given, and draft
+    tokens = steps + 1 at topk 1."""
+    steps, topk, ndt = given
+    if algo == "NGRAM":
+        ndt = ndt or auto["draft_tokens"]
+        steps, topk = ndt - 1, 1
+    elif steps is None and topk is None and ndt is None:
+        steps, topk, ndt = auto["steps"], auto["topk"], auto["draft_tokens"]
+        notes.append(f"speculative params chosen automatically: steps={steps}, "
+                     f"topk={topk}, draft_tokens={ndt}")
+    steps = auto["steps"] if steps is None else steps
+    topk = 1 if topk is None else topk
+    if topk == 1:
+        if ndt is not None and ndt != steps + 1:
+            notes.append(f"speculative_num_draft_tokens adjusted to {steps + 1} "
+                         "(speculative_num_steps + 1) because speculative_eagle_topk == 1")
+        ndt = steps + 1
+    elif ndt is None:
+        ndt = min(steps * topk + 1, 64)
+    return steps, topk, ndt
+
+
+def _running_cap(ns: argparse.Namespace, profile: Profile, args: dict[str, Any],
+                 notes: list[str]) -> None:
+    """The running-request cap when none is given: SGLang's silent cap for the speculative
+    algorithms that have one, else the server's default."""
+    srv = profile.server
+    algo = args["speculative_algorithm"]
     if ns.max_running_requests is None:
         if algo in CAPPED_ALGORITHMS:
             cap = int(srv.get("speculative_silent_cap", 48))
@@ -264,7 +302,13 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
                          "comparisons)")
         else:
             args["max_running_requests"] = int(srv.get("default_max_running_requests", 1024))
-    args["speculative_adaptive_config_resolved"] = adaptive_cfg
+
+
+def _resolve_memory(ns: argparse.Namespace, extra: Mapping[str, Any], profile: Profile,
+                    args: dict[str, Any]) -> None:
+    """CUDA graphs, the KV pool, prefill and context limits, and the memory fraction; a server
+    whose weights leave no room for a KV cache is refused, as SGLang refuses to start."""
+    srv = profile.server
     args["disable_cuda_graph"] = bool(extra.get("disable_cuda_graph", False))
     explicit_bs = extra.get("cuda_graph_max_bs_decode", extra.get("cuda_graph_max_bs"))
     tp = profile.model_spec.node_tp or max(1, ns.tp_size)
@@ -288,6 +332,12 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
                                                  srv.get("chunked_prefill_size", 8192)))
     args["disable_radix_cache"] = bool(extra.get("disable_radix_cache", False))
     args["disable_cuda_graph_padding"] = bool(extra.get("disable_cuda_graph_padding", False))
+
+
+def _sim_settings(ns: argparse.Namespace, extra: Mapping[str, Any], profile: Profile
+                  ) -> dict[str, Any]:
+    """The simulator's own settings as /server_info reports them (`sim`), with its drafter's
+    inputs checked (engines/sim/drafter.py)."""
     seed = ns.sim_seed if ns.sim_seed is not None else extra.get("random_seed", 0)
     sim = {
         "profile": profile.name,
@@ -304,12 +354,10 @@ def resolve(argv: Sequence[str], env: Mapping[str, str] | None = None) -> SimCon
         "drafter_train_data": ns.sim_drafter_train_data,
         "drafter_train_mix": ns.sim_drafter_train_mix,
     }
-    try:  # the simulated drafter's inputs (engines/sim/drafter.py)
+    try:
         parse_mix(ns.sim_drafter_train_mix)
         if ns.sim_drafter_train_data and not os.path.exists(ns.sim_drafter_train_data):
             raise ValueError(f"--sim-drafter-train-data {ns.sim_drafter_train_data} not found")
     except ValueError as exc:
         raise SimArgError(str(exc)) from exc
-    args["sim"] = sim
-    return SimConfig(args=args, profile=profile, extra_flags=extra, not_modelled=not_modelled,
-                     notes=notes, env=env)
+    return sim

@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from engines.sglang.adaptive import decode_capture_sizes
+from engines.sglang.semantics import decode_capture_sizes
 from engines.sim.adaptive import AdaptiveController
 from engines.sim.cli import SimConfig
 from engines.sim.drafter import SimDrafter

@@ -1,5 +1,5 @@
 """Where a cell stands against the calibrated envelope of its hardware x model pair
-(engines/sim/profile.py `Envelope`), computed here once from plain values (engines/base.py
+(engines/sim/profile.py `Envelope`), computed here once from plain values (engines/planning.py
 `Scenario`): the plan asks it of a cell's config, the report of what the cell recorded, and
 both get the same reasons for the same values.
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from engines.base import EnvelopeFinding, Scenario
+from engines.planning import EnvelopeFinding, Scenario
 from engines.sim.model import PerfModel
 from engines.sim.options import profile_for
 

@@ -9,7 +9,7 @@ import functools
 import math
 from typing import Any
 
-from engines.base import CellWork, ConversationWork
+from engines.planning import CellWork, ConversationWork
 from engines.sim.model import PerfModel, acceptance_probs, expected_accept_length
 from engines.sim.profile import load_profile
 

@@ -1,4 +1,5 @@
-"""HTTP process of the simulated SGLang server (aiohttp.web), its life cycle and fault injection.
+"""HTTP process of the simulated SGLang server (aiohttp.web), its life cycle and fault injection;
+what it says about itself (/server_info, /model_info, /v1/models) is built in info.py.
 
 Life cycle as SGLang's: the port listens first; until ``--sim-startup-seconds`` have passed,
 /health, /health_generate, /ready and the request endpoints answer 503; then the log says
@@ -25,11 +26,12 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from engines.redact import redact_argv
+from engines.sim import info
 from engines.sim.api import GenerationAPI, native_error
 from engines.sim.cli import SIM_VERSION, SimArgError, SimConfig, resolve
 from engines.sim.core import SimEngine
@@ -38,7 +40,6 @@ from engines.sim.model import prompt_tokens
 from engines.sim.wire import json_response
 
 log = logging.getLogger("engines.sim")
-ENGINE_NAME = "specgrid-sim"
 READY_LINE = "The server is fired up and ready to roll!"
 GATED = frozenset({"/health", "/health_generate", "/ready", "/generate", "/v1/chat/completions",
                    "/v1/completions"})
@@ -55,24 +56,6 @@ def _bearer_ok(header: str | None, key: str) -> bool:
     parts = header.split(" ", 1)
     return len(parts) == 2 and parts[0].lower() == "bearer" and secrets.compare_digest(
         parts[1], key)
-
-
-def _redact(argv: Sequence[str]) -> list[str]:
-    """The command line with the API key replaced by *** (it must never reach a results file)."""
-    out: list[str] = []
-    hide = False
-    for tok in argv:
-        if hide:
-            out.append("***")
-            hide = False
-        elif tok == "--api-key":
-            out.append(tok)
-            hide = True
-        elif tok.startswith("--api-key="):
-            out.append("--api-key=***")
-        else:
-            out.append(tok)
-    return out
 
 
 IMPORTED_AT = time.time()
@@ -103,7 +86,7 @@ class SimServer:
         self.started_at = time.time()
         self.startup_time = 0.0
         """Seconds from process start to ready (SGLang's startup_time)."""
-        self.launch_command = " ".join(["python", "-m", "engines.sim", *_redact(sys.argv[1:])])
+        self.launch_command = " ".join(["python", "-m", "engines.sim", *redact_argv(sys.argv[1:])])
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(SimCollector(self.engine.core.stats, self.model_name,
                                             self.engine.spec is not None, self._snapshot))
@@ -186,86 +169,18 @@ class SimServer:
     async def ready_endpoint(self, request: web.Request) -> web.Response:
         return json_response({"status": "ready", "simulated": True})
 
-    def server_info(self) -> dict[str, Any]:
-        st = self.engine.core.stats
-        args = {k: v for k, v in self.args.items()
-                if k not in ("sim", "speculative_adaptive_config_resolved", "api_key")}
-        args["api_key"] = "<set>" if self.args["api_key"] else None
-        args.update({k: v for k, v in self.cfg.extra_flags.items() if k not in args})
-        # SGLang 0.5.23 has no cuda_graph_max_bs server arg (renamed cuda_graph_max_bs_decode)
-        graph_max_bs = args.pop("cuda_graph_max_bs", None)
-        args.setdefault("cuda_graph_max_bs_decode", graph_max_bs)
-        rl = self.engine.roofline
-        weights_gb = (rl.model.weight_bytes_total() + rl.model.draft_params_b * 2e9) / rl.tp / 1e9
-        kv_gb = self.args["max_total_num_tokens"] * rl.model.kv_token_bytes / 1e9 / (
-            1 if rl.model.kv_replicated else min(rl.tp, max(1, rl.model.kv_heads)))
-        # SGLang 0.5.23 managers/scheduler_components/internal_state.py get_internal_state:
-        # resolved args + topology, memory_usage (memory_usage.py build_memory_usage),
-        # disaggregation fields, avg_spec_accept_length for speculative servers.
-        internal: dict[str, Any] = {
-            **{k: v for k, v in args.items() if k != "max_total_num_tokens"},  # top level only
-            "world_size": rl.tp,
-            "startup_time": self.startup_time,
-            "effective_max_running_requests_per_dp": self.args["max_running_requests"],
-            "last_gen_throughput": st.last_gen_throughput,
-            "memory_usage": {"weight": round(weights_gb, 3), "kvcache": round(kv_gb, 3),
-                             "startup_available": round(rl.hw.memory_gib * 2**30 / 1e9, 3),
-                             "token_capacity": self.args["max_total_num_tokens"],
-                             "token_capacity_swa": None, "graph": {}},
-            "disaggregation_mode": "null",
-            "decode_cuda_graph_bs": [] if self.args["disable_cuda_graph"]
-            else self.engine.graph_bs,
-            "decode_cuda_graph_memory_gb": 0.0,
-            # not in SGLang: the simulator's live queue, for tests and debugging
-            "num_running_reqs": len(self.engine.core.running),
-            "num_queue_reqs": len(self.engine.core.waiting),
-        }
-        if self.engine.spec is not None:
-            internal["avg_spec_accept_length"] = st.avg_spec_accept_length
-        # SGLang 0.5.23 entrypoints/http_server.py server_info + utils/common.py
-        # build_server_info + managers/scheduler.py get_init_info
-        return {
-            **args,
-            "launch_command": self.launch_command,
-            "status": "ready" if self.ready and not self.draining else
-                      ("draining" if self.draining else "starting"),
-            "max_total_num_tokens": self.args["max_total_num_tokens"],
-            "max_req_input_len": self.args["context_length"] - 1,
-            "startup_time": self.startup_time,
-            "internal_states": [internal],
-            "version": SIM_VERSION,
-            "frontend": "python",
-            "simulated": True,
-            "engine": ENGINE_NAME,
-            # not in SGLang (its server_info has no such key): the resolved adaptive config
-            "sim": {**self.engine.sim_info(), "speculative_adaptive_config_content":
-                    self.args["speculative_adaptive_config_resolved"]},
-        }
-
     async def server_info_endpoint(self, request: web.Request) -> web.Response:
-        return json_response(self.server_info())
+        status = ("ready" if self.ready and not self.draining else
+                  ("draining" if self.draining else "starting"))
+        return json_response(info.server_info(
+            self.cfg, self.engine, launch_command=self.launch_command, status=status,
+            startup_time=self.startup_time))
 
     async def model_info(self, request: web.Request) -> web.Response:
-        prof_model = self.cfg.profile.model
-        # SGLang 0.5.23 entrypoints/http_server.py model_info: these fields, in this order
-        return json_response({
-            "model_path": self.args["model_path"],
-            "served_model_name": self.model_name,
-            "tokenizer_path": self.args["tokenizer_path"],
-            "is_generation": True,
-            "preferred_sampling_params": None,
-            "weight_version": "default",
-            "load_format": "auto",
-            "reasoning_parser": None,
-            "tool_call_parser": None,
-            "disaggregation_mode": "null",
-            "has_image_understanding": False,
-            "has_audio_understanding": False,
-            "model_type": prof_model.get("model_type", "llama"),
-            "architectures": prof_model.get("architectures", ["LlamaForCausalLM"]),
-            "simulated": True,
-            "engine": ENGINE_NAME,
-        })
+        return json_response(info.model_info(self.cfg))
+
+    async def models(self, request: web.Request) -> web.Response:
+        return json_response(info.models(self.cfg, self.started_at))
 
     async def flush_cache(self, request: web.Request) -> web.Response:
         """SGLang 0.5.23 (http_server.py ``flush_cache``, scheduler_components/
@@ -310,12 +225,6 @@ class SimServer:
                         context_len=self.args["context_length"], used_tokens=core.kv_used,
                         spec_steps=spec.steps if spec is not None else 0,
                         spec_draft_tokens=spec.draft_tokens if spec is not None else 0)
-
-    async def models(self, request: web.Request) -> web.Response:
-        return json_response({"object": "list", "data": [{
-            "id": self.model_name, "object": "model", "created": int(self.started_at),
-            "owned_by": "sglang", "root": self.args["model_path"],
-            "max_model_len": self.args["context_length"]}]})
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[self.middleware], client_max_size=64 * 1024 * 1024)
@@ -394,7 +303,7 @@ class SimServer:
         loop.add_signal_handler(signal.SIGINT, self.request_shutdown, False)
         self.engine.start(log.info)
         log.info("HTTP server listening on http://%s:%s (simulated, engine %s)", host, port,
-                 ENGINE_NAME)
+                 info.ENGINE_NAME)
         startup = float(self.args["sim"]["startup_seconds"])
         if startup > 0:
             log.info("Simulating start-up (loading weights, capturing CUDA graphs) for %.1f s",

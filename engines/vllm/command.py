@@ -48,10 +48,9 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from engines.base import ServerRequest
 from engines.depth import DepthSetting, DepthTiers, depth_schedule
 from engines.forced import ForcedAcceptance
-from engines.launch import FILES_DIR, Endpoints, LaunchSpec
+from engines.launch import FILES_DIR, Endpoints, LaunchSpec, ServerRequest
 from engines.vllm.logphases import VLLM_LOG_PHASES, VLLM_STARTUP_TIMINGS
 
 MODULE = "vllm.entrypoints.openai.api_server"

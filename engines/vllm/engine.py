@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engines.base import VLLM_METRICS, Engine, ServerRequest
+from engines.base import Engine
 from engines.depth import DepthSetting, depth_schedule
-from engines.launch import Endpoints, LaunchSpec
+from engines.launch import Endpoints, LaunchSpec, ServerRequest
+from engines.metrics import VLLM_METRICS
 from engines.validation import FlagProblem
 from engines.vllm import validate
 from engines.vllm.command import (

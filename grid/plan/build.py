@@ -413,9 +413,9 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
                 lines.append("  env: " + " ".join(f"{k}={v}" for k, v in sorted(spec.env.items())))
         if group.cells[0].engine_version:
             lines.append(f"  engine: {group.cells[0].engine_version}")
-        kind = engines.get(engine)
+        model = engines.modeller(engine)
         options = group.config["engine"].get("options") or {}
-        if kind.simulated and (note := kind.provenance(options)):
+        if model is not None and (note := model.provenance(options)):
             lines.append(f"  numbers: SIMULATION ({note}): the simulator on a profile fitted "
                          "to that run's measured cells (docs/twin.md)")
         for cell in group.cells:

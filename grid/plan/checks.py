@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 
 import engines
 from actors.loadgen.spec import Prompt
-from engines.base import EnvelopeFinding, Scenario
+from engines.planning import EnvelopeFinding, Scenario
 from engines.validation import ValidationUnavailable
 from grid.plan.cells import Cell, ServerGroup, resolved_tp_size
 from grid.plan.config import ConfigError
@@ -207,8 +207,10 @@ def check_memory(groups: Sequence[ServerGroup]) -> None:
     engines/sim/memory.py), the plan refuses it now with the engine's own line."""
     for group in groups:
         engine = group.config["engine"]
-        problem = engines.get(engine["name"]).fit_problem(
-            group.config["variant"], engine.get("options") or {}, resolved_tp_size(group.config))
+        model = engines.modeller(engine["name"])
+        problem = model.fit_problem(
+            group.config["variant"], engine.get("options") or {},
+            resolved_tp_size(group.config)) if model else None
         if problem:
             raise ConfigError(f"variant {group.variant}: {problem} (model.tp_size or "
                               "variant.tp_size)")
@@ -259,13 +261,13 @@ def cell_scenario(cell: Cell, prompts: Sequence[Prompt] | None = None) -> Scenar
 
 def cell_envelope(cell: Cell, prompts: Sequence[Prompt] | None = None
                   ) -> EnvelopeFinding | None:
-    """Where a cell stands against its engine's calibrated envelope (`Engine.envelope`, the
+    """Where a cell stands against its engine's calibrated envelope (`Modeller.envelope`, the
     one the report asks too): None for an engine whose numbers are measured."""
     engine = cell.config["engine"]
-    kind = engines.get(engine["name"])
-    if not kind.simulated:  # measured numbers have no envelope: skip reading the prompts
+    model = engines.modeller(engine["name"])
+    if model is None:  # measured numbers have no envelope: skip reading the prompts
         return None
-    return kind.envelope(engine.get("options") or {}, cell_scenario(cell, prompts))
+    return model.envelope(engine.get("options") or {}, cell_scenario(cell, prompts))
 
 
 def outside_envelope(cell: Cell, prompts: Sequence[Prompt] | None = None) -> str | None:

@@ -17,7 +17,7 @@ from actors.loadgen.conversation_plan import (
     arrival_offsets,
     think_times,
 )
-from engines.base import ConversationWork
+from engines.planning import ConversationWork
 from grid.plan.cells import Cell
 from grid.plan.config import ConfigError
 from workloads.conversations.loaders import load_conversations
@@ -130,7 +130,7 @@ def conversation_specs(cell: Cell, conversations: Sequence[Conversation],
 
 
 def conversation_work(specs: Sequence[ConversationLoadSpec]) -> ConversationWork:
-    """The work of one conversation cell: its clients' specs summed (engines/base.py
+    """The work of one conversation cell: its clients' specs summed (engines/planning.py
     ConversationWork, what an engine's estimate of the cell reads)."""
     convs = rounds = output = new = 0
     think = last = 0.0

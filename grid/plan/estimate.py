@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import engines
-from engines.base import CellWork, ConversationWork
+from engines.planning import CellWork, ConversationWork
 from grid.plan.cells import Cell
 
 RUN_OVERHEAD_S = 15.0
@@ -56,8 +56,8 @@ def estimate_cell(cell: Cell, work: ConversationWork | None = None,
     `measured_seconds`) plus the per-cell overhead, or (None, "unknown") when neither can
     tell. `work`: a conversation cell's planned work; `measured`: the run folder's done cells
     by cell id."""
-    engine = engines.get(cell.config["engine"]["name"])
-    seconds = engine.estimate_cell_seconds(cell_work(cell, work))
+    model = engines.modeller(cell.config["engine"]["name"])
+    seconds = model.estimate_cell_seconds(cell_work(cell, work)) if model else None
     if seconds is not None:
         return seconds + CELL_OVERHEAD_S, "engine"
     requests = cell.num_requests if work is None else work.rounds

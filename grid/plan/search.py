@@ -17,7 +17,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 import engines
-from engines.base import SpeedupQuestion
+from engines.twin_data import SpeedupQuestion
 from grid.analysis.search import Point, Space, Step, make_space, next_step, prior_levels
 from grid.analysis.threshold import Pair, describe_point, reserve_cells
 from grid.plan.build import Plan
@@ -246,7 +246,7 @@ def ask_twin(path: str, base: Cell, variant: Cell, loads: Sequence[int],
     """(the twin's file, its label, the speedup of `variant` over `base` it predicts at each
     of `loads` for the variant's workload: its prompts' lengths and domains, its output
     length, the variant's running-batch cap). The twin is the modelling engine's
-    (engines.modeller(): its fitted profile, its closed form); SearchError (one line) for a
+    (engines.twin_modeller(): its fitted profile, its closed form); SearchError (one line) for a
     file it cannot read."""
     file = Path(str(path)).expanduser().resolve()
     prompts = workloads.prompts.get(str(variant.config["workload"]["name"]), ())
@@ -257,14 +257,12 @@ def ask_twin(path: str, base: Cell, variant: Cell, loads: Sequence[int],
         loads=tuple(loads), prompt_tokens=sum(lengths) / len(lengths),
         domains={d: labels.count(d) / len(labels) for d in sorted(set(labels))},
         requests_per_stream=variant.num_requests / max(1, variant.concurrency or 1))
-    modeller = engines.modeller()
+    modeller = engines.twin_modeller()
     try:
         predicted = modeller.predict_speedups(str(file), question)
         source = modeller.provenance({"profile": str(file)})
     except ValueError as e:
         raise SearchError(f"grid.search.prior={path}: {e}") from None
-    if predicted is None:
-        raise SearchError(f"grid.search.prior={path}: {modeller.label} predicts nothing")
     return file, f"SIMULATION ({source or file.name})", tuple(predicted)
 
 

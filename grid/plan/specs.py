@@ -16,10 +16,9 @@ from typing import Any, TypeVar
 import engines
 from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
-from engines.base import ServerRequest
 from engines.depth import depth_schedule
 from engines.forced import forced_acceptance
-from engines.launch import LaunchSpec
+from engines.launch import LaunchSpec, ServerRequest
 from engines.validation import FlagError
 from grid.plan.cells import Cell, resolved_tp_size
 from grid.plan.config import ConfigError

@@ -12,7 +12,7 @@ from typing import Any, Literal
 import engines
 from actors.loadgen.conversation_plan import ConversationLoadSpec, longest_wait_s
 from actors.loadgen.spec import LoadSpec, Prompt
-from engines.base import ConversationWork
+from engines.planning import ConversationWork
 from grid.plan.cells import Cell
 from grid.plan.conversations import conversation_specs, conversation_work
 from grid.plan.specs import PLANNED_URL, load_specs
@@ -101,7 +101,8 @@ def source_label(config: Mapping[str, Any]) -> str:
     GPUs, or a server someone else runs."""
     kind = engines.get(config["engine"]["name"])
     if kind.simulated:  # e.g. "SIMULATION (twin of RUN)" on a twin's profile (docs/twin.md)
-        note = kind.provenance(config["engine"].get("options") or {})
+        model = engines.modeller(kind.name)
+        note = model.provenance(config["engine"].get("options") or {}) if model else None
         return f"SIMULATION ({note})" if note else "SIMULATION"
     if not kind.launches:
         return "external server"

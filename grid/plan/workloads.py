@@ -281,13 +281,15 @@ def check_drafter(config: Mapping[str, Any]) -> None:
 
 
 def drafter_options(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The engine options that make a cell's engine follow its drafter (`Engine.
+    """The engine options that make a cell's engine follow its drafter (`Modeller.
     drafter_options`: the simulator models acceptance from the training data or mix), so the
     modelled acceptance follows the same drafter the plan checks against; none for a real
     engine."""
     data, mix, _ = drafter_inputs(config)
-    kind = engines.get(config["engine"]["name"])
-    return kind.drafter_options(str(Path(data).expanduser().resolve()) if data else None, mix)
+    model = engines.modeller(config["engine"]["name"])
+    if model is None:
+        return {}
+    return model.drafter_options(str(Path(data).expanduser().resolve()) if data else None, mix)
 
 
 # --- the plan's view ----------------------------------------------------------------------------

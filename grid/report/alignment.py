@@ -57,8 +57,8 @@ def simulator_contrast(t) -> list[str]:
     accepting one is the more aligned and its interval is apart from the worst's, acceptance
     rises with alignment where the simulator has it flat; said with the numbers, never tuned
     away."""
-    modelled = [kind.alignment_acceptance for kind in map(engines.get, engines.names())
-                if kind.alignment_acceptance is not None]
+    modelled = [model.alignment_acceptance for model in map(engines.modeller, engines.names())
+                if model is not None]
     if not modelled:
         return []
     floor, full = modelled[0]

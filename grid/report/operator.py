@@ -21,7 +21,7 @@ from grid.analysis.pareto import pareto
 
 def cell_gpus(cells: pd.DataFrame) -> dict[str, float | None]:
     """Cell id -> the GPUs that served it. A simulated cell: the GPUs its engine models, from
-    its /server_info (`Engine.modelled_gpus`: the simulator's default profile stands for a
+    its /server_info (`Modeller.modelled_gpus`: the simulator's default profile stands for a
     whole 8-GPU node behind one server, whatever --tp-size says); any other: the GPUs Ray
     assigned its server (`gpu_ids`). None where neither was recorded (a server someone else
     runs) or none were used (a CPU)."""
@@ -29,12 +29,12 @@ def cell_gpus(cells: pd.DataFrame) -> dict[str, float | None]:
     for row in cells.itertuples():
         gpus: float | None = None
         if bool(getattr(row, "simulated", False)):
-            kind = engines.find(getattr(row, "engine", None))
+            model = engines.modeller(getattr(row, "engine", None))
             try:
                 info = json.loads(getattr(row, "server_info", None) or "{}")
             except (ValueError, TypeError):
                 info = {}
-            gpus = kind.modelled_gpus(info) if kind is not None and isinstance(info, dict) \
+            gpus = model.modelled_gpus(info) if model is not None and isinstance(info, dict) \
                 else None
         else:
             ids = getattr(row, "gpu_ids", None)

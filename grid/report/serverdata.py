@@ -1,5 +1,5 @@
 """The servers' own /metrics over each cell, read by role rather than by name, so a vLLM cell gets
-the same figures as an SGLang one: each cell's metric family (engines/base.py `MetricNames`)
+the same figures as an SGLang one: each cell's metric family (engines/metrics.py `MetricNames`)
 is the one its engine declares (`Engine.metrics`), else the one its scraped names belong to (a
 server someone else runs); its gauges (running batch, queue, KV-cache use) become one series per
 role, its counters' increases one column per role, with the server's own tok/s and accept
@@ -15,7 +15,7 @@ from typing import Any
 import pandas as pd
 
 import engines
-from engines.base import MetricNames, detect_family
+from engines.metrics import MetricNames, detect_family
 from specgrid_metrics.counters import counter_delta
 
 Families = Mapping[str, MetricNames | None]

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 import engines
-from engines.base import Scenario
+from engines.planning import Scenario
 from grid.report.rundata import RunData
 from grid.report.stopping import stop_findings
 
@@ -68,7 +68,7 @@ def _scenario(row: Any, mine: pd.DataFrame, running: pd.Series, conversational: 
 
 
 def extrapolated(data: RunData) -> list[tuple[Any, str]]:
-    """Simulated cells outside their engine's calibrated envelope (`Engine.envelope`, the one
+    """Simulated cells outside their engine's calibrated envelope (`Modeller.envelope`, the one
     the plan asks; the profile named by the cell's recorded engine options, as it is now), with
     why. A cell recorded without engine options (a run folder from before that column) is not
     judged: unknown."""
@@ -94,13 +94,13 @@ def extrapolated(data: RunData) -> list[tuple[Any, str]]:
     conversations = set(data.turns.cell_id) if len(data.turns) else set()
     found = []
     for row in sim.itertuples():
-        kind = engines.find(row.engine)
-        if kind is None or not isinstance(row.engine_options, str):
+        model = engines.modeller(row.engine)
+        if model is None or not isinstance(row.engine_options, str):
             continue  # an engine that is gone, or a cell from before the column
         scenario = _scenario(row, reqs[reqs.cell_id == row.cell_id], running,
                              str(row.cell_id) in conversations)
         try:
-            finding = kind.envelope(json.loads(row.engine_options), scenario)
+            finding = model.envelope(json.loads(row.engine_options), scenario)
         except ValueError:
             continue  # the profile it names is gone or unusable now
         if finding is not None and finding.outside:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engines.base import MetricNames, detect_family
+from engines.metrics import MetricNames, detect_family
 from specgrid_metrics.acceptance import cell_accept_length_decode
 from specgrid_metrics.counters import Sample
 from specgrid_metrics.requests import percentile

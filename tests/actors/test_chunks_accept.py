@@ -15,7 +15,7 @@ from actors.loadgen.runner import run_load
 from actors.loadgen.sinks import NativeSink
 from actors.loadgen.spec import LoadSpec, Prompt
 from actors.loadgen.timeline import Timeline
-from engines.base import SGLANG_METRICS
+from engines.metrics import SGLANG_METRICS
 from grid.loader import load_requests
 from grid.store.clientstats import cell_columns, merge_client_stats
 from grid.store.results import write_cell

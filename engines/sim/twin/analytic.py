@@ -38,7 +38,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from engines.sglang.adaptive import default_decode_max_bs
+from engines.sglang.semantics import default_decode_max_bs
 from engines.sim.drafter import ContextDecay
 from engines.sim.model import PerfModel, acceptance_probs
 from engines.sim.profile import Profile

@@ -1,4 +1,4 @@
-"""A run's measured cells (engines/base.py ``MeasuredCell``, plain values the driver reads from
+"""A run's measured cells (engines/twin_data.py ``MeasuredCell``, plain values the driver reads from
 the run folder) as the twin's model sees them: a ``Scenario`` per cell, its measured figures,
 and what the server itself reported about its limits."""
 
@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engines.base import MeasuredCell
 from engines.sim.twin.analytic import Scenario, sim_domain
+from engines.twin_data import MeasuredCell
 
 METRICS = ("output_tok_s", "ttft_p50_s", "tpot_p50_s", "accept_length")
 """The figures a twin is fitted to and judged on (accept length: decode tokens per verify

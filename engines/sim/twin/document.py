@@ -12,7 +12,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from engines.base import MeasuredCell
 from engines.sim.calibrate import BOUNDS
 from engines.sim.profile import Profile, load_profile
 from engines.sim.twin.analytic import Setup, predict
@@ -21,6 +20,7 @@ from engines.sim.twin.fit import bootstrap, factor_table, fit
 from engines.sim.twin.holdout import leave_one_load_out, rows, split
 from engines.sim.twin.node import node_data, node_profile, one_server_family, profile_of
 from engines.sim.twin.params import FIXED, Space, profile_data
+from engines.twin_data import MeasuredCell
 
 TWIN_VERSION = 1
 
@@ -112,7 +112,7 @@ def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = 
           model: str | None = None, start: str | None = None, seed: int = 0,
           replicates: int = 20, holdout: Sequence[int] = (),
           holdout_workloads: Sequence[str] = ()) -> dict[str, Any]:
-    """The twin document of a run's cells (``Engine.fit_twin``); ``holdout`` /
+    """The twin document of a run's cells (``Modeller.fit_twin``); ``holdout`` /
     ``holdout_workloads``: loads and workloads to hold out as a split of their own (holdout.py
     ``split``), besides leaving each load out."""
     observed = [observe(c) for c in cells]

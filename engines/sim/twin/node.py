@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engines.base import MeasuredCell
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, PROFILE_DIR, Profile, known
 from engines.sim.twin.cells import server_flags
+from engines.twin_data import MeasuredCell
 
 DTYPE_BYTES = {"bfloat16": 2.0, "float16": 2.0, "float32": 4.0, "float": 4.0, "half": 2.0}
 """Bytes per parameter of a config's ``torch_dtype`` (or the server's ``--dtype``)."""

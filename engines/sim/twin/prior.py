@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from engines.base import SpeedupQuestion
 from engines.sim.profile import load_profile, twin_of
 from engines.sim.twin.analytic import Scenario, Setup, predict, sim_domain
+from engines.twin_data import SpeedupQuestion
 
 
 def shape(variant: Mapping[str, Any]) -> tuple[int, int, int] | None:

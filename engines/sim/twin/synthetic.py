@@ -9,9 +9,9 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from engines.base import MeasuredCell
 from engines.sim.twin.analytic import Setup, predict
 from engines.sim.twin.cells import observe
+from engines.twin_data import MeasuredCell
 
 EAGLE3 = (3, 1, 4)
 """The shipped eagle3 variant's shape (conf/variant/eagle3.yaml)."""

@@ -113,7 +113,7 @@ def test_ema_slot_moves_with_acceptance() -> None:
 def test_the_simulator_pins_a_depth_schedule_per_running_batch(tmp_path: Path) -> None:
     """The simulator started with the command specgrid gives it for a schedule (its own CLI,
     resolve, and the engine a server runs): each running batch gets its tier's depth."""
-    from engines.base import ServerRequest
+    from engines.launch import ServerRequest
     from engines.sim.cli import resolve
     from engines.sim.core import SimEngine
     from engines.sim.engine import ENGINE

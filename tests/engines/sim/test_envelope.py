@@ -9,7 +9,7 @@ import json
 import pytest
 
 import engines
-from engines.base import Scenario
+from engines.planning import Scenario
 from engines.sim.calibrate import anchor_cases, default_cases
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, Envelope, known, load_profile
 from workloads import PROMPTS_DIR
@@ -113,11 +113,11 @@ def test_the_engine_judges_a_scenario_against_its_profiles_envelope():
     """engines/sim/envelope.py, the one place the plan and the report ask (the default
     anchor: concurrency 1-64, prompts of 30-627 tokens, 256 output tokens, coding, EAGLE-3
     3/1/4)."""
-    sim = engines.get("sim")
+    sim = engines.modeller("sim")
     inside = Scenario(args=EAGLE3, concurrency=64, output_tokens=256, prompt_tokens=(128, 128),
                       domains=["coding"])
     found = sim.envelope(DEFAULT, inside)
-    assert found is not None and found.outside == ()
+    assert found.outside == ()
     assert found.covered.startswith("anchor default (rtx-pro-6000 / kimi-k2.5-class)")
     outside = Scenario(args={**EAGLE3, "speculative_num_draft_tokens": None}, concurrency=128,
                        output_tokens=16, prompt_tokens=(20, 700), domains=["chat"],
@@ -146,4 +146,4 @@ def test_the_engine_judges_a_scenario_against_its_profiles_envelope():
     unanchored = sim.envelope({"hardware": "h200", "model": "llama3.1-8b"}, inside)
     assert unanchored.outside == ("no anchor covers h200 / llama3.1-8b (docs/simulator.md "
                                   "'Calibrated envelope')",)
-    assert engines.get("vllm").envelope(DEFAULT, inside) is None  # measured: no envelope
+    assert engines.modeller("vllm") is None  # measured: no envelope

@@ -36,13 +36,12 @@ def test_a_bad_option_names_its_key(options, message):
 
 
 def test_the_drafter_options_follow_the_drafter():
-    sim = engines.get("sim")
+    sim = engines.modeller("sim")
     assert sim.drafter_options("/data/train.jsonl", {"coding": 1.0}) == {
         "drafter_train_data": "/data/train.jsonl"}  # the data wins over a mix
     assert sim.drafter_options(None, {"math": 0.5, "coding": 0.5}) == {
         "drafter_train_mix": '{"coding": 0.5, "math": 0.5}'}
     assert sim.drafter_options(None, None) == {}
-    assert engines.get("vllm").drafter_options("/data/train.jsonl", None) == {}
 
 
 def test_a_profile_with_its_own_model_inline_is_checked_by_that_name(tmp_path):

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from engines.base import ServerRequest
 from engines.forced import forced_acceptance
+from engines.launch import ServerRequest
 from engines.vllm.command import (
     batch_ranges,
     build_vllm_launch,

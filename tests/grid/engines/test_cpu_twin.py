@@ -20,7 +20,7 @@ import pytest
 from engines.sim.profile import load_profile
 from grid.loader import load_cells
 from grid.run import run
-from grid.twin.cli import TWIN_FILE, main
+from grid.twin import TWIN_FILE, main
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.usefixtures("ray_session"),
               pytest.mark.timeout(900)]

@@ -278,7 +278,7 @@ def test_a_slow_streaming_server_outlasts_the_old_estimate_based_bound_and_its_c
     # What bounded this cell before: 10 x the estimate the simulator's default profile gave
     # any engine (8 waves of 4 decode steps at batch 1, 10.4 ms each, and a 200-token
     # prefill, 117 ms: 8 x 0.158 = 1.27 s, + 1.5 s per cell) + the request timeout + 60 s.
-    model_estimate = engines.get("sim").estimate_cell_seconds(cell_work(cell))
+    model_estimate = engines.modeller("sim").estimate_cell_seconds(cell_work(cell))
     assert model_estimate is not None
     old_bound = 10 * (model_estimate + CELL_OVERHEAD_S) + 25.0 + 60.0
     assert old_bound == pytest.approx(10 * (8 * (4 * 0.01044 + 0.1166) + 1.5) + 85.0, abs=0.1)

@@ -40,7 +40,7 @@ def write_twin(folder: Path, run_id: str = "RUN") -> Path:
     from engines.sim.twin import synthetic
 
     cells = synthetic.cells(truth(), [1, 8, 64, 256], noise=0.0)
-    doc = engines.get("sim").fit_twin(cells, run_id=run_id, hardware="h200",
+    doc = engines.twin_modeller().fit_twin(cells, run_id=run_id, hardware="h200",
                                       model="llama3.1-8b", start="default", replicates=0)
     path = folder / "twin.json"
     path.write_text(json.dumps(doc))

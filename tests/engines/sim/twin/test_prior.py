@@ -10,8 +10,8 @@ import math
 import pytest
 
 import engines
-from engines.base import SpeedupQuestion
 from engines.sim.twin.analytic import Scenario, crossover, predict
+from engines.twin_data import SpeedupQuestion
 from tests.engines.sim.twin.ground_truth import truth, write_twin
 
 LATTICE = (1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256)
@@ -47,7 +47,7 @@ def generating_speedups() -> list[float]:
 
 
 def test_the_twin_predicts_the_speedup_at_every_level_and_the_crossover(twin):
-    predicted = engines.modeller().predict_speedups(twin, question())
+    predicted = engines.twin_modeller().predict_speedups(twin, question())
     assert predicted is not None and len(predicted) == len(LATTICE)
     truth_ = generating_speedups()
     # within 3 points of speedup at every level, at 12 levels the twin never saw
@@ -58,14 +58,8 @@ def test_the_twin_predicts_the_speedup_at_every_level_and_the_crossover(twin):
     assert all(math.isfinite(p) for p in predicted)
 
 
-def test_the_modelling_engine_is_asked_by_what_it_does():
-    assert engines.modeller() is engines.get("sim")
-    # engines without a model predict nothing
-    assert engines.get("vllm").predict_speedups("twin.json", question()) is None
-
-
 def test_a_profile_that_is_no_twin_or_a_variant_that_does_not_speculate_is_one_line(twin):
     with pytest.raises(ValueError, match="is not a twin's profile"):
-        engines.modeller().predict_speedups("default", question())
+        engines.twin_modeller().predict_speedups("default", question())
     with pytest.raises(ValueError, match="does not speculate"):
-        engines.modeller().predict_speedups(twin, question(BASELINE))
+        engines.twin_modeller().predict_speedups(twin, question(BASELINE))

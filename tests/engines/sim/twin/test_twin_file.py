@@ -27,7 +27,7 @@ EAGLE3 = spec_argv({"speculative_num_steps": 3, "speculative_eagle_topk": 1,
 @pytest.fixture(scope="module")
 def twin(tmp_path_factory) -> tuple[Path, dict, list]:
     cells = synthetic.cells(truth(), [1, 64], noise=0.0, per_position=True)
-    doc = engines.get("sim").fit_twin(cells, run_id="RUN", hardware=NODE[0], model=NODE[1],
+    doc = engines.twin_modeller().fit_twin(cells, run_id="RUN", hardware=NODE[0], model=NODE[1],
                                       start="default", replicates=0)
     path = tmp_path_factory.mktemp("twin") / "twin.json"
     path.write_text(json.dumps(doc))

@@ -1,4 +1,4 @@
-"""A run's cells as the twin reads them (grid/twin/cells.py): forced-acceptance cells are left
+"""A run's cells as the twin reads them (grid/twin.py): forced-acceptance cells are left
 out, with the reason, since a twin fits the drafter's own acceptance."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 from engines.sim.twin import synthetic
-from grid.twin.cells import measured_cells
+from grid.twin import measured_cells
 from tests.engines.sim.twin.ground_truth import truth
-from tests.grid.twin.run_folder import write_run
+from tests.grid.twin_run import write_run
 
 
 def test_a_forced_cell_is_left_out_with_its_reason(tmp_path):

@@ -10,9 +10,9 @@ import pytest
 from engines.sim.twin import synthetic
 from grid.loader import load_cells
 from grid.run import run
-from grid.twin.cli import TWIN_FILE, main
+from grid.twin import TWIN_FILE, main
 from tests.engines.sim.twin.ground_truth import truth
-from tests.grid.twin.run_folder import write_run
+from tests.grid.twin_run import write_run
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("ray_session")]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from engines.base import MeasuredCell
+from engines.twin_data import MeasuredCell
 from grid.store.results import write_cell
 from grid.store.schema import CELL_FIELDS, REQUEST_FIELDS
 

@@ -1,6 +1,7 @@
-"""The twin's printout: its factors with intervals, how well it reproduces every cell it was
-fitted on, its leave-one-load-out error and its envelope. Every number is labelled SIMULATION:
-they come from the simulator's model of the node, fitted to the run."""
+"""The twin's printout (`python -m grid.twin` prints it through `Modeller.twin_summary`): its
+factors with intervals, how well it reproduces every cell it was fitted on, its
+leave-one-load-out error and its envelope, from the document document.py builds. Every number
+is labelled SIMULATION: they come from the simulator's model of the node, fitted to the run."""
 
 from __future__ import annotations
 
@@ -70,6 +71,7 @@ def describe_envelope(env: Mapping[str, Any]) -> str:
 
 
 def summary(doc: Mapping[str, Any], path: str, skipped: Sequence[str]) -> str:
+    """The whole printout of the twin document `doc`, written to `path`."""
     twin = doc["twin"]
     node = twin["node"]
     h = twin["holdout"]

@@ -1,0 +1,103 @@
+"""SGLang's semantics that the simulator shares: it stands in for SGLang, so it reads the same
+flags, warns the same way, routes a running batch to the same speculative depth and launches
+with the same command line. This is the one module of engines/sglang/ that engines/sim/ imports
+(import-linter holds it to that, pyproject.toml); SGLang's own engine builds on it too.
+
+The routing (`load_tiers`, `route`, `candidate_steps`, `decode_capture_sizes`,
+`default_decode_max_bs`) is engines/sglang/adaptive.py's and the command line
+(`build_sim_launch`, `speculation_on`) engines/sglang/command.py's; what both engines answer
+from them (their plan warnings, the depth-by-batch setting, the thresholds they tell apart, why
+adaptation is refused, the speculation settings of a launch) is defined here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from engines.depth import DepthSetting
+from engines.launch import ServerRequest
+from engines.sglang import adaptive, depth
+from engines.sglang.adaptive import (
+    candidate_steps,
+    decode_capture_sizes,
+    default_decode_max_bs,
+    load_tiers,
+    route,
+)
+from engines.sglang.command import (
+    build_sim_launch,
+    concurrency_warnings,
+    speculation_on,
+    threshold_warnings,
+)
+from engines.sglang.flags import server_args_to_argv
+from engines.validation import FlagError
+
+__all__ = [
+    "adaptive_problem", "build_sim_launch", "candidate_steps", "decode_capture_sizes",
+    "default_decode_max_bs", "load_tiers", "route", "schedule_setting", "sglang_warnings",
+    "speculation_kwargs", "speculation_on", "threshold_values",
+]
+
+
+def sglang_warnings(variant: Mapping[str, Any], concurrencies: Sequence[int]) -> list[str]:
+    """The running-request cap and the speculation threshold, as SGLang reads them (the
+    simulator, which stands in for SGLang, gets the same)."""
+    name, args = variant["name"], variant.get("args") or {}
+    out = []
+    cap = args.get("max_running_requests")
+    if isinstance(cap, int):
+        out += [f"{name}: {w}" for w in concurrency_warnings(cap, concurrencies)]
+        if variant.get("speculative_disable_above_batch") is not None:
+            out += [f"{name}: {w}" for w in threshold_warnings(
+                variant["speculative_disable_above_batch"], cap)]
+    return out + adaptive.threshold_notes(name, variant) + depth.depth_notes(name, variant)
+
+
+def speculation_kwargs(request: ServerRequest) -> dict[str, Any]:
+    """The depth-by-batch settings of a request as the command builders take them (the
+    adaptive config file read and checked here, at plan time)."""
+    config = depth.read_config(request.adaptive_config) if request.adaptive_config else None
+    if config is not None and not request.adaptive:
+        raise ValueError("speculative_adaptive_config is given without speculative_adaptive")
+    return {"depth_schedule": request.depth_schedule, "adaptive_on": request.adaptive,
+            "adaptive_config": config}
+
+
+def schedule_setting(engine: str, request: ServerRequest, gpu_memory_mib: float | None
+                     ) -> DepthSetting | None:
+    """The SGLang flags and adaptive config file that pin `request.depth_schedule`, and the
+    depth each running batch gets as SGLang routes it (padding to the speculative capture list
+    of the variant's max_bs). FlagError for a variant SGLang cannot pin it on."""
+    tiers = request.depth_schedule
+    if tiers is None:
+        return None
+    args = request.args
+    name, text = depth.schedule_file(args, tiers, request.version)
+    fields = depth.schedule_args({k: args[k] for k in (
+        "speculative_algorithm", "speculative_eagle_topk") if k in args}, tiers,
+        request.version, name)
+    graphs = depth.capture_sizes(args, gpu_memory_mib)
+    routed = depth.effective_tiers(depth.schedule_config(tiers), graphs,
+                                   fields["speculative_num_steps"])
+    return DepthSetting(engine, tuple(server_args_to_argv(fields, request.version)),
+                        {name: text}, tuple(routed))
+
+
+def adaptive_problem(variant: Mapping[str, Any]) -> str | None:
+    """Why SGLang would not run its adaptive speculation for `variant` (None: it would)."""
+    try:
+        depth.check_adaptive_args(variant.get("args") or {}, None, None)
+    except FlagError as e:
+        return str(e)
+    return None
+
+
+def threshold_values(args: Mapping[str, Any], gpu_memory_mib: float | None = None
+                     ) -> list[int] | None:
+    """The `speculative_disable_above_batch` values SGLang tells apart for a variant's `args`:
+    its speculative CUDA-graph capture sizes (adaptive.py `honoured_thresholds`, with the max_bs
+    SGLang picks for `gpu_memory_mib`; None = an unknown GPU), or None when it does not
+    speculate."""
+    return adaptive.honoured_thresholds(args, gpu_memory_mib) if speculation_on(args) else None

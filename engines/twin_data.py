@@ -1,0 +1,70 @@
+"""What a twin is fitted from (`MeasuredCell`, one committed cell of a run) and what it is asked
+(`SpeedupQuestion`, a search's prior), as plain values: the driver reads them out of a run
+folder or a plan, the engine that models servers answers them (engines/modeller.py,
+docs/twin.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SpeedupQuestion:
+    """What a search asks a model of the server before measuring (`grid.search.prior`): the
+    speedup of one speculative variant over the baseline at each load, on one workload, as
+    plain values from the plan."""
+
+    baseline: Mapping[str, Any]
+    """The baseline cell's resolved config (`engine`, `variant`, `workload`, `load`)."""
+    variant: Mapping[str, Any]
+    """The speculative variant's cell's resolved config."""
+    tp_size: int
+    loads: tuple[int, ...]
+    """Closed-loop concurrencies to predict."""
+    prompt_tokens: float
+    """Mean estimated prompt tokens of the workload's prompts."""
+    domains: Mapping[str, float]
+    """The workload's prompt domain labels and the share of its prompts each holds."""
+    requests_per_stream: float
+    """Requests each stream sends in a cell (the cell's requests / its concurrency)."""
+
+
+
+@dataclass(frozen=True)
+class MeasuredCell:
+    """One committed closed-loop cell of a run, as plain values, for fitting a twin
+    (`Modeller.fit_twin`): what the run's cells and requests tables hold about it."""
+
+    cell_id: str
+    variant: str
+    workload: str
+    engine: str
+    """The engine that measured it (`sim`, `sglang`, `vllm`, `external`)."""
+    engine_version: str | None
+    model: str
+    """The model config's name (`model.name`)."""
+    concurrency: int
+    num_requests: int
+    temperature: float
+    server_command: str
+    """The server's command line as recorded (its flags say the speculative shape and cap)."""
+    server_info: str | None
+    """The server's /server_info JSON as recorded (its resolved caps and KV pool)."""
+    output_tok_s: float | None
+    ttft_p50_s: float | None
+    tpot_p50_s: float | None
+    accept_length: float | None
+    """Per-request accept length (completion tokens / verify steps)."""
+    accept_length_decode: float | None
+    """Decode tokens per verify step from the server's counters."""
+    acceptance_per_position: tuple[float, ...] | None
+    """Share of verify steps whose i-th draft token was accepted (engines that count it)."""
+    prompt_tokens: tuple[float, int, int]
+    """Server-counted prompt tokens of its ok requests: (mean, shortest, longest)."""
+    output_tokens: tuple[float, int, int]
+    """Output tokens of its ok requests: (mean, fewest, most)."""
+    domains: Mapping[str, float]
+    """Share of its ok requests per prompt-domain label (empty: the requests carry none)."""
+

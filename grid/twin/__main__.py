@@ -1,5 +1,0 @@
-import sys
-
-from grid.twin.cli import main
-
-sys.exit(main())

@@ -5,7 +5,8 @@ with the same command line. This is the one module of engines/sglang/ that engin
 
 The routing (`load_tiers`, `route`, `candidate_steps`, `decode_capture_sizes`,
 `default_decode_max_bs`) is engines/sglang/adaptive.py's and the command line
-(`build_sim_launch`, `speculation_on`) engines/sglang/command.py's; what both engines answer
+(`build_sim_launch`, `speculation_on`) engines/sglang/command.py's, the forced acceptance's
+environment (`forced_env`, `refuse_raw_env`) engines/sglang/forced.py's; what both engines answer
 from them (their plan warnings, the depth-by-batch setting, the thresholds they tell apart, why
 adaptation is refused, the speculation settings of a launch) is defined here.
 """
@@ -32,12 +33,14 @@ from engines.sglang.command import (
     threshold_warnings,
 )
 from engines.sglang.flags import server_args_to_argv
+from engines.sglang.forced import forced_env, refuse_raw_env
 from engines.validation import FlagError
 
 __all__ = [
     "adaptive_problem", "build_sim_launch", "candidate_steps", "decode_capture_sizes",
-    "default_decode_max_bs", "load_tiers", "route", "schedule_setting", "sglang_warnings",
-    "speculation_kwargs", "speculation_on", "threshold_values",
+    "default_decode_max_bs", "forced_env", "load_tiers", "refuse_raw_env", "route",
+    "schedule_setting", "sglang_warnings", "speculation_kwargs", "speculation_on",
+    "threshold_values",
 ]
 
 

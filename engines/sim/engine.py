@@ -16,7 +16,6 @@ from engines.depth import DepthSetting
 from engines.launch import Endpoints, LaunchSpec, ServerRequest
 from engines.metrics import SGLANG_METRICS
 from engines.sglang import semantics
-from engines.sglang.forced import forced_env, refuse_raw_env
 from engines.sim import options as sim_options
 from engines.sim.identity import sim_version
 from engines.sim.model import FORCED_RATES_ENV
@@ -100,7 +99,7 @@ def forced_sim_env(request: ServerRequest) -> dict[str, Any]:
     """The variant's environment with its forced acceptance in the simulator's words: a mean
     length as SGLang's SGLANG_SIMULATE_ACC_* (which the simulator honours as SGLang does),
     per-position rates as its own FORCED_RATES_ENV (its drafter replaced, step costs kept)."""
-    refuse_raw_env(request.env)
+    semantics.refuse_raw_env(request.env)
     if FORCED_RATES_ENV in request.env:
         raise ValueError(f"variant.env.{FORCED_RATES_ENV}: force acceptance with "
                          "variant.forced_acceptance.rates (labelled and checked), not by hand")
@@ -108,5 +107,5 @@ def forced_sim_env(request: ServerRequest) -> dict[str, Any]:
     if forced is None:
         return dict(request.env)
     if forced.rates is None:
-        return {**request.env, **forced_env(forced)}
+        return {**request.env, **semantics.forced_env(forced)}
     return {**request.env, FORCED_RATES_ENV: ",".join(repr(r) for r in forced.rates)}

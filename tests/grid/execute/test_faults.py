@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 
 import pytest
 
@@ -45,10 +46,14 @@ def test_server_never_ready_fails_its_cells_and_is_killed(tmp_path):
 
 @pytest.mark.slow
 def test_a_server_that_dies_at_start_says_why_in_the_cell_error(tmp_path):
-    # The simulator reads SGLANG_SIMULATE_ACC_LEN as a number when it builds its engine: "abc"
-    # makes it die at start with a traceback, which the plan cannot know about.
-    outcome, _ = run_smoke(tmp_path, "+variant.env.SGLANG_SIMULATE_ACC_LEN=abc",
-                           "run.max_server_starts=1")
+    # An interpreter (engine.python) that dies at start with a traceback, which the plan
+    # cannot know about: the server's own start-up error, as a broken environment on a node
+    # gives it.
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nexec {sys.executable} -c "
+                      "\"raise ValueError(\\\"could not convert string to float: 'abc'\\\")\"\n")
+    python.chmod(0o755)
+    outcome, _ = run_smoke(tmp_path, f"engine.python={python}", "run.max_server_starts=1")
     assert outcome.exit_code == EXIT_FAILED_CELLS
     errors = [r[0] for r in ledger_rows(outcome.run_dir, "SELECT error FROM cells")]
     assert errors[0].startswith("server exited with code 1 before it was ready: ")

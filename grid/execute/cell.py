@@ -8,7 +8,7 @@
     stop the telemetry                                    (telemetry actor, bounded)
     rows, in one pass                                     (grid/store/rows.py)
 
-Everything the cell needs was decided by the plan (`CellWork`, grid/plan/work.py). Every wait
+Everything the cell needs was decided by the plan (`PlannedCell`, grid/plan/work.py). Every wait
 is a step of the group's work (grid/execute/steps.py) with a bound: the load's is its
 progress (grid/execute/stall.py), every other call's `run.call_timeout_s`. A call past its
 bound fails this cell, naming the call; the controller's other groups never wait on it."""
@@ -26,7 +26,7 @@ from actors.loadgen.actor import START_MARGIN_S
 from grid.execute.server import CellEnd, Server, first_line
 from grid.execute.stall import StallWatch
 from grid.execute.steps import Steps, call
-from grid.plan.work import CellWork
+from grid.plan.work import PlannedCell
 from grid.store import rows
 from grid.store.rows import CellOutcome
 
@@ -48,7 +48,7 @@ class CellSettings:
     """run.metrics_interval_s (None: no /metrics sampling)."""
 
 
-def measure(settings: CellSettings, work: CellWork, attempt: int, started: float,
+def measure(settings: CellSettings, work: PlannedCell, attempt: int, started: float,
             server: Server, loadgens: list[Any], telemetry: Any,
             on_counts: Callable[[dict[str, int]], None] | None = None
             ) -> Steps[tuple[CellOutcome, CellEnd]]:

@@ -43,7 +43,7 @@ from grid.plan.build import Plan
 from grid.plan.cells import ServerGroup
 from grid.plan.placement import bundle_gpus, server_gpus
 from grid.plan.specs import external_url
-from grid.plan.work import CellWork
+from grid.plan.work import PlannedCell
 from grid.store import rows
 from grid.store.record import RunRecord
 from grid.store.results import ResultsWriteError
@@ -161,7 +161,7 @@ class GroupRun:
             self.unplaceable = f"cannot reserve resources for {self.group.variant}: {reason(e)}"
 
     # --- one cell ------------------------------------------------------------------------------
-    def _run_cell(self, work: CellWork) -> Steps[None]:
+    def _run_cell(self, work: PlannedCell) -> Steps[None]:
         run, cell = self.run, work.cell
         index, total = run.cell_started()
         prefix = f"[{index + 1}/{total}] {cell.describe()}"
@@ -193,7 +193,7 @@ class GroupRun:
         else:
             run.echo(f"{prefix}: {rows.describe(outcome.row)}")
 
-    def _commit(self, work: CellWork, attempt: int, started: float,
+    def _commit(self, work: PlannedCell, attempt: int, started: float,
                 outcome: CellOutcome) -> None:
         record = self.run.record
         try:
@@ -225,7 +225,7 @@ class GroupRun:
             ).remote(self.run.telemetry_interval_s)
         return self.telemetry
 
-    def _failed(self, work: CellWork, attempt: int, started: float, error: Exception
+    def _failed(self, work: PlannedCell, attempt: int, started: float, error: Exception
                 ) -> Steps[CellOutcome]:
         """The failed cell's outcome, with what its server can still tell (one bounded
         call, none to a server already known dead or hung); then the group heals."""

@@ -65,7 +65,7 @@ from grid.plan.specs import (
     launch_spec,
 )
 from grid.plan.stopping import check_stopping, describe_stop
-from grid.plan.work import CellWork, cell_work, source_label
+from grid.plan.work import PlannedCell, plan_cell, source_label
 from grid.plan.workload_keys import check_workload_keys
 from grid.plan.workloads import (
     AlignmentCache,
@@ -93,7 +93,7 @@ class Plan:
     warnings: list[str]
     validation: str
     """What checked the server flags (or that nothing could)."""
-    works: dict[str, CellWork]
+    works: dict[str, PlannedCell]
     """Cell id -> what running it takes (grid/plan/work.py)."""
     max_server_starts: int = 2
     """Consecutive failed starts of a server after which its group's remaining cells fail."""
@@ -108,7 +108,7 @@ class Plan:
     engine's cells (grid/plan/estimate.py). Set by the caller (grid/run.py) that reads the
     folder; the plan itself reads nothing."""
 
-    def work(self, cell: Cell) -> CellWork:
+    def work(self, cell: Cell) -> PlannedCell:
         return self.works[cell.cell_id]
 
     def cell_estimate(self, cell: Cell) -> tuple[float | None, Source]:
@@ -311,7 +311,7 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
     prompts = workloads.prompts
     cap = None if cell_timeout is None else float(cell_timeout)
     sources = {g.server_key: source_label(g.config) for g in groups}
-    works = {c.cell_id: cell_work(c, workloads, cap, sources[c.server_key]) for c in cells}
+    works = {c.cell_id: plan_cell(c, workloads, cap, sources[c.server_key]) for c in cells}
     check_gpus(groups, gpus)
     check_cpus(groups, cluster_cpus(cfg))
     check_engine(cfg, groups)

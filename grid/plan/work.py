@@ -1,4 +1,4 @@
-"""What one cell runs, decided once by the plan: `CellWork` holds everything execution needs
+"""What one cell runs, decided once by the plan: `PlannedCell` holds everything execution needs
 (the clients' load specs, the progress total, the stall bounds, the workload columns of its
 rows and the label of where its numbers come from), so that running a cell reads nothing
 else and the store turns its outcome into rows without opening a file. Pure."""
@@ -38,7 +38,7 @@ class Bounds:
 
 
 @dataclass(frozen=True)
-class CellWork:
+class PlannedCell:
     """One cell as execution runs it."""
 
     cell: Cell
@@ -69,8 +69,8 @@ class CellWork:
         return [replace(spec, url=url, api_key=api_key) for spec in self.clients]
 
 
-def cell_work(cell: Cell, workloads: WorkloadPlan, cap_s: float | None, source: str
-              ) -> CellWork:
+def plan_cell(cell: Cell, workloads: WorkloadPlan, cap_s: float | None, source: str
+              ) -> PlannedCell:
     """The cell's work (ConfigError naming the cell when a load spec is invalid); `source` is
     its server group's `source_label`, asked once per group."""
     request_timeout_s = float(cell.config["load"]["request_timeout_s"])
@@ -78,13 +78,13 @@ def cell_work(cell: Cell, workloads: WorkloadPlan, cap_s: float | None, source: 
     if convs is not None:
         specs = conversation_specs(cell, convs.conversations, PLANNED_URL)
         work = conversation_work(specs)
-        return CellWork(cell, specs, "rounds", work.rounds,
+        return PlannedCell(cell, specs, "rounds", work.rounds,
                         Bounds(request_timeout_s, longest_wait_s(specs), cap_s), source,
                         conversation=work)
     prompts = workloads.prompts[cell.workload_name]
     loads = load_specs(cell, prompts)
     alignment = workloads.alignments.get(cell.cell_id)
-    return CellWork(cell, loads, "requests", cell.num_requests,
+    return PlannedCell(cell, loads, "requests", cell.num_requests,
                     Bounds(request_timeout_s, loads[0].longest_wait_s(), cap_s), source,
                     cell_columns(alignment),
                     _request_columns(prompts, workloads.sources(cell.workload_name), alignment))

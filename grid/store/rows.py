@@ -1,7 +1,7 @@
 """What one cell attempt leaves: its cell row (identity, status, aggregates, provenance),
 its request rows (a conversation cell's turn rows), its server-metric and telemetry rows,
 assembled here and nowhere else, in one pass over what the cell's clients and server handed
-back and what the plan decided (grid/plan/work.py CellWork: the workload columns and the
+back and what the plan decided (grid/plan/work.py PlannedCell: the workload columns and the
 source label). Pure: no Ray, no files."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from actors.loadgen.spec import LoadResult
 from engines.forced import forced_record
 from engines.redact import redact_args
 from grid.plan.cells import Cell
-from grid.plan.work import CellWork
+from grid.plan.work import PlannedCell
 from grid.store.clientstats import cell_columns as client_columns
 from grid.store.clientstats import merge_client_stats
 from grid.store.provenance import redact_info
@@ -75,7 +75,7 @@ class CellOutcome:
     """Per-round rows of a conversation cell (grid.store.schema.TURN_FIELDS)."""
 
 
-def measured(run_id: str, work: CellWork, attempt: int, *, started: float, finished: float,
+def measured(run_id: str, work: PlannedCell, attempt: int, *, started: float, finished: float,
              results: Sequence[LoadResult], samples: Sequence[Sample], server: ServerFacts,
              server_death: str | None, log_tail: str | None,
              telemetry: Sequence[Mapping[str, Any]], max_error_rate: float) -> CellOutcome:
@@ -125,7 +125,7 @@ def judged(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
     return "done", None
 
 
-def failed(run_id: str, work: CellWork, attempt: int, *, started: float, finished: float,
+def failed(run_id: str, work: PlannedCell, attempt: int, *, started: float, finished: float,
            error: str, log_tail: str | None, server: ServerFacts) -> CellOutcome:
     """The outcome of a cell that could not run (or whose load could not finish)."""
     row = cell_row(run_id, work, attempt, status="failed", error=error, started=started,
@@ -133,7 +133,7 @@ def failed(run_id: str, work: CellWork, attempt: int, *, started: float, finishe
     return CellOutcome("failed", error, log_tail, row)
 
 
-def cell_row(run_id: str, work: CellWork, attempt: int, *, status: str, error: str | None,
+def cell_row(run_id: str, work: PlannedCell, attempt: int, *, status: str, error: str | None,
              started: float, finished: float, server: ServerFacts) -> dict[str, Any]:
     """A cell row without aggregates (grid.store.schema.CELL_FIELDS for the columns)."""
     cell, config = work.cell, work.cell.config

@@ -13,7 +13,7 @@ import ray
 
 from grid.execute.server import LaunchedServer
 from grid.loader import load_cells
-from grid.plan.work import CellWork
+from grid.plan.work import PlannedCell
 from grid.run import EXIT_FAILED_CELLS
 from tests.grid.execute.smoke_runs import assert_no_orphans, ledger_rows, run_smoke
 
@@ -77,7 +77,7 @@ def test_killed_load_generator_fails_its_cell_and_leaves_the_server_alone(tmp_pa
 
 
 def test_any_exception_in_a_cell_fails_only_that_cell(tmp_path, monkeypatch):
-    real = CellWork.at
+    real = PlannedCell.at
     calls = {"n": 0}
 
     def first_one_breaks(work, *server):
@@ -86,7 +86,7 @@ def test_any_exception_in_a_cell_fails_only_that_cell(tmp_path, monkeypatch):
             raise ValueError("invalid LoadSpec: something the plan could not know")
         return real(work, *server)
 
-    monkeypatch.setattr(CellWork, "at", first_one_breaks)
+    monkeypatch.setattr(PlannedCell, "at", first_one_breaks)
     outcome, out = run_smoke(tmp_path)
     assert outcome.exit_code == EXIT_FAILED_CELLS, out
     rows = ledger_rows(outcome.run_dir, "SELECT status, error FROM cells ORDER BY rowid")

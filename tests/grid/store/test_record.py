@@ -11,7 +11,7 @@ import time
 import psutil
 
 from grid.plan.cells import make_cell
-from grid.plan.work import Bounds, CellWork
+from grid.plan.work import Bounds, PlannedCell
 from grid.store.record import RunRecord
 from grid.store.results import write_cell
 from grid.store.rows import ServerFacts, failed
@@ -23,7 +23,7 @@ def _cells():
 
 
 def _outcome(record, cell, attempt, status="done"):
-    work = CellWork(cell, (), "requests", cell.num_requests, Bounds(1.0, 0.0, None),
+    work = PlannedCell(cell, (), "requests", cell.num_requests, Bounds(1.0, 0.0, None),
                     "SIMULATION")
     outcome = failed(record.run_id, work, attempt, started=1.0, finished=2.0, error="x",
                      log_tail=None, server=ServerFacts())

@@ -114,6 +114,25 @@ def documents(which: str) -> list[str]:
     return ["\n".join(t for t in _texts(row) if t) for row in rows]
 
 
+LADDER_RECIPE: dict[str, Any] = {
+    "seed": 20261205,
+    # Noise on every weight of the trained target, as a fraction of that tensor's own standard
+    # deviation: 0 is the target itself (every draft accepted, greedy), the largest is rarely
+    # accepted. Chosen so that vLLM's measured accept length (4 drafts per step, greedy,
+    # agentic prompts) spans ~1.2 to 5 in steps a break-even curve can interpolate
+    # between (docs/lesson.md "A ladder of drafters"; greedy agreement per rung is in
+    # ladder/ladder.json).
+    "noise": [0.0, 0.1, 0.2, 0.35, 0.6],
+}
+"""The draft-model ladder: near-copies of the trained target (same shape, so the same cost per
+draft pass) of graded quality, for the break-even acceptance measured without forcing it."""
+
+
+def ladder_name(noise: float) -> str:
+    """The folder of one rung under the trained root: `ladder/noise-0.20`."""
+    return f"ladder/noise-{noise:.2f}"
+
+
 def digest() -> str:
     h = hashlib.sha256(json.dumps(TRAIN_RECIPE, sort_keys=True).encode())
     h.update(TEXT_TEMPLATE.encode())

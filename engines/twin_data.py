@@ -67,4 +67,12 @@ class MeasuredCell:
     """Output tokens of its ok requests: (mean, fewest, most)."""
     domains: Mapping[str, float]
     """Share of its ok requests per prompt-domain label (empty: the requests carry none)."""
+    known_acceptance: tuple[float, ...] | None = None
+    """The cell's acceptance taken as known, not modelled (a twin of the system alone,
+    `python -m grid.twin --known-acceptance`): per draft position, the share of verify steps
+    that accepted it (unconditional, non-increasing): the forced rates of a forced cell, or
+    the engine's own per-position counts. None: the twin models the drafter's acceptance."""
+    repeat: int = 0
+    """The cell's repeat index (`load.repeat`): cells equal but for it measure the same thing
+    twice, and their difference is the spread a twin cannot beat."""
 

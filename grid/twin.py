@@ -1,8 +1,8 @@
 """`python -m grid.twin RESULTS/RUN_ID [--hardware NAME] [--model NAME|FOLDER]
 [--start PROFILE] [--engine NAME] [--variants V1,V2] [--holdout LOADS]
-[--holdout-workloads W1,W2] [--seed N] [--replicates N]`: a twin of the server a run measured,
-the simulator fitted to the run's committed closed-loop cells, written as `twin.json` into the
-run folder (docs/twin.md).
+[--holdout-workloads W1,W2] [--known-acceptance] [--seed N] [--replicates N]`: a twin of the
+server a run measured, the simulator fitted to the run's committed closed-loop cells, written
+as `twin.json` into the run folder (docs/twin.md).
 
 What stays in the driver is reading the run folder: each cell's figures and server record from
 the cells table (through grid.loader), its prompt and output lengths and prompt domains from its
@@ -27,7 +27,9 @@ from typing import Any
 import pandas as pd
 
 import engines
+from engines.forced import ForcedAcceptance
 from engines.twin_data import MeasuredCell
+from grid.analysis.cellstats import repeat_of
 from grid.analysis.forced import forced_length
 from grid.cli.runrecord import RUN_RECORD, read_run_record
 from grid.loader import load_cells, load_requests, load_turns
@@ -52,11 +54,29 @@ def _positions(value: Any) -> tuple[float, ...] | None:
     return out or None
 
 
-def measured_cells(run_dir: Path, saturated: bool = False
+def known_acceptance(row: dict[str, Any]) -> tuple[float, ...] | None:
+    """A speculative cell's acceptance per draft position as known: the engine's own counts
+    where it made them, else a forced cell's forced rates (a length by the minimum-variance
+    schedule, engines/forced.py); None where neither is there."""
+    counted = _positions(row.get("acceptance_per_position"))
+    if counted:
+        return counted
+    if forced_length(row.get("forced_acceptance")) is None:
+        return None
+    given = json.loads(str(row["forced_acceptance"]))
+    if given.get("rates") is not None:
+        return tuple(float(r) for r in given["rates"])
+    length = float(given["length"])
+    return ForcedAcceptance(steps=max(1, math.ceil(length - 1)), length=length).per_position()
+
+
+def measured_cells(run_dir: Path, saturated: bool = False, known: bool = False
                    ) -> tuple[list[MeasuredCell], list[str]]:
     """(the done closed-loop cells, one line per cell left out and why). A cell whose load
     generator could not keep up (`client_saturated`) measured the client, not the server: left
-    out unless ``saturated``."""
+    out unless ``saturated``. ``known``: each speculative cell's acceptance is taken as known
+    (`known_acceptance`), so forced cells count too and a speculative cell without
+    per-position counts or a forced value is left out."""
     cells = load_cells(run_dir)
     if not len(cells):
         return [], []
@@ -77,9 +97,12 @@ def measured_cells(run_dir: Path, saturated: bool = False
             why = "conversation replay"
         elif cid not in by_cell:
             why = "no ok requests"
-        elif forced_length(row.get("forced_acceptance")) is not None:
+        elif forced_length(row.get("forced_acceptance")) is not None and not known:
             why = ("forced acceptance: performance only (a twin fits the drafter's own "
-                   "acceptance)")
+                   "acceptance; --known-acceptance fits the system alone)")
+        elif known and _num(row.get("accept_length_decode")) is not None \
+                and known_acceptance(row) is None:
+            why = "acceptance not counted per draft position (--known-acceptance needs it)"
         elif "--speculative-adaptive" in str(row["server_command"] or ""):
             why = ("speculation switched by batch size (speculative_disable_above_batch): "
                    "not modelled by the twin")
@@ -89,7 +112,7 @@ def measured_cells(run_dir: Path, saturated: bool = False
         if why:
             skipped.append(f"{cid} {row['variant']} {row['workload']}: {why}")
             continue
-        out.append(_measured(row, by_cell[cid]))
+        out.append(_measured(row, by_cell[cid], known))
     return out, skipped
 
 
@@ -98,7 +121,7 @@ def _text(value: Any) -> str | None:
         else str(value)
 
 
-def _measured(row: dict[str, Any], reqs: pd.DataFrame) -> MeasuredCell:
+def _measured(row: dict[str, Any], reqs: pd.DataFrame, known: bool = False) -> MeasuredCell:
     prompt = reqs.input_tokens.dropna()
     output = reqs.output_tokens.dropna()
     domains = reqs.domain.dropna().astype(str)
@@ -120,7 +143,9 @@ def _measured(row: dict[str, Any], reqs: pd.DataFrame) -> MeasuredCell:
         if len(prompt) else (1.0, 1, 1),
         output_tokens=(float(output.mean()), int(output.min()), int(output.max()))
         if len(output) else (1.0, 1, 1),
-        domains=shares)
+        domains=shares,
+        known_acceptance=known_acceptance(row) if known else None,
+        repeat=repeat_of(pd.Series(row)))
 
 
 def recorded_hardware(run_dir: Path) -> str | None:
@@ -185,6 +210,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--holdout-workloads", type=names, default=(), metavar="W1,W2",
                     help="workloads to hold out (e.g. one output length's: "
                     "agentic__max_new_tokens-32): fitted on the others, judged on these")
+    ap.add_argument("--known-acceptance", action="store_true", help="take each speculative "
+                    "cell's acceptance as known (the engine's per-position counts, or a forced "
+                    "cell's forced rates) and fit the system's step costs alone: drafters of "
+                    "one shape but any quality, forced cells included")
     ap.add_argument("--seed", type=int, default=0, help="the bootstrap's seed")
     ap.add_argument("--replicates", type=int, default=20, help="bootstrap replicates")
     return ap
@@ -219,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise ValueError(f"{run_dir} is not a run folder with committed cells")
         if ns.replicates < 0:
             raise ValueError(f"--replicates must be >= 0, got {ns.replicates}")
-        cells, skipped = measured_cells(run_dir, ns.saturated)
+        cells, skipped = measured_cells(run_dir, ns.saturated, ns.known_acceptance)
         cells, skipped = chosen(cells, skipped, ns.engine, ns.variants)
         if not cells:
             why = f" ({len(skipped)} left out, e.g. {skipped[0]})" if skipped else ""

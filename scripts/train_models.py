@@ -15,6 +15,10 @@ Layout:
     target/              LlamaForCausalLM, 4 layers, trained on all five domains + tokenizer
     drafter/             LlamaForCausalLM, 1 layer, trained on coding + agentic rows only
     drafter_train.jsonl  those rows, unchanged (what `model.drafter.train_data` reads)
+    ladder/noise-X/      the target with noise X (a fraction of each tensor's std) on every
+                         weight: the draft-model ladder (LADDER_RECIPE), built from target/
+                         whenever ladder/manifest.json does not match; ladder/ladder.json has
+                         each rung's greedy agreement with the target
     recipe.json          the recipe, loss curves, per-domain loss of each model, wall times
     manifest.json        per-file sha256 and size
 """
@@ -37,10 +41,12 @@ from tiny_models import build_tokenizer  # noqa: E402
 
 from engines.tiny_models import complete, sha256  # noqa: E402
 from engines.trained_models import (  # noqa: E402
+    LADDER_RECIPE,
     SEPARATOR,
     TEXT_TEMPLATE,
     TRAIN_RECIPE,
     documents,
+    ladder_name,
     trained_root,
     write_drafter_data,
 )
@@ -136,6 +142,69 @@ def domain_losses(model, tokenizer) -> dict[str, float]:
     return out
 
 
+def greedy_agreement(target, draft, tokenizer, tokens: int = 32) -> float:
+    """Share of the target's greedy continuations (agentic prompts, `tokens` each) whose next
+    token the draft also ranks first, teacher-forced: a rung's per-draft acceptance, roughly
+    (vLLM's chain accepts a run of them, so its accept length falls faster than this)."""
+    import torch
+
+    rows = [json.loads(line) for line in
+            (REPO / "workloads/prompts/agentic.jsonl").read_text().splitlines() if line.strip()]
+    agree = total = 0
+    with torch.no_grad():
+        for row in rows[:24]:
+            ids = torch.tensor([[tokenizer.bos_token_id]
+                                + tokenizer.encode(row["text"], add_special_tokens=False)[:96]])
+            full = target.generate(ids, max_new_tokens=tokens, do_sample=False,
+                                   pad_token_id=tokenizer.pad_token_id)
+            want = full[0, ids.shape[1]:]
+            got = draft(input_ids=full[:, :-1]).logits[0, ids.shape[1] - 1:].argmax(-1)
+            agree += int((got == want).sum())
+            total += len(want)
+    return agree / total
+
+
+def build_ladder(out: Path) -> None:
+    """The draft-model ladder under out/ladder/ (LADDER_RECIPE), unless its manifest matches:
+    each rung the trained target with seeded Gaussian noise on every tensor, scaled by that
+    tensor's own standard deviation (so the noise hurts every layer alike)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    root = out / "ladder"
+    if complete(root):
+        return
+    t0 = time.monotonic()
+    shutil.rmtree(root, ignore_errors=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".ladder-", dir=out))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(out / "target")
+        target = LlamaForCausalLM.from_pretrained(out / "target", dtype=torch.float32).eval()
+        gen = torch.Generator().manual_seed(LADDER_RECIPE["seed"])
+        rungs = {}
+        for noise in LADDER_RECIPE["noise"]:
+            rung = LlamaForCausalLM.from_pretrained(out / "target", dtype=torch.float32).eval()
+            with torch.no_grad():
+                for p in rung.parameters():
+                    scale = float(p.float().std()) if p.numel() > 1 else 0.0
+                    p.add_(torch.randn(p.shape, generator=gen) * noise * scale)
+            name = ladder_name(noise).split("/", 1)[1]
+            rungs[name] = {"noise": noise,
+                           "greedy_agreement": round(greedy_agreement(target, rung, tokenizer), 4)}
+            save(rung, tokenizer, tmp / name)
+            print(f"train_models: ladder {name}: greedy agreement "
+                  f"{rungs[name]['greedy_agreement']}", file=sys.stderr, flush=True)
+        (tmp / "ladder.json").write_text(json.dumps(
+            {"recipe": LADDER_RECIPE, "rungs": rungs,
+             "wall_seconds": round(time.monotonic() - t0, 1)}, indent=2) + "\n")
+        files = {str(p.relative_to(tmp)): {"sha256": sha256(p), "size": p.stat().st_size}
+                 for p in sorted(tmp.rglob("*")) if p.is_file()}
+        (tmp / "manifest.json").write_text(json.dumps({"files": files}, indent=2) + "\n")
+        os.replace(tmp, root)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def save(model, tokenizer, out: Path) -> None:
     import torch
 
@@ -159,6 +228,7 @@ def main(argv=None) -> int:
     out = (args.out or trained_root()).expanduser().resolve()
     if complete(out) and not args.force:
         print(f"train_models: {out} is complete", file=sys.stderr)
+        build_ladder(out)
         print(out)
         return 0
 
@@ -203,6 +273,7 @@ def main(argv=None) -> int:
         os.replace(tmp, out)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    build_ladder(out)
     for name, m in record["models"].items():
         print(f"train_models: {name}: {m['parameters']} parameters, {m['tokens']} tokens, "
               f"{m['steps']} steps in {m['train_seconds']} s, final loss "

@@ -1,10 +1,20 @@
 """The break-even acceptance: for each load, the accept length at which a speculative
-configuration's throughput equals the baseline's, from forced-acceptance cells
-(grid/analysis/forced.py); and the user's drafter placed on it. Pure: numpy and pandas.
+configuration's throughput equals the baseline's, and the user's drafter placed on it. Pure:
+numpy and pandas. A curve is measured one of two ways:
+- **forced**: one drafter, its acceptance forced by the engine to each length
+  (grid/analysis/forced.py); the length is the one asked for;
+- **ladder**: drafters of graded quality at the same cost per draft pass (a grid axis over
+  `variant.args.speculative_draft_model_path`, e.g. the trained target's noisy copies,
+  engines/trained_models.py LADDER_RECIPE), nothing forced; the length is each rung's measured
+  decode accept length (its cells' `accept_length_decode`, mean over repeats), taken as known
+  (it is a mean over every verify step of the cell, far narrower than the throughput's
+  interval).
 
-Definitions, per speculative configuration (a variant label without its forced-acceptance part:
-`eagle3__forced_len-2.5` is configuration `eagle3` at length 2.5) x workload x load:
-- the **ratio** at a forced length a: the configuration's output tok/s over the baseline's at
+Definitions, per speculative configuration (a variant label without its forced-acceptance or
+draft-model part: `eagle3__forced_len-2.5` is configuration `eagle3` at length 2.5,
+`tiny_trained_draft__draft-noise-0.20` configuration `tiny_trained_draft` with one rung) x
+workload x load:
+- the **ratio** at a length a: the configuration's output tok/s over the baseline's at
   the same load and workload (means over repeats; grid/analysis/decision.py `points`);
 - the **break-even length** a*: where the ratio crosses 1, linearly interpolated between the
   two measured lengths around it (the ratio rises with acceptance at a fixed load: a longer
@@ -40,11 +50,13 @@ from grid.analysis.forced import COLUMN, forced_length
 
 FORCED_PART = re.compile(r"__forced_(?:len|rates)-[0-9.]+(?:_[0-9.]+)*")
 """The part grid/plan/cells.py adds to a variant label for a forced-acceptance axis."""
+DRAFT_PART = re.compile(r"__draft-.+?(?=__|$)")
+"""... and for an axis over the draft model (`__draft-noise-0.20`)."""
 
 
 def configuration(variant: str) -> str:
-    """The speculative configuration of a variant label (its forced part removed)."""
-    return FORCED_PART.sub("", variant)
+    """The speculative configuration of a variant label (its forced and draft parts removed)."""
+    return DRAFT_PART.sub("", FORCED_PART.sub("", variant))
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,12 @@ class Level:
     hi_open: bool = False
     """Its upper end is the longest length measured: a* may be higher still."""
     cell_ids: list[str] = field(default_factory=list)
+    kind: str = "forced"
+    """`forced` (lengths asked of the engine) or `ladder` (lengths measured, one per drafter)."""
+    rungs: tuple[str, ...] = ()
+    """Ladder: the variant label at each length."""
+    rung_ratios: tuple[tuple[float, float], ...] = ()
+    """Ladder: each rung's ratio interval (bootstrap, 95 %)."""
 
     def describe(self) -> str:
         if self.where == "below":
@@ -99,10 +117,30 @@ class Level:
         return f"{text} [{lo}, {hi}]"
 
     def as_json(self) -> dict[str, object]:
-        return {"load": self.load, "break_even_length": self.value, "where": self.where,
-                "interval": [self.lo, self.hi], "interval_open": [self.lo_open, self.hi_open],
-                "lengths": list(self.lengths), "ratios": list(self.ratios),
-                "cells": self.cell_ids}
+        out: dict[str, object] = {
+            "load": self.load, "kind": self.kind, "break_even_length": self.value,
+            "where": self.where, "interval": [self.lo, self.hi],
+            "interval_open": [self.lo_open, self.hi_open], "lengths": list(self.lengths),
+            "ratios": list(self.ratios), "cells": self.cell_ids}
+        if self.kind == "ladder":
+            out["rungs"] = [{"variant": v, "accept_length": a, "ratio": r,
+                             "ratio_interval": list(ri), "verdict": self.verdict(a),
+                             "agrees": self.agrees(a, ri)}
+                            for v, a, r, ri in zip(self.rungs, self.lengths, self.ratios,
+                                                   self.rung_ratios, strict=True)]
+        return out
+
+    def verdict(self, length: float) -> str:
+        """`pays` where a drafter of this length beats the baseline by the curve."""
+        return "pays" if length > self.value else "does not pay"
+
+    def agrees(self, length: float, ratio_interval: tuple[float, float]) -> bool | None:
+        """Whether a rung's verdict has the sign of its measured speedup (None where the
+        speedup's interval holds zero: no sign to agree with)."""
+        lo, hi = ratio_interval
+        if lo <= 1.0 <= hi:
+            return None
+        return (self.verdict(length) == "pays") == (lo > 1.0)
 
 
 def level(config: str, workload: str, load: float, lengths: Sequence[float],
@@ -124,27 +162,49 @@ def level(config: str, workload: str, load: float, lengths: Sequence[float],
 
 
 def curves(stats: CellStats, cells: pd.DataFrame, baseline: str = "baseline") -> list[Level]:
-    """Every (configuration, workload, closed-loop load) with two or more forced lengths and
-    the baseline measured, sorted by configuration, workload and load."""
-    if cells.empty or COLUMN not in cells:
+    """Every (kind, configuration, workload, closed-loop load) with two or more lengths and
+    the baseline measured, sorted by kind, configuration, workload and load: forced lengths,
+    and ladders (unforced cells whose variant labels differ only in the draft model, at their
+    measured decode accept length)."""
+    if cells.empty:
         return []
-    length_of = {str(c): forced_length(v) for c, v in zip(cells.cell_id, cells[COLUMN],
-                                                           strict=True)}
+    forced_of = ({str(c): forced_length(v) for c, v in zip(cells.cell_id, cells[COLUMN],
+                                                            strict=True)}
+                 if COLUMN in cells else {})
+    measured_of = ({str(c): float(v) for c, v in zip(cells.cell_id, cells.accept_length_decode,
+                                                      strict=True) if pd.notna(v)}
+                   if "accept_length_decode" in cells else {})
     pts = [p for p in points(stats, ("output_tok_s",)) if p.load_kind == "concurrency"]
     base = {(p.workload, p.load): p for p in pts if p.variant == baseline}
-    forced: dict[tuple[str, str, float], dict[float, Point]] = {}
+    found: dict[tuple[str, str, str, float], dict[float, Point]] = {}
     for p in pts:
-        length = length_of.get(p.cell_ids[0])
+        length = forced_of.get(p.cell_ids[0])
         if length is not None:
-            forced.setdefault((configuration(p.variant), p.workload, p.load), {})[length] = p
+            key = ("forced", configuration(p.variant), p.workload, p.load)
+        elif DRAFT_PART.search(p.variant) and all(c in measured_of for c in p.cell_ids):
+            length = float(np.mean([measured_of[c] for c in p.cell_ids]))
+            key = ("ladder", configuration(p.variant), p.workload, p.load)
+        else:
+            continue
+        found.setdefault(key, {})[length] = p
     out = []
-    for (config, workload, load), by_length in sorted(forced.items()):
+    for (kind, config, workload, load), by_length in sorted(found.items()):
         b = base.get((workload, load))
         if b is None or len(by_length) < 2:
             continue
         lengths = sorted(by_length)
-        out.append(level(config, workload, load, lengths, [by_length[a] for a in lengths], b))
+        lv = level(config, workload, load, lengths, [by_length[a] for a in lengths], b)
+        if kind == "ladder":
+            lv.kind, lv.rungs = kind, tuple(by_length[a].variant for a in lengths)
+            lv.rung_ratios = tuple(_ratio_interval(by_length[a], b) for a in lengths)
+        out.append(lv)
     return out
+
+
+def _ratio_interval(spec: Point, base: Point, metric: str = "output_tok_s"
+                    ) -> tuple[float, float]:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return interval(spec.replicates[metric] / base.replicates[metric])
 
 
 @dataclass(frozen=True)
@@ -212,7 +272,8 @@ def place(levels: Sequence[Level], config: str, workload: str, domain: str,
     """The drafter's length on one domain against the configuration's break-even curve on
     one workload."""
     n, length, lo, hi = measured
-    mine = [lv for lv in levels if lv.configuration == config and lv.workload == workload]
+    mine = [lv for lv in levels if lv.configuration == config and lv.workload == workload
+            and lv.kind == "forced"]
 
     def highest(pays: list[bool]) -> float | None:
         loads = [lv.load for lv, ok in zip(mine, pays, strict=True) if ok]
@@ -228,7 +289,8 @@ def drafters(levels: Sequence[Level], requests: pd.DataFrame, cells: pd.DataFram
              replicates: int = DEFAULT_REPLICATES, seed: int = 0) -> list[Drafter]:
     """The drafter of every configuration with a curve, per workload and prompt domain."""
     out = []
-    for config, workload in sorted({(lv.configuration, lv.workload) for lv in levels}):
+    for config, workload in sorted({(lv.configuration, lv.workload) for lv in levels
+                                    if lv.kind == "forced"}):
         found = drafter_lengths(requests, cells, config, workload, replicates, seed)
         out += [place(levels, config, workload, d, m) for d, m in sorted(found.items())
                 if math.isfinite(m[1])]

@@ -54,7 +54,8 @@ _DEFAULT_FREE = {"target": None, "max_requests": None, "check_interval_s": 0.5,
 # Shorter labels for variant factors that appear in variant names.
 _FACTOR_ABBREV = {"speculative_disable_above_batch": "off_above", "speculative_depth": "depth",
                   "speculative_adaptive": "adaptive", "forced_acceptance.length": "forced_len",
-                  "forced_acceptance.rates": "forced_rates"}
+                  "forced_acceptance.rates": "forced_rates",
+                  "args.speculative_draft_model_path": "draft"}
 
 UNSET_UNLESS_GIVEN = ("speculative_depth", "speculative_adaptive", "speculative_adaptive_config")
 """Variant keys that leave a cell's identity when unset (None or False), so cells composed
@@ -159,12 +160,16 @@ def variant_label(name: str, combo: Mapping[str, Any]) -> str:
 
 
 def _factor_parts(section: str, combo: Mapping[str, Any]) -> list[str]:
-    """`leaf-value` slugs of the combo's axes under `section` (`variant.`, `workload.`)."""
+    """`leaf-value` slugs of the combo's axes under `section` (`variant.`, `workload.`); an
+    absolute path stands by its last part (a draft model's folder `.../ladder/noise-0.20` ->
+    `draft-noise-0.20`), so a label does not change from one machine's cache to another's."""
     parts = []
     for axis, value in combo.items():
         if axis.startswith(section) and value is not None:
             leaf = axis.rsplit(".", 1)[-1]
             name = _FACTOR_ABBREV.get(axis[len(section):], _FACTOR_ABBREV.get(leaf, leaf))
+            if isinstance(value, str) and value.startswith("/"):
+                value = value.rstrip("/").rsplit("/", 1)[-1]
             parts.append(f"{name.lower()}-{_slug(value)}")
     return parts
 

@@ -2,8 +2,10 @@
 which each speculative configuration pays at each load (grid/analysis/breakeven.py), each forced
 cell's check that the engine honoured it (grid/analysis/forced.py), and the user's drafter
 placed on the curve from the same run's unforced cells: per prompt domain, the highest load at
-which it pays. Text, HTML, decision.json and a figure; all empty without forced cells. Every
-line carries the label "forced acceptance: performance only"."""
+which it pays. From a ladder of drafters (unforced), the same curve at their measured accept
+lengths, with each rung's verdict beside the sign of its measured speedup. Text, HTML,
+decision.json and a figure; all empty without forced cells or a ladder. Forced lines carry the
+label "forced acceptance: performance only"."""
 
 from __future__ import annotations
 
@@ -30,18 +32,44 @@ class View:
     checks: pd.DataFrame
 
 
+LADDER_RULE = ("ladder: drafters of graded quality at the same cost per draft pass, nothing "
+               "forced; the break-even length interpolated between their measured accept "
+               "lengths; a rung pays where its length exceeds it, beside the sign of its "
+               "measured speedup (95 % bootstrap)")
+
+
 def view(data: RunData) -> View | None:
-    """The section's numbers (None: the run has no forced cell)."""
-    if data.cells.empty or not forced_mask(data.cells).any():
+    """The section's numbers (None: the run has neither a forced cell nor a ladder)."""
+    if data.cells.empty:
         return None
+    forced = bool(forced_mask(data.cells).any())
     levels = curves(data.stats, data.cells, data.baseline)
+    if not forced and not levels:
+        return None
     placed = drafters(levels, data.requests, data.cells) if len(data.requests) else []
     return View(levels, placed, honoured(data.cells))
 
 
-def _title(data: RunData) -> str:
+def _title(data: RunData, v: View) -> str:
     label = f", {data.label}" if data.label else ""
-    return f"break-even acceptance ({FORCED_LABEL}{label})"
+    kinds = {lv.kind for lv in v.levels} | ({"forced"} if len(v.checks) else set())
+    words = "; ".join({"forced": FORCED_LABEL, "ladder": "drafter ladder, real acceptance"}[k]
+                       for k in sorted(kinds))
+    return f"break-even acceptance ({words}{label})"
+
+
+def _rung_lines(lv: Level) -> list[str]:
+    if lv.kind != "ladder":
+        return []
+    out = []
+    for variant, length, ratio, (lo, hi) in zip(lv.rungs, lv.lengths, lv.ratios,
+                                                lv.rung_ratios, strict=True):
+        agrees = lv.agrees(length, (lo, hi))
+        sign = ("no sign (interval holds 1)" if agrees is None
+                else "agrees with its speedup" if agrees else "DISAGREES with its speedup")
+        out.append(f"      {variant}: accept length {length:.2f}, x{ratio:.2f} "
+                   f"[{lo:.2f}, {hi:.2f}]: {lv.verdict(length)}, {sign}")
+    return out
 
 
 def section(data: RunData) -> str:
@@ -49,28 +77,34 @@ def section(data: RunData) -> str:
     v = view(data)
     if v is None:
         return ""
-    lines = [_title(data)]
-    for (config, workload), group in _by_curve(v.levels).items():
-        lines.append(f"  {config} on {workload} against {data.baseline}:")
-        lines += [f"    c={lv.load:g}: {lv.describe()}" for lv in group]
+    lines = [_title(data, v)]
+    for (kind, config, workload), group in _by_curve(v.levels).items():
+        lines.append(f"  {config} on {workload} against {data.baseline}"
+                     + (" (ladder):" if kind == "ladder" else ":"))
+        for lv in group:
+            lines.append(f"    c={lv.load:g}: {lv.describe()}")
+            lines += _rung_lines(lv)
         lines += [f"    drafter on {d.describe()}" for d in v.placed
-                  if (d.configuration, d.workload) == (config, workload)]
+                  if kind == "forced" and (d.configuration, d.workload) == (config, workload)]
     if not v.levels:
         lines.append("  no curve: a load needs the baseline and two forced lengths or more")
-    flagged = v.checks[~v.checks.honoured.astype(bool)]
-    lines.append(f"  honoured: {len(v.checks) - len(flagged)} of {len(v.checks)} forced cells "
-                 f"within ±{TOLERANCE:.0%} of the forced length")
-    lines += [f"  FLAGGED {r.variant} c={r.concurrency}: {r.statement}"
-              for r in flagged.itertuples()]
-    lines.append(f"  ({RULE}; forced cells are left out of the recommendation and the "
-                 "losslessness check)")
+    if len(v.checks):
+        flagged = v.checks[~v.checks.honoured.astype(bool)]
+        lines.append(f"  honoured: {len(v.checks) - len(flagged)} of {len(v.checks)} forced "
+                     f"cells within ±{TOLERANCE:.0%} of the forced length")
+        lines += [f"  FLAGGED {r.variant} c={r.concurrency}: {r.statement}"
+                  for r in flagged.itertuples()]
+        lines.append(f"  ({RULE}; forced cells are left out of the recommendation and the "
+                     "losslessness check)")
+    if any(lv.kind == "ladder" for lv in v.levels):
+        lines.append(f"  ({LADDER_RULE})")
     return "\n".join(lines)
 
 
-def _by_curve(levels: list[Level]) -> dict[tuple[str, str], list[Level]]:
-    out: dict[tuple[str, str], list[Level]] = {}
+def _by_curve(levels: list[Level]) -> dict[tuple[str, str, str], list[Level]]:
+    out: dict[tuple[str, str, str], list[Level]] = {}
     for lv in levels:
-        out.setdefault((lv.configuration, lv.workload), []).append(lv)
+        out.setdefault((lv.kind, lv.configuration, lv.workload), []).append(lv)
     return out
 
 
@@ -81,8 +115,10 @@ def html_section(data: RunData) -> str:
         return ""
     esc = html.escape
     rows = "".join(
-        f"<tr><td>{esc(lv.configuration)}</td><td>{esc(lv.workload)}</td>"
+        f"<tr><td>{esc(lv.configuration)}</td><td>{esc(lv.kind)}</td><td>{esc(lv.workload)}</td>"
         f"<td class=n>c={lv.load:g}</td><td class=n>{esc(lv.describe())}</td></tr>"
+        + "".join(f"<tr><td colspan=5>{esc(line.strip())}</td></tr>"
+                  for line in _rung_lines(lv))
         for lv in v.levels)
     placed = "".join(f"<li>{esc(d.configuration)} on {esc(d.workload)}, {esc(d.describe())}"
                      "</li>" for d in v.placed)
@@ -91,8 +127,9 @@ def html_section(data: RunData) -> str:
         + (esc(str(r.statement)) if r.honoured
            else f"<b class=warning>{esc(str(r.statement))}</b>")
         + "</li>" for r in v.checks.itertuples())
-    return (f"<h2>{esc(_title(data))}</h2><p>{esc(RULE)}.</p><table><tr><th>configuration</th>"
-            f"<th>workload</th><th>load</th><th>break-even length [95 %]</th></tr>{rows}"
+    return (f"<h2>{esc(_title(data, v))}</h2><p>{esc(RULE)}.</p><table><tr>"
+            f"<th>configuration</th><th>kind</th><th>workload</th><th>load</th>"
+            f"<th>break-even length [95 %]</th></tr>{rows}"
             f"</table><p>The drafter per prompt domain (pays up to [surely, maybe]):</p>"
             f"<ul>{placed}</ul><p>Honoured (±{TOLERANCE:.0%}):</p><ul>{checks}</ul>")
 
@@ -102,7 +139,8 @@ def decision(data: RunData) -> dict[str, object]:
     v = view(data)
     if v is None:
         return {}
-    return {"label": FORCED_LABEL, "rule": RULE, "tolerance": TOLERANCE,
+    return {"label": FORCED_LABEL, "rule": RULE, "ladder_rule": LADDER_RULE,
+            "tolerance": TOLERANCE,
             "curves": [{"configuration": lv.configuration, "workload": lv.workload,
                         **lv.as_json()} for lv in v.levels],
             "drafter": [d.as_json() for d in v.placed],
@@ -121,10 +159,11 @@ def figure(data: RunData) -> Figure | None:
         return None
     fig = Figure(figsize=(7, 4))
     ax = fig.subplots()
-    for (config, workload), group in _by_curve(v.levels).items():
+    for (kind, config, workload), group in _by_curve(v.levels).items():
         loads = [lv.load for lv in group]
         line = ax.plot(loads, [lv.value for lv in group], marker="o",
-                       label=f"{config} / {workload}")[0]
+                       label=f"{config} / {workload}" + (" (ladder)" if kind == "ladder"
+                                                         else ""))[0]
         ax.fill_between(loads, [lv.lo for lv in group], [lv.hi for lv in group],
                         color=line.get_color(), alpha=0.2)
         for where, marker, words in (("above", "^", "at or above: pays at no length"),
@@ -134,7 +173,7 @@ def figure(data: RunData) -> Figure | None:
                 ax.scatter([lv.load for lv in ends], [lv.value for lv in ends], marker=marker,
                            s=80, color=line.get_color(), zorder=3, label=words)
         for d in v.placed:
-            if (d.configuration, d.workload) == (config, workload):
+            if kind == "forced" and (d.configuration, d.workload) == (config, workload):
                 ax.axhspan(d.lo, d.hi, color=line.get_color(), alpha=0.12)
                 ax.axhline(d.length, color=line.get_color(), linestyle=":", linewidth=1)
                 ax.annotate(f"{d.domain} {d.length:.2f}", (loads[0], d.length), fontsize=7,
@@ -142,8 +181,8 @@ def figure(data: RunData) -> Figure | None:
     ax.set_xscale("log", base=2)
     ax.set_xlabel("concurrency")
     ax.set_ylabel("break-even accept length")
-    title = f"{FORCED_LABEL}: pays above the curve"
-    ax.set_title(f"{data.label} — {title}" if data.label else title, fontsize=9)
+    title = f"{_title(data, v)}: pays above the curve"
+    ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     return fig
 

@@ -36,6 +36,12 @@ def test_same_recipe_same_weights(tmp_path, engines_python):
     assert set(target["loss_by_domain"]) == {"coding", "agentic", "math", "chat",
                                              "encyclopedic"}
     assert drafter["parameters"] < target["parameters"]
+    # the draft-model ladder beside them: the target itself at noise 0 agrees on every token
+    ladder = json.loads((tmp_path / "a" / "ladder" / "ladder.json").read_text())["rungs"]
+    assert list(ladder) == ["noise-0.00", "noise-0.10", "noise-0.20", "noise-0.35", "noise-0.60"]
+    assert ladder["noise-0.00"]["greedy_agreement"] == 1.0
+    assert ladder["noise-0.60"]["greedy_agreement"] < 1.0
+    assert (tmp_path / "a" / "ladder" / "noise-0.20" / "model.safetensors").is_file()
     # a second call finds the folder complete and trains nothing
     again = subprocess.run([engines_python, str(REPO / "scripts/train_models.py"), "--out",
                             str(tmp_path / "a"), "--steps-scale", "0.01"],

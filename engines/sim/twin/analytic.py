@@ -80,6 +80,9 @@ class Scenario:
     the cell's figures are over."""
     varied_output: bool = False
     """Output lengths differ between requests (no ignore_eos): waves drift apart."""
+    known_reach: tuple[float, ...] | None = None
+    """Acceptance known for this cell (MeasuredCell.known_acceptance): the share of verify
+    steps accepting each draft position; None: the setup's drafter chain per domain."""
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,11 @@ def acceptance(setup: Setup, sc: Scenario) -> tuple[float, float, tuple[float, .
     by steps."""
     assert sc.spec is not None
     m = _positions(sc.spec)
+    if sc.known_reach is not None:  # one chain for every request: the shares themselves
+        reach = (list(sc.known_reach) + [0.0] * m)[:m]
+        mean = 1.0 + sum(reach)
+        second_moment = 1.0 + sum((2 * (i + 2) - 1) * r for i, r in enumerate(reach))
+        return mean, max(0.0, second_moment - mean**2), tuple(reach)
     steps_total, second, weighted = 0.0, 0.0, [0.0] * m
     for domain, share in sc.domains:
         probs = setup.chain(domain, sc.spec, sc.prompt_tokens, sc.temperature)

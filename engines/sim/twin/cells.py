@@ -138,7 +138,8 @@ def observe(cell: MeasuredCell) -> Observed:
         output_tokens=float(mean_out), spec=spec, max_running=cap, kv_pool=pool,
         domains=tuple(sorted(shares.items())), temperature=float(cell.temperature),
         requests_per_stream=max(1.0, cell.num_requests / max(1, cell.concurrency)),
-        varied_output=most - fewest > 0.05 * mean_out)
+        varied_output=most - fewest > 0.05 * mean_out,
+        known_reach=cell.known_acceptance if spec is not None else None)
     scale = time_scale(flags)
     measured = {m: float(v) for m, v in (("output_tok_s", cell.output_tok_s * scale
                                           if cell.output_tok_s else None),
@@ -146,7 +147,7 @@ def observe(cell: MeasuredCell) -> Observed:
                                           if cell.ttft_p50_s else None),
                                          ("tpot_p50_s", cell.tpot_p50_s / scale
                                           if cell.tpot_p50_s else None)) if v and v > 0}
-    if spec is not None:
+    if spec is not None and cell.known_acceptance is None:  # known: nothing to fit there
         decode = cell.accept_length_decode
         if decode is None and cell.accept_length and mean_out > 1:
             # per request: completion / verify steps, the first token from prefill
@@ -154,7 +155,8 @@ def observe(cell: MeasuredCell) -> Observed:
         if decode and decode >= 1:
             measured["accept_length"] = float(decode)
     per_position = tuple(float(v) for v in cell.acceptance_per_position) \
-        if spec is not None and cell.acceptance_per_position else None
+        if spec is not None and cell.acceptance_per_position \
+        and cell.known_acceptance is None else None
     return Observed(cell, scenario, measured, per_position)
 
 

@@ -17,7 +17,7 @@ from engines.sim.profile import Profile, load_profile
 from engines.sim.twin.analytic import Setup, predict
 from engines.sim.twin.cells import Observed, envelope, observe
 from engines.sim.twin.fit import bootstrap, factor_table, fit
-from engines.sim.twin.holdout import leave_one_load_out, rows, split
+from engines.sim.twin.holdout import goal, leave_one_load_out, repeat_spread, rows, split
 from engines.sim.twin.node import node_data, node_profile, one_server_family, profile_of
 from engines.sim.twin.params import FIXED, Space, profile_data
 from engines.twin_data import MeasuredCell
@@ -150,7 +150,11 @@ def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = 
         "fixed": {n: getattr(best.setup.efficiency, n) for n in FIXED},
         "scheduler": server, "envelope": env, "fit": fitted,
         "holdout": leave_one_load_out(space, observed, baseline, seed),
+        "known_acceptance": sum(o.scenario.known_reach is not None for o in observed),
+        "repeat_spread": repeat_spread(observed),
     }
     if held is not None:
         data["twin"]["holdout_split"] = held
+    judged = (held or data["twin"]["holdout"])["metrics"]
+    data["twin"]["goal"] = goal(judged, data["twin"]["repeat_spread"])
     return data

@@ -7,7 +7,7 @@ covers (the lowest or the highest) is extrapolation, and marked so."""
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engines.sim.twin.analytic import Prediction, predict
@@ -146,3 +146,46 @@ def split(space: Space, observed: Sequence[Observed], baseline: str, held: Seque
             "fitted_on": fitted,
             "fitted_workloads": sorted({o.cell.workload for o in train}),
             "metrics": summary(errors, seed), "cells": errors}
+
+
+SPREAD_METRICS = ("output_tok_s", "ttft_p50_s", "tpot_p50_s")
+
+
+def repeat_spread(observed: Sequence[Observed]) -> dict[str, dict[str, Any]]:
+    """How far the same cell measured again lands (cells equal but for their repeat index):
+    per metric, the relative range (max - min) / mean of each repeated cell, in %, its mean
+    and largest over the repeated cells. A twin's held-out error cannot be expected below it:
+    the measurement itself moves that much."""
+    groups: dict[tuple[str, str, int, int], list[Observed]] = {}
+    for o in observed:
+        key = (o.cell.variant, o.cell.workload, o.load, round(o.scenario.output_tokens))
+        groups.setdefault(key, []).append(o)
+    out: dict[str, dict[str, Any]] = {}
+    for metric in SPREAD_METRICS:
+        spreads = []
+        for group in groups.values():
+            values = [o.measured[metric] for o in group if metric in o.measured]
+            if len({o.cell.repeat for o in group}) > 1 and len(values) > 1:
+                spreads.append(100.0 * (max(values) - min(values))
+                               / (sum(values) / len(values)))
+        if spreads:
+            out[metric] = {"n": len(spreads), "mean_pct": sum(spreads) / len(spreads),
+                           "max_pct": max(spreads)}
+    return out
+
+
+GOAL_PCT = 10.0
+"""The twin's goal on a real engine: held-out mean |error| no larger than this or the
+repeat spread, whichever is larger."""
+
+
+def goal(metrics: Mapping[str, Mapping[str, Any]], spread: Mapping[str, Mapping[str, Any]],
+         metric: str = "output_tok_s") -> dict[str, Any] | None:
+    """The held-out mean |error| of `metric` against max(GOAL_PCT, its mean repeat spread);
+    None without a held-out error or a repeat spread for it."""
+    if metric not in metrics or metric not in spread:
+        return None
+    bound = max(GOAL_PCT, spread[metric]["mean_pct"])
+    error = metrics[metric]["mae_pct"]
+    return {"metric": metric, "error_pct": error, "spread_pct": spread[metric]["mean_pct"],
+            "bound_pct": bound, "met": error <= bound}

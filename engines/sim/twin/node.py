@@ -130,7 +130,9 @@ def _served_paths(cells: Sequence[MeasuredCell]) -> tuple[str | None, str | None
 
 def one_server_family(cells: Sequence[MeasuredCell]) -> None:
     """ValueError when the cells come from more than one engine or drafter: a twin is one
-    server's model, with one drafter's acceptance per prompt domain."""
+    server's model, with one drafter's acceptance per prompt domain. Drafters whose
+    acceptance each cell knows (`known_acceptance`) may differ in quality, not in cost: their
+    folders' shapes (layers, widths) must be equal."""
     kinds = sorted({c.engine for c in cells})
     if len(kinds) > 1:
         raise ValueError(f"cells of engines {', '.join(kinds)}: fit a twin to one engine's "
@@ -138,13 +140,28 @@ def one_server_family(cells: Sequence[MeasuredCell]) -> None:
     drafters: dict[tuple[str, str], list[str]] = {}
     for c in cells:
         d = drafter(c)
-        if d is not None:
+        if d is not None and c.known_acceptance is None:
             drafters.setdefault(d, []).append(c.variant)
     if len(drafters) > 1:
         by = "; ".join(f"{'/'.join(sorted(set(v)))}: {m or '?'} {Path(p).name or ''}".strip()
                        for (m, p), v in sorted(drafters.items()))
         raise ValueError(f"cells of {len(drafters)} drafters ({by}): fit a twin to one "
                          "drafter's cells and the baseline (--variants baseline,NAME)")
+    shapes: dict[tuple[Any, ...], str] = {}
+    for c in cells:
+        d = drafter(c)
+        if d is None or c.known_acceptance is None or not Path(d[1]).is_dir():
+            continue
+        config = read_config(d[1])
+        shapes.setdefault(tuple(config.get(k) for k in SHAPE_KEYS), c.variant)
+    if len(shapes) > 1:
+        raise ValueError(f"drafters of different shapes ({', '.join(sorted(shapes.values()))}):"
+                         " a twin of known acceptance needs drafters of one cost per pass")
+
+
+SHAPE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+              "num_key_value_heads", "vocab_size")
+"""What sets a draft model's cost per pass."""
 
 
 def names(cells: Sequence[MeasuredCell], hardware: str | None, model: str | None

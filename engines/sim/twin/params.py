@@ -72,8 +72,10 @@ class Space:
         # the request overhead is often nil (a simulator's own cells, an engine-side anchor):
         # fitted on a linear scale, whose range starts at 0
         factors = [Factor(n, *bounds[n], log=n not in LINEAR) for n in names]
-        domains = sorted({d for o in spec for d, share in o.scenario.domains if share > 0})
-        positions = max((len(o.per_position) for o in spec if o.per_position), default=0)
+        # the drafter's chain is fitted only where a cell's acceptance is not known already
+        drafted = [o for o in spec if o.scenario.known_reach is None]
+        domains = sorted({d for o in drafted for d, share in o.scenario.domains if share > 0})
+        positions = max((len(o.per_position) for o in drafted if o.per_position), default=0)
         for d in domains:
             chain = start.acceptance.get(d) or start.acceptance["general"]
             if positions:

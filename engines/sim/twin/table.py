@@ -70,6 +70,26 @@ def describe_envelope(env: Mapping[str, Any]) -> str:
             f"domains {', '.join(env['workload_domains'])}")
 
 
+def spread_lines(twin: Mapping[str, Any]) -> list[str]:
+    """The cells of known acceptance, the repeat spread and the goal against it."""
+    lines = []
+    if twin.get("known_acceptance"):
+        lines += ["", f"acceptance known in {twin['known_acceptance']} speculative cells "
+                  "(counted per position or forced): the fit is the system's step costs alone"]
+    spread = twin.get("repeat_spread") or {}
+    if spread:
+        lines += ["", "repeat spread (the same cell measured again, (max - min) / mean):"]
+        lines += [f"  {UNITS[m][0]:<15}{s['n']:>4} cells  mean {s['mean_pct']:.1f} %, "
+                  f"largest {s['max_pct']:.1f} %" for m, s in spread.items()]
+    g = twin.get("goal")
+    if g:
+        lines.append(f"goal: held-out {UNITS[g['metric']][0]} mean |error| "
+                     f"{g['error_pct']:.1f} % <= max(10 %, repeat spread "
+                     f"{g['spread_pct']:.1f} %) = {g['bound_pct']:.1f} %: "
+                     + ("met" if g["met"] else "NOT met"))
+    return lines
+
+
 def summary(doc: Mapping[str, Any], path: str, skipped: Sequence[str]) -> str:
     """The whole printout of the twin document `doc`, written to `path`."""
     twin = doc["twin"]
@@ -96,6 +116,7 @@ def summary(doc: Mapping[str, Any], path: str, skipped: Sequence[str]) -> str:
                   f"{', '.join(map(str, held['fitted_on']))} of "
                   f"{', '.join(held['fitted_workloads'])}:",
                   *cell_rows(held["cells"]), *holdout(held["metrics"])]
+    lines += spread_lines(twin)
     lines += ["", f"envelope (outside it: extrapolation): {describe_envelope(twin['envelope'])}",
               f"wrote {path}",
               f"use it: python -m grid.run +sweep=concurrency engine=sim "

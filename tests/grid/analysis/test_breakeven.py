@@ -98,3 +98,49 @@ def test_the_drafter_pays_up_to_the_highest_load_its_length_clears():
     assert placed["coding"].surely_up_to == placed["coding"].maybe_up_to == 1.0
     # chat 1.5: below a* everywhere
     assert placed["chat"].pays_up_to is None and placed["chat"].maybe_up_to is None
+
+
+def ladder() -> tuple[CellStats, pd.DataFrame]:
+    """Baseline 100 tok/s at c=1 and c=4; three rungs of a drafter ladder (nothing forced),
+    measured accept lengths 4.6, 2.8, 1.4 (given out of order: the curve sorts them), at c=1
+    130, 105, 70 tok/s and at c=4 110, 85, 50. Replicates +-5 % as in `surface`, except the
+    c=4 rung at 2.8 whose replicates are 80 and 90 (ratio 0.80 and 0.90: below 1)."""
+    rows, reps = [], {}
+    rungs = {"noise-0.00": (4.6, {1: 130.0, 4: 110.0}), "noise-0.35": (1.4, {1: 70.0, 4: 50.0}),
+             "noise-0.20": (2.8, {1: 105.0, 4: 85.0})}
+    for c in (1, 4):
+        rows.append({**_cell(f"b{c}", "baseline", c, 100.0), "accept_length_decode": np.nan})
+        reps[f"b{c}"] = {"output_tok_s": np.full(R, 100.0), "goodput_tok_s": np.full(R, 100.0)}
+        for rung, (length, tok_s) in rungs.items():
+            cid = f"{rung}-c{c}"
+            rows.append({**_cell(cid, f"draft__draft-{rung}", c, tok_s[c]),
+                         "accept_length_decode": length})
+            reps[cid] = {"output_tok_s": tok_s[c] * FACTOR, "goodput_tok_s": tok_s[c] * FACTOR}
+    reps["noise-0.20-c4"]["output_tok_s"] = np.where(FACTOR > 1, 90.0, 80.0)
+    cells = pd.DataFrame(rows)
+    return CellStats(cells.drop(columns="forced_acceptance"), reps), cells
+
+
+def test_a_ladder_of_drafters_gives_the_curve_at_their_measured_lengths():
+    stats, cells = ladder()
+    c1, c4 = curves(stats, cells)
+    assert (c1.kind, c1.configuration, c1.lengths) == ("ladder", "draft", (1.4, 2.8, 4.6))
+    assert c1.rungs == ("draft__draft-noise-0.35", "draft__draft-noise-0.20",
+                        "draft__draft-noise-0.00")
+    # c=1: ratios 0.70, 1.05, 1.30: a* = 1.4 + (1 - 0.7) / (1.05 - 0.7) x 1.4 = 2.6
+    assert c1.value == pytest.approx(2.6)
+    # c=4: ratios 0.50, 0.85, 1.10: a* = 2.8 + (1 - 0.85) / (1.10 - 0.85) x 1.8 = 3.88
+    assert c4.value == pytest.approx(3.88)
+    # each rung's verdict beside its measured speedup: at c=1 the 2.8 rung (1.05, replicates
+    # 0.9975 and 1.1025) has no sign; at c=4 the 2.8 rung is below 1 for certain and below a*
+    assert [c1.agrees(a, r) for a, r in zip(c1.lengths, c1.rung_ratios, strict=True)] == \
+        [True, None, True]
+    assert c4.rung_ratios[1] == pytest.approx((0.80, 0.90))
+    assert c4.verdict(2.8) == "does not pay" and c4.agrees(2.8, c4.rung_ratios[1]) is True
+    rungs = c4.as_json()["rungs"]
+    assert [r["verdict"] for r in rungs] == ["does not pay", "does not pay", "pays"]
+
+
+def test_the_draft_part_of_a_label_is_not_the_configuration():
+    assert configuration("tiny_trained_draft__draft-noise-0.20") == "tiny_trained_draft"
+    assert configuration("eagle3__draft-noise-0.20__temperature-0.5") == "eagle3__temperature-0.5"

@@ -104,6 +104,10 @@ def test_variant_label_names_factors():
     assert variant_label("baseline", {"variant.env.NCCL_ALGO": "Ring"}) == \
         "baseline__nccl_algo-Ring"
     assert variant_label("eagle3", {"variant.speculative_disable_above_batch": None}) == "eagle3"
+    # a folder stands by its last part, whichever machine's cache holds it
+    assert variant_label("draft", {"variant.args.speculative_draft_model_path":
+                                   "/home/u/.cache/m/trained-1/ladder/noise-0.20/"}) == \
+        "draft__draft-noise-0.20"
 
 
 def test_workload_label_names_workload_factors():

@@ -105,3 +105,21 @@ def test_cells_of_two_engines_or_two_drafters_are_refused(tmp_path):
     with pytest.raises(ValueError, match=r"cells of 2 drafters \(eagle3: draft_model "
                                          r"drafter; eagle3_head: eagle3 head\)"):
         node.one_server_family([*cells, other])
+
+
+def test_drafters_of_known_acceptance_may_differ_in_quality_not_in_shape(tmp_path):
+    cells = _vllm_cells(tmp_path)
+    noisy = tmp_path / "noisy"  # another drafter of the same shape (a rung of a ladder)
+    noisy.mkdir()
+    (noisy / "config.json").write_text(json.dumps(DRAFTER))
+    spec = json.dumps({"method": "draft_model", "model": str(noisy), "num_speculative_tokens": 4})
+    rung = replace(cells[-1], cell_id="rung", variant="rung",
+                   server_command=f"vllm --speculative-config '{spec}'")
+    with pytest.raises(ValueError, match="cells of 2 drafters"):
+        node.one_server_family([*cells, rung])  # acceptance modelled: one drafter only
+    known = [replace(c, known_acceptance=(0.5,)) if c.variant != "baseline" else c
+             for c in [*cells, rung]]
+    node.one_server_family(known)
+    (noisy / "config.json").write_text(json.dumps({**DRAFTER, "num_hidden_layers": 2}))
+    with pytest.raises(ValueError, match=r"drafters of different shapes \(eagle3, rung\)"):
+        node.one_server_family(known)

@@ -33,7 +33,9 @@ scheduler's retractions) and how far it is from the discrete simulator.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import operator
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -80,6 +82,9 @@ class Scenario:
     the cell's figures are over."""
     varied_output: bool = False
     """Output lengths differ between requests (no ignore_eos): waves drift apart."""
+    forced: tuple[float, ...] | None = None
+    """Forced acceptance (engines/forced.py `per_position`): the unconditional rate of each
+    draft position in place of the drafter's, whatever the domain; None: the drafter's."""
 
 
 @dataclass(frozen=True)
@@ -171,16 +176,16 @@ def acceptance(setup: Setup, sc: Scenario) -> tuple[float, float, tuple[float, .
     """(E = decode tokens per verify step, its variance per step, per-position acceptance
     shares) of a speculative cell: requests of each domain take (O - 1) / E_d verify steps, so
     the cell's E is the request-weighted harmonic mean and each position's share is weighted
-    by steps."""
+    by steps. Forced acceptance: every domain reaches position i with the forced rate r_i."""
     assert sc.spec is not None
     m = _positions(sc.spec)
     steps_total, second, weighted = 0.0, 0.0, [0.0] * m
     for domain, share in sc.domains:
-        probs = setup.chain(domain, sc.spec, sc.prompt_tokens, sc.temperature)
-        reach, run = [], 1.0
-        for i in range(m):
-            run *= probs[i]
-            reach.append(run)
+        if sc.forced is not None:
+            reach = list((sc.forced + (0.0,) * m)[:m])
+        else:
+            probs = setup.chain(domain, sc.spec, sc.prompt_tokens, sc.temperature)
+            reach = list(itertools.accumulate(probs[:m], operator.mul))
         e = 1.0 + sum(reach)
         # E[A^2] for A = 1 + accepted run: sum over a of (2a - 1) P(A >= a)
         e2 = 1.0 + sum((2 * (i + 2) - 1) * r for i, r in enumerate(reach))

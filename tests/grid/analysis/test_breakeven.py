@@ -98,3 +98,13 @@ def test_the_drafter_pays_up_to_the_highest_load_its_length_clears():
     assert placed["coding"].surely_up_to == placed["coding"].maybe_up_to == 1.0
     # chat 1.5: below a* everywhere
     assert placed["chat"].pays_up_to is None and placed["chat"].maybe_up_to is None
+
+
+def test_a_predicted_level_is_the_crossing_of_its_ratios_without_an_interval():
+    from grid.analysis.breakeven import predicted_level
+
+    # ratios 0.9, 1.2, 1.5 at 1.5, 2.5, 3.5: a* = 1.5 + 0.1 / 0.3 = 1.8333, the interval the point
+    lv = predicted_level("eagle3", "coding", 4.0, LENGTHS, [0.9, 1.2, 1.5])
+    assert (lv.value, lv.where) == (pytest.approx(1.5 + 0.1 / 0.3), "inside")
+    assert lv.lo == lv.hi == lv.value and lv.load == 4.0
+    assert predicted_level("eagle3", "coding", 64.0, LENGTHS, [0.5, 0.6, 0.9]).where == "above"

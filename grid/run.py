@@ -27,10 +27,12 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from grid.analysis import Slo
+from grid.analysis.drafter_run import DrafterRun
 from grid.cli.flags import CONFIG_NAME, display, parse_args, search_path_override, wants_display
 from grid.cli.runrecord import read_run_record, resume_command, write_run_record
 from grid.execute.progress import Progress
 from grid.plan.breakeven import BreakevenSetup, breakeven_setup, breakeven_universe
+from grid.plan.breakeven_predict import prediction_lines
 from grid.plan.build import (
     Plan,
     build_plan,
@@ -68,6 +70,7 @@ from grid.plan.search import (
 )
 from grid.plan.workloads import WorkloadPlan
 from grid.report import write_report
+from grid.store.drafter_run import read_drafter_run
 from grid.store.files import check_writable
 from grid.store.ledger import DriverLock, RunLockedError
 from grid.store.measured import measured_cells
@@ -144,10 +147,12 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
         if plan.search is not None:  # the search's first step and its budget
             first = plan.search.cells_of(plan.search.first_step().points)
             echo("\n".join(plan.search.plan_lines()))
-            echo(format_plan(step_plan(plan.plan, first)))
+            echo("\n".join([format_plan(step_plan(plan.plan, first)), *plan.prediction]))
             return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in first])
-        echo(format_plan(plan.plan))
+        echo("\n".join([format_plan(plan.plan), *plan.prediction]))
         return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in plan.plan.cells])
+    if plan.prediction:  # the drafter's break-even prediction, before any server starts
+        echo("\n".join(plan.prediction))
     try:
         if plan.cfg.cluster.kind == "ray":
             # A joined cluster's nodes are known once joined: check the placement before the
@@ -170,6 +175,10 @@ class _Planned:
     """An adaptive search (grid.search.kind): `plan` holds every cell it may choose but a
     threshold search's confirmation cells, planned when chosen (grid/execute/search.py)."""
     workloads: WorkloadPlan | None = None
+    drafter_run: DrafterRun | None = None
+    """breakeven.drafter_run, read: the earlier run's drafter lengths the report places."""
+    prediction: list[str] = field(default_factory=list)
+    """The plan's break-even prediction for that drafter (grid/plan/breakeven_predict.py)."""
 
 
 @contextmanager
@@ -199,6 +208,9 @@ def make_plan(overrides: list[str]) -> _Planned:
         line = parse_overrides(overrides, _group_options(app))
         cfg = compose_grid(line, _compose)
         check_search(cfg)
+        drafter = OmegaConf.select(cfg, "breakeven.drafter_run", default=None)
+        drafter_run = None if drafter is None else read_drafter_run(
+            drafter, f"breakeven.drafter_run={drafter}")
         space = search_space(cfg) if search_kind(cfg) else None
         grid_cfg = cfg if space is None else universe_grid(cfg, space)
         cells, workloads = compose_cells(grid_cfg, line.fixed, _compose)
@@ -228,7 +240,9 @@ def make_plan(overrides: list[str]) -> _Planned:
                              int(cfg.grid.search.candidates),
                              OmegaConf.select(cfg, "hardware.name", default=None))
         setup = with_prior(setup, cfg.grid.search.prior, workloads)
-    return _Planned(cfg, plan, overrides, setup, workloads)
+    prediction = ([] if drafter_run is None
+                  else prediction_lines(cfg, plan.cells, workloads, drafter_run))
+    return _Planned(cfg, plan, overrides, setup, workloads, drafter_run, prediction)
 
 
 def _display(args: argparse.Namespace, overrides: list[str]) -> int:
@@ -267,7 +281,7 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
             record.interrupt_running("driver stopped while the cell ran")
             record.close()
     echo("")
-    _report(cfg, plan, echo)  # the report at the end of every run
+    _report(cfg, plan, echo, planned.drafter_run)  # the report at the end of every run
     resume = resume_command(plan.run_dir)
     if code == EXIT_INTERRUPTED:
         echo(f"\ninterrupted; resume with: {resume}")
@@ -309,12 +323,14 @@ def _search(planned: _Planned, record: RunRecord, echo: Callable[[str], None]
     return outcome.code, outcome.cells
 
 
-def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None]) -> None:
+def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None],
+            drafter_run: DrafterRun | None = None) -> None:
     """The run's report (summary, report.html, decision.json, plots); a report that cannot
     be made is a message, never a failed run: the results are committed."""
     try:
         slo = Slo(cfg.slo.ttft_ms, cfg.slo.tpot_ms, cfg.slo.e2e_ms)
-        report = write_report(plan.run_dir, slo, gpu_hour_usd=cfg.hardware.gpu_hour_usd)
+        report = write_report(plan.run_dir, slo, gpu_hour_usd=cfg.hardware.gpu_hour_usd,
+                              drafter_run=drafter_run)
     except Exception as e:  # noqa: BLE001 - the run's results stay valid without a report
         echo(f"report could not be written: {type(e).__name__}: {e}")
         return

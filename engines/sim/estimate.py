@@ -9,6 +9,7 @@ import functools
 import math
 from typing import Any
 
+from engines.forced import forced_acceptance
 from engines.planning import CellWork, ConversationWork
 from engines.sim.model import PerfModel, acceptance_probs, expected_accept_length
 from engines.sim.profile import load_profile
@@ -35,8 +36,9 @@ def _perf(work: CellWork) -> tuple[Any, PerfModel]:
 
 def _token_seconds(work: CellWork, batch: int) -> float:
     """Modelled seconds per output token of one stream at this running batch: a decode step
-    for plain decoding; a speculative step divided by the expected accept length with EAGLE,
-    a no-drafting step above a speculation-disable threshold."""
+    for plain decoding; a speculative step divided by the expected accept length with EAGLE
+    (the forced mean length where the variant forces acceptance, engines/forced.py), a
+    no-drafting step above a speculation-disable threshold."""
     config = work.config
     profile, model = _perf(work)
     args = config["variant"]["args"]
@@ -47,8 +49,10 @@ def _token_seconds(work: CellWork, batch: int) -> float:
     off_above = config["variant"].get("speculative_disable_above_batch")
     if off_above is not None and batch > int(off_above):
         return model.spec_step_s(batch, 0, draft)
+    forced = forced_acceptance(config["variant"].get("forced_acceptance"), args)
     domain = (config["workload"].get("domains") or ["coding"])[0]
-    accept = expected_accept_length(acceptance_probs(profile.acceptance, domain), steps)
+    accept = forced.mean_length if forced is not None else expected_accept_length(
+        acceptance_probs(profile.acceptance, domain), steps)
     return model.spec_step_s(batch, steps, draft) / accept
 
 

@@ -28,10 +28,11 @@ workload x load:
 
 The drafter (per domain): its decode accept length (Σ(output tokens - 1) / Σ verify steps, the
 forced length's own measure) over the requests of the same configuration's **unforced** cells
-of the run, with a bootstrap interval over requests. It **pays** at a load where its length
-exceeds a*; the answer per domain is the highest load measured where it pays, bracketed by the
-highest load where it pays for certain (the length's lower end above a*'s upper end) and the
-highest where it may (the length's upper end above a*'s lower end)."""
+of the run, or of an earlier run (grid/analysis/drafter_run.py), with a bootstrap interval over
+requests. It **pays** at a load where its length exceeds a*; the answer per domain is the
+highest load measured where it pays, bracketed by the highest load where it pays for certain
+(the length's lower end above a*'s upper end) and the highest where it may (the length's upper
+end above a*'s lower end)."""
 
 from __future__ import annotations
 
@@ -161,6 +162,15 @@ def level(config: str, workload: str, load: float, lengths: Sequence[float],
                  cell_ids=[c for p in (*spec, base) for c in p.cell_ids])
 
 
+def predicted_level(config: str, workload: str, load: float, lengths: Sequence[float],
+                    ratios: Sequence[float]) -> Level:
+    """The break-even length at one load from predicted ratios (no replicates: the interval
+    is the point)."""
+    point = crossing(lengths, ratios)
+    return Level(config, workload, load, tuple(lengths), tuple(float(r) for r in ratios),
+                 point.value, point.where, point.value, point.value)
+
+
 def curves(stats: CellStats, cells: pd.DataFrame, baseline: str = "baseline") -> list[Level]:
     """Every (kind, configuration, workload, closed-loop load) with two or more lengths and
     the baseline measured, sorted by kind, configuration, workload and load: forced lengths,
@@ -225,35 +235,50 @@ class Drafter:
     """... where its lower end exceeds the break-even interval's upper end."""
     maybe_up_to: float | None
     """... where its upper end exceeds the break-even interval's lower end."""
+    source_run: str | None = None
+    """The run whose unforced cells measured the length (None: this run's own)."""
+
+    @property
+    def name(self) -> str:
+        """The domain, with the run its length comes from when that is another run."""
+        return self.domain + (f" (run {self.source_run})" if self.source_run else "")
 
     def describe(self) -> str:
-        def at(load: float | None) -> str:
-            return "none" if load is None else f"c={load:g}"
-
-        return (f"{self.domain}: accept length {self.length:.2f} [{self.lo:.2f}, {self.hi:.2f}]"
-                f" over {self.requests} requests: pays up to {at(self.pays_up_to)} "
-                f"[{at(self.surely_up_to)}, {at(self.maybe_up_to)}]")
+        return (f"{self.name}: accept length {self.length:.2f} [{self.lo:.2f}, {self.hi:.2f}]"
+                f" over {self.requests} requests: pays up to {at_load(self.pays_up_to)} "
+                f"[{at_load(self.surely_up_to)}, {at_load(self.maybe_up_to)}]")
 
     def as_json(self) -> dict[str, object]:
         return {"configuration": self.configuration, "workload": self.workload,
                 "domain": self.domain, "requests": self.requests,
                 "accept_length": self.length, "interval": [self.lo, self.hi],
                 "pays_up_to": self.pays_up_to,
-                "pays_up_to_interval": [self.surely_up_to, self.maybe_up_to]}
+                "pays_up_to_interval": [self.surely_up_to, self.maybe_up_to],
+                "source_run": self.source_run}
 
 
-def drafter_lengths(requests: pd.DataFrame, cells: pd.DataFrame, config: str, workload: str,
-                    replicates: int = DEFAULT_REPLICATES, seed: int = 0
-                    ) -> dict[str, tuple[int, float, float, float]]:
+def at_load(load: float | None) -> str:
+    """`c=8`, or `none` for no load."""
+    return "none" if load is None else f"c={load:g}"
+
+
+Measured = tuple[int, float, float, float]
+"""A drafter's length on one domain: (requests, decode accept length, its interval)."""
+
+
+def drafter_lengths(requests: pd.DataFrame, cells: pd.DataFrame, config: str,
+                    workload: str | None, replicates: int = DEFAULT_REPLICATES, seed: int = 0
+                    ) -> dict[str, Measured]:
     """Per prompt domain: (requests, decode accept length, its interval) over the ok requests
     with verify steps of the configuration's unforced cells (the variant label equal to it)
-    on the workload."""
+    on the workload (None: on every workload)."""
     ids = set(cells.cell_id[(cells.variant.astype(str) == config)
                             & cells[COLUMN].map(lambda v: forced_length(v) is None)]) \
         if COLUMN in cells else set(cells.cell_id[cells.variant.astype(str) == config])
     req = requests[requests.cell_id.isin(ids) & (requests.status == "ok")
-                   & (requests.workload.astype(str) == workload)
                    & (requests.spec_verify_ct.fillna(0) > 0)]
+    if workload is not None:
+        req = req[req.workload.astype(str) == workload]
     out = {}
     for domain, group in req.groupby(req.domain.astype(str)):
         decode = (group.output_tokens - 1).to_numpy(dtype=float)
@@ -268,9 +293,9 @@ def drafter_lengths(requests: pd.DataFrame, cells: pd.DataFrame, config: str, wo
 
 
 def place(levels: Sequence[Level], config: str, workload: str, domain: str,
-          measured: tuple[int, float, float, float]) -> Drafter:
+          measured: Measured, source_run: str | None = None) -> Drafter:
     """The drafter's length on one domain against the configuration's break-even curve on
-    one workload."""
+    one workload (`source_run`: the run that measured the length, when not this one)."""
     n, length, lo, hi = measured
     mine = [lv for lv in levels if lv.configuration == config and lv.workload == workload
             and lv.kind == "forced"]
@@ -282,7 +307,7 @@ def place(levels: Sequence[Level], config: str, workload: str, domain: str,
     return Drafter(config, workload, domain, n, length, lo, hi,
                    highest([length > lv.value for lv in mine]),
                    highest([lo > lv.hi for lv in mine]),
-                   highest([hi > lv.lo for lv in mine]))
+                   highest([hi > lv.lo for lv in mine]), source_run)
 
 
 def drafters(levels: Sequence[Level], requests: pd.DataFrame, cells: pd.DataFrame,

@@ -316,6 +316,17 @@ class SearchConfig:
 
 
 @dataclass
+class BreakevenConfig:
+    """The break-even acceptance (docs/report.md, "Break-even acceptance")."""
+
+    drafter_run: str | None = None
+    """An earlier run folder whose unforced speculative cells measured the drafter's accept
+    length per prompt domain: the report places those lengths on this run's break-even curve,
+    and the plan on its predicted one (labelled with that run's id). None: only this run's own
+    unforced cells."""
+
+
+@dataclass
 class GridAxes:
     axes: dict[str, Any] = field(default_factory=dict)
     """Axis name -> list of values. `variant`, `workload`, `model`, `engine` pick config
@@ -404,6 +415,7 @@ class SpecgridConfig:
     run: RunConfig = field(default_factory=RunConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     slo: SloConfig = field(default_factory=SloConfig)
+    breakeven: BreakevenConfig = field(default_factory=BreakevenConfig)
     sweep: str = "single"
     """Sweep name (set by sweep/*.yaml); part of the default run id."""
     results_dir: str = "results"

@@ -1,11 +1,12 @@
 """The report's break-even section: from a run's forced-acceptance cells, the accept length at
 which each speculative configuration pays at each load (grid/analysis/breakeven.py), each forced
 cell's check that the engine honoured it (grid/analysis/forced.py), and the user's drafter
-placed on the curve from the same run's unforced cells: per prompt domain, the highest load at
-which it pays. From a ladder of drafters (unforced), the same curve at their measured accept
-lengths, with each rung's verdict beside the sign of its measured speedup. Text, HTML,
-decision.json and a figure; all empty without forced cells or a ladder. Forced lines carry the
-label "forced acceptance: performance only"."""
+placed on the curve from the same run's unforced cells, and from an earlier run's
+(`breakeven.drafter_run`, `--drafter-run`, grid/analysis/drafter_run.py; labelled with its run
+id): per prompt domain, the highest load at which it pays. From a ladder of drafters
+(unforced), the same curve at their measured accept lengths, with each rung's verdict beside
+the sign of its measured speedup. Text, HTML, decision.json and a figure; all empty without
+forced cells or a ladder. Forced lines carry the label "forced acceptance: performance only"."""
 
 from __future__ import annotations
 
@@ -15,14 +16,15 @@ from dataclasses import dataclass
 import pandas as pd
 from matplotlib.figure import Figure
 
-from grid.analysis.breakeven import Drafter, Level, curves, drafters
+from grid.analysis.breakeven import Drafter, Level, configuration, curves, drafters
+from grid.analysis.drafter_run import placed_from
 from grid.analysis.forced import FORCED_LABEL, TOLERANCE, forced_mask, honoured
 from grid.report.rundata import RunData
 
 RULE = ("break-even: the accept length (tokens per verify step) at which the configuration's "
         "output tok/s equals the baseline's at that load, interpolated between the forced "
         "lengths measured, 95 % bootstrap interval; the drafter pays where its own accept "
-        "length (unforced cells, per prompt domain) exceeds it")
+        "length (unforced cells of this run, or of the run named, per prompt domain) exceeds it")
 
 
 @dataclass
@@ -30,6 +32,9 @@ class View:
     levels: list[Level]
     placed: list[Drafter]
     checks: pd.DataFrame
+    note: str = ""
+    """Why the drafter run given is not placed (no clear configuration, unreadable), or
+    empty."""
 
 
 LADDER_RULE = ("ladder: drafters of graded quality at the same cost per draft pass, nothing "
@@ -47,7 +52,20 @@ def view(data: RunData) -> View | None:
     if not forced and not levels:
         return None
     placed = drafters(levels, data.requests, data.cells) if len(data.requests) else []
-    return View(levels, placed, honoured(data.cells))
+    note = data.drafter_note
+    if data.drafter_run is not None:
+        try:
+            placed += placed_from(levels, data.drafter_run)
+        except ValueError as e:
+            note = str(e)
+    return View(levels, placed, honoured(data.cells), note)
+
+
+def forced_configurations(cells: pd.DataFrame) -> list[str]:
+    """The configurations of a run's forced cells (what a drafter run is placed against)."""
+    if cells.empty:
+        return []
+    return sorted({configuration(str(v)) for v in cells.variant[forced_mask(cells)]})
 
 
 def _title(data: RunData, v: View) -> str:
@@ -86,6 +104,8 @@ def section(data: RunData) -> str:
             lines += _rung_lines(lv)
         lines += [f"    drafter on {d.describe()}" for d in v.placed
                   if kind == "forced" and (d.configuration, d.workload) == (config, workload)]
+    if v.note:
+        lines.append(f"  drafter run not placed: {v.note}")
     if not v.levels:
         lines.append("  no curve: a load needs the baseline and two forced lengths or more")
     if len(v.checks):
@@ -131,7 +151,9 @@ def html_section(data: RunData) -> str:
             f"<th>configuration</th><th>kind</th><th>workload</th><th>load</th>"
             f"<th>break-even length [95 %]</th></tr>{rows}"
             f"</table><p>The drafter per prompt domain (pays up to [surely, maybe]):</p>"
-            f"<ul>{placed}</ul><p>Honoured (±{TOLERANCE:.0%}):</p><ul>{checks}</ul>")
+            f"<ul>{placed}</ul>"
+            + (f"<p class=warning>Drafter run not placed: {esc(v.note)}</p>" if v.note else "")
+            + f"<p>Honoured (±{TOLERANCE:.0%}):</p><ul>{checks}</ul>")
 
 
 def decision(data: RunData) -> dict[str, object]:
@@ -144,6 +166,9 @@ def decision(data: RunData) -> dict[str, object]:
             "curves": [{"configuration": lv.configuration, "workload": lv.workload,
                         **lv.as_json()} for lv in v.levels],
             "drafter": [d.as_json() for d in v.placed],
+            **({"drafter_run": {"run": data.drafter_run.run_id, "path": data.drafter_run.path}}
+               if data.drafter_run is not None else {}),
+            **({"drafter_run_note": v.note} if v.note else {}),
             "honoured": [{k: (None if pd.isna(r[k]) else r[k]) if k != "honoured"
                           else bool(r[k]) for k in ("cell_id", "variant", "concurrency",
                                                     "forced_length", "measured_length",
@@ -176,7 +201,7 @@ def figure(data: RunData) -> Figure | None:
             if kind == "forced" and (d.configuration, d.workload) == (config, workload):
                 ax.axhspan(d.lo, d.hi, color=line.get_color(), alpha=0.12)
                 ax.axhline(d.length, color=line.get_color(), linestyle=":", linewidth=1)
-                ax.annotate(f"{d.domain} {d.length:.2f}", (loads[0], d.length), fontsize=7,
+                ax.annotate(f"{d.name} {d.length:.2f}", (loads[0], d.length), fontsize=7,
                             xytext=(2, 2), textcoords="offset points")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("concurrency")

@@ -19,6 +19,7 @@ from grid.analysis import Slo, analyse_cells, decide
 from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats
 from grid.analysis.decision import Decision
 from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
+from grid.analysis.drafter_run import DrafterRun
 from grid.analysis.forced import forced_mask, unforced
 from grid.analysis.lesson import acceptance_table
 from grid.analysis.setups import label_setups
@@ -29,6 +30,7 @@ from grid.report.search import load_trace, searched_recommendations
 from grid.report.serverdata import cell_families, server_deltas, server_gauges
 from grid.report.validity import ALIGNMENT, validity
 from grid.store import integrity
+from grid.store.drafter_run import read_drafter_run
 from grid.store.loader import (
     DamagedFileError,
     load_cells,
@@ -67,6 +69,20 @@ def saved_price(run_dir: Path) -> float | None:
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return float(price) if isinstance(price, int | float) and price > 0 else None
+
+
+def saved_drafter_run(run_dir: Path) -> tuple[DrafterRun | None, str]:
+    """The drafter run the run's last report placed (decision.json `breakeven.drafter_run`),
+    read again so a re-render keeps it; (None, why) when it can no longer be read."""
+    try:
+        saved = json.loads((run_dir / DECISION_FILE).read_text())["breakeven"]
+        path = saved["drafter_run"]["path"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, ""
+    try:
+        return read_drafter_run(str(path), "the drafter run the last report placed"), ""
+    except (OSError, ValueError) as e:
+        return None, str(e)
 
 
 def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
@@ -119,6 +135,7 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
     data.acceptance = table[table.alignment.notna()]
     data.lossless = lossless.load_table(run_dir, cells, baseline)  # greedy outputs vs baseline
     data.validity = validity(data)
+    data.drafter_run, data.drafter_note = saved_drafter_run(run_dir)
     return data
 
 

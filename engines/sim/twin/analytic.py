@@ -33,7 +33,9 @@ scheduler's retractions) and how far it is from the discrete simulator.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import operator
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -81,8 +83,10 @@ class Scenario:
     varied_output: bool = False
     """Output lengths differ between requests (no ignore_eos): waves drift apart."""
     known_reach: tuple[float, ...] | None = None
-    """Acceptance known for this cell (MeasuredCell.known_acceptance): the share of verify
-    steps accepting each draft position; None: the setup's drafter chain per domain."""
+    """Acceptance known for this cell, in place of the drafter's whatever the domain: the
+    unconditional rate of each draft position (a forced acceptance, engines/forced.py
+    `per_position`, or the engine's own counts, MeasuredCell.known_acceptance); None: the
+    setup's drafter chain per domain."""
 
 
 @dataclass(frozen=True)
@@ -174,21 +178,16 @@ def acceptance(setup: Setup, sc: Scenario) -> tuple[float, float, tuple[float, .
     """(E = decode tokens per verify step, its variance per step, per-position acceptance
     shares) of a speculative cell: requests of each domain take (O - 1) / E_d verify steps, so
     the cell's E is the request-weighted harmonic mean and each position's share is weighted
-    by steps."""
+    by steps. Known acceptance: every domain reaches position i with the known rate r_i."""
     assert sc.spec is not None
     m = _positions(sc.spec)
-    if sc.known_reach is not None:  # one chain for every request: the shares themselves
-        reach = (list(sc.known_reach) + [0.0] * m)[:m]
-        mean = 1.0 + sum(reach)
-        second_moment = 1.0 + sum((2 * (i + 2) - 1) * r for i, r in enumerate(reach))
-        return mean, max(0.0, second_moment - mean**2), tuple(reach)
     steps_total, second, weighted = 0.0, 0.0, [0.0] * m
     for domain, share in sc.domains:
-        probs = setup.chain(domain, sc.spec, sc.prompt_tokens, sc.temperature)
-        reach, run = [], 1.0
-        for i in range(m):
-            run *= probs[i]
-            reach.append(run)
+        if sc.known_reach is not None:
+            reach = list((sc.known_reach + (0.0,) * m)[:m])
+        else:
+            probs = setup.chain(domain, sc.spec, sc.prompt_tokens, sc.temperature)
+            reach = list(itertools.accumulate(probs[:m], operator.mul))
         e = 1.0 + sum(reach)
         # E[A^2] for A = 1 + accepted run: sum over a of (2a - 1) P(A >= a)
         e2 = 1.0 + sum((2 * (i + 2) - 1) * r for i, r in enumerate(reach))

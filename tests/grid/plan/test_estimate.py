@@ -56,6 +56,20 @@ def test_the_simulators_estimate_is_its_own_model_of_the_cell(tmp_path):
         format_plan(plan)
 
 
+def test_a_forced_cell_is_estimated_at_its_forced_length(tmp_path):
+    plan = make_plan(["+sweep=smoke", "grid.axes.variant=[eagle3]", "grid.axes.concurrency=[1]",
+                      "variant.forced_acceptance.length=2.5", f"results_dir={tmp_path}"]).plan
+    (cell,) = plan.cells
+    options, args = cell.config["engine"]["options"], dict(cell.config["variant"]["args"])
+    profile = load_profile(options.get("profile") or "default", options.get("hardware"),
+                           options.get("model"))
+    model = PerfModel(profile.roofline(1, {}, args)[0])
+    # eagle3: 3 draft steps, 4 draft tokens; each output token costs a verify step / 2.5
+    token = model.spec_step_s(1, 3, 4) / 2.5
+    by_hand = 6 * (16 * token + model.prefill_s(PROMPT_TOKENS)) + 16 * token + 1.5
+    assert plan.cell_estimate(cell) == (pytest.approx(by_hand), "engine")
+
+
 @pytest.mark.parametrize("name", ["sglang", "vllm", "external"])
 def test_a_real_engine_cannot_tell_before_measuring(name):
     assert engines.modeller(name) is None

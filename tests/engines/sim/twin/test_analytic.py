@@ -42,3 +42,20 @@ def test_the_dense_grid_steps_by_the_square_root_of_two():
 def test_the_crossover_is_the_first_interval_where_speculation_stops_paying():
     assert crossover([(1, 1.6), (8, 1.2), (64, 0.98), (256, 0.7)]) == (8, 64)
     assert crossover([(1, 1.6), (8, 1.2)]) is None
+
+
+def test_a_forced_acceptance_replaces_the_drafters_in_every_domain():
+    from engines.sim.twin.analytic import acceptance
+
+    setup = Setup.from_profile(load_profile("default"))
+    forced = Scenario(1, 128, 64, (3, 1, 4), domains=(("coding", 0.5), ("general", 0.5)),
+                      known_reach=(1.0, 0.5, 0.0))
+    # length 2.5 as rates 1, 0.5, 0: every step accepts 2 or 3 tokens, half each, in both
+    # domains: mean 2.5, variance 0.25, the per-position shares the rates
+    e, var, shares = acceptance(setup, forced)
+    assert (e, var) == (pytest.approx(2.5), pytest.approx(0.25))
+    assert shares == pytest.approx((1.0, 0.5, 0.0))
+    # the drafter's own acceptance differs by domain; forced, a prediction follows the length
+    longer = predict(setup, Scenario(1, 128, 64, (3, 1, 4), known_reach=(1.0, 1.0, 0.5)))
+    assert longer.accept_length == pytest.approx(3.5)
+    assert longer.output_tok_s > predict(setup, forced).output_tok_s

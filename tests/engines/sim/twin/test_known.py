@@ -28,7 +28,7 @@ def test_a_known_chain_sets_the_accept_length_and_its_variance():
     assert mean == pytest.approx(2.5)
     # E[A^2] = 1 + 3 x 0.8 + 5 x 0.5 + 7 x 0.2 = 7.3; variance 7.3 - 2.5^2 = 1.05
     assert var == pytest.approx(1.05)
-    assert shares == (0.8, 0.5, 0.2, 0.0)
+    assert shares == pytest.approx((0.8, 0.5, 0.2, 0.0))
 
 
 def ladder(reaches: dict[str, tuple[float, ...]], loads: list[int]) -> list[MeasuredCell]:

@@ -1,0 +1,78 @@
+"""The drafter's acceptance from an earlier run (`breakeven.drafter_run`, `python -m grid.report
+RUN --drafter-run OLD`): the per-domain accept lengths its unforced speculative cells measured,
+placed on this run's break-even curve (grid/analysis/breakeven.py) or on the plan's predicted
+one, labelled with the earlier run's id. Pure: pandas in, plain values out."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from grid.analysis.bootstrap import DEFAULT_REPLICATES
+from grid.analysis.breakeven import Drafter, Level, Measured, drafter_lengths, place
+from grid.analysis.forced import forced_mask
+
+
+def speculative_configurations(requests: pd.DataFrame, cells: pd.DataFrame) -> list[str]:
+    """The variant labels of the unforced cells whose ok requests counted verify steps (the
+    configurations whose drafter the run measured), sorted."""
+    variant_of = dict(zip(cells.cell_id.astype(str), cells.variant.astype(str), strict=True))
+    ids = set(cells.cell_id.astype(str)[~forced_mask(cells)])
+    speculated = requests[requests.cell_id.astype(str).isin(ids) & (requests.status == "ok")
+                          & (requests.spec_verify_ct.fillna(0) > 0)]
+    return sorted({variant_of[c] for c in speculated.cell_id.astype(str)})
+
+
+@dataclass(frozen=True)
+class DrafterRun:
+    """An earlier run's drafter: per speculative configuration, its length per prompt domain
+    over all its workloads' requests."""
+
+    run_id: str
+    lengths: Mapping[str, Mapping[str, Measured]]
+    """configuration -> domain -> (requests, decode accept length, its interval)."""
+    path: str = ""
+    """The run folder, absolute (what a report records, to read it again)."""
+
+    def pick(self, config: str) -> str:
+        """The configuration of this run measured for `config`: the one with the same label,
+        else its only one; ValueError (one line, naming the candidates) otherwise."""
+        if config in self.lengths:
+            return config
+        if len(self.lengths) == 1:
+            return next(iter(self.lengths))
+        raise ValueError(f"drafter run {self.run_id} has no configuration {config!r} and "
+                         f"several others ({', '.join(sorted(self.lengths))}): which drafter "
+                         "is meant is not clear; give a run with that configuration or "
+                         "only one")
+
+
+def drafter_run(run_id: str, requests: pd.DataFrame, cells: pd.DataFrame,
+                replicates: int = DEFAULT_REPLICATES, seed: int = 0) -> DrafterRun:
+    """A run's drafter lengths (`speculative_configurations`, each over every workload);
+    ValueError (one line) for a run without an unforced speculative cell to measure them."""
+    lengths = {}
+    for config in speculative_configurations(requests, cells):
+        found = drafter_lengths(requests, cells, config, None, replicates, seed)
+        finite = {d: m for d, m in found.items() if math.isfinite(m[1])}
+        if finite:
+            lengths[config] = finite
+    if not lengths:
+        raise ValueError(f"run {run_id} has no unforced speculative cell (requests with verify "
+                         "steps counted) to measure the drafter's accept length from")
+    return DrafterRun(run_id, lengths)
+
+
+def placed_from(levels: Sequence[Level], run: DrafterRun) -> list[Drafter]:
+    """The earlier run's lengths on every (configuration, workload) curve of `levels`, per
+    prompt domain, labelled with its run id; ValueError (`DrafterRun.pick`) when a curve's
+    configuration has no clear counterpart there."""
+    out = []
+    for config, workload in sorted({(lv.configuration, lv.workload) for lv in levels}):
+        measured = run.lengths[run.pick(config)]
+        out += [place(levels, config, workload, d, m, run.run_id)
+                for d, m in sorted(measured.items())]
+    return out

@@ -72,4 +72,4 @@ def test_a_variant_that_forces_acceptance_is_asked_at_its_forced_rates():
     asked = question(forced)
     # length 2.5 with k = 3 by the minimum-variance schedule: 1, 0.5, 0
     assert scenario(asked, asked.variant).known_reach == (1.0, 0.5, 0.0)
-    assert scenario(question(), question().variant).forced is None
+    assert scenario(question(), question().variant).known_reach is None

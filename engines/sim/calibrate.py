@@ -81,8 +81,11 @@ def chat_prompt(i: int, chars: int = 512) -> str:
 PROMPTS = {"coding": coding_prompt, "general": chat_prompt}
 
 
-def make_engine(profile: Profile, argv: Sequence[str], seed: int = 0) -> SimEngine:
-    cfg = resolve([*argv, "--sim-seed", str(seed)], env={})
+def make_engine(profile: Profile, argv: Sequence[str], seed: int = 0,
+                env: Mapping[str, str] | None = None) -> SimEngine:
+    """A simulator engine on ``profile`` for a server line ``argv`` and its environment
+    ``env`` (e.g. a forced acceptance, SGLANG_SIMULATE_ACC_LEN)."""
+    cfg = resolve([*argv, "--sim-seed", str(seed)], env=dict(env or {}))
     cfg.profile = profile
     return SimEngine(cfg)
 
@@ -183,17 +186,18 @@ def measure(profile: Profile, case: Mapping[str, Any], reps: int = 4) -> float:
     ``prompts`` (a shipped prompt file) is a closed-loop cell: ``{"argv", "prompts",
     "streams", "requests", "output_tokens"}``; otherwise synthetic prompts served all at once
     or one after another: ``{"argv", "requests", "concurrent", "prompt_tokens",
-    "output_tokens", "domain"}``."""
+    "output_tokens", "domain"}``. An optional ``env`` is the server's environment."""
     out = int(case["output_tokens"])
+    env = case.get("env")
     if "prompts" in case:
         texts = workload_prompts(str(case["prompts"]))
-        got = [closed_loop_tok_s(make_engine(profile, case["argv"], seed), texts, out,
+        got = [closed_loop_tok_s(make_engine(profile, case["argv"], seed, env), texts, out,
                                  int(case["streams"]), int(case["requests"]))
                for seed in range(reps)]
         return sum(got) / len(got)
     make = PROMPTS[case.get("domain", "coding")]
     prompts = [make(i, int(case["prompt_tokens"]) * 4) for i in range(int(case["requests"]))]
-    secs = [offline_seconds(make_engine(profile, case["argv"], seed), prompts, out,
+    secs = [offline_seconds(make_engine(profile, case["argv"], seed, env), prompts, out,
                             bool(case["concurrent"])) for seed in range(reps)]
     return len(prompts) * out / (sum(secs) / len(secs))
 

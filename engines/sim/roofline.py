@@ -26,7 +26,9 @@ per GPU of a tensor-parallel group of ``tp`` GPUs, where
 
 The few fitted numbers are efficiency factors (``Efficiency``): the fraction of peak bandwidth
 and compute that the kernels reach, the fixed per-pass overhead, and the speculative path's
-cost per step and per verified token outside the forward passes. Everything else is a
+cost per step and per verified token outside the forward passes. A tree (topk > 1) adds the
+kernels SGLang's tree path launches on top of a chain's, counted from its source (TREE_*,
+``Roofline.tree_overhead_s``), at an assumed ``tree_kernel_us`` each. Everything else is a
 datasheet or config.json number (docs/simulator.md).
 """
 
@@ -40,6 +42,32 @@ from typing import Any
 GB = 1e9
 ACT_BYTES = 2
 """Activations and all-reduce messages are bf16."""
+
+# What a tree (speculative_eagle_topk > 1) launches on top of a chain in SGLang 0.5.23, counted
+# from its source (python/sglang/srt/...). On Hopper a chain runs FA3 and a tree FlashInfer
+# (arg_groups/model_override_base.py get_default_attn_backend: FA3 only when
+# utils/common.py is_no_spec_infer_or_topk_one); FA3's own tree path is the count below.
+TREE_ATTN_KERNELS_PER_LAYER = 4
+"""Per attention layer of the target verify and of each draft-decode forward: FA3's cascade
+(layers/attention/flashattention_backend.py forward_extend / forward_decode,
+``use_cascade_attn``) adds a second flash_attn_with_kvcache over the per-token expand page
+table, two ``softmax_lse.T.contiguous()`` copies and merge_state_v2 to the chain's one causal
+call. It stands in for FlashInfer's tree-masked prefill kernel, which SGLang keeps off Hopper
+for chains because it is slower there (the comment in get_default_attn_backend)."""
+TREE_EXPAND_KERNELS_PER_STEP = 6
+"""Per draft forward (steps - 1 of them, speculative/eagle_worker_v2.py draft_forward): the
+chain's one fused draft_topk1_postprocess becomes softmax (spec_utils.py renorm_draft_probs),
+torch.topk (utils/common.py fast_topk) and the position increment, and the tree expansion
+(spec_utils.py _select_top_k_tokens_later: score product, top-k of topk^2, gathers of the ids
+and of the hidden states, ~4 compiled kernels) runs, which the chain skips."""
+TREE_BUILD_KERNELS = 11
+"""Once per step: eagle_utils.py organize_draft_results (2 cats, topk, sort, gather, the
+parents' cat = 6; the chain returns preallocated indices), the first step's
+repeat_interleave of the hidden states (spec_utils.py _select_top_k_tokens_first), and
+build_tree_kernel_efficient's FULL_MASK tree mask (eagle_worker_common.py
+build_eagle_verify_input: cat, mask fill, retrieve buffer, and the mask's packing when
+flashinfer_backend.py FlashInferIndicesUpdaterPrefill.call_begin_forward hands it to the
+wrapper's plan = 4 more than the chain's one build_chain_tree)."""
 
 
 def _pick(cls: type, data: Mapping[str, Any]) -> dict[str, Any]:
@@ -66,6 +94,11 @@ class Efficiency:
     sampling over the vocabulary, logits gathered across TP, per-request accept bookkeeping)."""
     eager_layer_overhead_us: float = 60.0
     """Extra kernel-launch cost per layer when the pass runs without a CUDA graph."""
+    tree_kernel_us: float = 5.0
+    """GPU time of one of the small kernels a tree step (topk > 1) adds to a chain's
+    (``Roofline.tree_overhead_s``): a node of a replayed CUDA graph, its launch gap plus a
+    tiny kernel's run. Assumed: the same per-kernel cost as ``eager_layer_overhead_us``
+    (60 us for the ~12 kernels of a Llama decoder layer)."""
     request_overhead_ms: float = 0.0
     """Time each request spends outside the engine's steps before it is scheduled: the HTTP
     round trip, tokenization, the client's turn-around. 0 for the shipped GPU profiles (their
@@ -302,11 +335,31 @@ class Roofline:
         t = self.target_pass_s(verify_tokens, kv_tokens, graph,
                                attn_ctx=kv_tokens / batch if batch else 0.0)
         if steps > 0:
-            t += steps * self.draft_pass_s(batch * max(1, topk), kv_tokens, graph) * draft_scale
+            # Each of the topk branches is its own draft-decode row reading the whole prefix
+            # (flashinfer_backend.py FlashInferMultiStepDraftBackend.common_template:
+            # bs = topk x num_seqs): the draft's KV reads grow with topk.
+            width = max(1, topk)
+            t += steps * self.draft_pass_s(batch * width, kv_tokens * width, graph) * draft_scale
+            t += self.tree_overhead_s(steps, topk, draft_scale)
         if draft_extend:
             t += self.draft_pass_s(verify_tokens, kv_tokens, graph) * draft_scale
         return (t + eff.spec_step_overhead_ms * 1e-3
                 + verify_tokens * eff.spec_token_overhead_us * 1e-6)
+
+    def tree_overhead_s(self, steps: int, topk: int, draft_scale: float = 1.0) -> float:
+        """What one speculative step of a tree (topk > 1) launches on top of a chain of the
+        same depth, at ``tree_kernel_us`` per kernel: the cascade's extra attention kernels in
+        every layer of the target verify and of the ``steps - 1`` draft-decode forwards, the
+        per-forward expansion and the per-step tree build (the TREE_* counts above). The draft
+        side scales with ``draft_scale`` (NGRAM drafts on the CPU). 0 for a chain."""
+        if topk <= 1 or steps <= 0:
+            return 0.0
+        m = self.model
+        forwards = steps - 1
+        draft = (TREE_ATTN_KERNELS_PER_LAYER * m.draft_layers * forwards
+                 + TREE_EXPAND_KERNELS_PER_STEP * forwards + TREE_BUILD_KERNELS)
+        kernels = TREE_ATTN_KERNELS_PER_LAYER * m.layers + draft * draft_scale
+        return kernels * self.hw.efficiency.tree_kernel_us * 1e-6
 
     # ------------------------------------------------------------------ memory
     def weight_bytes_per_gpu(self) -> float:

@@ -1,0 +1,133 @@
+"""The simulator at a published acceptance length: each row is a published SGLang measurement
+that states tok/s and the EAGLE-3 acceptance length together; the simulator serves the same
+shape with that length forced (SGLANG_SIMULATE_ACC_LEN, which it honours as SGLang does), so
+what it adds is a pure system-cost prediction (SIMULATION numbers, offline model, no clock).
+
+Each cell: ``--max-running-requests B`` and B requests at once (batch B until they finish
+together), MT-bench-like chat prompts of 128 tokens, 512 output tokens (assumed where the
+source does not say), ``reps`` simulator seeds. docs/simulator.md "Checked at a published
+acceptance length" records the table.
+
+    .venv/bin/python bench/sim_forced_published.py [--tree-kernel-us 0] [--trees]
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from engines.sim.calibrate import measure, spec_argv, with_efficiency
+from engines.sim.profile import load_profile
+
+PR_4716 = "https://github.com/sgl-project/sglang/pull/4716"
+SPECFORGE_339 = "https://github.com/sgl-project/SpecForge/issues/339"
+ANGELSLIM_163 = "https://github.com/Tencent/AngelSlim/issues/163"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One published figure."""
+
+    source: str
+    """Where it is published (URL)."""
+    hardware: str
+    """Simulator hardware profile."""
+    model: str
+    """Simulator model profile."""
+    tp: int
+    """Tensor-parallel GPUs."""
+    batch: int
+    """Requests decoded together."""
+    shape: tuple[int, int, int] | None
+    """EAGLE-3 (steps, topk, draft tokens); None for the server without speculation."""
+    accept: float
+    """Published acceptance length (tokens per verify, the bonus token included)."""
+    tok_s: float
+    """Published output tok/s."""
+
+
+ROWS = (
+    Row(PR_4716, "h100", "llama3.3-70b", 8, 1, None, 1.0, 88.61),
+    Row(PR_4716, "h100", "llama3.3-70b", 8, 1, (8, 8, 64), 5.88, 234.54),
+    Row(SPECFORGE_339, "h100", "qwen3-30b-a3b", 2, 1, None, 1.0, 222.47),
+    Row(SPECFORGE_339, "h100", "qwen3-30b-a3b", 2, 1, (3, 1, 4), 1.86, 159.78),
+    Row(SPECFORGE_339, "h100", "qwen3-30b-a3b", 2, 1, (3, 3, 8), 2.20, 172.99),
+    Row(SPECFORGE_339, "h100", "qwen3-30b-a3b", 2, 4, None, 1.0, 566.21),
+    Row(SPECFORGE_339, "h100", "qwen3-30b-a3b", 2, 4, (3, 1, 4), 1.86, 447.90),
+    Row(SPECFORGE_339, "h100", "qwen3-30b-a3b", 2, 4, (3, 3, 8), 2.27, 426.46),
+    Row(ANGELSLIM_163, "h100", "qwen3-30b-a3b", 4, 8, None, 1.0, 677.14),
+    Row(ANGELSLIM_163, "h100", "qwen3-30b-a3b", 4, 8, (4, 4, 16), 2.578, 673.14),
+    Row(ANGELSLIM_163, "h100", "qwen3-30b-a3b", 4, 32, None, 1.0, 1128.30),
+    Row(ANGELSLIM_163, "h100", "qwen3-30b-a3b", 4, 32, (4, 4, 16), 2.560, 927.11),
+)
+
+
+def simulate(row: Row, reps: int, tree_kernel_us: float | None = None) -> float:
+    """Modelled output tok/s of one row, its acceptance forced (``tree_kernel_us``: in place of
+    the profile's, 0 to leave the tree's extra kernels out)."""
+    argv = ["--sim-hardware", row.hardware, "--sim-model", row.model, "--tp-size",
+            str(row.tp), "--max-running-requests", str(row.batch)]
+    case = {"prompt_tokens": 128, "output_tokens": 512, "domain": "general",
+            "requests": row.batch, "concurrent": True, "argv": argv}
+    if row.shape is not None:
+        steps, topk, tokens = row.shape
+        case["argv"] = [*argv, *spec_argv({"speculative_num_steps": steps,
+                                           "speculative_eagle_topk": topk,
+                                           "speculative_num_draft_tokens": tokens})]
+        case["env"] = {"SGLANG_SIMULATE_ACC_LEN": repr(row.accept)}
+    profile = load_profile("default", row.hardware, row.model)
+    if tree_kernel_us is not None:
+        profile = with_efficiency(profile, tree_kernel_us=tree_kernel_us)
+    return measure(profile, case, reps)
+
+
+def trees(reps: int, tree_kernel_us: float | None) -> None:
+    """Trees of 3 steps against the chain of 3 on 8 H200, Llama-3.3-70B, batch 8: the chain's
+    acceptance forced at 3.0, the tree's at 1.0, 1.1 and 1.2 times it (no published figure)."""
+    def tok_s(shape: tuple[int, int, int], accept: float) -> float:
+        return simulate(Row("", "h200", "llama3.3-70b", 8, 8, shape, accept, 0.0), reps,
+                        tree_kernel_us)
+
+    chain = tok_s((3, 1, 4), 3.0)
+    print("| tree / chain of 3 steps | tree accepts as the chain | +10 % | +20 % |")
+    print("|---|---|---|---|")
+    for topk in (3, 4):
+        ratios = [tok_s((3, topk, 8), 3.0 * f) / chain for f in (1.0, 1.1, 1.2)]
+        print(f"| topk {topk}, 8 draft tokens | " + " | ".join(f"{r:.2f}x" for r in ratios)
+              + " |")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench/sim_forced_published.py")
+    ap.add_argument("--reps", type=int, default=2, help="simulator seeds per cell")
+    ap.add_argument("--tree-kernel-us", type=float, default=None,
+                    help="in place of the profile's tree_kernel_us (0: no tree term)")
+    ap.add_argument("--trees", action="store_true",
+                    help="H200 Llama-3.3-70B trees against the chain instead of the table")
+    ns = ap.parse_args(argv)
+    if ns.reps < 1 or (ns.tree_kernel_us is not None and ns.tree_kernel_us < 0):
+        ap.error("--reps must be >= 1 and --tree-kernel-us >= 0")
+    if ns.trees:
+        trees(ns.reps, ns.tree_kernel_us)
+        return 0
+    print("| source | hardware, model, TP | batch | shape | accept length | published tok/s"
+          " | SIMULATION tok/s | error | published / baseline | SIMULATION / baseline |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    base: dict[tuple[str, str, int, int], tuple[float, float]] = {}
+    for row in ROWS:
+        got = simulate(row, ns.reps, ns.tree_kernel_us)
+        key = (row.source, row.model, row.tp, row.batch)
+        if row.shape is None:
+            base[key] = (row.tok_s, got)
+        pub0, sim0 = base.get(key, (float("nan"), float("nan")))
+        shape = "/".join(map(str, row.shape)) if row.shape else "no speculation"
+        print(f"| {row.source.rsplit('/', 3)[-3]} #{row.source.rsplit('/', 1)[-1]} | "
+              f"{row.hardware}, {row.model}, {row.tp} | {row.batch} | {shape} | "
+              f"{row.accept:g} | {row.tok_s:g} | {got:.1f} | {got / row.tok_s - 1:+.1%} | "
+              f"{row.tok_s / pub0:.2f}x | {got / sim0:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

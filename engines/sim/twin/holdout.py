@@ -187,5 +187,6 @@ def goal(metrics: Mapping[str, Mapping[str, Any]], spread: Mapping[str, Mapping[
         return None
     bound = max(GOAL_PCT, spread[metric]["mean_pct"])
     error = metrics[metric]["mae_pct"]
-    return {"metric": metric, "error_pct": error, "spread_pct": spread[metric]["mean_pct"],
-            "bound_pct": bound, "met": error <= bound}
+    return {"metric": metric, "error_pct": float(error),
+            "spread_pct": float(spread[metric]["mean_pct"]),
+            "bound_pct": bound, "met": bool(error <= bound)}

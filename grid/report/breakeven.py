@@ -20,6 +20,7 @@ from grid.analysis.breakeven import Drafter, Level, configuration, curves, draft
 from grid.analysis.drafter_run import placed_from
 from grid.analysis.forced import FORCED_LABEL, TOLERANCE, forced_mask, honoured
 from grid.report.rundata import RunData
+from grid.report.steps import step_lines, unfinished
 
 RULE = ("break-even: the accept length (tokens per verify step) at which the configuration's "
         "output tok/s equals the baseline's at that load, interpolated between the forced "
@@ -223,10 +224,7 @@ def trace_lines(trace: dict) -> list[str]:
              f"{trace['workload']} ({FORCED_LABEL}), {res['cells']} of {res['max_cells']} "
              f"cells (the dense grid: {res['dense_cells']}), loads "
              f"{trace['loads'][0]}..{trace['loads'][-1]}"]
-    for step in trace["steps"]:
-        points = ", ".join(point(p) for p in step["points"])
-        lines.append(f"  step {step['number']}: {step['why']}"
-                     + (f" -> measures {points}" if points else ""))
+    lines += step_lines(trace["steps"], point)
     if res.get("stop"):
         brackets = "; ".join(
             f"c={c} " + (f"between {lo:g} and {hi:g}" if where == "inside" else
@@ -234,5 +232,5 @@ def trace_lines(trace: dict) -> list[str]:
             for c, (lo, hi, where) in res["brackets"].items())
         lines.append(f"  stopped: {res['stop']}; break-even {brackets}")
     else:
-        lines.append(f"  not finished: {res.get('note') or 'the last step is still to run'}")
+        lines.append(unfinished(res))
     return lines

@@ -10,6 +10,7 @@ from html import escape
 from pathlib import Path
 
 from grid.analysis.depth_confirm import describe
+from grid.report.steps import step_lines, unfinished
 from grid.store.artifacts import write_file
 
 FOLDER = "depth-schedule"
@@ -82,12 +83,9 @@ def depth_lines(trace: dict) -> list[str]:
              f": {res['cells']} cells (max_cells {res['max_cells']} + confirm_cells "
              f"{res.get('confirm_cells')}; a dense grid: "
              f"{len(res['lattice']) * len(res['depths'])})"]
-    for step in trace["steps"]:
-        points = ", ".join(describe(p) for p in step["points"])
-        lines.append(f"  step {step['number']} ({step['phase']}): {step['why']}"
-                     + (f" -> measures {points}" if points else ""))
+    lines += step_lines(trace["steps"], describe, phases=True)
     if not res.get("stop"):
-        lines.append(f"  not finished: {res.get('note') or 'the last step is still to run'}")
+        lines.append(unfinished(res))
         return lines
     lines.append(f"  stopped: {res['stop']} ({res['stop_meaning']}); schedule: "
                  f"{schedule_text(res['schedule'])}; best single depth "

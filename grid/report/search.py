@@ -11,6 +11,7 @@ from pathlib import Path
 from grid.analysis.threshold import describe_point
 from grid.report.breakeven import trace_lines as breakeven_trace_lines
 from grid.report.depth import depth_lines, depth_section
+from grid.report.steps import step_lines, unfinished
 
 TRACE_FILE = "search.json"
 
@@ -76,16 +77,13 @@ def trace_lines(trace: dict) -> list[str]:
     lines = [f"search: {trace.get('kind', 'crossover')} of {trace['variant']} vs "
              f"{trace['baseline']} on {trace['workload']}, {res['cells']} of "
              f"{res['max_cells']} cells (lattice {res['lattice'][0]}..{res['lattice'][-1]})"]
-    for step in trace["steps"]:
-        points = ", ".join(describe_point(p) for p in step["points"])
-        lines.append(f"  step {step['number']}: {step['why']}"
-                     + (f" -> measures {points}" if points else ""))
+    lines += step_lines(trace["steps"], describe_point)
     stop = res.get("stop")
     if stop:
         lines.append(f"  stopped: {stop} ({res['stop_meaning']}); crossover "
                      f"{_bracket(res['bracket'])}")
     else:
-        lines.append(f"  not finished: {res.get('note') or 'the last step is still to run'}")
+        lines.append(unfinished(res))
     if res.get("prior"):
         lines += prior_lines(res["prior"])
     if trace.get("kind") == "threshold" and res.get("threshold_stop"):

@@ -22,6 +22,11 @@ from engines.forced import ForcedAcceptance
 FILES_DIR = "{files}"
 """Placeholder in `LaunchSpec.argv` for the folder that holds the spec's `files` on the node."""
 
+SPEC_METHODS: dict[str, str] = {"EAGLE3": "eagle3", "EAGLE": "eagle",
+                                "STANDALONE": "draft_model", "NGRAM": "ngram"}
+"""A speculative algorithm in the variants' vocabulary (SGLang's speculative_algorithm) -> vLLM's
+speculative method for it (`--speculative-config` `method`)."""
+
 
 @dataclass(frozen=True)
 class LogPhase:

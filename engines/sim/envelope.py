@@ -50,10 +50,10 @@ def envelope(options: Mapping[str, Any], scenario: Scenario) -> EnvelopeFinding:
         algorithm = ""
     if algorithm:
         parts = [args.get(k) for k in SHAPE_ARGS]
-        if algorithm != "EAGLE3" or None in parts:
-            auto = " with SGLang's automatic shape" if algorithm == "EAGLE3" else ""
+        if algorithm not in env.algorithms or None in parts:
+            auto = " with SGLang's automatic shape" if algorithm in env.algorithms else ""
             reasons.append(f"speculative algorithm {algorithm}{auto} (the anchor measured "
-                           "EAGLE3 with explicit shapes)")
+                           f"{'/'.join(env.algorithms)} with explicit shapes)")
         else:
             shape = (int(parts[0]), int(parts[1]), int(parts[2]))  # type: ignore[arg-type]
         switches = (("speculative_disable_above_batch",

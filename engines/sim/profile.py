@@ -64,6 +64,9 @@ class Envelope:
     other algorithms and shapes are extrapolation."""
     note: str = ""
     """What the anchor says that the simulator does not reproduce (docs/simulator.md)."""
+    algorithms: tuple[str, ...] = ("EAGLE3",)
+    """The speculative algorithms (SGLang's names) the anchor measured; others are
+    extrapolation."""
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Envelope:
@@ -80,7 +83,8 @@ class Envelope:
                    prompt_tokens=pair("prompt_tokens"), output_tokens=pair("output_tokens"),
                    domain=str(data["domain"]),
                    workload_domains=tuple(str(d) for d in data["workload_domains"]),
-                   speculative=spec, note=str(data.get("note", "")))
+                   speculative=spec, note=str(data.get("note", "")),
+                   algorithms=tuple(str(a) for a in data.get("algorithms", ("EAGLE3",))))
 
     def describe(self) -> str:
         """One line: the anchor and the ranges it covers."""
@@ -89,7 +93,8 @@ class Envelope:
         return (f"anchor {self.anchor} ({self.hardware} / {self.model}): concurrency "
                 f"{span(self.concurrency)}, prompts {span(self.prompt_tokens)} tokens, "
                 f"{span(self.output_tokens)} output tokens, {self.domain} prompts "
-                f"(workload domains {', '.join(self.workload_domains)}), EAGLE-3 {shapes}")
+                f"(workload domains {', '.join(self.workload_domains)}), "
+                f"{'/'.join(self.algorithms)} {shapes}")
 
     def outside(self, *, concurrency: float | None, output_tokens: int | None,
                 prompt_tokens: tuple[int, int] | None, speculative: tuple[int, int, int] | None,

@@ -50,7 +50,7 @@ from typing import Any
 
 from engines.depth import DepthSetting, DepthTiers, depth_schedule
 from engines.forced import ForcedAcceptance
-from engines.launch import FILES_DIR, Endpoints, LaunchSpec, ServerRequest
+from engines.launch import FILES_DIR, SPEC_METHODS, Endpoints, LaunchSpec, ServerRequest
 from engines.vllm.logphases import VLLM_LOG_PHASES, VLLM_STARTUP_TIMINGS
 
 MODULE = "vllm.entrypoints.openai.api_server"
@@ -63,10 +63,6 @@ RENAMED: dict[str, str] = {
     "mem_fraction_static": "gpu_memory_utilization",
 }
 """SGLang field -> vLLM field with the same meaning."""
-
-SPEC_METHODS: dict[str, str] = {"EAGLE3": "eagle3", "EAGLE": "eagle",
-                                "STANDALONE": "draft_model", "NGRAM": "ngram"}
-"""SGLang speculative_algorithm -> vLLM speculative method."""
 
 SPEC_KEYS = ("speculative_algorithm", "speculative_num_steps", "speculative_eagle_topk",
              "speculative_num_draft_tokens", "speculative_draft_model_path",

@@ -160,10 +160,11 @@ def observe(cell: MeasuredCell) -> Observed:
     return Observed(cell, scenario, measured, per_position)
 
 
-def envelope(observed: Sequence[Observed], run_id: str, hardware: str, model: str
-             ) -> dict[str, Any]:
+def envelope(observed: Sequence[Observed], run_id: str, hardware: str, model: str,
+             algorithms: Sequence[str] = ("EAGLE3",)) -> dict[str, Any]:
     """The twin's envelope, in the simulator's Envelope format (engines/sim/profile.py): the
-    loads, prompt and output lengths, speculative shapes and domain labels it was fitted on."""
+    loads, prompt and output lengths, speculative algorithms and shapes and domain labels it
+    was fitted on."""
     cells = [o.cell for o in observed]
     shapes = sorted({o.scenario.spec for o in observed if o.scenario.spec is not None})
     labels = sorted({d for o in observed if o.speculative for d in o.cell.domains})
@@ -175,7 +176,7 @@ def envelope(observed: Sequence[Observed], run_id: str, hardware: str, model: st
         "output_tokens": [max(1, min(c.output_tokens[1] for c in cells)),
                           max(1, max(c.output_tokens[2] for c in cells))],
         "domain": "the run's", "workload_domains": labels or ["general"],
-        "speculative": [list(s) for s in shapes],
+        "speculative": [list(s) for s in shapes], "algorithms": list(algorithms),
         "baseline": any(not o.speculative for o in observed),
         "note": f"The loads, prompt and output lengths, EAGLE-3 shapes and prompt domains of "
                 f"the {len(cells)} cells of run {run_id} the twin was fitted on "

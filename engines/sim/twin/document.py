@@ -18,7 +18,13 @@ from engines.sim.twin.analytic import Setup, predict
 from engines.sim.twin.cells import Observed, envelope, observe
 from engines.sim.twin.fit import bootstrap, factor_table, fit
 from engines.sim.twin.holdout import goal, leave_one_load_out, repeat_spread, rows, split
-from engines.sim.twin.node import node_data, node_profile, one_server_family, profile_of
+from engines.sim.twin.node import (
+    algorithm,
+    node_data,
+    node_profile,
+    one_server_family,
+    profile_of,
+)
 from engines.sim.twin.params import FIXED, Space, profile_data
 from engines.twin_data import MeasuredCell
 
@@ -136,9 +142,16 @@ def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = 
         if holdout or holdout_workloads else None
     best = fit(space, observed)
     reps = bootstrap(space, observed, best, replicates, seed)
-    env = envelope(observed, run_id, hw, md)
+    drafting = sorted({a for a in map(algorithm, cells) if a}) or ["EAGLE3"]
+    env = envelope(observed, run_id, hw, md, drafting)
     server = scheduler(node, best.setup, observed)
     data = profile_json(node, best.setup, server, env, run_id)
+    # the closed form models every drafter with EAGLE3's factors (analytic.py Setup) and the
+    # draft model's own size (node.py): the algorithms the cells drafted with get those
+    # factors too, not the shipped profile's (STANDALONE's 4x draft cost stands for a draft
+    # LLM next to an EAGLE head's size, which a twin knows from the draft's own config.json)
+    for name in drafting:
+        data["algorithms"][name] = copy.deepcopy(data["algorithms"]["EAGLE3"])
     # every figure below comes from the profile as written, so loading the file reproduces it
     written = Setup.from_profile(profile_of(data))
     fitted = rows(observed, [predict(written, o.scenario) for o in observed], baseline)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from engines.launch import SPEC_METHODS
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, PROFILE_DIR, Profile, known
 from engines.sim.twin.cells import server_flags
 from engines.twin_data import MeasuredCell
@@ -114,6 +115,16 @@ def drafter(cell: MeasuredCell) -> tuple[str, str] | None:
         if isinstance(value, dict):
             return str(value.get("method", "")), str(value.get("model", ""))
     return None
+
+
+def algorithm(cell: MeasuredCell) -> str | None:
+    """The speculative algorithm a cell's server drafts with, in the variants' names (SGLang's:
+    vLLM's `draft_model` is STANDALONE); None without one named."""
+    d = drafter(cell)
+    if d is None:
+        return None
+    by_method = {method: name for name, method in SPEC_METHODS.items()}
+    return by_method.get(d[0], d[0].upper())
 
 
 def _served_paths(cells: Sequence[MeasuredCell]) -> tuple[str | None, str | None, str | None]:

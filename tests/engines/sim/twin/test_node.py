@@ -123,3 +123,15 @@ def test_drafters_of_known_acceptance_may_differ_in_quality_not_in_shape(tmp_pat
     (noisy / "config.json").write_text(json.dumps({**DRAFTER, "num_hidden_layers": 2}))
     with pytest.raises(ValueError, match=r"drafters of different shapes \(eagle3, rung\)"):
         node.one_server_family(known)
+
+
+def test_a_vllm_draft_model_is_standalone_and_its_twin_models_it_as_fitted(tmp_path):
+    from engines.sim.twin.document import build
+
+    cells = _vllm_cells(tmp_path)
+    assert [node.algorithm(c) for c in cells] == [None, None, "STANDALONE", "STANDALONE"]
+    doc = build(cells, run_id="RUN", hardware="cpu", replicates=0)
+    # the closed form fitted the draft model at its own size with EAGLE3's factors; the
+    # shipped STANDALONE entry (4x the draft cost of an EAGLE head) would double count it
+    assert doc["algorithms"]["STANDALONE"] == doc["algorithms"]["EAGLE3"]
+    assert doc["calibration"]["envelope"]["algorithms"] == ["STANDALONE"]

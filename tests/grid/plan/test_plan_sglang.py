@@ -17,9 +17,10 @@ SGLANG_PYTHON = os.environ.get("SPECGRID_SGLANG_PYTHON", "").split(":")[0]
 pytestmark = pytest.mark.skipif(
     not SGLANG_PYTHON, reason="SPECGRID_SGLANG_PYTHON is not set (no SGLang parser here)")
 SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml")
-                if p.stem not in ("cpu_engines", "cpu_lesson", "cpu_depth", "cpu_twin"))
+                if p.stem not in ("cpu_engines", "cpu_lesson", "cpu_depth", "cpu_twin",
+                                  "cpu_breakeven"))
 """The sweeps that take any engine (cpu_engines sweeps the engines itself, cpu_lesson,
-cpu_depth and cpu_twin are vLLM's with the trained models: tested below)."""
+cpu_depth, cpu_twin and cpu_breakeven are vLLM's with the trained models: tested below)."""
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
@@ -76,6 +77,19 @@ def test_cpu_twin_sweep_passes_vllms_own_parser(tmp_path):
     assert "vLLM 0.32.0's own parser (2 commands)" in plan.validation, plan.validation
     assert len(plan.cells) == 16
     assert {c.config["hardware"]["name"] for c in plan.cells} == {"cpu"}
+
+
+@pytest.mark.skipif(not os.environ.get("SPECGRID_VLLM_PYTHON"),
+                    reason="SPECGRID_VLLM_PYTHON is not set (no vLLM parser here)")
+def test_cpu_breakeven_sweep_passes_vllms_own_parser(tmp_path):
+    # the baseline and five rungs of the ladder, each its own draft model folder
+    plan = make_plan(["+sweep=cpu_breakeven", f"results_dir={tmp_path}"]).plan
+    assert "vLLM 0.32.0's own parser (6 commands)" in plan.validation, plan.validation
+    assert len(plan.cells) == 36
+    drafts = sorted(json.loads(spec.argv[spec.argv.index("--speculative-config") + 1])["model"]
+                    .rsplit("/", 1)[-1] for spec in plan.launches.values()
+                    if "--speculative-config" in spec.argv)
+    assert drafts == ["noise-0.00", "noise-0.10", "noise-0.20", "noise-0.35", "noise-0.60"]
 
 
 def test_typo_in_variant_args_is_rejected_by_name(tmp_path, capsys):

@@ -134,7 +134,12 @@ def test_vllm_drafts_only_up_to_the_threshold(tmp_path, engines_python, trained_
     # Threshold 4: every request drafted on every step (64 tokens, one per step plus the
     # accepted drafts of at most 4: at least 13 verify steps; two runs gave 21-63).
     assert (on > 10).all(), steps
-    # Threshold 2: a request drafted on a few steps at most (two runs: 0 or 1 each).
-    assert (off <= 8).all(), steps
+    # Threshold 2: a request drafts only while two or fewer run: while the round arrives and
+    # after the others finished. How many steps that is depends on how far apart the four
+    # arrived (runs gave 0-1 per request, once 11 for one request whose round-mates finished
+    # early), so the bounds are the structure's, not a count of one run's: no request drafted
+    # on half of its 64 tokens (that would need the four streams not to overlap half the time,
+    # one round dispatched at once), and the server drafted far less than at threshold 4.
+    assert (off <= 32).all(), steps
     assert off.sum() < on.sum() / 4, steps
     assert_steps_are_the_servers(outcome.run_dir, requests)

@@ -30,7 +30,7 @@ import engines
 from engines.forced import ForcedAcceptance
 from engines.twin_data import MeasuredCell
 from grid.analysis.cellstats import repeat_of
-from grid.analysis.forced import forced_length
+from grid.analysis.forced import forced_length, read_forced
 from grid.cli.runrecord import RUN_RECORD, read_run_record
 from grid.loader import load_cells, load_requests, load_turns
 from grid.plan.config import ConfigError
@@ -61,9 +61,9 @@ def known_acceptance(row: dict[str, Any]) -> tuple[float, ...] | None:
     counted = _positions(row.get("acceptance_per_position"))
     if counted:
         return counted
-    if forced_length(row.get("forced_acceptance")) is None:
+    given = read_forced(row.get("forced_acceptance"))
+    if given is None:
         return None
-    given = json.loads(str(row["forced_acceptance"]))
     if given.get("rates") is not None:
         return tuple(float(r) for r in given["rates"])
     length = float(given["length"])

@@ -25,6 +25,7 @@ Layout:
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import math
 import os
@@ -183,7 +184,7 @@ def build_ladder(out: Path) -> None:
         gen = torch.Generator().manual_seed(LADDER_RECIPE["seed"])
         rungs = {}
         for noise in LADDER_RECIPE["noise"]:
-            rung = LlamaForCausalLM.from_pretrained(out / "target", dtype=torch.float32).eval()
+            rung = copy.deepcopy(target)
             with torch.no_grad():
                 for p in rung.parameters():
                     scale = float(p.float().std()) if p.numel() > 1 else 0.0

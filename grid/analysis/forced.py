@@ -34,17 +34,26 @@ HONOURED_COLUMNS = ["cell_id", "variant", "workload", "concurrency", "forced_len
                     "measured_length", "difference", "honoured", "statement"]
 
 __all__ = ["COLUMN", "FORCED_LABEL", "HONOURED_COLUMNS", "TOLERANCE", "forced_length",
-           "forced_mask", "honoured", "unforced"]
+           "forced_mask", "honoured", "read_forced", "unforced"]
+
+
+def read_forced(value: Any) -> dict[str, Any] | None:
+    """One cell's column value as written (engines/forced.py `forced_record`: the length or
+    rates and the mean length); None: not forced."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    try:
+        record = json.loads(str(value))
+        float(record["mean_length"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def forced_length(value: Any) -> float | None:
     """The forced mean length of one cell's column value (None: not forced)."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    try:
-        return float(json.loads(str(value))["mean_length"])
-    except (ValueError, KeyError, TypeError):
-        return None
+    record = read_forced(value)
+    return None if record is None else float(record["mean_length"])
 
 
 def forced_mask(cells: pd.DataFrame) -> pd.Series:

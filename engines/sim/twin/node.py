@@ -123,8 +123,11 @@ def algorithm(cell: MeasuredCell) -> str | None:
     d = drafter(cell)
     if d is None:
         return None
-    by_method = {method: name for name, method in SPEC_METHODS.items()}
-    return by_method.get(d[0], d[0].upper())
+    return _ALGORITHM_OF_METHOD.get(d[0], d[0].upper())
+
+
+_ALGORITHM_OF_METHOD = {method: name for name, method in SPEC_METHODS.items()}
+"""vLLM's speculative method -> the variants' algorithm name."""
 
 
 def _served_paths(cells: Sequence[MeasuredCell]) -> tuple[str | None, str | None, str | None]:
@@ -158,13 +161,15 @@ def one_server_family(cells: Sequence[MeasuredCell]) -> None:
                        for (m, p), v in sorted(drafters.items()))
         raise ValueError(f"cells of {len(drafters)} drafters ({by}): fit a twin to one "
                          "drafter's cells and the baseline (--variants baseline,NAME)")
-    shapes: dict[tuple[Any, ...], str] = {}
+    known: dict[str, str] = {}  # draft folder -> a variant drafting with it
     for c in cells:
         d = drafter(c)
-        if d is None or c.known_acceptance is None or not Path(d[1]).is_dir():
-            continue
-        config = read_config(d[1])
-        shapes.setdefault(tuple(config.get(k) for k in SHAPE_KEYS), c.variant)
+        if d is not None and c.known_acceptance is not None and Path(d[1]).is_dir():
+            known.setdefault(d[1], c.variant)
+    shapes: dict[tuple[Any, ...], str] = {}
+    for folder, variant in known.items():  # each folder's config.json read once
+        config = read_config(folder)
+        shapes.setdefault(tuple(config.get(k) for k in SHAPE_KEYS), variant)
     if len(shapes) > 1:
         raise ValueError(f"drafters of different shapes ({', '.join(sorted(shapes.values()))}):"
                          " a twin of known acceptance needs drafters of one cost per pass")

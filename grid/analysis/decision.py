@@ -6,13 +6,15 @@ each load and overall, by throughput and by goodput, with the margin. A variant 
 only with the baseline of its own setup (engine, model, hardware: grid/analysis/setups.py);
 where the grid varies those, the setups are compared baseline to baseline on their own.
 
-Repeats of a cell (the `repeat` axis) are averaged: the point is the mean over repeats and
-each bootstrap replicate is the mean of the repeats' replicates (resampled independently)."""
+Repeats of a cell (the `repeat` axis) are averaged: the point is the mean over repeats, and its
+bootstrap replicates carry the spread between repeats as well as the requests within each
+(grid/analysis/repeats.py: the between-repeat noise pooled over the run, Student's t). Each
+comparison keeps the range of its per-repeat ratios beside the interval, and a point whose
+repeats' own intervals do not overlap is named."""
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -20,61 +22,18 @@ import pandas as pd
 
 from grid.analysis.bootstrap import LEVEL, excludes_zero, interval
 from grid.analysis.cellstats import CellStats
+from grid.analysis.jsonsafe import json_safe
+from grid.analysis.points import (
+    Point,
+    fmt_load,
+    points,
+    repeat_lines,
+    repeat_noise,
+    repeat_ratios,
+    repeats_summary,
+)
 from grid.analysis.setups import SEP, axis_values, is_baseline, split, varying
-
-NO_DIFFERENCE = "no significant difference"
-THRESHOLD_LABEL = re.compile(r"__off_above-(\d+)")
-"""How grid/plan/cells.py labels a variant with speculative_disable_above_batch=N."""
-
-
-@dataclass
-class Point:
-    """One variant at one load level of one workload, over its repeats."""
-
-    variant: str
-    workload: str
-    load_kind: str
-    """`concurrency` (closed loop) or `rate` (open loop)."""
-    load: float
-    values: dict[str, float]
-    replicates: dict[str, np.ndarray]
-    spread: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """Metric -> (min, max) over repeats."""
-    repeats: int = 1
-    cell_ids: list[str] = field(default_factory=list)
-    """The cells (one per repeat) the point averages."""
-    over_saturated: bool = False
-    """A cell of the point was stopped over-saturated (its load outran the server: its numbers
-    are no steady state, specgrid_metrics/saturation.py)."""
-
-
-def points(stats: CellStats, metrics: tuple[str, ...] = ("output_tok_s", "goodput_tok_s")
-           ) -> list[Point]:
-    """Done cells with rows, grouped over repeats into points."""
-    table = stats.table
-    if table.empty or "output_tok_s" not in table:
-        return []
-    done = table[(table.status == "done") & table.output_tok_s.notna()]
-    out = []
-    for _, group in done.groupby(["variant", "workload", "concurrency", "rate"], dropna=False,
-                                 sort=True):
-        first = group.iloc[0]
-        closed = pd.isna(first.rate)
-        load = float(first.concurrency if closed else first.rate)
-        values, reps, spread = {}, {}, {}
-        for metric in metrics:
-            values[metric] = float(group[metric].mean())
-            reps[metric] = np.mean([stats.replicates[c][metric] for c in group.cell_id], axis=0)
-            spread[metric] = (float(group[metric].min()), float(group[metric].max()))
-        saturated = "stop_reason" in group and bool((group.stop_reason == "over_saturated").any())
-        out.append(Point(str(first.variant), str(first.workload),
-                         "concurrency" if closed else "rate", load, values, reps, spread,
-                         len(group), [str(c) for c in group.cell_id], saturated))
-    return out
-
-
-def _fmt_load(kind: str, load: float) -> str:
-    return f"c={load:g}" if kind == "concurrency" else f"{load:g}/s"
+from grid.analysis.winners import NO_DIFFERENCE, THRESHOLD_LABEL, threshold_winners
 
 
 def _pct(x: float) -> str:
@@ -82,10 +41,13 @@ def _pct(x: float) -> str:
 
 
 def _compare(p: Point, b: Point, metric: str) -> dict:
-    """p over b: the point ratio - 1, its interval from the replicates, the verdict."""
+    """p over b: the point ratio - 1, its interval from the replicates, the verdict, and the
+    range of the per-repeat ratios (NaN with fewer than two repeats in common)."""
     with np.errstate(invalid="ignore", divide="ignore"):
         reps = p.replicates[metric] / b.replicates[metric] - 1.0
         point = float(np.float64(p.values[metric]) / b.values[metric] - 1.0)
+    per_repeat = repeat_ratios(p, b, metric)
+    spread = (min(per_repeat), max(per_repeat)) if len(per_repeat) >= 2 else (math.nan, math.nan)
     lo, hi = interval(reps)
     verdict = (NO_DIFFERENCE if not excludes_zero(lo, hi)
                else ("faster" if lo > 0 else "slower"))
@@ -93,7 +55,8 @@ def _compare(p: Point, b: Point, metric: str) -> dict:
         verdict = "faster"
     return {"workload": p.workload, "load_kind": p.load_kind, "load": p.load, "metric": metric,
             "speedup": point, "lo": lo, "hi": hi, "verdict": verdict,
-            "repeats": min(p.repeats, b.repeats), "_reps": reps}
+            "repeats": min(p.repeats, b.repeats), "repeat_lo": spread[0],
+            "repeat_hi": spread[1], "_reps": reps}
 
 
 def speedups(pts: list[Point], baseline: str = "baseline", metric: str = "output_tok_s"
@@ -218,7 +181,7 @@ def recommend_threshold(table: pd.DataFrame, cross: Crossover) -> dict:
         rec = 0
         if loses:
             text = (f"speculation is never significantly faster and is slower at "
-                    f"{', '.join(_fmt_load('concurrency', c) for c in loses)}: keep it off "
+                    f"{', '.join(fmt_load('concurrency', c) for c in loses)}: keep it off "
                     f"(speculative_disable_above_batch=0, i.e. use the baseline)")
         else:
             text = (f"{NO_DIFFERENCE} at any tested concurrency: speculation buys nothing "
@@ -239,63 +202,14 @@ def recommend_threshold(table: pd.DataFrame, cross: Crossover) -> dict:
             "plausible_range": [lo_n, hi_n], "statement": text}
 
 
-def _margin(a: np.ndarray, b: np.ndarray, a_point: float, b_point: float) -> dict:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        reps = a / b - 1.0
-    lo, hi = interval(reps)
-    return {"margin": a_point / b_point - 1.0 if b_point else math.nan, "lo": lo, "hi": hi,
-            "significant": excludes_zero(lo, hi)}
-
-
-def threshold_winners(pts: list[Point], metrics: tuple[str, ...] = ("output_tok_s",
-                                                                     "goodput_tok_s")) -> dict:
-    """When threshold variants were swept: per workload and load level, which variant won (by
-    each metric) and by how much over the runner-up; overall, the variant with the best mean
-    of metric / level mean across the levels every variant was measured at."""
-    per_load, overall = [], []
-    groups = {(split(p.variant)[0], p.workload) for p in pts
-              if THRESHOLD_LABEL.search(p.variant)}
-    for setup, workload in sorted(groups):
-        mine = [p for p in pts if p.workload == workload and split(p.variant)[0] == setup]
-        levels = sorted({(p.load_kind, p.load) for p in mine})
-        variants = sorted({p.variant for p in mine})
-        for metric in metrics:
-            scores: dict[str, list[np.ndarray]] = {v: [] for v in variants}
-            points_: dict[str, list[float]] = {v: [] for v in variants}
-            for kind, load in levels:
-                here = sorted((p for p in mine if (p.load_kind, p.load) == (kind, load)),
-                              key=lambda p: -p.values[metric])
-                if len(here) < 2:
-                    continue
-                win, second = here[0], here[1]
-                m = _margin(win.replicates[metric], second.replicates[metric],
-                            win.values[metric], second.values[metric])
-                per_load.append({"workload": workload, "metric": metric, "load_kind": kind,
-                                 "load": load, "winner": win.variant, "value": win.values[metric],
-                                 "runner_up": second.variant, **m,
-                                 "verdict": "winner" if m["significant"] else NO_DIFFERENCE})
-                if len(here) == len(variants):
-                    norm = float(np.mean([p.values[metric] for p in here])) or 1.0
-                    for p in here:
-                        scores[p.variant].append(p.replicates[metric] / norm)
-                        points_[p.variant].append(p.values[metric] / norm)
-            ranked = sorted((v for v in variants if points_[v]),
-                            key=lambda v: -float(np.mean(points_[v])))
-            if len(ranked) >= 2:
-                a, b = ranked[0], ranked[1]
-                m = _margin(np.mean(scores[a], axis=0), np.mean(scores[b], axis=0),
-                            float(np.mean(points_[a])), float(np.mean(points_[b])))
-                overall.append({"workload": workload, "metric": metric, "winner": a,
-                                "runner_up": b, "levels": len(points_[a]), **m,
-                                "verdict": "winner" if m["significant"] else NO_DIFFERENCE})
-    return {"per_load": per_load, "overall": overall}
-
-
 def _level_parts(group: pd.DataFrame) -> str:
     parts = []
     for row in group.sort_values(["load_kind", "load"]).to_dict("records"):
         tag = "" if row["verdict"] != NO_DIFFERENCE else " n.s."
-        parts.append(f"{_fmt_load(row['load_kind'], row['load'])} {_pct(row['speedup'])} "
+        lo, hi = row.get("repeat_lo", math.nan), row.get("repeat_hi", math.nan)
+        if pd.notna(lo) and pd.notna(hi):
+            tag += f" (repeats {_pct(lo)}..{_pct(hi)})"
+        parts.append(f"{fmt_load(row['load_kind'], row['load'])} {_pct(row['speedup'])} "
                      f"[{_pct(row['lo'])}, {_pct(row['hi'])}]{tag}")
     return ", ".join(parts)
 
@@ -330,7 +244,7 @@ def setup_lines(table: pd.DataFrame) -> list[str]:
 def verdict_line(row: pd.Series, with_workload: bool = False) -> str:
     """`EAGLE-3 beats baseline at c=4` only when the interval excludes zero (`... on coding at
     c=4` when the run has several workloads)."""
-    where = _fmt_load(row.load_kind, row.load)
+    where = fmt_load(row.load_kind, row.load)
     if with_workload:
         where = f"{where} on {row.workload}"
     baseline = split(row.baseline)[1]
@@ -339,28 +253,6 @@ def verdict_line(row: pd.Series, with_workload: bool = False) -> str:
     word = "beats" if row.verdict == "faster" else "loses to"
     return (f"{row.variant} {word} {baseline} at {where} by {_pct(row.speedup)} "
             f"[{_pct(row.lo)}, {_pct(row.hi)}]")
-
-
-def _clean_dict(value: dict) -> dict:
-    cleaned = _clean(value)
-    assert isinstance(cleaned, dict)
-    return cleaned
-
-
-def _clean(value: object) -> object:
-    """JSON-safe: NaN -> None, ±inf -> "inf"/"-inf", numpy scalars -> Python."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float):
-        if math.isnan(value):
-            return None
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-    return value
 
 
 @dataclass
@@ -376,6 +268,9 @@ class Decision:
     """The setups (engine, model, hardware) compared baseline to baseline (output tok/s)."""
     baseline: str = "baseline"
     """The name of the variant each setup's others are compared with."""
+    repeats: dict = field(default_factory=dict)
+    """What the intervals cover (`repeats_summary`): the most repeats of a point, the pooled
+    between-repeat noise, the points whose repeats disagree."""
 
     def as_json(self) -> dict:
         def rows(table: pd.DataFrame) -> list[dict]:
@@ -383,7 +278,7 @@ class Decision:
                 return []
             return [{str(k): v for k, v in r.items() if not str(k).startswith("_")}
                     for r in table.to_dict("records")]
-        return _clean_dict({
+        return json_safe({
             "speedups": rows(self.speedups),
             "goodput_speedups": rows(self.goodput_speedups),
             "crossovers": [{"variant": c.variant, "workload": c.workload,
@@ -393,10 +288,13 @@ class Decision:
             "recommendations": self.recommendations,
             "thresholds": self.thresholds,
             "setup_comparisons": rows(self.setups),
+            "repeats": self.repeats,
         })
 
     def lines(self) -> list[str]:
         out = speedup_lines(self.speedups)
+        if not self.speedups.empty and self.repeats:
+            out += repeat_lines(self.repeats)
         if not self.speedups.empty:
             several = self.speedups.workload.nunique() > 1
             sig = [verdict_line(r, several) for _, r in self.speedups.iterrows()
@@ -433,4 +331,5 @@ def decide(stats: CellStats, baseline: str = "baseline") -> Decision:
             and not THRESHOLD_LABEL.search(c.variant)]
     axes = varying(stats.table[stats.table.status == "done"]) if not stats.table.empty else []
     return Decision(tok, good, cross, recs, threshold_winners(pts),
-                    setup_comparisons(pts, axes, baseline), baseline)
+                    setup_comparisons(pts, axes, baseline), baseline,
+                    repeats_summary(pts, repeat_noise(stats)))

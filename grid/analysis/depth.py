@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from grid.analysis.search import Level, Measured, level_speedups, sign
+from grid.analysis.repeats import pooled
+from grid.analysis.search import Level, level, sign
 
 DepthPoint = tuple[int, int, int]
 """(load, depth, repeat): one cell (depth 0 = the baseline server)."""
@@ -120,13 +121,13 @@ def means(measured: Mapping[DepthPoint, Throughput], chosen: Sequence[DepthPoint
 
 def compare(by: Mapping[tuple[int, int], list[Throughput]], load: int, a: int, b: int
             ) -> Level:
-    """Depth a over depth b at `load` (mean over each one's repeats; replicates averaged
-    likewise): `repeats` is the smaller repeat count of the two."""
-    ta, tb = by[(load, a)], by[(load, b)]
-    pair = Measured(float(np.mean([t.value for t in tb])), float(np.mean([t.value for t in ta])),
-                    np.mean([t.reps for t in tb], axis=0), np.mean([t.reps for t in ta], axis=0))
-    level = level_speedups({(load, 0): pair}, [(load, 0)])[load]
-    return Level(load, min(len(ta), len(tb)), level.speedup, level.lo, level.hi)
+    """Depth a over depth b at `load` over each one's repeats (grid/analysis/search.py
+    `level`: the between-repeat noise pooled over every measured (load, depth)): `repeats` is
+    the smaller repeat count of the two."""
+    noise = pooled([[t.value for t in ts] for ts in by.values()])
+    level_ = level(load, [(t.value, t.reps) for t in by[(load, b)]],
+                   [(t.value, t.reps) for t in by[(load, a)]], noise, f"depth:{a}:{b}")
+    return Level(load, level_.repeats, level_.speedup, level_.lo, level_.hi)
 
 
 def nearest(levels: Sequence[int], target: float) -> int:

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from grid.analysis.bootstrap import interval
+from grid.analysis.repeats import RepeatNoise, combine, pooled
 
 BRACKETED = "bracketed"
 BELOW_RANGE = "below_range"
@@ -137,25 +138,38 @@ class Level:
     hi: float
 
 
+def level(load: int, base: Sequence[tuple[float, np.ndarray]],
+          variant: Sequence[tuple[float, np.ndarray]], noise: RepeatNoise, key: str = ""
+          ) -> Level:
+    """The speedup at one load from each side's repeats, (value, replicates) each: the mean
+    variant over the mean baseline, each side's replicates combined over its repeats
+    (grid/analysis/repeats.py `pooled_t`: the spread between repeats widens them, as in
+    grid/analysis/decision.py)."""
+    base_value = float(np.mean([v for v, _ in base]))
+    var_value = float(np.mean([v for v, _ in variant]))
+    b = combine([v for v, _ in base], [r for _, r in base], "pooled_t", noise,
+                f"{key}:{load}:base")
+    v = combine([v for v, _ in variant], [r for _, r in variant], "pooled_t", noise,
+                f"{key}:{load}:variant")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        lo, hi = interval(v / b - 1.0)
+    return Level(load, min(len(base), len(variant)),
+                 var_value / base_value - 1.0 if base_value else math.nan, lo, hi)
+
+
 def level_speedups(measured: Mapping[Point, Measured], points: Iterable[Point]
                    ) -> dict[int, Level]:
-    """Per load, the speedup over the given points' repeats: the point is the mean variant
-    over the mean baseline, each replicate the mean of the repeats' replicates (as
-    grid/analysis/decision.py `points` and `speedups` compute it)."""
+    """Per load, the speedup over the given points' repeats (`level`), the between-repeat
+    noise pooled over every load's baseline and variant repeats."""
     by_load: dict[int, list[Measured]] = {}
     for point in sorted(set(points)):
         if point in measured:
             by_load.setdefault(point[0], []).append(measured[point])
-    out = {}
-    for load, ms in by_load.items():
-        base = float(np.mean([m.base for m in ms]))
-        var = float(np.mean([m.variant for m in ms]))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps = (np.mean([m.variant_reps for m in ms], axis=0)
-                    / np.mean([m.base_reps for m in ms], axis=0) - 1.0)
-        lo, hi = interval(reps)
-        out[load] = Level(load, len(ms), var / base - 1.0 if base else math.nan, lo, hi)
-    return out
+    noise = pooled([[m.base for m in ms] for ms in by_load.values()]
+                   + [[m.variant for m in ms] for ms in by_load.values()])
+    return {load: level(load, [(m.base, m.base_reps) for m in ms],
+                        [(m.variant, m.variant_reps) for m in ms], noise)
+            for load, ms in by_load.items()}
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import pandas as pd
 import engines
 from grid.analysis.capacity import ATTAINMENT, Capacity, capacities, serves_most
 from grid.analysis.cellstats import CellStats
-from grid.analysis.decision import _clean_dict
+from grid.analysis.jsonsafe import json_safe
 from grid.analysis.pareto import pareto
 
 
@@ -101,7 +101,7 @@ class OperatorView:
     def as_json(self) -> dict:
         rows = [] if self.frontier.empty else [
             {str(k): v for k, v in r.items()} for r in self.frontier.to_dict("records")]
-        return _clean_dict({"pareto": rows,
+        return json_safe({"pareto": rows,
                 "capacity": {"target_attainment": self.target,
                              "per_variant": [c.as_json() for c in self.capacities],
                              "serves_most": self.best},

@@ -69,7 +69,16 @@ def test_level_speedup_averages_repeats():
     level = level_speedups(m, [(4, 0), (4, 1)])[4]
     assert level.repeats == 2
     assert level.speedup == pytest.approx(0.30)  # (120 + 140) / 2 / 100 - 1
-    assert level.lo == pytest.approx(0.30) and level.hi == pytest.approx(0.30)
+    # No noise within a cell, but the repeats differ (+20 % and +40 %): the interval widens
+    # to hold both (grid/analysis/repeats.py). Log deviations of 120, 140: ±0.0771, so the
+    # variant's own variance is 0.0119 and the baseline's the pooled 0.0059 (2 degrees of
+    # freedom, t = 4.303): the variant within 130 x exp(±0.332) = [93.5, 181], the baseline
+    # within 100 x exp(±0.234) = [79.1, 126.4]; the ratio's interval inside their extremes.
+    assert level.lo <= 0.2 and level.hi >= 0.4
+    assert level.lo > 93.5 / 126.4 - 1 and level.hi < 181 / 79.1 - 1
+    # One repeat: the cell's own replicates, unwidened.
+    one = level_speedups(m, [(4, 0)])[4]
+    assert one.lo == pytest.approx(0.20) and one.hi == pytest.approx(0.20)
 
 
 def test_crossover_in_range_is_bisected_to_neighbouring_levels():

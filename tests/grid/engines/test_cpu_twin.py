@@ -31,7 +31,8 @@ def test_a_twin_of_real_vllm_is_fitted_and_judged_on_a_held_out_load(
     lines: list[str] = []
     outcome = run(["+sweep=cpu_twin", f"results_dir={tmp_path}",
                    f"engine.python={engines_python}", "grid.axes.concurrency=[1,2,4]",
-                   "load.requests_per_stream=4", "load.min_requests=8"], echo=lines.append)
+                   "grid.axes.repeat=[0]", "load.requests_per_stream=4", "load.min_requests=8"],
+                  echo=lines.append)
     log = "\n".join(lines)
     assert outcome.exit_code == 0, log
     cells = load_cells(outcome.run_dir)

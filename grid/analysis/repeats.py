@@ -1,0 +1,125 @@
+"""Repeats of a cell (the `repeat` axis) combined into one estimate whose bootstrap replicates
+cover what varies between repeats, not only the requests within each. Pure: numpy and scipy.
+
+A cell's own replicates (grid/analysis/cellstats.py) resample its requests: they say how well
+the cell measured *its* server, not how much a fresh server start, another moment of the
+machine or the other variant's neighbour would move the figure. Averaging the repeats'
+replicates replicate by replicate (`within`) keeps only that within-cell noise: two repeats at
+380 and 707 tok/s came out as ±5 %. Three ways to combine R repeats (values v_1..v_R, each with
+replicates w_r):
+
+- `within`: replicate b = mean_r w_r[b]. Within-cell noise only (what specgrid did before).
+- `bootstrap`: the two-level bootstrap: replicate b draws R repeats with replacement, then
+  each drawn repeat's own replicate b, and averages. With R = 2 or 3 the draw cannot leave
+  [min, max] of the repeats, so it covers the true value less often than it claims (for
+  three draws of a symmetric noise, the mean lies inside [min, max] only 75 % of the time):
+  kept for comparison (bench/coverage_repeats.py), not the default.
+- `pooled_t` (the default): the within replicates, each multiplied by exp(e_b), where e_b is
+  drawn from Student's t with the pooled degrees of freedom, scaled by the between-repeat
+  relative standard deviation over sqrt(R). The standard deviation is pooled over every point
+  of the run with two or more repeats (relative deviations from each point's mean: a run's
+  repeats share one noise process, and two or three repeats alone estimate it poorly), or the
+  point's own where its repeats spread more (a cell whose repeats disagree is not hidden by
+  the others). This is the small-sample interval of a mean (t, not the normal) carried into
+  replicates, so every figure computed from replicates (ratios, crossovers, thresholds,
+  capacity, break-even) inherits it. Deviations and the draw are in log space (a factor, as
+  a throughput varies: never below zero, and a ratio's interval symmetric in the factor). The
+  repeats' spread includes their within-cell noise, so adding the within replicates counts
+  that part twice: conservative by at most that part.
+
+With one repeat everywhere there is nothing to pool: the replicates are the cell's own and the
+report says its intervals cover within-run noise only (grid/analysis/decision.py)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from scipy.stats import t as student_t
+
+from grid.analysis.bootstrap import seed_for
+
+RepeatMethod = Literal["pooled_t", "bootstrap", "within"]
+Values = Sequence[float] | np.ndarray
+"""One point's repeats' values."""
+METHODS: tuple[RepeatMethod, ...] = ("pooled_t", "bootstrap", "within")
+
+
+@dataclass(frozen=True)
+class RepeatNoise:
+    """The between-repeat noise of a run's points, pooled."""
+
+    variance: float
+    """Pooled variance of log values: Σ over points Σ over repeats (log v_r - mean log v)² / dof."""
+    dof: int
+    """Degrees of freedom: Σ over points with two or more repeats (R - 1); 0 = none."""
+
+    @property
+    def sd(self) -> float:
+        return math.sqrt(self.variance) if self.dof else math.nan
+
+
+NO_NOISE = RepeatNoise(0.0, 0)
+
+
+def relative_deviations(values: Values) -> np.ndarray:
+    """Each repeat's log value minus the point's mean log value (empty unless every value is
+    finite and positive: nothing relative to measure)."""
+    v = np.asarray(values, dtype=float)
+    if not v.size or not np.all(np.isfinite(v) & (v > 0)):
+        return np.empty(0)
+    logs = np.log(v)
+    return logs - logs.mean()
+
+
+def pooled(groups: Sequence[Values]) -> RepeatNoise:
+    """The between-repeat relative variance pooled over points (each a sequence of its
+    repeats' values; points with fewer than two repeats add nothing)."""
+    squares, dof = 0.0, 0
+    for values in groups:
+        d = relative_deviations(values)
+        if d.size >= 2:
+            squares += float(np.sum(d ** 2))
+            dof += d.size - 1
+    return RepeatNoise(squares / dof, dof) if dof else NO_NOISE
+
+
+def own_variance(values: Values) -> float:
+    """One point's relative variance over its repeats (0 with fewer than two)."""
+    d = relative_deviations(values)
+    return float(np.sum(d ** 2) / (d.size - 1)) if d.size >= 2 else 0.0
+
+
+def combine(values: Values, replicates: Sequence[np.ndarray], method: RepeatMethod,
+            noise: RepeatNoise, key: str) -> np.ndarray:
+    """The replicates of the mean over repeats (`values[r]` measured with `replicates[r]`),
+    by `method` (module docstring). `key` seeds the draws: the same point gets the same
+    replicates in any order or run."""
+    reps = np.stack([np.asarray(r, dtype=float) for r in replicates])  # (R, B)
+    within = reps.mean(axis=0)
+    count = reps.shape[0]
+    if method == "within":
+        return within
+    rng = np.random.default_rng(seed_for(f"repeats:{method}:{key}"))
+    if method == "bootstrap":
+        if count < 2:
+            return within
+        drawn = rng.integers(0, count, size=(reps.shape[1], count))
+        return np.take_along_axis(reps.T, drawn, axis=1).mean(axis=1)
+    if not noise.dof:
+        return within
+    variance = max(noise.variance, own_variance(values))
+    shift = student_t.rvs(noise.dof, size=reps.shape[1], random_state=rng)
+    return within * np.exp(math.sqrt(variance / count) * shift)
+
+
+def disagree(intervals: Sequence[tuple[float, float]]) -> bool:
+    """Two or more repeats whose own intervals do not overlap (the highest lower end above
+    the lowest upper end): they measured different things, not the same thing noisily."""
+    finite = [(lo, hi) for lo, hi in intervals if math.isfinite(lo) and math.isfinite(hi)]
+    if len(finite) < 2:
+        return False
+    return max(lo for lo, _ in finite) > min(hi for _, hi in finite)

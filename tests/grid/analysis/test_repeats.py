@@ -1,0 +1,80 @@
+"""How repeats combine (grid/analysis/repeats.py): the pooled between-repeat noise, each
+method's replicates, and when repeats disagree; every expected value worked out by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from grid.analysis.repeats import NO_NOISE, RepeatNoise, combine, disagree, own_variance, pooled
+
+E = math.e
+
+
+def test_pooled_noise_by_hand():
+    # Logs of 100 and 100 e^0.2 sit 0.1 either side of their mean: squares 0.01 + 0.01 = 0.02,
+    # 1 degree of freedom. Logs of 100 e^-0.1, 100, 100 e^0.1: squares 0.02 again, 2 degrees.
+    # Pooled: 0.04 / 3. A point of one repeat adds nothing; a zero value has no log.
+    noise = pooled([[100, 100 * E ** 0.2], [100 * E ** -0.1, 100, 100 * E ** 0.1], [50],
+                    [0.0, 10.0]])
+    assert noise.dof == 3
+    assert noise.variance == pytest.approx(0.04 / 3)
+    assert own_variance([100, 100 * E ** 0.2]) == pytest.approx(0.02)
+    assert own_variance([100]) == 0.0
+    assert pooled([[1.0], [2.0]]) == NO_NOISE and math.isnan(NO_NOISE.sd)
+
+
+def test_within_is_the_mean_of_the_repeats_replicates():
+    reps = [np.array([1.0, 2.0, 3.0]), np.array([3.0, 4.0, 5.0])]
+    assert combine([2, 4], reps, "within", NO_NOISE, "k").tolist() == [2.0, 3.0, 4.0]
+
+
+def test_two_level_bootstrap_draws_repeats_with_replacement():
+    # Two repeats with constant replicates 10 and 20: a replicate draws two of them, so it is
+    # 10 (both the first, 1/4), 15 (one each, 1/2) or 20 (both the second, 1/4).
+    b = 4000
+    reps = [np.full(b, 10.0), np.full(b, 20.0)]
+    out = combine([10, 20], reps, "bootstrap", NO_NOISE, "k")
+    assert set(np.unique(out)) == {10.0, 15.0, 20.0}
+    share = {v: float(np.mean(out == v)) for v in (10.0, 15.0, 20.0)}
+    assert share[15.0] == pytest.approx(0.5, abs=0.03)
+    assert share[10.0] == pytest.approx(0.25, abs=0.03)
+    # It can never leave [min, max] of the repeats: the reason it is not the default.
+    assert out.min() >= 10 and out.max() <= 20
+
+
+def test_pooled_t_widens_by_the_t_quantile_over_root_r():
+    # Constant replicates (no within noise): log(out / 100) is sd / sqrt(R) times Student's t.
+    # sd 0.1, R = 2, 10 degrees of freedom: t's 97.5 % point is 2.228, so the 95 % interval of
+    # the log is ±2.228 x 0.1 / 1.414 = ±0.1576.
+    b = 40000
+    reps = [np.full(b, 100.0), np.full(b, 100.0)]
+    out = combine([100, 100], reps, "pooled_t", RepeatNoise(0.01, 10), "k")
+    lo, hi = np.percentile(np.log(out / 100), [2.5, 97.5])
+    assert (lo, hi) == pytest.approx((-0.1576, 0.1576), abs=0.006)
+    # A point whose own repeats spread more uses its own variance: logs 0 and 0.6 -> 0.18,
+    # sd 0.424; with R = 2 and 10 degrees: ±2.228 x 0.424 / 1.414 = ±0.668.
+    spread = [100.0, 100 * E ** 0.6]
+    out = combine(spread, [np.full(b, v) for v in spread], "pooled_t", RepeatNoise(0.01, 10), "k")
+    centre = (100 + 100 * E ** 0.6) / 2
+    lo, hi = np.percentile(np.log(out / centre), [2.5, 97.5])
+    assert (lo, hi) == pytest.approx((-0.668, 0.668), abs=0.03)
+    # Nothing pooled (one repeat everywhere): the within replicates, unchanged.
+    assert combine([100], [np.full(5, 7.0)], "pooled_t", NO_NOISE, "k").tolist() == [7.0] * 5
+
+
+def test_the_same_key_gives_the_same_replicates():
+    reps = [np.arange(100.0), np.arange(100.0) + 5]
+    a = combine([50, 55], reps, "pooled_t", RepeatNoise(0.01, 4), "x")
+    assert np.array_equal(a, combine([50, 55], reps, "pooled_t", RepeatNoise(0.01, 4), "x"))
+    assert not np.array_equal(a, combine([50, 55], reps, "pooled_t", RepeatNoise(0.01, 4), "y"))
+
+
+def test_repeats_disagree_when_their_intervals_do_not_overlap():
+    assert disagree([(370, 390), (690, 720)])          # 690 > 390
+    assert not disagree([(370, 400), (390, 420)])      # 390 <= 400: they overlap
+    assert disagree([(1, 2), (1.5, 3), (2.5, 4)])      # the first and the last do not
+    assert not disagree([(1, 2)])                      # one repeat: nothing to disagree with
+    assert not disagree([(1, 2), (math.nan, math.nan)])

@@ -5,8 +5,8 @@ with each rung of the draft-model ladder (`+sweep=cpu_breakeven`: the target wit
 step as a user runs it:
 
 1. the run's report: per load, the break-even accept length interpolated between the rungs'
-   measured lengths with its 95 % interval, and each rung's verdict ("pays" above it) beside
-   the sign of its measured speedup;
+   measured lengths with its 95 % interval, and each rung's verdict by the curve fitted
+   without it (out of sample) beside the sign of its measured speedup;
 2. `python -m grid.twin RUN --known-acceptance --holdout 2`: the simulator's step costs fitted
    from the rungs' counted acceptance (c = 1 and 4), c = 2 predicted, against the spread of the
    same cells measured twice;
@@ -102,19 +102,19 @@ def main() -> int:
             return rc
     real = curves(run_dir)
     print("\nthe ladder (real engine, CPU, tiny trained models): accept length, throughput over "
-          "the baseline's [95 %], verdict")
+          "the baseline's [95 %], verdict by the curve fitted without the rung")
     agree = decided = 0
     for load, c in sorted(real.items()):
         print(f"  c={load:g}: break-even {describe(c)}")
         for r in c.get("rungs", []):
             lo, hi = r["ratio_interval"]
-            decided += r["agrees"] is not None
-            agree += bool(r["agrees"])
-            sign = {True: "agrees", False: "DISAGREES", None: "no sign"}[r["agrees"]]
+            decided += r["held_out_agrees"] is not None
+            agree += bool(r["held_out_agrees"])
+            sign = {True: "agrees", False: "DISAGREES", None: "-"}[r["held_out_agrees"]]
             print(f"    {r['variant'].rsplit('__', 1)[-1]:<18}{r['accept_length']:6.2f}  "
-                  f"x{r['ratio']:.2f} [{lo:.2f}, {hi:.2f}]  {r['verdict']:<13}{sign}")
-    print(f"  verdict agrees with the measured speedup's sign at {agree} of {decided} rungs "
-          "whose interval excludes 1")
+                  f"x{r['ratio']:.2f} [{lo:.2f}, {hi:.2f}]  {r['held_out_verdict']:<20}{sign}")
+    print(f"  held out: verdict agrees with the measured speedup's sign at {agree} of {decided} "
+          "rungs with a sign and a verdict")
     fitted = twin(run_dir)
     split = fitted["holdout_split"]["metrics"]
     spread, goal = fitted["repeat_spread"], fitted["goal"]

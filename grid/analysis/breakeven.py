@@ -1,14 +1,15 @@
 """The break-even acceptance: for each load, the accept length at which a speculative
 configuration's throughput equals the baseline's, and the user's drafter placed on it. Pure:
-numpy and pandas. A curve is measured one of two ways:
-- **forced**: one drafter, its acceptance forced by the engine to each length
-  (grid/analysis/forced.py); the length is the one asked for;
+numpy and pandas. A curve is measured one of two ways, its x always a measured decode accept
+length (the cells' `accept_length_decode`, Σ(output tokens - 1) / Σ verify steps, mean over
+repeats; grid/analysis/breakeven_cells.py):
+- **forced**: one drafter, its acceptance forced by the engine (grid/analysis/forced.py); a
+  forced cell enters at the length it measured, and only where the engine honoured the forcing
+  (a cell not honoured is left out of the curve and named in `Level.left_out`);
 - **ladder**: drafters of graded quality at the same cost per draft pass (a grid axis over
   `variant.args.speculative_draft_model_path`, e.g. the trained target's noisy copies,
-  engines/trained_models.py LADDER_RECIPE), nothing forced; the length is each rung's measured
-  decode accept length (its cells' `accept_length_decode`, mean over repeats), taken as known
-  (it is a mean over every verify step of the cell, far narrower than the throughput's
-  interval).
+  engines/trained_models.py LADDER_RECIPE), nothing forced; rungs whose draft models differ in
+  shape are refused (`ladder_refusals`).
 
 Definitions, per speculative configuration (a variant label without its forced-acceptance or
 draft-model part: `eagle3__forced_len-2.5` is configuration `eagle3` at length 2.5,
@@ -21,22 +22,30 @@ workload x load:
   accept length is more tokens for the same step). The first crossing from below is taken. A
   ratio already >= 1 at the shortest length measured puts a* at or below it (`below`: pays at
   every length measured); one below 1 at the longest, at or above it (`above`);
-- its **interval**: the same interpolation in each bootstrap replicate of the throughputs (the
-  cells' replicates, grid/analysis/cellstats.py; the baseline's and the configuration's drawn
-  independently), the 95 % percentile interval of the replicates' crossings, each clipped to
-  the lengths measured (an end at the shortest or longest length is "or beyond").
+- its **interval**: the same interpolation in each bootstrap replicate, the 95 % percentile
+  interval of the replicates' crossings. A replicate takes each point's throughput replicate
+  (the cells' replicates, grid/analysis/cellstats.py; the baseline's drawn independently) and
+  its length replicate from the SAME request draw (`decode_replicates`): x and y move together,
+  as they do near the crossing. Each crossing is clipped to the replicate's lengths; an end
+  reached by such a clip is open ("or beyond").
 
-The drafter (per domain): its decode accept length (Σ(output tokens - 1) / Σ verify steps, the
-forced length's own measure) over the requests of the same configuration's **unforced** cells
-of the run, or of an earlier run (grid/analysis/drafter_run.py), with a bootstrap interval over
-requests. It **pays** at a load where its length exceeds a*; the answer per domain is the
-highest load measured where it pays, bracketed by the highest load where it pays for certain
-(the length's lower end above a*'s upper end) and the highest where it may (the length's upper
-end above a*'s lower end)."""
+**Verdicts** (`judge`): a length pays where it exceeds a* and does not where it is at or below
+it; beyond the lengths measured on the side the measurements do not settle the answer is
+unknown: above the longest length of an `above` curve ("unknown above X": the longest still
+lost; a longer one may or may not pay), below the shortest of a `below` curve ("unknown below
+X").
+
+The drafter (per domain, grid/analysis/breakeven_drafter.py): its decode accept length over
+the requests of the same configuration's **unforced** cells of the run, or of an earlier run
+(grid/analysis/drafter_run.py), with a bootstrap interval over requests. The answer per domain
+is the end of the contiguous range of loads, from the lowest, at which it pays ("pays up to
+c"); a later load where it pays again after a gap is noted, not claimed. Bracketed likewise by
+where it surely pays (its lower end above a*'s upper end) and where it may (its upper end above
+a*'s lower end). A ladder's rungs are checked out of sample: each rung's verdict by the curve
+fitted without it, beside the sign of its own measured speedup (`held_out`)."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -44,15 +53,17 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from grid.analysis.bootstrap import DEFAULT_REPLICATES, Resample, interval, seed_for
+from grid.analysis.bootstrap import interval
+from grid.analysis.breakeven_cells import CurveCells, Length, shape_refusal
 from grid.analysis.cellstats import CellStats
 from grid.analysis.decision import Point, points
-from grid.analysis.forced import COLUMN, forced_length
+from grid.analysis.forced import forced_mask
 
 FORCED_PART = re.compile(r"__forced_(?:len|rates)-[0-9.]+(?:_[0-9.]+)*")
 """The part grid/plan/cells.py adds to a variant label for a forced-acceptance axis."""
 DRAFT_PART = re.compile(r"__draft-.+?(?=__|$)")
 """... and for an axis over the draft model (`__draft-noise-0.20`)."""
+PAYS, NOT = "pays", "does not pay"
 
 
 def configuration(variant: str) -> str:
@@ -69,7 +80,8 @@ class Crossing:
     (pays at none)."""
 
 
-def crossing(lengths: Sequence[float], ratios: Sequence[float] | np.ndarray) -> Crossing:
+def crossing(lengths: Sequence[float] | np.ndarray, ratios: Sequence[float] | np.ndarray
+             ) -> Crossing:
     """Where the ratio (ascending `lengths`) first reaches 1, linearly interpolated."""
     if ratios[0] >= 1.0:
         return Crossing(float(lengths[0]), "below")
@@ -80,6 +92,36 @@ def crossing(lengths: Sequence[float], ratios: Sequence[float] | np.ndarray) -> 
     return Crossing(float(lengths[-1]), "above")
 
 
+def judge(length: float, bound: float, where: str) -> str:
+    """A length against a break-even bound: `pays` above it, `does not pay` at or below it,
+    `unknown above X` past an `above` bound (the longest length measured still lost) and
+    `unknown below X` short of a `below` one (the shortest already paid)."""
+    if where == "above" and length > bound:
+        return f"unknown above {bound:.2f}"
+    if where == "below":
+        return PAYS if length >= bound else f"unknown below {bound:.2f}"
+    return PAYS if length > bound else NOT
+
+
+def agrees(verdict: str, ratio_interval: tuple[float, float]) -> bool | None:
+    """Whether a verdict has the sign of a measured speedup (None where the speedup's interval
+    holds 1, or the verdict is unknown: nothing to agree with)."""
+    lo, hi = ratio_interval
+    if lo <= 1.0 <= hi or verdict not in (PAYS, NOT):
+        return None
+    return (verdict == PAYS) == (lo > 1.0)
+
+
+def left_one_out(lengths: Sequence[float], ratios: Sequence[float]) -> tuple[str, ...]:
+    """Each point's verdict by the curve through the others only (point estimates)."""
+    out = []
+    for i, a in enumerate(lengths):
+        rest = [j for j in range(len(lengths)) if j != i]
+        c = crossing([lengths[j] for j in rest], [ratios[j] for j in rest])
+        out.append(judge(a, c.value, c.where))
+    return tuple(out)
+
+
 @dataclass
 class Level:
     """The break-even length of one configuration at one load."""
@@ -88,6 +130,7 @@ class Level:
     workload: str
     load: float
     lengths: tuple[float, ...]
+    """The measured decode accept length of each point, ascending."""
     ratios: tuple[float, ...]
     """Throughput over the baseline's at each length (point estimates)."""
     value: float
@@ -95,16 +138,30 @@ class Level:
     lo: float
     hi: float
     lo_open: bool = False
-    """The interval's lower end is the shortest length measured: a* may be lower still."""
+    """The interval's lower end is a replicate's shortest length: a* may be lower still."""
     hi_open: bool = False
-    """Its upper end is the longest length measured: a* may be higher still."""
+    """Its upper end is a replicate's longest length: a* may be higher still."""
+    lo_above: bool = False
+    """Its lower end too is a replicate's longest length (the interval lies past the lengths
+    measured): a length above it is unknown even to `maybe`."""
+    hi_below: bool = False
+    """Its upper end too is a replicate's shortest length: a length below it is unknown even
+    to `surely`."""
     cell_ids: list[str] = field(default_factory=list)
     kind: str = "forced"
-    """`forced` (lengths asked of the engine) or `ladder` (lengths measured, one per drafter)."""
+    """`forced` (lengths asked of the engine) or `ladder` (one drafter per length)."""
+    depth: int | None = None
+    """speculative_num_steps of the curve's cells (None: not recorded)."""
+    left_out: tuple[str, ...] = ()
+    """Forced cells at this load the engine did not honour, left out of the curve: why."""
     rungs: tuple[str, ...] = ()
     """Ladder: the variant label at each length."""
     rung_ratios: tuple[tuple[float, float], ...] = ()
     """Ladder: each rung's ratio interval (bootstrap, 95 %)."""
+    rung_lengths: tuple[tuple[float, float], ...] = ()
+    """Ladder: each rung's accept-length interval (the same replicates)."""
+    held_out_verdicts: tuple[str, ...] = ()
+    """Ladder: each rung's verdict by the curve fitted without it (`left_one_out`)."""
 
     def describe(self) -> str:
         if self.where == "below":
@@ -117,97 +174,146 @@ class Level:
         hi = (">=" if self.hi_open else "") + f"{self.hi:.2f}"
         return f"{text} [{lo}, {hi}]"
 
+    def verdict(self, length: float) -> str:
+        """A drafter of this length by the curve (`judge` against a*)."""
+        return judge(length, self.value, self.where)
+
+    def surely(self, lo: float) -> str:
+        """`pays` where a length's lower end `lo` clears a*'s upper end (unknown past an open
+        one, or short of an interval that lies below the lengths measured)."""
+        return judge(lo, self.hi, "above" if self.hi_open else "below" if self.hi_below
+                     else "inside")
+
+    def maybe(self, hi: float) -> str:
+        """`pays` where a length's upper end `hi` clears a*'s lower end (unknown short of an
+        open one, or past an interval that lies above the lengths measured)."""
+        return judge(hi, self.lo, "below" if self.lo_open else "above" if self.lo_above
+                     else "inside")
+
+    def held_out(self) -> dict[str, int]:
+        """Ladder: how many rungs' held-out verdicts agree with the sign of their measured
+        speedup, disagree, meet a speedup whose interval holds 1 (`no_sign`) or are unknown
+        (the rung lies beyond the other rungs' lengths)."""
+        counts = {"agree": 0, "disagree": 0, "no_sign": 0, "unknown": 0}
+        for v, ri in zip(self.held_out_verdicts, self.rung_ratios, strict=True):
+            a = agrees(v, ri)
+            counts["unknown" if v not in (PAYS, NOT) else "no_sign" if a is None
+                   else "agree" if a else "disagree"] += 1
+        return counts
+
     def as_json(self) -> dict[str, object]:
         out: dict[str, object] = {
             "load": self.load, "kind": self.kind, "break_even_length": self.value,
             "where": self.where, "interval": [self.lo, self.hi],
             "interval_open": [self.lo_open, self.hi_open], "lengths": list(self.lengths),
-            "ratios": list(self.ratios), "cells": self.cell_ids}
+            "ratios": list(self.ratios), "depth": self.depth, "left_out": list(self.left_out),
+            "cells": self.cell_ids}
         if self.kind == "ladder":
-            out["rungs"] = [{"variant": v, "accept_length": a, "ratio": r,
-                             "ratio_interval": list(ri), "verdict": self.verdict(a),
-                             "agrees": self.agrees(a, ri)}
-                            for v, a, r, ri in zip(self.rungs, self.lengths, self.ratios,
-                                                   self.rung_ratios, strict=True)]
+            out["rungs"] = [{"variant": v, "accept_length": a, "accept_length_interval": list(ai),
+                             "ratio": r, "ratio_interval": list(ri), "held_out_verdict": h,
+                             "held_out_agrees": agrees(h, ri)}
+                            for v, a, ai, r, ri, h in zip(
+                                self.rungs, self.lengths, self.rung_lengths, self.ratios,
+                                self.rung_ratios, self.held_out_verdicts, strict=True)]
+            out["held_out"] = self.held_out()
         return out
 
-    def verdict(self, length: float) -> str:
-        """`pays` where a drafter of this length beats the baseline by the curve."""
-        return "pays" if length > self.value else "does not pay"
 
-    def agrees(self, length: float, ratio_interval: tuple[float, float]) -> bool | None:
-        """Whether a rung's verdict has the sign of its measured speedup (None where the
-        speedup's interval holds zero: no sign to agree with)."""
-        lo, hi = ratio_interval
-        if lo <= 1.0 <= hi:
-            return None
-        return (self.verdict(length) == "pays") == (lo > 1.0)
-
-
-def level(config: str, workload: str, load: float, lengths: Sequence[float],
-          spec: Sequence[Point], base: Point, metric: str = "output_tok_s") -> Level:
-    """The break-even length at one load from the configuration's point at each forced length
-    (`spec`, in the order of `lengths`, ascending) and the baseline's point."""
+def level(config: str, workload: str, load: float, xs: Sequence[Length], spec: Sequence[Point],
+          base: Point, metric: str = "output_tok_s") -> Level:
+    """The break-even length at one load from the configuration's points (`spec`) at their
+    measured lengths (`xs`: each one's length and replicates, ascending by length) and the
+    baseline's point; replicate j pairs each point's length and throughput replicates j."""
+    lengths = [x for x, _ in xs]
     values = np.array([p.values[metric] for p in spec]) / base.values[metric]
     point = crossing(lengths, values)
     with np.errstate(invalid="ignore", divide="ignore"):
         reps = np.stack([p.replicates[metric] for p in spec]) / base.replicates[metric]
-    found = [crossing(lengths, reps[:, j]) for j in range(reps.shape[1])
-             if np.all(np.isfinite(reps[:, j]))]
+    x_reps = np.stack([r for _, r in xs])
+    found = []
+    for x, r in zip(x_reps.T, reps.T, strict=True):
+        if np.all(np.isfinite(r)) and np.all(np.isfinite(x)):
+            order = np.argsort(x, kind="stable")  # two rungs may swap in a replicate
+            found.append(crossing(x[order], r[order]))
     lo, hi = interval(np.array([c.value for c in found]))
     return Level(config, workload, load, tuple(lengths), tuple(float(v) for v in values),
                  point.value, point.where, lo, hi,
-                 lo_open=lo <= lengths[0] and any(c.where == "below" for c in found),
-                 hi_open=hi >= lengths[-1] and any(c.where == "above" for c in found),
+                 lo_open=any(c.where == "below" and c.value >= lo for c in found),
+                 hi_open=any(c.where == "above" and c.value <= hi for c in found),
+                 lo_above=any(c.where == "above" and c.value <= lo for c in found),
+                 hi_below=any(c.where == "below" and c.value >= hi for c in found),
                  cell_ids=[c for p in (*spec, base) for c in p.cell_ids])
 
 
 def predicted_level(config: str, workload: str, load: float, lengths: Sequence[float],
                     ratios: Sequence[float]) -> Level:
     """The break-even length at one load from predicted ratios (no replicates: the interval
-    is the point)."""
+    is the point, open where the point lies beyond the lengths)."""
     point = crossing(lengths, ratios)
     return Level(config, workload, load, tuple(lengths), tuple(float(r) for r in ratios),
-                 point.value, point.where, point.value, point.value)
+                 point.value, point.where, point.value, point.value,
+                 lo_open=point.where == "below", hi_open=point.where == "above",
+                 lo_above=point.where == "above", hi_below=point.where == "below")
+
+
+Key = tuple[str, str, str, float]
+"""(kind, configuration, workload, load)."""
 
 
 def curves(stats: CellStats, cells: pd.DataFrame, baseline: str = "baseline") -> list[Level]:
     """Every (kind, configuration, workload, closed-loop load) with two or more lengths and
-    the baseline measured, sorted by kind, configuration, workload and load: forced lengths,
-    and ladders (unforced cells whose variant labels differ only in the draft model, at their
-    measured decode accept length)."""
+    the baseline measured, sorted by kind, configuration, workload and load: forced cells the
+    engine honoured, and ladders (unforced cells whose variant labels differ only in the
+    draft model, of one shape: `ladder_refusals`), each at its measured decode length."""
     if cells.empty:
         return []
-    forced_of = ({str(c): forced_length(v) for c, v in zip(cells.cell_id, cells[COLUMN],
-                                                            strict=True)}
-                 if COLUMN in cells else {})
-    measured_of = ({str(c): float(v) for c, v in zip(cells.cell_id, cells.accept_length_decode,
-                                                      strict=True) if pd.notna(v)}
-                   if "accept_length_decode" in cells else {})
+    read = CurveCells.of(stats, cells)
+    refused = ladder_refusals(cells)
     pts = [p for p in points(stats, ("output_tok_s",)) if p.load_kind == "concurrency"]
     base = {(p.workload, p.load): p for p in pts if p.variant == baseline}
-    found: dict[tuple[str, str, str, float], dict[float, Point]] = {}
+    found: dict[Key, list[tuple[Length, Point]]] = {}
+    left: dict[Key, list[str]] = {}
     for p in pts:
-        length = forced_of.get(p.cell_ids[0])
-        if length is not None:
-            key = ("forced", configuration(p.variant), p.workload, p.load)
-        elif DRAFT_PART.search(p.variant) and all(c in measured_of for c in p.cell_ids):
-            length = float(np.mean([measured_of[c] for c in p.cell_ids]))
-            key = ("ladder", configuration(p.variant), p.workload, p.load)
-        else:
+        kind = ("forced" if read.is_forced(p) else "ladder" if DRAFT_PART.search(p.variant)
+                else None)
+        if kind is None or (kind == "ladder" and configuration(p.variant) in refused):
             continue
-        found.setdefault(key, {})[length] = p
+        key = (kind, configuration(p.variant), p.workload, p.load)
+        bad = read.not_honoured(p) if kind == "forced" else []
+        x = None if bad else read.length(p)
+        if bad:
+            left.setdefault(key, []).extend(bad)
+        elif x is not None:
+            found.setdefault(key, []).append((x, p))
     out = []
-    for (kind, config, workload, load), by_length in sorted(found.items()):
-        b = base.get((workload, load))
-        if b is None or len(by_length) < 2:
+    for key, entries in sorted(found.items(), key=lambda kv: kv[0]):
+        b = base.get((key[2], key[3]))
+        if b is None or len(entries) < 2:
             continue
-        lengths = sorted(by_length)
-        lv = level(config, workload, load, lengths, [by_length[a] for a in lengths], b)
-        if kind == "ladder":
-            lv.kind, lv.rungs = kind, tuple(by_length[a].variant for a in lengths)
-            lv.rung_ratios = tuple(_ratio_interval(by_length[a], b) for a in lengths)
+        entries.sort(key=lambda e: e[0][0])
+        lv = level(key[1], key[2], key[3], [x for x, _ in entries], [p for _, p in entries], b)
+        lv.kind, lv.left_out, lv.depth = key[0], tuple(left.get(key, ())), read.depth(lv.cell_ids)
+        if lv.kind == "ladder":
+            lv.rungs = tuple(p.variant for _, p in entries)
+            lv.rung_ratios = tuple(_ratio_interval(p, b) for _, p in entries)
+            lv.rung_lengths = tuple(interval(x[1]) for x, _ in entries)
+            lv.held_out_verdicts = left_one_out(lv.lengths, lv.ratios)
         out.append(lv)
+    return out
+
+
+def ladder_refusals(cells: pd.DataFrame) -> dict[str, str]:
+    """Ladder configuration -> one line, where its rungs' draft models differ in shape
+    (grid/analysis/breakeven_cells.py `shape_refusal`)."""
+    if cells.empty:
+        return {}
+    variants = cells.variant.astype(str)
+    rung = variants.str.contains("__draft-", regex=False) & ~forced_mask(cells)
+    out = {}
+    for config in sorted({configuration(v) for v in variants[rung]}):
+        line = shape_refusal(config, cells[rung & (variants.map(configuration) == config)])
+        if line is not None:
+            out[config] = line
     return out
 
 
@@ -215,108 +321,3 @@ def _ratio_interval(spec: Point, base: Point, metric: str = "output_tok_s"
                     ) -> tuple[float, float]:
     with np.errstate(invalid="ignore", divide="ignore"):
         return interval(spec.replicates[metric] / base.replicates[metric])
-
-
-@dataclass(frozen=True)
-class Drafter:
-    """The drafter's real acceptance on one prompt domain and where it pays."""
-
-    configuration: str
-    workload: str
-    domain: str
-    requests: int
-    length: float
-    lo: float
-    hi: float
-    pays_up_to: float | None
-    """The highest load measured where its length exceeds the break-even length (None: at
-    none)."""
-    surely_up_to: float | None
-    """... where its lower end exceeds the break-even interval's upper end."""
-    maybe_up_to: float | None
-    """... where its upper end exceeds the break-even interval's lower end."""
-    source_run: str | None = None
-    """The run whose unforced cells measured the length (None: this run's own)."""
-
-    @property
-    def name(self) -> str:
-        """The domain, with the run its length comes from when that is another run."""
-        return self.domain + (f" (run {self.source_run})" if self.source_run else "")
-
-    def describe(self) -> str:
-        return (f"{self.name}: accept length {self.length:.2f} [{self.lo:.2f}, {self.hi:.2f}]"
-                f" over {self.requests} requests: pays up to {at_load(self.pays_up_to)} "
-                f"[{at_load(self.surely_up_to)}, {at_load(self.maybe_up_to)}]")
-
-    def as_json(self) -> dict[str, object]:
-        return {"configuration": self.configuration, "workload": self.workload,
-                "domain": self.domain, "requests": self.requests,
-                "accept_length": self.length, "interval": [self.lo, self.hi],
-                "pays_up_to": self.pays_up_to,
-                "pays_up_to_interval": [self.surely_up_to, self.maybe_up_to],
-                "source_run": self.source_run}
-
-
-def at_load(load: float | None) -> str:
-    """`c=8`, or `none` for no load."""
-    return "none" if load is None else f"c={load:g}"
-
-
-Measured = tuple[int, float, float, float]
-"""A drafter's length on one domain: (requests, decode accept length, its interval)."""
-
-
-def drafter_lengths(requests: pd.DataFrame, cells: pd.DataFrame, config: str,
-                    workload: str | None, replicates: int = DEFAULT_REPLICATES, seed: int = 0
-                    ) -> dict[str, Measured]:
-    """Per prompt domain: (requests, decode accept length, its interval) over the ok requests
-    with verify steps of the configuration's unforced cells (the variant label equal to it)
-    on the workload (None: on every workload)."""
-    ids = set(cells.cell_id[(cells.variant.astype(str) == config)
-                            & cells[COLUMN].map(lambda v: forced_length(v) is None)]) \
-        if COLUMN in cells else set(cells.cell_id[cells.variant.astype(str) == config])
-    req = requests[requests.cell_id.isin(ids) & (requests.status == "ok")
-                   & (requests.spec_verify_ct.fillna(0) > 0)]
-    if workload is not None:
-        req = req[req.workload.astype(str) == workload]
-    out = {}
-    for domain, group in req.groupby(req.domain.astype(str)):
-        decode = (group.output_tokens - 1).to_numpy(dtype=float)
-        steps = group.spec_verify_ct.to_numpy(dtype=float)
-        draw = Resample.draw(len(group), replicates,
-                             seed_for(f"{config}:{workload}:{domain}", seed))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            reps = draw.sums(decode) / draw.sums(steps)
-        lo, hi = interval(reps)
-        out[str(domain)] = (len(group), float(decode.sum() / steps.sum()), lo, hi)
-    return out
-
-
-def place(levels: Sequence[Level], config: str, workload: str, domain: str,
-          measured: Measured, source_run: str | None = None) -> Drafter:
-    """The drafter's length on one domain against the configuration's break-even curve on
-    one workload (`source_run`: the run that measured the length, when not this one)."""
-    n, length, lo, hi = measured
-    mine = [lv for lv in levels if lv.configuration == config and lv.workload == workload
-            and lv.kind == "forced"]
-
-    def highest(pays: list[bool]) -> float | None:
-        loads = [lv.load for lv, ok in zip(mine, pays, strict=True) if ok]
-        return max(loads) if loads else None
-
-    return Drafter(config, workload, domain, n, length, lo, hi,
-                   highest([length > lv.value for lv in mine]),
-                   highest([lo > lv.hi for lv in mine]),
-                   highest([hi > lv.lo for lv in mine]), source_run)
-
-
-def drafters(levels: Sequence[Level], requests: pd.DataFrame, cells: pd.DataFrame,
-             replicates: int = DEFAULT_REPLICATES, seed: int = 0) -> list[Drafter]:
-    """The drafter of every configuration with a curve, per workload and prompt domain."""
-    out = []
-    for config, workload in sorted({(lv.configuration, lv.workload) for lv in levels
-                                    if lv.kind == "forced"}):
-        found = drafter_lengths(requests, cells, config, workload, replicates, seed)
-        out += [place(levels, config, workload, d, m) for d, m in sorted(found.items())
-                if math.isfinite(m[1])]
-    return out

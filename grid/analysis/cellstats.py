@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from threadpoolctl import threadpool_limits
 
-from grid.analysis.bootstrap import DEFAULT_REPLICATES, seed_for
+from grid.analysis.bootstrap import DEFAULT_REPLICATES, Resample, seed_for
 from grid.analysis.goodput import Slo, good_requests
 from grid.analysis.setups import join, setups, split, with_hardware
 from specgrid_metrics.intervals import METRICS, RequestArrays, cell_intervals
@@ -60,7 +60,29 @@ def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, 
     arrays = request_arrays(req)
     good = good_requests(arrays.ok, arrays.ttft, arrays.tpot, arrays.e2e, arrays.output_tokens,
                          slo)
-    return cell_intervals(arrays, concurrency, closed_loop, replicates, seed, good=good)
+    row, reps = cell_intervals(arrays, concurrency, closed_loop, replicates, seed, good=good)
+    decode = decode_replicates(arrays, replicates, seed)
+    if decode is not None:
+        reps["accept_length_decode"] = decode
+    return row, reps
+
+
+def decode_replicates(arrays: RequestArrays, replicates: int, seed: int) -> np.ndarray | None:
+    """Replicates of the decode accept length, Σ(output tokens - 1) / Σ verify steps over the
+    completed requests with verify steps (the cells column `accept_length_decode`), from the
+    same draw as the cell's other replicates (`cell_intervals` draws `Resample.draw(n,
+    replicates, seed)`): replicate j of it and of the throughput resample the same requests
+    (the break-even curve pairs them, grid/analysis/breakeven.py). None without verify steps."""
+    verify, out = arrays.verify, arrays.output_tokens
+    if verify is None:
+        return None
+    spec = arrays.ok & np.isfinite(verify) & (verify > 0) & (out >= 1)
+    if not spec.any():
+        return None
+    sums = Resample.draw(len(arrays), replicates, seed).sums(
+        np.column_stack([np.where(spec, out - 1.0, 0.0), np.where(spec, verify, 0.0)]))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return sums[:, 0] / sums[:, 1]
 
 
 def request_arrays(req: pd.DataFrame) -> RequestArrays:

@@ -19,7 +19,8 @@ from omegaconf import DictConfig, OmegaConf
 
 import engines
 from engines.forced import speculative_steps
-from grid.analysis.breakeven import Level, at_load, configuration, place, predicted_level
+from grid.analysis.breakeven import Level, configuration, predicted_level
+from grid.analysis.breakeven_drafter import at_load, place
 from grid.analysis.drafter_run import DrafterRun
 from grid.plan.breakeven import LENGTH_KEY, breakeven_lengths
 from grid.plan.cells import Cell
@@ -87,17 +88,18 @@ def prediction_lines(cfg: DictConfig, cells: Sequence[Cell], workloads: Workload
                      run: DrafterRun) -> list[str]:
     """What the plan prints: per configuration and workload, the predicted break-even length
     per load and each domain's length from `run` placed on it, or that no model predicts.
-    ValueError (`DrafterRun.pick`) when `run` has no clear counterpart of a configuration."""
+    ValueError (`DrafterRun.pick`) when `run` has no clear counterpart of a configuration, or
+    one measured at another speculative depth than the plan's."""
     found = curve_pairs(cells)
     if not found:
         return [f"break-even prediction: none (the plan has no speculative variant beside "
                 f"{BASELINE} at a closed-loop load to place run {run.run_id}'s drafter on)"]
     out = []
     for (config, workload), pairs in sorted(found.items()):
-        source = run.pick(config)
-        measured = run.lengths[source]
         steps = speculative_steps(pairs[min(pairs)][1].config["variant"]["args"])
         assert steps is not None  # curve_pairs keeps speculative cells only
+        source = run.pick(config, steps)
+        measured = run.lengths[source]
         lengths = breakeven_lengths(cfg, steps)
         predicted = predict_ratios(cfg, pairs, lengths, workloads)
         head = (f"break-even of {config} vs {BASELINE} on {workload}, the drafter's accept "
@@ -115,8 +117,10 @@ def prediction_lines(cfg: DictConfig, cells: Sequence[Cell], workloads: Workload
         out.append(f"{head} [predicted, {label}, before any server starts]:")
         out.append("  break-even length: " + ", ".join(_value(lv) for lv in levels))
         for d, m in sorted(measured.items()):
-            pays = place(levels, config, workload, d, m, run.run_id).pays_up_to
+            placed = place(levels, config, workload, d, m, run.run_id)
+            pays = placed.pays_up_to
+            tail = "".join(f"; {t}" for t in (placed.stop, placed.note) if t)
             out.append(f"  {d}: accept length {m[1]:.2f} [{m[2]:.2f}, {m[3]:.2f}] over {m[0]} "
                        "requests: predicted: " + (f"pays up to {at_load(pays)}" if pays
-                                                   else "pays at none of these loads"))
+                                                   else "pays at none of these loads") + tail)
     return out

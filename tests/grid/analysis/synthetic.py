@@ -106,10 +106,11 @@ def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, cell
 
 def write_speculative_cells(run_dir, cells: dict[str, tuple[str, float | None,
                                                            list[tuple[str, int, int]]]],
-                            workload: str = "coding") -> None:
+                            workload: str = "coding", cell_fields=None) -> None:
     """cell id -> (variant, forced length or None, [(prompt domain, output tokens, verify
     steps) per request]): done cells written through the real results writer with the columns
-    the drafter's accept length reads (grid/store/drafter_run.py)."""
+    the drafter's accept length reads (grid/store/drafter_run.py); `cell_fields`: cell row
+    columns set on every cell (e.g. the `server_args` that record its depth)."""
     from grid.store.results import write_cell
 
     for cell_id, (variant, length, requests) in cells.items():
@@ -121,4 +122,5 @@ def write_speculative_cells(run_dir, cells: dict[str, tuple[str, float | None,
         write_cell(run_dir, variant=variant, workload=workload, cell_id=cell_id, attempt=1,
                    requests=rows, cell_row={"run_id": run_dir.name, "cell_id": cell_id,
                                             "attempt": 1, "status": "done",
-                                            "concurrency": 1, "forced_acceptance": forced})
+                                            "concurrency": 1, "forced_acceptance": forced,
+                                            **(cell_fields or {})})

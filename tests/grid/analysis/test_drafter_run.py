@@ -20,9 +20,13 @@ from grid.analysis.drafter_run import (
 from tests.grid.analysis.test_breakeven import surface
 
 
-def _cell(cell_id: str, variant: str, length: float | None = None) -> dict:
+def _cell(cell_id: str, variant: str, length: float | None = None, steps: int = 3) -> dict:
+    """A cell served at speculative depth `steps` (its `server_args`)."""
     forced = None if length is None else json.dumps({"length": length, "mean_length": length})
-    return {"cell_id": cell_id, "variant": variant, "forced_acceptance": forced}
+    args = {} if variant == "baseline" else {"speculative_algorithm": "EAGLE3",
+                                             "speculative_num_steps": steps}
+    return {"cell_id": cell_id, "variant": variant, "forced_acceptance": forced,
+            "server_args": json.dumps(args)}
 
 
 def _request(cell_id: str, domain: str, output_tokens: int, steps: int | None,
@@ -71,10 +75,10 @@ def test_a_run_without_an_unforced_speculative_cell_is_one_line():
 def test_the_configuration_meant_is_the_same_label_else_the_only_one():
     lengths = {"coding": (4, 2.5, 2.5, 2.5)}
     two = DrafterRun("old", {"eagle3": lengths, "eagle3__speculative_num_steps-5": lengths})
-    assert two.pick("eagle3") == "eagle3"
-    assert DrafterRun("old", {"eagle3": lengths}).pick("eagle3__off_above-8") == "eagle3"
+    assert two.pick("eagle3", None) == "eagle3"
+    assert DrafterRun("old", {"eagle3": lengths}).pick("eagle3__off_above-8", 3) == "eagle3"
     with pytest.raises(ValueError) as e:
-        two.pick("eagle3__off_above-8")
+        two.pick("eagle3__off_above-8", None)
     assert str(e.value) == (
         "drafter run old has no configuration 'eagle3__off_above-8' and several others "
         "(eagle3, eagle3__speculative_num_steps-5): which drafter is meant is not clear; give "
@@ -104,3 +108,23 @@ def test_a_curve_without_a_clear_counterpart_in_the_earlier_run_is_refused():
     run = DrafterRun("old", {"eagle3a": lengths, "eagle3b": lengths})
     with pytest.raises(ValueError, match=r"several others \(eagle3a, eagle3b\)"):
         placed_from(curves(stats, cells), run)
+
+
+def test_a_drafter_measured_at_another_depth_is_refused_naming_both():
+    cells, requests = earlier()
+    run = drafter_run("old", requests, cells)
+    assert run.depths == {"eagle3": 3}  # the unforced cells' speculative_num_steps
+    assert run.pick("eagle3", 3) == "eagle3" and run.pick("eagle3", None) == "eagle3"
+    # the only configuration is no stand-in at another depth
+    with pytest.raises(ValueError) as e:
+        run.pick("eagle3__speculative_num_steps-7", 7)
+    assert str(e.value) == (
+        "drafter run old measured eagle3 at depth 3 (speculative_num_steps), "
+        "eagle3__speculative_num_steps-7 here is at depth 7: an accept length does not carry "
+        "over to another depth; give a run measured at depth 7")
+    # this run's curve records its depth (the forced cells' server_args): placing refuses
+    stats, here = surface()
+    here["server_args"] = json.dumps({"speculative_algorithm": "EAGLE3",
+                                      "speculative_num_steps": 7})
+    with pytest.raises(ValueError, match="measured eagle3 at depth 3"):
+        placed_from(curves(stats, here), run)

@@ -58,3 +58,13 @@ def test_forced_cells_are_left_out_of_the_recommendation_and_the_lossless_check(
     assert lossless_table(requests, cells).empty
     cells.loc[cells.cell_id == "a", "forced_acceptance"] = None
     assert list(lossless_table(requests, cells).variant) == ["eagle3__forced_len-2.5"]
+
+
+def test_a_cell_with_only_the_prefill_counting_length_is_not_shown_honoured():
+    # accept_length 2.5 equals the forced 2.5, but it counts the token prefill makes: with no
+    # decode length measured nothing shows the forcing took effect
+    cells = _cells().iloc[[0]].assign(accept_length_decode=None, accept_length=2.5)
+    row = honoured(cells).iloc[0]
+    assert not row.honoured and row.measured_length is None
+    assert row.statement == ("forced 2.5, no decode accept length measured (no verify steps "
+                             "counted): not shown to be honoured")

@@ -4,6 +4,8 @@ hand-worked one, and every refusal one line and exit 2 before anything starts.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import grid.plan.breakeven_predict as predict
@@ -111,3 +113,13 @@ def test_bad_drafter_runs_are_one_line_before_anything_starts(tmp_path, capsys):
     assert_bad_input([*GRID, f"breakeven.drafter_run={old}"],
                      "drafter run old has no configuration 'eagle3' and several others "
                      "(eagle3a, eagle3c)", results, capsys)
+    # eagle3 measured at depth 5 (its cells' server_args); the plan's eagle3 drafts 3 per step
+    # (conf/variant/eagle3.yaml speculative_num_steps)
+    depth5 = tmp_path / "depth5"
+    write_speculative_cells(depth5, {"u": ("eagle3", None, [("coding", 61, 20)])},
+                            cell_fields={"server_args": json.dumps(
+                                {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 5})})
+    assert_bad_input([*GRID, f"breakeven.drafter_run={depth5}"],
+                     "drafter run depth5 measured eagle3 at depth 5 (speculative_num_steps), "
+                     "eagle3 here is at depth 3: an accept length does not carry over to "
+                     "another depth; give a run measured at depth 3", results, capsys)

@@ -1,0 +1,138 @@
+"""What the break-even curve (grid/analysis/breakeven.py) reads from a run's cells: each
+point's measured decode accept length with its replicates (drawn with the throughput's,
+grid/analysis/cellstats.py `decode_replicates`), which forced cells the engine honoured
+(grid/analysis/forced.py), the speculative depth a configuration was measured at, and whether a
+ladder's rungs cost the same per draft pass. Pure: pandas and numpy, and the draft folders'
+config.json."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from engines.forced import speculative_steps
+from grid.analysis.cellstats import CellStats
+from grid.analysis.decision import Point
+from grid.analysis.forced import forced_mask, honoured
+
+DRAFT_KEY = "speculative_draft_model_path"
+"""The variant arg naming a draft model's folder (the ladder's axis)."""
+SHAPE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
+              "num_key_value_heads", "vocab_size")
+"""What sets a draft model's cost per pass (the keys the twin's check of drafters of known
+acceptance compares, engines/sim/twin/node.py `one_server_family`)."""
+Length = tuple[float, np.ndarray]
+"""A point's measured decode accept length and its replicates (paired with the throughput's)."""
+
+
+def server_args(value: Any) -> dict[str, Any]:
+    """A cells row's `server_args` (the variant's args as JSON); {} when not recorded."""
+    try:
+        args = json.loads(str(value)) if isinstance(value, str) else None
+    except ValueError:
+        return {}
+    return args if isinstance(args, dict) else {}
+
+
+def depth_of(cells: pd.DataFrame) -> int | None:
+    """The speculative depth (speculative_num_steps, engines/forced.py `speculative_steps`) the
+    cells were served at: the one recorded in their `server_args`; None when none is recorded
+    or they differ."""
+    if "server_args" not in cells or cells.empty:
+        return None
+    found = {speculative_steps(server_args(v)) for v in cells.server_args if isinstance(v, str)}
+    found.discard(None)
+    return found.pop() if len(found) == 1 else None
+
+
+def draft_shape(folder: str) -> tuple[Any, ...] | None:
+    """The SHAPE_KEYS of a draft model folder's config.json; None where it cannot be read on
+    this machine."""
+    try:
+        config = json.loads((Path(folder).expanduser() / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return tuple(config.get(k) for k in SHAPE_KEYS) if isinstance(config, dict) else None
+
+
+def shape_refusal(config: str, rungs: pd.DataFrame) -> str | None:
+    """One line when a ladder's rungs (their cells) draft with models of different shapes:
+    they differ in cost per pass, not only in acceptance, so the curve would mix the two. The
+    folders that cannot be read on this machine are not compared; None: one shape."""
+    if "server_args" not in rungs:
+        return None
+    shapes: dict[tuple[Any, ...], str] = {}
+    for variant, raw in sorted(zip(rungs.variant.astype(str), rungs.server_args, strict=True)):
+        folder = server_args(raw).get(DRAFT_KEY)
+        shape = draft_shape(str(folder)) if folder else None
+        if shape is not None:
+            shapes.setdefault(shape, variant)
+    if len(shapes) < 2:
+        return None
+    named = "; ".join(f"{v}: " + ", ".join(f"{k}={s}" for k, s in zip(SHAPE_KEYS, shape,
+                                                                        strict=True))
+                      for shape, v in sorted(shapes.items(), key=lambda kv: kv[1]))
+    return (f"ladder {config} not drawn: its rungs' draft models differ in shape ({named}); a "
+            "ladder needs drafters of one cost per pass")
+
+
+@dataclass
+class CurveCells:
+    """A run's cells as the curve reads them."""
+
+    stats: CellStats
+    measured: dict[str, float]
+    """Cell id -> its decode accept length (`accept_length_decode`), where measured."""
+    statements: dict[str, str]
+    """Forced cell id -> why it is not honoured (absent: honoured or not forced)."""
+    forced: set[str]
+    """The forced cells' ids."""
+    cells: pd.DataFrame
+
+    @classmethod
+    def of(cls, stats: CellStats, cells: pd.DataFrame) -> CurveCells:
+        measured = ({str(c): float(v) for c, v in zip(cells.cell_id, cells.accept_length_decode,
+                                                      strict=True) if pd.notna(v)}
+                    if "accept_length_decode" in cells else {})
+        checks = honoured(cells)
+        statements = {str(r.cell_id): f"{r.variant} c={r.concurrency}: {r.statement}"
+                      for r in checks.itertuples() if not r.honoured}
+        forced = set(cells.cell_id.astype(str)[forced_mask(cells)])
+        return cls(stats, measured, statements, forced, cells)
+
+    def is_forced(self, p: Point) -> bool:
+        return p.cell_ids[0] in self.forced
+
+    def not_honoured(self, p: Point) -> list[str]:
+        """The statements of the point's forced cells the engine did not honour (a cell
+        without a decode length among them: `honoured`)."""
+        return [self.statements[c] for c in p.cell_ids if c in self.statements]
+
+    def length(self, p: Point) -> Length | None:
+        """The point's decode accept length (mean over its repeats' cells) and its replicates
+        (the mean of the cells' `accept_length_decode` replicates, each drawn with the same
+        requests as the cell's throughput replicate; a cell without them, e.g. a figure from
+        the server's counters, counts its length in every replicate); None where a cell has
+        no length measured."""
+        if not p.cell_ids or any(c not in self.measured for c in p.cell_ids):
+            return None
+        value = float(np.mean([self.measured[c] for c in p.cell_ids]))
+        n = len(p.replicates["output_tok_s"])
+        reps = [self.stats.replicates.get(c, {}).get("accept_length_decode") for c in p.cell_ids]
+        per_cell = [r if r is not None and len(r) == n else np.full(n, self.measured[c])
+                    for c, r in zip(p.cell_ids, reps, strict=True)]
+        return value, np.mean(per_cell, axis=0)
+
+    def depth(self, ids: Sequence[str]) -> int | None:
+        return depth_of(self.cells[self.cells.cell_id.astype(str).isin(set(ids))])
+
+    def refusal(self, config: str, variants: Sequence[str]) -> str | None:
+        """`shape_refusal` of a ladder's rungs (the cells of those variant labels)."""
+        mask = self.cells.variant.astype(str).isin(set(variants))
+        return shape_refusal(config, self.cells[mask])

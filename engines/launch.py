@@ -134,6 +134,9 @@ class LaunchSpec:
     """File name -> content, written into the `FILES_DIR` folder before the process starts."""
     endpoints: Endpoints = field(default_factory=Endpoints)
     """The server's optional endpoints (cache flush, server info)."""
+    start_seed_flag: str | None = None
+    """Flag that receives a seed of each server start (the simulator's `--sim-start-seed`,
+    for its per-start draws); None = the engine takes none."""
 
     def argv_in(self, files_dir: str) -> list[str]:
         """The command with `FILES_DIR` replaced by `files_dir` (where `files` were written)."""
@@ -154,6 +157,14 @@ class LaunchSpec:
         if self.api_key or not self.binds_beyond_loopback:
             return self
         return replace(self, api_key=run_key)
+
+
+    def with_start_seed(self, seed: int) -> LaunchSpec:
+        """The spec of one start: `start_seed_flag seed` appended, unless the engine takes no
+        such flag or the command already sets it (a value given in the config holds)."""
+        if self.start_seed_flag is None or self.start_seed_flag in self.argv:
+            return self
+        return replace(self, argv=[*self.argv, self.start_seed_flag, str(seed)])
 
 
 def binds_beyond_loopback(host: str) -> bool:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from engines.sim.adaptive import load_adaptive_config
 from engines.sim.drafter import parse_mix
 from engines.sim.memory import mem_fraction, memory_fit
 from engines.sim.profile import Profile, load_profile
+from engines.sim.text import seed_for
 
 SIM_VERSION = "0.5.23-sim"
 """SGLang API version the simulator speaks, marked as a simulation."""
@@ -112,6 +114,11 @@ def build_parser() -> argparse.ArgumentParser:
     a("--sim-seed", type=int, default=None, help="seed (default: --random-seed, else 0)")
     a("--sim-time-scale", type=float, default=1.0,
       help="multiplies every modelled duration; 0 = no step cost (throughput benchmarks)")
+    a("--sim-speed-jitter", type=float, default=0.0,
+      help="each start draws a speed factor uniformly in [1 - j, 1 + j], seeded by --sim-seed "
+      "and --sim-start-seed, that multiplies every modelled duration (time scale); j in [0, 1)")
+    a("--sim-start-seed", type=int, default=0,
+      help="seeds the per-start draws with --sim-seed (the launcher passes one per start)")
     a("--sim-drafter-train-data", default=None,
       help="the drafter's training data (JSONL/ShareGPT/messages/Parquet file or folder): "
       "acceptance follows each prompt's closeness to it (engines/sim/drafter.py)")
@@ -206,6 +213,8 @@ def _check_rates(ns: argparse.Namespace) -> None:
             raise SimArgError(f"--{rate_name.replace('_', '-')} must be within [0, 1]")
     if ns.sim_time_scale < 0:
         raise SimArgError("--sim-time-scale must be >= 0")
+    if not 0.0 <= ns.sim_speed_jitter < 1.0:
+        raise SimArgError("--sim-speed-jitter must be within [0, 1)")
 
 
 def _resolve_speculation(ns: argparse.Namespace, profile: Profile, args: dict[str, Any],
@@ -334,11 +343,20 @@ def _resolve_memory(ns: argparse.Namespace, extra: Mapping[str, Any], profile: P
     args["disable_cuda_graph_padding"] = bool(extra.get("disable_cuda_graph_padding", False))
 
 
+def speed_factor(seed: int, start_seed: int, jitter: float) -> float:
+    """This start's speed factor: uniform in [1 - jitter, 1 + jitter], drawn from the server's
+    seed and the start's seed (the same pair, the same factor); 1 without jitter."""
+    if not jitter:
+        return 1.0
+    return random.Random(seed_for("speed", seed, start_seed)).uniform(1 - jitter, 1 + jitter)
+
+
 def _sim_settings(ns: argparse.Namespace, extra: Mapping[str, Any], profile: Profile
                   ) -> dict[str, Any]:
     """The simulator's own settings as /server_info reports them (`sim`), with its drafter's
     inputs checked (engines/sim/drafter.py)."""
-    seed = ns.sim_seed if ns.sim_seed is not None else extra.get("random_seed", 0)
+    given = ns.sim_seed if ns.sim_seed is not None else extra.get("random_seed", 0)
+    seed = int(given) if isinstance(given, int | float) else 0
     sim = {
         "profile": profile.name,
         "hardware": profile.hardware_data["name"],
@@ -349,8 +367,11 @@ def _sim_settings(ns: argparse.Namespace, extra: Mapping[str, Any], profile: Pro
         "error_rate": ns.sim_error_rate,
         "malformed_rate": ns.sim_malformed_rate,
         "lossy_rate": ns.sim_lossy_rate,
-        "seed": int(seed) if isinstance(seed, int | float) else 0,
+        "seed": seed,
         "time_scale": ns.sim_time_scale,
+        "speed_jitter": ns.sim_speed_jitter,
+        "start_seed": ns.sim_start_seed,
+        "speed_factor": speed_factor(seed, ns.sim_start_seed, ns.sim_speed_jitter),
         "drafter_train_data": ns.sim_drafter_train_data,
         "drafter_train_mix": ns.sim_drafter_train_mix,
     }

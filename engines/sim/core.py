@@ -62,7 +62,8 @@ class SimEngine:
         self.cfg = cfg
         a, prof = cfg.args, cfg.profile
         self.seed: int = a["sim"]["seed"]
-        self.time_scale: float = a["sim"]["time_scale"]
+        # This start's speed factor (speed_jitter, cli.py) scales every modelled duration.
+        self.time_scale: float = a["sim"]["time_scale"] * a["sim"]["speed_factor"]
         flags = {**cfg.extra_flags}
         self.roofline, self.hw_details = prof.roofline(a["tp_size"], cfg.env, flags)
         algo = a["speculative_algorithm"]

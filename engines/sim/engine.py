@@ -54,7 +54,7 @@ class Sim(Engine):
             api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
             revision=request.revision, draft_revision=request.draft_revision,
             **semantics.speculation_kwargs(request))
-        return replace(spec, endpoints=self.endpoints)
+        return replace(spec, endpoints=self.endpoints, start_seed_flag="--sim-start-seed")
 
     def check_options(self, options: Mapping[str, Any]) -> None:
         """The `--sim-*` flags it has, with values they take, and profiles that load."""

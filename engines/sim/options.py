@@ -20,6 +20,13 @@ from engines.sim.profile import (
     resolve_profile_path,
 )
 
+
+def _below_one(value: float) -> None:
+    """A jitter of 1 could draw a factor of 0 (a server without step cost)."""
+    if value >= 1:
+        raise ValueError(f"must be below 1, got {value:g}")
+
+
 OPTIONS: dict[str, Option] = {
     "profile": Option("performance profile (engines/sim/profiles/) or a JSON path",
                       types=(str,)),
@@ -39,6 +46,12 @@ OPTIONS: dict[str, Option] = {
     "malformed_rate": Option("fraction of streams with a broken SSE event", range="[0, 1]"),
     "lossy_rate": Option("fraction of prompts whose greedy output changes after their first "
                          "accepted draft (a deliberately lossy drafter)", range="[0, 1]"),
+    "speed_jitter": Option("each server start draws a speed factor uniformly in [1 - j, 1 + j] "
+                           "that multiplies every modelled duration (0 = none)",
+                           range="[0, 1]", parse=_below_one),
+    "start_seed": Option("seeds the per-start draw (speed_jitter) with the seed; set by the "
+                         "launcher for each start from its server and repeat, a value given "
+                         "here holds for every start", types=(int,)),
     "drafter_train_data": Option("the drafter's training data (acceptance follows each "
                                  "prompt's closeness to it); set by the plan from "
                                  "model.drafter", types=(str,)),

@@ -56,8 +56,8 @@ import pandas as pd
 from grid.analysis.bootstrap import interval
 from grid.analysis.breakeven_cells import CurveCells, Length, shape_refusal
 from grid.analysis.cellstats import CellStats
-from grid.analysis.decision import Point, points
 from grid.analysis.forced import forced_mask
+from grid.analysis.points import Point, points
 
 FORCED_PART = re.compile(r"__forced_(?:len|rates)-[0-9.]+(?:_[0-9.]+)*")
 """The part grid/plan/cells.py adds to a variant label for a forced-acceptance axis."""

@@ -18,8 +18,8 @@ import pandas as pd
 
 from engines.forced import speculative_steps
 from grid.analysis.cellstats import CellStats
-from grid.analysis.decision import Point
 from grid.analysis.forced import forced_mask, honoured
+from grid.analysis.points import Point
 
 DRAFT_KEY = "speculative_draft_model_path"
 """The variant arg naming a draft model's folder (the ladder's axis)."""

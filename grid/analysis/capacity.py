@@ -31,8 +31,9 @@ import numpy as np
 
 from grid.analysis.bootstrap import LEVEL, excludes_zero, interval
 from grid.analysis.cellstats import CellStats
-from grid.analysis.decision import NO_DIFFERENCE, Point, points
+from grid.analysis.decision import NO_DIFFERENCE
 from grid.analysis.pareto import point_energy, point_gpus, usd_per_million_tokens
+from grid.analysis.points import Point, points
 
 ATTAINMENT = 0.9
 """Share of requests that must meet the SLOs at a load for the load to count as served."""

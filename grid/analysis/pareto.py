@@ -29,7 +29,7 @@ import pandas as pd
 
 from grid.analysis.bootstrap import interval
 from grid.analysis.cellstats import CellStats
-from grid.analysis.decision import Point, points
+from grid.analysis.points import Point, points
 
 SECONDS_PER_HOUR = 3600.0
 PER_MILLION = 1e6

@@ -63,6 +63,7 @@ class Controller:
     total: int = 0
     started: int = 0
     parked: dict[str, GroupRun] = field(default_factory=dict, repr=False)
+    """Held groups by their key (`ServerGroup.key`: server key and repeat)."""
 
     @property
     def settings(self) -> CellSettings:
@@ -74,17 +75,18 @@ class Controller:
         return self.started - 1, self.total
 
     def run(self, cells: Sequence[Cell]) -> None:
-        """Run `cells` (the ones still to do), grouped by server, groups in grid order, up to
+        """Run `cells` (the ones still to do), grouped by server and repeat, groups in the
+        order `group_by_server` gives (grid order; reversed every other repeat), up to
         `plan.max_parallel_servers` groups at a time."""
         self.total, self.started = len(cells), 0
         if self.plan.workloads is not None:  # the prompts the run sends, with their sources
             self.record.record_workloads(workload_records(self.plan.workloads.sets))
-        groups = group_by_server(cells)
-        for key in [k for k in self.parked if k not in {g.server_key for g in groups}]:
+        groups = group_by_server(cells)  # a fresh server per repeat, alternating order
+        for key in [k for k in self.parked if k not in {g.key for g in groups}]:
             self.parked.pop(key).close()  # its GPUs go to the servers this run starts
         runs: list[GroupRun] = []
         for group in groups:
-            parked = self.parked.pop(group.server_key, None)
+            parked = self.parked.pop(group.key, None)
             if parked is not None:
                 parked.group = group
                 runs.append(parked)

@@ -89,7 +89,8 @@ class GroupRun:
         self.run = run
         self.group = group
         planned = run.plan.launches[group.server_key]
-        self.spec = planned.with_run_key(run.run_key) if planned is not None else None
+        self.spec = (planned.with_run_key(run.run_key).with_start_seed(group.start_seed)
+                     if planned is not None else None)
         self.clients = int(group.config["load"]["clients"])
         self.client_cpus = float(group.config["load"]["client_cpus"])
         self.pg: Any = None
@@ -116,7 +117,7 @@ class GroupRun:
         finally:
             if held:
                 self.hold = False
-                self.run.parked[self.group.server_key] = self
+                self.run.parked[self.group.key] = self
             else:
                 self.close()
 
@@ -292,7 +293,7 @@ class GroupRun:
         log_path = self.run.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
         for start in range(1, PORT_STARTS + 1):
             server = yield from LaunchedServer.launch(
-                self.spec, name=_actor_name("server", self.group.server_key),
+                self.spec, name=_actor_name("server", self.group),
                 tp_size=server_gpus(self.group), pg=self.pg, bundle=0, log_path=log_path,
                 variant_env=config["variant"]["env"], schedule_timeout_s=PLACEMENT_TIMEOUT_S,
                 access=access)
@@ -300,7 +301,7 @@ class GroupRun:
             server.ledger_id = record.server_started(
                 self.group.server_key, int(info["pid"]), int(info["pgid"]), info.get("host"),
                 info.get("create_time"))
-            self.run.echo(f"{prefix}: starting server {self.group.variant} (pid {info['pid']}, "
+            self.run.echo(f"{prefix}: starting server {self.group.label} (pid {info['pid']}, "
                           f"GPUs {info['cuda_visible_devices'] or '-'}, log at stop: "
                           f"{log_path})")
             try:
@@ -320,7 +321,7 @@ class GroupRun:
         """Where a server's start-up phases (loading weights, capturing CUDA graphs) go."""
         progress = self.run.progress
         if progress is not None:
-            return lambda phase: progress.server_phase(self.group.variant, phase)
+            return lambda phase: progress.server_phase(self.group.label, phase)
         return lambda phase: self.run.echo(f"{prefix}: server {phase}")
 
     def _drop_server(self) -> Steps[None]:
@@ -356,14 +357,15 @@ class GroupRun:
     def _new_loadgen(self, i: int) -> Any:
         first = 1 if self.spec is not None else 0
         return LoadGenActor.options(  # type: ignore[attr-defined]
-            name=_actor_name(f"loadgen{i}", self.group.server_key), num_cpus=self.client_cpus,
+            name=_actor_name(f"loadgen{i}", self.group), num_cpus=self.client_cpus,
             scheduling_strategy=PlacementGroupSchedulingStrategy(
                 self.pg, placement_group_bundle_index=first + i)).remote()
 
 
-def _actor_name(role: str, server_key: str) -> str:
-    """`specgrid-server-<key>-<unique>`: findable in Ray's tools; unique across relaunches."""
-    return f"specgrid-{role}-{server_key[:12]}-{uuid.uuid4().hex[:8]}"
+def _actor_name(role: str, group: ServerGroup) -> str:
+    """`specgrid-server-<key>-r<repeat>-<unique>`: findable in Ray's tools; unique across
+    relaunches."""
+    return f"specgrid-{role}-{group.server_key[:12]}-r{group.repeat}-{uuid.uuid4().hex[:8]}"
 
 
 def _responsive(actors: list[Any]) -> Steps[list[bool]]:

@@ -29,7 +29,7 @@ from grid.analysis.threshold import (
 from grid.execute.depth import cell_throughputs, depth_answer, depth_steps, depth_trace
 from grid.plan.breakeven import BreakevenSetup
 from grid.plan.build import Plan, build_plan
-from grid.plan.cells import Cell
+from grid.plan.cells import Cell, group_by_server
 from grid.plan.depth import DepthSetup
 from grid.plan.search import SearchSetup, step_plan
 from grid.plan.workloads import WorkloadPlan
@@ -190,6 +190,6 @@ def run_search(setup: AnySetup, run_dir: Path, record: RunRecord, slo: Slo,
         write_trace(run_dir, setup, steps)
         tried.update(missing)
         code = run_cells(todo)
-        last_variant = todo[-1].variant
+        last_variant = group_by_server(todo)[-1].variant  # the server the step ended on
         if code:
             return SearchOutcome(code, steps, cells)

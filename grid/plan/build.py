@@ -31,6 +31,7 @@ from grid.plan.cells import (
     expand_axes,
     group_by_server,
     make_cell,
+    one_per_server,
     stable_hash,
     unmeasured_key,
 )
@@ -87,7 +88,8 @@ class Plan:
     cells: list[Cell]
     groups: list[ServerGroup]
     launches: dict[str, LaunchSpec | None]
-    """Server key -> what is launched (None for an external engine)."""
+    """Server key -> what is launched (None for an external engine); each start of it gets
+    its group's start seed (`LaunchSpec.with_start_seed`)."""
     prompts: dict[str, tuple[Prompt, ...]]
     cluster_gpus: int | None
     warnings: list[str]
@@ -305,20 +307,21 @@ def build_plan(cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
                             if old.cell_id in workloads.alignments}
     cells = dedupe(versioned)
     groups = group_by_server(cells)
+    servers = one_per_server(groups)  # checked and spelled once for all of their repeats
     gpus = cluster_gpus(cfg)
     if cfg.plan and gpus == 0:
         gpus = None  # planning for a GPU node from a machine without GPUs
     prompts = workloads.prompts
     cap = None if cell_timeout is None else float(cell_timeout)
-    sources = {g.server_key: source_label(g.config) for g in groups}
+    sources = {g.server_key: source_label(g.config) for g in servers}
     works = {c.cell_id: plan_cell(c, workloads, cap, sources[c.server_key]) for c in cells}
-    check_gpus(groups, gpus)
-    check_cpus(groups, cluster_cpus(cfg))
-    check_engine(cfg, groups)
-    check_memory(groups)
+    check_gpus(servers, gpus)
+    check_cpus(servers, cluster_cpus(cfg))
+    check_engine(cfg, servers)
+    check_memory(servers)
     launches = {g.server_key: launch_spec(g.config, by_key[g.server_key].version)
-                for g in groups}
-    validation = validate_flags(groups, by_key)
+                for g in servers}
+    validation = validate_flags(servers, by_key)
     warnings = (plan_warnings(groups) + workloads.notes + alignment_warnings(cells, workloads)
                 + envelope_warnings(cells, prompts))
     return Plan(run_id, run_dir, cells, groups, launches, prompts, gpus, warnings, validation,
@@ -374,6 +377,17 @@ def estimate_run(plan: Plan) -> RunEstimate:
     return RunEstimate(RUN_OVERHEAD_S + max(slots) if any_known else None, unknown, measured)
 
 
+def start_order(groups: Sequence[ServerGroup]) -> str:
+    """The plan's line on the order of the server starts where the cells hold repeats:
+    `server order (a fresh server per repeat): repeat 0: baseline, eagle3; repeat 1: eagle3,
+    baseline`."""
+    by_repeat: dict[int, list[str]] = {}
+    for group in groups:
+        by_repeat.setdefault(group.repeat, []).append(group.variant)
+    return "server order (a fresh server per repeat, the order reversed every other repeat): " \
+        + "; ".join(f"repeat {r}: {', '.join(names)}" for r, names in by_repeat.items())
+
+
 def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
     lines = [f"run {plan.run_id} -> {plan.run_dir}",
              f"{len(plan.cells)} cells in {len(plan.groups)} server groups; cluster GPUs: "
@@ -381,13 +395,15 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
              f"placement: {plan.max_parallel_servers} server group(s) at a time, "
              + ("one server per node (grid.exclusive_node)" if plan.exclusive_node
                 else "servers packed on GPU subsets of a node (grid.exclusive_node=false)")]
+    if any(group.labelled for group in plan.groups):
+        lines.append(start_order(plan.groups))
     gpu = 0
     for n, group in enumerate(plan.groups, 1):
         spec = plan.launches[group.server_key]
         engine = group.config["engine"]["name"]
         lines.append("")
         if spec is None:
-            lines.append(f"server {n}: {group.variant} at {external_url(group.config['engine'])} "
+            lines.append(f"server {n}: {group.label} at {external_url(group.config['engine'])} "
                          "(external: not launched, no GPUs reserved)")
         else:
             # One at a time, each server gets GPUs 0..tp-1 of its node; in parallel, Ray
@@ -396,7 +412,8 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
             gpus = ",".join(str(gpu + i) for i in range(needs))
             where = (f"CUDA_VISIBLE_DEVICES={gpus} as assigned by Ray"
                      if plan.max_parallel_servers == 1 else "its own GPUs, assigned by Ray")
-            lines.append(f"server {n}: {group.variant} [{engine}] " + (
+            spec = spec.with_start_seed(group.start_seed)
+            lines.append(f"server {n}: {group.label} [{engine}] " + (
                 f"on {needs} GPU(s) ({where})" if needs else "on the CPU (no GPUs reserved)"))
             key = ""
             if spec.api_key:

@@ -213,6 +213,11 @@ class Cell:
     max_in_flight: int | None = None
     """Open loop: cap on requests in flight (None = unbounded)."""
 
+    @property
+    def repeat(self) -> int:
+        """Its repeat index (`load.repeat`; 0 without the axis)."""
+        return int((self.config.get("load") or {}).get("repeat") or 0)
+
     def with_engine_version(self, version: str | None) -> Cell:
         """The same cell measured on engine `version`: a new id and server key."""
         return make_cell(self.factors, self.config, self.prompts_digest, version)
@@ -302,10 +307,20 @@ def make_cell(combo: Mapping[str, Any], config: Mapping[str, Any], prompts_diges
 
 @dataclass(frozen=True)
 class ServerGroup:
-    """Cells that share one server process, in grid order."""
+    """Cells that share one server process, in grid order: one server configuration at one
+    repeat (each repeat of a configuration is a fresh server start)."""
 
     server_key: str
     cells: tuple[Cell, ...]
+    repeat: int = 0
+    """The repeat its cells measure (`load.repeat`)."""
+    labelled: bool = False
+    """The cells grouped with it hold a repeat other than 0: its label names its repeat."""
+
+    @property
+    def key(self) -> str:
+        """This server start among the run's: the server key and the repeat."""
+        return f"{self.server_key}-r{self.repeat}"
 
     @property
     def config(self) -> dict[str, Any]:
@@ -319,13 +334,47 @@ class ServerGroup:
     def variant(self) -> str:
         return self.cells[0].variant
 
+    @property
+    def label(self) -> str:
+        """`eagle3`, or `eagle3 repeat 1` where the grouped cells hold repeats."""
+        return f"{self.variant} repeat {self.repeat}" if self.labelled else self.variant
+
+    @property
+    def start_seed(self) -> int:
+        """A seed of its own per server configuration and repeat, the same in every rerun:
+        what the server draws once per start (the simulator's speed_jitter) differs from one
+        repeat to the next and is reproducible (a 32-bit value: 8 hex digits)."""
+        return int(stable_hash({"server": self.server_key, "repeat": self.repeat}, 8), 16)
+
 
 def group_by_server(cells: Sequence[Cell]) -> list[ServerGroup]:
-    """Groups in order of first appearance; within a group, cells keep grid order."""
-    groups: dict[str, list[Cell]] = {}
+    """One group per server configuration and repeat, so that each repeat measures a fresh
+    server. Repeat r's groups run after repeat r-1's, in the configurations' order of first
+    appearance for an even r and in the reverse order for an odd r (repeat 0: A B C, repeat
+    1: C B A, repeat 2: A B C), so that what drifts during a run falls on every configuration
+    alike. Within a group, cells keep grid order."""
+    order: dict[str, None] = {}
+    members: dict[tuple[int, str], list[Cell]] = {}
     for cell in cells:
-        groups.setdefault(cell.server_key, []).append(cell)
-    return [ServerGroup(key, tuple(members)) for key, members in groups.items()]
+        order.setdefault(cell.server_key, None)
+        members.setdefault((cell.repeat, cell.server_key), []).append(cell)
+    repeats = sorted({repeat for repeat, _ in members})
+    labelled = repeats != [0]
+    groups = []
+    for repeat in repeats:
+        keys = [key for key in order if (repeat, key) in members]
+        for key in reversed(keys) if repeat % 2 else keys:
+            groups.append(ServerGroup(key, tuple(members[(repeat, key)]), repeat, labelled))
+    return groups
+
+
+def one_per_server(groups: Sequence[ServerGroup]) -> list[ServerGroup]:
+    """The first group of each server configuration (what is checked and launched once for
+    all of its repeats), in order."""
+    first: dict[str, ServerGroup] = {}
+    for group in groups:
+        first.setdefault(group.server_key, group)
+    return list(first.values())
 
 
 def dedupe(cells: Iterable[Cell]) -> list[Cell]:

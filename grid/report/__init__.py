@@ -15,7 +15,7 @@ from pathlib import Path
 from grid.analysis import Slo
 from grid.analysis.drafter_run import DrafterRun
 from grid.analysis.forced import unforced
-from grid.report import alignment, breakeven, lossless, plots, startup
+from grid.report import alignment, breakeven, forced, lossless, plots, startup
 from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, load_run, run_decision
 from grid.report.depth import depth_decision, write_depth_files
@@ -64,7 +64,8 @@ def decision_json(data: RunData) -> dict:
         "bootstrap_replicates": data.stats.n_replicates,
         "validity": [{"level": level, "text": text} for level, text in data.validity],
         "cells": {"total": len(table),
-                  "done": int((table.status == "done").sum()) if len(table) else 0},
+                  "done": int((table.status == "done").sum()) if len(table) else 0,
+                  **forced.cell_counts(table)},  # the forced cells' count and label, if any
         **data.decision.as_json(),
         # The operator's view: frontier, capacity under the SLOs, cost (grid/report/operator.py)
         **(data.operator.as_json() if data.operator else {}),
@@ -75,7 +76,8 @@ def decision_json(data: RunData) -> dict:
         # Greedy outputs against the baseline's (grid/report/lossless.py), start-up per variant
         **({"lossless": rows} if (rows := lossless.decision(data)) else {}),
         **({"startup": rows} if (rows := startup.decision(data)) else {}),
-        # Forced-acceptance cells: the break-even curve, the drafter on it, honoured or not.
+        # The break-even curve: forced cells (the drafter on it, honoured or not) or a ladder
+        # of drafters (its curve and held-out check, no forced fields).
         **({"breakeven": b} if (b := breakeven.decision(data)) else {}),
         # An adaptive search (grid.search.kind): every step, why, and why it stopped.
         **({"search": data.search} if data.search else {}),
@@ -145,15 +147,15 @@ def write_comparison(a: Path, b: Path, out: Path, slo: Slo | None = None,
 
 def given_drafter_run(runs: list[str], path: str) -> DrafterRun:
     """`--drafter-run PATH` read and checked against the run's forced configurations (each
-    has a clear counterpart there: grid/analysis/drafter_run.py `pick`); ValueError (one
-    line) otherwise."""
+    has a clear counterpart there, at the same depth: grid/analysis/drafter_run.py `pick`);
+    ValueError (one line) otherwise."""
     named = f"--drafter-run {path}"
     if len(runs) != 1:
         raise ValueError(f"{named} goes with one run folder, not a comparison")
     found = read_drafter_run(path, named)
-    for config in breakeven.forced_configurations(load_cells(runs[0])):
+    for config, depth in breakeven.forced_configurations(load_cells(runs[0])):
         try:
-            found.pick(config)
+            found.pick(config, depth)
         except ValueError as e:
             raise ValueError(f"{named}: {e}") from None
     return found

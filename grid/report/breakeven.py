@@ -191,16 +191,22 @@ def html_section(data: RunData) -> str:
         + (esc(str(r.statement)) if r.honoured
            else f"<b class=warning>{esc(str(r.statement))}</b>")
         + "</li>" for r in v.checks.itertuples())
-    return (f"<h2>{esc(_title(data, v))}</h2><p>{esc(RULE)}.</p><table><tr>"
+    forced_ = len(v.checks) > 0
+    kinds = {lv.kind for lv in v.levels}
+    rules = ([RULE] if forced_ or "forced" in kinds else []) + (
+        [LADDER_RULE] if "ladder" in kinds else [])
+    return (f"<h2>{esc(_title(data, v))}</h2>"
+            + "".join(f"<p>{esc(rule)}.</p>" for rule in rules)
+            + f"<table><tr>"
             f"<th>configuration</th><th>kind</th><th>workload</th><th>load</th>"
-            f"<th>break-even length [95 %]</th></tr>{rows}"
-            f"</table><p>The drafter per prompt domain (pays up to [surely, maybe]):</p>"
-            f"<ul>{placed}</ul>"
+            f"<th>break-even length [95 %]</th></tr>{rows}</table>"
+            + (f"<p>The drafter per prompt domain (pays up to [surely, maybe]):</p>"
+               f"<ul>{placed}</ul>" if placed else "")
             + "".join(f"<p class=warning>{esc(line)}</p>" for line in v.refusals)
             + "".join(f"<p>{esc(held_out_line(g))} ({esc(k[1])} on {esc(k[2])})</p>"
                       for k, g in _by_curve(v.levels).items() if k[0] == "ladder")
             + (f"<p class=warning>Drafter run not placed: {esc(v.note)}</p>" if v.note else "")
-            + f"<p>Honoured (±{TOLERANCE:.0%}):</p><ul>{checks}</ul>")
+            + (f"<p>Honoured (±{TOLERANCE:.0%}):</p><ul>{checks}</ul>" if forced_ else ""))
 
 
 def decision(data: RunData) -> dict[str, object]:
@@ -208,23 +214,24 @@ def decision(data: RunData) -> dict[str, object]:
     v = view(data)
     if v is None:
         return {}
-    return {"label": FORCED_LABEL, "rule": RULE, "ladder_rule": LADDER_RULE,
-            "tolerance": TOLERANCE,
+    forced_ = len(v.checks) > 0 or any(lv.kind == "forced" for lv in v.levels)
+    ladder = any(lv.kind == "ladder" for lv in v.levels)
+    return {**({"label": FORCED_LABEL, "rule": RULE, "tolerance": TOLERANCE} if forced_ else {}),
+            **({"ladder_rule": LADDER_RULE} if ladder else {}),
             "curves": [{"configuration": lv.configuration, "workload": lv.workload,
                         **lv.as_json()} for lv in v.levels],
-            "drafter": [d.as_json() for d in v.placed],
+            **({"drafter": [d.as_json() for d in v.placed]} if v.placed or forced_ else {}),
             **({"drafter_run": {"run": data.drafter_run.run_id, "path": data.drafter_run.path}}
                if data.drafter_run is not None else {}),
             **({"drafter_run_note": v.note} if v.note else {}),
             "refused": v.refusals,
-            **({"held_out": held_out_total(v.levels)}
-               if any(lv.kind == "ladder" for lv in v.levels) else {}),
-            "honoured": [{**{k: (None if pd.isna(r[k]) else r[k]) if k != "honoured"
-                             else bool(r[k]) for k in ("cell_id", "variant", "concurrency",
-                                                       "forced_length", "measured_length",
-                                                       "difference", "honoured", "statement")},
-                          "in_curve": bool(r["honoured"])}
-                         for r in v.checks.to_dict("records")]}
+            **({"held_out": held_out_total(v.levels)} if ladder else {}),
+            **({"honoured": [
+                {**{k: (None if pd.isna(r[k]) else r[k]) if k != "honoured" else bool(r[k])
+                    for k in ("cell_id", "variant", "concurrency", "forced_length",
+                              "measured_length", "difference", "honoured", "statement")},
+                 "in_curve": bool(r["honoured"])} for r in v.checks.to_dict("records")]}
+               if forced_ else {})}
 
 
 def figure(data: RunData) -> Figure | None:

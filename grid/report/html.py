@@ -5,9 +5,7 @@ provenance. `compare_html` puts two runs side by side."""
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
-import html
 import math
 from typing import Any
 
@@ -15,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from grid.analysis.bootstrap import excludes_zero, interval
-from grid.analysis.decision import NO_DIFFERENCE, points
+from grid.analysis.decision import NO_DIFFERENCE
+from grid.analysis.points import points, repeat_lines
 from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import (
     BIN_EDGES,
@@ -26,7 +25,10 @@ from grid.report.agentic import (
     with_speedup,
 )
 from grid.report.answer import answer
+from grid.report.celltable import cells_section
 from grid.report.data import provenance
+from grid.report.forced import forced_variants, tagged
+from grid.report.markup import ci, esc, html_table, img, num
 from grid.report.plots import CONVERSATION_PLOTS
 from grid.report.rundata import SIM_BANNER, RunData
 from grid.report.search import trace_section
@@ -45,25 +47,12 @@ pre{white-space:pre-wrap;background:#f8f8f8;padding:.5em}
 """
 
 
-def esc(value: object) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def img(png: bytes, alt: str) -> str:
-    data = base64.b64encode(png).decode()
-    return f'<img alt="{esc(alt)}" src="data:image/png;base64,{data}">'
-
-
-def _f(value: Any, fmt: str = "{:.1f}", scale: float = 1.0) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)) or \
-            pd.isna(value):
-        return "–"
-    return fmt.format(float(value) * scale)
-
-
-def _ci(row: pd.Series, name: str, fmt: str = "{:.1f}", scale: float = 1.0) -> str:
-    return (f"{_f(row.get(name), fmt, scale)} <small>[{_f(row.get(name + '_lo'), fmt, scale)}, "
-            f"{_f(row.get(name + '_hi'), fmt, scale)}]</small>")
+def _repeat_range(row: Any) -> str:
+    """` repeats -70%..-44%` where the comparison has two or more repeats in common."""
+    lo, hi = getattr(row, "repeat_lo", None), getattr(row, "repeat_hi", None)
+    if lo is None or hi is None or pd.isna(lo) or pd.isna(hi):
+        return ""
+    return f" <small>repeats {lo:+.0%}..{hi:+.0%}</small>"
 
 
 def validity_section(data: RunData, title: str = "Validity") -> str:
@@ -98,7 +87,9 @@ def decision_section(data: RunData) -> str:
             for c in d.crossovers) + "</ul>")
     if not d.speedups.empty:
         out.append("<p>Speedup over the baseline (output tok/s and goodput tok/s, 95 % "
-                   "interval; a winner is named only when the interval excludes zero):</p>")
+                   "interval; a winner is named only when the interval excludes zero; with "
+                   "repeats, the range of the per-repeat ratios):</p>")
+        out += [f"<p>{esc(line)}</p>" for line in repeat_lines(d.repeats)] if d.repeats else []
         good = d.goodput_speedups.set_index(["variant", "workload", "load_kind", "load"]) \
             if not d.goodput_speedups.empty else None
         rows = ["<tr><th>variant</th><th>vs</th><th>workload</th><th>load</th>"
@@ -114,10 +105,11 @@ def decision_section(data: RunData) -> str:
             rows.append(
                 f"<tr><td>{esc(r.variant)}</td><td>{esc(r.baseline)}</td>"
                 f"<td>{esc(r.workload)}</td><td>{load}</td>"
-                f"<td class=n>{_f(r.speedup, '{:+.1%}')} <small>[{_f(r.lo, '{:+.1%}')}, "
-                f"{_f(r.hi, '{:+.1%}')}]</small></td><td>{esc(r.verdict)}</td>"
-                + (f"<td class=n>{_f(g.speedup, '{:+.1%}')} <small>[{_f(g.lo, '{:+.1%}')}, "
-                   f"{_f(g.hi, '{:+.1%}')}]</small></td><td>{esc(g.verdict)}</td>"
+                f"<td class=n>{num(r.speedup, '{:+.1%}')} <small>[{num(r.lo, '{:+.1%}')}, "
+                f"{num(r.hi, '{:+.1%}')}]</small>{_repeat_range(r)}</td>"
+                f"<td>{esc(r.verdict)}</td>"
+                + (f"<td class=n>{num(g.speedup, '{:+.1%}')} <small>[{num(g.lo, '{:+.1%}')}, "
+                   f"{num(g.hi, '{:+.1%}')}]</small></td><td>{esc(g.verdict)}</td>"
                    if g is not None else "<td>–</td><td></td>") + "</tr>")
         out.append("<table>" + "".join(rows) + "</table>")
     out.append(setups_section(d.setups))
@@ -133,8 +125,8 @@ def decision_section(data: RunData) -> str:
                     f"c={w['load']:g}" if w["load_kind"] == "concurrency" else f"{w['load']:g}/s")
             rows.append(f"<tr><td>{esc(w['workload'])}</td><td>{esc(w['metric'])}</td>"
                         f"<td>{esc(load)}</td><td>{esc(w['winner'])}</td>"
-                        f"<td>{esc(w['runner_up'])}</td><td class=n>{_f(w['margin'], '{:+.1%}')}"
-                        f" <small>[{_f(w['lo'], '{:+.1%}')}, {_f(w['hi'], '{:+.1%}')}]</small>"
+                        f"<td>{esc(w['runner_up'])}</td><td class=n>{num(w['margin'], '{:+.1%}')}"
+                        f" <small>[{num(w['lo'], '{:+.1%}')}, {num(w['hi'], '{:+.1%}')}]</small>"
                         f"</td><td>{esc(w['verdict'])}</td></tr>")
         out.append("<table>" + "".join(rows) + "</table>")
     if len(out) == 1:
@@ -154,8 +146,8 @@ def setups_section(table: pd.DataFrame) -> str:
         load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
         rows.append(f"<tr><td>{esc(r.axis)}</td><td>{esc(r.variant)}</td><td>{esc(r.baseline)}"
                     f"</td><td>{esc(r.same)}</td><td>{esc(r.workload)}</td><td>{load}</td>"
-                    f"<td class=n>{_f(r.speedup, '{:+.1%}')} <small>[{_f(r.lo, '{:+.1%}')}, "
-                    f"{_f(r.hi, '{:+.1%}')}]</small></td><td>{esc(r.verdict)}</td></tr>")
+                    f"<td class=n>{num(r.speedup, '{:+.1%}')} <small>[{num(r.lo, '{:+.1%}')}, "
+                    f"{num(r.hi, '{:+.1%}')}]</small></td><td>{esc(r.verdict)}</td></tr>")
     return ("<h3>Setups compared, baseline to baseline</h3><p>Each variant above is compared "
             "only with the baseline of its own setup; here the setups' baselines are compared "
             "with each other (output tok/s, 95 % interval).</p><table>" + "".join(rows)
@@ -197,22 +189,22 @@ def operator_section(data: RunData, figures: dict[str, bytes]) -> str:
         rows.append([esc(c.variant), esc(c.workload),
                      _load(c.load_kind, c.capacity) + ("" if c.bracketed else " (≥)"),
                      f"{_load(c.load_kind, c.lo)} .. {_load(c.load_kind, c.hi)}",
-                     _f(c.attainment, "{:.0%}"),
-                     f"{_f(c.goodput_tok_s)} <small>[{_f(c.goodput_tok_s_lo)}, "
-                     f"{_f(c.goodput_tok_s_hi)}]</small>",
-                     _f(c.gpus, "{:g}"), _f(c.goodput_per_gpu), _f(c.usd_per_mtok, "${:.2f}"),
-                     _f(c.usd_per_good_mtok, "${:.2f}"), _f(c.j_per_token, "{:.2f}")])
-    out.append(_table(["variant", "workload", "capacity", "95 % interval", "SLO met",
-                       "goodput tok/s", "GPUs", "goodput tok/s per GPU", "$ / M output tok",
-                       "$ / M tok within SLO", "J/token"], rows))
+                     num(c.attainment, "{:.0%}"),
+                     f"{num(c.goodput_tok_s)} <small>[{num(c.goodput_tok_s_lo)}, "
+                     f"{num(c.goodput_tok_s_hi)}]</small>",
+                     num(c.gpus, "{:g}"), num(c.goodput_per_gpu), num(c.usd_per_mtok, "${:.2f}"),
+                     num(c.usd_per_good_mtok, "${:.2f}"), num(c.j_per_token, "{:.2f}")])
+    out.append(html_table(["variant", "workload", "capacity", "95 % interval", "SLO met",
+                           "goodput tok/s", "GPUs", "goodput tok/s per GPU", "$ / M output tok",
+                           "$ / M tok within SLO", "J/token"], rows))
     for b in view.best:
         unit = "good tok/s per GPU" if b["metric"].endswith("per_gpu") else "good tok/s"
         word = "serves the most" if b["verdict"] == "winner" else \
             f"leads ({NO_DIFFERENCE})"
         out.append(f"<p><b>At the SLO on {esc(b['workload'])}: {esc(b['winner'])} {word}</b>"
-                   f" — {_f(b['value'])} {unit} at its capacity vs {esc(b['runner_up'])} "
-                   f"{_f(b['runner_up_value'])} ({_f(b['margin'], '{:+.1%}')} <small>["
-                   f"{_f(b['lo'], '{:+.1%}')}, {_f(b['hi'], '{:+.1%}')}]</small>)</p>")
+                   f" — {num(b['value'])} {unit} at its capacity vs {esc(b['runner_up'])} "
+                   f"{num(b['runner_up_value'])} ({num(b['margin'], '{:+.1%}')} <small>["
+                   f"{num(b['lo'], '{:+.1%}')}, {num(b['hi'], '{:+.1%}')}]</small>)</p>")
     out += [img(png, name) for name, png in figures.items() if name in OPERATOR_PLOTS]
     table = view.frontier
     if len(table):
@@ -220,74 +212,23 @@ def operator_section(data: RunData, figures: dict[str, bytes]) -> str:
                    "GPUs that served the cell (closed-loop cells); ◆ = on the workload's "
                    "Pareto frontier (no other point is at least as fast per user and per GPU "
                    "and faster in one).</p>")
-        out.append(_table(
+        out.append(html_table(
             ["variant", "workload", "load", "GPUs", "tok/s", "tok/s per user", "tok/s per GPU",
              "frontier", "$ / M output tok", "J/token"],
-            [[esc(r.variant), esc(r.workload), f"c={r.concurrency:g}", _f(r.gpus, "{:g}"),
-              f"{_f(r.output_tok_s)} <small>[{_f(r.output_tok_s_lo)}, "
-              f"{_f(r.output_tok_s_hi)}]</small>",
-              f"{_f(r.tok_s_per_user)} <small>[{_f(r.tok_s_per_user_lo)}, "
-              f"{_f(r.tok_s_per_user_hi)}]</small>",
-              f"{_f(r.tok_s_per_gpu)} <small>[{_f(r.tok_s_per_gpu_lo)}, "
-              f"{_f(r.tok_s_per_gpu_hi)}]</small>", "◆" if r.frontier else "",
-              f"{_f(r.usd_per_mtok, '${:.2f}')} <small>[{_f(r.usd_per_mtok_lo, '${:.2f}')}, "
-              f"{_f(r.usd_per_mtok_hi, '${:.2f}')}]</small>", _f(r.j_per_token, "{:.2f}")]
+            [[esc(r.variant), esc(r.workload), f"c={r.concurrency:g}", num(r.gpus, "{:g}"),
+              f"{num(r.output_tok_s)} <small>[{num(r.output_tok_s_lo)}, "
+              f"{num(r.output_tok_s_hi)}]</small>",
+              f"{num(r.tok_s_per_user)} <small>[{num(r.tok_s_per_user_lo)}, "
+              f"{num(r.tok_s_per_user_hi)}]</small>",
+              f"{num(r.tok_s_per_gpu)} <small>[{num(r.tok_s_per_gpu_lo)}, "
+              f"{num(r.tok_s_per_gpu_hi)}]</small>", "◆" if r.frontier else "",
+              f"{num(r.usd_per_mtok, '${:.2f}')} <small>[{num(r.usd_per_mtok_lo, '${:.2f}')}, "
+              f"{num(r.usd_per_mtok_hi, '${:.2f}')}]</small>", num(r.j_per_token, "{:.2f}")]
              for r in table.itertuples()]))
     if view.gpus_unknown:
         out.append(f"<p class=note>GPUs not recorded for {esc(', '.join(view.gpus_unknown))}: "
                    "no per-GPU or dollar figures for them.</p>")
     return "\n".join(out)
-
-
-def cells_section(data: RunData) -> str:
-    t = data.stats.table
-    if t.empty:
-        return "<h2>Cells</h2><p>(no committed cells)</p>"
-    extra = t.merge(data.server_deltas, on="cell_id", how="left") if len(data.server_deltas) \
-        else t
-    if len(data.energy):
-        extra = extra.merge(data.energy, on="cell_id", how="left")
-    families = ", ".join(sorted(set(data.server_deltas.get("family", pd.Series()).dropna()))
-                         ) or "none known"
-    head = ("variant workload load rep status tok/s goodput_tok/s req/s SLO_met TTFT_p50_ms "
-            "TTFT_p99_ms TPOT_p50_ms TPOT_p99_ms accept window_s window_reqs ramp_s drain_s "
-            "server_tok/s server_accept J/token").split()
-    rows = ["<tr>" + "".join(f"<th>{h.replace('_', ' ')}</th>" for h in head) + "</tr>"]
-    view = extra.sort_values(["workload", "variant", "concurrency", "rate", "repeat"],
-                             na_position="last")
-    for _, r in view.iterrows():
-        load = f"c={int(r.concurrency)}" if pd.isna(r.rate) else f"{r.rate:g}/s"
-        status = esc(r.status) + (" <b>client saturated</b>" if r.client_saturated is True
-                                  else "")
-        if r.status != "done" and isinstance(r.get("error"), str):  # the reason, on hover
-            status = f'<span title="{esc(r.error)}">{status} &#9432;</span>'
-
-        cols = [esc(r.variant), esc(r.workload), load, str(int(r["repeat"])), status,
-                _ci(r, "output_tok_s"), _ci(r, "goodput_tok_s"), _ci(r, "req_s", "{:.2f}"),
-                _ci(r, "slo_attainment", "{:.0%}"), _ci(r, "ttft_p50_s", "{:.0f}", 1e3),
-                _ci(r, "ttft_p99_s", "{:.0f}", 1e3), _ci(r, "tpot_p50_s", "{:.1f}", 1e3),
-                _ci(r, "tpot_p99_s", "{:.1f}", 1e3), _ci(r, "accept_length", "{:.2f}"),
-                _f(r.get("window_s")), _f(r.get("window_requests"), "{:.0f}"),
-                _f(r.get("ramp_s")), _f(r.get("drain_s")), _f(r.get("server_tok_s")),
-                _f(r.get("server_accept_length"), "{:.2f}"),
-                _f(r.get("j_per_token"), "{:.2f}")]
-        if r.status != "done":  # no figures for a cell that did not finish
-            cols = cols[:5] + ["-"] * (len(cols) - 5)
-        rows.append("<tr>" + "".join(f"<td class=n>{c}</td>" for c in cols) + "</tr>")
-    return ("<h2>Cells</h2><p>Metrics over each cell's steady-state window (closed loop: from "
-            "the moment every stream is busy to the last send; ramp-up and drain reported "
-            "apart), 95 % bootstrap intervals over requests in brackets. Server tok/s and "
-            "accept length come from the server's own /metrics counters (deltas over the "
-            f"cell, read by engine family: {esc(families)}), to check the client's; server "
-            "accept is each engine's own definition: completion tokens per verify call "
-            "(SGLang), 1 + accepted / drafts over decode steps (vLLM).</p><table>"
-            + "".join(rows) + "</table>")
-
-
-def _table(head: list[str], rows: list[list[str]]) -> str:
-    return ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(
-        "<tr>" + "".join(f"<td class=n>{c}</td>" for c in r) + "</tr>" for r in rows)
-        + "</table>")
 
 
 def conversation_section(data: RunData, figures: dict[str, bytes]) -> str:
@@ -311,37 +252,39 @@ def conversation_section(data: RunData, figures: dict[str, bytes]) -> str:
                "cell row (all completed rounds).</p>")
     hits = cache_hit_by_variant(turns)
     out.append("<p>Prefix-cache hit rate (Σ cached / Σ context tokens of completed rounds): "
-               + "; ".join(f"{esc(v)} {_f(rate, '{:.0%}')} over {n} rounds"
+               + "; ".join(f"{esc(v)} {num(rate, '{:.0%}')} over {n} rounds"
                            for v, (rate, n) in hits.items()) + "</p>")
     cells = conversation_cells(data.stats.table, turns, base)
+    forced = forced_variants(data.cells)
     itl = data.cells.set_index("cell_id")[["itl_p50_s", "itl_p99_s"]] \
         if {"itl_p50_s", "itl_p99_s"} <= set(data.cells) else None
     rows = []
     for _, r in cells.iterrows():
         load = f"c={int(r.concurrency)}" if pd.isna(r.rate) else f"{r.rate:g}/s"
         i = itl.loc[r.cell_id] if itl is not None and r.cell_id in itl.index else {}
-        rows.append([esc(r.variant), esc(r.workload), load, esc(r.status),
-                     _f(r.conversations, "{:.0f}"), _f(r.rounds, "{:.0f}"),
-                     _ci(r, "output_tok_s"), _f(r.vs_baseline, "{:.2f}x"),
-                     _ci(r, "ttft_p50_s", "{:.0f}", 1e3), _ci(r, "ttft_p99_s", "{:.0f}", 1e3),
-                     _f(i.get("itl_p50_s"), "{:.1f}", 1e3), _f(i.get("itl_p99_s"), "{:.1f}", 1e3),
-                     _ci(r, "accept_length", "{:.2f}"), _f(r.cache_hit_rate, "{:.0%}")])
-    out.append(_table(["variant", "workload", "load", "status", "conversations", "rounds",
-                       "tok/s", f"vs {esc(base)}", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
-                       "ITL p99 ms", "accept", "cache hit"], rows))
+        rows.append([esc(r.variant), esc(r.workload), load,
+                     esc(tagged(str(r.status), r.variant in forced)),
+                     num(r.conversations, "{:.0f}"), num(r.rounds, "{:.0f}"),
+                     ci(r, "output_tok_s"), num(r.vs_baseline, "{:.2f}x"),
+                     ci(r, "ttft_p50_s", "{:.0f}", 1e3), ci(r, "ttft_p99_s", "{:.0f}", 1e3),
+                     num(i.get("itl_p50_s"), "{:.1f}", 1e3), num(i.get("itl_p99_s"), "{:.1f}", 1e3),
+                     ci(r, "accept_length", "{:.2f}"), num(r.cache_hit_rate, "{:.0%}")])
+    out.append(html_table(["variant", "workload", "load", "status", "conversations", "rounds",
+                           "tok/s", f"vs {esc(base)}", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
+                           "ITL p99 ms", "accept", "cache hit"], rows))
     table = with_speedup(turn_table(turns), base)
     edges = ", ".join(f"{e // 1024}k" for e in BIN_EDGES[1:])
     out.append(f"<p>By context length of the round (bins split at {edges} tokens; completed "
                f"rounds): decode = per-stream decode tok/s, round = output tokens / round E2E "
                f"(prefill of the new context plus decode: what an agent waits on), speedup = "
                f"round tok/s over {esc(base)}'s at the same concurrency and bin.</p>")
-    out.append(_table(
+    out.append(html_table(
         ["variant", "c", "context", "rounds", "accept", "TTFT p50 ms", "decode tok/s",
          "round tok/s", "cache hit", "speedup"],
-        [[esc(r.variant), _f(r.concurrency, "{:.0f}"), esc(r.bin), str(r.rounds),
-          _f(r.accept_length, "{:.2f}"), _f(r.ttft_p50_s, "{:.1f}", 1e3),
-          _f(r.stream_tok_s), _f(r.round_tok_s), _f(r.cache_hit_rate, "{:.0%}"),
-          _f(r.speedup, "{:.2f}x")] for r in table.itertuples()]))
+        [[esc(r.variant), num(r.concurrency, "{:.0f}"), esc(r.bin), str(r.rounds),
+          num(r.accept_length, "{:.2f}"), num(r.ttft_p50_s, "{:.1f}", 1e3),
+          num(r.stream_tok_s), num(r.round_tok_s), num(r.cache_hit_rate, "{:.0%}"),
+          num(r.speedup, "{:.2f}x")] for r in table.itertuples()]))
     lines = crossover(table, base)
     if lines:
         out.append("<p>Where speculation stops paying for this traffic:</p><ul>"
@@ -373,7 +316,7 @@ def page(title: str, body: list[str], lead: str = "") -> str:
 
 
 def run_html(data: RunData, figures: dict[str, bytes]) -> str:
-    accept = domain_acceptance(data.requests)
+    accept = domain_acceptance(data.requests, forced_variants(data.cells))
     body = [decision_section(data), validity_section(data),
             trace_section(data.search), operator_section(data, figures),
             "<h2>Plots</h2>"]
@@ -433,10 +376,10 @@ def compare_html(a: RunData, b: RunData, figures: dict[str, bytes]) -> str:
         for r in table.itertuples():
             load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
             rows.append(f"<tr><td>{esc(r.variant)}</td><td>{esc(r.workload)}</td><td>{load}"
-                        f"</td><td class=n>{_f(r.a)} <small>[{_f(r.a_lo)}, {_f(r.a_hi)}]</small>"
-                        f"</td><td class=n>{_f(r.b)} <small>[{_f(r.b_lo)}, {_f(r.b_hi)}]"
-                        f"</small></td><td class=n>{_f(r.change, '{:+.1%}')} <small>["
-                        f"{_f(r.lo, '{:+.1%}')}, {_f(r.hi, '{:+.1%}')}]</small></td>"
+                        f"</td><td class=n>{num(r.a)} <small>[{num(r.a_lo)}, {num(r.a_hi)}]</small>"
+                        f"</td><td class=n>{num(r.b)} <small>[{num(r.b_lo)}, {num(r.b_hi)}]"
+                        f"</small></td><td class=n>{num(r.change, '{:+.1%}')} <small>["
+                        f"{num(r.lo, '{:+.1%}')}, {num(r.hi, '{:+.1%}')}]</small></td>"
                         f"<td>{esc(r.verdict)}</td></tr>")
         body.append("<table>" + "".join(rows) + "</table>")
     body.append("<h2>Plots</h2>")

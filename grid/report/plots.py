@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import io
 import math
+from collections.abc import Collection
 
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
 from grid.analysis.bootstrap import interval
-from grid.analysis.decision import points
+from grid.analysis.forced import forced_mask
+from grid.analysis.points import points
 from grid.analysis.setups import SEP, is_baseline
 from grid.report import alignment, breakeven, operator_plots, serverplots
 from grid.report.agentic import (
@@ -22,6 +24,7 @@ from grid.report.agentic import (
     turn_table,
     with_speedup,
 )
+from grid.report.forced import HATCH, forced_variants, legend, line_format
 from grid.report.rundata import RunData
 
 DPI = 90
@@ -58,15 +61,21 @@ def _axis(ax, kind: str, loads: object = ()) -> None:
 
 
 def _lines(ax, frame: pd.DataFrame, scale: float = 1.0, style: str = "-o",
-           suffix: str = "") -> None:
+           suffix: str = "", forced: Collection[str] = ()) -> bool:
+    """One line per variant and workload with its interval; the `forced` variants' in the
+    forced style (grid/report/forced.py). Whether one of them was drawn."""
     many = frame.workload.nunique() > 1
+    drew = False
     for (variant, workload), group in frame.groupby(["variant", "workload"], sort=True):
         group = group.sort_values("load")
         err = np.vstack([(group.value - group.lo).clip(lower=0), (group.hi - group.value)
                          .clip(lower=0)]) * scale
-        ax.errorbar(group.load, group.value * scale, yerr=np.nan_to_num(err), fmt=style,
-                    capsize=3, markersize=4,
+        own = str(variant) in forced
+        drew |= own
+        ax.errorbar(group.load, group.value * scale, yerr=np.nan_to_num(err),
+                    fmt=line_format(style) if own else style, capsize=3, markersize=4,
                     label=_label(str(variant), str(workload), many) + suffix)
+    return drew
 
 
 def _kinds(frame: pd.DataFrame) -> list[str]:
@@ -79,15 +88,16 @@ def throughput(data: RunData) -> Figure | None:
     if tok.empty:
         return None
     kinds = _kinds(tok)
+    forced = forced_variants(data.cells)
     fig = Figure(figsize=(11, 4 * len(kinds)), layout="constrained")
     axes = fig.subplots(len(kinds), 2, squeeze=False)
     for row, kind in enumerate(kinds):
         for ax, frame, title in ((axes[row][0], tok, "output tokens/s"),
                                  (axes[row][1], good, f"goodput tokens/s ({data.slo.describe()})")):
-            _lines(ax, frame[frame.load_kind == kind])
+            drew = _lines(ax, frame[frame.load_kind == kind], forced=forced)
             _axis(ax, kind, frame[frame.load_kind == kind].load)
             ax.set_title(title, fontsize=9)
-            ax.legend(fontsize=7)
+            legend(ax, drew, fontsize=7)
     return fig
 
 
@@ -98,17 +108,20 @@ def latency(data: RunData) -> Figure | None:
     if frames["ttft_p50_s"].empty:
         return None
     kinds = _kinds(frames["ttft_p50_s"])
+    forced = forced_variants(data.cells)
     fig = Figure(figsize=(11, 4 * len(kinds)), layout="constrained")
     axes = fig.subplots(len(kinds), 2, squeeze=False)
     for row, kind in enumerate(kinds):
         for ax, name in ((axes[row][0], "ttft"), (axes[row][1], "tpot")):
+            drew = False
             for q, style in (("p50", "-o"), ("p99", "--^")):
                 frame = frames[f"{name}_{q}_s"]
-                _lines(ax, frame[frame.load_kind == kind], 1e3, style, f" {q}")
+                drew |= _lines(ax, frame[frame.load_kind == kind], 1e3, style, f" {q}",
+                               forced)
             _axis(ax, kind, frames["ttft_p50_s"].query("load_kind == @kind").load)
             ax.set_ylabel("ms")
             ax.set_title(f"{name.upper()} p50 / p99", fontsize=9)
-            ax.legend(fontsize=7)
+            legend(ax, drew, fontsize=7)
     return fig
 
 
@@ -192,19 +205,23 @@ def acceptance(data: RunData) -> Figure | None:
     by_domain = spec.groupby(["variant", "domain"], observed=True)[
         ["output_tokens", "spec_verify_ct"]].sum()
     ratio = (by_domain.output_tokens / by_domain.spec_verify_ct).unstack("variant")
+    forced = forced_variants(data.cells) & {str(v) for v in ratio.columns}
     width = 0.8 / max(1, len(ratio.columns))
     for i, variant in enumerate(ratio.columns):
-        ax1.bar(np.arange(len(ratio)) + i * width, ratio[variant], width, label=str(variant))
+        ax1.bar(np.arange(len(ratio)) + i * width, ratio[variant], width, label=str(variant),
+                hatch=HATCH if str(variant) in forced else None, edgecolor="white")
     ax1.set_xticks(np.arange(len(ratio)) + 0.4 - width / 2, [str(d) for d in ratio.index])
     ax1.set_title("accept length by prompt domain", fontsize=9)
     ax1.set_ylabel("tokens per verify step")
-    ax1.legend(fontsize=7)
+    legend(ax1, bool(forced), bars=True, fontsize=7)
     by_load = spec.groupby(["variant", "concurrency"], observed=True)[
         ["output_tokens", "spec_verify_ct"]].sum()
     load_ratio = (by_load.output_tokens / by_load.spec_verify_ct).unstack("variant")
     for variant in load_ratio.columns:
-        ax2.plot(load_ratio.index, load_ratio[variant], "-o", markersize=4, label=str(variant))
-    ax2.legend(fontsize=7)
+        ax2.plot(load_ratio.index, load_ratio[variant],
+                 line_format("-o") if str(variant) in forced else "-o", markersize=4,
+                 label=str(variant))
+    legend(ax2, bool(forced), fontsize=7)
     _axis(ax2, "concurrency", load_ratio.index)
     ax2.set_title("accept length by concurrency", fontsize=9)
     ax2.grid(True, alpha=0.3)
@@ -223,12 +240,16 @@ def telemetry(data: RunData) -> Figure | None:
              if n in means]
     labels = data.stats.table.set_index("cell_id")
     ticks = [f"{labels.variant.get(c, c)} {_short_load(labels, c)}" for c in means.index]
+    forced = set(data.cells.cell_id[forced_mask(data.cells)]) if len(data.cells) else set()
+    hatches = [HATCH if c in forced else None for c in means.index]
     fig = Figure(figsize=(max(8, 0.25 * len(means)), 2.6 * len(names)), layout="constrained")
     axes = fig.subplots(len(names), 1, squeeze=False)
     for ax, name in zip((a[0] for a in axes), names, strict=True):
-        ax.bar(range(len(means)), means[name])
+        ax.bar(range(len(means)), means[name], hatch=hatches, edgecolor="white")
         ax.set_ylabel(name, fontsize=8)
         ax.set_xticks(range(len(means)), ticks, rotation=90, fontsize=6)
+        if forced & set(means.index):
+            legend(ax, True, bars=True, fontsize=7)
     return fig
 
 
@@ -258,6 +279,7 @@ def conversation_load(data: RunData) -> Figure | None:
     cells = conversation_cells(data.stats.table, data.turns, data.baseline)
     cells = cells.assign(load=np.where(cells.rate.isna(), cells.concurrency, cells.rate))
     kinds = _kinds(tok)
+    forced = forced_variants(data.cells)
     fig = Figure(figsize=(11, 4 * len(kinds)), layout="constrained")
     fig.suptitle(_simulated(data, "conversations: throughput and prefix-cache hits by load"),
                  fontsize=10)
@@ -265,20 +287,23 @@ def conversation_load(data: RunData) -> Figure | None:
     for row, kind in enumerate(kinds):
         frame = tok[tok.load_kind == kind]
         ax1, ax2 = axes[row]
-        _lines(ax1, frame)
+        drew = _lines(ax1, frame, forced=forced)
         _axis(ax1, kind, frame.load)
         ax1.set_title("output tokens/s of the rounds (95 % interval)", fontsize=9)
-        ax1.legend(fontsize=7)
+        legend(ax1, drew, fontsize=7)
         part = cells[cells.rate.isna() == (kind == "concurrency")]
         hits = part.groupby(["variant", "load"]).cache_hit_rate.mean().dropna()
+        drew = False
         for variant, group in hits.groupby(level="variant", sort=True):
-            ax2.plot(group.index.get_level_values("load"), 100 * group.to_numpy(), "-o",
-                     markersize=4, label=str(variant))
+            own = str(variant) in forced
+            drew |= own
+            ax2.plot(group.index.get_level_values("load"), 100 * group.to_numpy(),
+                     line_format("-o") if own else "-o", markersize=4, label=str(variant))
         _axis(ax2, kind, frame.load)
         ax2.set_ylim(0, 100)
         ax2.set_ylabel("% of context tokens from the prefix cache")
         ax2.set_title("prefix-cache hit rate (completed rounds)", fontsize=9)
-        ax2.legend(fontsize=7)
+        legend(ax2, drew, fontsize=7)
     if kinds == ["concurrency"]:
         for ax in axes[0]:
             ax.set_xlabel("conversations in flight")
@@ -307,20 +332,26 @@ def conversation_context(data: RunData) -> Figure | None:
     colours = {v: f"C{i % 10}" for i, v in enumerate(sorted(table.variant.unique()))}
     styles = {c: s for c, s in zip(sorted(table.concurrency.dropna().unique()),
                                    ("-o", "--s", ":^", "-.v", "-D", "--P"), strict=False)}
+    forced = forced_variants(data.cells)  # the line style is the load's: theirs an x
     for ax, column, scale, title in panels:
+        drew = False
         for (variant, conc), g in table.groupby(["variant", "concurrency"], sort=True):
             if column == "speedup" and is_baseline(str(variant), data.baseline):
                 continue  # 1.0 by definition: the horizontal line
             values = pd.to_numeric(g[column], errors="coerce")
             if values.isna().all():
                 continue
-            ax.plot([x_of[b] for b in g.bin], values * scale, styles.get(conc, "-o"),
-                    color=colours[variant], markersize=4, label=f"{variant} c={conc:g}")
+            own = str(variant) in forced
+            drew |= own
+            fmt = styles.get(conc, "-o")
+            ax.plot([x_of[b] for b in g.bin], values * scale,
+                    line_format(fmt, dotted=False) if own else fmt, color=colours[variant],
+                    markersize=4, label=f"{variant} c={conc:g}")
         ax.set_xticks(range(len(order)), order)
         ax.set_title(title, fontsize=9)
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            legend(ax, drew, fontsize=7)
     speed_ax = axes[1][1]
     speed_ax.axhline(1.0, color="black", linewidth=0.8)
     for p in crossover_points(table, data.baseline):
@@ -358,10 +389,12 @@ def compare_throughput(a: RunData, b: RunData) -> Figure | None:
     axes = fig.subplots(len(kinds), 1, squeeze=False)
     for row, kind in enumerate(kinds):
         ax = axes[row][0]
-        _lines(ax, ta[ta.load_kind == kind] if len(ta) else ta, suffix=" (A)")
-        _lines(ax, tb[tb.load_kind == kind] if len(tb) else tb, style="--s", suffix=" (B)")
+        drew = _lines(ax, ta[ta.load_kind == kind] if len(ta) else ta, suffix=" (A)",
+                      forced=forced_variants(a.cells))
+        drew |= _lines(ax, tb[tb.load_kind == kind] if len(tb) else tb, style="--s",
+                       suffix=" (B)", forced=forced_variants(b.cells))
         _axis(ax, kind, pd.concat([ta, tb]).query("load_kind == @kind").load)
         ax.set_title(f"output tokens/s: A = {a.run_dir.name}, B = {b.run_dir.name}",
                      fontsize=9)
-        ax.legend(fontsize=7)
+        legend(ax, drew, fontsize=7)
     return fig

@@ -11,6 +11,7 @@ import pandas as pd
 from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 
+from grid.report.forced import forced_variants, legend
 from grid.report.rundata import RunData
 from grid.report.serverdata import GAUGES, unsampled
 
@@ -31,15 +32,18 @@ def server_metrics(data: RunData) -> Figure | None:
     axes = fig.subplots(len(roles), 1, squeeze=False)
     variants = sorted(m.variant.astype(str).unique())
     colours = {v: f"C{i % 10}" for i, v in enumerate(variants)}
+    forced = forced_variants(data.cells) & set(variants)  # dotted (grid/report/forced.py)
     start = m.groupby("cell_id").scraped_at.min()
     for ax, role in zip((a[0] for a in axes), roles, strict=True):
-        lines, colors = [], []
+        lines, colors, styles = [], [], []
         for cell_id, group in m[m.role == role].groupby("cell_id", sort=False):
             group = group.sort_values("scraped_at")
             lines.append(np.column_stack([group.scraped_at - start[cell_id], group.value]))
             colors.append(colours[str(group.variant.iloc[0])])
+            styles.append(":" if str(group.variant.iloc[0]) in forced else "-")
         # One collection per panel: hundreds of cells draw as fast as one line.
-        ax.add_collection(LineCollection(lines, colors=colors, linewidths=0.8, alpha=0.7))
+        ax.add_collection(LineCollection(lines, colors=colors, linestyles=styles,
+                                         linewidths=0.8, alpha=0.7))
         ax.autoscale()
         if note:
             ax.text(0.01, 0.97, note, transform=ax.transAxes, fontsize=7, va="top",
@@ -47,9 +51,10 @@ def server_metrics(data: RunData) -> Figure | None:
         ax.set_ylabel(GAUGES[role], fontsize=8)
         ax.grid(True, alpha=0.3)
     for v in variants:
-        axes[0][0].plot([], [], color=colours[v], label=v)
+        axes[0][0].plot([], [], ":" if v in forced else "-", color=colours[v], label=v)
     if variants:
-        axes[0][0].legend(fontsize=7, ncol=min(4, len(variants)), loc="upper right")
+        legend(axes[0][0], bool(forced), fontsize=7, ncol=min(4, len(variants) + bool(forced)),
+               loc="upper right")
     axes[-1][0].set_xlabel("seconds since the cell's first scrape")
     return fig
 

@@ -7,15 +7,17 @@ domain."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import pandas as pd
 
 from grid.analysis.domains import distribution_summary
-from grid.analysis.forced import FORCED_LABEL, forced_length
+from grid.analysis.forced import forced_length, forced_mask
 from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import agentic_summary
 from grid.report.answer import answer
+from grid.report.forced import tagged
 from grid.report.rundata import RunData
 from grid.report.search import trace_lines
 from grid.report.validity import engine_versions
@@ -57,7 +59,7 @@ def summary_table(table: pd.DataFrame) -> str:
         load = f"c={int(row.concurrency)}" if pd.isna(row.rate) else f"{row.rate:g}/s"
         status = str(row.status) + (" (client saturated)" if row.client_saturated is True
                                     else "")
-        status += f" [{FORCED_LABEL}]" if forced_length(row.get("forced_acceptance")) else ""
+        status = tagged(status, forced_length(row.get("forced_acceptance")) is not None)
         if row.status != "done" and isinstance(row.get("error"), str):
             status += ": " + _first_line(row.error, 70)
         window = (f"{row.window_s:.0f}s/{int(row.window_requests)}"
@@ -81,16 +83,18 @@ def _first_line(text: str, width: int) -> str:
     return line if len(line) <= width else line[:width - 1] + "…"
 
 
-def domain_acceptance(requests: pd.DataFrame) -> list[str]:
+def domain_acceptance(requests: pd.DataFrame, forced: Collection[str] = ()) -> list[str]:
     """Accept length per variant and prompt domain: Σ completion tokens / Σ verify steps over
-    the domain's requests (never a server-lifetime average)."""
+    the domain's requests (never a server-lifetime average); the `forced` variants' lines
+    labelled (grid/report/forced.py)."""
     spec = requests[(requests.status == "ok") & requests.spec_verify_ct.notna()]
     lines = []
     for (variant, domain), group in spec.groupby(["variant", "domain"], observed=True):
         verify = group.spec_verify_ct.sum()
         if verify:
-            lines.append(f"{variant} / {domain}: accept length "
-                         f"{group.output_tokens.sum() / verify:.2f} ({len(group)} requests)")
+            lines.append(tagged(f"{variant} / {domain}: accept length "
+                                f"{group.output_tokens.sum() / verify:.2f} ({len(group)} "
+                                "requests)", str(variant) in forced))
     return lines
 
 
@@ -113,7 +117,9 @@ def summary_text(data: RunData) -> str:
         source = f" ({data.label})" if data.label else ""
         parts.append(f"\noperator's view{source}: frontier, capacity under the SLOs, cost\n"
                      + "\n".join(operator))
-    distribution = distribution_summary(data.requests, data.cells)
+    # forced cells' acceptance is the engine's, told: not the drafter's on a domain
+    unforced = data.cells[~forced_mask(data.cells)] if len(data.cells) else data.cells
+    distribution = distribution_summary(data.requests, unforced)
     if distribution:
         parts.append("\n" + distribution)
     lesson = alignment.section(data)

@@ -51,7 +51,11 @@ def _turns(run_id: str, cell_id: str, r: dict) -> list[dict]:
 
 @pytest.fixture
 def conv_run(tmp_path):
-    run = tmp_path / "agentic-run"
+    return write_conversations(tmp_path / "agentic-run")
+
+
+def write_conversations(run):
+    """One conversation cell per variant of ROUNDS, written through the real results writer."""
     for variant, r in ROUNDS.items():
         cell_id = f"{variant}-conv-c1"
         row = dict.fromkeys(CELL_FIELDS.names)

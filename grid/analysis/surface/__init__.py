@@ -1,0 +1,50 @@
+"""One surface, every drafter (docs/surface.md): the node's relative step cost c(B, k),
+measured once with the acceptance forced (cost.py), and a drafter's per-position acceptance
+profile (profile.py), which together predict the drafter's speedup at every (load, depth), the
+break-even accept length and the best depth per load (predict.py). Pure: numpy and pandas."""
+
+from grid.analysis.surface.cost import (
+    Cost,
+    Decomposition,
+    ForcedPoint,
+    LengthCheck,
+    beside_leviathan,
+    decompose,
+    forced_points,
+    length_checks,
+    leviathan_speedup,
+    step_cost,
+    surface,
+)
+from grid.analysis.surface.predict import (
+    Prediction,
+    best_depths,
+    depth_plan,
+    depth_schedule,
+    predict,
+)
+from grid.analysis.surface.profile import (
+    FORMAT,
+    DomainProfile,
+    Profile,
+    accept_length,
+    acceptance_rate,
+    accepted_per_step,
+    check,
+    conditional_of,
+    length_of_rate,
+    marginal_of,
+    profile_from_cells,
+    profile_from_counts,
+    read_profile,
+    write_profile,
+)
+
+__all__ = [
+    "FORMAT", "Cost", "Decomposition", "DomainProfile", "ForcedPoint", "LengthCheck",
+    "Prediction", "Profile", "accept_length", "accepted_per_step", "acceptance_rate",
+    "beside_leviathan", "best_depths", "check", "conditional_of", "decompose", "depth_plan",
+    "depth_schedule", "forced_points", "length_checks", "length_of_rate", "leviathan_speedup",
+    "marginal_of", "predict", "profile_from_cells", "profile_from_counts", "read_profile",
+    "step_cost", "surface", "write_profile",
+]

@@ -1,0 +1,247 @@
+"""The node's side of speculation: the relative step cost surface c(B, k), measured with the
+acceptance forced (grid/analysis/forced.py). Pure: numpy and pandas.
+
+At a load B (concurrency) and depth k, a speculative step costs the same whatever is accepted:
+k draft passes, one verify of k + 1 tokens, the fixed overhead. A forced cell at accept length
+L (tokens per verify step) runs at T_f tok/s against the baseline's T_b at the same load, so
+its step takes L / T_f per request-token against 1 / T_b for a plain decode step:
+
+    c(B, k) = L / (T_f / T_b) = L T_b / T_f       (relative step cost; 1 = a decode step)
+
+and its interval takes each bootstrap replicate's throughputs (and length, where its
+replicates are known) through the same formula. Two forced lengths at one (B, k) should give
+one cost (`length_checks`: the difference, its interval, whether that holds 0); the surface at
+(B, k) is the mean over its lengths.
+
+Decomposition per load (`decompose`), a least-squares line over the depths measured:
+
+    c(B, k) = a(B) + b(B) k + e(B, k),    fixed(B) = a(B) - 1,  draft(B) = b(B),
+    verify_excess(B, k) = e(B, k) (the residual)
+
+so `draft` is the cost per extra depth (one draft pass plus the verify's growth by one
+token: the fit cannot tell the two apart while both grow linearly in k), `fixed` what a
+speculative step costs beyond a decode step at any depth, and the verify excess the part of
+the cost no line explains (a verify that turns compute-bound past some k shows there as a
+rising residual). A load with one depth has no line (`None`).
+
+At batch 1, Leviathan et al. (arXiv 2211.17192, Theorem 3.8): with i.i.d. acceptance a and a
+draft pass costing c of a target pass, the expected speedup is
+(1 - a^{k+1}) / ((1 - a)(k c + 1)) (`leviathan_speedup`); `beside_leviathan` sets it beside
+the measured surface at batch 1, taking c = draft(1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from grid.analysis.bootstrap import interval
+from grid.analysis.breakeven import configuration
+from grid.analysis.breakeven_cells import CurveCells
+from grid.analysis.cellstats import CellStats
+from grid.analysis.depth import Throughput
+from grid.analysis.points import points
+from grid.analysis.setups import baseline_of, is_baseline
+
+Key = tuple[int, int]
+"""(load B, depth k)."""
+
+
+@dataclass(frozen=True)
+class ForcedPoint:
+    """One forced measurement: a speculative server at load B, depth k, accept length L."""
+
+    load: int
+    """B: the concurrency (closed loop)."""
+    depth: int
+    """k: draft tokens per verify step (speculative_num_steps)."""
+    length: float
+    """Tokens per verify step (the forced length, or the honoured cell's measured one)."""
+    throughput: Throughput
+    """Output tok/s and its replicates."""
+    length_reps: np.ndarray | None = field(default=None, repr=False)
+    """The length's replicates, drawn with the throughput's; None: exact."""
+
+
+@dataclass(frozen=True)
+class Cost:
+    """c(B, k) and its replicates."""
+
+    load: int
+    """B."""
+    depth: int
+    """k."""
+    value: float
+    """c(B, k): a speculative step's cost in plain decode steps."""
+    reps: np.ndarray = field(repr=False)
+    """Its bootstrap replicates."""
+    lengths: tuple[float, ...] = ()
+    """The forced lengths it was measured at."""
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return interval(self.reps)
+
+
+def step_cost(point: ForcedPoint, baseline: Throughput) -> Cost:
+    """c = L T_b / T_f (module docstring) of one forced point against the baseline at its
+    load; replicate r pairs the r-th replicate of each."""
+    lengths = point.length if point.length_reps is None else point.length_reps
+    with np.errstate(invalid="ignore", divide="ignore"):
+        reps = lengths * baseline.reps / point.throughput.reps
+    value = point.length * baseline.value / point.throughput.value
+    return Cost(point.load, point.depth, float(value), np.asarray(reps, dtype=float),
+                (point.length,))
+
+
+def _by_key(forced: Sequence[ForcedPoint], baselines: Mapping[int, Throughput]
+            ) -> dict[Key, list[Cost]]:
+    out: dict[Key, list[Cost]] = {}
+    for p in sorted(forced, key=lambda p: (p.load, p.depth, p.length)):
+        if p.load not in baselines:
+            raise ValueError(f"forced point at load {p.load}, depth {p.depth}: no baseline "
+                             "measured at that load")
+        out.setdefault((p.load, p.depth), []).append(step_cost(p, baselines[p.load]))
+    return out
+
+
+def surface(forced: Sequence[ForcedPoint], baselines: Mapping[int, Throughput]
+            ) -> dict[Key, Cost]:
+    """c(B, k) at every (B, k) measured: the mean over its forced lengths (and of their
+    replicates)."""
+    out = {}
+    for (b, k), costs in _by_key(forced, baselines).items():
+        out[(b, k)] = Cost(b, k, float(np.mean([c.value for c in costs])),
+                           np.mean([c.reps for c in costs], axis=0),
+                           tuple(x for c in costs for x in c.lengths))
+    return out
+
+
+@dataclass(frozen=True)
+class LengthCheck:
+    """Two forced lengths at one (B, k): the cost at the longer minus that at the shorter."""
+
+    load: int
+    """B."""
+    depth: int
+    """k."""
+    lengths: tuple[float, float]
+    """The shortest and the longest forced length."""
+    difference: float
+    """c at the longest minus c at the shortest."""
+    lo: float
+    """The difference's interval, lower end (95 %, replicate by replicate)."""
+    hi: float
+    """... and upper end."""
+
+    @property
+    def agrees(self) -> bool:
+        """The difference's interval holds 0: one cost, whatever is accepted."""
+        return bool(self.lo <= 0.0 <= self.hi)
+
+
+def length_checks(forced: Sequence[ForcedPoint], baselines: Mapping[int, Throughput]
+                  ) -> list[LengthCheck]:
+    """The shortest against the longest forced length at each (B, k) with two or more."""
+    out = []
+    for (b, k), costs in _by_key(forced, baselines).items():
+        if len(costs) < 2:
+            continue
+        short, long_ = costs[0], costs[-1]
+        lo, hi = interval(long_.reps - short.reps)
+        out.append(LengthCheck(b, k, (short.lengths[0], long_.lengths[0]),
+                               long_.value - short.value, lo, hi))
+    return out
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """One load's cost split by the line c = a + b k (module docstring)."""
+
+    load: int
+    """B."""
+    fixed: float
+    """a - 1: a speculative step's cost beyond a decode step's at any depth."""
+    draft: float
+    """b: the cost of one more depth (draft pass plus one more verified token)."""
+    verify_excess: dict[int, float]
+    """Depth -> the residual c(B, k) - (a + b k)."""
+    fixed_interval: tuple[float, float] = (float("nan"), float("nan"))
+    """`fixed` fitted in each replicate: its 95 % interval."""
+    draft_interval: tuple[float, float] = (float("nan"), float("nan"))
+    """`draft` likewise."""
+
+
+def _line(ks: np.ndarray, cs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Least-squares intercepts and slopes of c over k, one per row of `cs` (2-D)."""
+    kc = ks - ks.mean()
+    slope = (cs - cs.mean(axis=1, keepdims=True)) @ kc / (kc @ kc)
+    return cs.mean(axis=1) - slope * ks.mean(), slope
+
+
+def decompose(costs: Mapping[Key, Cost]) -> dict[int, Decomposition | None]:
+    """Each load's decomposition (None with fewer than two depths)."""
+    out: dict[int, Decomposition | None] = {}
+    for b in sorted({key[0] for key in costs}):
+        ks = sorted(k for load, k in costs if load == b)
+        if len(ks) < 2:
+            out[b] = None
+            continue
+        k_arr = np.array(ks, dtype=float)
+        values = np.array([[costs[(b, k)].value for k in ks]])
+        a, s = _line(k_arr, values)
+        reps = np.stack([costs[(b, k)].reps for k in ks], axis=1)
+        ok = np.all(np.isfinite(reps), axis=1)
+        a_reps, s_reps = _line(k_arr, reps[ok])
+        out[b] = Decomposition(
+            b, float(a[0] - 1.0), float(s[0]),
+            {k: float(values[0, i] - a[0] - s[0] * k) for i, k in enumerate(ks)},
+            interval(a_reps - 1.0), interval(s_reps))
+    return out
+
+
+def leviathan_speedup(acceptance: float, depth: int, draft_cost: float) -> float:
+    """(1 - a^{k+1}) / ((1 - a)(k c + 1)); at a = 1 its limit (k + 1) / (k c + 1)."""
+    a, k, c = acceptance, depth, draft_cost
+    tokens = k + 1.0 if a == 1.0 else (1.0 - a ** (k + 1)) / (1.0 - a)
+    return tokens / (k * c + 1.0)
+
+
+def beside_leviathan(costs: Mapping[Key, Cost], parts: Decomposition, acceptance: float
+                     ) -> list[dict[str, float]]:
+    """At the decomposition's load (batch 1), for each depth measured: the i.i.d. accept
+    length (1 - a^{k+1}) / (1 - a), the surface's speedup (that length / c(1, k)) and
+    Leviathan's (draft cost c = `parts.draft`)."""
+    out = []
+    for k in sorted(k for b, k in costs if b == parts.load):
+        length = leviathan_speedup(acceptance, k, 0.0)
+        out.append({"depth": k, "accept_length": length,
+                    "surface": length / costs[(parts.load, k)].value,
+                    "leviathan": leviathan_speedup(acceptance, k, parts.draft)})
+    return out
+
+
+def forced_points(stats: CellStats, cells: pd.DataFrame, metric: str = "output_tok_s"
+                  ) -> dict[tuple[str, str], tuple[list[ForcedPoint], dict[int, Throughput]]]:
+    """A run's forced points by (configuration, workload) with the baseline's throughput at
+    each load (its own setup's: grid/analysis/setups.py): each honoured forced point at its
+    measured decode length, paired replicates included (grid/analysis/breakeven_cells.py);
+    closed-loop points only, a point without a recorded depth left out."""
+    curve = CurveCells.of(stats, cells)
+    pts = [p for p in points(stats, (metric,)) if p.load_kind == "concurrency"]
+    base = {(p.variant, p.workload, int(p.load)): p for p in pts if is_baseline(p.variant)}
+    out: dict[tuple[str, str], tuple[list[ForcedPoint], dict[int, Throughput]]] = {}
+    for p in pts:
+        b = base.get((baseline_of(p.variant), p.workload, int(p.load)))
+        length = curve.length(p) if curve.is_forced(p) and not curve.not_honoured(p) else None
+        depth = curve.depth(p.cell_ids)
+        if b is None or length is None or depth is None:
+            continue
+        forced, baselines = out.setdefault((configuration(p.variant), p.workload), ([], {}))
+        forced.append(ForcedPoint(int(p.load), depth, length[0],
+                                  Throughput(p.values[metric], p.replicates[metric]),
+                                  length[1]))
+        baselines[int(p.load)] = Throughput(b.values[metric], b.replicates[metric])
+    return out

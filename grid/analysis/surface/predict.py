@@ -1,0 +1,103 @@
+"""A drafter on the node's surface: the predicted speedup of a drafter (its acceptance profile
+on one domain, profile.py) at every (load B, depth k) of a step cost surface (cost.py), the
+break-even accept length there, the best depth per load and the depth schedule it makes.
+Pure: numpy.
+
+    speedup(B, k) = AL(k) / c(B, k)        break-even AL(B, k) = c(B, k)
+
+(a drafter pays at (B, k) where its AL(k) exceeds c(B, k)). The interval takes the r-th
+replicate of AL(k) (the profile's marginals, resampled over its units) over the r-th replicate
+of c(B, k) (the cells' throughputs): the two are drawn independently, so pairing them by index
+propagates both uncertainties.
+
+The best depth at a load is the depth of the highest predicted speedup among the depths the
+surface measured there and depth 0 (the baseline, speedup 1: speculation off), the smaller on
+a tie; a depth beyond the profile's positions is not predicted. The schedule is the depth
+search's (grid/analysis/depth.py `schedule`): each load's best depth from that load up to
+the next one's, the first from batch 1, equal neighbours merged; an engine's words for it come
+from the engine (`Engine.depth_setting`, which the plan reaches: pass it as `setting`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from grid.analysis.bootstrap import interval
+from grid.analysis.depth import LevelState, Schedule, schedule, schedule_text
+from grid.analysis.surface.cost import Cost, Key
+from grid.analysis.surface.profile import DomainProfile
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A drafter's predicted speedup at one (B, k)."""
+
+    load: int
+    """B."""
+    depth: int
+    """k."""
+    accept_length: float
+    """AL(k) from the profile."""
+    break_even: float
+    """The accept length at which speculation only breaks even here: c(B, k)."""
+    speedup: float
+    """AL(k) / c(B, k) (1 = the baseline's throughput)."""
+    reps: np.ndarray = field(repr=False)
+    """The speedup's replicates (AL(k) replicate r over c(B, k) replicate r)."""
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        return interval(self.reps)
+
+    def as_json(self) -> dict[str, Any]:
+        lo, hi = self.interval
+        return {"load": self.load, "depth": self.depth, "accept_length": self.accept_length,
+                "break_even": self.break_even, "speedup": self.speedup, "interval": [lo, hi]}
+
+
+def predict(costs: Mapping[Key, Cost], profile: DomainProfile) -> dict[Key, Prediction]:
+    """The prediction at every (B, k) of the surface within the profile's positions."""
+    out = {}
+    for (b, k), cost in sorted(costs.items()):
+        if not 1 <= k <= profile.positions:
+            continue
+        length = profile.accept_length(k)
+        n = len(cost.reps) if profile.replicates is None else min(len(cost.reps),
+                                                                   len(profile.replicates))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            reps = profile.length_replicates(k, n) / cost.reps[:n]
+        out[(b, k)] = Prediction(b, k, length, cost.value, length / cost.value, reps)
+    return out
+
+
+def best_depths(predictions: Mapping[Key, Prediction]) -> dict[int, int]:
+    """Load -> the depth of the highest predicted speedup, depth 0 (speedup 1) included; the
+    smaller depth on a tie."""
+    out = {}
+    for b in sorted({key[0] for key in predictions}):
+        value = {0: 1.0, **{k: p.speedup for (load, k), p in predictions.items() if load == b}}
+        out[b] = min(value, key=lambda d: (-value[d], d))
+    return out
+
+
+def depth_schedule(best: Mapping[int, int]) -> Schedule:
+    """The schedule of the best depths (the depth search's `schedule`)."""
+    return schedule([LevelState(b, (d,), d) for b, d in sorted(best.items())])
+
+
+def depth_plan(predictions: Mapping[Key, Prediction],
+               setting: Callable[[Schedule], Mapping[str, Any] | None] | None = None
+               ) -> dict[str, Any]:
+    """The best depth per load, the schedule (tiers and in words), the `speculative_depth`
+    value a variant takes (None where it never drafts: serve the baseline) and, with
+    `setting`, the engine's words for it (`Engine.depth_setting` as the plan calls it)."""
+    best = best_depths(predictions)
+    tiers = depth_schedule(best)
+    drafts = any(d > 0 for _, d in tiers)
+    return {"best": {str(b): d for b, d in best.items()},
+            "schedule": [list(t) for t in tiers], "text": schedule_text(tiers),
+            "speculative_depth": [list(t) for t in tiers] if drafts else None,
+            "engine": setting(tiers) if setting is not None and drafts else None}

@@ -1,0 +1,55 @@
+"""A drafter on the surface: speedup and its interval, break-even, best depth, schedule."""
+
+import numpy as np
+import pytest
+
+from grid.analysis.surface import Cost, DomainProfile, depth_plan, predict
+
+PROFILE = DomainProfile("chat", (0.8, 0.5), (0.8, 0.4))
+"""AL(1) = 1.8, AL(2) = 2.2."""
+
+
+def hand_surface(values):
+    return {(b, k): Cost(b, k, c, np.full(2, c)) for (b, k), c in values.items()}
+
+
+COSTS = hand_surface({(1, 1): 1.3, (1, 2): 1.45, (64, 1): 1.5, (64, 2): 2.0, (64, 3): 2.7,
+                      (256, 1): 2.0, (256, 2): 3.0})
+
+
+def test_speedup_is_accept_length_over_cost():
+    pred = predict(COSTS, PROFILE)
+    assert pred[(1, 2)].speedup == pytest.approx(2.2 / 1.45)
+    assert pred[(64, 1)].speedup == pytest.approx(1.2)
+    assert pred[(256, 1)].speedup == pytest.approx(0.9)
+    assert pred[(64, 2)].break_even == 2.0  # the cost: AL needed to break even
+    assert (64, 3) not in pred  # beyond the profile's two positions
+
+
+def test_interval_propagates_both_replicates():
+    profile = DomainProfile("chat", (0.8, 0.5), (0.8, 0.4),
+                            replicates=np.array([[0.8, 0.4], [0.6, 0.3], [0.7, 0.2]]))
+    costs = {(1, 2): Cost(1, 2, 1.45, np.array([1.45, 1.2]))}
+    (p,) = predict(costs, profile).values()
+    # AL(2) replicates 2.2, 1.9 (the first two of the profile's) over the cost's 1.45, 1.2
+    np.testing.assert_allclose(p.reps, [2.2 / 1.45, 1.9 / 1.2])
+    lo, hi = p.interval
+    assert 2.2 / 1.45 <= lo < hi <= 1.9 / 1.2
+
+
+def test_best_depth_and_schedule():
+    plan = depth_plan(predict(COSTS, PROFILE), setting=lambda tiers: {"tiers": tiers})
+    # c=1: 1.38 (k=1) < 1.52 (k=2); c=64: 1.2 > 1.1; c=256: 0.9 and 0.73 below the baseline's 1
+    assert plan["best"] == {"1": 2, "64": 1, "256": 0}
+    assert plan["schedule"] == [[1, 2], [64, 1], [256, 0]]
+    assert plan["speculative_depth"] == plan["schedule"]
+    assert plan["text"] == "schedule 2 from 1, 1 from 64, 0 from 256"
+    assert plan["engine"] == {"tiers": ((1, 2), (64, 1), (256, 0))}
+
+
+def test_a_tie_with_the_baseline_keeps_the_baseline_and_a_schedule_that_never_drafts():
+    costs = hand_surface({(1, 1): 1.8, (8, 1): 2.0})
+    plan = depth_plan(predict(costs, PROFILE), setting=lambda tiers: {"called": True})
+    assert plan["best"] == {"1": 0, "8": 0}  # speedup exactly 1 at c=1: the smaller depth
+    assert (plan["schedule"], plan["speculative_depth"], plan["engine"]) == ([[1, 0]], None,
+                                                                            None)

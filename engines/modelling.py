@@ -14,10 +14,29 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from engines.planning import CellWork, EnvelopeFinding, Scenario
 from engines.twin_data import MeasuredCell, SpeedupQuestion
+
+
+@dataclass(frozen=True)
+class AssumedInterior:
+    """Where a model's speedup curve is measured and where it is assumed: the loads its anchor
+    measured, and the crossover over every assumption that meets those measurements."""
+
+    measured_loads: tuple[float, ...]
+    """The concurrencies the anchor measured (the default anchor: 1 and 64)."""
+    crossover: tuple[float, float]
+    """The lowest and highest crossover concurrency over the assumptions kept."""
+    kept: tuple[str, ...]
+    """The assumptions that meet the anchor, in words (`excess per verified token, accept
+    length 2.36-3.12`)."""
+    excluded: tuple[str, ...]
+    """The assumptions tried that do not meet the anchor, each with by how much."""
+    command: str
+    """The command that computes it."""
 
 
 class Modeller(ABC):
@@ -81,6 +100,12 @@ class Modeller(ABC):
         """The speedup (variant / baseline - 1 in output tok/s) at each of `question.loads`
         as the model with the fitted `profile` (a twin's file, `fit_twin`) predicts it.
         ValueError (one line) for a profile it cannot read."""
+
+    def assumed_interior(self, options: Mapping[str, Any]) -> AssumedInterior | None:
+        """The crossover range the model's assumptions allow between the loads its anchor
+        measured, for the profile `options` name; None where it has none (no anchor, or not
+        computed). ValueError for options it cannot read."""
+        return None
 
     @abstractmethod
     def twin_summary(self, document: Mapping[str, Any], path: str, skipped: Sequence[str]

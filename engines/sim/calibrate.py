@@ -127,13 +127,13 @@ def workload_prompts(name: str) -> list[str]:
 
 
 def closed_loop_tok_s(engine: SimEngine, prompts: Sequence[str], output_tokens: int,
-                      streams: int, requests: int) -> float:
+                      streams: int, requests: int, served: list[Any] | None = None) -> float:
     """Modelled output tok/s of a closed-loop cell as the report computes it: ``streams``
     streams, each sending its next prompt (``prompts`` in order, cycling) the moment its last
     request ends, ``requests`` in all; tokens inside the steady window (from the streams-th send
     to the last send) over its length (specgrid_metrics/window.py, the report's own code).
     The profile's ``request_overhead_ms`` delays each arrival at the scheduler, as the server
-    does."""
+    does. ``served``, when given, receives every request served (their ``n``, ``verify_ct``)."""
     core = engine.core
     delay = engine.roofline.hw.efficiency.request_overhead_ms / 1000
     now, sent = 0.0, 0
@@ -148,6 +148,8 @@ def closed_loop_tok_s(engine: SimEngine, prompts: Sequence[str], output_tokens: 
                                  temperature=0.0, rid=f"cal-{sent}")
         req.arrival = now
         reqs.append((now, req))
+        if served is not None:
+            served.append(req)
         pending.append((now + delay, req))
         sent += 1
 

@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from engines.modelling import Modeller
+from engines.modelling import AssumedInterior, Modeller
 from engines.planning import CellWork, EnvelopeFinding, Scenario
 from engines.sim import options as sim_options
 from engines.sim.drafter import FLOOR_ALIGNMENT, FULL_ACCEPTANCE_AT
@@ -53,6 +53,13 @@ class SimModeller(Modeller):
         (docs/twin.md)."""
         run = twin_of(str(options.get("profile") or "default"))
         return f"twin of {run}" if run else None
+
+    def assumed_interior(self, options: Mapping[str, Any]) -> AssumedInterior | None:
+        """The default anchor's crossover range over the overhead forms and accept lengths
+        that meet it (engines/sim/interior.py, stored in profiles/default.json)."""
+        from engines.sim.interior import assumed  # the calibration's engine: only when asked
+
+        return assumed(sim_options.profile_for(options))
 
     def drafter_options(self, train_data: str | None, train_mix: Mapping[str, float] | None
                         ) -> dict[str, Any]:

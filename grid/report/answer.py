@@ -2,7 +2,9 @@
 line of the terminal summary and of report.html, before any table. Per speculative variant and
 workload with a recommendation: where speculation pays (with the speedup at the lowest tested
 concurrency and its 95 % interval) and the `speculative_disable_above_batch` to set; without
-one, the speedups themselves."""
+one, the speedups themselves. A simulated run's recommendation follows its model's assumed
+interior (grid/report/assumed.py): its range is said, and an undetermined one names the loads to
+measure."""
 
 from __future__ import annotations
 
@@ -44,6 +46,12 @@ def _clause(decision: Decision, rec: dict) -> str:
     rows = _rows(decision, variant, workload)
     threshold = rec.get("speculative_disable_above_batch")
     paying = rows[rows.verdict == "faster"]
+    assumed: dict = rec.get("assumed") or {}  # a simulated run: its assumed interior decides
+    if rec.get("undetermined"):
+        low, high = rec["undetermined"]
+        return (f"{variant} on {workload}: speculative_disable_above_batch is undetermined "
+                f"between {low} and {high} ({assumed['text']}): measure "
+                f"c={assumed['measure']} on your node to settle it")
     if threshold is None:
         shown = _evidence(rows.iloc[0]) if len(rows) else "see below"
         top = f"{rows.load.max():g}" if len(rows) else "the highest tested"
@@ -58,8 +66,10 @@ def _clause(decision: Decision, rec: dict) -> str:
                 f"off, speculative_disable_above_batch=0")
     first = paying.iloc[0] if len(paying) else (rows.iloc[0] if len(rows) else None)
     shown = f" ({_evidence(first)})" if first is not None else ""
+    why = (f" ({assumed['text']}; measure c={assumed['measure']} on your node to check it)"
+           if assumed else "")
     return (f"{variant} pays up to concurrency {threshold} on {workload}{shown}; above it, "
-            f"keep speculation off: speculative_disable_above_batch={threshold}")
+            f"keep speculation off: speculative_disable_above_batch={threshold}{why}")
 
 
 def answer(decision: Decision, label: str | None = None) -> str:

@@ -23,7 +23,7 @@ from grid.analysis.drafter_run import DrafterRun
 from grid.analysis.forced import forced_mask, unforced
 from grid.analysis.lesson import acceptance_table
 from grid.analysis.setups import label_setups
-from grid.report import lossless
+from grid.report import assumed, lossless
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
 from grid.report.search import load_trace, searched_recommendations
@@ -135,6 +135,7 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
     data.acceptance = table[table.alignment.notna()]
     data.lossless = lossless.load_table(run_dir, cells, baseline)  # greedy outputs vs baseline
     data.validity = validity(data)
+    assumed.apply(data)  # a simulated run: where its curve is measured, where assumed
     data.drafter_run, data.drafter_note = saved_drafter_run(run_dir)
     return data
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+import engines
 from engines.depth import DepthSetting
 from engines.launch import Endpoints, LaunchSpec, ServerRequest
 from engines.metrics import MetricNames
@@ -55,9 +56,6 @@ class Engine:
     """The config name (`engine=<name>`) and folder under engines/."""
     label: ClassVar[str]
     """How reports and provenance name it, e.g. `SGLang`."""
-    simulated: ClassVar[bool] = False
-    """Whether its numbers are modelled (labelled SIMULATION everywhere; its model answers
-    through engines/<name>/modeller.py, engines/modelling.py)."""
     launches: ClassVar[bool] = True
     """False for a server someone else runs (nothing to start, no GPUs to reserve)."""
     start_estimate_s: ClassVar[float] = 600.0
@@ -72,6 +70,12 @@ class Engine:
     flags_of: ClassVar[str | None] = None
     """The engine whose command-line flags it takes and whose parser checks them (the
     simulator takes SGLang's); None = its own."""
+
+    @property
+    def simulated(self) -> bool:
+        """Whether its numbers are modelled, not measured (labelled SIMULATION everywhere): it
+        has a model, `engines.modeller(name)` (engines/<name>/modeller.py, engines/modelling.py)."""
+        return engines.modeller(self.name) is not None
 
     def launch_spec(self, request: ServerRequest) -> LaunchSpec:
         """The server's command line and how to start, probe and stop it. Raises ValueError

@@ -1,7 +1,8 @@
 """What the plan asks of an engine's model before anything runs, as plain values: where a cell
 stands against the model's calibration (`Scenario` -> `EnvelopeFinding`) and how long its load
 takes (`CellWork`, with a conversation cell's `ConversationWork`). An engine that models its
-numbers answers them (engines/modeller.py); the driver builds them from a cell's config."""
+numbers answers them (engines/modelling.py, `engines.modeller(name)`); the driver builds them
+from a cell's config."""
 
 from __future__ import annotations
 

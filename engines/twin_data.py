@@ -1,6 +1,6 @@
 """What a twin is fitted from (`MeasuredCell`, one committed cell of a run) and what it is asked
 (`SpeedupQuestion`, a search's prior), as plain values: the driver reads them out of a run
-folder or a plan, the engine that models servers answers them (engines/modeller.py,
+folder or a plan, the engine that models servers answers them (engines/modelling.py,
 docs/twin.md)."""
 
 from __future__ import annotations

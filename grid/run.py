@@ -74,7 +74,7 @@ from grid.store.drafter_run import read_drafter_run
 from grid.store.files import check_writable
 from grid.store.ledger import DriverLock, RunLockedError
 from grid.store.measured import measured_cells
-from grid.store.record import RunRecord
+from grid.store.record import EXIT_FAILED_CELLS, RunRecord
 from grid.store.results import ResultsWriteError
 
 
@@ -87,7 +87,6 @@ def _conf_dir() -> Path:
 
 
 CONF_DIR = _conf_dir()
-EXIT_FAILED_CELLS = 3
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130
 BAD_INPUT = (ConfigError, SearchError, ValueError, FileNotFoundError, hydra.errors.HydraException,

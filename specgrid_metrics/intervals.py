@@ -42,10 +42,6 @@ def percentile_of(metric: str) -> tuple[str, float] | None:
     return (m.group(1), q) if 0.0 < q < 1.0 else None
 
 
-def known_metric(metric: str) -> bool:
-    return metric in METRICS or percentile_of(metric) is not None
-
-
 @dataclass(frozen=True)
 class RequestArrays:
     """A cell's measured requests as arrays (float seconds; NaN where unknown)."""

@@ -40,6 +40,7 @@ from actors.loadgen.conversation_plan import (
     think_times,
     unrun_rows,
 )
+from actors.loadgen.dispatch import sleep_until
 from actors.loadgen.spec import LoadResult
 from actors.loadgen.streams import (
     ChatSink,
@@ -186,11 +187,6 @@ def _row(conv: Conversation, k: int, n: int, tl: Timeline, sink: NativeReplySink
     return row
 
 
-async def _sleep_until(target: float) -> None:
-    while (delay := target - perf_counter()) > 0:
-        await asyncio.sleep(delay)
-
-
 async def run_conversation(cl: _Client, conv: Conversation, index: int, due: float,
                            deadline: float | None, offset: float,
                            counter: Tally | None = None) -> list[dict[str, Any]]:
@@ -205,7 +201,7 @@ async def run_conversation(cl: _Client, conv: Conversation, index: int, due: flo
         if deadline is not None and due >= deadline:
             rows += unrun_rows(conv, k, n, "not_run", "load window ended")
             break
-        await _sleep_until(due)
+        await sleep_until(due)
         history.request(k)
         body = cl.body(history, conv.turns[k].output_tokens or spec.max_new_tokens)
         tl = Timeline(due)
@@ -298,7 +294,7 @@ class ConversationRun:
                 due = t0 + off
                 if deadline is not None and due >= deadline:
                     break
-                await _sleep_until(due)
+                await sleep_until(due)
                 if sem is not None:
                     await sem.acquire()
                 tasks.append(asyncio.create_task(capped(i, due)))

@@ -32,7 +32,6 @@ def _memory_mib(hardware: str | None) -> float | None:
 class Sim(Engine):
     name = "sim"
     label = "simulated SGLang"
-    simulated = True
     start_estimate_s = 4.0
     endpoints = Endpoints()
     metrics = SGLANG_METRICS

@@ -214,11 +214,6 @@ class Model:
         return self.dense_params_b * 1e9 + routed
 
     @property
-    def total_params(self) -> float:
-        return self.dense_params_b * 1e9 + self.moe_layers * self.experts * \
-            self.expert_params_m * 1e6
-
-    @property
     def kv_token_bytes(self) -> float:
         if self.kv_bytes_per_token:
             return self.kv_bytes_per_token

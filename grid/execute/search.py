@@ -34,11 +34,10 @@ from grid.plan.depth import DepthSetup
 from grid.plan.search import SearchSetup, step_plan
 from grid.plan.workloads import WorkloadPlan
 from grid.store.files import write_json
-from grid.store.record import RunRecord
+from grid.store.record import EXIT_FAILED_CELLS, RunRecord
 
 TRACE_FILE = "search.json"
 K = TypeVar("K")
-EXIT_FAILED_CELLS = 3
 
 
 def measured_points(run_dir: Path, points: Mapping[K, tuple[Cell, Cell]], slo: Slo

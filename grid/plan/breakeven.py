@@ -28,7 +28,7 @@ from grid.analysis.breakeven_search import (
 from grid.analysis.search import Space
 from grid.plan.cells import Cell
 from grid.plan.depth import with_settings
-from grid.plan.search import BASELINE, SearchError
+from grid.plan.search import BASELINE, SearchError, check_one_against_baseline
 from grid.plan.workloads import WorkloadPlan
 
 LENGTH_KEY = "variant.forced_acceptance.length"
@@ -60,12 +60,7 @@ def breakeven_universe(cfg: DictConfig, space: Space, cells: Sequence[Cell],
     cell per forced length (the composition rule a dense grid of that factor gives);
     alignments follow the cells. SearchError for a grid that is not the baseline and one
     speculative variant on one workload, or a variant that forces acceptance itself."""
-    variants = sorted({c.config["variant"]["name"] for c in cells})
-    labels = sorted({c.workload for c in cells})
-    if BASELINE not in variants or len(variants) != 2 or len(labels) != 1:
-        raise SearchError("grid.search.kind=breakeven compares one speculative variant with "
-                          "the baseline on one workload; the grid has variants "
-                          f"{', '.join(variants)} and workloads {', '.join(labels)}")
+    check_one_against_baseline(cells, "breakeven compares one speculative variant")
     own = next(c for c in cells if c.config["variant"]["name"] != BASELINE).config["variant"]
     steps = speculative_steps(own.get("args") or {})
     if steps is None:

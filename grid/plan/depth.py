@@ -33,7 +33,7 @@ from grid.analysis.depth import (
 from grid.analysis.depth_confirm import SCHEDULE, THRESHOLD, describe
 from grid.analysis.search import Space
 from grid.plan.cells import Cell, make_cell
-from grid.plan.search import BASELINE, SearchError, ask_twin
+from grid.plan.search import BASELINE, SearchError, ask_twin, check_one_against_baseline
 from grid.plan.specs import server_request
 from grid.plan.workloads import WorkloadPlan
 
@@ -66,12 +66,7 @@ def depth_universe(cells: Sequence[Cell], depths: Sequence[int], workloads: Work
     cell at the lowest load (what the confirmation's cells are made from). Alignments follow
     the cells. SearchError for a grid that is not the baseline and one speculative variant on
     one workload."""
-    variants = sorted({c.config["variant"]["name"] for c in cells})
-    labels = sorted({c.workload for c in cells})
-    if BASELINE not in variants or len(variants) != 2 or len(labels) != 1:
-        raise SearchError("grid.search.kind=depth compares one speculative variant's depths "
-                          "with the baseline on one workload; the grid has variants "
-                          f"{', '.join(variants)} and workloads {', '.join(labels)}")
+    check_one_against_baseline(cells, "depth compares one speculative variant's depths")
     out = []
     own = [c for c in cells if c.config["variant"]["name"] != BASELINE]
     for cell in cells:

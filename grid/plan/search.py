@@ -36,6 +36,18 @@ class SearchError(ValueError):
     """A search that cannot run; one line (grid/run.py turns it into exit 2)."""
 
 
+def check_one_against_baseline(cells: Sequence[Cell], compares: str) -> None:
+    """SearchError unless the grid holds the baseline and one other variant (by name) on one
+    workload; `compares` says what the search compares (`breakeven compares one speculative
+    variant`), the line then names what the grid holds."""
+    variants = sorted({c.config["variant"]["name"] for c in cells})
+    labels = sorted({c.workload for c in cells})
+    if BASELINE not in variants or len(variants) != 2 or len(labels) != 1:
+        raise SearchError(f"grid.search.kind={compares} with the baseline on one workload; the "
+                          f"grid has variants {', '.join(variants)} and workloads "
+                          f"{', '.join(labels)}")
+
+
 def search_kind(cfg: DictConfig) -> str | None:
     return OmegaConf.select(cfg, "grid.search.kind", default=None)
 

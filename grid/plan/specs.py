@@ -8,13 +8,12 @@ from __future__ import annotations
 import ipaddress
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import engines
-from actors.loadgen.conversation_plan import ConversationLoadSpec
 from actors.loadgen.spec import LoadSpec, Prompt
 from engines.depth import depth_schedule
 from engines.forced import forced_acceptance
@@ -184,15 +183,6 @@ def _config_words(message: str, open_loop: bool) -> str:
     message = message.removeprefix("invalid LoadSpec: ")
     keys = dict(_SPEC_KEYS, concurrency="load.max_in_flight" if open_loop else "load.concurrency")
     return re.sub(r"\b(" + "|".join(keys) + r")\b", lambda m: keys[m.group(1)], message)
-
-
-PlannedSpec = TypeVar("PlannedSpec", LoadSpec, ConversationLoadSpec)
-
-
-def at_url(specs: Iterable[PlannedSpec], url: str, api_key: str | None) -> list[PlannedSpec]:
-    """The planned specs (a prompt or a conversation cell's) aimed at a running server, with
-    the API key it expects."""
-    return [replace(spec, url=url, api_key=api_key) for spec in specs]
 
 
 # --- engine versions (part of a cell's identity) -------------------------------------------

@@ -100,9 +100,9 @@ def source_label(config: Mapping[str, Any]) -> str:
     SIMULATION (the simulator), a real engine on a CPU (with the project's tiny model) or on
     GPUs, or a server someone else runs."""
     kind = engines.get(config["engine"]["name"])
-    if kind.simulated:  # e.g. "SIMULATION (twin of RUN)" on a twin's profile (docs/twin.md)
-        model = engines.modeller(kind.name)
-        note = model.provenance(config["engine"].get("options") or {}) if model else None
+    model = engines.modeller(kind.name)
+    if model is not None:  # e.g. "SIMULATION (twin of RUN)" on a twin's profile (docs/twin.md)
+        note = model.provenance(config["engine"].get("options") or {})
         return f"SIMULATION ({note})" if note else "SIMULATION"
     if not kind.launches:
         return "external server"

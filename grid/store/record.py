@@ -21,6 +21,10 @@ from grid.store.ledger import Ledger
 from grid.store.loader import load_cells
 from grid.store.rows import CellOutcome
 
+EXIT_FAILED_CELLS = 3
+"""The exit code of a run or a search that ended with cells the record holds as failed (the same
+command retries them)."""
+
 
 class RunRecord:
     def __init__(self, run_dir: Path, run_id: str) -> None:

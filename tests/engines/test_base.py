@@ -28,6 +28,16 @@ def test_only_an_engine_that_models_its_numbers_has_a_model() -> None:
     assert engines.modeller(None) is None
 
 
+def test_an_engine_is_simulated_exactly_when_it_has_a_model() -> None:
+    # one concept: `simulated` (the cells column, the SIMULATION label) is having a model
+    assert [n for n in engines.names() if engines.get(n).simulated] == ["sim"]
+
+    class Unmodelled(engines.get("sim").__class__):
+        name = "tgi"  # no folder under engines/, so no model: its numbers are not modelled
+
+    assert not Unmodelled().simulated
+
+
 def test_gpus_per_server_by_engine_and_device() -> None:
     assert engines.get("vllm").gpus(4, "cuda") == 4
     assert engines.get("vllm").gpus(4, "cpu") == 0  # a CPU server reserves no GPU

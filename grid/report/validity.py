@@ -80,6 +80,9 @@ def extrapolated(data: RunData) -> list[tuple[Any, str]]:
     sim = cells[cells.simulated.fillna(False).astype(bool)]
     if not len(sim):
         return []
+    # in a stable order, whatever order the store hands the cells in
+    sim = sim.sort_values([c for c in ("variant", "workload", "concurrency", "rate", "repeat")
+                           if c in sim], kind="stable")
     columns = ["cell_id", "status", "input_tokens", "output_tokens", "domain"]
     try:
         reqs = load_requests(data.run_dir, columns=columns)

@@ -36,8 +36,8 @@ from grid.analysis.surface.profile import (
     marginal_of,
     profile_from_cells,
     profile_from_counts,
+    profile_text,
     read_profile,
-    write_profile,
 )
 
 __all__ = [
@@ -46,5 +46,5 @@ __all__ = [
     "beside_leviathan", "best_depths", "check", "conditional_of", "decompose", "depth_plan",
     "depth_schedule", "forced_points", "length_checks", "length_of_rate", "leviathan_speedup",
     "marginal_of", "predict", "profile_from_cells", "profile_from_counts", "read_profile",
-    "step_cost", "surface", "write_profile",
+    "step_cost", "surface", "profile_text",
 ]

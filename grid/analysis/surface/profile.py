@@ -19,7 +19,7 @@ bootstrap.py). A cell's `acceptance_per_position` is already a share per step, s
 counts as one unit of one step (`profile_from_cells`: every cell weighs the same; the store
 records no per-request per-position counts, so a profile from a run is over cells).
 
-The file (`write_profile`, `read_profile`; docs/surface.md): JSON
+The file (`profile_text`, `read_profile`; docs/surface.md): JSON
 `{"format": FORMAT, "source", "unit", "level", "domains": {name: {"positions", "samples",
 "conditional", "conditional_interval", "marginal", "marginal_interval", "accept_length",
 "replicates"?}}}`, the conditional and marginal rates per domain as a per-position profile
@@ -225,10 +225,10 @@ def profile_json(profile: Profile, with_replicates: bool = True) -> dict[str, An
             "level": profile.level, "domains": domains}
 
 
-def write_profile(profile: Profile, path: str | Path, with_replicates: bool = True) -> Path:
-    out = Path(path)
-    out.write_text(json.dumps(profile_json(profile, with_replicates), indent=1) + "\n")
-    return out
+def profile_text(profile: Profile, with_replicates: bool = True) -> str:
+    """The profile file's text (whoever writes it uses the store's writer, grid/store/files.py:
+    the analysis writes no file)."""
+    return json.dumps(profile_json(profile, with_replicates), indent=1) + "\n"
 
 
 def read_profile(path: str | Path) -> Profile:

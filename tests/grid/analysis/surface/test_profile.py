@@ -16,8 +16,8 @@ from grid.analysis.surface import (
     marginal_of,
     profile_from_cells,
     profile_from_counts,
+    profile_text,
     read_profile,
-    write_profile,
 )
 
 
@@ -105,7 +105,8 @@ def test_profile_file_round_trip(tmp_path):
     prof = profile_from_counts(pd.DataFrame({
         "domain": ["chat", "chat"], "accepted": [[8, 4], [6, 2]], "steps": [10, 10]}),
         replicates=50, source="run-1")
-    path = write_profile(prof, tmp_path / "profile.json")
+    path = tmp_path / "profile.json"
+    path.write_text(profile_text(prof))
     raw = json.loads(path.read_text())
     assert raw["format"] == "specgrid.acceptance_profile/1"
     assert raw["domains"]["chat"]["accept_length"] == pytest.approx([1.7, 1.7 + 0.3])

@@ -231,11 +231,17 @@ class MetricsSampler:
         self._thread.start()
         return self
 
-    def stop(self) -> list[tuple[float, str, dict[str, str], float]]:
+    def halt(self) -> None:
+        """Start no new scrape (one in flight ends within the client's 5 s timeout)."""
         self._stop.set()
+
+    def stop(self, scrape: bool = True) -> list[tuple[float, str, dict[str, str], float]]:
+        """The samples, with a last scrape (the state after the load) when `scrape`."""
+        self.halt()
         self._thread.join(timeout=10)
         try:
-            self.scrape()  # the state after the load
+            if scrape:
+                self.scrape()
         except TLSError:
             pass
         self._client.close()

@@ -273,15 +273,18 @@ class ServerActor:
         samples taken during it (the last scrape now), the process's exit code (None while it
         runs), and then either its log tail (it exited) or its `/server_info` snapshot and
         whether it still answers `/health` within `probe_timeout_s` (`unresponsive`: why
-        not, or None). A server that stopped answering costs this call `probe_timeout_s` per
-        probe, never more: the driver bounds the call itself too."""
+        not, or None). A server that stopped answering costs this call one `probe_timeout_s`
+        (its /health probe; it is not scraped again), never more: the driver bounds the call
+        itself too."""
         sampler, self._sampler = self._sampler, None
-        samples = sampler.stop() if sampler else []
         code = self.exit_code()
         if code is not None:
-            return {"samples": samples, "exit_code": code, "info": {},
-                    "log_tail": self.log_tail(), "unresponsive": None}
+            return {"samples": sampler.stop() if sampler else [], "exit_code": code,
+                    "info": {}, "log_tail": self.log_tail(), "unresponsive": None}
+        if sampler:
+            sampler.halt()  # a scrape in flight ends during the probe: the join below is quick
         unresponsive = probe.health(self._url(), self.access, timeout=probe_timeout_s)
+        samples = sampler.stop(scrape=unresponsive is None) if sampler else []
         info: dict[str, Any] = {}
         path = self.spec.endpoints.server_info
         if unresponsive is None and path:

@@ -19,6 +19,12 @@ client's warm-up requests (all completed; a conversation load has none). ``run``
 starts re-anchors at that moment (no backlog of arrivals fired at once;
 ``stats["start_late_s"]`` says by how much). ``run`` closes the connections; a
 ``prepare`` not followed by ``run`` is closed by the next ``prepare`` or ``close``.
+
+``cancel`` ends a cell's load at once, whichever call runs it (the driver's stall watch calls it
+when the cell's bound passed, grid/execute/stall.py): every task on the load's loop - the
+prepare or run, each request in flight, the window's watchers - is cancelled, the connections
+closed, and the ``prepare`` or ``run`` call ends with ``LoadCancelled``. The actor stays: it
+runs the group's next cell.
 """
 
 from __future__ import annotations
@@ -41,7 +47,15 @@ START_MARGIN_S = 0.5
 (a few ms on an idle node, 100s of ms on a busy one); a client reached later re-anchors
 (``start_late_s``)."""
 
+CANCEL_GRACE_S = 5.0
+"""How long ``cancel`` waits for the load's cancelled tasks to end (each ends at its next
+await, closing its stream; a task that ignores its cancellation is left after this)."""
+
 T = TypeVar("T")
+
+
+class LoadCancelled(RuntimeError):
+    """The cell's load was cancelled (``LoadGenActor.cancel``) before it ended."""
 
 
 class Load(Protocol):
@@ -61,9 +75,11 @@ class LoopThread:
     def __init__(self) -> None:
         ready = threading.Event()
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._main: asyncio.Task[Any] | None = None
 
         async def main() -> None:
             self.loop = asyncio.get_running_loop()
+            self._main = asyncio.current_task()
             self._stop = asyncio.Event()
             ready.set()
             await self._stop.wait()
@@ -77,6 +93,21 @@ class LoopThread:
         """Run ``coro`` on the thread's loop; await its result from another loop."""
         assert self.loop is not None
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
+
+    async def cancel_all(self, grace_s: float) -> int:
+        """Cancel every task on the thread's loop but its own (what a load started there) and
+        wait up to ``grace_s`` for them to end; how many were cancelled."""
+
+        async def cancel() -> int:
+            me = asyncio.current_task()
+            tasks = [t for t in asyncio.all_tasks() if t is not me and t is not self._main]
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks, timeout=grace_s)
+            return len(tasks)
+
+        return await self.call(cancel())
 
     def stop(self) -> None:
         if self.loop is not None:
@@ -106,7 +137,7 @@ class LoadGenActor:
             self._live = self._load.tally  # the warm-up's progress counts too
             return await self._load.prepare()
 
-        return await self._loop.call(go())
+        return await self._cancellable(go())
 
     async def run(self, start_at: float | None) -> LoadResult:
         """The measured window of the prepared cell, from ``start_at`` (epoch s)."""
@@ -122,9 +153,28 @@ class LoadGenActor:
 
         self._live = load.tally
         try:
-            return await self._loop.call(go())
+            return await self._cancellable(go())
         finally:
             self._live = None
+
+    async def _cancellable(self, coro: Coroutine[Any, Any, T]) -> T:
+        """``coro`` on the load's loop; LoadCancelled when ``cancel`` ended it there."""
+        try:
+            return await self._loop.call(coro)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():  # this call itself was cancelled
+                raise
+            raise LoadCancelled("the cell's load was cancelled") from None
+
+    async def cancel(self) -> int:
+        """End the cell's load now (see the module doc): the requests it had in flight
+        (cancelled, their connections closed); 0 between cells."""
+        live, self._live = self._live, None
+        in_flight = live.in_flight() if live is not None else 0
+        await self._loop.cancel_all(CANCEL_GRACE_S)
+        await self.close()  # a load prepared or being prepared: its connections
+        return in_flight
 
     async def progress(self) -> dict[str, int] | None:
         """The cell's counts (actors/loadgen/tally.py): measured requests (conversation rounds)

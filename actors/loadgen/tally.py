@@ -43,6 +43,10 @@ class Tally:
             else:
                 self.errors += 1
 
+    def in_flight(self) -> int:
+        """Requests started and not yet ended."""
+        return len(self._open)
+
     def progress(self) -> dict[str, int]:
         """``done``, ``tokens``, ``errors``: the measured requests so far (the display);
         ``activity``: streamed chunks plus successful completions so far, warm-up included,

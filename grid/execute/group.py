@@ -38,7 +38,7 @@ from grid.execute.server import (
     first_line,
 )
 from grid.execute.stall import PING_TIMEOUT_S, LoadTimeout
-from grid.execute.steps import Steps, Wait, WaitTimeout, blocking
+from grid.execute.steps import Steps, Wait, WaitTimeout, blocking, finishing
 from grid.plan.build import Plan
 from grid.plan.cells import ServerGroup
 from grid.plan.placement import bundle_gpus, server_gpus
@@ -106,35 +106,43 @@ class GroupRun:
 
     def steps(self) -> Steps[None]:
         """The group's whole life: reserve, run its cells in order, release (or, held, stay
-        reserved and running for the controller's next `run`)."""
-        held = False
+        reserved and running for the controller's next `run`). Its release is steps too; only
+        a group stopped with the run (interrupted, or closed by the controller) releases here
+        and now."""
         try:
             if self.pg is None:  # a parked group is still reserved
                 yield from self._reserve()
             for cell in self.group.cells:
                 yield from self._run_cell(self.run.plan.work(cell))
-            held = self.hold and self.unplaceable is None and self.server is not None
-        finally:
-            if held:
-                self.hold = False
-                self.run.parked[self.group.key] = self
-            else:
-                self.close()
+        except BaseException:
+            self.close()
+            raise
+        if self.hold and self.unplaceable is None and self.server is not None:
+            self.hold = False
+            self.run.parked[self.group.key] = self
+        else:
+            yield from self._release()
 
     def close(self) -> None:
-        """Stop the server and load generators and release the placement group (here and
-        now, each call bounded: the group is closing, nothing of it waits any more)."""
-        blocking(self._drop_server())
-        for actor in [*self.loadgens, *([self.telemetry] if self.telemetry else [])]:
-            ray.kill(actor)
-        self.loadgens, self.telemetry = [], None
-        if self.pg is not None:
-            try:
-                remove_placement_group(self.pg)
-            except Exception as e:  # a lost node's group: nothing left to release here
-                self.run.echo(f"warning: releasing the placement group of "
-                              f"{self.group.variant}: {reason(e)}")
-        self.pg = None
+        """Release the group here and now (each call bounded): the run is stopping, or the
+        controller stops a parked group outside its loop."""
+        blocking(self._release())
+
+    def _release(self) -> Steps[None]:
+        """Stop the server, end the load generators and release the placement group."""
+        try:
+            yield from self._drop_server()
+        finally:
+            for actor in [*self.loadgens, *([self.telemetry] if self.telemetry else [])]:
+                ray.kill(actor)
+            self.loadgens, self.telemetry = [], None
+            if self.pg is not None:
+                try:
+                    remove_placement_group(self.pg)
+                except Exception as e:  # a lost node's group: nothing left to release here
+                    self.run.echo(f"warning: releasing the placement group of "
+                                  f"{self.group.variant}: {reason(e)}")
+            self.pg = None
 
     # --- resources -----------------------------------------------------------------------------
     def bundles(self) -> list[dict[str, float]]:
@@ -244,15 +252,15 @@ class GroupRun:
     # --- healing -------------------------------------------------------------------------------
     def _heal(self, error: Exception, end: CellEnd) -> Steps[None]:
         """After a failed cell: drop a dead or hung server (relaunched when next needed),
-        replace dead load generators, leave the living alone. After a LoadTimeout every load
-        generator is replaced: the load that passed its bound may still be running in them,
-        and must not reach the next cell."""
+        replace dead load generators, leave the living alone. After a LoadTimeout the load
+        generators that did not confirm they cancelled the load (`LoadTimeout.stuck`) are
+        replaced: a load that may still run in them must not reach the next cell."""
         if end.broken:
             yield from self._drop_server()
         if not self.loadgens:
             return
         if isinstance(error, LoadTimeout):
-            alive = [False] * len(self.loadgens)
+            alive = [i not in error.stuck for i in range(len(self.loadgens))]
         else:
             alive = yield from _responsive(self.loadgens)
         for i, actor in enumerate(self.loadgens):
@@ -307,13 +315,16 @@ class GroupRun:
             try:
                 yield from server.wait_ready(self.spec.ready_timeout_s, self._on_phase(prefix),
                                              self.run.settings.call_timeout_s)
-            except BaseException as e:
+            except Exception as e:
                 self.server = server
-                blocking(self._drop_server())  # not a step: `e` may be the group closing
+                yield from self._drop_server()
                 if not isinstance(e, PortLost) or start == PORT_STARTS:
                     raise
                 self.run.echo(f"{prefix}: {e}; starting it again on new ports")
                 continue
+            except BaseException:  # the run stops: `steps` releases the group, server too
+                self.server = server
+                raise
             return server
         raise AssertionError("unreachable: the last start returns or raises")
 
@@ -330,8 +341,8 @@ class GroupRun:
         if server is None:
             return
         grace = float(self.spec.stop_timeout_s) if self.spec is not None else 0.0
-        try:
-            yield from server.stop(grace + STOP_MARGIN_S)
+        try:  # finished here and now if the group is closed meanwhile
+            yield from finishing(server.stop(grace + STOP_MARGIN_S))
         except Exception as e:  # stopping is best effort; the ledger still records the stop
             self.run.echo(f"warning: stopping the server of {self.group.variant}: {e}")
         finally:

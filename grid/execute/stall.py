@@ -15,6 +15,12 @@ completes nothing for longer than both, plus the margin, is stuck: its server ac
 and answers nothing, or a client hangs. Failed requests are not progress: a server that
 answers every request with an error, or lets every one time out, makes none.
 
+When a bound passes, the watch cancels the cell's load in its clients (LoadGenActor.cancel:
+every request in flight cancelled, connections closed) and waits up to CANCEL_TIMEOUT_S for
+them to confirm; the LoadTimeout names the clients that did not (`stuck`), which alone are
+replaced (grid/execute/group.py): a client that confirmed has nothing of the cell left running
+and runs the group's next cell.
+
 A client that does not answer a poll within PING_TIMEOUT_S is no news, not a stall by itself;
 one that never answers again leaves the bound to run out. Polls never block the controller:
 each is a Ray call whose answer is read at a later poll (grid/execute/controller.py drives many
@@ -36,6 +42,9 @@ PROGRESS_INTERVAL_S = 1.0
 """How often the load generators are asked for the running cell's counts."""
 PING_TIMEOUT_S = 10.0
 """How long an actor may take to answer a ping or a progress poll."""
+CANCEL_TIMEOUT_S = 10.0
+"""How long a stalled cell's clients may take to confirm they cancelled its load (their own
+grace for the cancelled tasks, actors/loadgen/actor.py CANCEL_GRACE_S = 5 s, and the call)."""
 STALL_MARGIN_S = 30.0
 """What a stall bound allows beyond a request's timeout and the schedule's waits: a poll's
 answer read up to PING_TIMEOUT_S (10 s) late, the clients' pre-connection between warm-up and
@@ -45,6 +54,9 @@ barrier, START_MARGIN_S = 0.5 s, and building the rows at the end: seconds)."""
 
 class LoadTimeout(RuntimeError):
     """A cell's load made no progress for its stall bound, or passed run.cell_timeout_s."""
+
+    stuck: tuple[int, ...] = ()
+    """The clients (by index) that did not confirm the load's cancellation in time."""
 
 
 def stall_bound_s(request_timeout_s: float, longest_wait_s: float) -> float:
@@ -98,7 +110,8 @@ class Stall:
             raise LoadTimeout(
                 f"the load made no progress for {self.stall_s:.0f} s (no token streamed, no "
                 f"request completed): bound = load.request_timeout_s {self.request_timeout_s:g}"
-                f" s + longest scheduled wait {self.longest_wait_s:g} s + {STALL_MARGIN_S:g} s")
+                f" s + longest scheduled wait {self.longest_wait_s:g} s + stall margin "
+                f"{STALL_MARGIN_S:g} s")
 
 
 class StallWatch:
@@ -123,7 +136,7 @@ class StallWatch:
              on_counts: Callable[[dict[str, int]], None] | None = None) -> Steps[None]:
         """Wait for the clients' calls `refs` (their prepare, or their load), polling their
         progress every PROGRESS_INTERVAL_S (summed counts to `on_counts`, a live display);
-        LoadTimeout once a bound passes."""
+        once a bound passes, the clients cancel the load and LoadTimeout says which did not."""
         while True:
             try:
                 yield Wait(refs, timeout_s=self.wait_s())
@@ -132,7 +145,33 @@ class StallWatch:
                 counts = self.poll()
                 if on_counts is not None and counts is not None:
                     on_counts(counts)
-                self.check()
+                try:
+                    self.check()
+                except LoadTimeout as timeout:
+                    timeout.stuck = yield from self.cancel()
+                    raise
+
+    def cancel(self) -> Steps[tuple[int, ...]]:
+        """Every client cancels the cell's load (LoadGenActor.cancel); the clients that did
+        not confirm within CANCEL_TIMEOUT_S (or died)."""
+        if not self.clients:
+            return ()
+        refs = [client.cancel.remote() for client in self.clients]
+        try:
+            yield Wait(refs, timeout_s=CANCEL_TIMEOUT_S)
+        except WaitTimeout:
+            pass
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        stuck = []
+        for i, ref in enumerate(refs):
+            try:
+                if ref in ready:
+                    ray.get(ref, timeout=0)  # ready: no wait
+                    continue
+            except ray.exceptions.RayError:
+                pass
+            stuck.append(i)
+        return tuple(stuck)
 
     def wait_s(self) -> float:
         """How long the next wait for the load may last: until the next poll or the bound."""

@@ -68,9 +68,39 @@ def done(value: T) -> Steps[T]:
 
 def blocking(steps: Steps[T]) -> T:
     """Run a group's steps here and now, each Wait waited for in turn with its own bound:
-    where nothing else may run meanwhile (a group releasing its server in a `finally`)."""
+    where nothing else may run meanwhile (a group closing after the run was interrupted)."""
+    try:
+        return _finish(steps, next(steps))
+    except StopIteration as end:
+        return end.value  # type: ignore[no-any-return]
+
+
+def finishing(steps: Steps[T]) -> Steps[T]:
+    """`steps` as steps of the group's work, finished here and now (`blocking`) if the work is
+    closed meanwhile (the run is stopping): a server's stop is never left half done."""
     try:
         wait = next(steps)
+    except StopIteration as end:
+        return end.value  # type: ignore[no-any-return]
+    while True:
+        try:
+            yield wait
+        except WaitTimeout:
+            timed_out = True
+        except GeneratorExit:
+            _finish(steps, wait)
+            raise
+        else:
+            timed_out = False
+        try:
+            wait = steps.throw(WaitTimeout()) if timed_out else steps.send(None)
+        except StopIteration as end:
+            return end.value  # type: ignore[no-any-return]
+
+
+def _finish(steps: Steps[T], wait: Wait) -> T:
+    """Wait for `wait` here and now, then for the rest of `steps` likewise; their result."""
+    try:
         while True:
             if not wait.refs:
                 time.sleep(wait.timeout_s or 0.0)

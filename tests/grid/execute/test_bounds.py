@@ -52,7 +52,7 @@ def test_a_load_that_keeps_making_progress_outlasts_its_stall_bound():
         stall.check(1000.0 + 32.0)
     assert str(failed.value) == (
         "the load made no progress for 32 s (no token streamed, no request completed): "
-        "bound = load.request_timeout_s 2 s + longest scheduled wait 0 s + 30 s")
+        "bound = load.request_timeout_s 2 s + longest scheduled wait 0 s + stall margin 30 s")
 
 
 def test_activity_that_does_not_grow_is_no_progress():
@@ -222,13 +222,14 @@ def test_a_server_that_accepts_requests_and_answers_nothing_fails_its_cell_withi
     (error,) = [e for (e,) in ledger_rows(outcome.run_dir, "SELECT error FROM cells")]
     assert error == ("LoadTimeout: the load made no progress for 6 s (no token streamed, no "
                      "request completed): bound = load.request_timeout_s 1 s + longest "
-                     "scheduled wait 0 s + 5 s")
+                     "scheduled wait 0 s + stall margin 5 s")
     ((stall, failed_at),) = failures
     assert stall.best == {}  # not one chunk
     stalled = failed_at - stall.last_progress  # since the measured window opened
     # not before the bound, and at most a poll interval and the controller's wait (1 s) after
     assert 6.0 <= stalled <= 6.0 + 2 * PROGRESS_INTERVAL_S
-    assert "load generator 0 of baseline replaced" in out  # the stuck load cannot linger
+    # the load generator cancelled the stuck load (nothing of it can linger) and stays
+    assert "replaced" not in out
 
 
 @pytest.mark.slow
@@ -246,11 +247,11 @@ def test_a_launched_server_that_hangs_fails_its_cell_within_the_bound(tmp_path, 
     (error,) = [e for (e,) in ledger_rows(outcome.run_dir, "SELECT error FROM cells")]
     assert error == ("LoadTimeout: the load made no progress for 9 s (no token streamed, no "
                      "request completed): bound = load.request_timeout_s 1 s + longest "
-                     "scheduled wait 0 s + 8 s")
+                     "scheduled wait 0 s + stall margin 8 s")
     ((stall, failed_at),) = failures
     assert stall.best == {0: 16 + 1}  # the warm-up request's 16 one-token events, its end
     assert 9.0 <= failed_at - stall.last_progress <= 9.0 + 2 * PROGRESS_INTERVAL_S
-    assert "load generator 0 of baseline replaced" in out
+    assert "replaced" not in out  # the load generator cancelled the stuck load
     assert_no_orphans(outcome.run_dir)
 
 

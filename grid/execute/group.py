@@ -38,7 +38,7 @@ from grid.execute.server import (
     first_line,
 )
 from grid.execute.stall import PING_TIMEOUT_S, LoadTimeout
-from grid.execute.steps import Steps, Wait, WaitTimeout, blocking, finishing
+from grid.execute.steps import Steps, Wait, WaitTimeout, answers, blocking, finishing
 from grid.plan.build import Plan
 from grid.plan.cells import ServerGroup
 from grid.plan.placement import bundle_gpus, server_gpus
@@ -381,19 +381,8 @@ def _actor_name(role: str, group: ServerGroup) -> str:
 
 def _responsive(actors: list[Any]) -> Steps[list[bool]]:
     """Which actors answer a ping within PING_TIMEOUT_S (one wait over all of them)."""
-    refs = [actor.ping.remote() for actor in actors]
-    try:
-        yield Wait(refs, timeout_s=PING_TIMEOUT_S)
-    except WaitTimeout:
-        pass
-    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-    alive = []
-    for ref in refs:
-        try:
-            alive.append(ref in ready and bool(ray.get(ref, timeout=0)))
-        except ray.exceptions.RayError:
-            alive.append(False)
-    return alive
+    got = yield from answers([actor.ping.remote() for actor in actors], PING_TIMEOUT_S)
+    return [ok and bool(value) for ok, value in got]
 
 
 def reason(error: BaseException) -> str:

@@ -35,7 +35,7 @@ from typing import Any
 
 import ray
 
-from grid.execute.steps import Steps, Wait, WaitTimeout
+from grid.execute.steps import Steps, Wait, WaitTimeout, answers
 from grid.plan.work import Bounds
 
 PROGRESS_INTERVAL_S = 1.0
@@ -156,22 +156,9 @@ class StallWatch:
         not confirm within CANCEL_TIMEOUT_S (or died)."""
         if not self.clients:
             return ()
-        refs = [client.cancel.remote() for client in self.clients]
-        try:
-            yield Wait(refs, timeout_s=CANCEL_TIMEOUT_S)
-        except WaitTimeout:
-            pass
-        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
-        stuck = []
-        for i, ref in enumerate(refs):
-            try:
-                if ref in ready:
-                    ray.get(ref, timeout=0)  # ready: no wait
-                    continue
-            except ray.exceptions.RayError:
-                pass
-            stuck.append(i)
-        return tuple(stuck)
+        got = yield from answers([client.cancel.remote() for client in self.clients],
+                                 CANCEL_TIMEOUT_S)
+        return tuple(i for i, (ok, _) in enumerate(got) if not ok)
 
     def wait_s(self) -> float:
         """How long the next wait for the load may last: until the next poll or the bound."""

@@ -51,6 +51,23 @@ def call(ref: Any, what: str, timeout_s: float) -> Steps[Any]:
     return ray.get(ref, timeout=0)  # ready: no wait
 
 
+def answers(refs: list[Any], timeout_s: float) -> Steps[list[tuple[bool, Any]]]:
+    """Each call's answer within `timeout_s` (one wait over all of them): (True, its value),
+    or (False, None) for a call that did not answer in time or raised."""
+    try:
+        yield Wait(refs, timeout_s=timeout_s)
+    except WaitTimeout:
+        pass
+    ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0) if refs else ([], [])
+    out: list[tuple[bool, Any]] = []
+    for ref in refs:
+        try:
+            out.append((True, ray.get(ref, timeout=0)) if ref in ready else (False, None))
+        except ray.exceptions.RayError:
+            out.append((False, None))
+    return out
+
+
 def pause(seconds: float) -> Steps[None]:
     """Wait `seconds` doing nothing, while the other groups go on."""
     try:

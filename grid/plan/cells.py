@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engines.forced import FORCED_LABEL
+from grid.analysis.setups import SEP, join
 
 GROUP_AXES = ("variant", "workload", "model", "engine")
 """Axes whose values name a config option (conf/<axis>/<value>.yaml)."""
@@ -153,32 +154,44 @@ def requests_for_cell(load: Mapping[str, Any]) -> int:
     return int(cap) if cap is not None else TARGET_CAP_FACTOR * fixed
 
 
+SETUP_AXES = ("engine", "model", "engine.options.hardware")
+"""Axes the report names as a cell's setup, ahead of its variant (grid/analysis/setups.py):
+`describe` shows them the same way; the labels leave them out."""
+_LOAD_SHOWN = ("load.concurrency", "load.rate", "load.repeat")
+"""Load axes the load and repeat columns show: no label part."""
+
+
 def variant_label(name: str, combo: Mapping[str, Any]) -> str:
     """The variant's name plus the variant factors this cell sets, as a path-safe slug:
     `eagle3` with `variant.speculative_disable_above_batch=16` -> `eagle3__off_above-16`."""
-    return "__".join([_slug(name), *_factor_parts("variant.", combo)])
+    return "__".join([_slug(name), *_factor_parts(("variant.",), combo)])
 
 
-def _factor_parts(section: str, combo: Mapping[str, Any]) -> list[str]:
-    """`leaf-value` slugs of the combo's axes under `section` (`variant.`, `workload.`); an
-    absolute path stands by its last part (a draft model's folder `.../ladder/noise-0.20` ->
-    `draft-noise-0.20`), so a label does not change from one machine's cache to another's."""
+def _factor_parts(sections: tuple[str, ...], combo: Mapping[str, Any]) -> list[str]:
+    """`leaf-value` slugs of the combo's axes under `sections` (`variant.`, `workload.`), in
+    axis order, but for the setup's and the shown load's; an absolute path stands by its last
+    part (a draft model's folder `.../ladder/noise-0.20` -> `draft-noise-0.20`), so a label
+    does not change from one machine's cache to another's."""
     parts = []
     for axis, value in combo.items():
-        if axis.startswith(section) and value is not None:
-            leaf = axis.rsplit(".", 1)[-1]
-            name = _FACTOR_ABBREV.get(axis[len(section):], _FACTOR_ABBREV.get(leaf, leaf))
-            if isinstance(value, str) and value.startswith("/"):
-                value = value.rstrip("/").rsplit("/", 1)[-1]
-            parts.append(f"{name.lower()}-{_slug(value)}")
+        section = next((s for s in sections if axis.startswith(s)), None)
+        if section is None or value is None or axis in SETUP_AXES \
+                or axis_key(axis) in _LOAD_SHOWN:
+            continue
+        leaf = axis.rsplit(".", 1)[-1]
+        name = _FACTOR_ABBREV.get(axis[len(section):], _FACTOR_ABBREV.get(leaf, leaf))
+        if isinstance(value, str) and value.startswith("/"):
+            value = value.rstrip("/").rsplit("/", 1)[-1]
+        parts.append(f"{name.lower()}-{_slug(value)}")
     return parts
 
 
 def workload_label(name: str, combo: Mapping[str, Any]) -> str:
-    """The workload's name plus the workload factors this cell sets (`coding` with
-    `workload.temperature=0.7` -> `coding__temperature-0.7`), so cells that differ only in a
-    workload setting are distinct points in every table and figure."""
-    parts = _factor_parts("workload.", combo)
+    """The workload's name plus the workload, engine, model and load factors this cell sets
+    (`coding__temperature-0.7`, `coding__hang_after_requests-20`): cells that differ only in
+    such a setting are distinct in every table, figure and progress line, and each variant is
+    compared with the baseline of its own setting (comparisons pair one workload label)."""
+    parts = _factor_parts(("workload.", "engine.", "model.", "load."), combo)
     return "__".join([_slug(name), *parts]) if parts else name
 
 
@@ -227,9 +240,15 @@ class Cell:
         """The workload config's name: the key of its prompt or conversation set."""
         return str(self.config["workload"]["name"])
 
+    @property
+    def setup(self) -> str:
+        """The values of the setup axes it has (SETUP_AXES: `vllm_cpu · tiny`; '' without)."""
+        return SEP.join(str(self.factors[a]) for a in SETUP_AXES if a in self.factors)
+
     def describe(self) -> str:
         """`eagle3 c=4 coding`, `baseline rate=5/s coding` (with `<=N in flight` if capped;
-        `[forced acceptance: performance only]` after a forced cell)."""
+        `[forced acceptance: performance only]` after a forced cell), after its setup axes'
+        values, joined as the report joins a setup (`vllm_cpu · eagle3 c=4 coding`)."""
         if self.rate is None:
             load = f"c={self.concurrency}"
         else:
@@ -238,7 +257,7 @@ class Cell:
                 load += f" <={self.max_in_flight} in flight"
         forced = dict(self.config.get("variant", {}).get("forced_acceptance") or {})
         label = f" [{FORCED_LABEL}]" if any(forced.values()) else ""
-        return f"{self.variant} {load} {self.workload}{label}"
+        return f"{join(self.setup, self.variant)} {load} {self.workload}{label}"
 
 
 def identity(config: Mapping[str, Any], prompts_digest: str,
@@ -336,8 +355,13 @@ class ServerGroup:
 
     @property
     def label(self) -> str:
-        """`eagle3`, or `eagle3 repeat 1` where the grouped cells hold repeats."""
-        return f"{self.variant} repeat {self.repeat}" if self.labelled else self.variant
+        """`eagle3`, or `eagle3 repeat 1` where the grouped cells hold repeats; after its setup
+        (`vllm_cpu · eagle3`) and with the engine and model settings its cells' workload labels
+        name (`eagle3 hang_after_requests-20`) where the grid sweeps them."""
+        cell = self.cells[0]
+        settings = _factor_parts(("engine.", "model."), cell.factors)
+        name = " ".join([join(cell.setup, self.variant), *settings])
+        return f"{name} repeat {self.repeat}" if self.labelled else name
 
     @property
     def start_seed(self) -> int:

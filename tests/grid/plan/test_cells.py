@@ -124,6 +124,55 @@ def test_workload_label_names_workload_factors():
     assert a.workload_name == b.workload_name and a.cell_id != b.cell_id
 
 
+def test_labels_name_every_swept_engine_model_and_load_setting():
+    # an engine option, a model key and a load key each get a workload label part
+    assert workload_label("coding", {"variant": "baseline", "concurrency": 1,
+                                     "engine.options.hang_after_requests": 20}) == \
+        "coding__hang_after_requests-20"
+    assert workload_label("coding", {"model.revision": "abc123", "repeat": 2}) == \
+        "coding__revision-abc123"
+    assert workload_label("coding", {"load.arrival": "gamma", "workload.temperature": 0.7,
+                                     "rate": 5.0}) == "coding__arrival-gamma__temperature-0.7"
+    # an absolute model path stands by its last part; the load's columns show these
+    assert workload_label("coding", {"model.model_path": "/cache/org/tiny-llm/",
+                                     "load.concurrency": 4, "load.rate": 2.0,
+                                     "load.repeat": 1}) == "coding__model_path-tiny-llm"
+    # the setup's axes are named ahead of the variant (the report's setup), not in a label
+    combo = {"engine": "vllm_cpu", "model": "tiny", "engine.options.hardware": "h200"}
+    assert workload_label("coding", combo) == "coding"
+    assert variant_label("eagle3", combo) == "eagle3"
+
+
+def test_cells_differing_only_in_an_engine_option_are_told_apart():
+    cells = []
+    for hang in (100000, 20):
+        cfg = _config()
+        cfg["engine"] = {**cfg["engine"], "options": {"seed": 0, "hang_after_requests": hang}}
+        cells.append(make_cell({"variant": "baseline", "concurrency": 1,
+                                "engine.options.hang_after_requests": hang}, cfg, "d"))
+    assert [c.describe() for c in cells] == [
+        "baseline c=1 coding__hang_after_requests-100000",
+        "baseline c=1 coding__hang_after_requests-20"]
+    assert [g.label for g in group_by_server(cells)] == [
+        "baseline hang_after_requests-100000", "baseline hang_after_requests-20"]
+    # the label is not part of the id: the same cell without the axis keeps its id
+    cfg = _config()
+    cfg["engine"] = {**cfg["engine"], "options": {"seed": 0, "hang_after_requests": 20}}
+    same = make_cell({"variant": "baseline", "concurrency": 1}, cfg, "d")
+    assert same.workload == "coding" and same.cell_id == cells[1].cell_id
+
+
+def test_a_cell_is_described_after_its_setup():
+    cfg = _config(variant="eagle3", concurrency=4)
+    cell = make_cell({"engine": "vllm_cpu", "model": "tiny", "variant": "eagle3",
+                      "concurrency": 4}, cfg, "d")
+    assert cell.describe() == "vllm_cpu · tiny · eagle3 c=4 coding"
+    assert group_by_server([cell])[0].label == "vllm_cpu · tiny · eagle3"
+    hw = make_cell({"engine.options.hardware": "h200", "concurrency": 4}, cfg, "d")
+    assert hw.describe() == "h200 · eagle3 c=4 coding"
+    assert make_cell({"concurrency": 4}, cfg, "d").describe() == "eagle3 c=4 coding"
+
+
 def test_requests_per_cell():
     load = _config()["load"]
     assert requests_for_cell({**load, "concurrency": 1}) == 8  # the floor

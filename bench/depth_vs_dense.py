@@ -42,9 +42,10 @@ from _run import run_grid  # noqa: E402  (bench/, the script's folder)
 from grid.analysis import Slo  # noqa: E402
 from grid.analysis.depth import DepthStep, schedule  # noqa: E402
 from grid.analysis.search import lattice  # noqa: E402
-from grid.execute.depth import cell_throughputs, depth_steps  # noqa: E402
 from grid.loader import load_cells  # noqa: E402
 from grid.plan.depth import DepthSetup  # noqa: E402
+from grid.questions.depth.run import depth_steps  # noqa: E402
+from grid.questions.measure import cell_throughputs  # noqa: E402
 from grid.run import make_plan  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

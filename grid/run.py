@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import hydra
 from hydra import compose, initialize_config_dir
@@ -31,7 +31,6 @@ from grid.analysis.drafter_run import DrafterRun
 from grid.cli.flags import CONFIG_NAME, display, parse_args, search_path_override, wants_display
 from grid.cli.runrecord import read_run_record, resume_command, write_run_record
 from grid.execute.progress import Progress
-from grid.plan.breakeven import BreakevenSetup, breakeven_setup, breakeven_universe
 from grid.plan.breakeven_predict import prediction_lines
 from grid.plan.build import (
     Plan,
@@ -42,13 +41,6 @@ from grid.plan.build import (
 )
 from grid.plan.cells import Cell, group_by_server
 from grid.plan.config import ConfigError, register_configs
-from grid.plan.depth import (
-    DepthSetup,
-    depth_setup,
-    depth_space,
-    depth_universe,
-    with_depth_prior,
-)
 from grid.plan.overrides import (
     NOT_RECORDED,
     hydra_string,
@@ -58,17 +50,14 @@ from grid.plan.overrides import (
 )
 from grid.plan.search import (
     SearchError,
-    SearchSetup,
     check_search,
     search_kind,
-    search_setup,
     search_space,
     step_plan,
     universe_grid,
-    with_prior,
-    with_repeats,
 )
 from grid.plan.workloads import WorkloadPlan
+from grid.questions import Planned, question
 from grid.report import write_report
 from grid.store.drafter_run import read_drafter_run
 from grid.store.files import check_writable
@@ -76,6 +65,9 @@ from grid.store.ledger import DriverLock, RunLockedError
 from grid.store.measured import measured_cells
 from grid.store.record import EXIT_FAILED_CELLS, RunRecord
 from grid.store.results import ResultsWriteError
+
+if TYPE_CHECKING:
+    from grid.execute.controller import Held
 
 
 def _conf_dir() -> Path:
@@ -144,7 +136,7 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
         return RunOutcome(EXIT_BAD_INPUT)
     if plan.cfg.plan:
         if plan.search is not None:  # the search's first step and its budget
-            first = plan.search.cells_of(plan.search.first_step().points)
+            first = plan.search.cells_of(plan.search.first_points())
             echo("\n".join(plan.search.plan_lines()))
             echo("\n".join([format_plan(step_plan(plan.plan, first)), *plan.prediction]))
             return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in first])
@@ -170,9 +162,9 @@ class _Planned:
     cfg: DictConfig
     plan: Plan
     overrides: list[str]
-    search: SearchSetup | DepthSetup | BreakevenSetup | None = None
-    """An adaptive search (grid.search.kind): `plan` holds every cell it may choose but a
-    threshold search's confirmation cells, planned when chosen (grid/execute/search.py)."""
+    search: Planned | None = None
+    """The question an adaptive search asks (grid.search.kind, grid/questions/): `plan` holds
+    every cell it may choose but those it plans when chosen (grid/execute/search.py)."""
     workloads: WorkloadPlan | None = None
     drafter_run: DrafterRun | None = None
     """breakeven.drafter_run, read: the earlier run's drafter lengths the report places."""
@@ -206,21 +198,17 @@ def make_plan(overrides: list[str]) -> _Planned:
     with _hydra() as app:
         line = parse_overrides(overrides, _group_options(app))
         cfg = compose_grid(line, _compose)
+        kind = search_kind(cfg)
+        asked = None if kind is None else question(kind)  # SearchError: no such question
         check_search(cfg)
         drafter = OmegaConf.select(cfg, "breakeven.drafter_run", default=None)
         drafter_run = None if drafter is None else read_drafter_run(
             drafter, f"breakeven.drafter_run={drafter}")
-        space = search_space(cfg) if search_kind(cfg) else None
-        grid_cfg = cfg if space is None else universe_grid(cfg, space)
+        grid_cfg = cfg if asked is None else universe_grid(cfg, search_space(cfg))
         cells, workloads = compose_cells(grid_cfg, line.fixed, _compose)
-        depth = template = breakeven = None
-        if space is not None and search_kind(cfg) == "depth":  # one cell per depth and load
-            depth = depth_space(cfg, space)
-            cells, template = depth_universe(cells, depth.depths, workloads)
-        if space is not None and search_kind(cfg) == "breakeven":  # per length and load
-            cells, breakeven = breakeven_universe(cfg, space, cells, workloads)
-        elif space is not None:
-            cells = with_repeats(cells, workloads, space)
+        context = None
+        if asked is not None:  # every cell the question may choose (its loads, repeats ...)
+            cells, context = asked.universe(cfg, cells, workloads)
     results_dir = Path(cfg.results_dir).expanduser().resolve()
     plan = build_plan(cfg, cells, workloads, results_dir)
     # A real engine's cells are estimated from what this run folder, or an earlier run beside
@@ -228,17 +216,7 @@ def make_plan(overrides: list[str]) -> _Planned:
     # simulator always has one: its runs read no Parquet at planning).
     if any(plan.cell_estimate(cell)[1] == "unknown" for cell in plan.cells):
         plan.measured = measured_cells(plan.run_dir, results_dir)
-    setup: SearchSetup | DepthSetup | BreakevenSetup | None = None
-    if breakeven is not None:
-        setup = breakeven_setup(breakeven, plan.cells)
-    elif depth is not None and template is not None:
-        setup = depth_setup(depth, plan.cells, template, int(cfg.grid.search.confirm_cells))
-        setup = with_depth_prior(setup, cfg.grid.search.prior, workloads)
-    elif space is not None:
-        setup = search_setup(space, plan.cells, str(search_kind(cfg)),
-                             int(cfg.grid.search.candidates),
-                             OmegaConf.select(cfg, "hardware.name", default=None))
-        setup = with_prior(setup, cfg.grid.search.prior, workloads)
+    setup = None if asked is None else asked.setup(cfg, plan.cells, workloads, context)
     prediction = ([] if drafter_run is None
                   else prediction_lines(cfg, plan.cells, workloads, drafter_run))
     return _Planned(cfg, plan, overrides, setup, workloads, drafter_run, prediction)
@@ -272,7 +250,7 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
                 todo = _cells_to_run(record, plan.cells, cfg.run.retry_failed, echo)
                 for warning in plan.warnings:
                     echo(f"warning: {warning}")
-                code = _run_cells(cfg, plan, record, todo, echo) if todo else 0
+                code = _run_cells(cfg, plan, record, todo, echo)[0] if todo else 0
             counts = record.counts(c.cell_id for c in cells)
         finally:
             # No cell stays `running` once the driver leaves, whatever the path (SIGKILL
@@ -305,20 +283,24 @@ def _search(planned: _Planned, record: RunRecord, echo: Callable[[str], None]
         echo(f"warning: {warning}")
     slo = Slo(cfg.slo.ttft_ms, cfg.slo.tpot_ms, cfg.slo.e2e_ms)
 
-    keep: list[Any] = []  # one controller for every step: it holds the last server running
+    # The servers a step ends on, handed to the next step's controller (Held): the run loop
+    # owns them between steps and stops them when the search ends or is interrupted.
+    held: Held | None = None
 
     def run_cells(cells: list[Cell]) -> int:
+        nonlocal held
         echo(f"running {len(cells)} cell(s): " + ", ".join(c.describe() for c in cells))
         assert planned.workloads is not None
         step = plan_step(cfg, plan, setup, planned.workloads, cells)
-        return _run_cells(cfg, step, record, step.cells, echo, keep)
+        code, held = _run_cells(cfg, step, record, step.cells, echo, held, hold=True)
+        return code
 
     try:
         outcome = run_search(setup, plan.run_dir, record, slo, run_cells, echo,
                              bool(cfg.run.retry_failed))
     finally:
-        if keep:
-            keep[0].release()
+        if held is not None:
+            held.release()
     return outcome.code, outcome.cells
 
 
@@ -364,10 +346,11 @@ def _cells_to_run(record: RunRecord, cells: Sequence[Cell], retry_failed: bool,
 
 
 def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
-               echo: Callable[[str], None], keep: list[Any] | None = None) -> int:
-    """Run `todo` with the controller. `keep` (a search's steps): the controller is made once,
-    kept in the list, and holds its servers running for the next call; the caller
-    releases it."""
+               echo: Callable[[str], None], held: Held | None = None, hold: bool = False
+               ) -> tuple[int, Held | None]:
+    """Run `todo` with a new controller: 0 or the exit code of an interruption, and (`hold`:
+    a search's step) the servers it kept running for the next step. `held`: the servers the
+    previous step kept, which this controller takes (grid/execute/controller.py Held)."""
     # Imported here: planning and bad-input checks must not pay for importing Ray.
     from grid.execute.cluster import connect
     from grid.execute.controller import Controller, Interrupted
@@ -376,6 +359,7 @@ def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
         raise Interrupted(f"signal {signum}")
 
     previous = signal.getsignal(signal.SIGTERM)
+    ctl: Controller | None = None
     try:
         node_gpus = connect(cfg, plan)
         # After ray.init: Ray installs a SIGTERM handler of its own that would just exit.
@@ -387,25 +371,21 @@ def _run_cells(cfg: DictConfig, plan: Plan, record: RunRecord, todo: list[Cell],
         # Unknown ones (a real engine, nothing measured yet): the ETA follows finished cells.
         with Progress(len(todo), known if len(known) == len(estimates) else None, live=live,
                       echo=None if live else echo) as progress:
-            ctl = keep[0] if keep else None
-            if ctl is None:
-                ctl = Controller(plan, record, max_error_rate=float(cfg.run.max_error_rate),
-                                 call_timeout_s=float(cfg.run.call_timeout_s),
-                                 metrics_interval_s=cfg.run.metrics_interval_s,
-                                 echo=progress.echo, progress=progress,
-                                 telemetry_interval_s=cfg.run.telemetry_interval_s,
-                                 node_gpus=node_gpus, hold_last=keep is not None)
-                if keep is not None:
-                    keep.append(ctl)
-            else:  # a search's next step on the same controller (its held server)
-                ctl.plan, ctl.echo, ctl.progress = plan, progress.echo, progress
+            ctl = Controller(plan, record, max_error_rate=float(cfg.run.max_error_rate),
+                             call_timeout_s=float(cfg.run.call_timeout_s),
+                             metrics_interval_s=cfg.run.metrics_interval_s,
+                             echo=progress.echo, progress=progress,
+                             telemetry_interval_s=cfg.run.telemetry_interval_s,
+                             node_gpus=node_gpus, hold_last=hold, held=held)
             ctl.run(todo)
-        return 0
+        return 0, ctl.handover() if hold else None
     except (Interrupted, KeyboardInterrupt):
-        if keep:
-            keep[0].release()
+        if ctl is not None:
+            ctl.release()
+        elif held is not None:
+            held.release()
         record.interrupt_running("driver interrupted")
-        return EXIT_INTERRUPTED
+        return EXIT_INTERRUPTED, None
     except ResultsWriteError as e:
         # Nothing of the cell was committed; it runs again on resume.
         record.interrupt_running(f"results could not be written: {e}")

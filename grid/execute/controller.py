@@ -31,7 +31,25 @@ from grid.plan.workloads import workload_records
 from grid.store.record import RunRecord
 
 Steps = Generator[Wait, None, None]
-__all__ = ["Controller", "Interrupted"]
+__all__ = ["Controller", "Held", "Interrupted"]
+
+
+@dataclass
+class Held:
+    """Servers one controller kept running after its `run` (`hold_last`), handed to the next
+    controller (`Controller(held=...)`): the run loop of an adaptive search owns it between
+    steps (grid/execute/search.py); whoever holds it last calls `release`."""
+
+    run_key: str
+    """The run key the held servers were started with (the next controller keeps it)."""
+    groups: dict[str, GroupRun] = field(default_factory=dict)
+    """Held groups by their key (`ServerGroup.key`: server key and repeat)."""
+
+    def release(self) -> None:
+        """Stop the held servers (with their placements and load generators)."""
+        groups, self.groups = self.groups, {}
+        for run in groups.values():
+            run.close()
 
 
 @dataclass
@@ -60,10 +78,27 @@ class Controller:
     group of the run is kept when all of them fit on the cluster at once (`fits_together`:
     two servers on an 8-GPU node with grid.exclusive_node=false), else the last one; groups
     a next `run` does not use are stopped before it starts; `release` stops the rest."""
+    held: Held | None = None
+    """Servers the previous step's controller held (`handover`), taken at construction: their
+    groups run on this controller and its plan, under the same run key."""
     total: int = 0
     started: int = 0
     parked: dict[str, GroupRun] = field(default_factory=dict, repr=False)
     """Held groups by their key (`ServerGroup.key`: server key and repeat)."""
+
+    def __post_init__(self) -> None:
+        if self.held is not None:
+            self.run_key = self.held.run_key
+            self.parked, self.held.groups = self.held.groups, {}
+            for run in self.parked.values():
+                run.run = self  # the group now answers to this controller (and its plan)
+            self.held = None
+
+    def handover(self) -> Held:
+        """The servers `hold_last` kept, for the next step's controller; this one holds none
+        after."""
+        parked, self.parked = self.parked, {}
+        return Held(self.run_key, parked)
 
     @property
     def settings(self) -> CellSettings:
@@ -135,9 +170,7 @@ class Controller:
 
     def release(self) -> None:
         """Stop the servers `hold_last` kept running, if any."""
-        parked, self.parked = self.parked, {}
-        for run in parked.values():
-            run.close()
+        self.handover().release()
 
     def _advance(self, active: dict[GroupRun, tuple[Steps, Wait, float | None]],
                  run: GroupRun, steps: Steps, error: BaseException | None = None) -> None:

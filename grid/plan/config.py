@@ -272,7 +272,8 @@ class SearchConfig:
     speculative_disable_above_batch values the engine honours and confirm the best ones, or
     `depth`: the best speculative depth per batch tier, a schedule confirmed on one server,
     or `breakeven`: the accept length at which the variant pays, per load, from
-    forced-acceptance cells (grid/plan/search.py SEARCH_KINDS)."""
+    forced-acceptance cells, or `capacity`: the highest load at which the grid's one variant
+    meets the SLOs, bracketed then bisected (grid/questions/ REGISTRY)."""
     concurrency: list[int] = field(default_factory=lambda: [1, 256])
     """[lowest, highest] concurrency the search may measure (closed loop only)."""
     resolution: float = 1.4142135623730951

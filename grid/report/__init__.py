@@ -18,10 +18,10 @@ from grid.analysis.forced import unforced
 from grid.report import alignment, breakeven, forced, lossless, plots, startup
 from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, load_run, run_decision
-from grid.report.depth import depth_decision, write_depth_files
 from grid.report.html import compare_html, run_html
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
+from grid.report.search import search_decision, write_search_files
 from grid.report.text import domain_acceptance, summary_table, summary_text
 from grid.store.drafter_run import read_drafter_run
 from grid.store.files import make_dirs, write_atomic
@@ -79,10 +79,9 @@ def decision_json(data: RunData) -> dict:
         # The break-even curve: forced cells (the drafter on it, honoured or not) or a ladder
         # of drafters (its curve and held-out check, no forced fields).
         **({"breakeven": b} if (b := breakeven.decision(data)) else {}),
-        # An adaptive search (grid.search.kind): every step, why, and why it stopped.
-        **({"search": data.search} if data.search else {}),
-        # A depth search: the schedule, its evidence and the setting to paste.
-        **({"depth": depth} if (depth := depth_decision(data.search)) else {}),
+        # An adaptive search (grid.search.kind): every step, why, and why it stopped, and the
+        # question's own entries (a depth search: the schedule and the setting to paste).
+        **search_decision(data.search),
     }
 
 
@@ -107,7 +106,7 @@ def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baselin
     _atomic_write(run_dir / "report.md", f"# specgrid run {run_dir.name}\n\n```\n{text}\n```\n")
     _atomic_write(run_dir / DECISION_FILE, json.dumps(decision_json(data), indent=2))
     _atomic_write(run_dir / "report.html", run_html(data, figures))
-    write_depth_files(run_dir, data.search)  # a depth search's setting, in the engine's form
+    write_search_files(run_dir, data.search)  # e.g. a depth search's setting, to paste
     return Report(text, run_dir / "report.html", run_dir / DECISION_FILE, paths)
 
 

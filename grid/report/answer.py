@@ -4,7 +4,8 @@ workload with a recommendation: where speculation pays (with the speedup at the 
 concurrency and its 95 % interval) and the `speculative_disable_above_batch` to set; without
 one, the speedups themselves. A simulated run's recommendation follows its model's assumed
 interior (grid/report/assumed.py): its range is said, and an undetermined one names the loads to
-measure."""
+measure. A run that asked a question (an adaptive search, grid/questions/) leads with that
+question's answer, the per-variant sentence after it (`answers`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pandas as pd
 
 from grid.analysis.decision import NO_DIFFERENCE, Decision
 from grid.analysis.setups import split
+from grid.report.search import search_answer
 
 MOST = 3
 """Clauses the sentence holds; more are counted, and the decision below lists them all."""
@@ -93,3 +95,12 @@ def answer(decision: Decision, label: str | None = None) -> str:
     else:
         text = "no variant was compared with a baseline in this run"
     return f"{text}{f' [{label}]' if label else ''}."
+
+
+def answers(decision: Decision, label: str | None = None, search: dict | None = None
+            ) -> list[str]:
+    """The report's leading sentences: the asked question's answer first (where the run's
+    search has one), then the per-variant sentence (`answer`)."""
+    asked = search_answer(search)
+    tag = f" [{label}]" if label else ""
+    return ([f"{asked}{tag}."] if asked else []) + [answer(decision, label)]

@@ -26,7 +26,6 @@ from grid.analysis.breakeven_drafter import Drafter, drafters
 from grid.analysis.drafter_run import placed_from
 from grid.analysis.forced import FORCED_LABEL, TOLERANCE, forced_mask, honoured
 from grid.report.rundata import RunData
-from grid.report.steps import step_lines, unfinished
 
 RULE = ("break-even: the accept length (tokens per verify step) at which the configuration's "
         "output tok/s equals the baseline's at that load, interpolated between the decode "
@@ -268,26 +267,3 @@ def figure(data: RunData) -> Figure | None:
     ax.set_title(title, fontsize=9)
     ax.legend(fontsize=7)
     return fig
-
-
-def trace_lines(trace: dict) -> list[str]:
-    """A break-even search's steps and outcome (search.json, grid/plan/breakeven.py)."""
-    res, lengths = trace["result"], trace["lengths"]
-
-    def point(p: list[int]) -> str:
-        return f"c={p[0]} " + ("baseline" if p[1] < 0 else f"length {lengths[p[1]]:g}")
-
-    lines = [f"search: break-even of {trace['variant']} vs {trace['baseline']} on "
-             f"{trace['workload']} ({FORCED_LABEL}), {res['cells']} of {res['max_cells']} "
-             f"cells (the dense grid: {res['dense_cells']}), loads "
-             f"{trace['loads'][0]}..{trace['loads'][-1]}"]
-    lines += step_lines(trace["steps"], point)
-    if res.get("stop"):
-        brackets = "; ".join(
-            f"c={c} " + (f"between {lo:g} and {hi:g}" if where == "inside" else
-                         f"at or below {hi:g}" if where == "below" else f"at or above {lo:g}")
-            for c, (lo, hi, where) in res["brackets"].items())
-        lines.append(f"  stopped: {res['stop']}; break-even {brackets}")
-    else:
-        lines.append(unfinished(res))
-    return lines

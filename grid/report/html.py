@@ -24,7 +24,7 @@ from grid.report.agentic import (
     turn_table,
     with_speedup,
 )
-from grid.report.answer import answer
+from grid.report.answer import answers
 from grid.report.celltable import cells_section
 from grid.report.data import provenance
 from grid.report.forced import forced_variants, tagged
@@ -317,9 +317,13 @@ def page(title: str, body: list[str], lead: str = "") -> str:
 
 def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests, forced_variants(data.cells))
-    body = [decision_section(data), validity_section(data),
-            trace_section(data.search), operator_section(data, figures),
-            "<h2>Plots</h2>"]
+    first, *rest = answers(data.decision, data.label, data.search)
+    # The question the run asked leads: its answer (the lead), its section, then the
+    # per-variant sentence; a run without one leads with that sentence and its decision.
+    body = ([trace_section(data.search)] if rest else []) + [
+        *(f'<p class="answer">{esc(r)}</p>' for r in rest), decision_section(data),
+        validity_section(data), "" if rest else trace_section(data.search),
+        operator_section(data, figures), "<h2>Plots</h2>"]
     body += [img(png, name) for name, png in figures.items()
              if name not in CONVERSATION_PLOTS + OPERATOR_PLOTS]
     if accept:
@@ -335,7 +339,7 @@ def run_html(data: RunData, figures: dict[str, bytes]) -> str:
              f"<p>Goodput SLO: {esc(data.slo.describe())} (SGLang's rule: a request counts "
              f"when it succeeded and met every SLO set).</p>", cells_section(data),
              provenance_section(data)]
-    return page(f"specgrid run {data.run_dir.name}", body, answer(data.decision, data.label))
+    return page(f"specgrid run {data.run_dir.name}", body, first)
 
 
 def comparison(a: RunData, b: RunData, metric: str = "output_tok_s") -> pd.DataFrame:

@@ -16,7 +16,7 @@ from grid.analysis.domains import distribution_summary
 from grid.analysis.forced import forced_length, forced_mask
 from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import agentic_summary
-from grid.report.answer import answer
+from grid.report.answer import answers
 from grid.report.forced import tagged
 from grid.report.rundata import RunData
 from grid.report.search import trace_lines
@@ -99,7 +99,10 @@ def domain_acceptance(requests: pd.DataFrame, forced: Collection[str] = ()) -> l
 
 
 def summary_text(data: RunData) -> str:
-    parts = [answer(data.decision, data.label)]
+    first, *rest = answers(data.decision, data.label, data.search)
+    parts = [first]
+    if rest:  # the question the run asked: its answer, its steps, then the generic sentence
+        parts += ["\n" + "\n".join(trace_lines(data.search or {})), "", *rest]
     lines = data.decision.lines()
     if lines:
         parts.append("\n" + "\n".join(lines))
@@ -110,7 +113,7 @@ def summary_text(data: RunData) -> str:
     parts.append(summary_table(data.stats.table))
     parts.append(f"\nwindow = steady-state window (s / requests in it); goodput SLO: "
                  f"{data.slo.describe()}")
-    if data.search is not None:  # an adaptive search's steps (grid/report/search.py)
+    if data.search is not None and not rest:  # a search with no answer yet: its steps here
         parts.append("\n" + "\n".join(trace_lines(data.search)))
     operator = data.operator.lines() if data.operator else []
     if operator:

@@ -14,7 +14,7 @@ SEARCH = ["variant=baseline,eagle3", "grid.search.kind=breakeven",
 
 
 def test_the_searched_cells_are_the_dense_grids_cells(tmp_path):
-    setup = make_plan([*SEARCH, f"results_dir={tmp_path}"]).search
+    setup = make_plan([*SEARCH, f"results_dir={tmp_path}"]).search.setup
     assert setup is not None
     # the default lengths: 9 from 1 to k + 1 = 4 (eagle3: 3 steps)
     assert setup.space.lengths == (1.0, 1.375, 1.75, 2.125, 2.5, 2.875, 3.25, 3.625, 4.0)

@@ -10,7 +10,7 @@ from html import escape
 from pathlib import Path
 
 from grid.analysis.depth_confirm import describe
-from grid.report.steps import step_lines, unfinished
+from grid.questions.steps import step_lines, unfinished
 from grid.store.artifacts import write_file
 
 FOLDER = "depth-schedule"

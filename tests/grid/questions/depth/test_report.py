@@ -1,17 +1,17 @@
-"""A depth search's answer in the engine's words (grid/report/depth.py), from a planned search
-(grid/plan/depth.py) replayed on constructed measurements and traced as the run loop traces it
-(grid/execute/depth.py): the schedule with each level's evidence, the confirmation, and the
-setting to paste: SGLang's flags with its adaptive config file written beside the report,
-vLLM's --speculative-config JSON."""
+"""A depth search's answer in the engine's words (grid/questions/depth/report.py), from a
+planned search (grid/plan/depth.py) replayed on constructed measurements and traced as the run
+loop traces it (grid/questions/depth/run.py): the schedule with each level's evidence, the
+confirmation, and the setting to paste: SGLang's flags with its adaptive config file written
+beside the report, vLLM's --speculative-config JSON."""
 
 from __future__ import annotations
 
 import json
 
 from grid.analysis.depth_confirm import ADAPTIVE, SCHEDULE, replay_all
-from grid.execute.depth import depth_trace
 from grid.plan.depth import DepthSetup
-from grid.report.depth import depth_decision, depth_lines, write_depth_files
+from grid.questions.depth.report import depth_decision, depth_lines, write_depth_files
+from grid.questions.depth.run import depth_trace
 from grid.run import make_plan
 from tests.grid.analysis.test_depth import surface
 
@@ -25,7 +25,7 @@ VALUES = {1: {0: 100, 1: 110, 3: 150}, 2: {0: 100, 1: 108, 3: 130},
 
 
 def _setup(overrides: list[str], tmp_path) -> DepthSetup:
-    setup = make_plan([*SEARCH, *overrides, f"results_dir={tmp_path}"]).search
+    setup = make_plan([*SEARCH, *overrides, f"results_dir={tmp_path}"]).search.setup
     assert isinstance(setup, DepthSetup)
     return setup
 

@@ -1,18 +1,14 @@
-"""The depth search's part of the run loop (grid/execute/search.py runs every search kind):
+"""The depth search's part of the run loop (grid/execute/search.py runs every question):
 the committed cells read as the search's measurements, the search and its confirmation
 replayed from them (grid/analysis/depth.py, depth_confirm.py), and its trace. As for the
 other searches nothing but the committed cells carries its state."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from grid.analysis import Slo
-from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells
 from grid.analysis.depth import DepthPoint, DepthStep, Throughput, depth_result, schedule
 from grid.analysis.depth_confirm import (
     ADAPTIVE,
@@ -27,28 +23,7 @@ from grid.analysis.depth_confirm import (
 )
 from grid.plan.cells import Cell
 from grid.plan.depth import DepthSetup
-from grid.store.loader import load_cells, load_requests
-
-
-def cell_throughputs(run_dir: Path, cells: Iterable[Cell], slo: Slo) -> dict[str, Throughput]:
-    """Output tok/s and its bootstrap replicates of each cell committed as done (the report's
-    analysis, so the report's intervals), by cell id."""
-    ids = {c.cell_id for c in cells}
-    table = load_cells(run_dir) if (run_dir / "cells").is_dir() else None
-    if table is None or table.empty:
-        return {}
-    table = table[table.cell_id.isin(ids) & (table.status == "done")]
-    if table.empty:
-        return {}
-    requests = load_requests(run_dir, columns=REQUEST_COLUMNS,
-                             filters=[("cell_id", "in", sorted(table.cell_id))])
-    stats = analyse_cells(table.reset_index(drop=True), requests, slo)
-    out = {}
-    for cell_id, value in zip(stats.table.cell_id.astype(str),
-                              stats.table.output_tok_s.astype(float), strict=True):
-        if math.isfinite(value):
-            out[cell_id] = Throughput(value, np.asarray(stats.replicates[cell_id]["output_tok_s"]))
-    return out
+from grid.questions.measure import cell_throughputs
 
 
 def _measured(run_dir: Path, points: dict[DepthPoint, Cell], slo: Slo

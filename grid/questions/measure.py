@@ -1,0 +1,53 @@
+"""What a question reads of the committed cells: each cell's output tok/s with its bootstrap
+replicates (the report's analysis, so the report's intervals), and a compared point's two
+cells read as one measurement."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+
+from grid.analysis import Slo
+from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells
+from grid.analysis.depth import Throughput
+from grid.analysis.search import Measured
+from grid.plan.cells import Cell
+from grid.store.loader import load_cells, load_requests
+
+K = TypeVar("K")
+
+
+def cell_throughputs(run_dir: Path, cells: Iterable[Cell], slo: Slo) -> dict[str, Throughput]:
+    """Output tok/s and its bootstrap replicates of each cell committed as done (the report's
+    analysis, so the report's intervals), by cell id."""
+    ids = {c.cell_id for c in cells}
+    table = load_cells(run_dir) if (run_dir / "cells").is_dir() else None
+    if table is None or table.empty:
+        return {}
+    table = table[table.cell_id.isin(ids) & (table.status == "done")]
+    if table.empty:
+        return {}
+    requests = load_requests(run_dir, columns=REQUEST_COLUMNS,
+                             filters=[("cell_id", "in", sorted(table.cell_id))])
+    stats = analyse_cells(table.reset_index(drop=True), requests, slo)
+    out = {}
+    for cell_id, value in zip(stats.table.cell_id.astype(str),
+                              stats.table.output_tok_s.astype(float), strict=True):
+        if math.isfinite(value):
+            out[cell_id] = Throughput(value, np.asarray(stats.replicates[cell_id]["output_tok_s"]))
+    return out
+
+
+def measured_points(run_dir: Path, points: Mapping[K, tuple[Cell, Cell]], slo: Slo
+                    ) -> dict[K, Measured]:
+    """The points whose two cells are committed as done with a throughput, with the cells'
+    bootstrap replicates (the same analysis as the report's, so the same intervals)."""
+    value = cell_throughputs(run_dir, (c for cells in points.values() for c in cells), slo)
+    return {point: Measured(value[base.cell_id].value, value[var.cell_id].value,
+                            value[base.cell_id].reps, value[var.cell_id].reps)
+            for point, (base, var) in points.items()
+            if base.cell_id in value and var.cell_id in value}

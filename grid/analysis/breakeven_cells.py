@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from engines.forced import speculative_steps
-from grid.analysis.cellstats import CellStats
+from grid.analysis.cellstats import DECODE_FACTOR, CellStats
 from grid.analysis.forced import forced_mask, honoured
 from grid.analysis.points import Point
 
@@ -116,16 +116,15 @@ class CurveCells:
 
     def length(self, p: Point) -> Length | None:
         """The point's decode accept length (mean over its repeats' cells) and its replicates
-        (the mean of the cells' `accept_length_decode` replicates, each drawn with the same
-        requests as the cell's throughput replicate; a cell without them, e.g. a figure from
-        the server's counters, counts its length in every replicate); None where a cell has
-        no length measured."""
+        (the mean over its cells of each cell's length times its `DECODE_FACTOR` replicate,
+        drawn with the same requests as the cell's throughput replicate; a cell without them
+        counts its length in every replicate); None where a cell has no length measured."""
         if not p.cell_ids or any(c not in self.measured for c in p.cell_ids):
             return None
         value = float(np.mean([self.measured[c] for c in p.cell_ids]))
         n = len(p.replicates["output_tok_s"])
-        reps = [self.stats.replicates.get(c, {}).get("accept_length_decode") for c in p.cell_ids]
-        per_cell = [r if r is not None and len(r) == n else np.full(n, self.measured[c])
+        reps = [self.stats.replicates.get(c, {}).get(DECODE_FACTOR) for c in p.cell_ids]
+        per_cell = [self.measured[c] * (r if r is not None and len(r) == n else np.ones(n))
                     for c, r in zip(p.cell_ids, reps, strict=True)]
         return value, np.mean(per_cell, axis=0)
 

@@ -63,16 +63,25 @@ def analyse_cell(req: pd.DataFrame, concurrency: int | None, closed_loop: bool, 
     row, reps = cell_intervals(arrays, concurrency, closed_loop, replicates, seed, good=good)
     decode = decode_replicates(arrays, replicates, seed)
     if decode is not None:
-        reps["accept_length_decode"] = decode
+        reps[DECODE_FACTOR] = decode
     return row, reps
 
 
+DECODE_FACTOR = "accept_length_decode_factor"
+"""The replicates key of `decode_replicates`."""
+
+
 def decode_replicates(arrays: RequestArrays, replicates: int, seed: int) -> np.ndarray | None:
-    """Replicates of the decode accept length, Σ(output tokens - 1) / Σ verify steps over the
-    completed requests with verify steps (the cells column `accept_length_decode`), from the
-    same draw as the cell's other replicates (`cell_intervals` draws `Resample.draw(n,
-    replicates, seed)`): replicate j of it and of the throughput resample the same requests
-    (the break-even curve pairs them, grid/analysis/breakeven.py). None without verify steps."""
+    """Replicates of the decode accept length relative to its value over all the cell's
+    requests: Σ(output tokens - 1) / Σ verify steps over the completed requests with verify
+    steps, each replicate over that figure of the whole sample (about 1). Relative, because the
+    cells column `accept_length_decode` may be the engine's own figure (vLLM's counters: 1 +
+    accepted / drafts, 5.00 for a drafter that is always accepted where the requests' count
+    gives 4.85, each request's last step cut short); the curve multiplies it by this factor.
+    From the same draw as the cell's other replicates (`cell_intervals` draws
+    `Resample.draw(n, replicates, seed)`): replicate j of it and of the throughput resample
+    the same requests (the break-even curve pairs them, grid/analysis/breakeven.py). None
+    without verify steps."""
     verify, out = arrays.verify, arrays.output_tokens
     if verify is None:
         return None
@@ -81,8 +90,9 @@ def decode_replicates(arrays: RequestArrays, replicates: int, seed: int) -> np.n
         return None
     sums = Resample.draw(len(arrays), replicates, seed).sums(
         np.column_stack([np.where(spec, out - 1.0, 0.0), np.where(spec, verify, 0.0)]))
+    whole = float(np.where(spec, out - 1.0, 0.0).sum() / np.where(spec, verify, 0.0).sum())
     with np.errstate(invalid="ignore", divide="ignore"):
-        return sums[:, 0] / sums[:, 1]
+        return sums[:, 0] / sums[:, 1] / whole
 
 
 def request_arrays(req: pd.DataFrame) -> RequestArrays:

@@ -129,6 +129,19 @@ def held_out_line(levels: list[Level]) -> str:
             "(unknown)")
 
 
+def answer(data: RunData) -> str | None:
+    """The break-even curve in one sentence, what a run that measured one asked (None: no
+    curve): per configuration and workload, the accept length a drafter must beat per load."""
+    v = view(data)
+    if v is None or not v.levels:
+        return None
+    parts = [f"{config} on {workload} pays above accept length "
+             + ", ".join(f"c={lv.load:g} {lv.describe()}" for lv in group)
+             + (" (a ladder of drafters)" if kind == "ladder" else "")
+             for (kind, config, workload), group in _by_curve(v.levels).items()]
+    return "break-even: " + "; ".join(parts)
+
+
 def section(data: RunData) -> str:
     """The text block."""
     v = view(data)

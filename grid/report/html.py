@@ -319,8 +319,13 @@ def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests, forced_variants(data.cells))
     first, *rest = answers(data.decision, data.label, data.search)
     # The question the run asked leads: its answer (the lead), its section, then the
-    # per-variant sentence; a run without one leads with that sentence and its decision.
-    body = ([trace_section(data.search)] if rest else []) + [
+    # per-variant sentence; a run that measured a break-even curve leads with the curve; any
+    # other with that sentence and its decision.
+    curve = None if rest else breakeven.answer(data)
+    if curve:
+        first, rest = curve + (f" [{data.label}]" if data.label else ""), [first]
+    body = ([trace_section(data.search)] if rest and not curve else []) + (
+        [breakeven.html_section(data)] if curve else []) + [
         *(f'<p class="answer">{esc(r)}</p>' for r in rest), decision_section(data),
         validity_section(data), "" if rest else trace_section(data.search),
         operator_section(data, figures), "<h2>Plots</h2>"]
@@ -334,7 +339,7 @@ def run_html(data: RunData, figures: dict[str, bytes]) -> str:
         body.append("<h2>Acceptance against alignment with the drafter's training data</h2>"
                     f"<pre>{esc(lesson)}</pre>")
     body += [lossless.html_section(data), startup.html_section(data),
-             breakeven.html_section(data)]  # empty when nothing
+             "" if curve else breakeven.html_section(data)]  # empty when nothing
     body += [conversation_section(data, figures),
              f"<p>Goodput SLO: {esc(data.slo.describe())} (SGLang's rule: a request counts "
              f"when it succeeded and met every SLO set).</p>", cells_section(data),

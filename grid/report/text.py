@@ -100,9 +100,13 @@ def domain_acceptance(requests: pd.DataFrame, forced: Collection[str] = ()) -> l
 
 def summary_text(data: RunData) -> str:
     first, *rest = answers(data.decision, data.label, data.search)
+    curve = None if rest else breakeven.answer(data)
     parts = [first]
     if rest:  # the question the run asked: its answer, its steps, then the generic sentence
         parts += ["\n" + "\n".join(trace_lines(data.search or {})), "", *rest]
+    elif curve:  # a run that measured a break-even curve leads with it
+        tag = f" [{data.label}]" if data.label else ""
+        parts = [curve + tag, "\n" + breakeven.section(data), "", first]
     lines = data.decision.lines()
     if lines:
         parts.append("\n" + "\n".join(lines))
@@ -129,7 +133,7 @@ def summary_text(data: RunData) -> str:
     if lesson:
         parts.append("\n" + lesson)
     parts += [f"\n{block}" for block in (lossless.section(data), startup.section(data),
-                                         breakeven.section(data)) if block]
+                                         "" if curve else breakeven.section(data)) if block]
     agentic = agentic_summary(data.turns, data.stats.table, data.baseline)  # conversation cells
     if agentic:
         parts.append("\n" + "\n".join(agentic))

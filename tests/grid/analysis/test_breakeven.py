@@ -20,7 +20,7 @@ from grid.analysis.breakeven import (
     ladder_refusals,
     left_one_out,
 )
-from grid.analysis.cellstats import CellStats
+from grid.analysis.cellstats import DECODE_FACTOR, CellStats
 
 R = 1000
 # Baseline 100 tok/s at c=1 and c=8 (replicates all 100). The forced cells at lengths 1.5,
@@ -220,9 +220,10 @@ def test_a_ladders_lengths_are_resampled_with_their_throughputs():
     rows, reps = [_cell("b", "baseline", 1, 100.0)], {"b": {"output_tok_s": np.full(R, 100.0)}}
     for cid, length, tok_s in (("r1", 2.0, 80.0), ("r2", 4.0, 120.0)):
         rows.append({**_cell(cid, f"draft__draft-{cid}", 1, tok_s), "accept_length_decode": length})
-    reps["r1"] = {"output_tok_s": np.full(R, 80.0), "accept_length_decode": np.full(R, 2.0)}
+    # the length replicates are factors on the cell's length: 4.0 x 1.05 = 4.2, x 0.95 = 3.8
+    reps["r1"] = {"output_tok_s": np.full(R, 80.0), DECODE_FACTOR: np.full(R, 1.0)}
     reps["r2"] = {"output_tok_s": np.where(FACTOR > 1, 130.0, 110.0),
-                  "accept_length_decode": np.where(FACTOR > 1, 4.2, 3.8)}
+                  DECODE_FACTOR: np.where(FACTOR > 1, 1.05, 0.95)}
     cells = pd.DataFrame(rows)
     lv = curves(CellStats(cells.drop(columns="forced_acceptance"), reps), cells)[0]
     # the point: a* = 2 + (1 - 0.8) / (1.2 - 0.8) x 2 = 3.0

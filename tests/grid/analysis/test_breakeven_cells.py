@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from grid.analysis.breakeven_cells import depth_of
-from grid.analysis.cellstats import analyse_cell
+from grid.analysis.cellstats import DECODE_FACTOR, analyse_cell
 from grid.analysis.goodput import Slo
 
 
@@ -19,22 +19,24 @@ def test_a_cells_length_replicates_draw_the_same_requests_as_its_throughput():
     # verify steps (decode length 100 / 20 = 5), B sent at 1 s, done in 2 s with 50 (100 / 50
     # = 2). Its window is A's second (few requests: the whole span up to the first end), so a
     # replicate drawing A k times and B 2 - k times makes k x 101 tok/s, and its length is
-    # 200 / (20 k + 50 (2 - k)): k = 0: 2, k = 1: 2.857, k = 2: 5
+    # 200 / (20 k + 50 (2 - k)): k = 0: 2, k = 1: 2.857, k = 2: 5; relative to the whole
+    # sample's 200 / 70 = 2.857 (the factor the cell's own figure is multiplied by): 0.7, 1,
+    # 1.75
     req = pd.DataFrame({"cell_id": "x", "status": "ok", "sent_at": [0.0, 1.0],
                         "ttft_s": [0.1, 0.1], "tpot_s": [0.009, 0.019], "e2e_s": [1.0, 2.0],
                         "output_tokens": [101, 101], "spec_verify_ct": [20, 50]})
     _, reps = analyse_cell(req, None, False, Slo(), 1000, seed=7)
     pairs = {(round(float(a), 4), round(float(t), 4))
-             for a, t in zip(reps["accept_length_decode"], reps["output_tok_s"], strict=True)}
+             for a, t in zip(reps[DECODE_FACTOR], reps["output_tok_s"], strict=True)}
     # drawn together: each length with its own draw's throughput (drawn apart, up to 9 pairs)
-    assert pairs == {(2.0, 0.0), (round(200 / 70, 4), 101.0), (5.0, 202.0)}
+    assert pairs == {(0.7, 0.0), (1.0, 101.0), (1.75, 202.0)}
 
 
 def test_a_cell_without_verify_steps_has_no_length_replicates():
     req = pd.DataFrame({"cell_id": "x", "status": "ok", "sent_at": [0.0], "ttft_s": [0.1],
                         "tpot_s": [0.01], "e2e_s": [1.0], "output_tokens": [101],
                         "spec_verify_ct": [np.nan]})
-    assert "accept_length_decode" not in analyse_cell(req, 1, True, Slo(), 100, seed=7)[1]
+    assert DECODE_FACTOR not in analyse_cell(req, 1, True, Slo(), 100, seed=7)[1]
 
 
 def test_the_depth_is_the_one_the_cells_record():

@@ -135,7 +135,7 @@ def answer(data: RunData) -> str | None:
     v = view(data)
     if v is None or not v.levels:
         return None
-    parts = [f"{config} on {workload} pays above accept length "
+    parts = [f"the accept length {config} must beat on {workload}: "
              + ", ".join(f"c={lv.load:g} {lv.describe()}" for lv in group)
              + (" (a ladder of drafters)" if kind == "ladder" else "")
              for (kind, config, workload), group in _by_curve(v.levels).items()]

@@ -139,6 +139,11 @@ def test_a_ladder_reports_each_rungs_verdict_out_of_sample():
     out = json.loads(json.dumps(breakeven.decision(data)))  # type: ignore[arg-type]
     assert out["held_out"] == {"agree": 3, "disagree": 0, "no_sign": 1, "unknown": 2}
     assert out["refused"] == []
+    # the run's answer, the sentence its report leads with: every load's break-even length
+    lead = breakeven.answer(data)  # type: ignore[arg-type]
+    assert lead is not None and lead.startswith(
+        "break-even: the accept length draft must beat on coding: c=1 ")
+    assert lead.count("c=") == len(out["curves"]) and lead.endswith("(a ladder of drafters)")
 
 
 def test_a_ladder_of_two_shapes_is_refused_in_one_line(tmp_path):

@@ -98,3 +98,6 @@ def test_variants_choose_the_cells_fitted_and_the_holdout_split_is_printed(tmp_p
     split = doc["twin"]["holdout_split"]
     assert split["held_out"] == [2] and split["fitted_on"] == [1, 8]
     assert {r["cell_id"] for r in split["cells"]} == {"baseline-c2"}
+    # the twin written is the one fitted without the held-out load: what it serves later is
+    # out of sample there
+    assert doc["twin"]["fitted_on"] == ["baseline-c1", "baseline-c8"]

@@ -140,8 +140,13 @@ def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = 
     baseline = "baseline" if "baseline" in bases else (bases[0] if bases else "baseline")
     held = split(space, observed, baseline, holdout, seed, holdout_workloads) \
         if holdout or holdout_workloads else None
-    best = fit(space, observed)
-    reps = bootstrap(space, observed, best, replicates, seed)
+    # With a split, the twin written is the one fitted without the held-out cells: whatever
+    # it serves later (a forced curve beside the real one, a search's prior) is out of sample
+    # there. Without one, every cell.
+    train = [o for o in observed if not (o.load in holdout or o.cell.workload
+                                         in holdout_workloads)]
+    best = fit(space, train)
+    reps = bootstrap(space, train, best, replicates, seed)
     drafting = sorted({a for a in map(algorithm, cells) if a}) or ["EAGLE3"]
     env = envelope(observed, run_id, hw, md, drafting)
     server = scheduler(node, best.setup, observed)
@@ -157,6 +162,7 @@ def build(cells: Sequence[MeasuredCell], *, run_id: str, hardware: str | None = 
     fitted = rows(observed, [predict(written, o.scenario) for o in observed], baseline)
     data["twin"] = {
         "version": TWIN_VERSION, "run_id": run_id, "cells": [c.cell_id for c in cells],
+        "fitted_on": sorted(o.cell.cell_id for o in train),
         "node": {"hardware": hw, "model": md}, "start": start or f"{hw}:{md}",
         "baseline": baseline, "seed": seed, "replicates": replicates,
         "factors": factor_table(space, best, reps),

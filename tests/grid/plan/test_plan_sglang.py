@@ -71,11 +71,12 @@ def test_cpu_depth_sweep_passes_vllms_own_parser(tmp_path):
 
 
 def test_cpu_twin_sweep_passes_vllms_own_parser(tmp_path):
-    # the baseline and the draft model (4 tokens per step), on the cpu hardware profile
+    # the baseline and the draft model (4 tokens per step), on the cpu hardware profile: 2
+    # variants x 2 output lengths x 4 loads x 2 repeats
     planned = make_plan(["+sweep=cpu_twin", f"results_dir={tmp_path}"])
     plan = planned.plan
     assert "vLLM 0.32.0's own parser (2 commands)" in plan.validation, plan.validation
-    assert len(plan.cells) == 16
+    assert len(plan.cells) == 32
     assert {c.config["hardware"]["name"] for c in plan.cells} == {"cpu"}
 
 

@@ -60,9 +60,10 @@ def test_joined_cluster_runs_two_groups_at_once_on_different_nodes(scenarios):
 def test_load_generators_run_on_their_servers_node(scenarios):
     nodes: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
     for actor in scenarios["join"]["actors"]:
-        parts = actor["name"].split("-")  # specgrid-<role>-<server key>-<unique>
-        if len(parts) == 4 and parts[0] == "specgrid":
-            nodes[parts[2]][parts[1]].add(actor["node_id"])
+        # specgrid-<role>-<server key>-r<repeat>-<unique>
+        parts = actor["name"].split("-")
+        if len(parts) == 5 and parts[0] == "specgrid":
+            nodes[f"{parts[2]}-{parts[3]}"][parts[1]].add(actor["node_id"])
     assert len(nodes) == 2, scenarios["join"]["actors"]
     for roles in nodes.values():
         assert roles["loadgen0"] and roles["loadgen0"] == roles["server"]

@@ -12,7 +12,7 @@ from typing import TypeVar
 import numpy as np
 
 from grid.analysis import Slo
-from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells
+from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats, analyse_cells
 from grid.analysis.depth import Throughput
 from grid.analysis.search import Measured
 from grid.plan.cells import Cell
@@ -21,19 +21,29 @@ from grid.store.loader import load_cells, load_requests
 K = TypeVar("K")
 
 
-def cell_throughputs(run_dir: Path, cells: Iterable[Cell], slo: Slo) -> dict[str, Throughput]:
-    """Output tok/s and its bootstrap replicates of each cell committed as done (the report's
-    analysis, so the report's intervals), by cell id."""
+def analysed(run_dir: Path, cells: Iterable[Cell], slo: Slo, replicates: int | None = None
+             ) -> CellStats | None:
+    """The cells committed as done, analysed as the report analyses them (None: none);
+    `replicates` fewer bootstrap replicates where only the point estimates are read."""
     ids = {c.cell_id for c in cells}
     table = load_cells(run_dir) if (run_dir / "cells").is_dir() else None
     if table is None or table.empty:
-        return {}
+        return None
     table = table[table.cell_id.isin(ids) & (table.status == "done")]
     if table.empty:
-        return {}
+        return None
     requests = load_requests(run_dir, columns=REQUEST_COLUMNS,
                              filters=[("cell_id", "in", sorted(table.cell_id))])
-    stats = analyse_cells(table.reset_index(drop=True), requests, slo)
+    extra = {} if replicates is None else {"replicates": replicates}
+    return analyse_cells(table.reset_index(drop=True), requests, slo, **extra)
+
+
+def cell_throughputs(run_dir: Path, cells: Iterable[Cell], slo: Slo) -> dict[str, Throughput]:
+    """Output tok/s and its bootstrap replicates of each cell committed as done (the report's
+    analysis, so the report's intervals), by cell id."""
+    stats = analysed(run_dir, cells, slo)
+    if stats is None:
+        return {}
     out = {}
     for cell_id, value in zip(stats.table.cell_id.astype(str),
                               stats.table.output_tok_s.astype(float), strict=True):

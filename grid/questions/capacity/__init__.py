@@ -14,28 +14,20 @@ from omegaconf import DictConfig
 
 from grid.analysis import Slo
 from grid.analysis.capacity import ATTAINMENT
-from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells
 from grid.plan.cells import Cell
 from grid.plan.search import SearchError, search_space
 from grid.plan.workloads import WorkloadPlan
 from grid.questions import Planned, Question
 from grid.questions.capacity.report import answer_sentence, trace_lines
 from grid.questions.capacity.steps import next_step, replay, result
-from grid.store.loader import load_cells, load_requests
+from grid.questions.measure import analysed
 
 
 def cell_attainments(run_dir: Path, cells: Iterable[Cell], slo: Slo) -> dict[str, float]:
     """SLO attainment of each cell committed as done (the report's analysis), by cell id."""
-    ids = {c.cell_id for c in cells}
-    table = load_cells(run_dir) if (run_dir / "cells").is_dir() else None
-    if table is None or table.empty:
+    stats = analysed(run_dir, cells, slo, replicates=1)
+    if stats is None:
         return {}
-    table = table[table.cell_id.isin(ids) & (table.status == "done")]
-    if table.empty:
-        return {}
-    requests = load_requests(run_dir, columns=REQUEST_COLUMNS,
-                             filters=[("cell_id", "in", sorted(table.cell_id))])
-    stats = analyse_cells(table.reset_index(drop=True), requests, slo, replicates=1)
     return {str(i): float(a) for i, a in zip(stats.table.cell_id, stats.table.slo_attainment,
                                             strict=True) if math.isfinite(float(a))}
 

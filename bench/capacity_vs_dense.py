@@ -1,7 +1,7 @@
 """The capacity search against the dense load grid, on the simulator (SIMULATION numbers).
 
 One `python -m grid.run` measures the dense grid: EAGLE-3 at every load of the capacity
-search's lattice (concurrency 1..256, √2 apart: 16 loads). The capacity search
+search's lattice (concurrency 1..64, √2 apart: 12 loads). The capacity search
 (`grid.search.kind=capacity`, conf/sweep/capacity_search.yaml) chooses its cells from the same
 set (the same cell ids), so it is replayed here on the dense run's committed cells, as its run
 loop replays a run folder (grid/execute/search.py): each step sees only the cells its

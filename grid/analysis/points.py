@@ -36,8 +36,6 @@ class Point:
     load: float
     values: dict[str, float]
     replicates: dict[str, np.ndarray]
-    spread: dict[str, tuple[float, float]] = field(default_factory=dict)
-    """Metric -> (min, max) over repeats."""
     repeats: int = 1
     cell_ids: list[str] = field(default_factory=list)
     """The cells (one per repeat) the point averages."""
@@ -78,18 +76,17 @@ def points(stats: CellStats, metrics: tuple[str, ...] = ("output_tok_s", "goodpu
         load = float(first.concurrency if closed else first.rate)
         key = f"{first.variant}|{first.workload}|{first.concurrency}|{first.rate}"
         index = [repeat_of(row) for _, row in group.iterrows()]
-        values, reps, spread, by_repeat, disagrees = {}, {}, {}, {}, {}
+        values, reps, by_repeat, disagrees = {}, {}, {}, {}
         for metric in metrics:
             measured = group[metric].to_numpy(dtype=float)
             own = [stats.replicates[c][metric] for c in group.cell_id]
             values[metric] = float(measured.mean())
             reps[metric] = combine(measured, own, repeats, noise[metric], f"{key}|{metric}")
-            spread[metric] = (float(measured.min()), float(measured.max()))
             by_repeat[metric] = dict(zip(index, (float(v) for v in measured), strict=True))
             disagrees[metric] = disagree([interval(r) for r in own])
         saturated = "stop_reason" in group and bool((group.stop_reason == "over_saturated").any())
         out.append(Point(str(first.variant), str(first.workload),
-                         "concurrency" if closed else "rate", load, values, reps, spread,
+                         "concurrency" if closed else "rate", load, values, reps,
                          len(group), [str(c) for c in group.cell_id], saturated, by_repeat,
                          disagrees))
     return out

@@ -33,6 +33,7 @@ from grid.plan.cells import (
     make_cell,
     one_per_server,
     stable_hash,
+    start_order,
     unmeasured_key,
 )
 from grid.plan.checks import (
@@ -375,17 +376,6 @@ def estimate_run(plan: Plan) -> RunEstimate:
         seconds = engines.get(engine["name"]).start_seconds(engine.get("device") or "cuda")
         slots[slots.index(min(slots))] += seconds + sum(known)
     return RunEstimate(RUN_OVERHEAD_S + max(slots) if any_known else None, unknown, measured)
-
-
-def start_order(groups: Sequence[ServerGroup]) -> str:
-    """The plan's line on the order of the server starts where the cells hold repeats:
-    `server order (a fresh server per repeat): repeat 0: baseline, eagle3; repeat 1: eagle3,
-    baseline`."""
-    by_repeat: dict[int, list[str]] = {}
-    for group in groups:
-        by_repeat.setdefault(group.repeat, []).append(group.variant)
-    return "server order (a fresh server per repeat, the order reversed every other repeat): " \
-        + "; ".join(f"repeat {r}: {', '.join(names)}" for r, names in by_repeat.items())
 
 
 def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:

@@ -392,6 +392,17 @@ def group_by_server(cells: Sequence[Cell]) -> list[ServerGroup]:
     return groups
 
 
+def start_order(groups: Sequence[ServerGroup]) -> str:
+    """The plan's line on the order of the server starts where the cells hold repeats:
+    `server order (a fresh server per repeat): repeat 0: baseline, eagle3; repeat 1: eagle3,
+    baseline`."""
+    by_repeat: dict[int, list[str]] = {}
+    for group in groups:
+        by_repeat.setdefault(group.repeat, []).append(group.variant)
+    return "server order (a fresh server per repeat, the order reversed every other repeat): " \
+        + "; ".join(f"repeat {r}: {', '.join(names)}" for r, names in by_repeat.items())
+
+
 def one_per_server(groups: Sequence[ServerGroup]) -> list[ServerGroup]:
     """The first group of each server configuration (what is checked and launched once for
     all of its repeats), in order."""

@@ -17,16 +17,13 @@ import numpy as np
 import pandas as pd
 
 from engines.forced import speculative_steps
+from engines.launch import DRAFT_SHAPE_KEYS
 from grid.analysis.cellstats import DECODE_FACTOR, CellStats
 from grid.analysis.forced import forced_mask, honoured
 from grid.analysis.points import Point
 
 DRAFT_KEY = "speculative_draft_model_path"
 """The variant arg naming a draft model's folder (the ladder's axis)."""
-SHAPE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
-              "num_key_value_heads", "vocab_size")
-"""What sets a draft model's cost per pass (the keys the twin's check of drafters of known
-acceptance compares, engines/sim/twin/node.py `one_server_family`)."""
 Length = tuple[float, np.ndarray]
 """A point's measured decode accept length and its replicates (paired with the throughput's)."""
 
@@ -52,13 +49,13 @@ def depth_of(cells: pd.DataFrame) -> int | None:
 
 
 def draft_shape(folder: str) -> tuple[Any, ...] | None:
-    """The SHAPE_KEYS of a draft model folder's config.json; None where it cannot be read on
+    """The DRAFT_SHAPE_KEYS of a draft model folder's config.json; None where it cannot be read on
     this machine."""
     try:
         config = json.loads((Path(folder).expanduser() / "config.json").read_text())
     except (OSError, ValueError):
         return None
-    return tuple(config.get(k) for k in SHAPE_KEYS) if isinstance(config, dict) else None
+    return tuple(config.get(k) for k in DRAFT_SHAPE_KEYS) if isinstance(config, dict) else None
 
 
 def shape_refusal(config: str, rungs: pd.DataFrame) -> str | None:
@@ -75,7 +72,7 @@ def shape_refusal(config: str, rungs: pd.DataFrame) -> str | None:
             shapes.setdefault(shape, variant)
     if len(shapes) < 2:
         return None
-    named = "; ".join(f"{v}: " + ", ".join(f"{k}={s}" for k, s in zip(SHAPE_KEYS, shape,
+    named = "; ".join(f"{v}: " + ", ".join(f"{k}={s}" for k, s in zip(DRAFT_SHAPE_KEYS, shape,
                                                                         strict=True))
                       for shape, v in sorted(shapes.items(), key=lambda kv: kv[1]))
     return (f"ladder {config} not drawn: its rungs' draft models differ in shape ({named}); a "

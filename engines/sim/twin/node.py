@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engines.launch import SPEC_METHODS
+from engines.launch import DRAFT_SHAPE_KEYS, SPEC_METHODS
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, PROFILE_DIR, Profile, known
 from engines.sim.twin.cells import server_flags
 from engines.twin_data import MeasuredCell
@@ -169,15 +169,10 @@ def one_server_family(cells: Sequence[MeasuredCell]) -> None:
     shapes: dict[tuple[Any, ...], str] = {}
     for folder, variant in known.items():  # each folder's config.json read once
         config = read_config(folder)
-        shapes.setdefault(tuple(config.get(k) for k in SHAPE_KEYS), variant)
+        shapes.setdefault(tuple(config.get(k) for k in DRAFT_SHAPE_KEYS), variant)
     if len(shapes) > 1:
         raise ValueError(f"drafters of different shapes ({', '.join(sorted(shapes.values()))}):"
                          " a twin of known acceptance needs drafters of one cost per pass")
-
-
-SHAPE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size", "num_attention_heads",
-              "num_key_value_heads", "vocab_size")
-"""What sets a draft model's cost per pass."""
 
 
 def names(cells: Sequence[MeasuredCell], hardware: str | None, model: str | None

@@ -47,9 +47,9 @@ sys.path.insert(0, str(ROOT))
 from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats, analyse_cells, repeat_of  # noqa: E402
 from grid.analysis.decision import speedups  # noqa: E402
 from grid.analysis.points import points  # noqa: E402
+from grid.analysis.repeats import METHODS  # noqa: E402
 from grid.store.loader import load_cells, load_requests  # noqa: E402
 
-METHODS = ("within", "bootstrap", "pooled_t")
 CELL = ["+sweep=smoke", "grid.axes.variant=[baseline,eagle3]", "grid.axes.workload=[coding]",
         "workload.max_new_tokens=32", "load.num_requests=32", "load.warmup_requests=1",
         "hardware=h200", "model=llama3.1-8b"]

@@ -28,7 +28,6 @@ from grid.analysis.points import (
     fmt_load,
     points,
     repeat_lines,
-    repeat_noise,
     repeat_ratios,
     repeats_summary,
 )
@@ -332,4 +331,4 @@ def decide(stats: CellStats, baseline: str = "baseline") -> Decision:
     axes = varying(stats.table[stats.table.status == "done"]) if not stats.table.empty else []
     return Decision(tok, good, cross, recs, threshold_winners(pts),
                     setup_comparisons(pts, axes, baseline), baseline,
-                    repeats_summary(pts, repeat_noise(stats)))
+                    repeats_summary(pts))

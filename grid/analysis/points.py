@@ -15,7 +15,7 @@ import pandas as pd
 from grid.analysis.bootstrap import interval
 from grid.analysis.cellstats import CellStats, repeat_of
 from grid.analysis.jsonsafe import json_safe
-from grid.analysis.repeats import NO_NOISE, RepeatMethod, RepeatNoise, combine, disagree, pooled
+from grid.analysis.repeats import NO_NOISE, RepeatMethod, combine, disagree, pooled
 
 REPEAT_OVERRIDE = "grid.axes.repeat=[0,1,2]"
 """The override that measures every cell three times."""
@@ -57,11 +57,6 @@ def _groups(stats: CellStats) -> list[pd.DataFrame]:
                                        dropna=False, sort=True)]
 
 
-def repeat_noise(stats: CellStats, metric: str = "output_tok_s") -> RepeatNoise:
-    """The run's between-repeat noise of `metric`, pooled over its points."""
-    return pooled([g[metric].to_numpy(dtype=float) for g in _groups(stats) if metric in g])
-
-
 def points(stats: CellStats, metrics: tuple[str, ...] = ("output_tok_s", "goodput_tok_s"),
            repeats: RepeatMethod = "pooled_t") -> list[Point]:
     """Done cells with rows, grouped over repeats into points (`repeats`: how the repeats'
@@ -100,11 +95,11 @@ def repeat_ratios(p: Point, b: Point, metric: str) -> list[float]:
                 if r in theirs]
 
 
-def repeats_summary(pts: list[Point], noise: RepeatNoise, metric: str = "output_tok_s"
-                    ) -> dict:
+def repeats_summary(pts: list[Point], metric: str = "output_tok_s") -> dict:
     """What the intervals cover: `most` repeats of any point, the pooled between-repeat
     standard deviation (relative) and its degrees of freedom, and each point whose repeats'
     own intervals do not overlap, with its per-repeat values."""
+    noise = pooled([list(p.by_repeat.get(metric, {}).values()) for p in pts])
     return json_safe({
         "most": max((p.repeats for p in pts), default=0),
         "pooled_sd": noise.sd if noise.dof else None, "dof": noise.dof,

@@ -45,7 +45,8 @@ from grid.analysis.bootstrap import seed_for
 RepeatMethod = Literal["pooled_t", "bootstrap", "within"]
 Values = Sequence[float] | np.ndarray
 """One point's repeats' values."""
-METHODS: tuple[RepeatMethod, ...] = ("pooled_t", "bootstrap", "within")
+METHODS: tuple[RepeatMethod, ...] = ("within", "bootstrap", "pooled_t")
+"""Every way of combining repeats, the one used last (bench/coverage_repeats.py compares them)."""
 
 
 @dataclass(frozen=True)

@@ -129,6 +129,12 @@ class Engine:
         that launches its own (the server's URL is known once it runs)."""
         return None
 
+    def clock_scale(self, options: Mapping[str, Any]) -> float:
+        """Wall seconds per second of the server's own clock: 1 for a real server; a
+        simulator running its modelled time faster than the wall's says by how much (the
+        load generator reports its figures on that clock, actors/loadgen/timeline.py)."""
+        return 1.0
+
     def version_label(self, options: Mapping[str, Any], version: str | None) -> str | None:
         """What changes the engine's numbers besides its flags, as one string (part of every
         cell's identity): its name and `version` (as detected where the server runs, or as

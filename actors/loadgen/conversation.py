@@ -50,6 +50,7 @@ from actors.loadgen.streams import (
     run_into,
 )
 from actors.loadgen.tally import Tally
+from actors.loadgen.timeline import Clock
 from actors.loadgen.transport import StampingTransport, make_transport
 from specgrid_metrics.requests import accept_length, percentile, request_timing
 from workloads.conversations.model import Conversation
@@ -189,15 +190,18 @@ def _row(conv: Conversation, k: int, n: int, tl: Timeline, sink: NativeReplySink
 
 async def run_conversation(cl: _Client, conv: Conversation, index: int, due: float,
                            deadline: float | None, offset: float,
-                           counter: Tally | None = None) -> list[dict[str, Any]]:
-    """Replay one conversation whose first round is due at ``due`` (perf_counter s)."""
+                           counter: Tally | None = None, clock: Clock | None = None
+                           ) -> list[dict[str, Any]]:
+    """Replay one conversation whose first round is due at ``due`` (perf_counter s); think
+    times waited and rows reported on ``clock`` (the server's modelled clock; wall when None)."""
+    clock = clock or Clock(due)
     spec = cl.spec
     n = spec.turns_of(conv)
     thinks = think_times(spec, conv, index)
     history = History(conv, spec.replay, spec.template)
     rows: list[dict[str, Any]] = []
     for k in range(n):
-        due += thinks[k]
+        due += clock.wall(thinks[k])
         if deadline is not None and due >= deadline:
             rows += unrun_rows(conv, k, n, "not_run", "load window ended")
             break
@@ -212,7 +216,8 @@ async def run_conversation(cl: _Client, conv: Conversation, index: int, due: flo
         if counter is not None:
             counter.end(tl)
         source = history.reply(k, sink.text) if tl.error is None else None
-        rows.append(_row(conv, k, n, tl, sink, len(body), source, thinks[k], offset))
+        rows.append(_row(conv, k, n, clock.modelled(tl), sink, len(body), source, thinks[k],
+                         offset))
         if tl.error is not None:
             rows += unrun_rows(conv, k + 1, n, "skipped", f"round {k} failed")
             break
@@ -261,11 +266,12 @@ class ConversationRun:
         convs = spec.selected()
         results: list[list[dict[str, Any]]] = [[] for _ in convs]
         cpu0, t0 = process_time(), perf_counter()
-        deadline = t0 + spec.duration_s if spec.duration_s is not None else None
+        clock = Clock(t0, spec.clock_scale)
+        deadline = t0 + clock.wall(spec.duration_s) if spec.duration_s is not None else None
 
         async def one(i: int, due: float) -> None:
             results[i] = await run_conversation(cl, convs[i], i, due, deadline, offset,
-                                                counter)
+                                                counter, clock)
 
         if spec.closed_loop:
             todo = iter(range(len(convs)))
@@ -291,7 +297,7 @@ class ConversationRun:
                         sem.release()
 
             for i, off in enumerate(arrival_offsets(spec, convs)):
-                due = t0 + off
+                due = t0 + clock.wall(off)
                 if deadline is not None and due >= deadline:
                     break
                 await sleep_until(due)
@@ -299,9 +305,9 @@ class ConversationRun:
                     await sem.acquire()
                 tasks.append(asyncio.create_task(capped(i, due)))
             await asyncio.gather(*tasks)
-        wall, cpu = perf_counter() - t0, process_time() - cpu0
+        span, cpu = (perf_counter() - t0) / clock.scale, process_time() - cpu0  # modelled
         rows = [r for conv_rows in results for r in conv_rows]
-        return LoadResult(rows, _stats(rows, wall, cpu, t0 + offset, len(convs)))
+        return LoadResult(rows, _stats(rows, span, cpu, t0 + offset, len(convs)))
 
 
 async def run_conversations(spec: ConversationLoadSpec,

@@ -42,7 +42,7 @@ from actors.loadgen.selfcheck import LoopLagMonitor, client_check
 from actors.loadgen.spec import LoadResult, LoadSpec, share
 from actors.loadgen.stopping import Stop, make_watch
 from actors.loadgen.tally import Tally
-from actors.loadgen.timeline import Timeline
+from actors.loadgen.timeline import Clock, Timeline
 from actors.loadgen.transport import StampingTransport, make_transport
 
 WARMUP_OPEN_LOOP_CONCURRENCY = 8
@@ -163,7 +163,8 @@ class LoadRun:
                 await sleep_until(t0)
             else:
                 late, t0 = now - t0, now
-        stop = Stop(t0 + spec.duration_s if spec.duration_s is not None else None)
+        clock = Clock(t0, spec.clock_scale)
+        stop = Stop(t0 + clock.wall(spec.duration_s) if spec.duration_s is not None else None)
         watch = make_watch(spec, self.weights, stop)  # targets, over-saturation
         monitor = LoopLagMonitor()
         monitor.start()
@@ -175,15 +176,18 @@ class LoadRun:
                                    conc, stop.due, results, self.tally)
         else:
             assert spec.rate is not None
+            # on the wall's clock: the rate over the scale (offsets x scale, the same draws)
             arrivals = schedule.client_arrivals(
-                spec.num_requests, self.weights, me, spec.rate, spec.arrival, spec.burstiness,
-                spec.seed, horizon_s=spec.duration_s,
+                spec.num_requests, self.weights, me, spec.rate / clock.scale, spec.arrival,
+                spec.burstiness, spec.seed,
+                horizon_s=None if spec.duration_s is None else clock.wall(spec.duration_s),
             )  # the horizon is the time bound here: `due` only asks for the watch's stop
             await open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results,
                              self.tally, lambda: stop.reason is not None)
         await watch.close()
         await monitor.stop()
         results.sort(key=lambda r: r[0])
+        results[:] = [(n, pidx, clock.modelled(tl)) for n, pidx, tl in results]
         rows = [request_row(spec, n, pidx, tl, offset) for n, pidx, tl in results]
         t_end = max((tl.end for _, _, tl in results if tl.end is not None), default=t0)
         stats = client_check([tl for *_, tl in results],

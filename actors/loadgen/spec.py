@@ -60,6 +60,11 @@ class ClientSpec:
     """Gamma shape of ``arrival="gamma"``."""
     duration_s: float | None = None
     """Stop issuing after this many seconds of the window (None: no time bound)."""
+    clock_scale: float = 1.0
+    """Wall seconds per second of the server's modelled clock (a simulator's
+    ``time_scale``; 1 for a real server): every reported time is on the modelled clock and
+    ``rate``, think times and ``duration_s`` are modelled seconds (actors/loadgen/timeline.py
+    ``Clock``)."""
     max_new_tokens: int = 128
     temperature: float = 0.0
     ignore_eos: bool = True
@@ -94,6 +99,8 @@ class ClientSpec:
             errors.append(f"rate must be > 0 per second, got {self.rate}")
         if not self.burstiness > 0:
             errors.append(f"burstiness must be > 0, got {self.burstiness}")
+        if not self.clock_scale > 0:
+            errors.append(f"clock_scale must be > 0, got {self.clock_scale}")
         if self.duration_s is not None and not self.duration_s > 0:
             errors.append(f"duration_s must be > 0, got {self.duration_s}")
         if self.max_new_tokens < 1:

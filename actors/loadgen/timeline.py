@@ -1,6 +1,7 @@
 """What one streamed request records (``Timeline``, filled by the stream parsers in
 actors/loadgen/sinks.py and read by the rows, the self-check and the stopping watch) and how a
-request fails in a way the server told us (``StreamError``)."""
+request fails in a way the server told us (``StreamError``), and the modelled clock a
+simulator's figures are reported in (``Clock``)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,43 @@ class Timeline:
             self.merged += 1
         times.append(t)
         self.chunk_tokens.append(k)
+
+
+class Clock:
+    """The server's clock against this client's ``perf_counter()``: a simulator run at
+    ``engine.options.time_scale`` s spends s wall seconds per modelled second, so a measured
+    interval is reported as wall / s and a modelled wait (an arrival offset, a think time, the
+    window's ``duration_s``) is waited as modelled x s (docs/loadgen.md "The modelled clock").
+    Scale 1 (a real server): every time as measured. The client's own timing error (its
+    event-loop lag, a few ms) is divided by s too: the plan and the report state it."""
+
+    __slots__ = ("t0", "scale")
+
+    def __init__(self, t0: float, scale: float = 1.0) -> None:
+        if not scale > 0:
+            raise ValueError(f"clock scale must be > 0, got {scale}")
+        self.t0, self.scale = t0, scale
+
+    def wall(self, modelled_s: float) -> float:
+        """Wall seconds of a modelled interval."""
+        return modelled_s * self.scale
+
+    def at(self, t: float) -> float:
+        """A perf_counter time on the modelled clock (same origin ``t0``)."""
+        return self.t0 + (t - self.t0) / self.scale
+
+    def modelled(self, tl: Timeline) -> Timeline:
+        """``tl`` with every time on the modelled clock (``tl`` itself at scale 1)."""
+        if self.scale == 1.0:
+            return tl
+        out = Timeline(self.at(tl.scheduled))
+        for name in Timeline.__slots__:
+            setattr(out, name, getattr(tl, name))
+        out.scheduled, out.slot, out.sent = (self.at(tl.scheduled), self.at(tl.slot),
+                                             self.at(tl.sent))
+        out.end = None if tl.end is None else self.at(tl.end)
+        out.chunk_times = [self.at(t) for t in tl.chunk_times]
+        out.server_queue_s = None if tl.server_queue_s is None else \
+            tl.server_queue_s / self.scale
+        out.server_ttft_s = None if tl.server_ttft_s is None else tl.server_ttft_s / self.scale
+        return out

@@ -59,6 +59,12 @@ class Sim(Engine):
         """The `--sim-*` flags it has, with values they take, and profiles that load."""
         sim_options.check(options)
 
+    def clock_scale(self, options: Mapping[str, Any]) -> float:
+        """`time_scale` (every modelled duration times it); 0 (no step cost) keeps the wall's
+        clock: there is no modelled time to report on."""
+        scale = float(options.get("time_scale") or 0.0)
+        return scale if scale > 0 else 1.0
+
     def version_label(self, options: Mapping[str, Any], version: str | None) -> str | None:
         """The simulator's release and its profiles' content (identity.py); the SGLang
         version it imitates is its own, whatever `version` says."""

@@ -122,6 +122,9 @@ class Crossover:
     point: float
     lo: float
     hi: float
+    assumed: tuple[float, float] | None = None
+    """A simulated curve's crossover over its model's assumptions (grid/report/assumed.py):
+    then the interval above is the cells' sampling noise only, and says so."""
 
     def describe(self) -> str:
         kind = "concurrency" if self.load_kind == "concurrency" else "rate"
@@ -137,6 +140,10 @@ class Crossover:
             head = f"no crossover: does not pay even at {kind} {min(self.loads):g}"
         else:
             head = f"crossover at {kind} {self.point:.1f}"
+        if self.assumed is not None:
+            return (f"{head} (95% interval {one(self.lo)} .. {one(self.hi)}: the simulated "
+                    f"cells' sampling noise only; the model's assumptions that meet its anchor "
+                    f"put it at {self.assumed[0]:.2f}-{self.assumed[1]:.2f})")
         return f"{head} (95% interval {one(self.lo)} .. {one(self.hi)})"
 
 
@@ -283,6 +290,7 @@ class Decision:
             "crossovers": [{"variant": c.variant, "workload": c.workload,
                             "load_kind": c.load_kind, "crossover": c.point,
                             "interval": [c.lo, c.hi], "tested": c.loads,
+                            "assumed": list(c.assumed) if c.assumed else None,
                             "statement": c.describe()} for c in self.crossovers],
             "recommendations": self.recommendations,
             "thresholds": self.thresholds,

@@ -61,11 +61,7 @@ from grid.plan.conversations import (
 from grid.plan.estimate import RUN_OVERHEAD_S, Measured, Source, estimate_cell
 from grid.plan.overrides import CommandLine, merge_axes
 from grid.plan.placement import server_gpus
-from grid.plan.specs import (
-    engine_version,
-    external_url,
-    launch_spec,
-)
+from grid.plan.specs import clock_scale, engine_version, external_url, launch_spec
 from grid.plan.stopping import check_stopping, describe_stop
 from grid.plan.work import PlannedCell, plan_cell, source_label
 from grid.plan.workload_keys import check_workload_keys
@@ -425,6 +421,9 @@ def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
         if model is not None and (note := model.provenance(options)):
             lines.append(f"  numbers: SIMULATION ({note}): the simulator on a profile fitted "
                          "to that run's measured cells (docs/twin.md)")
+        if (scale := clock_scale(group.config["engine"])) != 1:
+            lines.append(f"  clock: modelled at time_scale {scale:g}, {1 / scale:g}x the wall's: "
+                         f"figures on it, the client's own delay x{1 / scale:g} with them")
         for cell in group.cells:
             work = plan.work(cell).conversation
             size = (f"conversations={work.conversations} rounds={work.rounds}"

@@ -370,6 +370,11 @@ class RunConfig:
     cell (flushing the cache, starting the metrics, the end of the cell with its last scrape
     and server snapshot, stopping the telemetry): past it that cell fails, naming the call,
     and the server is replaced; other server groups never wait on it."""
+    sim_time_scale: float | None = None
+    """The simulator's clock for this run when its engine is the simulator
+    (conf/engine/sim.yaml's `time_scale` reads it): modelled durations times it, every figure
+    reported on the modelled clock (docs/loadgen.md "The modelled clock"). A sweep sized for a
+    laptop sets it; a real engine keeps its own clock and ignores it. None = 1."""
     metrics_interval_s: float | None = 1.0
     """Sample the server's /metrics this often during a cell into server_metrics/ (None = off)."""
     telemetry_interval_s: float | None = 1.0

@@ -20,6 +20,7 @@ from actors.loadgen.conversation_plan import (
 from engines.planning import ConversationWork
 from grid.plan.cells import Cell
 from grid.plan.config import ConfigError
+from grid.plan.specs import clock_scale
 from workloads.conversations.loaders import load_conversations
 from workloads.conversations.model import Conversation, estimate_tokens, message_text
 from workloads.conversations_data import DATA_DIR
@@ -119,7 +120,8 @@ def conversation_specs(cell: Cell, conversations: Sequence[Conversation],
             model=model.get("served_model_name") or model["model_path"],
             api_key=config["engine"].get("api_key"), transport=load["transport"],
             tls_verify=bool(load["tls_verify"]), ca_bundle=load["ca_bundle"],
-            keepalive_s=float(load["keepalive_s"]), seed=int(load["seed"]))
+            keepalive_s=float(load["keepalive_s"]), seed=int(load["seed"]),
+            clock_scale=clock_scale(config["engine"]))
         return tuple(
             replace(base, conversations=tuple(conversations[i::clients]), seed=base.seed + i,
                     concurrency=None if total is None

@@ -126,6 +126,11 @@ def external_url(engine: Mapping[str, Any]) -> str | None:
         raise ConfigError(f"engine.options: {e}") from None
 
 
+def clock_scale(engine: Mapping[str, Any]) -> float:
+    """Wall seconds per second of the engine's clock (engines/base.py `clock_scale`)."""
+    return engines.get(engine["name"]).clock_scale(engine.get("options") or {})
+
+
 def load_specs(cell: Cell, prompts: tuple[Prompt, ...], url: str = PLANNED_URL
                ) -> tuple[LoadSpec, ...]:
     """One LoadSpec per client of the cell (LoadSpec validates itself). A rate cell is open
@@ -164,6 +169,7 @@ def load_specs(cell: Cell, prompts: tuple[Prompt, ...], url: str = PLANNED_URL
             tls_verify=bool(load["tls_verify"]),
             ca_bundle=load["ca_bundle"],
             keepalive_s=float(load["keepalive_s"]),
+            clock_scale=clock_scale(config["engine"]),
             **stop_settings(load),
         )
         return tuple(replace(base, client_index=i) for i in range(clients))

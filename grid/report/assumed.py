@@ -119,3 +119,7 @@ def apply(data: RunData) -> None:
                      & (table.load_kind == "concurrency")]
         recs.append(bounded(rec, interior, sorted(rows.load.astype(float))))
     data.decision.recommendations = recs
+    for cross in data.decision.crossovers:
+        if cross.load_kind == "concurrency" and cross.variant not in outside \
+                and data.baseline not in outside:
+            cross.assumed = interior.crossover

@@ -41,7 +41,35 @@ def server_clock_check(cells: pd.DataFrame) -> list[tuple[str, str]]:
                             f"{len(early)} cell(s): the client's timestamps are suspect")]
     return [("note", f"client TTFT minus the server's own first-token latency: median of the "
                      f"cells {p50.median() * 1e3:.1f} ms (largest p99 "
-                     f"{cells.ttft_minus_server_p99_s.max() * 1e3:.1f} ms, {len(p50)} cells)")]
+                     f"{cells.ttft_minus_server_p99_s.max() * 1e3:.1f} ms, {len(p50)} cells)"
+                     + modelled_clock(cells))]
+
+
+def clock_scales(cells: pd.DataFrame) -> list[float]:
+    """The simulated cells' `time_scale`s other than 1 (their figures are on the simulator's
+    modelled clock, actors/loadgen/timeline.py `Clock`)."""
+    if "engine_options" not in cells:
+        return []
+    found = set()
+    for text in cells.engine_options.dropna().unique():
+        scale = (json.loads(text) or {}).get("time_scale") if isinstance(text, str) else None
+        if isinstance(scale, int | float) and 0 < float(scale) != 1:
+            found.add(float(scale))
+    return sorted(found)
+
+
+def modelled_clock(cells: pd.DataFrame) -> str:
+    """What the modelled clock does to the client's timing error: the delay above is divided
+    by the scale with every other time, so it is set against the shortest request (a closed
+    loop's next request waits for it: throughput is biased by about delay / request time)."""
+    scales = clock_scales(cells)
+    if not scales or "e2e_p50_s" not in cells or cells.e2e_p50_s.isna().all():
+        return ""
+    delay, shortest = cells.ttft_minus_server_p50_s.median(), cells.e2e_p50_s.min()
+    words = " and ".join(f"{s:g}" for s in scales)
+    return (f"; on the simulator's modelled clock (time_scale {words}: wall times / scale, "
+            f"the client's delay with them), {delay / shortest:.1%} of the shortest request "
+            f"(e2e p50 {shortest * 1e3:.0f} ms)")
 
 
 def _scenario(row: Any, mine: pd.DataFrame, running: pd.Series, conversational: bool

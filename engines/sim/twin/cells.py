@@ -105,11 +105,11 @@ def speculative_shape(command: str, info: Mapping[str, Any]) -> tuple[int, int, 
     return None
 
 
-def time_scale(flags: Mapping[str, str]) -> float:
-    """The simulator's `--sim-time-scale` (every modelled duration times it; 1 for any other
-    server). A twin models the node at scale 1, so a cell's figures are divided back to it:
-    tok/s times the scale, TTFT and TPOT over it. ValueError at scale 0 (no step cost: its
-    figures carry no timing to fit)."""
+def check_timed(flags: Mapping[str, str]) -> None:
+    """ValueError for cells of a simulator at `--sim-time-scale` 0 (no step cost: their figures
+    carry no timing to fit). At any other scale the load generator has reported the figures
+    on the simulator's modelled clock already (actors/loadgen/timeline.py `Clock`): a twin
+    models the node at scale 1 and reads them as they are."""
     text = flags.get("--sim-time-scale")
     try:
         scale = float(text) if text not in (None, "") else 1.0
@@ -118,7 +118,6 @@ def time_scale(flags: Mapping[str, str]) -> float:
     if not scale > 0:
         raise ValueError(f"cells of a simulator run at time_scale {text}: no modelled step "
                          "cost to fit a twin to (measure with time_scale > 0)")
-    return scale
 
 
 def observe(cell: MeasuredCell) -> Observed:
@@ -140,13 +139,10 @@ def observe(cell: MeasuredCell) -> Observed:
         requests_per_stream=max(1.0, cell.num_requests / max(1, cell.concurrency)),
         varied_output=most - fewest > 0.05 * mean_out,
         known_reach=cell.known_acceptance if spec is not None else None)
-    scale = time_scale(flags)
-    measured = {m: float(v) for m, v in (("output_tok_s", cell.output_tok_s * scale
-                                          if cell.output_tok_s else None),
-                                         ("ttft_p50_s", cell.ttft_p50_s / scale
-                                          if cell.ttft_p50_s else None),
-                                         ("tpot_p50_s", cell.tpot_p50_s / scale
-                                          if cell.tpot_p50_s else None)) if v and v > 0}
+    check_timed(flags)
+    measured = {m: float(v) for m, v in (("output_tok_s", cell.output_tok_s),
+                                         ("ttft_p50_s", cell.ttft_p50_s),
+                                         ("tpot_p50_s", cell.tpot_p50_s)) if v and v > 0}
     if spec is not None and cell.known_acceptance is None:  # known: nothing to fit there
         decode = cell.accept_length_decode
         if decode is None and cell.accept_length and mean_out > 1:

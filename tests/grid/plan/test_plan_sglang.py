@@ -9,7 +9,6 @@ import os
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from grid.run import CONF_DIR, EXIT_BAD_INPUT, make_plan, run
 
@@ -29,11 +28,9 @@ def test_shipped_sweep_passes_sglang_parser(sweep, engine, tmp_path):
     overrides = [f"+sweep={sweep}", f"engine={engine}", f"results_dir={tmp_path}",
                  f"engine.validate_python={SGLANG_PYTHON}", "cluster.num_gpus=8"]
     if engine == "sglang":
-        # a sweep's simulator options are dropped as its comment tells (agentic: time_scale)
-        sim_only = (OmegaConf.load(CONF_DIR / "sweep" / f"{sweep}.yaml")
-                    .get("engine", {}).get("options", {}))
-        overrides += [f"engine.python={SGLANG_PYTHON}", "model=llama3.1-8b",
-                      *(f"~engine.options.{key}" for key in sim_only)]
+        # no override for the simulator's clock: a sweep sets run.sim_time_scale, which only
+        # the simulator reads (conf/engine/sim.yaml)
+        overrides += [f"engine.python={SGLANG_PYTHON}", "model=llama3.1-8b"]
     plan = make_plan(overrides).plan
     assert plan.validation.startswith("server flags validated by SGLang")
     if engine == "sglang":

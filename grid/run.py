@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import signal
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ from grid.questions import Planned, question
 from grid.report import write_report
 from grid.store.drafter_run import read_drafter_run
 from grid.store.files import check_writable
-from grid.store.ledger import DriverLock, RunLockedError
+from grid.store.ledger import DriverLock, RunLockedError, Status
 from grid.store.measured import measured_cells
 from grid.store.record import EXIT_FAILED_CELLS, RunRecord
 from grid.store.results import ResultsWriteError
@@ -91,7 +92,7 @@ class RunOutcome:
     exit_code: int
     run_dir: Path | None = None
     cell_ids: list[str] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[Status, int] = field(default_factory=dict)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -262,8 +263,8 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
     resume = resume_command(plan.run_dir)
     if code == EXIT_INTERRUPTED:
         echo(f"\ninterrupted; resume with: {resume}")
-    elif counts["failed"]:
-        echo(f"\n{counts['failed']} cell(s) failed; see python -m grid.status {plan.run_dir}; "
+    elif counts[Status.FAILED]:
+        echo(f"\n{counts[Status.FAILED]} cell(s) failed; see python -m grid.status {plan.run_dir}; "
              f"retry them with: {resume}")
         code = code or EXIT_FAILED_CELLS
     echo(f"results: {plan.run_dir}")
@@ -330,17 +331,16 @@ def _recover(record: RunRecord, cells: Sequence[Cell], echo: Callable[[str], Non
 def _cells_to_run(record: RunRecord, cells: Sequence[Cell], retry_failed: bool,
                   echo: Callable[[str], None]) -> list[Cell]:
     statuses = {c.cell_id: record.status(c.cell_id) for c in cells}
-    counts: dict[str, int] = {}
-    for status in statuses.values():
-        counts[status] = counts.get(status, 0) + 1
-    todo = [c for c in cells if statuses[c.cell_id] != "done"
-            and (retry_failed or statuses[c.cell_id] != "failed")]
-    parts = [f"{counts.get('done', 0)} done"]
-    if counts.get("failed"):
-        parts.append(f"{counts['failed']} failed -> {'re-run' if retry_failed else 'skipped'}")
-    if counts.get("interrupted"):
-        parts.append(f"{counts['interrupted']} interrupted -> re-run")
-    parts.append(f"{counts.get('pending', 0)} pending")
+    counts = Counter(statuses.values())
+    todo = [c for c in cells if statuses[c.cell_id] != Status.DONE
+            and (retry_failed or statuses[c.cell_id] != Status.FAILED)]
+    parts = [f"{counts[Status.DONE]} done"]
+    if counts[Status.FAILED]:
+        parts.append(f"{counts[Status.FAILED]} failed -> "
+                     f"{'re-run' if retry_failed else 'skipped'}")
+    if counts[Status.INTERRUPTED]:
+        parts.append(f"{counts[Status.INTERRUPTED]} interrupted -> re-run")
+    parts.append(f"{counts[Status.PENDING]} pending")
     echo(f"{len(cells)} cells: " + ", ".join(parts) + f"; running {len(todo)}")
     return todo
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grid.cli.runrecord import RUN_RECORD, resume_command
 from grid.store import integrity
-from grid.store.ledger import LEDGER_NAME, STATUSES, DriverLock, Ledger, RunLockedError
+from grid.store.ledger import LEDGER_NAME, DriverLock, Ledger, RunLockedError, Status
 from grid.store.record import RunRecord
 
 USAGE = "usage: python -m grid.status RESULTS/RUN_ID [--verify]"
@@ -28,7 +28,7 @@ def format_status(run_dir: Path) -> str:
         ledger.close()
     lines = [f"run {run_dir.name}: {len(rows)} cells"]
     several_versions = len({r["engine_version"] for r in rows}) > 1
-    for status in STATUSES:
+    for status in Status:
         members = [r for r in rows if r["status"] == status]
         if not members:
             continue

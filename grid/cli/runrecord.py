@@ -1,6 +1,8 @@
-"""`run.json` in a run folder: the command-line overrides that define the run's grid, written
-when execution starts (never by plan=true), so `python -m grid.run --resume RUN_DIR` composes
-the same grid again from the folder alone.
+"""`run.json` in a run folder, the run's one record of its settings: the command-line overrides
+that define the run's grid, written when execution starts (never by plan=true), so
+`python -m grid.run --resume RUN_DIR` composes the same grid again from the folder alone; and
+the settings its last report used (`report`: the SLO, the GPU price, the drafter run placed),
+so a plain re-render keeps them.
 
 The folder itself is the run's name and place: `--resume` adds `results_dir=<parent>` and
 `run.id=<folder name>` to the recorded overrides, so the printed resume command is right
@@ -36,12 +38,33 @@ def write_run_record(run_dir: Path, overrides: Sequence[str]) -> None:
     now = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     if not history or history[-1].get("overrides") != list(overrides):
         history.append({"overrides": list(overrides), "started_at": now})
-    record = {"overrides": list(overrides), "started_at": now, "specgrid": specgrid_version(),
-              "history": history}
+    record = {**_record(path), "overrides": list(overrides), "started_at": now,
+              "specgrid": specgrid_version(), "history": history}
     try:
         write_json(path, record, fsync=True, indent=1)
     except OSError as e:
         raise ConfigError(f"cannot write {path}: {e.strerror or e}") from None
+
+
+def _record(path: Path) -> dict[str, Any]:
+    """run.json as a dict ({} when absent or unreadable)."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def record_report_settings(run_dir: Path, settings: dict[str, Any]) -> None:
+    """The settings the report used (`report` in run.json; the rest of the record kept)."""
+    path = run_dir / RUN_RECORD
+    write_json(path, {**_record(path), "report": settings}, fsync=False, indent=1)
+
+
+def report_settings(run_dir: Path) -> dict[str, Any]:
+    """The settings the run's last report used ({} before any report)."""
+    found = _record(run_dir / RUN_RECORD).get("report")
+    return found if isinstance(found, dict) else {}
 
 
 def read_run_record(run_dir: Path) -> list[str]:
@@ -54,7 +77,10 @@ def read_run_record(run_dir: Path) -> list[str]:
                           f"(no {RUN_RECORD})")
     try:
         overrides = json.loads(path.read_text())["overrides"]
-    except (ValueError, KeyError, TypeError) as e:
+    except KeyError:
+        raise ConfigError(f"--resume {run_dir}: not a run folder started by grid.run "
+                          f"(no overrides in {RUN_RECORD})") from None
+    except (ValueError, TypeError) as e:
         raise ConfigError(f"{path} is not a run record ({type(e).__name__}: {e})") from None
     if not isinstance(overrides, list) or not all(isinstance(o, str) for o in overrides):
         raise ConfigError(f"{path}: 'overrides' is not a list of strings")

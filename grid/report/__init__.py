@@ -15,9 +15,10 @@ from pathlib import Path
 from grid.analysis import Slo
 from grid.analysis.drafter_run import DrafterRun
 from grid.analysis.forced import unforced
+from grid.cli.runrecord import record_report_settings
 from grid.report import alignment, breakeven, forced, lossless, plots, startup
 from grid.report.agentic import findings
-from grid.report.data import DECISION_FILE, load_run, run_decision
+from grid.report.data import DECISION_FILE, load_run, run_decision, used_settings
 from grid.report.html import compare_html, run_html
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
@@ -105,6 +106,7 @@ def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baselin
         paths.append(path)
     _atomic_write(run_dir / "report.md", f"# specgrid run {run_dir.name}\n\n```\n{text}\n```\n")
     _atomic_write(run_dir / DECISION_FILE, json.dumps(decision_json(data), indent=2))
+    record_report_settings(run_dir, used_settings(data))  # what a re-render keeps
     _atomic_write(run_dir / "report.html", run_html(data, figures))
     write_search_files(run_dir, data.search)  # e.g. a depth search's setting, to paste
     return Report(text, run_dir / "report.html", run_dir / DECISION_FILE, paths)

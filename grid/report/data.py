@@ -5,12 +5,12 @@ and counter deltas by role: grid/report/serverdata.py), telemetry, energy, valid
 
 from __future__ import annotations
 
-import json
 import math
 import platform
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -23,6 +23,7 @@ from grid.analysis.drafter_run import DrafterRun
 from grid.analysis.forced import forced_mask, unforced
 from grid.analysis.lesson import acceptance_table
 from grid.analysis.setups import label_setups
+from grid.cli.runrecord import report_settings
 from grid.report import assumed, lossless
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
@@ -53,36 +54,36 @@ requests."""
 
 
 def saved_slo(run_dir: Path) -> Slo | None:
-    """The SLO the run's last report used (decision.json), so a re-render keeps it."""
+    """The SLO the run's last report used (run.json `report`), so a re-render keeps it."""
     try:
-        saved = json.loads((run_dir / DECISION_FILE).read_text())["slo"]
+        saved = report_settings(run_dir)["slo"]
         return Slo(**{k: saved.get(k) for k in ("ttft_ms", "tpot_ms", "e2e_ms")})
-    except (OSError, ValueError, KeyError, TypeError):
+    except (KeyError, TypeError, AttributeError, ValueError):
         return None
 
 
 def saved_price(run_dir: Path) -> float | None:
-    """The price per GPU-hour the run's last report used (decision.json), so a re-render
-    keeps it."""
-    try:
-        price = json.loads((run_dir / DECISION_FILE).read_text())["cost"]["gpu_hour_usd"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    """The price per GPU-hour the run's last report used (run.json `report`)."""
+    price = report_settings(run_dir).get("gpu_hour_usd")
     return float(price) if isinstance(price, int | float) and price > 0 else None
 
 
 def saved_drafter_run(run_dir: Path) -> tuple[DrafterRun | None, str]:
-    """The drafter run the run's last report placed (decision.json `breakeven.drafter_run`),
-    read again so a re-render keeps it; (None, why) when it can no longer be read."""
-    try:
-        saved = json.loads((run_dir / DECISION_FILE).read_text())["breakeven"]
-        path = saved["drafter_run"]["path"]
-    except (OSError, ValueError, KeyError, TypeError):
+    """The drafter run the run's last report placed (run.json `report`), read again so a
+    re-render keeps it; (None, why) when it can no longer be read."""
+    path = report_settings(run_dir).get("drafter_run")
+    if not isinstance(path, str) or not path:
         return None, ""
     try:
-        return read_drafter_run(str(path), "the drafter run the last report placed"), ""
+        return read_drafter_run(path, "the drafter run the last report placed"), ""
     except (OSError, ValueError) as e:
         return None, str(e)
+
+
+def used_settings(data: RunData) -> dict[str, Any]:
+    """What run.json `report` records of this report's settings (the three above)."""
+    return {"slo": data.slo.as_dict(), "gpu_hour_usd": data.gpu_hour_usd,
+            "drafter_run": data.drafter_run.path if data.drafter_run is not None else None}
 
 
 def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",

@@ -16,6 +16,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterable
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,32 @@ from grid.plan.cells import Cell
 
 LEDGER_NAME = "_ledger.sqlite"
 LOCK_NAME = "_driver.lock"
-STATUSES = ("pending", "running", "done", "failed", "interrupted")
+
+
+class Status(StrEnum):
+    """A cell's state: the ledger's `status` and the committed cell row's (done, failed)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+FROM: dict[Status, tuple[Status, ...]] = {
+    Status.RUNNING: (Status.PENDING, Status.FAILED, Status.INTERRUPTED),
+    Status.DONE: (Status.RUNNING,),
+    Status.FAILED: (Status.RUNNING,),
+    Status.INTERRUPTED: (Status.RUNNING,),
+}
+"""The statuses a cell may come from, by the one it goes to, as a run moves it: an attempt
+starts from pending, failed (retried) or interrupted, and ends done, failed or interrupted; a
+done cell is never measured again. Only reconciliation with the committed files
+(`follow_files`, the files being the truth) sets a status outside these moves."""
+
+
+class StatusError(RuntimeError):
+    """A move the table above does not allow (a bug: the one writer moved a cell wrongly)."""
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS cells (
@@ -77,57 +103,63 @@ class Ledger:
             self.db.executemany(
                 "INSERT OR IGNORE INTO cells (cell_id, variant, workload, concurrency, rate,"
                 " server_key, factors, engine_version, status)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending')",
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(c.cell_id, c.variant, c.workload, c.concurrency, c.rate, c.server_key,
-                  json.dumps(c.factors, default=str), c.engine_version) for c in cells],
+                  json.dumps(c.factors, default=str), c.engine_version, Status.PENDING.value)
+                 for c in cells],
             )
 
-    def status(self, cell_id: str) -> str:
+    def status(self, cell_id: str) -> Status:
         row = self.db.execute("SELECT status FROM cells WHERE cell_id=?", (cell_id,)).fetchone()
-        return row[0] if row else "pending"
+        return Status(row[0]) if row else Status.PENDING
+
+    def _move(self, cell_id: str, to: Status, sets: str, values: tuple[Any, ...]) -> None:
+        """Set `to` (and `sets`) where the cell's status is one `to` may come from (`FROM`);
+        StatusError naming both otherwise."""
+        came = FROM[to]
+        with self.db:
+            cur = self.db.execute(
+                f"UPDATE cells SET status=?, {sets} WHERE cell_id=? AND status IN "
+                f"({', '.join('?' * len(came))})", (to.value, *values, cell_id, *came))
+        if cur.rowcount != 1:
+            raise StatusError(f"cell {cell_id}: {self.status(cell_id)} cannot become {to} "
+                              f"(only from {', '.join(came)})")
 
     def start_attempt(self, cell_id: str) -> int:
         """Mark the cell running and return its attempt number (1, 2, ...)."""
-        with self.db:
-            self.db.execute(
-                "UPDATE cells SET status='running', attempts=attempts+1, started_at=?,"
-                " finished_at=NULL, error=NULL, log_tail=NULL WHERE cell_id=?",
-                (time.time(), cell_id),
-            )
+        self._move(cell_id, Status.RUNNING, "attempts=attempts+1, started_at=?, "
+                   "finished_at=NULL, error=NULL, log_tail=NULL", (time.time(),))
         return self.db.execute(
             "SELECT attempts FROM cells WHERE cell_id=?", (cell_id,)).fetchone()[0]
 
-    def finish(self, cell_id: str, status: str, error: str | None = None,
+    def finish(self, cell_id: str, status: Status, error: str | None = None,
                log_tail: str | None = None) -> None:
-        assert status in STATUSES, status
-        with self.db:
-            self.db.execute(
-                "UPDATE cells SET status=?, finished_at=?, error=?, log_tail=? WHERE cell_id=?",
-                (status, time.time(), error, log_tail, cell_id),
-            )
+        """End the running attempt: done, failed or interrupted."""
+        self._move(cell_id, Status(status), "finished_at=?, error=?, log_tail=?",
+                   (time.time(), error, log_tail))
 
-    def follow_files(self, cell_id: str, status: str, attempts: int, error: str | None) -> None:
-        """Set a cell's status from its committed files (reconciliation): `attempts` is at
-        least the highest attempt number found on disk."""
-        assert status in STATUSES, status
+    def follow_files(self, cell_id: str, status: Status, attempts: int, error: str | None
+                     ) -> None:
+        """Set a cell's status from its committed files (reconciliation, outside `FROM`: the
+        files are the truth): `attempts` is at least the highest attempt number on disk."""
         with self.db:
             self.db.execute(
                 "UPDATE cells SET status=?, attempts=MAX(attempts, ?), error=? WHERE cell_id=?",
-                (status, attempts, error, cell_id))
+                (Status(status).value, attempts, error, cell_id))
 
     def mark_running_interrupted(self, reason: str) -> int:
         """Cells a previous driver left `running` become `interrupted`; returns how many."""
         with self.db:
             cur = self.db.execute(
-                "UPDATE cells SET status='interrupted', finished_at=?, error=?"
-                " WHERE status='running'", (time.time(), reason))
+                "UPDATE cells SET status=?, finished_at=?, error=? WHERE status=?",
+                (Status.INTERRUPTED.value, time.time(), reason, Status.RUNNING.value))
         return cur.rowcount
 
-    def counts(self, cell_ids: Iterable[str] | None = None) -> dict[str, int]:
+    def counts(self, cell_ids: Iterable[str] | None = None) -> dict[Status, int]:
         rows = self.rows(cell_ids)
-        out = {s: 0 for s in STATUSES}
+        out = {s: 0 for s in Status}
         for row in rows:
-            out[row["status"]] += 1
+            out[Status(row["status"])] += 1
         return out
 
     def rows(self, cell_ids: Iterable[str] | None = None) -> list[dict[str, Any]]:

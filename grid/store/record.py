@@ -17,7 +17,7 @@ from actors._process import kill_recorded
 from grid.plan.cells import Cell
 from grid.store import integrity, results
 from grid.store.files import make_dirs, write_jsonl
-from grid.store.ledger import Ledger
+from grid.store.ledger import Ledger, Status
 from grid.store.loader import load_cells
 from grid.store.rows import CellOutcome
 
@@ -75,7 +75,7 @@ class RunRecord:
                 lines.append(f"cell {cell_id}: damaged attempt {attempt} set aside")
                 continue
             shown = files[0].line(self.run_dir).removeprefix("damaged: ")
-            self.ledger.follow_files(cell_id, "pending", max(entry["attempts"], attempt),
+            self.ledger.follow_files(cell_id, Status.PENDING, max(entry["attempts"], attempt),
                                      f"results damaged, set aside: {shown}")
             lines.append(f"cell {cell_id}: damaged attempt {attempt} set aside; the cell runs "
                          "again")
@@ -90,14 +90,15 @@ class RunRecord:
             cell_id, status, attempts = entry["cell_id"], entry["status"], entry["attempts"]
             found = committed.get(cell_id)
             if found is not None and int(found["attempt"]) >= attempts:
-                file_status, file_attempt = str(found["status"]), int(found["attempt"])
+                file_status, file_attempt = Status(found["status"]), int(found["attempt"])
                 if (status, attempts) != (file_status, file_attempt):
-                    error = None if file_status == "done" else found["error"]
+                    error = None if file_status == Status.DONE else found["error"]
                     self.ledger.follow_files(cell_id, file_status, file_attempt, error)
                     notes.append(f"cell {cell_id}: committed attempt {file_attempt} is "
                                  f"{file_status}; the ledger said {status} (attempt {attempts})")
-            elif status in ("done", "failed"):
-                self.ledger.follow_files(cell_id, "pending", max(attempts, highest.get(cell_id, 0)),
+            elif status in (Status.DONE, Status.FAILED):
+                self.ledger.follow_files(cell_id, Status.PENDING,
+                                         max(attempts, highest.get(cell_id, 0)),
                                          f"results of attempt {attempts} missing: re-run")
                 notes.append(f"cell {cell_id}: the ledger said {status} but its results are "
                              "missing: it runs again")
@@ -106,7 +107,7 @@ class RunRecord:
         return notes
 
     # --- cells ---------------------------------------------------------------------------------
-    def status(self, cell_id: str) -> str:
+    def status(self, cell_id: str) -> Status:
         return self.ledger.status(cell_id)
 
     def start_attempt(self, cell: Cell) -> int:
@@ -122,13 +123,13 @@ class RunRecord:
         self.ledger.finish(cell.cell_id, outcome.status, outcome.error, outcome.log_tail)
 
     def interrupted(self, cell: Cell, reason: str) -> None:
-        self.ledger.finish(cell.cell_id, "interrupted", reason)
+        self.ledger.finish(cell.cell_id, Status.INTERRUPTED, reason)
 
     def interrupt_running(self, reason: str) -> int:
         """Every cell still `running` becomes `interrupted` (the driver is leaving)."""
         return self.ledger.mark_running_interrupted(reason)
 
-    def counts(self, cell_ids: Iterable[str]) -> dict[str, int]:
+    def counts(self, cell_ids: Iterable[str]) -> dict[Status, int]:
         return self.ledger.counts(cell_ids)
 
     # --- what the run sends ----------------------------------------------------------------------

@@ -20,6 +20,7 @@ from grid.plan.cells import Cell
 from grid.plan.work import PlannedCell
 from grid.store.clientstats import cell_columns as client_columns
 from grid.store.clientstats import merge_client_stats
+from grid.store.ledger import Status
 from grid.store.provenance import redact_info
 from grid.store.stopping import stop_columns
 from specgrid_metrics.counters import Sample
@@ -61,7 +62,7 @@ class ServerFacts:
 class CellOutcome:
     """One attempt of one cell, ready to commit."""
 
-    status: str
+    status: Status
     """done or failed."""
     error: str | None
     log_tail: str | None
@@ -108,32 +109,32 @@ def measured(run_id: str, work: PlannedCell, attempt: int, *, started: float, fi
         row.update(stop_columns(cell, rows, stats))
         outcome.requests = [{**request_row(run_id, cell, attempt, r),
                              **work.request_columns.get(r["prompt_id"], {})} for r in rows]
-    row["status"], row["error"] = status, error
+    row["status"], row["error"] = status.value, error
     return outcome
 
 
 def judged(summary: Mapping[str, Any], rows: Sequence[Mapping[str, Any]],
-           server_death: str | None, max_error_rate: float) -> tuple[str, str | None]:
+           server_death: str | None, max_error_rate: float) -> tuple[Status, str | None]:
     """(status, error) of a cell whose load ran: failed if the server died during it or the
     error ratio of its sent requests exceeds `max_error_rate`, else done."""
     if server_death:
-        return "failed", server_death
+        return Status.FAILED, server_death
     if summary["error_rate"] > max_error_rate:
         first = next((r["error"] for r in rows if r["status"] != "ok"), None)
-        return "failed", (f"error rate {summary['error_rate']:.0%} above run.max_error_rate "
+        return Status.FAILED, (f"error rate {summary['error_rate']:.0%} above run.max_error_rate "
                           f"{max_error_rate:.0%}; first error: {first}")
-    return "done", None
+    return Status.DONE, None
 
 
 def failed(run_id: str, work: PlannedCell, attempt: int, *, started: float, finished: float,
            error: str, log_tail: str | None, server: ServerFacts) -> CellOutcome:
     """The outcome of a cell that could not run (or whose load could not finish)."""
-    row = cell_row(run_id, work, attempt, status="failed", error=error, started=started,
+    row = cell_row(run_id, work, attempt, status=Status.FAILED, error=error, started=started,
                    finished=finished, server=server)
-    return CellOutcome("failed", error, log_tail, row)
+    return CellOutcome(Status.FAILED, error, log_tail, row)
 
 
-def cell_row(run_id: str, work: PlannedCell, attempt: int, *, status: str, error: str | None,
+def cell_row(run_id: str, work: PlannedCell, attempt: int, *, status: Status, error: str | None,
              started: float, finished: float, server: ServerFacts) -> dict[str, Any]:
     """A cell row without aggregates (grid.store.schema.CELL_FIELDS for the columns)."""
     cell, config = work.cell, work.cell.config
@@ -142,7 +143,7 @@ def cell_row(run_id: str, work: PlannedCell, attempt: int, *, status: str, error
     depth = config["variant"].get("speculative_depth")
     return {
         "run_id": run_id, "cell_id": cell.cell_id, "server_key": cell.server_key,
-        "attempt": attempt, "status": status, "error": error,
+        "attempt": attempt, "status": status.value, "error": error,
         "engine": engine, "simulated": engines.get(engine).simulated,
         "model": config["model"]["name"], "concurrency": cell.concurrency, "rate": cell.rate,
         "max_in_flight": cell.max_in_flight, "num_requests": cell.num_requests,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from grid.plan.cells import make_cell
-from grid.store.ledger import DriverLock, Ledger, RunLockedError
+from grid.store.ledger import DriverLock, Ledger, RunLockedError, Status, StatusError
 from tests.grid.plan.test_cells import _config
 
 
@@ -24,6 +24,26 @@ def test_status_attempts_and_counts(tmp_path):
     assert ledger.status(a.cell_id) == "done"
     assert ledger.counts() == {"pending": 1, "running": 0, "done": 1, "failed": 0,
                                "interrupted": 0}
+    ledger.close()
+
+
+def test_a_status_moves_only_as_a_run_moves_it(tmp_path):
+    ledger = Ledger(tmp_path)
+    a, b = _cells()
+    ledger.add_cells([a, b])
+    with pytest.raises(StatusError, match="pending cannot become done"):
+        ledger.finish(a.cell_id, Status.DONE)  # never started
+    ledger.start_attempt(a.cell_id)
+    with pytest.raises(StatusError, match="running cannot become running"):
+        ledger.start_attempt(a.cell_id)  # already running
+    ledger.finish(a.cell_id, Status.DONE)
+    with pytest.raises(StatusError, match="done cannot become running"):
+        ledger.start_attempt(a.cell_id)  # a done cell is never measured again
+    with pytest.raises(StatusError, match="done cannot become failed"):
+        ledger.finish(a.cell_id, Status.FAILED)
+    assert ledger.rows([a.cell_id])[0]["attempts"] == 1
+    ledger.follow_files(a.cell_id, Status.PENDING, 1, "results missing")  # files: the truth
+    assert ledger.start_attempt(a.cell_id) == 2
     ledger.close()
 
 

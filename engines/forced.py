@@ -5,8 +5,16 @@ instead of measured from its drafter, so a cell measures the system's side of sp
 sampler in `--speculative-config`, the simulator's drafter replaced by the forced rates.
 
 A forced cell's outputs are not the model's (SGLang's `fixed` token mode emits one token id,
-vLLM accepts drafts whatever they are): its numbers are performance only, never a measure of
-the drafter or of losslessness.
+its `real-draft-token` mode and vLLM keep drafts whatever the target says): its numbers are
+performance only, never a measure of the drafter or of losslessness.
+
+Which tokens a forced step commits (`token_mode`, SGLang 0.5.23's names, `srt/speculative/
+spec_utils.py` `generate_simulated_accept_index`): `real-draft-token` (the default here) commits
+the drafter's own chain and the target's next token, text much like the model's, so the next
+steps' forwards cost what they cost on real text; `fixed` (SGLang's default) writes token id 100
+at every committed position, a sequence of one repeated token, on which a mixture-of-experts
+target routes every token alike and its verify can run cheaper than on real text. SGLang reads
+the mode; vLLM (whose synthetic sampler keeps the drafts) and the simulator (no tokens) do not.
 
 Two forms, as vLLM 0.32.0 takes them (`vllm/config/speculative.py`):
 - a mean acceptance length L in [1, k + 1] (tokens per verify step, the bonus token included);
@@ -23,7 +31,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, get_args
+
+TokenMode = Literal["real-draft-token", "fixed"]
+"""SGLang 0.5.23's SGLANG_SIMULATE_ACC_TOKEN_MODE values (`srt/speculative/spec_utils.py`
+`check_simulate_acc_token_mode`)."""
+TOKEN_MODES: tuple[str, ...] = get_args(TokenMode)
+DEFAULT_TOKEN_MODE: TokenMode = "real-draft-token"
+"""The verify's cost stays that of real text (module docstring)."""
 
 FORCED_LABEL = "forced acceptance: performance only"
 """How every table, listing and file labels a forced cell."""
@@ -39,6 +54,8 @@ class ForcedAcceptance:
     """Mean accept length per verify step, in [1, k + 1]."""
     rates: tuple[float, ...] | None = None
     """Per-position unconditional acceptance rates, k of them, non-increasing, in [0, 1]."""
+    token_mode: TokenMode = DEFAULT_TOKEN_MODE
+    """Which tokens a forced step commits on SGLang (module docstring)."""
 
     @property
     def mean_length(self) -> float:
@@ -77,11 +94,19 @@ def forced_acceptance(raw: Mapping[str, Any] | None, args: Mapping[str, Any],
     go with: one depth k is forced); None when neither length nor rates is set. ValueError (one
     line) for a variant without speculation or with a depth by batch size, both or a malformed
     value, a length outside [1, k + 1], rates of another count than k, outside [0, 1] or
-    increasing."""
+    increasing, a token mode SGLang does not name, or one without anything forced."""
     raw = raw or {}
-    length, rates = raw.get("length"), raw.get("rates")
+    length, rates, mode = raw.get("length"), raw.get("rates"), raw.get("token_mode")
+    if mode is not None and mode not in TOKEN_MODES:
+        raise ValueError(f"forced_acceptance.token_mode must be one of "
+                         f"{', '.join(TOKEN_MODES)} (SGLang's SGLANG_SIMULATE_ACC_TOKEN_MODE), "
+                         f"got {mode!r}")
     if length is None and rates is None:
+        if mode is not None:
+            raise ValueError("forced_acceptance.token_mode without length or rates: nothing "
+                             "is forced")
         return None
+    token_mode: TokenMode = mode if mode is not None else DEFAULT_TOKEN_MODE
     steps = speculative_steps(args)
     if steps is None:
         raise ValueError("forced_acceptance needs a speculative variant "
@@ -96,8 +121,8 @@ def forced_acceptance(raw: Mapping[str, Any] | None, args: Mapping[str, Any],
         if not 1.0 <= value <= steps + 1:
             raise ValueError(f"forced_acceptance.length must be in [1, {steps + 1}] "
                              f"(k = speculative_num_steps = {steps}), got {length}")
-        return ForcedAcceptance(steps=steps, length=value)
-    return ForcedAcceptance(steps=steps, rates=_rates(rates, steps))
+        return ForcedAcceptance(steps=steps, length=value, token_mode=token_mode)
+    return ForcedAcceptance(steps=steps, rates=_rates(rates, steps), token_mode=token_mode)
 
 
 def _number(value: Any, what: str) -> float:
@@ -131,11 +156,13 @@ def _rates(rates: Any, steps: int) -> tuple[float, ...]:
 
 
 def forced_record(variant: Mapping[str, Any]) -> str | None:
-    """A cell's `forced_acceptance` column: the forced length or rates and the mean length as
-    JSON (`{"length": 2.5, "mean_length": 2.5}`), None for a cell that forces nothing."""
+    """A cell's `forced_acceptance` column: the forced length or rates, the mean length and the
+    token mode as JSON (`{"length": 2.5, "mean_length": 2.5, "token_mode":
+    "real-draft-token"}`), None for a cell that forces nothing."""
     forced = forced_acceptance(variant.get("forced_acceptance"), variant.get("args") or {})
     if forced is None:
         return None
     given: dict[str, Any] = ({"rates": list(forced.rates)} if forced.rates is not None
                              else {"length": forced.length})
-    return json.dumps({**given, "mean_length": forced.mean_length}, sort_keys=True)
+    return json.dumps({**given, "mean_length": forced.mean_length,
+                       "token_mode": forced.token_mode}, sort_keys=True)

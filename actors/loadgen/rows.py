@@ -56,6 +56,7 @@ def request_row(spec: LoadSpec, n: int, pidx: int, tl: Timeline, offset: float) 
         "finish_reason": tl.finish_reason,
         "accept_length_decode": (accept_length_decode(tl.output_tokens, tl.spec_verify_ct)
                                  if ok else None),
+        "accept_histogram": tl.accept_histogram if ok else None,
         "chunk_offset_us": [round((t - sent) * 1e6) for t in tl.chunk_times],
         "chunk_tokens": list(tl.chunk_tokens),
         "chunk_gap_s": chunk_gaps(tl.chunk_times),

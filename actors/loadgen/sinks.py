@@ -11,12 +11,19 @@ and raises :class:`~actors.loadgen.timeline.StreamError` on an error or malforme
   Python for the rest; an event without the key, or not shaped like a JSON object, is parsed
   fully (error events, malformed events -> error). The final event is parsed fully for
   ``prompt_tokens``, ``completion_tokens``, ``finish_reason`` and speculation counters
-  (``spec_verify_ct``; older servers' ``spec_accept_length`` is converted back).
+  (``spec_verify_ct``; older servers' ``spec_accept_length`` is converted back) and
+  ``spec_correct_drafts_histogram``, SGLang 0.5.23's acceptance histogram of the request
+  (``accept_histogram``: [n] = verify steps that accepted exactly n draft tokens, the bonus
+  token not counted; srt/managers/tokenizer_manager.py ``_calculate_spec_decoding_metrics``).
+  A server with zero draft tokens sends the histogram alone: its sum is the verify count.
 * OpenAI ``POST /v1/chat/completions`` (:class:`ChatSink`) with ``stream_options =
   {include_usage, continuous_usage_stats}``: small events, parsed with ``json.loads``. A chunk
   carries Δ``usage.completion_tokens`` tokens when the server sends per-chunk usage, else one
   per delta that has a ``content`` key (even ``""``), reasoning or tool calls, never the
-  role-only opening chunk; the final usage chunk gives prompt/completion tokens.
+  role-only opening chunk; the final usage chunk gives prompt/completion tokens. Chunks with
+  ``choices: []`` carry the request's speculative counts: vLLM 0.32.0's
+  ``metrics.speculative_decoding`` and SGLang 0.5.23's ``sglext.spec_tokens_details`` (sent
+  when the body asks ``return_spec_tokens_details: true``), both with the same histogram.
 """
 
 from __future__ import annotations
@@ -60,6 +67,24 @@ def _spec_verify(meta: dict[str, Any], completion: int | None) -> int | None:
     if isinstance(acc, int | float) and acc > 0 and completion:
         return max(1, round(completion / acc))
     return None
+
+
+def _histogram(value: Any) -> list[int] | None:
+    """A server's acceptance histogram as sent (a non-empty list of counts >= 0), else None."""
+    if isinstance(value, list) and value and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value):
+        return list(value)
+    return None
+
+
+def _spec_details(tl: Timeline, verify_ct: Any, histogram: Any) -> None:
+    """A request's verify count and acceptance histogram into ``tl``; the histogram's sum is
+    the verify count where the server gives none (SGLang with zero draft tokens)."""
+    tl.accept_histogram = _histogram(histogram)
+    if isinstance(verify_ct, int) and not isinstance(verify_ct, bool) and verify_ct > 0:
+        tl.spec_verify_ct = verify_ct
+    elif tl.spec_verify_ct is None and tl.accept_histogram is not None:
+        tl.spec_verify_ct = sum(tl.accept_histogram)
 
 
 def _error_text(obj: Any) -> str | None:
@@ -180,6 +205,7 @@ class NativeSink:
         tl.output_tokens = meta.get("completion_tokens", self.prev)
         tl.finish_reason = _finish_str(fr)
         tl.spec_verify_ct = _spec_verify(meta, tl.output_tokens)
+        _spec_details(tl, None, meta.get("spec_correct_drafts_histogram"))
         # SGLang 0.5.23 with --enable-metrics (srt/managers/tokenizer_manager.py): seconds from
         # receiving the request to its first token, and in the scheduler's queue
         tl.server_ttft_s = _seconds(meta.get("first_token_latency"))
@@ -307,10 +333,14 @@ class ChatSink:
             if ct is not None:
                 self.usage_ct = ct
         choices = obj.get("choices")
-        if not choices:  # the final usage-only chunk: totals, no arrival
+        if not choices:  # the usage-only chunk, SGLang's sglext chunk: totals, no arrival
             spec = (obj.get("metrics") or {}).get("speculative_decoding")
-            if spec and spec.get("num_spec_steps") is not None:
-                tl.spec_verify_ct = int(spec["num_spec_steps"])
+            if spec:
+                _spec_details(tl, spec.get("num_spec_steps"), spec.get("acceptance_histogram"))
+            details = (obj.get("sglext") or {}).get("spec_tokens_details")
+            if isinstance(details, dict):
+                _spec_details(tl, details.get("spec_verify_ct"),
+                              details.get("spec_correct_drafts_histogram"))
             return
         ch = choices[0]
         if ch.get("finish_reason") is not None:

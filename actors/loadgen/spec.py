@@ -294,6 +294,7 @@ ROW_KEYS: tuple[str, ...] = (
     "spec_verify_ct",
     "finish_reason",
     "accept_length_decode",
+    "accept_histogram",
     "chunk_offset_us",
     "chunk_tokens",
     "chunk_gap_s",
@@ -306,7 +307,9 @@ ROW_KEYS: tuple[str, ...] = (
 )
 """Keys of every row, in order (grid.store.schema.REQUEST_FIELDS). ``accept_length`` is
 SGLang's completion / verify, ``accept_length_decode`` (completion - 1) / verify
-(specgrid_metrics.acceptance);
+(specgrid_metrics.acceptance); ``accept_histogram``: the server's per-request acceptance
+histogram, [n] = the request's verify steps that accepted exactly n draft tokens (None where
+the server gives none; actors/loadgen/sinks.py);
 ``chunk_offset_us`` / ``chunk_tokens``: each content event's arrival (whole microseconds after
 ``sent_at``) and new tokens; ``itl_s`` splits each event's gap over its tokens (SGLang),
 ``chunk_gap_s`` keeps one gap per event (vLLM); ``merged_reads``: events that arrived in the

@@ -16,7 +16,7 @@ class Timeline:
     __slots__ = (
         "scheduled", "slot", "sent", "end", "chunk_times", "chunk_tokens", "error",
         "input_tokens", "output_tokens", "finish_reason", "spec_verify_ct", "merged",
-        "server_queue_s", "server_ttft_s", "output_text",
+        "server_queue_s", "server_ttft_s", "output_text", "accept_histogram",
     )
 
     def __init__(self, scheduled: float) -> None:
@@ -39,6 +39,9 @@ class Timeline:
         self.output_text: str | None = None
         """The generated text as streamed (the native stream's final cumulative ``text``; the
         chat stream's deltas joined at ``finish``), for the losslessness check."""
+        self.accept_histogram: list[int] | None = None
+        """The server's per-request acceptance histogram: [n] = verify steps that accepted
+        exactly n draft tokens (actors/loadgen/sinks.py says where each server puts it)."""
 
     def add_chunk(self, t: float, k: int) -> None:
         """A content event carrying ``k`` new tokens arrived at ``t``."""

@@ -1,11 +1,13 @@
 """Forced acceptance on SGLang 0.5.23 (engines/forced.py): its benchmark knob, the environment
 variables read in `srt/environ.py` (`SGLANG_SIMULATE_ACC_LEN`, a float, -1 = off;
 `SGLANG_SIMULATE_ACC_METHOD`, default `match-expected`; `SGLANG_SIMULATE_ACC_TOKEN_MODE`,
-`fixed` or `real-draft-token`) and applied in `srt/speculative/spec_utils.py`
+default `fixed`, or `real-draft-token`) and applied in `srt/speculative/spec_utils.py`
 `generate_simulated_accept_index`: every verify step accepts `sample_simulated_acc_len` tokens,
 with `match-expected` floor(L) or ceil(L) so that the mean is L (one draw per step for the
-whole batch). SGLang forces a mean length only: per-position rates are refused. The simulator,
-which imitates SGLang, reads the same variables (engines/sim/scheduler.py)."""
+whole batch), and commits the tokens the variant's `forced_acceptance.token_mode` names
+(engines/forced.py: `real-draft-token` unless set). SGLang forces a mean length only:
+per-position rates are refused. The simulator, which imitates SGLang, reads the same variables
+(engines/sim/scheduler.py)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,6 @@ SIMULATE_ENV = ("SGLANG_SIMULATE_ACC_LEN", "SGLANG_SIMULATE_ACC_METHOD",
 METHOD = "match-expected"
 """The mean of the forced lengths is the forced length (SGLang's `multinomial` rounds a normal
 draw, whose mean is not L near the ends)."""
-TOKEN_MODE = "fixed"
-"""SGLang's default: the accepted tokens are one fixed id, the output is not the model's."""
-
 
 def refuse_raw_env(env: Mapping[str, Any]) -> None:
     """ValueError (one line) when the variant's environment sets SGLang's acceptance knob itself:
@@ -39,4 +38,5 @@ def forced_env(forced: ForcedAcceptance) -> dict[str, str]:
                          "give variant.forced_acceptance.length, or run the rates on "
                          "engine=vllm or engine=sim")
     return {"SGLANG_SIMULATE_ACC_LEN": repr(float(forced.length)),
-            "SGLANG_SIMULATE_ACC_METHOD": METHOD, "SGLANG_SIMULATE_ACC_TOKEN_MODE": TOKEN_MODE}
+            "SGLANG_SIMULATE_ACC_METHOD": METHOD,
+            "SGLANG_SIMULATE_ACC_TOKEN_MODE": forced.token_mode}

@@ -5,7 +5,8 @@ Request parsing follows SGLang: native ``sampling_params`` (``max_new_tokens`` d
 ``temperature`` default 1.0, ``ignore_eos``, ``stop``, ``sampling_seed``); OpenAI ``max_tokens`` /
 ``max_completion_tokens`` (default: up to the context length, so EOS decides), ``stop``,
 ``temperature``, ``seed``, ``ignore_eos`` (SGLang's extension), ``stream_options.include_usage``
-and ``stream_options.continuous_usage_stats``.
+and ``stream_options.continuous_usage_stats``, ``return_spec_tokens_details`` (SGLang's
+extension: the request's speculative counts in ``sglext``, engines/sim/spec_fields.py).
 """
 
 from __future__ import annotations
@@ -239,10 +240,13 @@ class GenerationAPI:
         req.stream = bool(body.get("stream"))
         self.engine.submit(req)
         model = self.server.model_name
+        spec = self.engine.spec
+        spec_tokens = (spec.draft_tokens if spec is not None
+                       and body.get("return_spec_tokens_details") else None)
         if body.get("stream"):
             opts = body.get("stream_options") or {}
             streamer = OpenAIStream(req, model, chat, bool(opts.get("include_usage")),
-                                    bool(opts.get("continuous_usage_stats")))
+                                    bool(opts.get("continuous_usage_stats")), spec_tokens)
             return await self._stream(request, req, streamer, streamer.first(), malformed)
         await self.wait_done(req)
-        return json_response(openai_response(req, model, chat))
+        return json_response(openai_response(req, model, chat, spec_tokens))

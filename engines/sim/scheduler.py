@@ -16,12 +16,13 @@ When a decode step does not fit, requests are *retracted* as SGLang's ``retract_
 of the queue and are prefilled again (prompt + output so far) before they continue;
 ``num_retractions`` counts it.
 
-Speculative bookkeeping (per request, reported in the final meta_info as SGLang does,
-python/sglang/srt/managers/scheduler_output_processor_mixin.py): every decode step of a
-speculative server is one verify (``spec_verify_ct``), including adaptive steps with 0 draft
-steps; ``spec_accept_length`` = completion_tokens / spec_verify_ct;
-``spec_num_proposed_drafts`` = verify_ct x (num_draft_tokens - 1) of the server's static
-setting and ``spec_accept_rate`` = correct / proposed; the fields are omitted when verify_ct is 0.
+Speculative bookkeeping (per request, as SGLang 0.5.23's
+managers/scheduler_components/batch_result_processor.py ``_resolve_spec_v2_tokens``; reported
+in the final meta_info by engines/sim/spec_fields.py): every decode step of a speculative
+server is one verify (``spec_verify_ct``), including steps with 0 draft steps (an adaptive
+tier's, or a server with zero draft tokens); each adds the drafts it accepted, as the verify
+accepted them (before max_new_tokens cuts the output), to ``correct_drafts`` and one count to
+``histogram[drafts]``.
 
 The core is deterministic and clock-free: ``plan()`` picks the batch, its duration and its draws,
 ``commit(step, now)`` applies them; engines/sim/loop.py runs it in real time.
@@ -70,6 +71,9 @@ class SimRequest:
     n: int = 0
     verify_ct: int = 0
     correct_drafts: int = 0
+    histogram: list[int] = field(default_factory=list)
+    """histogram[d]: its verify steps that accepted exactly d draft tokens (SGLang's
+    spec_correct_drafts_histogram, engines/sim/spec_fields.py)."""
     cold_left: int = 0
     cached_tokens: int = 0
     """Prompt tokens served from the prefix cache at (first) admission."""
@@ -94,23 +98,16 @@ class SimRequest:
         """Tokens of KV this request holds once prefilled."""
         return self.prompt_tokens + self.n
 
-
-def spec_meta(req: SimRequest, draft_tokens: int) -> dict[str, Any]:
-    """Final meta_info fields of a speculative request, SGLang 0.5.23's names, order and
-    formulas (python/sglang/srt/managers/tokenizer_manager.py
-    ``_calculate_spec_decoding_metrics``): present only when spec_verify_ct > 0 and
-    proposed = verify_ct x (speculative_num_draft_tokens - 1) > 0."""
-    vct = req.verify_ct
-    proposed = vct * max(0, draft_tokens - 1)
-    if not vct or not proposed:
-        return {}
-    return {
-        "spec_accept_rate": req.correct_drafts / proposed,
-        "spec_accept_length": req.n / vct,
-        "spec_num_correct_drafts": req.correct_drafts,
-        "spec_num_proposed_drafts": proposed,
-        "spec_verify_ct": vct,
-    }
+    def verified(self, drafts: int) -> None:
+        """One verify step that accepted ``drafts`` draft tokens (SGLang's
+        ``spec_verify_ct += 1`` and managers/schedule_batch.py
+        ``update_spec_correct_drafts_histogram``)."""
+        self.verify_ct += 1
+        self.correct_drafts += drafts
+        hist = self.histogram
+        if len(hist) <= drafts:
+            hist.extend([0] * (drafts + 1 - len(hist)))
+        hist[drafts] += 1
 
 
 @dataclass(slots=True)
@@ -379,6 +376,7 @@ class BatchCore:
             if r.aborted or r.done or r.prefilled == 0:
                 continue  # aborted, or retracted after this step was planned
             a = accepts[i] if accepts is not None else 1
+            drafts = a - 1  # as the verify accepted them, before the limit cuts the output
             left = r.limit - r.n
             if a > left:
                 a = left
@@ -388,16 +386,13 @@ class BatchCore:
             r.n += a
             gen += a
             if spec:
-                r.verify_ct += 1
+                r.verified(drafts)
+                corrects.append(drafts)
                 if steps > 0:
-                    r.correct_drafts += a - 1
                     if r.cold_left:
                         r.cold_left -= 1
-                    corrects.append(a - 1)
-                else:
-                    corrects.append(0)
-                    if self.skip_zero_step_extend:
-                        r.cold_left = self.cold_draft_steps
+                elif self.skip_zero_step_extend:
+                    r.cold_left = self.cold_draft_steps
             touched.append(r)
             if r.n >= r.limit:
                 finished = True

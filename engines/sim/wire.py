@@ -19,7 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
-from engines.sim.scheduler import SimRequest, spec_meta
+from engines.sim.scheduler import SimRequest
+from engines.sim.spec_fields import details_json, spec_details, spec_meta
 from engines.sim.text import token_id
 
 DONE = b"data: [DONE]\n\n"
@@ -131,7 +132,7 @@ def final_times(req: SimRequest, now: float, draft_tokens: int | None, timings: 
     tail = f',"e2e_latency":{_f(finished - req.arrival)}'
     if draft_tokens is not None:
         for k, v in spec_meta(req, draft_tokens).items():
-            tail += f',"{k}":{v}'
+            tail += f',"{k}":{compact(v) if isinstance(v, list) else v}'
     if not timings:
         return tail
     tail += f',"request_received_ts":{_f(epoch(req.arrival))}'
@@ -269,12 +270,15 @@ class OpenAIStream:
       with ``"usage":null`` (the cumulative usage with continuous_usage_stats), the last one
       carrying both the final text and the finish_reason (no extra empty chunk);
     - usage chunk (``stream_options.include_usage``): chat ``model_dump_json()`` of
-      ChatCompletionStreamResponse, completions ``model_dump_json(exclude_none=True)``.
+      ChatCompletionStreamResponse, completions ``model_dump_json(exclude_none=True)``;
+    - with ``return_spec_tokens_details`` (``spec_tokens``: the server's draft tokens), the
+      ``sglext`` chunk right before it (engines/sim/spec_fields.py).
     """
 
     def __init__(self, req: SimRequest, model: str, chat: bool, include_usage: bool,
-                 continuous_usage: bool = False) -> None:
+                 continuous_usage: bool = False, spec_tokens: int | None = None) -> None:
         self.req = req
+        self.spec_tokens = spec_tokens
         self.cur = TextCursor(req)
         self.chat = chat
         self.include_usage = include_usage
@@ -295,6 +299,16 @@ class OpenAIStream:
         if self.continuous:
             return f',"usage":{usage_json(self.req, n)}}}\n\n'.encode()
         return b"}\n\n" if self.chat else b',"usage":null}\n\n'
+
+    def _sglext(self) -> bytes:
+        """The ``sglext`` chunk (``model_dump_json()``: ``"usage":null`` kept), or nothing."""
+        if self.spec_tokens is None:
+            return b""
+        details = spec_details(spec_meta(self.req, self.spec_tokens))
+        if details is None:
+            return b""
+        dj = details_json(details)
+        return self.head + f'],"usage":null,"sglext":{{"spec_tokens_details":{dj}}}}}\n\n'.encode()
 
     def first(self) -> bytes | None:
         if not self.chat:
@@ -320,12 +334,12 @@ class OpenAIStream:
                 out = b"".join((self.head, self.content_open, delta.encode(),
                                 self.content_close, self._usage_tail(n)))
             out += self.head + b'{"index":0,"delta":{"reasoning_content":null},' + finish + \
-                b"}\n\n"
+                b"}\n\n" + self._sglext()
             if self.include_usage:
                 out += self.head + f'],"usage":{usage_json(u, u.n)}}}\n\n'.encode()
             return out
         out = b"".join((self.head, b'{"index":0,"text":"', delta.encode(), b'",', finish,
-                        self._usage_tail(n)))
+                        self._usage_tail(n), self._sglext()))
         if self.include_usage:
             out += self.head + f'],"usage":{usage_json(u, u.n, full=False)}}}\n\n'.encode()
         return out
@@ -338,9 +352,11 @@ def usage(req: SimRequest) -> dict[str, Any]:
             "completion_tokens_details": None}
 
 
-def openai_response(req: SimRequest, model: str, chat: bool) -> dict[str, Any]:
+def openai_response(req: SimRequest, model: str, chat: bool,
+                    spec_tokens: int | None = None) -> dict[str, Any]:
     """Non-streaming OpenAI body (serving_chat.py / serving_completions.py: the id is the rid,
-    ``metadata`` carries the weight versions)."""
+    ``metadata`` carries the weight versions; ``sglext`` last, with
+    ``return_spec_tokens_details``: ``spec_tokens`` the server's draft tokens)."""
     cur = TextCursor(req)
     cur.advance(req.n)
     reason, matched = openai_finish(req)
@@ -351,7 +367,7 @@ def openai_response(req: SimRequest, model: str, chat: bool) -> dict[str, Any]:
     else:
         choice["text"] = cur.text
     choice.update(logprobs=None, finish_reason=reason, matched_stop=matched)
-    return {
+    out = {
         "id": req.rid,
         "object": "chat.completion" if chat else "text_completion",
         "created": int(time.time()),
@@ -361,6 +377,10 @@ def openai_response(req: SimRequest, model: str, chat: bool) -> dict[str, Any]:
         "metadata": {"weight_version": "default",
                      "weight_versions": [{"version": "default", "start": 0, "end": req.n}]},
     }
+    details = None if spec_tokens is None else spec_details(spec_meta(req, spec_tokens))
+    if details is not None:
+        out["sglext"] = {"spec_tokens_details": details}
+    return out
 
 
 def broken_event(req: SimRequest) -> bytes:

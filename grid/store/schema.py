@@ -56,6 +56,10 @@ REQUEST_FIELDS = _schema([
     ("nearest_train_similarity", pa.float64()),
     # load generator detail (actors/loadgen/spec.py ROW_KEYS, docs/loadgen.md)
     ("accept_length_decode", pa.float64()),
+    # the server's acceptance histogram of the request: [n] = its verify steps that accepted
+    # exactly n draft tokens (SGLang's spec_correct_drafts_histogram, vLLM's
+    # acceptance_histogram; null where the server gives none)
+    ("accept_histogram", pa.list_(pa.int64())),
     ("chunk_offset_us", pa.list_(pa.int32())),
     ("chunk_tokens", pa.list_(pa.int32())),
     ("chunk_gap_s", pa.list_(pa.float64())),

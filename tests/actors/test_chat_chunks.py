@@ -239,6 +239,28 @@ def test_vllm_per_request_speculative_metrics_give_the_verify_steps() -> None:
     assert tl.output_tokens == 8 and tl.spec_verify_ct == server["num_spec_steps"] == 5
     assert accept_length_decode(tl.output_tokens, tl.spec_verify_ct) == pytest.approx(
         server["mean_acceptance_length"])
+    # and its acceptance histogram: 3 steps accepted no draft, 2 one
+    assert tl.accept_histogram == server["acceptance_histogram"] == [3, 2, 0, 0, 0]
     # without the flag (every other capture) the count stays unknown
     plain, _ = feed_cuts((FIXTURES / "vllm-0.32.0-chat-usage.sse").read_bytes(), [10])
-    assert plain.spec_verify_ct is None
+    assert plain.spec_verify_ct is None and plain.accept_histogram is None
+
+
+SGLANG_SGLEXT = (
+    b'data: {"id":"abc","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+    b'"usage":null,"sglext":{"spec_tokens_details":{"spec_accept_rate":0.5,'
+    b'"spec_accept_length":2.0,"spec_cap_length":0.0,"spec_block_accept_length":0.0,'
+    b'"spec_num_correct_drafts":3,"spec_num_proposed_drafts":6,"spec_verify_ct":3,'
+    b'"spec_correct_drafts_histogram":[1,1,1],"spec_cap_lens_histogram":[]}}}\n\n')
+"""SGLang 0.5.23's sglext chunk as its own serializer writes it (entrypoints/openai/protocol.py
+ChatCompletionStreamResponse.model_dump_json(), run in the engine environment), which
+serving_chat.py sends after the finish chunk when the body asks return_spec_tokens_details."""
+
+
+def test_sglang_spec_tokens_details_give_the_verify_steps_and_histogram() -> None:
+    fixture = (FIXTURES / "sglang-0.5.23-chat-usage.sse").read_bytes()
+    events = events_of(fixture)
+    at = next(i for i, e in enumerate(events) if b'"choices":[]' in e)  # the usage chunk
+    raw = b"".join([*events[:at], SGLANG_SGLEXT, *events[at:], b"data: [DONE]\n\n"])
+    tl, _ = feed_cuts(raw, list(range(1, len(raw), 11)))
+    assert tl.spec_verify_ct == 3 and tl.accept_histogram == [1, 1, 1]

@@ -91,6 +91,35 @@ def test_accept_length_variants_on_constructed_streams(meta: dict[str, object],
         assert cols["accept_length_source"] == "requests"
 
 
+@pytest.mark.parametrize("meta, verify, hist", [
+    # SGLang 0.5.23: 16 tokens = the prefill's 1 + 5 verifies + 10 drafts (1x0, 1x1, 3x3)
+    ({"spec_verify_ct": 5, "spec_correct_drafts_histogram": [1, 1, 0, 3]}, 5, [1, 1, 0, 3]),
+    # zero draft tokens: the histogram alone, 15 one-token verifies after the prefill's token
+    ({"spec_correct_drafts_histogram": [15]}, 15, [15]),
+    ({"spec_correct_drafts_histogram": "x"}, None, None),  # not a histogram: ignored
+])
+def test_native_final_meta_gives_the_acceptance_histogram(meta: dict[str, object],
+                                                          verify: int | None,
+                                                          hist: list[int] | None) -> None:
+    tl = _sink_result([_final(meta, 16), b"data: [DONE]\n\n"])
+    assert tl.spec_verify_ct == verify and tl.accept_histogram == hist
+
+
+def test_acceptance_histogram_round_trip_through_parquet(tmp_path: Path) -> None:
+    final = _final({"spec_verify_ct": 5, "spec_correct_drafts_histogram": [1, 1, 0, 3]}, 16)
+    transport = httpx.MockTransport(
+        lambda r: httpx.Response(200, stream=ListStream([final, b"data: [DONE]\n\n"])))
+    res = asyncio.run(run_load(LoadSpec(url="http://t", prompts=PROMPTS, concurrency=1,
+                                        num_requests=2), transport))
+    rows = [dict(r, run_id="r", cell_id="c", engine="sim", simulated=True, concurrency=1,
+                 rate=None, attempt=1) for r in res.rows]
+    assert [r["accept_histogram"] for r in rows] == [[1, 1, 0, 3]] * 2
+    write_cell(tmp_path, variant="v", workload="w", cell_id="c", attempt=1, requests=rows,
+               cell_row={"run_id": "r", "cell_id": "c", "attempt": 1, "status": "done"})
+    back = load_requests(tmp_path)
+    assert [list(h) for h in back.accept_histogram] == [[1, 1, 0, 3]] * 2
+
+
 def _samples(before: dict[str, float], after: dict[str, float], labels: dict[str, str]
              ) -> list[tuple[float, str, dict[str, str], float]]:
     return ([(1.0, k, labels, v) for k, v in before.items()]

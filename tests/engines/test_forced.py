@@ -45,6 +45,9 @@ def test_nothing_forced_is_none():
     ({"rates": "0.5"}, EAGLE3, (), "rates must be a list of 3 numbers"),
     ({"length": 2.0}, EAGLE3, ("speculative_depth",),
      "forced_acceptance with speculative_depth: .* one depth"),
+    ({"length": 2.0, "token_mode": "real"}, EAGLE3, (),
+     "token_mode must be one of real-draft-token, fixed .*got 'real'"),
+    ({"token_mode": "fixed"}, EAGLE3, (), "token_mode without length or rates: nothing"),
 ])
 def test_what_cannot_be_forced_is_one_line(raw, args, by_batch, message):
     with pytest.raises(ValueError, match=message) as e:
@@ -59,7 +62,18 @@ def test_the_cells_column_records_the_setting_and_its_mean_length():
 
     assert forced_record({"args": EAGLE3}) is None
     assert json.loads(forced_record({"args": EAGLE3, "forced_acceptance": {"length": 2.5}})) \
-        == {"length": 2.5, "mean_length": 2.5}
-    rates = json.loads(forced_record({"args": EAGLE3,
-                                      "forced_acceptance": {"rates": [0.5, 0.3, 0.1]}}))
+        == {"length": 2.5, "mean_length": 2.5, "token_mode": "real-draft-token"}
+    rates = json.loads(forced_record({"args": EAGLE3, "forced_acceptance": {
+        "rates": [0.5, 0.3, 0.1], "token_mode": "fixed"}}))
     assert rates["rates"] == [0.5, 0.3, 0.1] and rates["mean_length"] == pytest.approx(1.9)
+    assert rates["token_mode"] == "fixed"
+
+
+def test_the_token_mode_defaults_to_the_drafters_own_tokens():
+    """SGLang 0.5.23 names two modes (srt/speculative/spec_utils.py
+    check_simulate_acc_token_mode: 'fixed' or 'real-draft-token'); its own default, 'fixed'
+    (srt/environ.py), is not this setting's."""
+    default = forced_acceptance({"length": 2.5}, EAGLE3)
+    assert default is not None and default.token_mode == "real-draft-token"
+    fixed = forced_acceptance({"length": 2.5, "token_mode": "fixed"}, EAGLE3)
+    assert fixed is not None and fixed.token_mode == "fixed"

@@ -16,8 +16,16 @@ sum(accepted_j) / sum(accepted_{j-1}) over the units that drafted position j (ac
 steps), so each a_j lies in [0, 1] and the marginals never rise even where units drafted to
 different depths. The interval resamples the units (seeded bootstrap, grid/analysis/
 bootstrap.py). A cell's `acceptance_per_position` is already a share per step, so a cell
-counts as one unit of one step (`profile_from_cells`: every cell weighs the same; the store
-records no per-request per-position counts, so a profile from a run is over cells).
+counts as one unit of one step (`profile_from_cells`: every cell weighs the same).
+
+Per request (`profile_from_requests`): a request's acceptance histogram (its `accept_histogram`
+column: H[n] = its verify steps that accepted exactly n draft tokens, the bonus token not
+counted; SGLang's `spec_correct_drafts_histogram`, vLLM's `acceptance_histogram`) gives its
+counts (`histogram_counts`): position j was accepted in every step that accepted j or more
+drafts, accepted_j = sum_{n>=j} H[n], and steps = sum_n H[n]. Every request of a cell drafted
+to the cell's depth, so each is counted at every position up to it (a request that never
+accepted position 3 still drafted it); the depth is the cell's deepest accepted position unless
+given (a cell where no step accepted all k drafts is read to the depth it reached).
 
 The file (`profile_text`, `read_profile`; docs/surface.md): JSON
 `{"format": FORMAT, "source", "unit", "level", "domains": {name: {"positions", "samples",
@@ -201,6 +209,76 @@ def profile_from_cells(cells: pd.DataFrame, by: str = "workload",
     units = pd.DataFrame({"domain": keep[by].astype(str).to_numpy(),
                           "accepted": list(keep.acceptance_per_position), "steps": 1.0})
     return profile_from_counts(units, "cells", replicates, source)
+
+
+def histogram_counts(histogram: Sequence[int], depth: int | None = None
+                     ) -> tuple[list[int], int]:
+    """(accepted count at positions 1..depth, verify steps) of one acceptance histogram
+    (module docstring, Per request); depth: the positions drafted, len(H) - 1 when None.
+    ValueError (one line) for a negative count or a step that accepted more than depth."""
+    h = [int(v) for v in histogram]
+    if any(v < 0 for v in h):
+        raise ValueError(f"acceptance histogram {h}: a negative count")
+    k = len(h) - 1 if depth is None else depth
+    beyond = next((n for n in range(len(h) - 1, k, -1) if h[n]), None)
+    if beyond is not None:
+        raise ValueError(f"acceptance histogram {h}: a step accepted {beyond} drafts, more "
+                         f"than the depth {k}")
+    tail = np.cumsum(h[::-1])[::-1]  # tail[n] = sum_{i >= n} H[i]
+    return [int(tail[j]) if j < len(h) else 0 for j in range(1, k + 1)], int(sum(h))
+
+
+HISTOGRAM = "accept_histogram"
+"""The request rows' column (grid/store/schema.py REQUEST_FIELDS)."""
+
+
+def profile_from_requests(requests: pd.DataFrame, by: str = "domain",
+                          cells: pd.DataFrame | None = None, depth: int | None = None,
+                          replicates: int = DEFAULT_REPLICATES, source: str = "",
+                          seed: int = 0) -> Profile:
+    """A profile from a run's request rows (`load_requests`) with an acceptance histogram,
+    one domain per value of `by` (`domain` or `workload`), each completed request one unit
+    (module docstring, Per request). With the run's `cells`, only requests of done cells
+    that force nothing and draft one fixed depth (no threshold, depth schedule or runtime
+    adaptation, whose histograms mix steps of several depths) are kept. ValueError (one line)
+    when no request is left."""
+    if HISTOGRAM not in requests:
+        raise ValueError(f"no request records {HISTOGRAM} (the server's per-request acceptance "
+                         "histogram): no profile")
+    if by not in requests:
+        raise ValueError(f"the requests have no column {by!r} to group by")
+    keep = requests[(requests.status == "ok") & requests[HISTOGRAM].map(_filled)]
+    if cells is not None:
+        keep = keep[keep.cell_id.isin(set(cells.cell_id[_fixed_depth(cells)]))]
+    keep = keep.assign(_cell=keep.cell_id if "cell_id" in keep else "")
+    rows: list[tuple[str, list[int], int]] = []
+    for _, group in keep.groupby("_cell", sort=True):
+        k = depth if depth is not None else max(len(h) for h in group[HISTOGRAM]) - 1
+        for key, h in zip(group[by].astype(str), group[HISTOGRAM], strict=True):
+            accepted, steps = histogram_counts(h, k)
+            if accepted and steps:
+                rows.append((key, accepted, steps))
+    if not rows:
+        what = "request" if cells is None else "request of a done, unforced, fixed-depth cell"
+        raise ValueError(f"no completed {what} has a histogram with a drafted position: "
+                         "no profile")
+    units = pd.DataFrame(rows, columns=["domain", "accepted", "steps"])
+    return profile_from_counts(units, "requests", replicates, source, seed)
+
+
+def _filled(value: Any) -> bool:
+    return value is not None and not isinstance(value, float) and len(value) > 0
+
+
+def _fixed_depth(cells: pd.DataFrame) -> pd.Series:
+    """Done cells that force nothing and draft one depth throughout."""
+    mask = (cells.status == "done") & ~forced_mask(cells)
+    for column in ("speculative_disable_above_batch", "speculative_depth"):
+        if column in cells:
+            mask &= cells[column].isna()
+    if "speculative_adaptive" in cells:
+        mask &= ~cells.speculative_adaptive.fillna(False).astype(bool)
+    return mask
 
 
 def _pairs(values: Sequence[tuple[float, float]]) -> list[list[float]]:

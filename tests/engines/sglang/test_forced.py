@@ -29,7 +29,10 @@ def test_a_forced_length_is_sglangs_simulate_environment():
     env = _spec({"length": 2.5}).env
     assert env["SGLANG_SIMULATE_ACC_LEN"] == "2.5"
     assert env["SGLANG_SIMULATE_ACC_METHOD"] == "match-expected"
-    assert env["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "fixed"
+    # the drafter's own tokens unless the variant says otherwise, not SGLang's default 'fixed'
+    assert env["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "real-draft-token"
+    assert _spec({"length": 2.5, "token_mode": "fixed"}).env[
+        "SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "fixed"
     assert "SGLANG_SIMULATE_ACC_LEN" not in _spec({}).env
 
 
@@ -63,5 +66,5 @@ def test_sglangs_own_code_reads_the_environment_as_forced():
     out = subprocess.run([SGLANG_PYTHON, "-c", code], env=env, capture_output=True, text=True,
                          timeout=300, check=True).stdout.splitlines()[-1]
     length, method, mode, values, mean = json.loads(out)
-    assert (length, method, mode, values) == (2.5, "match-expected", "fixed", [2, 3])
+    assert (length, method, mode, values) == (2.5, "match-expected", "real-draft-token", [2, 3])
     assert mean == pytest.approx(2.5, abs=0.05)  # 4000 draws: sd of the mean 0.008

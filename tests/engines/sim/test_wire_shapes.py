@@ -61,7 +61,19 @@ NATIVE_META_ORDER = ["id", "finish_reason", "prompt_tokens", "weight_version", "
 the first chunk adds response_sent_to_client_ts, the last weight_versions before them."""
 NATIVE_META_TAIL = ["cached_tokens_details", "dp_rank"]
 NATIVE_FINAL_SPEC = ["e2e_latency", "spec_accept_rate", "spec_accept_length",
-                     "spec_num_correct_drafts", "spec_num_proposed_drafts", "spec_verify_ct"]
+                     "spec_num_correct_drafts", "spec_num_proposed_drafts", "spec_verify_ct",
+                     "spec_correct_drafts_histogram"]
+SGLEXT_CHAT = json.loads(
+    '{"id":"abc","object":"chat.completion.chunk","created":1,"model":"m","choices":[],'
+    '"usage":null,"sglext":{"spec_tokens_details":{"spec_accept_rate":0.5,'
+    '"spec_accept_length":2.0,"spec_cap_length":0.0,"spec_block_accept_length":0.0,'
+    '"spec_num_correct_drafts":3,"spec_num_proposed_drafts":6,"spec_verify_ct":3,'
+    '"spec_correct_drafts_histogram":[1,1,1],"spec_cap_lens_histogram":[]}}}')
+"""SGLang 0.5.23's own ``ChatCompletionStreamResponse(id="abc", created=1, choices=[],
+model="m", sglext=SglExt(spec_tokens_details=SpecTokensDetails(...)).split_ids()[0])
+.model_dump_json()`` (entrypoints/openai/protocol.py, as serving_chat.py writes the sglext
+chunk), run once in the engine environment; the completions chunk is the same with
+``"object":"text_completion"`` (CompletionStreamResponse)."""
 
 
 def normal(chunk: dict[str, Any]) -> dict[str, Any]:
@@ -116,6 +128,55 @@ def test_completion_stream_shapes(sim_url: str) -> None:
     assert same(chunks[-2], RECORDED["completion_final"])  # text and finish in one chunk
     assert same(chunks[-1], RECORDED["completion_usage"])
     assert re.fullmatch(r"[0-9a-f]{32}", sse_json(r.content)[0]["id"])  # no cmpl- prefix
+
+
+def shape(value: Any) -> Any:
+    """The value with every number and list blanked, keys and their order kept."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return []
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return value
+    return type(value)(0)
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/completions"])
+def test_spec_tokens_details_chunk_before_the_usage_chunk(sim_url: str, path: str) -> None:
+    chat = path.endswith("chat/completions")
+    body: dict[str, Any] = {"model": "m", "max_tokens": 30, "ignore_eos": True, "stream": True,
+                            "return_spec_tokens_details": True,
+                            "stream_options": {"include_usage": True}}
+    body.update({"messages": [{"role": "user", "content": "def f(x):"}]} if chat
+                else {"prompt": "def f(x):"})
+    chunks = sse_json(httpx.post(sim_url + path, timeout=30, json=body).content)
+    ext = chunks[-2]
+    assert chunks[-3]["choices"][0]["finish_reason"] == "length" and "usage" in chunks[-1]
+    want = {**SGLEXT_CHAT, "object": "chat.completion.chunk" if chat else "text_completion"}
+    assert same(shape({**ext, "id": "abc", "created": 1, "model": "m"}), shape(want))
+    d = ext["sglext"]["spec_tokens_details"]
+    assert sum(d["spec_correct_drafts_histogram"]) == d["spec_verify_ct"] > 0
+    assert d["spec_num_proposed_drafts"] == 3 * d["spec_verify_ct"]
+    assert d["spec_accept_rate"] == d["spec_num_correct_drafts"] / d["spec_num_proposed_drafts"]
+    # not asked: no sglext chunk (the finish chunk, then the usage chunk)
+    del body["return_spec_tokens_details"]
+    plain = sse_json(httpx.post(sim_url + path, timeout=30, json=body).content)
+    assert not any("sglext" in c for c in plain)
+
+
+def test_spec_tokens_details_last_in_a_non_streaming_body(sim_url: str) -> None:
+    """serving_chat.py: ``sglext=response_sglext`` after ``metadata`` (ChatCompletionResponse's
+    field order), the details as on the stream."""
+    body = {"model": "m", "max_tokens": 30, "ignore_eos": True,
+            "messages": [{"role": "user", "content": "def f(x):"}]}
+    plain = httpx.post(sim_url + "/v1/chat/completions", timeout=30, json=body).json()
+    assert "sglext" not in plain
+    asked = httpx.post(sim_url + "/v1/chat/completions", timeout=30,
+                       json={**body, "return_spec_tokens_details": True}).json()
+    assert list(asked)[-2:] == ["metadata", "sglext"]
+    d = asked["sglext"]["spec_tokens_details"]
+    assert list(d) == list(SGLEXT_CHAT["sglext"]["spec_tokens_details"])
+    assert sum(d["spec_correct_drafts_histogram"]) == d["spec_verify_ct"] > 0
 
 
 def test_native_meta_info_order(sim_url: str) -> None:

@@ -12,10 +12,12 @@ from grid.analysis.surface import (
     accepted_per_step,
     check,
     conditional_of,
+    histogram_counts,
     length_of_rate,
     marginal_of,
     profile_from_cells,
     profile_from_counts,
+    profile_from_requests,
     profile_text,
     read_profile,
 )
@@ -130,3 +132,69 @@ def test_read_profile_refuses_another_format_and_an_inconsistent_domain(tmp_path
                  "conditional_interval": [], "marginal_interval": []}}}))
     with pytest.raises(ValueError, match="domain chat: marginal rate rises at position 2"):
         read_profile(bad)
+
+
+def test_a_histogram_gives_each_positions_accepted_count():
+    # H = [2, 3, 4, 1]: of 10 verify steps, 2 accepted no draft, 3 one, 4 two, 1 all three.
+    # Position 1 was accepted in the 3 + 4 + 1 steps that accepted one or more, position 2 in
+    # 4 + 1, position 3 in 1.
+    accepted, steps = histogram_counts([2, 3, 4, 1])
+    assert (accepted, steps) == ([8, 5, 1], 10)
+    # marginals 0.8, 0.5, 0.1; conditionals 0.8, 5/8, 1/5; AL(3) = 1 + 14 drafts / 10 steps
+    prof = profile_from_counts(pd.DataFrame({"domain": ["d"], "accepted": [accepted],
+                                             "steps": [steps]}), replicates=10)
+    d = prof.domains["d"]
+    assert d.marginal == pytest.approx((0.8, 0.5, 0.1))
+    assert d.conditional == pytest.approx((0.8, 0.625, 0.2))
+    assert [d.accept_length(k) for k in (1, 2, 3)] == pytest.approx([1.8, 2.3, 2.4])
+
+
+def test_histogram_counts_to_a_given_depth():
+    assert histogram_counts([5], depth=3) == ([0, 0, 0], 5)  # drafted 3, never accepted one
+    assert histogram_counts([3, 2, 0, 0, 0]) == ([2, 0, 0, 0], 5)  # vLLM's dense histogram
+    assert histogram_counts([3, 2, 0, 0, 0], depth=1) == ([2], 5)  # trailing zeros beyond k
+    with pytest.raises(ValueError, match="a step accepted 2 drafts, more than the depth 1"):
+        histogram_counts([1, 0, 2], depth=1)
+    with pytest.raises(ValueError, match="a negative count"):
+        histogram_counts([1, -1])
+
+
+def _requests():
+    return pd.DataFrame({
+        "cell_id": ["a", "a", "a", "b", "f"],
+        "status": ["ok", "ok", "error", "ok", "ok"],
+        "domain": ["code", "code", "code", "chat", "code"],
+        "workload": ["w", "w", "w", "w", "w"],
+        "accept_histogram": [[2, 3, 4, 1], [5], None, [1, 1], [0, 0, 0, 9]]})
+
+
+def test_profile_from_requests_counts_every_request_to_its_cells_depth():
+    prof = profile_from_requests(_requests(), replicates=100)
+    assert prof.unit == "requests"
+    code = prof.domains["code"]
+    # cell a drafts to depth 3 (its deepest accepted position): [2, 3, 4, 1] gives (8, 5, 1)
+    # of 10 steps, [5] gives (0, 0, 0) of 5, so a_1 = 8 / 15, a_2 = 5 / 8, a_3 = 1 / 5; cell f's
+    # request gives (9, 9, 9) of 9 steps: a_1 = 17 / 24, a_2 = 14 / 17, a_3 = 10 / 14
+    assert code.samples == 3
+    assert code.conditional == pytest.approx((17 / 24, 14 / 17, 10 / 14))
+    assert code.accept_length(3) == pytest.approx(1 + (17 + 14 + 10) / 24)
+    assert prof.domains["chat"].conditional == (0.5,)  # cell b: depth 1, 1 of 2 steps
+    by_workload = profile_from_requests(_requests(), by="workload", replicates=10)
+    # every request pooled, each to its own cell's depth; position 1: (8 + 0 + 1 + 9) / 26
+    assert by_workload.domains["w"].conditional[0] == pytest.approx(18 / 26)
+
+
+def test_profile_from_requests_with_cells_keeps_done_unforced_fixed_depth_cells():
+    forced = json.dumps({"length": 3.0, "mean_length": 3.0})
+    cells = pd.DataFrame({"cell_id": ["a", "b", "f"], "status": ["done", "done", "done"],
+                          "forced_acceptance": [None, None, forced],
+                          "speculative_disable_above_batch": [None, 8, None],
+                          "speculative_depth": [None, None, None],
+                          "speculative_adaptive": [False, False, False]})
+    prof = profile_from_requests(_requests(), cells=cells, replicates=10)
+    assert list(prof.domains) == ["code"]  # b (a threshold) and f (forced) left out
+    assert prof.domains["code"].conditional == pytest.approx((8 / 15, 5 / 8, 1 / 5))
+    with pytest.raises(ValueError, match="no completed request of a done, unforced"):
+        profile_from_requests(_requests(), cells=cells.assign(status="failed"))
+    with pytest.raises(ValueError, match="no request records accept_histogram"):
+        profile_from_requests(_requests().drop(columns="accept_histogram"))

@@ -1,0 +1,82 @@
+"""k = 0 (conf/variant/eagle3_k0.yaml): speculation configured with zero draft tokens, which
+SGLang 0.5.23 runs and the simulator runs the same way.
+
+What SGLang 0.5.23 does (read in its source):
+- python/sglang/srt/arg_groups/speculative_hook.py ``_handle_eagle_family``: no check on
+  ``speculative_num_steps`` for EAGLE/EAGLE3; at topk 1 ``speculative_num_draft_tokens`` is set
+  to steps + 1 = 1. Nothing refuses 0.
+- srt/speculative/draft_utils.py ``create_decode_backend``: "No multi-step draft backend for
+  steps=0 (nospec) or steps=1"; eagle_worker_v2.py ``_capture_cuda_graphs`` captures no draft
+  decode graph below 2 steps.
+- srt/speculative/eagle_worker_v2.py ``forward_batch_generation``: with
+  ``speculative_num_steps == 0`` it builds ``_build_trivial_verify_input`` (a 1-node verify
+  "functionally a plain decode", through the TARGET_VERIFY graph) and still runs the draft
+  head's ``_draft_extend_for_decode`` "keeping draft KV warm", unless
+  ``SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND`` stubs it.
+- srt/managers/tokenizer_manager.py ``_calculate_spec_decoding_metrics``: proposed =
+  verify_ct x (num_draft_tokens - 1) = 0, so of the speculative fields only
+  ``spec_correct_drafts_histogram`` = [verify_ct] reaches meta_info.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+import yaml
+
+from engines.sim.cli import resolve
+from engines.sim.core import SimEngine
+from tests.engines.sim.conftest import REPO, LaunchSim, sse_json
+
+VARIANT = yaml.safe_load((REPO / "conf" / "variant" / "eagle3_k0.yaml").read_text())
+FLAGS = [f for k, v in VARIANT["args"].items() for f in (f"--{k.replace('_', '-')}", str(v))]
+
+
+def test_the_variant_is_eagle3_with_zero_draft_steps() -> None:
+    assert VARIANT["args"]["speculative_algorithm"] == "EAGLE3"
+    assert VARIANT["args"]["speculative_num_steps"] == 0
+    assert VARIANT["args"]["speculative_num_draft_tokens"] == 1
+
+
+def test_the_simulator_starts_it_and_reports_only_the_histogram(launch_sim: LaunchSim) -> None:
+    sim = launch_sim([*FLAGS, "--sim-time-scale", "0"])
+    r = httpx.post(sim.url + "/generate", timeout=30, json={
+        "text": "def f(x):", "stream": True,
+        "sampling_params": {"max_new_tokens": 20, "ignore_eos": True, "temperature": 0}})
+    chunks = sse_json(r.content)
+    # one token per step: the prefill's, then 19 one-token verifies, each 0 drafts accepted
+    assert [c["meta_info"]["completion_tokens"] for c in chunks] == list(range(1, 21))
+    last = chunks[-1]["meta_info"]
+    assert last["spec_correct_drafts_histogram"] == [19]
+    assert not {"spec_accept_rate", "spec_accept_length", "spec_num_correct_drafts",
+                "spec_num_proposed_drafts", "spec_verify_ct"} & set(last)
+    info = httpx.get(sim.url + "/server_info").json()
+    assert (info["speculative_num_steps"], info["speculative_num_draft_tokens"]) == (0, 1)
+
+
+@pytest.mark.parametrize("batch", [1, 8, 64])
+def test_the_step_is_a_decode_plus_the_draft_extend_and_the_speculative_overhead(
+        batch: int) -> None:
+    zero = SimEngine(resolve(FLAGS, env={}))
+    plain = SimEngine(resolve(["--max-running-requests", "64"], env={}))
+    skip = SimEngine(resolve(FLAGS, env={"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": "1"}))
+    kv = batch * 1024.0
+    eff = zero.roofline.hw.efficiency
+    overhead = eff.spec_step_overhead_ms * 1e-3 + batch * eff.spec_token_overhead_us * 1e-6
+    step = zero.model.spec_step_s(batch, 0, 1, kv)
+    # the trivial verify reads what a decode step reads; the draft head extends every request
+    # by its one verified token
+    assert step == pytest.approx(plain.model.decode_s(batch, kv) + overhead
+                                 + zero.roofline.draft_pass_s(batch, kv))
+    assert skip.core.skip_zero_step_extend
+    assert skip.model.spec_step_s(batch, 0, 1, kv, draft_extend=False) == pytest.approx(
+        plain.model.decode_s(batch, kv) + overhead)
+
+
+def test_a_forced_length_at_k0_is_one() -> None:
+    from engines.forced import forced_acceptance
+
+    forced = forced_acceptance({"length": 1.0}, VARIANT["args"])
+    assert forced is not None and forced.steps == 0 and forced.per_position() == ()
+    with pytest.raises(ValueError, match=r"must be in \[1, 1\]"):
+        forced_acceptance({"length": 1.5}, VARIANT["args"])

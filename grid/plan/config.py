@@ -111,6 +111,11 @@ class ForcedAcceptanceConfig:
     """Per-position unconditional acceptance rates, k of them, non-increasing, in [0, 1]
     (r_i: the first i drafts all accepted; mean length 1 + sum). vLLM and the simulator only:
     SGLang forces a mean length. None = not forced (unless length is given)."""
+    token_mode: str | None = None
+    """Which tokens a forced SGLang step commits (engines/forced.py TOKEN_MODES, SGLang's
+    SGLANG_SIMULATE_ACC_TOKEN_MODE): `real-draft-token` (the default: the drafter's tokens, so
+    a mixture-of-experts verify routes real text) or `fixed` (one repeated token id). None =
+    the default."""
 
 
 @dataclass
@@ -273,7 +278,9 @@ class SearchConfig:
     `depth`: the best speculative depth per batch tier, a schedule confirmed on one server,
     or `breakeven`: the accept length at which the variant pays, per load, from
     forced-acceptance cells, or `capacity`: the highest load at which the grid's one variant
-    meets the SLOs, bracketed then bisected (grid/questions/ REGISTRY)."""
+    meets the SLOs, bracketed then bisected, or `surface`: the step cost over load x depth
+    from forced-acceptance cells, and a drafter's predicted speedup on it (grid/questions/
+    REGISTRY)."""
     concurrency: list[int] = field(default_factory=lambda: [1, 256])
     """[lowest, highest] concurrency the search may measure (closed loop only)."""
     resolution: float = 1.4142135623730951
@@ -314,6 +321,15 @@ class SearchConfig:
     predicts instead of the coarse levels. kind=depth: each level starts at the depth it
     predicts fastest and that depth's neighbours. The trace says how far the prediction was
     from what the cells then showed (docs/search.md). None: the coarse levels / depths."""
+    rates: list[float] = field(default_factory=lambda: [0.5, 0.9])
+    """kind=surface: the forced acceptance rates (accepted / drafted tokens; depth k is forced
+    to the accept length 1 + rate x k), the surface's first, the length check's after."""
+    profile: str | None = None
+    """kind=surface: a drafter's acceptance profile file (docs/surface.md) whose speedup the
+    surface predicts; None: the run's own drafter, measured in one cell."""
+    surface: str | None = None
+    """kind=surface: an earlier surface search's run folder: predict from its surface, measure
+    nothing (with plan=true, before any server starts)."""
 
 
 @dataclass

@@ -5,8 +5,8 @@ One `python -m grid.run` measures the dense grid: the baseline and EAGLE-3 with 
 accept length (`variant.forced_acceptance.length`, 9 lengths from 1 to k + 1 = 4) at every
 load, plus EAGLE-3 unforced (the drafter's own acceptance, for the report's bands). The
 break-even search (`grid.search.kind=breakeven`) over the same loads and lengths chooses its
-cells from the same set (the same cell ids: a test checks it, tests/grid/plan/
-test_plan_breakeven.py), so it is replayed here on the dense run's committed cells, exactly as
+cells from the same set (the same cell ids: a test checks it, tests/grid/questions/
+breakeven/test_plan.py), so it is replayed here on the dense run's committed cells, exactly as
 its run loop replays a run folder (grid/execute/search.py): each step sees only the cells its
 predecessors chose. Both curves are then computed by the report's code
 (grid/analysis/breakeven.py) from their cells: the dense one from every cell, the search's from
@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from grid.analysis.breakeven import Level, curves  # noqa: E402
-from grid.analysis.breakeven_search import chosen, replay  # noqa: E402
 from grid.analysis.cellstats import CellStats  # noqa: E402
+from grid.questions.breakeven.steps import chosen, replay  # noqa: E402
 from grid.report.data import load_run  # noqa: E402
 from grid.run import make_plan  # noqa: E402
 

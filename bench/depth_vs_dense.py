@@ -40,11 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _run import run_grid  # noqa: E402  (bench/, the script's folder)
 
 from grid.analysis import Slo  # noqa: E402
-from grid.analysis.depth import DepthStep, schedule  # noqa: E402
+from grid.analysis.depth import schedule  # noqa: E402
 from grid.analysis.search import lattice  # noqa: E402
 from grid.loader import load_cells  # noqa: E402
-from grid.plan.depth import DepthSetup  # noqa: E402
-from grid.questions.depth.run import depth_steps  # noqa: E402
+from grid.questions.depth import DepthPlanned  # noqa: E402
+from grid.questions.depth.steps import DepthStep  # noqa: E402
 from grid.questions.measure import cell_throughputs  # noqa: E402
 from grid.run import make_plan  # noqa: E402
 
@@ -102,8 +102,8 @@ def replayed_on(run_dir: Path, overrides: list[str], folder: Path) -> tuple[int,
     hold every cell the search may choose, under the same ids): the cells it would choose
     and its schedule, measurement noise between the two runs taken out."""
     setup = make_plan([*overrides, f"results_dir={folder / 'plan-only'}"]).search
-    assert isinstance(setup, DepthSetup)
-    steps, _ = depth_steps(setup, run_dir, Slo())
+    assert isinstance(setup, DepthPlanned)
+    steps, _ = setup.replay(run_dir, Slo())
     searched = [s for s in steps if isinstance(s, DepthStep)]
     return sum(len(s.points) for s in searched), [list(t) for t in schedule(searched[-1].levels)]
 

@@ -5,9 +5,9 @@ per stream, --noise lognormal measurement error, SGLang's counters: mean accept 
 starting from the default profile's factors, predicts that profile's dense grid (1..256 in
 steps of sqrt 2) within +-10 % and its crossover in the same dense interval. Also prints what
 the twin said its own error would be (leave one load out) beside the error it has, and the
-crossover search (grid/analysis/search.py, grid.search's defaults over 1..256) replayed on the
-truth's levels (each measured as the truth predicts, with the same noise per cell and a
-bootstrap spread of --noise) without a prior and with the twin as its prior
+crossover search (grid/questions/crossover/steps.py, grid.search's defaults over 1..256)
+replayed on the truth's levels (each measured as the truth predicts, with the same noise per
+cell and a bootstrap spread of --noise) without a prior and with the twin as its prior
 (grid.search.prior): cells spent and bracket.
 
     .venv/bin/python bench/twin_goal.py
@@ -36,7 +36,9 @@ from engines.sim.twin.node import profile_of
 from engines.sim.twin.offline import closed_loop
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from grid.analysis.search import Measured, make_space, prior_levels, replay  # noqa: E402
+from grid.analysis.depth import Throughput  # noqa: E402
+from grid.analysis.search import make_space  # noqa: E402
+from grid.questions.crossover.steps import prior_levels, replay  # noqa: E402
 
 EAGLE3_FLAGS = spec_argv({"speculative_num_steps": 3, "speculative_eagle_topk": 1,
                           "speculative_num_draft_tokens": 4})
@@ -69,8 +71,8 @@ def search_cells(truth: Setup, twin: Setup | None, noise: float, seed: int
         v = predict(truth, scenario(c, synthetic.EAGLE3)).output_tok_s
         for r in range(space.max_repeats):
             mb, mv = (x * rng.lognormal(0.0, noise) for x in (b, v))
-            measured[(c, r)] = Measured(mb, mv, mb * (1 + noise * rng.standard_normal(1000)),
-                                        mv * (1 + noise * rng.standard_normal(1000)))
+            measured[(c, r)] = (Throughput(mb, mb * (1 + noise * rng.standard_normal(1000))),
+                                Throughput(mv, mv * (1 + noise * rng.standard_normal(1000))))
     last = replay(space, measured)[-1]
     return last.cells_before, last.bracket
 

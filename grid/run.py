@@ -51,7 +51,6 @@ from grid.plan.overrides import (
 )
 from grid.plan.search import (
     SearchError,
-    check_search,
     search_kind,
     search_space,
     step_plan,
@@ -201,7 +200,8 @@ def make_plan(overrides: list[str]) -> _Planned:
         cfg = compose_grid(line, _compose)
         kind = search_kind(cfg)
         asked = None if kind is None else question(kind)  # SearchError: no such question
-        check_search(cfg)
+        if asked is not None:
+            asked.check(cfg)
         drafter = OmegaConf.select(cfg, "breakeven.drafter_run", default=None)
         drafter_run = None if drafter is None else read_drafter_run(
             drafter, f"breakeven.drafter_run={drafter}")

@@ -1,48 +1,16 @@
-"""The break-even acceptance: for each load, the accept length at which a speculative
-configuration's throughput equals the baseline's, and the user's drafter placed on it. Pure:
-numpy and pandas. A curve is measured one of two ways, its x always a measured decode accept
-length (the cells' `accept_length_decode`, Σ(output tokens - 1) / Σ verify steps, mean over
-repeats; grid/analysis/breakeven_cells.py):
-- **forced**: one drafter, its acceptance forced by the engine (grid/analysis/forced.py); a
-  forced cell enters at the length it measured, and only where the engine honoured the forcing
-  (a cell not honoured is left out of the curve and named in `Level.left_out`);
-- **ladder**: drafters of graded quality at the same cost per draft pass (a grid axis over
-  `variant.args.speculative_draft_model_path`, e.g. the trained target's noisy copies,
-  engines/trained_models.py LADDER_RECIPE), nothing forced; rungs whose draft models differ in
-  shape are refused (`ladder_refusals`).
-
-Definitions, per speculative configuration (a variant label without its forced-acceptance or
-draft-model part: `eagle3__forced_len-2.5` is configuration `eagle3` at length 2.5,
-`tiny_trained_draft__draft-noise-0.20` configuration `tiny_trained_draft` with one rung) x
-workload x load:
-- the **ratio** at a length a: the configuration's output tok/s over the baseline's at
-  the same load and workload (means over repeats; grid/analysis/decision.py `points`);
-- the **break-even length** a*: where the ratio crosses 1, linearly interpolated between the
-  two measured lengths around it (the ratio rises with acceptance at a fixed load: a longer
-  accept length is more tokens for the same step). The first crossing from below is taken. A
-  ratio already >= 1 at the shortest length measured puts a* at or below it (`below`: pays at
-  every length measured); one below 1 at the longest, at or above it (`above`);
-- its **interval**: the same interpolation in each bootstrap replicate, the 95 % percentile
-  interval of the replicates' crossings. A replicate takes each point's throughput replicate
-  (the cells' replicates, grid/analysis/cellstats.py; the baseline's drawn independently) and
-  its length replicate from the SAME request draw (`decode_replicates`): x and y move together,
-  as they do near the crossing. Each crossing is clipped to the replicate's lengths; an end
-  reached by such a clip is open ("or beyond").
-
-**Verdicts** (`judge`): a length pays where it exceeds a* and does not where it is at or below
-it; beyond the lengths measured on the side the measurements do not settle the answer is
-unknown: above the longest length of an `above` curve ("unknown above X": the longest still
-lost; a longer one may or may not pay), below the shortest of a `below` curve ("unknown below
-X").
-
-The drafter (per domain, grid/analysis/breakeven_drafter.py): its decode accept length over
-the requests of the same configuration's **unforced** cells of the run, or of an earlier run
-(grid/analysis/drafter_run.py), with a bootstrap interval over requests. The answer per domain
-is the end of the contiguous range of loads, from the lowest, at which it pays ("pays up to
-c"); a later load where it pays again after a gap is noted, not claimed. Bracketed likewise by
-where it surely pays (its lower end above a*'s upper end) and where it may (its upper end above
-a*'s lower end). A ladder's rungs are checked out of sample: each rung's verdict by the curve
-fitted without it, beside the sign of its own measured speedup (`held_out`)."""
+"""The break-even acceptance (docs/report.md "Break-even acceptance"): for each load, the accept
+length at which a speculative configuration's throughput equals the baseline's, and the user's
+drafter placed on it. Pure: numpy and pandas. A curve's x is always a measured decode accept
+length (grid/analysis/breakeven_cells.py), from **forced** cells the engine honoured
+(grid/analysis/forced.py; one not honoured is left out and named in `Level.left_out`) or a
+**ladder** of drafters of one shape and cost (`ladder_refusals` otherwise). Per configuration
+(a variant label without its forced or draft-model part, `configuration`) x workload x load:
+the ratio to the baseline at each length; the break-even length a*, where it first reaches 1,
+interpolated linearly (`below`: pays at every length measured, `above`: at none); its interval,
+the same in each bootstrap replicate, each point's length and throughput replicates from the
+same request draw. `judge` gives a length's verdict (unknown past the lengths measured on the
+side they do not settle); a ladder's rungs are checked out of sample (`left_one_out`). The
+drafter's side: grid/analysis/breakeven_drafter.py."""
 
 from __future__ import annotations
 

@@ -20,11 +20,9 @@ from grid.plan.build import Plan, build_plan
 from grid.plan.cells import Cell, group_by_server
 from grid.plan.search import step_plan
 from grid.plan.workloads import WorkloadPlan
-from grid.questions import Planned
+from grid.questions import TRACE_FILE, Planned
 from grid.store.files import write_json
 from grid.store.record import EXIT_FAILED_CELLS, RunRecord
-
-TRACE_FILE = "search.json"
 
 
 def plan_step(cfg: DictConfig, plan: Plan, setup: Planned, workloads: WorkloadPlan,
@@ -45,12 +43,10 @@ def plan_step(cfg: DictConfig, plan: Plan, setup: Planned, workloads: WorkloadPl
 
 
 def write_trace(run_dir: Path, setup: Planned, steps: list[Any], note: str | None = None
-                ) -> dict:
+                ) -> None:
     """search.json: the question, every step with why it was taken, and the outcome."""
-    trace = setup.trace(steps, note)
     # Not fsynced: the trace is replayed from the committed cells on every start.
-    write_json(run_dir / TRACE_FILE, trace, fsync=False)
-    return trace
+    write_json(run_dir / TRACE_FILE, setup.trace(steps, note), fsync=False)
 
 
 @dataclass

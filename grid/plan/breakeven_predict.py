@@ -22,11 +22,9 @@ from engines.forced import speculative_steps
 from grid.analysis.breakeven import Level, configuration, predicted_level
 from grid.analysis.breakeven_drafter import at_load, place
 from grid.analysis.drafter_run import DrafterRun
-from grid.plan.breakeven import LENGTH_KEY, breakeven_lengths
 from grid.plan.cells import Cell
-from grid.plan.depth import with_settings
 from grid.plan.estimate import cell_work
-from grid.plan.search import BASELINE, ask_twin
+from grid.plan.search import BASELINE, LENGTH_KEY, ask_twin, breakeven_lengths, with_settings
 from grid.plan.workloads import WorkloadPlan
 
 Pairs = dict[int, tuple[Cell, Cell]]

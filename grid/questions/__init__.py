@@ -1,18 +1,9 @@
 """A question a run asks with an adaptive search (`grid.search.kind`, docs/search.md), behind
-one protocol modelled on Ray Tune's `Searcher`: the run loop asks the question for the next
-cells given what is committed (`Planned.replay`, the `suggest`), runs them, and asks again (the
-`on_trial_complete` is the commit: nothing but the committed cells carries a search's state).
-
-- `Question` (one per kind, in `REGISTRY`): plans the cells it may choose and its setup from the
-  config (`universe`, `setup`), and reads its own trace for the report (`lines`, `section`,
-  `answer`, `decision`, `recommendations`, `write_files`).
-- `Planned` (one per run): its cells by point, its replay from the committed cells (pure but
-  for reading them), the trace it writes to search.json, its stop line.
-
-Each question is one folder `grid/questions/<kind>/`; the run loop (grid/execute/search.py,
-grid/run.py) and the report (grid/report/) go through `question(kind)` and never name a kind.
-Layers: above grid.store, grid.plan and grid.analysis (which it uses), below grid.execute and
-grid.report (which use it)."""
+one protocol modelled on Ray Tune's `Searcher` (docs/architecture.md "A question is one
+folder"): the run loop asks the `Planned` question for the next cells given what is committed
+(`replay`, the `suggest`), runs them, and asks again; nothing but the committed cells carries a
+search's state. Each question is one folder `grid/questions/<kind>/`, registered in
+`REGISTRY`; the run loop and the report go through `question(kind)` and never name a kind."""
 
 from __future__ import annotations
 
@@ -21,34 +12,27 @@ from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from html import escape
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from omegaconf import DictConfig
 
 from grid.analysis import Slo
 from grid.plan.cells import Cell
-from grid.plan.search import SearchError
+from grid.plan.search import SearchError, check_search
 from grid.plan.workloads import WorkloadPlan
 
+TRACE_FILE = "search.json"
+"""A run's trace of its question (`Planned.trace`), in the run folder."""
 REGISTRY: dict[str, str] = {
     "crossover": "grid.questions.crossover",
     "threshold": "grid.questions.threshold",
     "depth": "grid.questions.depth",
     "breakeven": "grid.questions.breakeven",
     "capacity": "grid.questions.capacity",
+    "surface": "grid.questions.surface",
 }
 """`grid.search.kind` -> the module whose `QUESTION` answers it (imported when asked, as
 engines.get imports an engine: adding a question touches nothing else)."""
-
-
-class Step(Protocol):
-    """What the run loop reads of a step (each question's own step class has more)."""
-
-    number: int
-    why: str
-    stop: str | None
-    cells_before: int
-    points: Any
 
 
 class Planned(ABC):
@@ -59,8 +43,9 @@ class Planned(ABC):
 
     @abstractmethod
     def replay(self, run_dir: Path, slo: Slo) -> tuple[list[Any], set]:
-        """The steps replayed from the committed cells, and the points measured so far; the
-        last step names the points to measure next, or why the search stopped."""
+        """The steps replayed from the committed cells (each with its `number`, `why`,
+        `points`, `stop`, `cells_before`), and the points measured so far; the last step names
+        the points to measure next, or why the search stopped."""
 
     @abstractmethod
     def cells_of(self, points: Sequence[Any], first: str | None = None) -> list[Cell]:
@@ -90,34 +75,15 @@ class Planned(ABC):
         return ""
 
 
-class Wrapped(Planned):
-    """A Planned over a planned setup (grid/plan/: its cells by point, its first step)."""
-
-    def __init__(self, setup: Any) -> None:
-        self.setup = setup
-        self.max_cells = int(setup.space.max_cells)
-
-    def cells_of(self, points: Sequence[Any], first: str | None = None) -> list[Cell]:
-        return self.setup.cells_of(points, first)  # type: ignore[no-any-return]
-
-    def first_points(self) -> list[Any]:
-        return list(self.setup.first_step().points)
-
-    @property
-    def variant_cell(self) -> Cell:
-        return self.setup.variant_cell  # type: ignore[no-any-return]
-
-    def describe(self, point: Sequence[int]) -> str:
-        return str(self.setup.describe(point))
-
-    def plan_lines(self) -> list[str]:
-        return list(self.setup.plan_lines())
-
-
 class Question(ABC):
     """One kind of question; the report's hooks read its trace (a dict from search.json)."""
 
     kind: str
+
+    def check(self, cfg: DictConfig) -> None:
+        """Everything about `grid.search` that can be checked on the composed config, before
+        any cell is composed (SearchError: one line)."""
+        check_search(cfg)
 
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
@@ -161,3 +127,10 @@ def question(kind: str) -> Question:
     if kind not in REGISTRY:
         raise SearchError(f"grid.search.kind={kind!r} is not one of {', '.join(REGISTRY)}")
     return importlib.import_module(REGISTRY[kind]).QUESTION  # type: ignore[no-any-return]
+
+
+def traced(trace: dict) -> Question | None:
+    """The question that wrote a trace (search.json; a trace written before `kind` was: the
+    crossover search's), None for a kind not registered."""
+    kind = str(trace.get("kind", "crossover"))
+    return question(kind) if kind in REGISTRY else None

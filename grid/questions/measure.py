@@ -1,6 +1,6 @@
 """What a question reads of the committed cells: each cell's output tok/s with its bootstrap
-replicates (the report's analysis, so the report's intervals), and a compared point's two
-cells read as one measurement."""
+replicates (the report's analysis, so the report's intervals), by cell or by point, and a
+compared point's two cells read as one measurement."""
 
 from __future__ import annotations
 
@@ -14,11 +14,13 @@ import numpy as np
 from grid.analysis import Slo
 from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats, analyse_cells
 from grid.analysis.depth import Throughput
-from grid.analysis.search import Measured
 from grid.plan.cells import Cell
 from grid.store.loader import load_cells, load_requests
 
 K = TypeVar("K")
+Compared = tuple[Throughput, Throughput]
+"""A compared point's two cells: (the baseline's, the variant's) throughput; a threshold pair's
+(the lower threshold's, the higher's)."""
 
 
 def analysed(run_dir: Path, cells: Iterable[Cell], slo: Slo, replicates: int | None = None
@@ -52,12 +54,16 @@ def cell_throughputs(run_dir: Path, cells: Iterable[Cell], slo: Slo) -> dict[str
     return out
 
 
-def measured_points(run_dir: Path, points: Mapping[K, tuple[Cell, Cell]], slo: Slo
-                    ) -> dict[K, Measured]:
-    """The points whose two cells are committed as done with a throughput, with the cells'
-    bootstrap replicates (the same analysis as the report's, so the same intervals)."""
+def point_throughputs(run_dir: Path, points: Mapping[K, Cell], slo: Slo) -> dict[K, Throughput]:
+    """The points whose cell is committed as done with a throughput (`cell_throughputs`)."""
+    value = cell_throughputs(run_dir, points.values(), slo)
+    return {p: value[c.cell_id] for p, c in points.items() if c.cell_id in value}
+
+
+def compared_points(run_dir: Path, points: Mapping[K, tuple[Cell, Cell]], slo: Slo
+                    ) -> dict[K, Compared]:
+    """The points whose two cells are committed as done with a throughput."""
     value = cell_throughputs(run_dir, (c for cells in points.values() for c in cells), slo)
-    return {point: Measured(value[base.cell_id].value, value[var.cell_id].value,
-                            value[base.cell_id].reps, value[var.cell_id].reps)
+    return {point: (value[base.cell_id], value[var.cell_id])
             for point, (base, var) in points.items()
             if base.cell_id in value and var.cell_id in value}

@@ -1,10 +1,57 @@
-"""A search's steps as the report prints them (search.json `steps`), for every kind of search:
-one line per step with the points it measured, and the line of a search not finished."""
+"""What the questions' steps share (pure): the replay that rebuilds every step from the measured
+points (nothing else carries a search's state), the budget a step is cut to, and the lines the
+plan and the report print for any kind of step (search.json `steps`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Container, Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+
+class _Step(Protocol):
+    @property
+    def stop(self) -> str | None: ...
+
+    @property
+    def points(self) -> Sequence[Any]: ...
+
+
+S = TypeVar("S", bound=_Step)
+P = TypeVar("P")
+
+
+def replay(step_after: Callable[[set, int], S], measured: Container, first: int = 1
+           ) -> list[S]:
+    """Every step from the measured points, each seeing only the points its predecessors chose
+    (`step_after(chosen, number)`, numbered from `first`). The last step is a stop, or the one
+    whose points are not all measured yet (what to run next)."""
+    steps: list[S] = []
+    chosen: set = set()
+    while True:
+        step = step_after(chosen, first + len(steps))
+        steps.append(step)
+        if step.stop is not None or not all(p in measured for p in step.points):
+            return steps
+        chosen.update(step.points)
+
+
+def fit(points: Sequence[P], room: int, why: str, spent: str, stop: str = "budget",
+        unit: str = "point(s)", where: str = "the budget"
+        ) -> tuple[tuple[P, ...], str, str | None]:
+    """(the points `room` holds, `why` saying when that is not all of them, None); with no
+    room at all ((), why not measured: `spent`, `stop`). A step that does not fit whole runs
+    what fits."""
+    if room <= 0:
+        return (), f"{why}: not measured, {spent}", stop
+    if room < len(points):
+        why += f" (only {room} of {len(points)} {unit} fit {where})"
+    return tuple(points[:room]), why, None
+
+
+def first_step_line(why: str, cells: int) -> str:
+    """What the plan says of the first step (its cells are listed below it)."""
+    return f"  step 1: {why} -> {cells} cells (listed below); later steps follow from the " \
+           "committed cells"
 
 
 def step_lines(steps: Sequence[Mapping[str, Any]], describe: Callable[[Any], str],

@@ -7,27 +7,26 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from grid.questions import REGISTRY, Question, question
-
-TRACE_FILE = "search.json"
+from grid.questions import TRACE_FILE, Question, traced
 
 
 def load_trace(run_dir: Path) -> dict | None:
     """The run's search trace, or None for a run without a search (or an unreadable trace,
     or one no registered question wrote)."""
-    path = Path(run_dir) / TRACE_FILE
     try:
-        trace = json.loads(path.read_text())
+        trace = json.loads((Path(run_dir) / TRACE_FILE).read_text())
     except (OSError, ValueError):
         return None
     if not isinstance(trace, dict) or "steps" not in trace:
         return None
-    return trace if trace.get("kind", "crossover") in REGISTRY else None
+    return trace if traced(trace) is not None else None
 
 
 def asked(trace: dict) -> Question:
-    """The question that wrote the trace (traces before `kind` was written: crossover)."""
-    return question(str(trace.get("kind", "crossover")))
+    """The question that wrote a trace `load_trace` read."""
+    question = traced(trace)
+    assert question is not None
+    return question
 
 
 def searched_recommendations(recs: list[dict], trace: dict | None) -> list[dict]:

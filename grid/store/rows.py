@@ -143,7 +143,7 @@ def cell_row(run_id: str, work: PlannedCell, attempt: int, *, status: Status, er
     depth = config["variant"].get("speculative_depth")
     return {
         "run_id": run_id, "cell_id": cell.cell_id, "server_key": cell.server_key,
-        "attempt": attempt, "status": status.value, "error": error,
+        "attempt": attempt, "status": Status(status).value, "error": error,
         "engine": engine, "simulated": engines.get(engine).simulated,
         "model": config["model"]["name"], "concurrency": cell.concurrency, "rate": cell.rate,
         "max_in_flight": cell.max_in_flight, "num_requests": cell.num_requests,

@@ -15,7 +15,7 @@ def _brackets(res: dict) -> str:
 
 
 def trace_lines(trace: dict) -> list[str]:
-    """A break-even search's steps and outcome (search.json, grid/plan/breakeven.py)."""
+    """A break-even search's steps and outcome (search.json, BreakevenPlanned.trace)."""
     res, lengths = trace["result"], trace["lengths"]
 
     def point(p: list[int]) -> str:

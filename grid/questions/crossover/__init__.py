@@ -1,44 +1,178 @@
 """Where does speculation stop paying? (`grid.search.kind=crossover`, docs/search.md): bracket
 then bisect the sign of the variant's speedup over the baseline on a lattice of concurrency
-levels. Plan: grid/plan/search.py; steps: grid/analysis/search.py (pure); run and trace:
-run.py; report: report.py."""
+levels. The whole question is this folder: plan and run here, steps in steps.py (pure), report
+in report.py. The threshold search (grid/questions/threshold/) builds on it."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from grid.analysis import Slo
-from grid.analysis.search import replay
+from grid.analysis.search import Space
 from grid.plan.cells import Cell
-from grid.plan.search import SearchSetup, search_setup, search_space, with_prior, with_repeats
+from grid.plan.search import BASELINE, SearchError, ask_twin, search_space, with_repeats
 from grid.plan.workloads import WorkloadPlan
-from grid.questions import Planned, Question, Wrapped
+from grid.questions import Planned, Question
 from grid.questions.crossover.report import answer_sentence, trace_lines
-from grid.questions.crossover.run import search_result
-from grid.questions.measure import measured_points
+from grid.questions.crossover.steps import (
+    CrossoverStep,
+    Point,
+    describe,
+    next_step,
+    prior_check,
+    prior_levels,
+    replay,
+    result,
+)
+from grid.questions.measure import compared_points
+from grid.questions.steps import first_step_line
 
 
-class CrossoverPlanned(Wrapped):
-    """A crossover search planned for one run (its cells: grid/plan/search.py SearchSetup)."""
+@dataclass(frozen=True)
+class Prior:
+    """What the search asked before measuring (grid.search.prior): a twin's predictions."""
 
-    setup: SearchSetup
+    path: str
+    label: str
+    """Where the numbers come from, in words (`SIMULATION (twin of RUN)`)."""
+    predicted: tuple[float, ...]
+    """The predicted speedup at each lattice level."""
+
+
+def compared_cells(cells: Sequence[Cell], kind: str) -> dict[Point, tuple[Cell, Cell]]:
+    """The universe's cells by point, (baseline cell, variant cell) each; SearchError naming
+    what the grid holds when it is not one variant against the baseline on one workload."""
+    points: dict[Point, list[Cell]] = {}
+    for cell in cells:
+        point = (int(cell.concurrency or 0), int(cell.config["load"]["repeat"]))
+        points.setdefault(point, []).append(cell)
+    variants = sorted({c.variant for c in cells})
+    workloads = sorted({c.workload for c in cells})
+    if (BASELINE not in variants or len(variants) != 2 or len(workloads) != 1
+            or any(len(v) != 2 for v in points.values())):
+        raise SearchError(f"grid.search.kind={kind} compares one variant with the baseline "
+                          f"on one workload; the grid has variants {', '.join(variants)} and "
+                          f"workloads {', '.join(workloads)} "
+                          f"({max(len(v) for v in points.values())} cells per load)")
+    out = {}
+    for p, pair in points.items():
+        base, var = sorted(pair, key=lambda c: c.variant != BASELINE)
+        out[p] = (base, var)
+    return out
+
+
+class CrossoverPlanned(Planned):
+    """A crossover search planned for one run: its space and the cells of every point."""
+
+    kind = "crossover"
+
+    def __init__(self, space: Space, points: dict[Point, tuple[Cell, Cell]]) -> None:
+        self.space, self.points = space, points
+        self.max_cells = space.max_cells
+        self.variant, self.workload = self.variant_cell.variant, self.variant_cell.workload
+        self.prior: Prior | None = None
+        """The twin asked first (its predicted crossover chose the first levels), if any."""
+
+    @property
+    def reserve(self) -> int:
+        """Cells of the budget kept from the crossover search (for a confirmation)."""
+        return 0
+
+    @property
+    def crossing(self) -> Space:
+        """The crossover search's space: the budget less the reserve."""
+        return dataclasses.replace(self.space, max_cells=self.space.max_cells - self.reserve)
+
+    def with_prior(self, path: str | None, workloads: WorkloadPlan) -> CrossoverPlanned:
+        """A twin asked first (grid.search.prior): its predicted speedup at every lattice level
+        for the searched variant and workload (grid/plan/search.py `ask_twin`), and the first
+        levels they give (steps.py `prior_levels`)."""
+        if path is not None:
+            base, variant = self.points[(self.space.lattice[0], 0)]
+            file, label, predicted = ask_twin(path, base, variant, self.space.lattice,
+                                              workloads)
+            self.prior = Prior(str(file), label, predicted)
+            self.space = dataclasses.replace(
+                self.space, first=prior_levels(self.space.lattice, predicted), prior=label)
+        return self
 
     def replay(self, run_dir: Path, slo: Slo) -> tuple[list[Any], set]:
-        measured = measured_points(run_dir, self.setup.points, slo)
-        return list(replay(self.setup.space, measured)), set(measured)
+        measured = compared_points(run_dir, self.points, slo)
+        return list(replay(self.space, measured)), set(measured)
+
+    def cells_at(self, point: Sequence[int]) -> tuple[Cell, Cell]:
+        return self.points[(point[0], point[1])]
+
+    def cells_of(self, points: Sequence[Any], first: str | None = None) -> list[Cell]:
+        """The points' cells, each server's in ascending load: variant `first` first (the one
+        whose server is still running from the previous step), else the baseline."""
+        cells = [c for p in sorted(points) for c in self.cells_at(p)]
+        lead = first if first is not None else BASELINE
+        return sorted(cells, key=lambda c: c.variant != lead)
+
+    def first_points(self) -> list[Any]:
+        return list(next_step(self.crossing, {}).points)
+
+    @property
+    def variant_cell(self) -> Cell:
+        """The compared variant's planned cell at the lowest load (its alignment is the cells'
+        planned later)."""
+        return self.points[min(self.points)][1]
+
+    def describe(self, point: Sequence[int]) -> str:
+        return describe(point)
+
+    def head(self) -> dict:
+        """The question, as search.json states it."""
+        out: dict[str, Any] = {"kind": self.kind, "baseline": BASELINE, "variant": self.variant,
+                               "workload": self.workload, "load_kind": "concurrency"}
+        if self.prior:
+            out["prior"] = {"path": self.prior.path, "source": self.prior.label,
+                            "predicted": {str(c): round(v, 4) for c, v in
+                                          zip(self.space.lattice, self.prior.predicted,
+                                              strict=True)}}
+        return out
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:
-        return {**self.setup.as_json(),
-                "result": {**search_result(self.setup, steps), "note": note},
+        crossing = [s for s in steps if isinstance(s, CrossoverStep)]
+        res = result(self.space, crossing)
+        if self.prior is not None:
+            res["prior"] = {"source": self.prior.label, "path": self.prior.path,
+                            **prior_check(self.space.lattice, self.prior.predicted,
+                                          crossing[-1].speedups)}
+        return {**self.head(), "result": {**res, "note": note},
                 "steps": [s.as_json() for s in steps]}
+
+    def plan_lines(self) -> list[str]:
+        """The question, the lattice, the budget, the first step (and the prior's speedups)."""
+        space, first = self.space, next_step(self.crossing, {})
+        lines = [
+            f"search: {self.kind} of {self.variant} vs {BASELINE} on {self.workload}, "
+            f"concurrency {space.lattice[0]}..{space.lattice[-1]}",
+            f"  lattice ({len(space.lattice)} levels): {' '.join(map(str, space.lattice))}; "
+            f"coarse levels {' '.join(map(str, space.coarse))}; up to {space.max_repeats} "
+            "repeat(s) of a level whose interval straddles 0",
+            f"  budget: grid.search.max_cells={space.max_cells} (a dense grid of this lattice: "
+            f"{len(space.lattice) * 2} cells)",
+            first_step_line(first.why, len(first.points) * space.cells_per_point),
+        ]
+        if self.prior:
+            shown = ", ".join(f"c={c} {v:+.0%}" for c, v in zip(
+                space.lattice, self.prior.predicted, strict=True))
+            lines.insert(3, f"  prior: {self.prior.label} predicts the speedup {shown}")
+        return lines
 
 
 class Crossover(Question):
     kind = "crossover"
+    lines = staticmethod(trace_lines)
+    answer = staticmethod(answer_sentence)
 
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
@@ -46,19 +180,7 @@ class Crossover(Question):
 
     def setup(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
               context: Any) -> Planned:
-        setup = search_setup(search_space(cfg), cells, self.kind,
-                             int(cfg.grid.search.candidates),
-                             OmegaConf.select(cfg, "hardware.name", default=None))
-        return self.planned(with_prior(setup, cfg.grid.search.prior, workloads))
-
-    def planned(self, setup: SearchSetup) -> Planned:
-        return CrossoverPlanned(setup)
-
-    def lines(self, trace: dict) -> list[str]:
-        return trace_lines(trace)
-
-    def answer(self, trace: dict) -> str | None:
-        return answer_sentence(trace)
-
+        planned = CrossoverPlanned(search_space(cfg), compared_cells(cells, self.kind))
+        return planned.with_prior(cfg.grid.search.prior, workloads)
 
 QUESTION = Crossover()

@@ -3,7 +3,9 @@ what it measured, why it stopped, the bracket, and what a twin asked first predi
 
 from __future__ import annotations
 
-from grid.analysis.threshold import describe_point
+from collections.abc import Callable, Sequence
+
+from grid.questions.crossover.steps import describe
 from grid.questions.steps import step_lines, unfinished
 
 
@@ -18,13 +20,13 @@ def bracket_text(bracket: list) -> str:
     return f"between c={low} and c={high}"
 
 
-def trace_lines(trace: dict) -> list[str]:
-    """One line per step and one for the outcome."""
+def trace_lines(trace: dict, points: Callable[[Sequence[int]], str] = describe) -> list[str]:
+    """One line per step (its points in the words of `points`) and one for the outcome."""
     res = trace["result"]
     lines = [f"search: {trace.get('kind', 'crossover')} of {trace['variant']} vs "
              f"{trace['baseline']} on {trace['workload']}, {res['cells']} of "
              f"{res['max_cells']} cells (lattice {res['lattice'][0]}..{res['lattice'][-1]})"]
-    lines += step_lines(trace["steps"], describe_point)
+    lines += step_lines(trace["steps"], points)
     stop = res.get("stop")
     if stop:
         lines.append(f"  stopped: {stop} ({res['stop_meaning']}); crossover "

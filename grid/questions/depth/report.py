@@ -2,14 +2,14 @@
 with its interval, the confirmation of each tier on one server, and the exact setting in the
 engine's words: vLLM's `--speculative-config` JSON, SGLang's (and the simulator's) flags with
 its adaptive config file, written beside the report (`depth-schedule/`). Read from the
-search's trace (`search.json`, grid/execute/depth.py)."""
+search's trace (`search.json`, written by the run loop: DepthPlanned.trace)."""
 
 from __future__ import annotations
 
 from html import escape
 from pathlib import Path
 
-from grid.analysis.depth_confirm import describe
+from grid.questions.depth.confirm import describe
 from grid.questions.steps import step_lines, unfinished
 from grid.store.artifacts import write_file
 
@@ -101,6 +101,16 @@ def depth_lines(trace: dict) -> list[str]:
                          f"speculation off: {schedule_text(res['threshold_schedule'])}")
         lines += confirm_lines(res)
     return lines + setting_lines(res)
+
+
+def answer_sentence(trace: dict) -> str | None:
+    """The run's first sentence: the schedule, once the search stopped."""
+    res = trace["result"]
+    if not res.get("stop"):
+        return None
+    return (f"{trace['variant']} on {trace['workload']}: run the depth schedule "
+            f"{schedule_text(res.get('schedule') or [])} (the depth search's choice after "
+            f"{res['cells']} cells: {res['stop']})")
 
 
 def depth_section(trace: dict) -> str:

@@ -1,53 +1,112 @@
 """Which speculative_disable_above_batch to set? (`grid.search.kind=threshold`,
 docs/search.md): the crossover search (grid/questions/crossover/), then its candidate values
-ranked and confirmed on the engine's own threshold (grid/analysis/threshold.py, pure). Its
-confirmed value replaces the crossover rule's recommendation (report.py)."""
+ranked and confirmed on the engine's own threshold (steps.py, pure). Its confirmed value
+replaces the crossover rule's recommendation (report.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
+import engines
 from grid.analysis import Slo
-from grid.analysis.search import Measured
-from grid.analysis.threshold import ConfirmStep, Pair, replay_threshold, threshold_result
-from grid.plan.search import SearchSetup
+from grid.analysis.search import Space
+from grid.plan.cells import Cell
+from grid.plan.search import SearchError, search_space, with_settings
+from grid.plan.workloads import WorkloadPlan
 from grid.questions import Planned
-from grid.questions.crossover import Crossover, CrossoverPlanned
-from grid.questions.measure import measured_points
-from grid.questions.threshold.report import (
-    answer_sentence,
-    searched_recommendations,
-    threshold_line,
+from grid.questions.crossover import Crossover, CrossoverPlanned, compared_cells
+from grid.questions.crossover.steps import Point
+from grid.questions.measure import compared_points
+from grid.questions.threshold import report
+from grid.questions.threshold.steps import (
+    Pair,
+    ThresholdConfirmStep,
+    describe_point,
+    replay_threshold,
+    reserve_cells,
+    threshold_result,
 )
 
 
-class ThresholdPlanned(CrossoverPlanned):
-    def replay(self, run_dir: Path, slo: Slo) -> tuple[list[Any], set]:
-        setup = self.setup
-        t = setup.threshold
-        assert t is not None
-        measured = measured_points(run_dir, setup.points, slo)
+def honoured_values(cell: Cell, hardware: str | None) -> tuple[int, ...]:
+    """The thresholds the variant's engine tells apart; SearchError when it has none."""
+    variant = cell.config["variant"]
+    engine_name = cell.config["engine"]["name"]
+    if variant.get("speculative_disable_above_batch") is not None:
+        raise SearchError("grid.search.kind=threshold sets speculative_disable_above_batch "
+                          f"itself; variant {variant['name']} already sets it")
+    try:
+        values = engines.get(engine_name).threshold_values(variant, hardware)
+    except ValueError as e:
+        raise SearchError(f"grid.search.kind=threshold: {e}") from None
+    if not values:
+        raise SearchError(f"grid.search.kind=threshold: engine {engine_name} cannot switch "
+                          f"speculation off by batch size for variant {variant['name']}")
+    return tuple(values)
 
-        def steps_with(confirmed: Mapping[Pair, Measured]) -> list[Any]:
-            return list(replay_threshold(setup.space, t.reserve, t.honoured, t.candidates,
-                                         measured, confirmed))
+
+class ThresholdPlanned(CrossoverPlanned):
+    kind = "threshold"
+
+    def __init__(self, space: Space, points: dict[Point, tuple[Cell, Cell]],
+                 honoured: tuple[int, ...], candidates: int) -> None:
+        super().__init__(space, points)
+        self.honoured = honoured
+        """The speculative_disable_above_batch values the engine tells apart for the variant
+        (Engine.threshold_values), ascending."""
+        self.candidates = candidates
+        """Top-ranked values confirmed (grid.search.candidates)."""
+
+    @property
+    def reserve(self) -> int:
+        return reserve_cells(self.candidates)
+
+    def pair_cells(self, pair: Sequence[int]) -> tuple[Cell, Cell]:
+        """A confirmation point's cells: the variant with each threshold, both at concurrency
+        = the higher one, repeat as given; each the cell a composed
+        `variant.speculative_disable_above_batch=T load.concurrency=C` would be."""
+        low, high, repeat = pair
+        template = self.points[(self.space.lattice[0], repeat)][1]
+        low_cell, high_cell = (with_settings(template, {
+            "variant.speculative_disable_above_batch": value, "load.concurrency": high})
+            for value in (low, high))
+        return low_cell, high_cell
+
+    def cells_at(self, point: Sequence[int]) -> tuple[Cell, Cell]:
+        return self.pair_cells(point) if len(point) == 3 else super().cells_at(point)
+
+    def replay(self, run_dir: Path, slo: Slo) -> tuple[list[Any], set]:
+        measured = compared_points(run_dir, self.points, slo)
+
+        def steps_with(confirmed: dict[Pair, Any]) -> list[Any]:
+            return list(replay_threshold(self.space, self.reserve, self.honoured,
+                                         self.candidates, measured, confirmed))
 
         # The pairs follow from the crossover search's cells alone, so the first replay names
         # them; every repeat of them is read at once, and the second replay is the search.
         steps = steps_with({})
         pairs = {(a, b, r) for a, b, _ in (p for p in steps[-1].points if len(p) == 3)
-                 for r in range(setup.space.max_repeats)}
+                 for r in range(self.space.max_repeats)}
         if not pairs:
             return steps, set(measured)
-        confirmed = measured_points(run_dir, {p: setup.pair_cells(p) for p in pairs}, slo)
+        confirmed = compared_points(run_dir, {p: self.pair_cells(p) for p in pairs}, slo)
         return steps_with(confirmed), set(measured) | set(confirmed)
+
+    def describe(self, point: Sequence[int]) -> str:
+        return describe_point(point)
+
+    def head(self) -> dict:
+        return {**super().head(), "honoured": list(self.honoured),
+                "candidates": self.candidates}
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:
         trace = super().trace(steps, note)
         last = steps[-1]
-        if isinstance(last, ConfirmStep):
+        if isinstance(last, ThresholdConfirmStep):
             trace["result"] = {**trace["result"], **threshold_result(steps),
                                "cells": last.cells_before}
         return trace
@@ -55,23 +114,43 @@ class ThresholdPlanned(CrossoverPlanned):
     def stop_line(self, steps: Sequence[Any]) -> str:
         last = steps[-1]
         return (f"; set speculative_disable_above_batch={last.threshold}"
-                if isinstance(last, ConfirmStep) and last.threshold is not None else "")
+                if isinstance(last, ThresholdConfirmStep) and last.threshold is not None else "")
+
+    def plan_lines(self) -> list[str]:
+        lines = super().plan_lines()
+        lattice = self.space.lattice
+        inside = [v for v in self.honoured if lattice[0] <= v <= lattice[-1]]
+        shown = " ".join(str(v) for v in inside[:12]) + (
+            f" ... {inside[-1]}" if len(inside) > 12 else "")
+        lines.insert(3, f"  then: the {len(inside)} speculative_disable_above_batch values the "
+                     f"engine tells apart in the range ({shown}) ranked by predicted regret; the "
+                     f"top {self.candidates} confirmed where they differ ({self.reserve} of the "
+                     "cells kept for it)")
+        return lines
 
 
 class Threshold(Crossover):
     kind = "threshold"
+    lines = staticmethod(report.trace_lines)
+    answer = staticmethod(report.answer_sentence)
+    recommendations = staticmethod(report.searched_recommendations)
 
-    def planned(self, setup: SearchSetup) -> Planned:
-        return ThresholdPlanned(setup)
+    def check(self, cfg: DictConfig) -> None:
+        reserve = reserve_cells(int(cfg.grid.search.candidates))
+        if int(cfg.grid.search.max_cells) < reserve + 4:
+            raise SearchError(f"grid.search.max_cells={cfg.grid.search.max_cells} leaves the "
+                              f"crossover search fewer than 4 cells after the {reserve} kept "
+                              f"for confirming {cfg.grid.search.candidates} candidates")
+        super().check(cfg)
 
-    def lines(self, trace: dict) -> list[str]:
-        return super().lines(trace) + threshold_line(trace)
-
-    def answer(self, trace: dict) -> str | None:
-        return answer_sentence(trace)
-
-    def recommendations(self, recs: list[dict], trace: dict) -> list[dict]:
-        return searched_recommendations(recs, trace)
+    def setup(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
+              context: Any) -> Planned:
+        points = compared_cells(cells, self.kind)
+        honoured = honoured_values(points[min(points)][1],
+                                   OmegaConf.select(cfg, "hardware.name", default=None))
+        planned = ThresholdPlanned(search_space(cfg), points, honoured,
+                                   int(cfg.grid.search.candidates))
+        return planned.with_prior(cfg.grid.search.prior, workloads)
 
 
 QUESTION = Threshold()

@@ -3,6 +3,11 @@ replaces the crossover rule's recommendation for its variant and workload."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
+
+from grid.questions.crossover import report as crossover
+from grid.questions.threshold.steps import describe_point
+
 
 def _value_text(value: int | None) -> str:
     return ("no threshold needed within the searched range" if value is None else
@@ -35,16 +40,18 @@ def searched_recommendations(recs: list[dict], trace: dict) -> list[dict]:
     return [new if r is old else r for r in recs] + ([] if old is not None else [new])
 
 
-def threshold_line(trace: dict) -> list[str]:
-    """The confirmed threshold, once the confirmation stopped."""
+def trace_lines(trace: dict, points: Callable[[Sequence[int]], str] = describe_point
+                ) -> list[str]:
+    """The crossover search's lines, then the confirmed threshold once it stopped."""
     res = trace["result"]
+    lines = crossover.trace_lines(trace, points)
     if not res.get("threshold_stop"):
-        return []
+        return lines
     value = res.get("threshold")
     answer = ("no threshold needed within the range" if value is None else
               "keep speculation off (0)" if value == 0 else
               f"set speculative_disable_above_batch={value}")
-    return [f"  threshold: {answer} ({res['threshold_stop']}: "
+    return [*lines, f"  threshold: {answer} ({res['threshold_stop']}: "
             f"{res['threshold_stop_meaning']})"]
 
 

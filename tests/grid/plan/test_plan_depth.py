@@ -71,7 +71,7 @@ def test_a_schedule_is_planned_in_the_engines_form(tmp_path):
 def test_depth_cells_are_the_cells_of_a_dense_grid_of_the_same_factors(tmp_path):
     search = make_plan(["+sweep=depth_search", "grid.search.concurrency=[1,4]",
                         "grid.search.depths=[0,1,3]", "grid.search.max_repeats=1",
-                        f"results_dir={tmp_path}"]).search.setup
+                        f"results_dir={tmp_path}"]).search
     # The dense grid in sweep syntax: EAGLE-3 at each depth and load, and the plain baseline
     # at each load (excluded from the product, which would give it the steps too, and added
     # back as extra cells).

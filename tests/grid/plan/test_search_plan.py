@@ -10,9 +10,9 @@ from grid.run import make_plan, run
 from tests.grid.plan.bad_input import assert_bad_input
 
 SEARCH = ["+sweep=crossover_search"]
-AS_SEARCH = ["workload.max_new_tokens=96", "load.target=null"]
-"""+sweep=concurrency with the searches' workload and load (they keep 96 output tokens and
-fixed counts)."""
+AS_SEARCH = ["workload.max_new_tokens=96", "load.target=null", "run.sim_time_scale=null"]
+"""+sweep=concurrency with the searches' workload, load and clock (they keep 96 output tokens,
+fixed counts and the simulator's clock at the wall's)."""
 BAD = [
     (["grid.search.concurrency=[]"], "grid.search.concurrency must be [lowest, highest]"),
     (["grid.search.concurrency=[8,8]"], "1 <= lowest < highest, got [8, 8]"),
@@ -73,11 +73,11 @@ def test_search_cells_are_the_dense_grid_cells():
     search = make_plan([*SEARCH, "grid.search.concurrency=[1,4]"])
     dense = make_plan(["+sweep=concurrency", "load.concurrency=1,2,3,4", *AS_SEARCH])
     assert search.search is not None
-    repeat0 = {c.cell_id for (load, r), cells in search.search.setup.points.items() if r == 0
+    repeat0 = {c.cell_id for (load, r), cells in search.search.points.items() if r == 0
                for c in cells}
     # lattice 1 2 3 4 (x baseline, eagle3), repeats 0..2: the repeat-0 cells are the dense ones
     assert repeat0 == {c.cell_id for c in dense.plan.cells}
-    assert len(search.search.setup.points) == 4 * 3
+    assert len(search.search.points) == 4 * 3
 
 
 def test_derived_repeats_are_the_composed_repeats():
@@ -87,7 +87,7 @@ def test_derived_repeats_are_the_composed_repeats():
     dense = make_plan(["+sweep=concurrency", "load.concurrency=1,2", "grid.axes.repeat=[0,1,2]",
                        *AS_SEARCH])
     assert search.search is not None
-    ids = {c.cell_id for cells in search.search.setup.points.values() for c in cells}
+    ids = {c.cell_id for cells in search.search.points.values() for c in cells}
     assert len(ids) == 2 * 2 * 3
     assert ids == {c.cell_id for c in dense.plan.cells}
 
@@ -112,7 +112,7 @@ def test_confirmation_cells_are_the_composed_threshold_cells():
     # a dense grid that composes the same thresholds and load through Hydra gives the same ids.
     search = make_plan(["+sweep=threshold_search", "grid.search.concurrency=[1,4]"])
     assert search.search is not None
-    low, high = search.search.setup.pair_cells((24, 28, 1))
+    low, high = search.search.pair_cells((24, 28, 1))
     dense = make_plan(["+sweep=concurrency", *AS_SEARCH, "grid.axes.variant=[eagle3]",
                        "load.concurrency=28,32", "variant.speculative_disable_above_batch=24,28",
                        "grid.axes.repeat=[1]"])

@@ -64,9 +64,9 @@ def test_a_run_without_forced_cells_has_no_section():
 
 
 def test_a_breakeven_searchs_trace_reads_as_its_steps_and_brackets():
-    from grid.analysis.breakeven_search import chosen, replay
     from grid.questions.breakeven.report import trace_lines
-    from tests.grid.analysis.test_breakeven_search import DENSE, LENGTHS, SPACE
+    from grid.questions.breakeven.steps import chosen, replay
+    from tests.grid.questions.breakeven.test_steps import DENSE, LENGTHS, SPACE
 
     steps = replay(SPACE, DENSE)
     trace = {"kind": "breakeven", "variant": "eagle3", "baseline": "baseline",

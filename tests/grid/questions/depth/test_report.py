@@ -1,19 +1,18 @@
 """A depth search's answer in the engine's words (grid/questions/depth/report.py), from a
-planned search (grid/plan/depth.py) replayed on constructed measurements and traced as the run
-loop traces it (grid/questions/depth/run.py): the schedule with each level's evidence, the
-confirmation, and the setting to paste: SGLang's flags with its adaptive config file written
-beside the report, vLLM's --speculative-config JSON."""
+planned search (grid/questions/depth/__init__.py DepthPlanned) replayed on constructed
+measurements and traced as the run loop traces it (DepthPlanned.trace): the schedule with each
+level's evidence, the confirmation, and the setting to paste: SGLang's flags with its adaptive
+config file written beside the report, vLLM's --speculative-config JSON."""
 
 from __future__ import annotations
 
 import json
 
-from grid.analysis.depth_confirm import ADAPTIVE, SCHEDULE, replay_all
-from grid.plan.depth import DepthSetup
+from grid.questions.depth import DepthPlanned
+from grid.questions.depth.confirm import ADAPTIVE, SCHEDULE, replay_all
 from grid.questions.depth.report import depth_decision, depth_lines, write_depth_files
-from grid.questions.depth.run import depth_trace
 from grid.run import make_plan
-from tests.grid.analysis.test_depth import surface
+from tests.grid.questions.depth.test_steps import surface
 
 # c in [1, 4]: lattice 1 2 3 4, coarse levels 1 2 4 at depths {0, 1, 3}. Depth 3 is best up to
 # c=2, the baseline from c=3: the search opens c=3 between 3 (c=2) and 0 (c=4) and finds 0.
@@ -24,19 +23,19 @@ VALUES = {1: {0: 100, 1: 110, 3: 150}, 2: {0: 100, 1: 108, 3: 130},
           3: {0: 100, 1: 90, 3: 95}, 4: {0: 100, 1: 85, 3: 80}}
 
 
-def _setup(overrides: list[str], tmp_path) -> DepthSetup:
-    setup = make_plan([*SEARCH, *overrides, f"results_dir={tmp_path}"]).search.setup
-    assert isinstance(setup, DepthSetup)
+def _setup(overrides: list[str], tmp_path) -> DepthPlanned:
+    setup = make_plan([*SEARCH, *overrides, f"results_dir={tmp_path}"]).search
+    assert isinstance(setup, DepthPlanned)
     return setup
 
 
-def _trace(setup: DepthSetup) -> dict:
+def _trace(setup: DepthPlanned) -> dict:
     # The schedule's server beats the baseline at c=1 (160 vs 100) and ties it at c=3 (100 vs
     # 100); the adaptation is slower at both.
     servers = {1: {SCHEDULE: 160, ADAPTIVE: 140}, 3: {SCHEDULE: 100, ADAPTIVE: 90}}
     measured = surface({c: {**VALUES[c], **servers.get(c, {})} for c in VALUES}, repeats=1)
     steps = replay_all(setup.space, setup.confirm_cells, setup.adaptive, measured)
-    return depth_trace(setup, steps, None)
+    return setup.trace(steps, None)
 
 
 def test_the_schedule_its_evidence_and_sglangs_files_beside_the_report(tmp_path):

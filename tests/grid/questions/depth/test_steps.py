@@ -1,6 +1,6 @@
-"""The depth search's steps (grid/analysis/depth.py) and its confirmation (depth_confirm.py) on
+"""The depth search's steps (grid/questions/depth/steps.py) and its confirmation (confirm.py) on
 constructed surfaces whose best schedule is known. Every expected trace is worked out by hand
-from the modules' docstrings: lattice 1 2 4 8 16 (factor 2), coarse levels 1 4 16, depths
+from docs/search.md: lattice 1 2 4 8 16 (factor 2), coarse levels 1 4 16, depths
 0 1 3 5 (0 = the baseline), so a level over every depth measures {0, 3, 5} first (the ends and
 C[len // 2] = 3).
 
@@ -16,29 +16,28 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grid.analysis.depth import (
+from grid.analysis.depth import Throughput, schedule
+from grid.questions.depth.confirm import (
+    ADAPTIVE,
+    CONFIRMED,
+    NOTHING,
+    SCHEDULE,
+    THRESHOLD,
+    ScheduleConfirmStep,
+    confirm_result,
+    replay_all,
+    threshold_schedule,
+)
+from grid.questions.depth.steps import (
     BUDGET,
     RESOLVED,
     DepthSpace,
-    Throughput,
     best_single_depth,
     depth_at,
     depth_result,
     first_depths,
     prior_depths,
     replay_depth,
-    schedule,
-)
-from grid.analysis.depth_confirm import (
-    ADAPTIVE,
-    CONFIRMED,
-    NOTHING,
-    SCHEDULE,
-    THRESHOLD,
-    ConfirmStep,
-    confirm_result,
-    replay_all,
-    threshold_schedule,
 )
 
 LATTICE = (1, 2, 4, 8, 16)
@@ -200,9 +199,9 @@ def test_the_schedule_is_confirmed_on_one_server_where_its_intervals_say_so():
     s = space(lattice=CONFIRM_LATTICE, coarse=CONFIRM_LATTICE)
     measured = surface({c: {**CONFIRM[c], **SERVERS.get(c, {})} for c in CONFIRM_LATTICE})
     steps = replay_all(s, 12, True, measured)
-    search = [st for st in steps if not isinstance(st, ConfirmStep)]
+    search = [st for st in steps if not isinstance(st, ScheduleConfirmStep)]
     assert schedule(search[-1].levels) == ((1, 5), (8, 3)) and search[-1].cells_before == 13
-    confirm = [st for st in steps if isinstance(st, ConfirmStep)]
+    confirm = [st for st in steps if isinstance(st, ScheduleConfirmStep)]
     # Tier 1 (5, levels 1 2 4): at its geometric middle, c=2; tier 2 (3, from 8): c=8. The best
     # single depth is 5 (three levels), so only tier 2 is compared with it (depth 5 at c=8,
     # measured by the search, as are both baselines): four new cells in one step.
@@ -229,7 +228,7 @@ def test_a_schedule_that_never_drafts_has_nothing_to_confirm():
     s = space(lattice=(1, 2), coarse=(1, 2), depths=(0, 3, 5))
     flat = {c: {0: 100, 3: 80, 5: 70} for c in (1, 2)}
     steps = replay_all(s, 12, False, surface(flat))
-    assert isinstance(steps[-1], ConfirmStep) and steps[-1].stop == NOTHING
+    assert isinstance(steps[-1], ScheduleConfirmStep) and steps[-1].stop == NOTHING
     assert schedule(steps[0].levels) == ()  # no level measured before step 1
     assert confirm_result(steps)["stands"] is False
 
@@ -258,10 +257,10 @@ def test_the_schedule_is_confirmed_against_the_threshold_schedule_where_they_dif
     s = space(lattice=CONFIRM_LATTICE, coarse=CONFIRM_LATTICE)
     measured = surface({c: {**OFF_AT_8[c], **OFF_SERVERS.get(c, {})} for c in CONFIRM_LATTICE})
     steps = replay_all(s, 12, False, measured)
-    search = [st for st in steps if not isinstance(st, ConfirmStep)]
+    search = [st for st in steps if not isinstance(st, ScheduleConfirmStep)]
     assert schedule(search[-1].levels) == ((1, 5), (4, 3), (8, 0))
     last = steps[-1]
-    assert isinstance(last, ConfirmStep) and last.stop == CONFIRMED
+    assert isinstance(last, ScheduleConfirmStep) and last.stop == CONFIRMED
     assert last.threshold == ((1, 5), (8, 0))
     by_tier = {t.depth: [(c.against, c.verdict) for c in t.comparisons] for t in last.checks}
     # tier 1 (depth 5, c=1): the threshold schedule drafts 5 there too: only the baseline
@@ -276,7 +275,7 @@ def test_the_schedule_is_confirmed_against_the_threshold_schedule_where_they_dif
     result = confirm_result(steps)
     assert result["threshold_schedule"] == [[1, 5], [8, 0]] and result["stands"] is True
     # the confirmation's cells: the schedule's server at each tier's load, the threshold's at c=4
-    confirming = [p for st in steps if isinstance(st, ConfirmStep) for p in st.points]
+    confirming = [p for st in steps if isinstance(st, ScheduleConfirmStep) for p in st.points]
     assert sorted(confirming) == [(1, SCHEDULE, 0), (4, THRESHOLD, 0), (4, SCHEDULE, 0),
                                   (8, SCHEDULE, 0)]
 

@@ -1,11 +1,11 @@
-"""The break-even search in the plan (grid/plan/breakeven.py): its cells are the dense grid's,
-and what it cannot search is one line. These compose real Hydra configs from conf/."""
+"""The break-even search in the plan (grid/questions/breakeven/__init__.py): its cells are the
+dense grid's, and what it cannot search is one line. These compose real Hydra configs from conf/."""
 
 from __future__ import annotations
 
 import pytest
 
-from grid.analysis.breakeven_search import BASELINE
+from grid.questions.breakeven.steps import BASELINE
 from grid.run import make_plan
 from tests.grid.plan.bad_input import assert_bad_input
 
@@ -14,7 +14,7 @@ SEARCH = ["variant=baseline,eagle3", "grid.search.kind=breakeven",
 
 
 def test_the_searched_cells_are_the_dense_grids_cells(tmp_path):
-    setup = make_plan([*SEARCH, f"results_dir={tmp_path}"]).search.setup
+    setup = make_plan([*SEARCH, f"results_dir={tmp_path}"]).search
     assert setup is not None
     # the default lengths: 9 from 1 to k + 1 = 4 (eagle3: 3 steps)
     assert setup.space.lengths == (1.0, 1.375, 1.75, 2.125, 2.5, 2.875, 3.25, 3.625, 4.0)

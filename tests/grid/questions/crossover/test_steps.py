@@ -1,6 +1,6 @@
-"""The adaptive search's steps (grid/analysis/search.py) on constructed noisy speedup curves
-whose crossover is known. Every expected trace below is worked out by hand from the rules in
-the module's docstring, on the lattice 1 2 3 4 6 8 11 16 23 32 45 64 91 128 181 256 (√2
+"""The crossover search's steps (grid/questions/crossover/steps.py) on constructed noisy speedup
+curves whose crossover is known. Every expected trace below is worked out by hand from the rules
+in docs/search.md, on the lattice 1 2 3 4 6 8 11 16 23 32 45 64 91 128 181 256 (√2
 steps from 1 to 256) with coarse levels 1 4 16 64 256."""
 
 from __future__ import annotations
@@ -11,28 +11,27 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from grid.analysis.search import (
+from grid.analysis.depth import Throughput
+from grid.analysis.search import coarse_levels, lattice, make_space
+from grid.questions.crossover.steps import (
     ABOVE_RANGE,
     BELOW_RANGE,
     BRACKETED,
     BUDGET,
-    Measured,
     Point,
-    coarse_levels,
-    lattice,
     level_speedups,
-    make_space,
     prior_check,
     prior_levels,
     replay,
 )
+from grid.questions.measure import Compared
 
 LATTICE = (1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256)
 REPLICATES = 1000
 
 
 def curve(speedup: Callable[[int], float], sigma: Callable[[int], float] = lambda c: 0.01,
-          repeats: int = 3) -> dict[Point, Measured]:
+          repeats: int = 3) -> dict[Point, Compared]:
     """Every point of the lattice measured: baseline 100 tok/s, the variant 100 x (1 + the
     speedup) exactly, each cell's bootstrap replicates spread by a relative `sigma` (seeded
     per point, so every repeat is an independent draw)."""
@@ -43,7 +42,7 @@ def curve(speedup: Callable[[int], float], sigma: Callable[[int], float] = lambd
             s = sigma(c)
             base = 100.0 * (1 + s * rng.standard_normal(REPLICATES))
             var = 100.0 * (1 + speedup(c)) * (1 + s * rng.standard_normal(REPLICATES))
-            out[(c, r)] = Measured(100.0, 100.0 * (1 + speedup(c)), base, var)
+            out[(c, r)] = (Throughput(100.0, base), Throughput(100.0 * (1 + speedup(c)), var))
     return out
 
 
@@ -64,8 +63,8 @@ def test_lattice_and_coarse_levels():
 
 
 def test_level_speedup_averages_repeats():
-    m = {(4, 0): Measured(100.0, 120.0, np.full(10, 100.0), np.full(10, 120.0)),
-         (4, 1): Measured(100.0, 140.0, np.full(10, 100.0), np.full(10, 140.0))}
+    m = {(4, 0): (Throughput(100.0, np.full(10, 100.0)), Throughput(120.0, np.full(10, 120.0))),
+         (4, 1): (Throughput(100.0, np.full(10, 100.0)), Throughput(140.0, np.full(10, 140.0)))}
     level = level_speedups(m, [(4, 0), (4, 1)])[4]
     assert level.repeats == 2
     assert level.speedup == pytest.approx(0.30)  # (120 + 140) / 2 / 100 - 1

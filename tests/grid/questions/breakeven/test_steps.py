@@ -1,4 +1,4 @@
-"""The break-even search on a hand-worked surface (grid/analysis/breakeven_search.py): which
+"""The break-even search on a hand-worked surface (grid/questions/breakeven/steps.py): which
 cells it measures, in which steps, and that the curve from them is the dense grid's."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from grid.analysis.breakeven import crossing
-from grid.analysis.breakeven_search import (
+from grid.questions.breakeven.steps import (
     BASELINE,
     BreakevenSpace,
     chosen,

@@ -1,28 +1,11 @@
-"""The threshold search (`grid.search.kind=threshold`, docs/search.md): which
-`speculative_disable_above_batch` to set, among the values the engine can honour.
-
-Pure, like grid/analysis/search.py, whose crossover search runs first (with `reserve` cells of
-the budget kept back). From its levels:
-
-1. rank: every value the engine tells apart (`Engine.threshold_values`: SGLang's speculative
-   CUDA-graph capture sizes, every batch size on vLLM) inside the searched range, by predicted
-   regret. A threshold T drafts at running batches <= T; below the crossover that keeps
-   speed, above it that costs speed. With the speedup s piecewise linear in log2(load) between
-   the measured levels (flat beyond the ends) and x* the crossover estimate, the regret of T is
-   |integral of s from log2 T to log2 x*|: the speedup given up (T below x*) or the slowdown
-   taken (T above x*), each doubling of load weighing the same, as the lattice does;
-2. confirm: the top `candidates` values, sorted T1 < T2 < ..., differ pairwise only at running
-   batches in (Ti, Ti+1]. Each adjacent pair is measured where they differ the most: the
-   variant with Ti and the variant with Ti+1, both at concurrency Ti+1, where the first has
-   switched speculation off (with whatever the engine still spends on a zero-step verify) and
-   the second still drafts. A confirmation point (Ti, Ti+1, repeat) is those two cells; its
-   "speedup" is Ti+1's throughput over Ti's, signed as a crossover level (+ - ? +p -p), with
-   one more repeat while it is `?`;
-3. the recommendation: walk up from T1 while the pair says the higher value wins (`+`, `+p`).
-
-Stops: `confirmed` (every pair decided), `budget`, or the crossover search's own verdict when
-there is nothing to rank: `below_range` (0: keep speculation off) and `above_range` (None: no
-threshold needed within the range)."""
+"""The threshold search's steps (rules: docs/search.md "The threshold search"). Pure, like the
+crossover search's, which runs first with `reserve` cells of the budget kept back. Then: rank
+the values the engine tells apart in the range by predicted regret (|integral of the speedup,
+piecewise linear in log2 load, from log2 T to log2 of the crossover|); confirm the top
+`candidates` pairwise, each adjacent pair (Ti, Ti+1) measured where they differ the most (both
+at concurrency Ti+1; a pair's "speedup" is Ti+1 over Ti, signed as a crossover level);
+recommend: walk up from T1 while the higher value wins. Stops: `confirmed`, `budget`, or the
+crossover search's `below_range` (0) and `above_range` (None) with nothing to rank."""
 
 from __future__ import annotations
 
@@ -33,20 +16,20 @@ from dataclasses import asdict, dataclass, field, replace
 import numpy as np
 
 from grid.analysis.decision import crossover_of
-from grid.analysis.search import (
+from grid.analysis.search import Level, Space, sign
+from grid.questions import steps as shared
+from grid.questions.crossover.steps import (
     ABOVE_RANGE,
     BELOW_RANGE,
     BUDGET,
     STOP_REASONS,
-    Level,
-    Measured,
+    CrossoverStep,
     Point,
-    Space,
-    Step,
+    describe,
     level_speedups,
     replay,
-    sign,
 )
+from grid.questions.measure import Compared
 
 CONFIRMED = "confirmed"
 THRESHOLD_STOPS = {
@@ -54,24 +37,23 @@ THRESHOLD_STOPS = {
     CONFIRMED: "every pair of top-ranked thresholds was measured where the two differ",
 }
 
+Pair = tuple[int, int, int]
+"""(lower threshold, higher threshold, repeat index): the variant with each threshold, both at
+concurrency = the higher threshold."""
+
+
 def reserve_cells(candidates: int, cells_per_point: int = 2) -> int:
     """Cells the crossover search leaves for the confirmation: one point per adjacent pair
     of the top `candidates`."""
     return cells_per_point * (candidates - 1)
 
 
-Pair = tuple[int, int, int]
-"""(lower threshold, higher threshold, repeat index): the variant with each threshold, both at
-concurrency = the higher threshold."""
-
-
 def describe_point(point: Sequence[int]) -> str:
-    """`c=16`, `c=16 repeat 1`, or a confirmation pair's `off_above=28 vs 30 at c=30`."""
-    if len(point) == 3:
-        low, high, repeat = point
-        return f"off_above={low} vs {high} at c={high}" + (f" repeat {repeat}" if repeat else "")
-    load, repeat = point
-    return f"c={load}" + (f" repeat {repeat}" if repeat else "")
+    """A crossover point's `c=16` or a confirmation pair's `off_above=28 vs 30 at c=30`."""
+    if len(point) != 3:
+        return describe(point)
+    low, high, repeat = point
+    return f"off_above={low} vs {high} at c={high}" + (f" repeat {repeat}" if repeat else "")
 
 
 @dataclass(frozen=True)
@@ -82,19 +64,14 @@ class Candidate:
     docstring); 0 at the crossover."""
 
 
-def curve(levels: Mapping[int, Level]) -> tuple[np.ndarray, np.ndarray]:
-    """The measured levels' loads and point speedups, ascending in load."""
-    loads = np.array(sorted(levels), dtype=float)
-    return loads, np.array([levels[int(c)].speedup for c in loads], dtype=float)
-
-
 def rank(levels: Mapping[int, Level], honoured: Sequence[int], low: int, high: int
          ) -> list[Candidate]:
     """The honoured values in [low, high] by predicted regret (smallest first; the lower value
     on a tie: it risks less). Empty when the curve has no finite crossover."""
-    loads, speedup = curve(levels)
+    loads = np.array(sorted(levels), dtype=float)
     if len(loads) < 2:
         return []
+    speedup = np.array([levels[int(c)].speedup for c in loads], dtype=float)
     cross = crossover_of(loads, speedup)
     if not math.isfinite(cross):
         return []
@@ -109,7 +86,7 @@ def rank(levels: Mapping[int, Level], honoured: Sequence[int], low: int, high: i
 
 
 @dataclass(frozen=True)
-class ConfirmStep:
+class ThresholdConfirmStep:
     """One step of the confirmation: pairs to measure (or why it stops), the ranking and the
     recommendation as known before the step."""
 
@@ -134,18 +111,15 @@ class ConfirmStep:
         return out
 
 
-def pair_levels(measured: Mapping[Pair, Measured], chosen: set[Pair]
+def pair_levels(measured: Mapping[Pair, Compared], chosen: set[Pair]
                 ) -> dict[tuple[int, int], Level]:
     """Per pair (T1, T2), the higher threshold's speedup over the lower's, over its repeats
-    (Measured.base = the lower threshold's cell)."""
-    by_pair: dict[tuple[int, int], dict[tuple[int, int], Measured]] = {}
+    (the lower threshold's cell in the baseline's place)."""
+    by_pair: dict[tuple[int, int], dict[Point, Compared]] = {}
     for a, b, r in chosen:
         if (a, b, r) in measured:
             by_pair.setdefault((a, b), {})[(b, r)] = measured[(a, b, r)]
-    out = {}
-    for pair, points in by_pair.items():
-        out[pair] = level_speedups(points, points)[pair[1]]
-    return out
+    return {pair: level_speedups(points, points)[pair[1]] for pair, points in by_pair.items()}
 
 
 def winner(top: Sequence[int], signs: Mapping[str, str]) -> int:
@@ -158,19 +132,19 @@ def winner(top: Sequence[int], signs: Mapping[str, str]) -> int:
     return best
 
 
-def confirm_step(space: Space, crossover: Step, levels: Mapping[int, Level],
+def confirm_step(space: Space, crossover: CrossoverStep, levels: Mapping[int, Level],
                  honoured: Sequence[int], candidates: int,
                  measured: Mapping[tuple[int, int], Level], used: int, number: int
-                 ) -> ConfirmStep:
+                 ) -> ThresholdConfirmStep:
     """The next confirmation step after the crossover search stopped (`crossover`)."""
     if crossover.stop in (BELOW_RANGE, ABOVE_RANGE):
         value = 0 if crossover.stop == BELOW_RANGE else None
-        return ConfirmStep(number, (), f"{crossover.why}: nothing to rank", crossover.stop,
-                           (), value, used)
+        return ThresholdConfirmStep(number, (), f"{crossover.why}: nothing to rank",
+                                    crossover.stop, (), value, used)
     ranked = tuple(rank(levels, honoured, space.lattice[0], space.lattice[-1]))
     if not ranked:
-        return ConfirmStep(number, (), "no finite crossover among the measured levels: "
-                           "nothing to rank", BUDGET, (), None, used)
+        return ThresholdConfirmStep(number, (), "no finite crossover among the measured "
+                                    "levels: nothing to rank", BUDGET, (), None, used)
     top = sorted(c.value for c in ranked[:candidates])
     pairs = list(zip(top, top[1:], strict=False))
     signs = {f"{a}->{b}": sign(measured[(a, b)], space.max_repeats, space.min_effect)
@@ -186,53 +160,42 @@ def confirm_step(space: Space, crossover: Step, levels: Mapping[int, Level],
             more = min(space.points_per_step, space.max_repeats - level.repeats)
             todo += [(a, b, level.repeats + i) for i in range(more)]
     if not todo:
-        return ConfirmStep(number, (), f"top candidates {names}: every pair decided, "
-                           f"set speculative_disable_above_batch={best}", CONFIRMED, ranked,
-                           best, used, signs)
-    fit = max(0, (space.max_cells - used) // space.cells_per_point)
-    why = (f"top candidates by predicted regret {names}: measure "
-           + ", ".join(describe_point(p) for p in todo))
-    if fit == 0:
-        return ConfirmStep(number, (), f"{why}: not measured, {STOP_REASONS[BUDGET]} "
-                           f"({used} of {space.max_cells} cells)", BUDGET, ranked, best, used,
-                           signs)
-    if fit < len(todo):
-        why += f" (only {fit} of {len(todo)} point(s) fit the budget)"
-        todo = todo[:fit]
-    return ConfirmStep(number, tuple(todo), why, None, ranked, best, used, signs)
+        return ThresholdConfirmStep(number, (), f"top candidates {names}: every pair decided, "
+                                    f"set speculative_disable_above_batch={best}", CONFIRMED,
+                                    ranked, best, used, signs)
+    points, why, stop = shared.fit(
+        todo, (space.max_cells - used) // space.cells_per_point,
+        f"top candidates by predicted regret {names}: measure "
+        + ", ".join(describe_point(p) for p in todo),
+        f"{STOP_REASONS[BUDGET]} ({used} of {space.max_cells} cells)")
+    return ThresholdConfirmStep(number, points, why, stop, ranked, best, used, signs)
 
 
 def replay_threshold(space: Space, reserve: int, honoured: Sequence[int], candidates: int,
-                     measured: Mapping[Point, Measured], confirmed: Mapping[Pair, Measured]
-                     ) -> list[Step | ConfirmStep]:
+                     measured: Mapping[Point, Compared], confirmed: Mapping[Pair, Compared]
+                     ) -> list[CrossoverStep | ThresholdConfirmStep]:
     """Every step of a threshold search from the measured points: the crossover search within
-    max_cells - reserve (grid/analysis/search.py `replay`), then the confirmation steps. The
-    last step is a stop or the one whose points are not all measured yet."""
+    max_cells - reserve, then the confirmation steps. The last step is a stop or the one whose
+    points are not all measured yet."""
     crossing = replay(replace(space, max_cells=space.max_cells - reserve), measured)
-    steps: list[Step | ConfirmStep] = list(crossing)
     last = crossing[-1]
     if last.stop is None:
-        return steps
-    chosen_points = {p for s in crossing for p in s.points}
-    levels = level_speedups(measured, chosen_points)
+        return list(crossing)
+    levels = level_speedups(measured, {p for s in crossing for p in s.points})
     used = sum(lv.repeats for lv in levels.values()) * space.cells_per_point
-    chosen: set[Pair] = set()
-    while True:
+
+    def step_after(chosen: set[Pair], number: int) -> ThresholdConfirmStep:
         done = pair_levels(confirmed, chosen)
         spent = used + sum(lv.repeats for lv in done.values()) * space.cells_per_point
-        step = confirm_step(space, last, levels, honoured, candidates, done, spent,
-                            len(steps) + 1)
-        steps.append(step)
-        if step.stop is not None or not all(p in confirmed for p in step.points):
-            return steps
-        chosen.update(step.points)
+        return confirm_step(space, last, levels, honoured, candidates, done, spent, number)
+
+    return [*crossing, *shared.replay(step_after, confirmed, len(crossing) + 1)]
 
 
-
-def threshold_result(steps: Sequence[Step | ConfirmStep]) -> dict:
+def threshold_result(steps: Sequence[CrossoverStep | ThresholdConfirmStep]) -> dict:
     """The threshold part of the trace's result (empty while the crossover search runs)."""
     last = steps[-1]
-    if not isinstance(last, ConfirmStep):
+    if not isinstance(last, ThresholdConfirmStep):
         return {}
     return {"threshold": last.threshold, "threshold_stop": last.stop,
             "threshold_stop_meaning": THRESHOLD_STOPS.get(last.stop or ""),

@@ -1,5 +1,5 @@
-"""The threshold search's steps (grid/analysis/threshold.py) on constructed speedup curves whose
-crossover is known. Expected values are worked out by hand from the module docstring's rules,
+"""The threshold search's steps (grid/questions/threshold/steps.py) on constructed speedup curves
+whose crossover is known. Expected values are worked out by hand from docs/search.md's rules,
 on the lattice 1 2 3 4 6 8 11 16 23 32 45 64 91 128 181 256 with coarse levels 1 4 16 64 256
 and SGLang's speculative capture sizes below 256 as the honoured values."""
 
@@ -10,16 +10,19 @@ from collections.abc import Callable
 
 import numpy as np
 
-from grid.analysis.search import BELOW_RANGE, BUDGET, Level, Measured, make_space
-from grid.analysis.threshold import (
+from grid.analysis.depth import Throughput
+from grid.analysis.search import Level, make_space
+from grid.questions.crossover.steps import BELOW_RANGE, BUDGET
+from grid.questions.measure import Compared
+from grid.questions.threshold.steps import (
     CONFIRMED,
-    ConfirmStep,
+    ThresholdConfirmStep,
     rank,
     replay_threshold,
     threshold_result,
     winner,
 )
-from tests.grid.analysis.test_search import LATTICE, REPLICATES
+from tests.grid.questions.crossover.test_steps import LATTICE, REPLICATES
 
 CAPTURED = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4))
             + list(range(72, 256, 8)))
@@ -31,14 +34,14 @@ def linear(cross: float, slope: float = 0.2) -> Callable[[float], float]:
     return lambda c: slope * (math.log2(cross) - math.log2(c))
 
 
-def measure(base: float, var: float, sigma: float, seed: int) -> Measured:
+def measure(base: float, var: float, sigma: float, seed: int) -> Compared:
     rng = np.random.default_rng(seed)
-    return Measured(base, var, base * (1 + sigma * rng.standard_normal(REPLICATES)),
-                    var * (1 + sigma * rng.standard_normal(REPLICATES)))
+    return (Throughput(base, base * (1 + sigma * rng.standard_normal(REPLICATES))),
+            Throughput(var, var * (1 + sigma * rng.standard_normal(REPLICATES))))
 
 
 def crossing(speedup: Callable[[float], float], sigma: float = 0.01
-             ) -> dict[tuple[int, int], Measured]:
+             ) -> dict[tuple[int, int], Compared]:
     return {(c, r): measure(100.0, 100.0 * (1 + speedup(c)), sigma, 1000 * c + r)
             for c in LATTICE for r in range(3)}
 
@@ -46,7 +49,7 @@ def crossing(speedup: Callable[[float], float], sigma: float = 0.01
 def pairs_from(speedup: Callable[[float], float], sigma: float = 0.01):
     """A confirmation pair (a, b, r) measured as the model says: at c=b, the variant with
     threshold b drafts (1 + speedup(b)), the one with a does not (the baseline's 1.0)."""
-    def one(pair: tuple[int, int, int]) -> Measured:
+    def one(pair: tuple[int, int, int]) -> Compared:
         a, b, r = pair
         return measure(100.0, 100.0 * (1 + speedup(b)), sigma, 7 * b + 13 * a + r)
     return one
@@ -106,9 +109,9 @@ def test_crossover_at_28_confirms_the_captured_size_below_it():
     # interval is about ±1.4 %, below 0 at one repeat: 30 loses, 28 is the answer.
     steps = run_all(make_space(1, 256, math.sqrt(2), 5, 24, 3), linear(28), sigma=0.005)
     last = steps[-1]
-    assert isinstance(last, ConfirmStep) and last.stop == CONFIRMED
+    assert isinstance(last, ThresholdConfirmStep) and last.stop == CONFIRMED
     assert last.threshold == 28
-    confirm = [s for s in steps if isinstance(s, ConfirmStep) and s.points]
+    confirm = [s for s in steps if isinstance(s, ThresholdConfirmStep) and s.points]
     assert [list(s.points) for s in confirm] == [[(28, 30, 0)]]
     assert last.signs == {"28->30": "-"}
     res = threshold_result(steps)
@@ -151,7 +154,7 @@ def test_below_range_recommends_zero_without_confirming():
     steps = run_all(make_space(1, 256, math.sqrt(2), 5, 24, 3), lambda c: -0.2)
     last = steps[-1]
     assert last.stop == BELOW_RANGE and last.threshold == 0 and last.points == ()
-    assert not any(isinstance(s, ConfirmStep) and s.points for s in steps)
+    assert not any(isinstance(s, ThresholdConfirmStep) and s.points for s in steps)
 
 
 def test_the_crossover_search_leaves_the_reserve_for_the_confirmation():
@@ -159,9 +162,9 @@ def test_the_crossover_search_leaves_the_reserve_for_the_confirmation():
     # the confirmation still measures its pair (12 cells in all), then stops on the budget.
     sp = make_space(1, 256, math.sqrt(2), 5, 12, 3)
     steps = run_all(sp, linear(28))
-    crossing_steps = [s for s in steps if not isinstance(s, ConfirmStep)]
+    crossing_steps = [s for s in steps if not isinstance(s, ThresholdConfirmStep)]
     assert crossing_steps[-1].stop == BUDGET and crossing_steps[-1].cells_before == 10
-    measured_pairs = [p for s in steps if isinstance(s, ConfirmStep) for p in s.points]
+    measured_pairs = [p for s in steps if isinstance(s, ThresholdConfirmStep) for p in s.points]
     assert len(measured_pairs) == 1
     assert steps[-1].cells_before == 12
 
@@ -176,7 +179,7 @@ def test_three_candidates_confirm_two_adjacent_pairs():
     last = steps[-1]
     top = sorted(c.value for c in last.candidates[:3])
     assert top == [28, 30, 32]
-    first = next(s for s in steps if isinstance(s, ConfirmStep) and s.points)
+    first = next(s for s in steps if isinstance(s, ThresholdConfirmStep) and s.points)
     assert [p[:2] for p in first.points] == list(zip(top, top[1:], strict=False))
     assert all(p[2] == 0 for p in first.points)
     assert last.stop == CONFIRMED and last.threshold == 28
@@ -190,7 +193,7 @@ def test_a_crash_during_confirmation_replays_the_same_steps():
     full = run_all(sp, linear(28), sigma=0.005)
     crossing_measured = crossing(linear(28), 0.005)
     pair = pairs_from(linear(28), 0.005)
-    pairs = [p for s in full if isinstance(s, ConfirmStep) for p in s.points]
+    pairs = [p for s in full if isinstance(s, ThresholdConfirmStep) for p in s.points]
     resumed = replay_threshold(sp, 2, CAPTURED, 2, crossing_measured, {})
     assert resumed == full[:len(resumed)] and resumed[-1].points == tuple(pairs)
     again = replay_threshold(sp, 2, CAPTURED, 2, crossing_measured,

@@ -1,30 +1,12 @@
-"""The depth search's confirmation (docs/search.md): the schedule the search found, run as ONE
-server (`variant.speculative_depth`), against what an operator would run instead, at one load
-per tier; the recommendation stands only where its intervals say so.
-
-Pure, like grid/analysis/depth.py, whose search runs first. For each tier of the schedule (a
-run of lattice levels with one depth), at its decided level nearest the tier's geometric middle,
-the schedule's server is compared with:
-
-- the baseline (depth 0): always, also at a depth-0 tier, whose zero-step verify is not the
-  baseline's plain decode;
-- the best single depth (the static speculative depth the schedule gives at the most lattice
-  levels), where the tier's depth is another one;
-- the threshold schedule (`threshold_schedule`: the best single depth switched off where the
-  schedule first turns speculation off, what the on/off question of the threshold search
-  answers from the same evidence), where its depth at the tier's load is another one;
-- the engine's own runtime adaptation with its default tiers (SGLang and the simulator:
-  `variant.speculative_adaptive`), where the engine has one.
-
-A confirmation point is (load, setting, repeat): a setting >= 0 is that static depth's cell (the
-search's own, reused when it measured it), SCHEDULE, THRESHOLD and ADAPTIVE are the servers
-above.
-Each comparison is the schedule over the alternative, T_s / T_a - 1 with its bootstrap
-interval: `beats` (above 0), `loses` (below 0), `ties` (within ±min_effect), else one more
-repeat of both while repeats are left, then `undecided`. A tier stands when it beats or ties
-every alternative. Stops: `confirmed` (every comparison decided), `confirm_budget`
-(grid.search.confirm_cells spent) or `nothing_to_confirm` (a schedule that never drafts: serve
-the baseline)."""
+"""The depth search's confirmation (rules: docs/search.md "The depth search"). Pure: the
+schedule found, run as ONE server (`variant.speculative_depth`), against the baseline, the best
+single depth, the threshold schedule (`threshold_schedule`) and the engine's own adaptation
+(`variant.speculative_adaptive`, where it has one), at one load per tier. A confirmation point
+is (load, setting, repeat): a setting >= 0 is that static depth's cell (the search's own where
+it measured it), SCHEDULE, THRESHOLD and ADAPTIVE the servers above. Each comparison `beats`,
+`loses`, `ties` (within ±min_effect), is repeated while undecided, then `undecided`; a tier
+stands when it beats or ties every alternative. Stops: `confirmed`, `confirm_budget`
+(grid.search.confirm_cells) or `nothing_to_confirm` (a schedule that never drafts)."""
 
 from __future__ import annotations
 
@@ -32,23 +14,20 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from grid.analysis.depth import (
+from grid.analysis.depth import LevelState, Schedule, Throughput, rounded, schedule
+from grid.analysis.search import Level, is_tie, nearest
+from grid.questions import steps as shared
+from grid.questions.depth.steps import (
+    By,
     DepthPoint,
     DepthSpace,
     DepthStep,
-    LevelState,
-    Schedule,
-    Throughput,
     best_single_depth,
     compare,
     depth_at,
-    is_tie,
     means,
-    nearest,
     replay_depth,
-    schedule,
 )
-from grid.analysis.search import Level
 
 SCHEDULE = -1
 """The schedule's server (the variant with speculative_depth)."""
@@ -71,6 +50,12 @@ def setting_name(setting: int) -> str:
             0: "baseline"}.get(setting, f"depth {setting}")
 
 
+def describe(point: Sequence[int]) -> str:
+    """`c=16 depth 3`, `c=16 baseline repeat 1`, `c=16 schedule`, `c=16 adaptive`."""
+    load, setting, repeat = point
+    return f"c={load} {setting_name(setting)}" + (f" repeat {repeat}" if repeat else "")
+
+
 def threshold_schedule(tiers: Schedule, lattice: Sequence[int]) -> Schedule | None:
     """The on/off schedule the same evidence gives: the best single depth from batch 1, off
     (depth 0) from the schedule's first depth-0 tier after batch 1. None where that is no
@@ -84,16 +69,10 @@ def threshold_schedule(tiers: Schedule, lattice: Sequence[int]) -> Schedule | No
     return None if tuple(tiers) == threshold else threshold
 
 
-def describe(point: Sequence[int]) -> str:
-    """`c=16 schedule`, `c=16 adaptive repeat 1`, `c=4 depth 5`."""
-    load, setting, repeat = point
-    return f"c={load} {setting_name(setting)}" + (f" repeat {repeat}" if repeat else "")
-
-
 @dataclass(frozen=True)
 class Comparison:
     against: int
-    """The alternative's setting (0 = the baseline, a depth, or ADAPTIVE)."""
+    """The alternative's setting (0 = the baseline, a depth, THRESHOLD or ADAPTIVE)."""
     versus: Level | None
     """The schedule over the alternative (None until both are measured)."""
     verdict: str
@@ -102,14 +81,10 @@ class Comparison:
     def as_json(self) -> dict:
         out: dict = {"against": setting_name(self.against), "verdict": self.verdict}
         if self.versus is not None:
-            out.update(speedup=_round(self.versus.speedup),
-                       interval=[_round(self.versus.lo), _round(self.versus.hi)],
+            out.update(speedup=rounded(self.versus.speedup),
+                       interval=[rounded(self.versus.lo), rounded(self.versus.hi)],
                        repeats=self.versus.repeats)
         return out
-
-
-def _round(x: float) -> float | None:
-    return round(float(x), 4) if math.isfinite(x) else None
 
 
 @dataclass(frozen=True)
@@ -130,7 +105,7 @@ class TierCheck:
 
 
 @dataclass(frozen=True)
-class ConfirmStep:
+class ScheduleConfirmStep:
     number: int
     points: tuple[DepthPoint, ...]
     why: str
@@ -175,89 +150,90 @@ def _verdict(level: Level, space: DepthSpace) -> str:
     return "pending" if level.repeats < space.max_repeats else "undecided"
 
 
+def _check(space: DepthSpace, by: By, start: int, depth: int, load: int,
+           others: Sequence[int]) -> tuple[TierCheck, list[DepthPoint]]:
+    """One tier against each alternative at its load, and the points it still needs."""
+    comparisons, todo = [], []
+    for alt in others:
+        pair = [(load, s) for s in (SCHEDULE, alt)]
+        missing = [k for k in pair if k not in by]
+        if missing:
+            todo += [(k[0], k[1], 0) for k in missing]
+            comparisons.append(Comparison(alt, None, "pending"))
+            continue
+        versus = compare(by, load, SCHEDULE, alt)
+        verdict = _verdict(versus, space)
+        if verdict == "pending":
+            low = min(len(by[k]) for k in pair)
+            todo += [(k[0], k[1], low) for k in pair if len(by[k]) == low]
+        comparisons.append(Comparison(alt, versus, verdict))
+    return TierCheck(start, depth, load, tuple(comparisons)), todo
+
+
 def next_confirm_step(space: DepthSpace, confirm_cells: int, tiers: Schedule,
-                      levels: Sequence[LevelState], adaptive: bool,
-                      by: Mapping[tuple[int, int], list[Throughput]], searched: set[DepthPoint],
-                      confirming: set[DepthPoint], number: int) -> ConfirmStep:
+                      levels: Sequence[LevelState], adaptive: bool, by: By,
+                      searched: set[DepthPoint], confirming: set[DepthPoint], number: int
+                      ) -> ScheduleConfirmStep:
     """The next confirmation step (module docstring); `searched` are the depth phase's
     chosen points, `confirming` the confirmation's own so far."""
     used = len(searched | confirming)
     single = best_single_depth(tiers, space.lattice)
     threshold = threshold_schedule(tiers, space.lattice)
     if single is None:
-        return ConfirmStep(number, (), "the schedule never drafts: nothing to confirm", NOTHING,
-                           used)
+        return ScheduleConfirmStep(number, (), "the schedule never drafts: nothing to confirm",
+                                   NOTHING, used)
     checks, todo = [], []
     for start, depth, load in confirm_loads(tiers, levels, space.lattice):
         others = [0] + ([single] if single != depth else []) + (
             [THRESHOLD] if threshold and depth_at(threshold, load) != depth else []) + (
             [ADAPTIVE] if adaptive else [])
-        comparisons = []
-        for alt in others:
-            pair = [(load, s) for s in (SCHEDULE, alt)]
-            missing = [k for k in pair if k not in by]
-            if missing:
-                todo += [(k[0], k[1], 0) for k in missing]
-                comparisons.append(Comparison(alt, None, "pending"))
-                continue
-            versus = compare(by, load, SCHEDULE, alt)
-            verdict = _verdict(versus, space)
-            if verdict == "pending":
-                low = min(len(by[k]) for k in pair)
-                todo += [(k[0], k[1], low) for k in pair if len(by[k]) == low]
-            comparisons.append(Comparison(alt, versus, verdict))
-        checks.append(TierCheck(start, depth, load, tuple(comparisons)))
+        check, needs = _check(space, by, start, depth, load, others)
+        checks.append(check)
+        todo += needs
     todo = sorted(set(todo) - searched - confirming)
     if not todo:
         standing = sum(t.stands for t in checks)
-        return ConfirmStep(number, (), f"every comparison decided: {standing} of {len(checks)} "
-                           "tier(s) stand", CONFIRMED, used, tuple(checks), threshold)
+        return ScheduleConfirmStep(number, (), f"every comparison decided: {standing} of "
+                                   f"{len(checks)} tier(s) stand", CONFIRMED, used,
+                                   tuple(checks), threshold)
     why = "confirm the schedule at " + ", ".join(
         f"c={t.load} (depth {t.depth}) against "
-        + ", ".join(setting_name(c.against) for c in t.comparisons
-                    if c.verdict == "pending") for t in checks
-        if any(c.verdict == "pending" for c in t.comparisons))
+        + ", ".join(setting_name(c.against) for c in t.comparisons if c.verdict == "pending")
+        for t in checks if any(c.verdict == "pending" for c in t.comparisons))
     spent = len(confirming - searched)
-    fit = max(0, confirm_cells - spent)
-    if fit == 0:
-        return ConfirmStep(number, (), f"{why}: not measured, {CONFIRM_STOPS[CONFIRM_BUDGET]} "
-                           f"({spent} of {confirm_cells})", CONFIRM_BUDGET, used, tuple(checks),
-                           threshold)
-    if fit < len(todo):
-        why += f" (only {fit} of {len(todo)} cell(s) fit grid.search.confirm_cells)"
-        todo = todo[:fit]
-    return ConfirmStep(number, tuple(todo), why, None, used, tuple(checks), threshold)
+    points, why, stop = shared.fit(
+        todo, confirm_cells - spent, why,
+        f"{CONFIRM_STOPS[CONFIRM_BUDGET]} ({spent} of {confirm_cells})", CONFIRM_BUDGET,
+        "cell(s)", "grid.search.confirm_cells")
+    return ScheduleConfirmStep(number, points, why, stop, used, tuple(checks), threshold)
 
 
-AnyDepthStep = DepthStep | ConfirmStep
+AnyDepthStep = DepthStep | ScheduleConfirmStep
 
 
 def replay_all(space: DepthSpace, confirm_cells: int, adaptive: bool,
                measured: Mapping[DepthPoint, Throughput]) -> list[AnyDepthStep]:
-    """The depth search (grid/analysis/depth.py `replay_depth`) and, once it stops, the
-    confirmation of its schedule; the last step is a stop or the one still to measure."""
+    """The depth search (steps.py `replay_depth`) and, once it stops, the confirmation of its
+    schedule; the last step is a stop or the one still to measure."""
     searching = replay_depth(space, measured)
-    steps: list[AnyDepthStep] = list(searching)
     last = searching[-1]
     if last.stop is None:
-        return steps
+        return list(searching)
     searched = {p for s in searching for p in s.points}
     tiers = schedule(last.levels)
-    confirming: set[DepthPoint] = set()
-    while True:
+
+    def step_after(confirming: set[DepthPoint], number: int) -> ScheduleConfirmStep:
         by = means(measured, searched | confirming)
-        step = next_confirm_step(space, confirm_cells, tiers, last.levels, adaptive, by,
-                                 searched, confirming, len(steps) + 1)
-        steps.append(step)
-        if step.stop is not None or not all(p in measured for p in step.points):
-            return steps
-        confirming.update(step.points)
+        return next_confirm_step(space, confirm_cells, tiers, last.levels, adaptive, by,
+                                 searched, confirming, number)
+
+    return [*searching, *shared.replay(step_after, measured, len(searching) + 1)]
 
 
 def confirm_result(steps: Sequence[AnyDepthStep]) -> dict:
     """The confirmation part of the trace's result (empty while the search runs)."""
     last = steps[-1]
-    if not isinstance(last, ConfirmStep):
+    if not isinstance(last, ScheduleConfirmStep):
         return {}
     return {"confirm_stop": last.stop, "confirm_stop_meaning": CONFIRM_STOPS.get(last.stop or ""),
             "threshold_schedule": [list(t) for t in last.threshold] if last.threshold else None,

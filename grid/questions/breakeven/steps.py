@@ -1,32 +1,20 @@
-"""The break-even search (`grid.search.kind=breakeven`, docs/search.md): the break-even curve
-(grid/analysis/breakeven.py) with few cells. Pure: the next step from the committed cells.
-
-A **point** is (load, length index): the speculative variant with the forced length
-`lengths[i]` at that load, or, at index `BASELINE` (-1), the baseline there; one cell each, the
-cell a dense (load x length) grid has. At a fixed load the configuration's throughput rises with
-the forced length, so the ratio to the baseline crosses 1 once: a load is **resolved** when two
-neighbouring lengths bracket the crossing (below 1 at the lower, at or above 1 at the upper),
-when the shortest length already pays (`below`) or the longest does not (`above`). The curve's
-value there is then the report's interpolation between those same two cells.
-
-Each step works on the lowest unresolved load (loads ascending):
-1. **open** it: its baseline and the two lengths that bracketed the crossing at the load below
-   (the break-even length moves little between neighbouring loads); the lowest load opens
-   with the two ends of the lengths;
-2. **widen** when both measured lengths fall on one side: gallop outwards (the next length as
-   far beyond the measured span as the span is wide, at least one step), until one pays and
-   one does not or an end is reached;
-3. **bisect** a bracket wider than neighbours: the middle length between them.
-
-The point estimates decide (the report gives each load's interval from the same cells). Before
-every step the budget is checked: a step that does not fit measures what fits, and the search
-stops (`budget`) once nothing does; `resolved` when every load is."""
+"""The break-even search's steps (rules: docs/search.md "The break-even search"): the report's
+break-even curve (grid/analysis/breakeven.py) with few cells. Pure: the next step from the
+committed cells. A point is (load, length index): the variant at the forced length
+`lengths[i]`, or at index `BASELINE` (-1) the baseline, one cell each. A load is resolved when
+two neighbouring lengths bracket the ratio's crossing of 1 (`inside`), the shortest already pays
+(`below`) or the longest does not (`above`). Each step works on the lowest unresolved load:
+open it (its baseline and the bracket of the load below; the lowest load: the lengths' ends),
+widen (gallop outwards while both measured lengths fall on one side) or bisect. Point estimates
+decide; stops: `resolved` or `budget` (a step cut to what fits)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from grid.questions import steps as shared
 
 BASELINE = -1
 """The length index of a load's baseline cell."""
@@ -137,16 +125,9 @@ def next_step(space: BreakevenSpace, known: Mapping[Point, float], number: int =
 
 
 def replay(space: BreakevenSpace, measured: Mapping[Point, float]) -> list[BreakevenStep]:
-    """The search's steps from the committed cells: each step sees only the points its
-    predecessors chose; the last one is either a stop or the step whose cells are missing."""
-    steps: list[BreakevenStep] = []
-    known: dict[Point, float] = {}
-    while True:
-        step = next_step(space, known, len(steps) + 1)
-        steps.append(step)
-        if step.stop is not None or any(p not in measured for p in step.points):
-            return steps
-        known.update({p: measured[p] for p in step.points})
+    """The search's steps from the committed cells (grid/questions/steps.py `replay`)."""
+    return shared.replay(lambda chosen, n: next_step(space, {p: measured[p] for p in chosen}, n),
+                         measured)
 
 
 def chosen(steps: Sequence[BreakevenStep]) -> list[Point]:

@@ -1,12 +1,13 @@
 """Talking to a server beside the load: flush its cache, read /server_info, sample /metrics.
 
 Plain functions over httpx (no Ray), used by the ServerActor on the server's own node (the
-server listens on 127.0.0.1 there, so a driver on another node could not reach it) and by the
-driver directly for an external server. Every call goes through one `ServerAccess`: how to
-talk to that server (TLS verification, a CA bundle, its Authorization header), the same
-settings the load generators use (`load.tls_verify`, `load.ca_bundle`, `engine.api_key`). A
-certificate the client refuses is a `TLSError` at once (one line naming the URL, the reason
-and the settings that change it), never a quiet failed probe or a wait until a timeout."""
+server listens on 127.0.0.1 there, so a driver on another node could not reach it) and, for an
+external server, by its ExternalProbe actor on the driver's node (actors/driver_node.py). Every
+call goes through one `ServerAccess`: how to talk to that server (TLS verification, a CA
+bundle, its Authorization header), the same settings the load generators use
+(`load.tls_verify`, `load.ca_bundle`, `engine.api_key`). A certificate the client refuses is a
+`TLSError` at once (one line naming the URL, the reason and the settings that change it),
+never a quiet failed probe or a wait until a timeout."""
 
 from __future__ import annotations
 
@@ -23,6 +24,16 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from actors.loadgen.transport import ssl_context
 from engines.detect import FLUSH_CANDIDATES, INFO_CANDIDATES, MISSING, Offers, decide
+
+GET_TIMEOUT_S = 10.0
+"""How long a GET of a document (/metrics when detecting, /version, /v1/models, server info)
+waits for the server."""
+FLUSH_REQUEST_TIMEOUT_S = 30.0
+"""How long one cache-flush POST waits (SGLang flushes once its running requests drained)."""
+DETECT_TIMEOUT_S = (GET_TIMEOUT_S * (3 + len(INFO_CANDIDATES))
+                    + FLUSH_REQUEST_TIMEOUT_S * len(FLUSH_CANDIDATES))
+"""The most `detect` waits: /metrics, /version, /v1/models and every candidate endpoint tried,
+each up to its timeout (110 s)."""
 
 
 class ProbeError(RuntimeError):
@@ -117,7 +128,7 @@ def flush_cache(url: str, access: ServerAccess, timeout_s: float = 60.0,
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            response = access.request("POST", f"{url}{path}", timeout=30)
+            response = access.request("POST", f"{url}{path}", timeout=FLUSH_REQUEST_TIMEOUT_S)
         except httpx.HTTPError as e:
             raise ProbeError(f"{path} failed: {e!r}") from None
         if response.status_code == 200:
@@ -149,12 +160,12 @@ def detect(url: str, access: ServerAccess) -> Offers:
     names = [name for name, _, _ in parse_prometheus(_get_text(url, "/metrics", access))]
     flush: dict[str, int] = {}
     for path in FLUSH_CANDIDATES:
-        flush[path] = _status(access, "POST", f"{url}{path}", 30)
+        flush[path] = _status(access, "POST", f"{url}{path}", FLUSH_REQUEST_TIMEOUT_S)
         if flush[path] not in MISSING:
             break
     info: dict[str, int] = {}
     for path in INFO_CANDIDATES:
-        info[path] = _status(access, "GET", f"{url}{path}", 10)
+        info[path] = _status(access, "GET", f"{url}{path}", GET_TIMEOUT_S)
         if info[path] == 200:
             break
     version = get_json(url, "/version", access).get("version")
@@ -173,13 +184,13 @@ def _status(access: ServerAccess, method: str, url: str, timeout: float) -> int:
 
 def _get_text(url: str, path: str, access: ServerAccess) -> str:
     try:
-        response = access.request("GET", f"{url}{path}", timeout=10)
+        response = access.request("GET", f"{url}{path}", timeout=GET_TIMEOUT_S)
         return response.text if response.status_code == 200 else ""
     except httpx.HTTPError:
         return ""
 
 
-def get_json(url: str, path: str, access: ServerAccess, timeout: float = 10.0
+def get_json(url: str, path: str, access: ServerAccess, timeout: float = GET_TIMEOUT_S
              ) -> dict[str, Any]:
     """GET a JSON document; {} if the server has none there or does not answer within
     `timeout` (TLSError if its certificate is refused)."""

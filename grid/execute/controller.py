@@ -46,7 +46,8 @@ class Held:
     """Held groups by their key (`ServerGroup.key`: server key and repeat)."""
 
     def release(self) -> None:
-        """Stop the held servers (with their placements and load generators)."""
+        """Stop the held servers (with their placements and load generators), here and now:
+        the run (or its search) is over or interrupted, no group's work runs beside them."""
         groups, self.groups = self.groups, {}
         for run in groups.values():
             run.close()
@@ -117,8 +118,11 @@ class Controller:
         if self.plan.workloads is not None:  # the prompts the run sends, with their sources
             self.record.record_workloads(workload_records(self.plan.workloads.sets))
         groups = group_by_server(cells)  # a fresh server per repeat, alternating order
-        for key in [k for k in self.parked if k not in {g.key for g in groups}]:
-            self.parked.pop(key).close()  # its GPUs go to the servers this run starts
+        # Parked servers this run does not use are released as steps beside the new groups'
+        # work (their GPUs go to the servers this run starts: a placement waits for them),
+        # not counted against max_parallel_servers: none of their cells runs.
+        releasing = [self.parked.pop(k) for k in list(self.parked)
+                     if k not in {g.key for g in groups}]
         runs: list[GroupRun] = []
         for group in groups:
             parked = self.parked.pop(group.key, None)
@@ -136,8 +140,11 @@ class Controller:
         waiting = deque(runs)
         active: dict[GroupRun, tuple[Steps, Wait, float | None]] = {}
         try:
+            for run in releasing:
+                self._advance(active, run, run.release())
             while waiting or active:
-                while waiting and len(active) < self.plan.max_parallel_servers:
+                while waiting and len(active.keys() - set(releasing)) < \
+                        self.plan.max_parallel_servers:
                     run = waiting.popleft()
                     self._advance(active, run, run.steps())
                 if not active:
@@ -164,7 +171,8 @@ class Controller:
                             self._advance(active, run, steps, WaitTimeout())
         finally:
             # Interrupted, or a results folder that cannot be written: every running group
-            # stops its server and load generators (its running cell is marked interrupted).
+            # stops its server and load generators (its running cell is marked interrupted),
+            # and a release under way finishes, here and now.
             for steps, _, _ in active.values():
                 steps.close()
 

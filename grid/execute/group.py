@@ -107,29 +107,32 @@ class GroupRun:
     def steps(self) -> Steps[None]:
         """The group's whole life: reserve, run its cells in order, release (or, held, stay
         reserved and running for the controller's next `run`). Its release is steps too; only
-        a group stopped with the run (interrupted, or closed by the controller) releases here
-        and now."""
+        a group stopped with the run (interrupted, its work closed by the controller, a
+        results folder that cannot be written) releases here and now."""
         try:
             if self.pg is None:  # a parked group is still reserved
                 yield from self._reserve()
             for cell in self.group.cells:
                 yield from self._run_cell(self.run.plan.work(cell))
         except BaseException:
-            self.close()
+            self.close()  # the run stops: no group's work goes on, so here and now
             raise
         if self.hold and self.unplaceable is None and self.server is not None:
             self.hold = False
             self.run.parked[self.group.key] = self
         else:
-            yield from self._release()
+            yield from self.release()
 
     def close(self) -> None:
-        """Release the group here and now (each call bounded): the run is stopping, or the
-        controller stops a parked group outside its loop."""
-        blocking(self._release())
+        """Release the group here and now (each call bounded). Only where the run is stopping
+        and no other group's work runs: interrupted, or the servers a search held when it
+        ends (controller.py `Held.release`); the controller releases a parked group it no
+        longer needs as steps (`release`) beside the other groups' work."""
+        blocking(self.release())
 
-    def _release(self) -> Steps[None]:
-        """Stop the server, end the load generators and release the placement group."""
+    def release(self) -> Steps[None]:
+        """Stop the server, end the load generators and release the placement group: steps
+        of the group's work; closed midway, the server's stop is finished here and now."""
         try:
             yield from self._drop_server()
         finally:

@@ -1,9 +1,10 @@
 """A server as the driver sees it, behind one interface with two implementations:
 `LaunchedServer` (a ServerActor owns the process on its node; every HTTP call to the server
-runs there) and `ExternalServer` (someone else runs it; reached directly). Starting one with
-progress from its log, stopping it, and telling whether it is still alive. Any Ray error from
-a server's actor (dead actor, lost node) becomes `ServerDown`, so the controller deals with
-one failure type per server."""
+runs there) and `ExternalServer` (someone else runs it; every HTTP call to it runs in an
+ExternalProbe actor on the driver's node). Starting one with progress from its log, stopping
+it, and telling whether it is still alive. Any Ray error from a server's actor (dead actor,
+lost node) becomes `ServerDown`, so the controller deals with one failure type per server.
+No call blocks the driver's thread: each is a step with a bound (grid/execute/steps.py)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,12 @@ import ray
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors import _process, probe
+from actors.driver_node import KILL_TIMEOUT_S, ExternalProbe, kill_recorded, on_this_node
 from actors.server import PortLostError, ServerActor
 from engines.detect import Offers
 from engines.launch import LaunchSpec
 from engines.redact import redact_argv
-from grid.execute.steps import CallTimeout, Steps, call, done, pause
+from grid.execute.steps import CallTimeout, Steps, answers, call, pause
 from grid.plan.checks import SERVER_CPU
 from grid.store.files import append_text
 from grid.store.provenance import recorded_env
@@ -34,6 +36,11 @@ PG_CPU = SERVER_CPU
 Samples = list[tuple[float, str, dict[str, str], float]]
 PROBE_TIMEOUT_S = 5.0
 """How long the end of a cell waits for the server's /health and /server_info answers."""
+CALL_MARGIN_S = 30.0
+"""What a call to an actor on the driver's node may take beyond its own timeouts: the start of
+the actor's worker process for its first call on a busy node, and Ray's own overhead."""
+HEALTH_CALL_S = PROBE_TIMEOUT_S + CALL_MARGIN_S
+"""The bound of one /health probe of an external server (its HTTP timeout is 5 s)."""
 
 
 class ServerDown(RuntimeError):
@@ -98,18 +105,20 @@ def first_line(e: BaseException) -> str:
 
 # --- external ----------------------------------------------------------------------------------
 class ExternalServer:
-    """A server someone else runs: nothing to start or stop, probed directly, every call
-    (readiness, death checks, detection, flush, server info, metrics) through one
-    `probe.ServerAccess` (the run's TLS settings and key). A refused certificate is ServerDown
-    at once, with the one line `probe.TLSError` gives."""
+    """A server someone else runs: nothing to start or stop. Every call to it (readiness, death
+    checks, detection, flush, server info, metrics) is made by its own ExternalProbe actor on
+    the driver's node (actors/driver_node.py), through one `probe.ServerAccess` (the run's TLS
+    settings and key), and waited for as a step with a bound: a slow answer holds up no other
+    group. A refused certificate is ServerDown at once, with the one line `probe.TLSError`
+    gives. Stopping it ends the actor."""
 
     ledger_id: int | None = None
 
     def __init__(self, url: str, access: probe.ServerAccess) -> None:
         self.url = url
-        self.access = access
         self.api_key: str | None = access.api_key
-        self._sampler: probe.MetricsSampler | None = None
+        self.prober: Any = ExternalProbe.options(  # type: ignore[attr-defined]
+            scheduling_strategy=on_this_node()).remote(url, access)
         self.offers: Offers | None = None
         """What the server offers, detected once on connect (engines/detect.py)."""
 
@@ -120,71 +129,74 @@ class ExternalServer:
         """Wait until the server answers /health (ServerDown if it does not in time, or at once
         if its certificate is refused), then find out once what it offers; each missing
         optional endpoint is one note through `echo`. ServerDown when it cannot serve the
-        workload's `endpoint`. Between two probes the other groups go on."""
+        workload's `endpoint`. The other groups go on meanwhile."""
         server = cls(url, access)
-        deadline = time.monotonic() + timeout_s
-        while server._unhealthy() is not None:
-            if time.monotonic() > deadline:
-                raise ServerDown(f"external server {url} did not answer /health within "
-                                 f"{timeout_s:.0f} s")
-            yield from pause(1.0)
-        server.offers = offers = server._probe(probe.detect, url, access)
-        for note in offers.notes:
-            if echo is not None:
-                echo(f"external server {url}: {note}")
-        if endpoint == "generate" and offers.native_generate is False:
-            raise ServerDown(f"external server {url} does not serve SGLang's native /generate "
-                             f"(its metrics are {offers.family or 'neither SGLang nor vLLM'}'s): "
-                             "use workload.endpoint=chat")
+        try:
+            deadline = time.monotonic() + timeout_s
+            while (yield from server._ask("health", timeout_s=HEALTH_CALL_S)) is not None:
+                if time.monotonic() > deadline:
+                    raise ServerDown(f"external server {url} did not answer /health within "
+                                     f"{timeout_s:.0f} s")
+                yield from pause(1.0)
+            server.offers = offers = yield from server._ask(
+                "detect", timeout_s=probe.DETECT_TIMEOUT_S + CALL_MARGIN_S)
+            for note in offers.notes:
+                if echo is not None:
+                    echo(f"external server {url}: {note}")
+            if endpoint == "generate" and offers.native_generate is False:
+                raise ServerDown(f"external server {url} does not serve SGLang's native "
+                                 f"/generate (its metrics are "
+                                 f"{offers.family or 'neither SGLang nor vLLM'}'s): "
+                                 "use workload.endpoint=chat")
+        except BaseException:
+            ray.kill(server.prober)
+            raise
         return server
 
-    @staticmethod
-    def _probe(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        """`call(*args)`, its ProbeError (a refused certificate, a failed flush) as
-        ServerDown."""
+    def _ask(self, probe_name: str, *args: Any, timeout_s: float) -> Steps[Any]:
+        """One call to the probe actor, as a step of at most `timeout_s`: its answer. Its
+        exception (a refused certificate, a failed flush: one line), no answer in time and a
+        dead actor are ServerDown."""
+        what = f"external server {self.url}: the {probe_name} probe"
         try:
-            return call(*args, **kwargs)
-        except probe.ProbeError as e:
+            return (yield from call(getattr(self.prober, probe_name).remote(*args), what,
+                                    timeout_s))
+        except CallTimeout as e:
             raise ServerDown(str(e)) from None
-
-    def _unhealthy(self) -> str | None:
-        """Why /health does not answer 200, or None; ServerDown for a refused certificate."""
-        why = self._probe(probe.health, self.url, self.access)
-        return None if why is None else f"external server {self.url} {why}"
+        except ray.exceptions.RayTaskError as e:
+            raise ServerDown(first_line(e)) from None
+        except ray.exceptions.RayError as e:
+            raise ServerDown(f"{what}'s actor died: {first_line(e)}") from None
 
     def flush_cache(self, timeout_s: float) -> Steps[None]:
         path = self.offers.flush_cache if self.offers else None
         if path is not None:  # none offered: noted once on connect
-            self._probe(probe.flush_cache, self.url, self.access, timeout_s, path=path)
-        return done(None)
+            # The actor's flush retries for `timeout_s`; its last POST may wait its own timeout.
+            yield from self._ask("flush_cache", timeout_s, path, timeout_s=timeout_s
+                                 + probe.FLUSH_REQUEST_TIMEOUT_S + CALL_MARGIN_S)
 
     def start_metrics(self, interval_s: float | None, timeout_s: float) -> Steps[None]:
         if interval_s is not None:
-            self._sampler = self._probe(
-                lambda: probe.MetricsSampler(self.url, self.access, interval_s).start())
-        return done(None)
+            yield from self._ask("start_metrics", interval_s, timeout_s=timeout_s)
 
     def end_cell(self, timeout_s: float) -> Steps[CellEnd]:
-        """Answered here, each probe bounded by its HTTP timeout."""
-        sampler, self._sampler = self._sampler, None
-        samples = sampler.stop() if sampler else []
-        try:
-            death = self._unhealthy()
-        except ServerDown as e:
-            death = str(e)
+        """The probe actor's end of the cell (samples, /health, server info), one call of at
+        most `timeout_s`; a probe actor that does not answer in time is taken as hung (the
+        group connects again, with a new actor, for its next cell)."""
         path = self.offers.server_info if self.offers else None
-        info = {} if death or not path else dict(
-            probe.get_json(self.url, path, self.access, timeout=PROBE_TIMEOUT_S))
-        return done(CellEnd(samples, death=death, info=info))
+        try:
+            end = yield from self._ask("end_cell", path, PROBE_TIMEOUT_S, timeout_s=timeout_s)
+        except ServerDown as e:
+            return CellEnd(hung=str(e))
+        return CellEnd(list(end["samples"]), death=end["death"], info=dict(end["info"]))
 
     def facts(self, end: CellEnd) -> ServerFacts:
         return ServerFacts(info=end.info, offers=self.offers.as_dict() if self.offers else {})
 
     def stop(self, timeout_s: float) -> Steps[None]:
-        if self._sampler is not None:
-            self._sampler.stop()
-            self._sampler = None
-        return done(None)
+        """End the probe actor (a metrics sampling still running ends with it)."""
+        ray.kill(self.prober)
+        yield from ()
 
 
 # --- launched ----------------------------------------------------------------------------------
@@ -251,8 +263,8 @@ class LaunchedServer:
                 down = PortLost if isinstance(cause, PortLostError) else ServerDown
                 raise down(first_line(e), str(cause or e)) from None
             except (ray.exceptions.RayError, CallTimeout) as e:
-                raise ServerDown(f"server actor lost while starting: {first_line(e)}",
-                                 self.log_tail()) from None
+                lost = f"server actor lost while starting: {first_line(e)}"
+                raise ServerDown(lost, (yield from self.log_tail())) from None
             if status["phase"] != phase:
                 phase = status["phase"]
                 if phase not in ("starting", "ready"):
@@ -265,7 +277,7 @@ class LaunchedServer:
                     self.startup = {}  # the next call on the actor says what became of it
                 return
             if time.monotonic() > deadline:
-                tail = self.log_tail()
+                tail = yield from self.log_tail()
                 said = _process.last_lines(tail)
                 raise ServerDown(f"server not ready after {timeout_s:.0f} s"
                                  + (f"; its log ends: {said}" if said else ""), tail)
@@ -311,15 +323,13 @@ class LaunchedServer:
         return CellEnd(list(end["samples"]), death=self.dead, hung=self.hung,
                        info=dict(end["info"]), log_tail=str(end["log_tail"]))
 
-    def log_tail(self) -> str:
-        """From the actor on the server's node ("" once the actor, and its node's log, is
-        gone)."""
-        if self.dead is None or not self.dead.startswith("server actor died"):
-            try:
-                return str(ray.get(self.actor.log_tail.remote(), timeout=PROBE_TIMEOUT_S))
-            except ray.exceptions.RayError:
-                pass
-        return ""
+    def log_tail(self) -> Steps[str]:
+        """From the actor on the server's node, a step of at most PROBE_TIMEOUT_S ("" once the
+        actor, and its node's log, is gone, or when it does not answer in time)."""
+        if self.dead is not None and self.dead.startswith("server actor died"):
+            return ""
+        ((answered, tail),) = yield from answers([self.actor.log_tail.remote()], PROBE_TIMEOUT_S)
+        return str(tail) if answered else ""
 
     def facts(self, end: CellEnd) -> ServerFacts:
         return ServerFacts(
@@ -343,7 +353,10 @@ class LaunchedServer:
             append_text(self.log_path, stopped.get("log", ""))
         except (CallTimeout, ray.exceptions.RayError):
             if self.info.get("host") == socket.gethostname():
-                _process.kill_recorded(int(self.info["pid"]), int(self.info["pgid"]),
-                                       self.info.get("create_time"))
+                # Killed by a task on this node, a step like any other: its grace and reaping
+                # take seconds the other groups do not wait out.
+                kill = kill_recorded.options(scheduling_strategy=on_this_node()).remote(
+                    int(self.info["pid"]), int(self.info["pgid"]), self.info.get("create_time"))
+                yield from answers([kill], KILL_TIMEOUT_S + CALL_MARGIN_S)
         finally:
             ray.kill(self.actor)

@@ -76,13 +76,6 @@ def pause(seconds: float) -> Steps[None]:
         pass
 
 
-def done(value: T) -> Steps[T]:
-    """A step that waits for nothing (a call a server someone else runs answers in the
-    driver, bounded by its HTTP timeouts)."""
-    return value
-    yield  # a generator: `yield from done(x)` is x
-
-
 def blocking(steps: Steps[T]) -> T:
     """Run a group's steps here and now, each Wait waited for in turn with its own bound:
     where nothing else may run meanwhile (a group closing after the run was interrupted)."""

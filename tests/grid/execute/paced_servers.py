@@ -1,13 +1,15 @@
-"""Servers for the cell bounds' tests (tests/grid/execute/test_bounds.py), run in the test's own
-process on a thread of their own and reached as engine=external: one that streams on a slow
-fixed schedule (bench/fixed_schedule_server.py), one that accepts every generation request
-and sends nothing."""
+"""Servers for the cell bounds' tests (tests/grid/execute/test_bounds.py,
+tests/grid/execute/test_nonblocking.py), run in the test's own process on a thread of their own
+and reached as engine=external: one that streams on a slow fixed schedule
+(bench/fixed_schedule_server.py), one that accepts every generation request and sends
+nothing, and a relay to a real server that holds one request a while."""
 
 from __future__ import annotations
 
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -89,3 +91,47 @@ def silent_server() -> Iterator[str]:
 
     with _serving(start) as url:
         yield url
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except OSError:
+        pass
+    finally:
+        writer.close()
+
+
+@contextmanager
+def held_front(backend_port: int, hold: bytes, hold_s: float
+               ) -> Iterator[tuple[str, list[float]]]:
+    """A relay on 127.0.0.1 to the server at `backend_port`, byte for byte, but for the first
+    connection whose request line starts with `hold`: that request is passed on only
+    `hold_s` after it arrived. Yields (its URL, `held`): `held` gets the wall-clock time
+    (time.time()) the held request arrived and the time it was passed on."""
+    held: list[float] = []
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = b""
+        while b"\r\n" not in head and (data := await reader.read(65536)):
+            head += data
+        if head.startswith(hold) and not held:
+            held.append(time.time())
+            await asyncio.sleep(hold_s)
+            held.append(time.time())
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", backend_port)
+        except OSError:
+            writer.close()
+            return
+        up_writer.write(head)
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+
+    async def start() -> tuple[asyncio.Server, int]:
+        server = await asyncio.start_server(relay, "127.0.0.1", 0)
+        return server, int(server.sockets[0].getsockname()[1])
+
+    with _serving(start) as url:
+        yield url, held

@@ -1,7 +1,8 @@
 """An external server behind HTTPS with a self-signed certificate: the readiness wait, the
 detection, flush, server info and metrics all use the run's TLS settings (load.tls_verify,
 load.ca_bundle) as the load generators do; a refused certificate fails at once with one line,
-not after engine.ready_timeout_s as "did not answer /health"."""
+not after engine.ready_timeout_s as "did not answer /health". Every probe runs in the server's
+ExternalProbe actor (actors/driver_node.py): real Ray throughout."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from grid.run import run
 from tests.actors.tls_front import self_signed, tls_front
 from tests.engines.sim.conftest import start_sim
 
+pytestmark = pytest.mark.usefixtures("ray_session")
 
 @pytest.fixture(scope="module")
 def cert_key(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
@@ -45,7 +47,9 @@ def test_a_refused_certificate_fails_the_connect_at_once(https_sim: str) -> None
     assert str(caught.value).startswith(f"TLS: certificate verify failed for {https_sim}: ")
     assert "(load.tls_verify=false or load.ca_bundle=" in str(caught.value)
     # the end of a cell names it too
-    end = blocking(ExternalServer(https_sim, ServerAccess()).end_cell(10))
+    server = ExternalServer(https_sim, ServerAccess())
+    end = blocking(server.end_cell(10))
+    blocking(server.stop(0))
     assert "TLS: certificate verify failed" in (end.death or "")
 
 
@@ -65,9 +69,9 @@ def test_an_accepted_certificate_serves_every_call(https_sim: str, how: str,
     assert any(name.startswith("sglang:") for _, name, _, _ in end.samples)
     facts = server.facts(end)
     assert facts.info and facts.offers["flush_cache"] == "/flush_cache"
+    blocking(server.stop(0))
 
 
-@pytest.mark.usefixtures("ray_session")
 def test_an_external_https_run_with_verification_off(https_sim: str, tmp_path: Path) -> None:
     lines: list[str] = []
     outcome = run(["+sweep=smoke", "engine=external", f"engine.options.url={https_sim}",
@@ -80,7 +84,6 @@ def test_an_external_https_run_with_verification_off(https_sim: str, tmp_path: P
     assert (cells.engine == "external").all()
 
 
-@pytest.mark.usefixtures("ray_session")
 def test_an_external_https_run_with_verification_on_fails_in_seconds(https_sim: str,
                                                                      tmp_path: Path) -> None:
     lines: list[str] = []

@@ -23,7 +23,6 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from actors.loadgen.actor import LoadGenActor
-from actors.probe import ServerAccess
 from actors.telemetry import TelemetryActor
 from grid.execute.cell import CellSettings, LoadGenLost, measure
 from grid.execute.progress import Progress
@@ -42,7 +41,6 @@ from grid.execute.steps import Steps, Wait, WaitTimeout, answers, blocking, fini
 from grid.plan.build import Plan
 from grid.plan.cells import ServerGroup
 from grid.plan.placement import bundle_gpus, server_gpus
-from grid.plan.specs import external_url
 from grid.plan.work import PlannedCell
 from grid.store import rows
 from grid.store.record import RunRecord
@@ -91,8 +89,11 @@ class GroupRun:
         planned = run.plan.launches[group.server_key]
         self.spec = (planned.with_run_key(run.run_key).with_start_seed(group.start_seed)
                      if planned is not None else None)
-        self.clients = int(group.config["load"]["clients"])
-        self.client_cpus = float(group.config["load"]["client_cpus"])
+        first = run.plan.work(group.cells[0])
+        assert first.server is not None
+        self.server_settings = first.server
+        self.clients = len(first.clients)
+        self.client_cpus = first.server.client_cpus
         self.pg: Any = None
         self.unplaceable: str | None = None
         self.server: Server | None = None
@@ -291,14 +292,13 @@ class GroupRun:
         return self.server
 
     def _start_server(self, prefix: str) -> Steps[Server]:
-        config = self.group.config
-        engine = config["engine"]
-        access = ServerAccess.from_config(config)  # TLS and key, for every call to the server
+        settings = self.server_settings
+        access = settings.access  # TLS and key, for every call to the server
         if self.spec is None:
-            url = external_url(engine)
-            assert url is not None
+            assert settings.external_url is not None
+            endpoint = self.run.plan.work(self.group.cells[0]).endpoint
             return (yield from ExternalServer.connect(
-                url, access, float(engine["ready_timeout_s"]), config["workload"]["endpoint"],
+                settings.external_url, access, settings.ready_timeout_s, endpoint,
                 self.run.echo))
         record = self.run.record
         log_path = self.run.plan.run_dir / "logs" / f"server-{self.group.server_key}.log"
@@ -306,7 +306,7 @@ class GroupRun:
             server = yield from LaunchedServer.launch(
                 self.spec, name=_actor_name("server", self.group),
                 tp_size=server_gpus(self.group), pg=self.pg, bundle=0, log_path=log_path,
-                variant_env=config["variant"]["env"], schedule_timeout_s=PLACEMENT_TIMEOUT_S,
+                variant_env=settings.variant_env, schedule_timeout_s=PLACEMENT_TIMEOUT_S,
                 access=access)
             info = server.info
             server.ledger_id = record.server_started(

@@ -1,10 +1,12 @@
 """What one cell runs, decided once by the plan: `PlannedCell` holds everything execution needs
 (the clients' load specs, the progress total, the stall bounds, the workload columns of its
-rows and the label of where its numbers come from), so that running a cell reads nothing
-else and the store turns its outcome into rows without opening a file. Pure."""
+rows, the settings its rows record and the label of where its numbers come from), so that
+running a cell reads nothing else, the raw config is read no further than here, and the store
+turns its outcome into rows without opening a file. Pure."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -12,11 +14,17 @@ from typing import Any, Literal
 import engines
 from actors.loadgen.conversation_plan import ConversationLoadSpec, longest_wait_s
 from actors.loadgen.spec import LoadSpec, Prompt
+from actors.probe import ServerAccess
+from engines.forced import forced_record
+from engines.metrics import MetricNames
 from engines.planning import ConversationWork
+from engines.redact import redact_args
 from grid.plan.cells import Cell
 from grid.plan.conversations import conversation_specs, conversation_work
-from grid.plan.specs import PLANNED_URL, load_specs
+from grid.plan.specs import PLANNED_URL, external_url, load_specs
+from grid.plan.stopping import targets_of
 from grid.plan.workloads import CellAlignment, WorkloadPlan, cell_columns, request_columns
+from specgrid_metrics.precision import Target
 
 ClientSpec = LoadSpec | ConversationLoadSpec
 """What one load generator is asked to run: prompts or conversations (actors/loadgen/actor.py
@@ -59,6 +67,20 @@ class PlannedCell:
     """prompt_id -> its `source` and `nearest_train_similarity`, for the request rows."""
     conversation: ConversationWork | None = None
     """A conversation cell's work, counted from its specs (the estimate reads it)."""
+    settings: dict[str, Any] = field(default_factory=dict)
+    """The cell row's settings columns (`settings_columns`: engine, model, flags, forced
+    acceptance, device), the first two on every request row too."""
+    endpoint: str = "generate"
+    """workload.endpoint."""
+    transport: str = "raw"
+    """load.transport."""
+    metrics: MetricNames | None = None
+    """The engine's metric names (engines/metrics.py), what its /metrics deltas are read by."""
+    targets: tuple[Target, ...] = ()
+    """load.target: the precision targets the stop columns judge."""
+    server: ServerSettings | None = None
+    """How its server group reaches and starts its server (the same for every cell of a
+    group)."""
 
     @property
     def conversations(self) -> bool:
@@ -73,21 +95,93 @@ def plan_cell(cell: Cell, workloads: WorkloadPlan, cap_s: float | None, source: 
               ) -> PlannedCell:
     """The cell's work (ConfigError naming the cell when a load spec is invalid); `source` is
     its server group's `source_label`, asked once per group."""
-    request_timeout_s = float(cell.config["load"]["request_timeout_s"])
+    config = cell.config
+    request_timeout_s = float(config["load"]["request_timeout_s"])
+    typed = _Typed(settings_columns(config), str(config["workload"]["endpoint"]),
+                   str(config["load"]["transport"]), engines.get(config["engine"]["name"]).metrics,
+                   targets_of(config["load"]), server_settings(config))
     convs = workloads.conversations.get(cell.workload_name)
     if convs is not None:
         specs = conversation_specs(cell, convs.conversations, PLANNED_URL)
         work = conversation_work(specs)
         return PlannedCell(cell, specs, "rounds", work.rounds,
-                        Bounds(request_timeout_s, longest_wait_s(specs), cap_s), source,
-                        conversation=work)
+                           Bounds(request_timeout_s, longest_wait_s(specs), cap_s), source,
+                           conversation=work, **vars(typed))
     prompts = workloads.prompts[cell.workload_name]
     loads = load_specs(cell, prompts)
     alignment = workloads.alignments.get(cell.cell_id)
     return PlannedCell(cell, loads, "requests", cell.num_requests,
-                    Bounds(request_timeout_s, loads[0].longest_wait_s(), cap_s), source,
-                    cell_columns(alignment),
-                    _request_columns(prompts, workloads.sources(cell.workload_name), alignment))
+                       Bounds(request_timeout_s, loads[0].longest_wait_s(), cap_s), source,
+                       cell_columns(alignment),
+                       _request_columns(prompts, workloads.sources(cell.workload_name),
+                                        alignment), **vars(typed))
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """What running a group's server reads of its config."""
+
+    access: ServerAccess
+    """TLS settings and key for every call to the server (load.tls_verify, load.ca_bundle,
+    engine.api_key)."""
+    external_url: str | None
+    """A server someone else runs: its URL (None: the engine launches one)."""
+    ready_timeout_s: float
+    """engine.ready_timeout_s."""
+    variant_env: dict[str, Any]
+    """variant.env: the server's environment."""
+    client_cpus: float
+    """load.client_cpus: CPUs each load generator reserves."""
+
+
+def server_settings(config: Mapping[str, Any]) -> ServerSettings:
+    engine = config["engine"]
+    return ServerSettings(ServerAccess.from_config(config), external_url(engine),
+                          float(engine["ready_timeout_s"]), dict(config["variant"]["env"]),
+                          float(config["load"]["client_cpus"]))
+
+
+@dataclass(frozen=True)
+class _Typed:
+    """The typed settings a PlannedCell carries (its fields of the same names)."""
+
+    settings: dict[str, Any]
+    endpoint: str
+    transport: str
+    metrics: MetricNames | None
+    targets: tuple[Target, ...]
+    server: ServerSettings
+
+
+def settings_columns(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What a cell row records of the cell's settings (grid.store.schema.CELL_FIELDS): the
+    engine and whether it is simulated, the model, temperature, the engine's options and the
+    variant's flags (secret values redacted), its speculation settings, forced acceptance and
+    device."""
+    engine, variant = config["engine"], config["variant"]
+    kind = engines.get(engine["name"])
+    depth = variant.get("speculative_depth")
+    try:
+        forced = forced_record(variant)
+    except ValueError:  # refused in the engine's words once the plan builds its launch
+        forced = None
+    return {
+        "engine": engine["name"], "simulated": kind.simulated, "model": config["model"]["name"],
+        "temperature": float(config["workload"]["temperature"]),
+        "engine_options": _json(engine.get("options") or {}),
+        "server_args": _json(variant.get("args") or {}),
+        "speculative_disable_above_batch": variant.get("speculative_disable_above_batch"),
+        "speculative_depth": None if depth is None else json.dumps([list(t) for t in depth]),
+        "speculative_adaptive": bool(variant.get("speculative_adaptive")),
+        "forced_acceptance": forced,
+        "device": engine.get("device") or "cuda" if kind.launches else None,
+    }
+
+
+def _json(value: Mapping[str, Any]) -> str:
+    """Settings as the cell records them: canonical JSON, the values of secret flags
+    (api_key, hf_token) redacted."""
+    return json.dumps(redact_args(value), sort_keys=True, default=str)
 
 
 def _request_columns(prompts: tuple[Prompt, ...], sources: Mapping[str, str | None],

@@ -11,11 +11,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import engines
 from actors.loadgen.conversation_plan import ROW_KEYS
 from actors.loadgen.spec import LoadResult
-from engines.forced import forced_record
-from engines.redact import redact_args
 from grid.plan.cells import Cell
 from grid.plan.work import PlannedCell
 from grid.store.clientstats import cell_columns as client_columns
@@ -101,13 +98,12 @@ def measured(run_id: str, work: PlannedCell, attempt: int, *, started: float, fi
                           telemetry=[{**s, **_ids(run_id, cell, attempt)} for s in telemetry])
     if merged is None:
         row.update(num_requests=len(rows), cache_hit_rate=cache_hit_rate(rows),
-                   transport=cell.config["load"]["transport"])
-        outcome.turns = [turn_row(run_id, cell, attempt, r) for r in rows]
+                   transport=work.transport)
+        outcome.turns = [turn_row(run_id, work, attempt, r) for r in rows]
     else:
-        row.update(client_columns(rows, merged, samples, cell.config["workload"]["endpoint"],
-                                  engines.get(cell.config["engine"]["name"]).metrics))
-        row.update(stop_columns(cell, rows, stats))
-        outcome.requests = [{**request_row(run_id, cell, attempt, r),
+        row.update(client_columns(rows, merged, samples, work.endpoint, work.metrics))
+        row.update(stop_columns(cell, work.targets, rows, stats))
+        outcome.requests = [{**request_row(run_id, work, attempt, r),
                              **work.request_columns.get(r["prompt_id"], {})} for r in rows]
     row["status"], row["error"] = status.value, error
     return outcome
@@ -137,30 +133,18 @@ def failed(run_id: str, work: PlannedCell, attempt: int, *, started: float, fini
 def cell_row(run_id: str, work: PlannedCell, attempt: int, *, status: Status, error: str | None,
              started: float, finished: float, server: ServerFacts) -> dict[str, Any]:
     """A cell row without aggregates (grid.store.schema.CELL_FIELDS for the columns)."""
-    cell, config = work.cell, work.cell.config
-    engine = config["engine"]["name"]
+    cell = work.cell
     reported = server.info.get("version")
-    depth = config["variant"].get("speculative_depth")
     return {
         "run_id": run_id, "cell_id": cell.cell_id, "server_key": cell.server_key,
         "attempt": attempt, "status": Status(status).value, "error": error,
-        "engine": engine, "simulated": engines.get(engine).simulated,
-        "model": config["model"]["name"], "concurrency": cell.concurrency, "rate": cell.rate,
+        **work.settings,
+        "concurrency": cell.concurrency, "rate": cell.rate,
         "max_in_flight": cell.max_in_flight, "num_requests": cell.num_requests,
         "factors": json.dumps(cell.factors, default=str),
-        "temperature": float(config["workload"]["temperature"]),
         "started_at": started, "finished_at": finished,
         "server_command": server.command, "server_env": server.env,
         "engine_version": cell.engine_version or (str(reported) if reported else None),
-        "engine_options": _json(config["engine"].get("options") or {}),
-        "server_args": _json(config["variant"].get("args") or {}),
-        "speculative_disable_above_batch": config["variant"].get(
-            "speculative_disable_above_batch"),
-        "speculative_depth": None if depth is None else json.dumps([list(t) for t in depth]),
-        "speculative_adaptive": bool(config["variant"].get("speculative_adaptive")),
-        "forced_acceptance": forced_record(config["variant"]),
-        "device": config["engine"].get("device") or "cuda" if engines.get(engine).launches
-        else None,
         "source": work.source,
         "server_info": json.dumps(redact_info(server.info), default=str) if server.info else None,
         "server_offers": json.dumps(server.offers, sort_keys=True) if server.offers else None,
@@ -172,14 +156,9 @@ def cell_row(run_id: str, work: PlannedCell, attempt: int, *, status: Status, er
     }
 
 
-def _json(value: Mapping[str, Any]) -> str:
-    """Settings as the cell records them: canonical JSON, the values of secret flags
-    (api_key, hf_token) redacted."""
-    return json.dumps(redact_args(value), sort_keys=True, default=str)
-
-
-def request_row(run_id: str, cell: Cell, attempt: int, row: Mapping[str, Any]) -> dict[str, Any]:
-    return {**row, **_cell_columns(run_id, cell, attempt)}
+def request_row(run_id: str, work: PlannedCell, attempt: int, row: Mapping[str, Any]
+                ) -> dict[str, Any]:
+    return {**row, **_cell_columns(run_id, work, attempt)}
 
 
 def _ids(run_id: str, cell: Cell, attempt: int) -> dict[str, Any]:
@@ -187,11 +166,11 @@ def _ids(run_id: str, cell: Cell, attempt: int) -> dict[str, Any]:
     return {"run_id": run_id, "cell_id": cell.cell_id, "attempt": attempt}
 
 
-def _cell_columns(run_id: str, cell: Cell, attempt: int) -> dict[str, Any]:
+def _cell_columns(run_id: str, work: PlannedCell, attempt: int) -> dict[str, Any]:
     """The leading columns request rows and conversation rounds share."""
-    engine = cell.config["engine"]["name"]
-    return {**_ids(run_id, cell, attempt), "engine": engine,
-            "simulated": engines.get(engine).simulated, "concurrency": cell.concurrency,
+    cell = work.cell
+    return {**_ids(run_id, cell, attempt), "engine": work.settings["engine"],
+            "simulated": work.settings["simulated"], "concurrency": cell.concurrency,
             "rate": cell.rate}
 
 
@@ -236,5 +215,6 @@ def cache_hit_rate(rows: Iterable[Mapping[str, Any]]) -> float | None:
     return cached / context if context else None
 
 
-def turn_row(run_id: str, cell: Cell, attempt: int, row: Mapping[str, Any]) -> dict[str, Any]:
-    return {**{k: row.get(k) for k in ROW_KEYS}, **_cell_columns(run_id, cell, attempt)}
+def turn_row(run_id: str, work: PlannedCell, attempt: int, row: Mapping[str, Any]
+             ) -> dict[str, Any]:
+    return {**{k: row.get(k) for k in ROW_KEYS}, **_cell_columns(run_id, work, attempt)}

@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from grid.plan.cells import Cell
-from grid.plan.stopping import targets_of
 from specgrid_metrics import precision
 from specgrid_metrics.bootstrap import DEFAULT_REPLICATES, seed_for
 from specgrid_metrics.intervals import RequestArrays
+from specgrid_metrics.precision import Target
 
 PRIORITY = ("over_saturated", "cap", "duration", "target", "count")
 """The cell's reason when its clients' differ: the first of these any client gave (a cell is
@@ -32,7 +32,7 @@ def _arrays(rows: Sequence[Mapping[str, Any]]) -> RequestArrays:
                                                         dtype=bool))
 
 
-def stop_columns(cell: Cell, rows: Sequence[Mapping[str, Any]],
+def stop_columns(cell: Cell, targets: Sequence[Target], rows: Sequence[Mapping[str, Any]],
                  stats: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The stop columns of a prompt cell from its clients' `stats` and all its request rows.
     With a target, the half-width is the cell's own interval over all clients' requests, by
@@ -45,7 +45,6 @@ def stop_columns(cell: Cell, rows: Sequence[Mapping[str, Any]],
     source = next(s for s in stats if s.get("stop_reason") == reason)
     out: dict[str, Any] = {"stop_reason": reason, "stop_detail": source.get("stop_detail"),
                            "stop_half_width": None, "stop_evidence": source.get("stop_evidence")}
-    targets = targets_of(cell.config["load"])
     if targets and rows:
         result = precision.check(_arrays(rows), targets, cell.concurrency, cell.rate is None,
                                  DEFAULT_REPLICATES, seed_for(cell.cell_id))

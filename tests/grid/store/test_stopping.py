@@ -10,6 +10,7 @@ import pytest
 
 from grid.analysis.cellstats import analyse_cells
 from grid.plan.cells import make_cell
+from grid.plan.stopping import targets_of
 from grid.store.stopping import stop_columns
 from tests.grid.analysis.synthetic import cell_requests
 from tests.grid.plan.test_cells import _config
@@ -21,6 +22,10 @@ def _cell(target=None, concurrency: int = 4):
     return make_cell({"concurrency": concurrency}, config, "digest")
 
 
+def _stop(cell, rows, stats) -> dict:
+    return stop_columns(cell, targets_of(cell.config["load"]), rows, stats)
+
+
 def _rows(cell, **kw) -> list[dict]:
     frame = cell_requests(cell.cell_id, cell.concurrency, 50.0, **kw)
     return frame.to_dict("records")
@@ -29,13 +34,13 @@ def _rows(cell, **kw) -> list[dict]:
 def test_a_cell_reached_its_target_only_if_every_client_did():
     cell = _cell({"metric": "output_tok_s", "half_width": 0.05})
     rows = _rows(cell)
-    both = stop_columns(cell, rows, [{"stop_reason": "target", "stop_detail": "a"},
+    both = _stop(cell, rows, [{"stop_reason": "target", "stop_detail": "a"},
                                      {"stop_reason": "target", "stop_detail": "b"}])
     assert both["stop_reason"] == "target"
-    one = stop_columns(cell, rows, [{"stop_reason": "target"}, {"stop_reason": "cap"}])
+    one = _stop(cell, rows, [{"stop_reason": "target"}, {"stop_reason": "cap"}])
     assert one["stop_reason"] == "cap"
     evidence = json.dumps({"signal": "ttft", "slope": 0.2})
-    over = stop_columns(cell, rows, [{"stop_reason": "cap"},
+    over = _stop(cell, rows, [{"stop_reason": "cap"},
                                      {"stop_reason": "over_saturated", "stop_detail":
                                       "over-saturated: TTFT rising", "stop_evidence": evidence}])
     assert over["stop_reason"] == "over_saturated"
@@ -46,7 +51,7 @@ def test_a_cell_reached_its_target_only_if_every_client_did():
 def test_the_half_width_is_the_reports_interval_of_the_cell():
     cell = _cell({"metric": "output_tok_s", "half_width": 0.05})
     rows = _rows(cell, per_stream=8, jitter=0.05)
-    out = stop_columns(cell, rows, [{"stop_reason": "target"}])
+    out = _stop(cell, rows, [{"stop_reason": "target"}])
     frame = pd.DataFrame(rows)
     cells = pd.DataFrame([{"cell_id": cell.cell_id, "variant": "baseline", "workload": "coding",
                            "concurrency": cell.concurrency, "rate": float("nan"),
@@ -59,7 +64,7 @@ def test_the_half_width_is_the_reports_interval_of_the_cell():
 
 def test_a_cap_says_whether_the_target_was_reached():
     cell = _cell({"metric": "output_tok_s", "half_width": 0.001})  # ±0.1 %: out of reach
-    out = stop_columns(cell, _rows(cell, jitter=0.1), [{"stop_reason": "cap"}])
+    out = _stop(cell, _rows(cell, jitter=0.1), [{"stop_reason": "cap"}])
     assert out["stop_reason"] == "cap"
     assert out["stop_detail"].startswith("precision not reached: output_tok_s ±")
     assert out["stop_half_width"] > 0.001
@@ -67,14 +72,14 @@ def test_a_cap_says_whether_the_target_was_reached():
 
 def test_cells_without_a_target_say_count_or_nothing():
     cell = _cell()
-    out = stop_columns(cell, _rows(cell), [{"stop_reason": "count"}])
+    out = _stop(cell, _rows(cell), [{"stop_reason": "count"}])
     assert out == {"stop_reason": "count", "stop_detail": "32 requests", "stop_half_width": None,
                    "stop_evidence": None}
-    assert stop_columns(cell, [], [{}])["stop_reason"] is None  # a client of an older release
+    assert _stop(cell, [], [{}])["stop_reason"] is None  # a client of an older release
 
 
 def test_a_broken_check_is_named_in_the_detail():
     cell = _cell()
-    out = stop_columns(cell, _rows(cell), [{"stop_reason": "count",
+    out = _stop(cell, _rows(cell), [{"stop_reason": "count",
                                             "check_error": "FloatingPointError: x"}])
     assert out["stop_detail"] == "32 requests; the checks stopped: FloatingPointError: x"

@@ -1,15 +1,12 @@
-"""The run loop of an adaptive search (docs/search.md): replay the search from the committed
-cells (the question's `replay`: grid/questions/), run the cells of the step that is not measured
-yet with the normal controller, and again, until the search stops. Nothing but the committed
-cells carries the search's state, so the same command after a crash continues the same search
-and a finished search measures nothing new; `search.json` in the run folder is the trace
-(rewritten after every step), which the report and decision.json show."""
+"""The run loop of an adaptive search (docs/search.md "The run loop and resume"): replay the
+question from the committed cells, run the step not measured yet, again until it stops;
+`search.json` is the trace, rewritten after every step."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +24,8 @@ from grid.store.record import EXIT_FAILED_CELLS, RunRecord
 
 def plan_step(cfg: DictConfig, plan: Plan, setup: Planned, workloads: WorkloadPlan,
               cells: list[Cell]) -> Plan:
-    """A search step's plan: the run's, narrowed to the step's cells; cells it does not hold
-    (a threshold search's confirmation) are planned like any grid's cells: flags, loads,
-    server specs, with the variant's alignment with its drafter."""
+    """A search step's plan: the run's, narrowed to the step's cells; cells it does not hold (a
+    confirmation's) planned like any grid's, with the variant's alignment."""
     known = {c.cell_id for c in plan.cells}
     if all(c.cell_id in known for c in cells):
         return step_plan(plan, cells)
@@ -52,17 +48,15 @@ def write_trace(run_dir: Path, setup: Planned, steps: list[Any], note: str | Non
 @dataclass
 class SearchOutcome:
     code: int
-    steps: list[Any]
-    cells: list[Cell] = field(default_factory=list)
+    cells: list[Cell]
     """Every cell the search chose (measured or not)."""
 
 
 def run_search(setup: Planned, run_dir: Path, record: RunRecord, slo: Slo,
                run_cells: Callable[[list[Cell]], int], echo: Callable[[str], None],
                retry_failed: bool = True) -> SearchOutcome:
-    """Alternate replay and measurement until the search stops; `run_cells(cells)` runs cells
-    with the controller and returns 0 (or the exit code of an interruption). Each step's cells
-    begin with the variant that ended the previous step, whose server the controller keeps."""
+    """Alternate replay and measurement until the search stops; `run_cells(cells)` returns 0 or
+    an interruption's exit code. A step's cells begin with the variant the last one ended on."""
     tried: set[tuple[int, ...]] = set()
     shown = 0
     last_variant: str | None = None  # its server may still run: its cells go first
@@ -70,7 +64,7 @@ def run_search(setup: Planned, run_dir: Path, record: RunRecord, slo: Slo,
         steps, measured = setup.replay(run_dir, slo)
         chosen = [p for s in steps for p in s.points]
         cells = setup.cells_of(chosen)
-        record.ledger.add_cells(cells)
+        record.add_cells(cells)
         for step in steps[shown:]:
             done = "" if step.stop or step is steps[-1] else " (measured)"
             echo(f"search step {step.number}: {step.why}{done}")
@@ -80,7 +74,7 @@ def run_search(setup: Planned, run_dir: Path, record: RunRecord, slo: Slo,
             write_trace(run_dir, setup, steps)
             echo(f"search stopped: {last.stop} after {last.cells_before} cells "
                  f"(budget {setup.max_cells}){setup.stop_line(steps)}")
-            return SearchOutcome(0, steps, cells)
+            return SearchOutcome(0, cells)
         missing = [p for p in last.points if p not in measured]
         todo = [c for c in setup.cells_of(missing, last_variant)
                 if record.status(c.cell_id) != "done"
@@ -91,10 +85,10 @@ def run_search(setup: Planned, run_dir: Path, record: RunRecord, slo: Slo,
             note = f"search paused: cells at {where} did not complete; fix and run again"
             write_trace(run_dir, setup, steps, note)
             echo(note)
-            return SearchOutcome(EXIT_FAILED_CELLS, steps, cells)
+            return SearchOutcome(EXIT_FAILED_CELLS, cells)
         write_trace(run_dir, setup, steps)
         tried.update(missing)
         code = run_cells(todo)
         last_variant = group_by_server(todo)[-1].variant  # the server the step ended on
         if code:
-            return SearchOutcome(code, steps, cells)
+            return SearchOutcome(code, cells)

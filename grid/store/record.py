@@ -107,6 +107,10 @@ class RunRecord:
         return notes
 
     # --- cells ---------------------------------------------------------------------------------
+    def add_cells(self, cells: Iterable[Cell]) -> None:
+        """Register cells a search's next step plans (pending; known ones keep their status)."""
+        self.ledger.add_cells(cells)
+
     def status(self, cell_id: str) -> Status:
         return self.ledger.status(cell_id)
 

@@ -3,20 +3,23 @@ the highest measured load whose requests meet the goodput SLOs (`slo.*`, grid/an
 goodput.py), with its interval; what the variant serves there (goodput tok/s, per GPU), what
 it costs there; and, per workload, the variant that serves the most at that SLO.
 
-- A load **meets the SLOs** when its SLO attainment (the share of the steady window's requests
-  that succeeded and met every SLO set) is at least `target` (default 0.9: DistServe's goodput
-  is the highest rate at which 90 % of requests meet their SLOs).
-- **Capacity** = the last load of the run of loads, from the lowest up, that meets them (a load
-  above the first miss does not count: the service held the SLOs up to there). -inf: the
-  lowest tested load misses already; the highest tested load when every load meets them (then
-  `bracketed` is False: the true capacity may be higher).
-- **Interval**: the same rule applied to each bootstrap replicate of the attainments (repeats
-  averaged as in grid/analysis/decision.py), the 2.5 and 97.5 percentiles of the loads found
-  (inverted-CDF rule: a tested load, or -inf). A replicate that drew no request of a load's
-  steady window has no attainment there and counts as a miss (the conservative side).
-- An **over-saturated** load (a cell stopped because the server fell behind its load:
-  grid/report/stopping.py) counts as a miss whatever its attainment: its numbers are no
-  steady state, so no capacity is claimed at or beyond it.
+- A load's **attainment**: of its steady windows' requests (repeats pooled), the share that
+  succeeded and met every SLO set, with its exact (Clopper-Pearson) 95 % interval: requests are
+  the sampling unit, and a window of few requests says little (one request: [2.5 %, 100 %]).
+- A load **meets** the SLOs when that interval lies at or above `target` (default 0.9:
+  DistServe's goodput is the highest rate at which 90 % of requests meet their SLOs), **misses**
+  them when it lies below, and is **undecided** otherwise (36 requests all within the SLOs are
+  the fewest that meet 0.9; two that all miss, the fewest that miss it). An **over-saturated**
+  load (a cell stopped because the server fell behind its load: grid/report/stopping.py)
+  misses whatever its attainment: its numbers are no steady state.
+- The rule (`boundary`), on the loads ascending, read as a service that holds the SLOs up to
+  some load and not beyond: everything at or below a load that meets meets, everything above
+  one that misses misses; a load above the first miss does not count. **Interval**: from the
+  highest load meeting below the first miss (-inf: none) to the highest load below the first
+  miss (the highest tested when none misses: then `bracketed` is False, the true capacity may be
+  higher). **Capacity**: from the interval's low end up, the last load of the run whose
+  attainment's point estimate is >= target (-inf: the lowest tested load does not reach it).
+  The capacity search (grid/questions/capacity/) reads its cells by this same rule.
 - **Serves most**: among the variants of a workload and load kind, the one whose capacity point
   has the highest goodput tok/s per GPU (goodput tok/s when any variant's GPUs are unknown), its
   margin over the runner-up with the interval of the ratio of their replicates."""
@@ -24,10 +27,13 @@ it costs there; and, per workload, the variant that serves the most at that SLO.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
+import pandas as pd
+from scipy.stats import binomtest
 
 from grid.analysis.bootstrap import LEVEL, excludes_zero, interval
 from grid.analysis.cellstats import CellStats
@@ -37,18 +43,96 @@ from grid.analysis.points import Point, points
 
 ATTAINMENT = 0.9
 """Share of requests that must meet the SLOs at a load for the load to count as served."""
-_METRICS = ("output_tok_s", "goodput_tok_s", "slo_attainment")
+MEETS, MISSES, UNDECIDED = "meets", "misses", "undecided"
+_METRICS = ("output_tok_s", "goodput_tok_s")
 
 
-def capacity_of(loads: np.ndarray, attainment: np.ndarray, target: float = ATTAINMENT) -> float:
-    """The last load of the leading run (loads ascending) whose attainment >= target; -inf when
-    the first load misses (NaN misses)."""
-    meets = np.asarray(attainment, dtype=float) >= target
-    if not meets.size or not meets[0]:
-        return -math.inf
-    misses = np.flatnonzero(~meets)
-    last = int(misses[0]) - 1 if misses.size else len(meets) - 1
-    return float(loads[last])
+@dataclass(frozen=True)
+class Attainment:
+    """One load's SLO attainment: of its steady windows' requests, those that met the SLOs."""
+
+    good: int
+    requests: int
+    over_saturated: bool = False
+    """A cell of the load was stopped over-saturated: a miss whatever its attainment."""
+
+    @property
+    def value(self) -> float:
+        return self.good / self.requests if self.requests else math.nan
+
+    @cached_property
+    def interval(self) -> tuple[float, float]:
+        """The exact binomial (Clopper-Pearson) interval at LEVEL; (0, 1) without requests."""
+        if not self.requests:
+            return 0.0, 1.0
+        ci = binomtest(self.good, self.requests).proportion_ci(LEVEL, method="exact")
+        return float(ci.low), float(ci.high)
+
+    def verdict(self, target: float = ATTAINMENT) -> str:
+        lo, hi = self.interval
+        if self.over_saturated or hi < target:
+            return MISSES
+        return MEETS if lo >= target else UNDECIDED
+
+    def holds(self, target: float = ATTAINMENT) -> bool:
+        """Not a miss, and the point estimate reaches the target (NaN does not)."""
+        return self.verdict(target) != MISSES and self.value >= target
+
+    def as_json(self, target: float = ATTAINMENT) -> dict:
+        lo, hi = self.interval
+        return {"attainment": None if math.isnan(self.value) else round(self.value, 4),
+                "interval": [round(lo, 4), round(hi, 4)], "good": self.good,
+                "requests": self.requests, "over_saturated": self.over_saturated,
+                "verdict": self.verdict(target)}
+
+
+def fewest_to_meet(target: float = ATTAINMENT) -> int:
+    """The fewest requests, all within the SLOs, whose interval lies at or above `target`
+    (< 1): the exact interval's low end for n of n is ((1 - LEVEL) / 2) ** (1 / n)."""
+    n = math.ceil(math.log((1 - LEVEL) / 2) / math.log(target))
+    return n if Attainment(n, n).verdict(target) == MEETS else n + 1  # float rounding
+
+
+def cell_attainments(table: pd.DataFrame) -> dict[str, Attainment]:
+    """Each analysed cell's attainment (a CellStats table: its steady window's requests and
+    the share of them that met the SLOs), by cell id."""
+    n = pd.to_numeric(table.window_requests).fillna(0).to_numpy(dtype=int)
+    share = table.slo_attainment.to_numpy(dtype=float)
+    good = np.where((n > 0) & np.isfinite(share), np.rint(share * n), 0).astype(int)
+    saturated = (table.stop_reason == "over_saturated").to_numpy(dtype=bool) if (
+        "stop_reason" in table) else np.zeros(len(table), dtype=bool)
+    return {str(c): Attainment(int(g), int(k), bool(o)) for c, g, k, o in
+            zip(table.cell_id, good, n, saturated, strict=True)}
+
+
+def pooled(parts: Sequence[Attainment]) -> Attainment:
+    """A load's repeats as one sample of requests."""
+    return Attainment(sum(a.good for a in parts), sum(a.requests for a in parts),
+                      any(a.over_saturated for a in parts))
+
+
+@dataclass(frozen=True)
+class Boundary:
+    """The rule read on attainments ordered by load (indices into them; None: no such load)."""
+
+    capacity: int | None
+    low: int | None
+    """The highest load meeting below the first miss: the interval's low end."""
+    first_miss: int | None
+
+
+def boundary(attainments: Sequence[Attainment], target: float = ATTAINMENT) -> Boundary:
+    """The capacity, the interval's low end and the first miss (module doc)."""
+    verdicts = [a.verdict(target) for a in attainments]
+    first_miss = verdicts.index(MISSES) if MISSES in verdicts else None
+    below = range(len(verdicts) if first_miss is None else first_miss)
+    low = max((i for i in below if verdicts[i] == MEETS), default=None)
+    capacity = low
+    for i in below[0 if low is None else low + 1:]:
+        if not attainments[i].holds(target):
+            break
+        capacity = i
+    return Boundary(capacity, low, first_miss)
 
 
 @dataclass
@@ -64,13 +148,17 @@ class Capacity:
     target: float
     """The attainment a load needs (ATTAINMENT unless given)."""
     capacity: float
-    """The highest served load (capacity_of); -inf when none is."""
+    """The highest served load (`boundary`); -inf when none is."""
     lo: float
+    """The highest load meeting the SLOs below the first miss; -inf when none is."""
     hi: float
+    """The highest load below the first miss (the highest tested when none misses)."""
     bracketed: bool
-    """False when every tested load met the SLOs: the capacity is at least `capacity`."""
+    """False when no tested load missed the SLOs: the capacity may be higher than tested."""
+    attainments: list[Attainment] = field(default_factory=list)
+    """Each tested load's attainment, in the order of `loads`."""
     attainment: float = math.nan
-    """SLO attainment at the capacity load."""
+    """SLO attainment at the capacity load (at the lowest tested load when none is served)."""
     goodput_tok_s: float = math.nan
     goodput_tok_s_lo: float = math.nan
     goodput_tok_s_hi: float = math.nan
@@ -101,15 +189,21 @@ class Capacity:
 
     def describe(self) -> str:
         share = f"{self.target:.0%} of requests within the SLOs"
+        undecided = [self.load_text(x) for x, a in zip(self.loads, self.attainments,
+                                                        strict=True)
+                     if self.lo < x <= self.hi and a.verdict(self.target) == UNDECIDED]
+        span = (f"95% interval {self.load_text(self.lo)} .. {self.load_text(self.hi)}"
+                + (f"; undecided at {', '.join(undecided)}" if undecided else ""))
         if not self.served:
             return (f"{self.variant} on {self.workload}: does not hold the SLOs even at "
                     f"{self.load_text(min(self.loads))} ({share}; attainment there "
-                    f"{self.attainment:.0%})")
-        head = (self.load_text(self.capacity) if self.bracketed else
-                f"at least {self.load_text(self.capacity)}, the highest tested,")
-        return (f"{self.variant} on {self.workload}: capacity {head} with {share} (95% "
-                f"interval {self.load_text(self.lo)} .. {self.load_text(self.hi)}), goodput "
-                f"{self.goodput_tok_s:.0f} tok/s [{self.goodput_tok_s_lo:.0f}, "
+                    f"{self.attainment:.0%}" + (f"; {span})" if math.isfinite(self.hi) else ")"))
+        head = self.load_text(self.capacity)
+        if not self.bracketed:
+            head = (f"at least {head}, the highest tested," if self.capacity == self.loads[-1]
+                    else f"{head} (no tested load shown to miss the SLOs)")
+        return (f"{self.variant} on {self.workload}: capacity {head} with {share} ({span}), "
+                f"goodput {self.goodput_tok_s:.0f} tok/s [{self.goodput_tok_s_lo:.0f}, "
                 f"{self.goodput_tok_s_hi:.0f}]")
 
     def as_json(self) -> dict:
@@ -117,16 +211,14 @@ class Capacity:
                 "load_kind": self.load_kind, "tested": self.loads, "target": self.target,
                 "capacity": self.capacity, "interval": [self.lo, self.hi],
                 "bracketed": self.bracketed, "attainment": self.attainment,
+                "attainments": {f"{x:g}": a.as_json(self.target)
+                                for x, a in zip(self.loads, self.attainments, strict=True)},
                 "goodput_tok_s": self.goodput_tok_s,
                 "goodput_tok_s_interval": [self.goodput_tok_s_lo, self.goodput_tok_s_hi],
                 "output_tok_s": self.output_tok_s, "gpus": self.gpus,
                 "goodput_tok_s_per_gpu": self.goodput_per_gpu,
                 "usd_per_mtok": self.usd_per_mtok, "usd_per_good_mtok": self.usd_per_good_mtok,
                 "j_per_token": self.j_per_token, "statement": self.describe()}
-
-
-def _at(pts: list[Point], load: float) -> Point:
-    return next(p for p in pts if p.load == load)
 
 
 def capacities(stats: CellStats, gpus: Mapping[str, float | None], target: float = ATTAINMENT,
@@ -137,21 +229,21 @@ def capacities(stats: CellStats, gpus: Mapping[str, float | None], target: float
     groups: dict[tuple[str, str, str], list[Point]] = {}
     for p in points(stats, _METRICS):
         groups.setdefault((p.variant, p.workload, p.load_kind), []).append(p)
+    by_cell = cell_attainments(stats.table)
     out = []
     for (variant, workload, kind), pts in sorted(groups.items()):
         pts = sorted(pts, key=lambda p: p.load)
-        loads = np.array([p.load for p in pts])
-        held = np.array([math.nan if p.over_saturated else 1.0 for p in pts])
-        point = capacity_of(loads, held * [p.values["slo_attainment"] for p in pts], target)
-        reps = np.stack([p.replicates["slo_attainment"] for p in pts], axis=1) * held
-        found = np.array([capacity_of(loads, r, target) for r in reps])
-        tail = (1 - LEVEL) / 2 * 100
-        lo, hi = (float(v) for v in np.percentile(found, [tail, 100 - tail],
-                                                   method="inverted_cdf"))
-        cap = Capacity(variant, workload, kind, [float(x) for x in loads], target, point, lo,
-                       hi, bracketed=not (math.isfinite(point) and point == loads[-1]))
-        there = _at(pts, point) if math.isfinite(point) else pts[0]
-        cap.attainment = there.values["slo_attainment"]
+        loads = [p.load for p in pts]
+        atts = [pooled([by_cell[c] for c in p.cell_ids]) for p in pts]
+        rule = boundary(atts, target)
+        at = [-math.inf, *loads]  # index + 1: None -> -inf
+        hi = rule.first_miss if rule.first_miss is not None else len(loads)
+        cap = Capacity(variant, workload, kind, loads, target,
+                       at[0 if rule.capacity is None else rule.capacity + 1],
+                       at[0 if rule.low is None else rule.low + 1], at[hi],
+                       bracketed=rule.first_miss is not None, attainments=atts)
+        there = pts[rule.capacity or 0]
+        cap.attainment = atts[rule.capacity or 0].value
         if cap.served:
             good = there.values["goodput_tok_s"]
             cap.goodput_tok_s = good

@@ -1,11 +1,11 @@
 """What is the highest load at which the variant meets the SLOs? (`grid.search.kind=capacity`,
 docs/search.md): the report's capacity (grid/analysis/capacity.py) found with a few cells on
-the load lattice instead of a dense grid: bracket, then bisect (steps.py, pure). The whole
-question is this folder: plan and run here, steps in steps.py, report in report.py."""
+the load lattice instead of a dense grid: bracket, then bisect on whether each load holds the
+SLOs (its attainment's interval and point estimate; steps.py, pure). The whole question is
+this folder: plan and run here, steps in steps.py, report in report.py."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -13,7 +13,7 @@ from typing import Any
 from omegaconf import DictConfig
 
 from grid.analysis import Slo
-from grid.analysis.capacity import ATTAINMENT
+from grid.analysis.capacity import ATTAINMENT, Attainment, cell_attainments, fewest_to_meet
 from grid.plan.cells import Cell
 from grid.plan.search import SearchError, search_space
 from grid.plan.workloads import WorkloadPlan
@@ -23,13 +23,12 @@ from grid.questions.capacity.steps import next_step, replay, result
 from grid.questions.measure import analysed
 
 
-def cell_attainments(run_dir: Path, cells: Iterable[Cell], slo: Slo) -> dict[str, float]:
-    """SLO attainment of each cell committed as done (the report's analysis), by cell id."""
+def measured_attainments(run_dir: Path, cells: Iterable[Cell], slo: Slo
+                         ) -> dict[str, Attainment]:
+    """The attainment of each cell committed as done (the report's analysis and reading), by
+    cell id."""
     stats = analysed(run_dir, cells, slo, replicates=1)
-    if stats is None:
-        return {}
-    return {str(i): float(a) for i, a in zip(stats.table.cell_id, stats.table.slo_attainment,
-                                            strict=True) if math.isfinite(float(a))}
+    return {} if stats is None else cell_attainments(stats.table)
 
 
 class CapacityPlanned(Planned):
@@ -37,10 +36,10 @@ class CapacityPlanned(Planned):
                  target: float) -> None:
         self.lattice, self.points, self.max_cells, self.target = (lattice, points, max_cells,
                                                                   target)
-        self.attainment: dict[int, float] = {}
+        self.attainment: dict[int, Attainment] = {}
 
     def replay(self, run_dir: Path, slo: Slo) -> tuple[list[Any], set]:
-        values = cell_attainments(run_dir, self.points.values(), slo)
+        values = measured_attainments(run_dir, self.points.values(), slo)
         self.attainment = {p: values[c.cell_id] for p, c in self.points.items()
                            if c.cell_id in values}
         return list(replay(self.lattice, self.attainment, self.max_cells, self.target)), set(
@@ -65,19 +64,22 @@ class CapacityPlanned(Planned):
                 f"{self.target:.0%}), concurrency {self.lattice[0]}..{self.lattice[-1]}",
                 f"  lattice ({len(self.lattice)}): {' '.join(map(str, self.lattice))}; budget "
                 f"grid.search.max_cells={self.max_cells} (the dense grid: {len(self.lattice)})",
+                f"  a load meets the SLOs when its attainment's exact 95 % interval lies at or "
+                f"above {self.target:.0%}: {fewest_to_meet(self.target)} or more steady-window "
+                "requests all within them; fewer leave it undecided",
                 "  step 1: the lattice's ends; later steps follow from the committed cells"]
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:
         cell = self.variant_cell
         return {"kind": "capacity", "variant": cell.variant, "workload": cell.workload,
                 "load_kind": "concurrency", "target": self.target,
-                "result": {**result(steps, self.attainment, self.lattice),
+                "result": {**result(steps, self.attainment, self.lattice, self.target),
                            "max_cells": self.max_cells, "note": note},
                 "steps": [s.as_json() for s in steps]}
 
     def stop_line(self, steps: Sequence[Any]) -> str:
-        last = steps[-1]
-        return "" if last.low is None else f"; capacity c={last.low}"
+        found = result(steps, self.attainment, self.lattice, self.target)
+        return "" if found["capacity"] is None else f"; capacity c={found['capacity']}"
 
 
 class Capacity(Question):

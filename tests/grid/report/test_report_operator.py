@@ -77,7 +77,10 @@ def test_report_shows_capacity_frontier_and_cost(run_dir):
     assert decision["cost"] == {"gpu_hour_usd": 2.0, "gpus_unknown": []}
     caps = {c["variant"]: c for c in decision["capacity"]["per_variant"]}
     assert caps["baseline"]["capacity"] == 4.0 and caps["eagle3"]["capacity"] == 4.0
-    assert caps["baseline"]["interval"] == [4.0, 4.0] and caps["baseline"]["gpus"] == 8.0
+    # the interval: c=16 misses (0 %), so up to c=4; but the 7 (c=1) and 25 (c=4) requests of
+    # their steady windows are too few to show 90 % (36 needed, grid/analysis/capacity.py):
+    # no load is shown to meet, the low end is none (-inf)
+    assert caps["baseline"]["interval"] == ["-inf", 4.0] and caps["baseline"]["gpus"] == 8.0
     # cost at the capacity point: 8 GPUs x $2 / 3600 / output tok/s x 1e6
     for c in caps.values():
         assert c["usd_per_mtok"] == pytest.approx(16 / 3600 / c["output_tok_s"] * 1e6)

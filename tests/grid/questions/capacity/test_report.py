@@ -1,0 +1,59 @@
+"""A capacity search's trace in the report (grid/questions/capacity/report.py), on traces built
+from hand-chosen attainments on the lattice 1 2 4 8 16 32 64 (the steps: test_steps.py)."""
+
+from __future__ import annotations
+
+from grid.analysis.capacity import Attainment
+from grid.questions.capacity.report import answer_sentence, trace_lines
+from grid.questions.capacity.steps import replay, result
+
+LATTICE = (1, 2, 4, 8, 16, 32, 64)
+
+
+def _trace(att: dict[int, Attainment], max_cells: int = 7) -> dict:
+    steps = replay(LATTICE, att, max_cells, 0.9)
+    return {"kind": "capacity", "variant": "eagle3", "workload": "coding", "target": 0.9,
+            "result": {**result(steps, att, LATTICE, 0.9), "max_cells": max_cells,
+                       "note": None},
+            "steps": [s.as_json() for s in steps]}
+
+
+def test_undecided_loads_and_the_unmeasured_are_said():
+    # 1 meets (40 of 40), 8 undecided at 10 of 10, 16 undecided at 0 of 1, 64 misses (0 of
+    # 40): capacity 8, interval c=1 .. c=32 (below the miss at 64), 2 4 32 not measured
+    trace = _trace({1: Attainment(40, 40), 8: Attainment(10, 10), 16: Attainment(0, 1),
+                    64: Attainment(0, 40)})
+    lines = trace_lines(trace)
+    assert lines[0] == ("search: capacity of eagle3 on coding (SLO attainment >= 90%), 4 of 7 "
+                        "cells (the dense grid: 7), lattice 1..64")
+    # intervals: 0.025 ** (1/40) = 0.912 -> 91 %; 0.025 ** (1/10) = 0.692 -> 69 %; 0 of 1:
+    # top 0.975 -> 98 %; 0 of 40: top 1 - 0.912 = 0.088 -> 9 %
+    assert lines[-2] == ("  attainment (95 % interval, steady-window requests): c=1 100% "
+                         "[91%, 100%] of 40 meets; c=8 100% [69%, 100%] of 10 undecided; "
+                         "c=16 0% [0%, 98%] of 1 undecided; c=64 0% [0%, 9%] of 40 misses")
+    found = ("serves up to c=8 within the SLOs (interval c=1 .. c=32, undecided at c=8, c=16, "
+             "3 of its loads not measured; c=64 misses them)")
+    assert lines[-1] == f"  stopped: bracketed; eagle3 {found}"
+    assert answer_sentence(trace) == (f"eagle3 on coding {found} (the capacity search, 4 of 7 "
+                                      "cells)")
+
+
+def test_a_cliff_is_named_with_the_next_loads_attainment():
+    # 8 meets, 16 misses with none of 6 (top 0.459 < 0.5): interval c=8 .. c=8, a cliff
+    trace = _trace({1: Attainment(40, 40), 8: Attainment(40, 40), 16: Attainment(0, 6),
+                    64: Attainment(0, 40)})
+    assert trace_lines(trace)[-1] == (
+        "  stopped: bracketed; eagle3 serves up to c=8 within the SLOs (interval c=8 .. c=8; "
+        "c=16 misses them); a cliff: c=16 serves 0% of requests within the SLOs")
+
+
+def test_no_answer_until_it_stops_and_the_budget_says_what_it_has():
+    waiting = _trace({1: Attainment(40, 40), 64: Attainment(0, 40)})
+    assert answer_sentence(waiting) is None
+    assert trace_lines(waiting)[-1] == "  not finished: the last step is still to run"
+    spent = _trace({1: Attainment(40, 40), 8: Attainment(40, 40), 64: Attainment(0, 40)},
+                   max_cells=3)
+    assert answer_sentence(spent) is None
+    assert trace_lines(spent)[-1] == (
+        "  stopped: budget; so far eagle3 serves up to c=8 within the SLOs (interval c=8 .. "
+        "c=32, 2 of its loads not measured; c=64 misses them)")

@@ -1,16 +1,5 @@
-"""The break-even acceptance (docs/report.md "Break-even acceptance"): for each load, the accept
-length at which a speculative configuration's throughput equals the baseline's, and the user's
-drafter placed on it. Pure: numpy and pandas. A curve's x is always a measured decode accept
-length (grid/analysis/breakeven_cells.py), from **forced** cells the engine honoured
-(grid/analysis/forced.py; one not honoured is left out and named in `Level.left_out`) or a
-**ladder** of drafters of one shape and cost (`ladder_refusals` otherwise). Per configuration
-(a variant label without its forced or draft-model part, `configuration`) x workload x load:
-the ratio to the baseline at each length; the break-even length a*, where it first reaches 1,
-interpolated linearly (`below`: pays at every length measured, `above`: at none); its interval,
-the same in each bootstrap replicate, each point's length and throughput replicates from the
-same request draw. `judge` gives a length's verdict (unknown past the lengths measured on the
-side they do not settle); a ladder's rungs are checked out of sample (`left_one_out`). The
-drafter's side: grid/analysis/breakeven_drafter.py."""
+"""The break-even acceptance (docs/report.md "Break-even acceptance"), pure: per configuration,
+workload and load, the accept length at which the throughput equals the baseline's."""
 
 from __future__ import annotations
 
@@ -44,8 +33,7 @@ class Crossing:
     value: float
     """The break-even length (the end measured when it lies outside)."""
     where: str
-    """`inside` the lengths measured, `below` the shortest (pays at all), `above` the longest
-    (pays at none)."""
+    """`inside` the lengths measured, `below` (pays at all) or `above` (pays at none)."""
 
 
 def crossing(lengths: Sequence[float] | np.ndarray, ratios: Sequence[float] | np.ndarray
@@ -61,9 +49,8 @@ def crossing(lengths: Sequence[float] | np.ndarray, ratios: Sequence[float] | np
 
 
 def judge(length: float, bound: float, where: str) -> str:
-    """A length against a break-even bound: `pays` above it, `does not pay` at or below it,
-    `unknown above X` past an `above` bound (the longest length measured still lost) and
-    `unknown below X` short of a `below` one (the shortest already paid)."""
+    """A length against a break-even bound: `pays`, `does not pay`, or `unknown above / below X`
+    past the lengths measured."""
     if where == "above" and length > bound:
         return f"unknown above {bound:.2f}"
     if where == "below":
@@ -72,8 +59,7 @@ def judge(length: float, bound: float, where: str) -> str:
 
 
 def agrees(verdict: str, ratio_interval: tuple[float, float]) -> bool | None:
-    """Whether a verdict has the sign of a measured speedup (None where the speedup's interval
-    holds 1, or the verdict is unknown: nothing to agree with)."""
+    """Whether a verdict has the sign of a measured speedup (None: no sign or no verdict)."""
     lo, hi = ratio_interval
     if lo <= 1.0 <= hi or verdict not in (PAYS, NOT):
         return None
@@ -110,11 +96,9 @@ class Level:
     hi_open: bool = False
     """Its upper end is a replicate's longest length: a* may be higher still."""
     lo_above: bool = False
-    """Its lower end too is a replicate's longest length (the interval lies past the lengths
-    measured): a length above it is unknown even to `maybe`."""
+    """Its lower end too is a replicate's longest length: the interval lies past them."""
     hi_below: bool = False
-    """Its upper end too is a replicate's shortest length: a length below it is unknown even
-    to `surely`."""
+    """Its upper end too is a replicate's shortest length: the interval lies short of them."""
     cell_ids: list[str] = field(default_factory=list)
     kind: str = "forced"
     """`forced` (lengths asked of the engine) or `ladder` (one drafter per length)."""
@@ -132,12 +116,9 @@ class Level:
     """Ladder: each rung's verdict by the curve fitted without it (`left_one_out`)."""
 
     def describe(self) -> str:
-        if self.where == "below":
-            text = f"<= {self.value:.2f} (pays at every length measured)"
-        elif self.where == "above":
-            text = f">= {self.value:.2f} (pays at no length measured)"
-        else:
-            text = f"{self.value:.2f}"
+        text = (f"<= {self.value:.2f} (pays at every length measured)" if self.where == "below"
+                else f">= {self.value:.2f} (pays at no length measured)" if self.where == "above"
+                else f"{self.value:.2f}")
         lo = ("<=" if self.lo_open else "") + f"{self.lo:.2f}"
         hi = (">=" if self.hi_open else "") + f"{self.hi:.2f}"
         return f"{text} [{lo}, {hi}]"
@@ -147,21 +128,17 @@ class Level:
         return judge(length, self.value, self.where)
 
     def surely(self, lo: float) -> str:
-        """`pays` where a length's lower end `lo` clears a*'s upper end (unknown past an open
-        one, or short of an interval that lies below the lengths measured)."""
+        """A length's lower end `lo` against a*'s upper end (`judge`)."""
         return judge(lo, self.hi, "above" if self.hi_open else "below" if self.hi_below
                      else "inside")
 
     def maybe(self, hi: float) -> str:
-        """`pays` where a length's upper end `hi` clears a*'s lower end (unknown short of an
-        open one, or past an interval that lies above the lengths measured)."""
+        """A length's upper end `hi` against a*'s lower end (`judge`)."""
         return judge(hi, self.lo, "below" if self.lo_open else "above" if self.lo_above
                      else "inside")
 
     def held_out(self) -> dict[str, int]:
-        """Ladder: how many rungs' held-out verdicts agree with the sign of their measured
-        speedup, disagree, meet a speedup whose interval holds 1 (`no_sign`) or are unknown
-        (the rung lies beyond the other rungs' lengths)."""
+        """Ladder: the rungs' held-out verdicts against their speedup's sign, counted."""
         counts = {"agree": 0, "disagree": 0, "no_sign": 0, "unknown": 0}
         for v, ri in zip(self.held_out_verdicts, self.rung_ratios, strict=True):
             a = agrees(v, ri)
@@ -190,8 +167,7 @@ class Level:
 def level(config: str, workload: str, load: float, xs: Sequence[Length], spec: Sequence[Point],
           base: Point, metric: str = "output_tok_s") -> Level:
     """The break-even length at one load from the configuration's points (`spec`) at their
-    measured lengths (`xs`: each one's length and replicates, ascending by length) and the
-    baseline's point; replicate j pairs each point's length and throughput replicates j."""
+    measured lengths (`xs`, ascending) and the baseline's point, replicate by replicate."""
     lengths = [x for x, _ in xs]
     values = np.array([p.values[metric] for p in spec]) / base.values[metric]
     point = crossing(lengths, values)
@@ -215,8 +191,7 @@ def level(config: str, workload: str, load: float, xs: Sequence[Length], spec: S
 
 def predicted_level(config: str, workload: str, load: float, lengths: Sequence[float],
                     ratios: Sequence[float]) -> Level:
-    """The break-even length at one load from predicted ratios (no replicates: the interval
-    is the point, open where the point lies beyond the lengths)."""
+    """The break-even length at one load from predicted ratios (the interval: the point)."""
     point = crossing(lengths, ratios)
     return Level(config, workload, load, tuple(lengths), tuple(float(r) for r in ratios),
                  point.value, point.where, point.value, point.value,
@@ -229,10 +204,8 @@ Key = tuple[str, str, str, float]
 
 
 def curves(stats: CellStats, cells: pd.DataFrame, baseline: str = "baseline") -> list[Level]:
-    """Every (kind, configuration, workload, closed-loop load) with two or more lengths and
-    the baseline measured, sorted by kind, configuration, workload and load: forced cells the
-    engine honoured, and ladders (unforced cells whose variant labels differ only in the
-    draft model, of one shape: `ladder_refusals`), each at its measured decode length."""
+    """Every (kind, configuration, workload, closed-loop load) with the baseline and two
+    lengths or more measured (forced cells honoured, ladders of one shape), sorted."""
     if cells.empty:
         return []
     read = CurveCells.of(stats, cells)
@@ -263,7 +236,9 @@ def curves(stats: CellStats, cells: pd.DataFrame, baseline: str = "baseline") ->
         lv.kind, lv.left_out, lv.depth = key[0], tuple(left.get(key, ())), read.depth(lv.cell_ids)
         if lv.kind == "ladder":
             lv.rungs = tuple(p.variant for _, p in entries)
-            lv.rung_ratios = tuple(_ratio_interval(p, b) for _, p in entries)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                lv.rung_ratios = tuple(interval(p.replicates["output_tok_s"]
+                                                / b.replicates["output_tok_s"]) for _, p in entries)
             lv.rung_lengths = tuple(interval(x[1]) for x, _ in entries)
             lv.held_out_verdicts = left_one_out(lv.lengths, lv.ratios)
         out.append(lv)
@@ -271,8 +246,7 @@ def curves(stats: CellStats, cells: pd.DataFrame, baseline: str = "baseline") ->
 
 
 def ladder_refusals(cells: pd.DataFrame) -> dict[str, str]:
-    """Ladder configuration -> one line, where its rungs' draft models differ in shape
-    (grid/analysis/breakeven_cells.py `shape_refusal`)."""
+    """Ladder configuration -> one line, where its rungs' draft models differ in shape."""
     if cells.empty:
         return {}
     variants = cells.variant.astype(str)
@@ -283,9 +257,3 @@ def ladder_refusals(cells: pd.DataFrame) -> dict[str, str]:
         if line is not None:
             out[config] = line
     return out
-
-
-def _ratio_interval(spec: Point, base: Point, metric: str = "output_tok_s"
-                    ) -> tuple[float, float]:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return interval(spec.replicates[metric] / base.replicates[metric])

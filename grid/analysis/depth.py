@@ -1,11 +1,8 @@
-"""A speculative depth by load (pure): one cell's throughput with its bootstrap replicates, one
-load's best depth among those compared there (`LevelState`) and the schedule the levels make.
-The depth search (grid/questions/depth/, docs/search.md "The depth search") decides the levels;
-the cost surface's prediction (grid/analysis/surface/predict.py) makes its schedule here too."""
+"""A speculative depth by load (pure): one cell's throughput, one load's best depth
+(`LevelState`), the schedule the levels make (docs/search.md "The depth search")."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -23,10 +20,6 @@ class Throughput:
 
     value: float
     reps: np.ndarray = field(repr=False)
-
-
-def rounded(x: float) -> float | None:
-    return round(float(x), 4) if math.isfinite(x) else None
 
 
 @dataclass(frozen=True)
@@ -52,27 +45,18 @@ class LevelState:
         return not self.needs and self.best is not None
 
     def as_json(self) -> dict:
-        out = {"load": self.load, "candidates": list(self.candidates), "best": self.best,
-               "runner": self.runner, "sign": self.sign, "stage": self.stage}
-        if self.versus is not None:
-            out["speedup"] = rounded(self.versus.speedup)
-            out["interval"] = [rounded(self.versus.lo), rounded(self.versus.hi)]
-            out["repeats"] = self.versus.repeats
-        return out
+        return {"load": self.load, "candidates": list(self.candidates), "best": self.best,
+                "runner": self.runner, "sign": self.sign, "stage": self.stage,
+                **(self.versus.as_json() if self.versus is not None else {})}
 
 
 def schedule(levels: Sequence[LevelState]) -> Schedule:
     """Each level's best depth from its load up to the next level's, the first from batch 1,
-    equal neighbours merged (levels without a best yet are skipped), as vLLM's
-    tune_speculative_k builds its ranges."""
+    equal neighbours merged (as vLLM's tune_speculative_k builds its ranges)."""
     tiers: list[tuple[int, int]] = []
     for lv in sorted(levels, key=lambda s: s.load):
-        if lv.best is None:
-            continue
-        if not tiers:
-            tiers.append((1, lv.best))
-        elif tiers[-1][1] != lv.best:
-            tiers.append((lv.load, lv.best))
+        if lv.best is not None and (not tiers or tiers[-1][1] != lv.best):
+            tiers.append((lv.load if tiers else 1, lv.best))
     return tuple(tiers)
 
 

@@ -1,12 +1,5 @@
-"""What every adaptive search measures on (docs/search.md, pure): the lattice of loads it may
-choose and its budget (`Space`), and the speedup of one set of repeats over another at one load
-with its 95 % bootstrap interval (`Level`) and its sign, as the report's decision reads them.
-The questions build their steps on these (grid/questions/); a depth level holds a `Level`
-(grid/analysis/depth.py).
-
-Loads live on a lattice: the range's lower end times the resolution factor to the k-th power,
-rounded to whole streams, so every cell a search may choose is one a dense grid of the same
-factor would hold."""
+"""What every adaptive search measures on (docs/search.md "How it chooses"), pure: the lattice
+of loads and the budget (`Space`), a speedup over repeats with its interval (`Level`), its sign."""
 
 from __future__ import annotations
 
@@ -32,20 +25,15 @@ class Space:
     max_repeats: int
     """Repeats of one level at most (repeat indices 0 .. max_repeats - 1)."""
     min_effect: float = 0.0
-    """A level whose interval straddles 0 but lies within ±min_effect is a tie: its point
-    estimate's sign decides at once (a repeat would narrow an interval that already says the
-    speedup is too small to matter); only wider intervals get repeats."""
+    """An interval within ±min_effect is a tie: its point estimate decides, without repeats."""
     points_per_step: int = 1
-    """Bisection places up to this many levels per step (evenly in log load between the
-    bracket's ends: a k-section) and an undecided level gets up to this many repeats at once:
-    more cells per step, fewer steps (each step starts each variant's server once)."""
+    """Levels one bisection step places (a k-section), repeats an undecided level gets at once."""
     cells_per_point: int = 2
     """Cells one point costs: the baseline and the compared variant."""
     first: tuple[int, ...] = ()
-    """Levels measured first instead of the coarse ones (a prior's, grid/questions/crossover/
-    steps.py `prior_levels`); empty: the coarse levels."""
+    """Levels measured first instead of the coarse ones (a prior's); empty: the coarse ones."""
     prior: str | None = None
-    """Where `first` comes from, in words (`twin of RUN`), for the steps' reasons."""
+    """Where `first` comes from, in words (`twin of RUN`)."""
 
 
 def lattice(low: int, high: int, factor: float) -> tuple[int, ...]:
@@ -60,8 +48,7 @@ def lattice(low: int, high: int, factor: float) -> tuple[int, ...]:
 
 
 def nearest(levels: Sequence[int], target: float) -> int:
-    """The level nearest `target` in log load, the lower one on a tie (to 1e-9: the geometric
-    middle of two levels is as near to each, and cheaper at the lower)."""
+    """The level nearest `target` in log load, the lower one on a tie (to 1e-9)."""
     return min(levels, key=lambda v: (round(abs(math.log(v / target)), 9), v))
 
 
@@ -91,14 +78,20 @@ class Level:
     lo: float
     hi: float
 
+    def as_json(self) -> dict:
+        return {"speedup": rounded(self.speedup), "interval": [rounded(self.lo), rounded(self.hi)],
+                "repeats": self.repeats}
+
+
+def rounded(x: float) -> float | None:
+    return round(float(x), 4) if math.isfinite(x) else None
+
 
 def level(load: int, base: Sequence[tuple[float, np.ndarray]],
           variant: Sequence[tuple[float, np.ndarray]], noise: RepeatNoise, key: str = ""
           ) -> Level:
-    """The speedup at one load from each side's repeats, (value, replicates) each: the mean
-    variant over the mean baseline, each side's replicates combined over its repeats
-    (grid/analysis/repeats.py `pooled_t`: the spread between repeats widens them, as in
-    grid/analysis/decision.py); `repeats` is the smaller repeat count of the two."""
+    """The speedup at one load from each side's repeats, (value, replicates) each, the
+    replicates combined over repeats as the decision's are (`pooled_t`)."""
     base_value = float(np.mean([v for v, _ in base]))
     var_value = float(np.mean([v for v, _ in variant]))
     b = combine([v for v, _ in base], [r for _, r in base], "pooled_t", noise,
@@ -117,8 +110,7 @@ def is_tie(level: Level, min_effect: float) -> bool:
 
 
 def sign(level: Level, max_repeats: int, min_effect: float = 0.0) -> str:
-    """`+` (interval above 0), `-` (below), `?` (straddles 0 beyond ±min_effect with repeats
-    left), else the point estimate's sign: `+p`, `-p`."""
+    """`+` / `-` (interval above / below 0), `?` (undecided, repeats left), else `+p` / `-p`."""
     if level.lo > 0:
         return "+"
     if level.hi < 0:

@@ -1,6 +1,5 @@
-"""The run loop of an adaptive search (docs/search.md "The run loop and resume"): replay the
-question from the committed cells, run the step not measured yet, again until it stops;
-`search.json` is the trace, rewritten after every step."""
+"""The run loop of an adaptive search (docs/search.md "The run loop and resume"): replay, run
+the step not measured yet, again until it stops; `search.json` is the trace."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""The plan side every adaptive search shares (`grid.search`, docs/search.md): the checks of
-the composed config (one line, exit 2, before anything starts), the space (the lattice of
-loads, the budget), the grid of every cell a question may choose (each an ordinary cell: same
-id rules, results and resume) and the twin asked first. Each question's own plan is its folder
-(grid/questions/<kind>/); the loop that runs the steps is grid/execute/search.py."""
+"""The plan side every adaptive search shares (`grid.search`, docs/search.md): the checks, the
+space, the cells a question may choose (ordinary cells) and the twin asked first."""
 
 from __future__ import annotations
 
@@ -39,8 +36,7 @@ def search_kind(cfg: DictConfig) -> str | None:
 
 
 def check_search(cfg: DictConfig) -> None:
-    """What every question checks of `grid.search` on the composed config (its own checks:
-    `Question.check`, grid/questions/)."""
+    """What every question checks of `grid.search` on the composed config."""
     kind = search_kind(cfg)
     bounds = list(cfg.grid.search.concurrency or [])
     if (len(bounds) != 2 or not all(isinstance(b, int) and not isinstance(b, bool)
@@ -70,9 +66,8 @@ def search_space(cfg: DictConfig) -> Space:
 
 
 def breakeven_lengths(cfg: DictConfig, steps: int) -> tuple[float, ...]:
-    """grid.search.lengths, checked (ascending, >= 2 of them, within [1, k + 1]); unset:
-    DEFAULT_LENGTHS evenly from 1 to k + 1. The break-even search's lengths, and the plan's
-    prediction's (grid/plan/breakeven_predict.py)."""
+    """grid.search.lengths, checked (ascending, >= 2, within [1, k + 1]); unset: DEFAULT_LENGTHS
+    evenly from 1 to k + 1."""
     raw = OmegaConf.select(cfg, "grid.search.lengths", default=None)
     if raw is None:
         n = DEFAULT_LENGTHS
@@ -89,9 +84,7 @@ def breakeven_lengths(cfg: DictConfig, steps: int) -> tuple[float, ...]:
 
 
 def check_one_against_baseline(cells: Sequence[Cell], compares: str) -> None:
-    """SearchError unless the grid holds the baseline and one other variant (by name) on one
-    workload; `compares` says what the search compares (`breakeven compares one speculative
-    variant`), the line then names what the grid holds."""
+    """SearchError unless the baseline and one other variant on one workload (`compares`)."""
     variants = sorted({c.config["variant"]["name"] for c in cells})
     labels = sorted({c.workload for c in cells})
     if BASELINE not in variants or len(variants) != 2 or len(labels) != 1:
@@ -101,8 +94,7 @@ def check_one_against_baseline(cells: Sequence[Cell], compares: str) -> None:
 
 
 def universe_grid(cfg: DictConfig, space: Space) -> DictConfig:
-    """The config whose grid holds the first repeat of every cell the search may choose: the
-    grid's own axes (variant, workload) x the lattice (a question adds the others)."""
+    """The config whose grid is its own axes x the lattice, repeat 0."""
     out = OmegaConf.create(OmegaConf.to_container(cfg, resolve=False))
     assert isinstance(out, DictConfig)
     axes: dict[str, Any] = OmegaConf.to_container(cfg.grid.axes, resolve=True)  # type: ignore[assignment]
@@ -111,9 +103,8 @@ def universe_grid(cfg: DictConfig, space: Space) -> DictConfig:
 
 
 def with_settings(cell: Cell, settings: dict[str, Any]) -> Cell:
-    """`cell` with config keys set (dotted: `variant.args.x`, `load.concurrency`), made into a
-    cell by the rule (make_cell) a composed cell with those factors is: the keys are plain
-    values nothing else interpolates, and composing each would cost a Hydra compose."""
+    """`cell` with config keys set (dotted), made as a composed cell with those factors is
+    (make_cell): the keys are plain values, and a Hydra compose each would cost seconds."""
     config = copy.deepcopy(cell.config)
     factors = dict(cell.factors)
     for key, value in settings.items():
@@ -129,8 +120,7 @@ def with_settings(cell: Cell, settings: dict[str, Any]) -> Cell:
 
 def with_twins(cells: Sequence[Cell], workloads: WorkloadPlan, key: str,
                values: Sequence[Any], keep: Any = None) -> list[Cell]:
-    """Each cell (but those `keep(cell)` says to keep as they are) once per value of the
-    config key `key` (`with_settings`); alignments follow the cells."""
+    """Each cell (but those `keep(cell)`) once per value of the config key `key`."""
     out = []
     for cell in cells:
         if keep is not None and keep(cell):
@@ -151,11 +141,9 @@ def with_repeats(cells: Sequence[Cell], workloads: WorkloadPlan, space: Space) -
 
 def ask_twin(path: str, base: Cell, variant: Cell, loads: Sequence[int],
              workloads: WorkloadPlan) -> tuple[Path, str, tuple[float, ...]]:
-    """(the twin's file, its label, the speedup of `variant` over `base` it predicts at each
-    of `loads` for the variant's workload: its prompts' lengths and domains, its output
-    length, the variant's running-batch cap). The twin is the modelling engine's
-    (engines.twin_modeller(): its fitted profile, its closed form); SearchError (one line) for a
-    file it cannot read."""
+    """(the twin's file, its label, the speedup of `variant` over `base` it predicts at each of
+    `loads` on the variant's workload), from engines.twin_modeller(); SearchError for a file
+    it cannot read."""
     file = Path(str(path)).expanduser().resolve()
     prompts = workloads.prompts.get(str(variant.config["workload"]["name"]), ())
     lengths = [-(-len(p.text) // CHARS_PER_TOKEN) for p in prompts] or [1]

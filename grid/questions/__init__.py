@@ -1,13 +1,10 @@
-"""A question a run asks with an adaptive search (`grid.search.kind`, docs/search.md), behind
-one protocol modelled on Ray Tune's `Searcher` (docs/architecture.md "A question is one
-folder"): the run loop asks the `Planned` question for the next cells given what is committed
-(`replay`, the `suggest`), runs them, and asks again; nothing but the committed cells carries a
-search's state. Each question is one folder `grid/questions/<kind>/`, registered in
-`REGISTRY`; the run loop and the report go through `question(kind)` and never name a kind."""
+"""The question an adaptive search asks (`grid.search.kind`): one protocol, one folder per kind
+(docs/architecture.md "A question is one folder", docs/search.md)."""
 
 from __future__ import annotations
 
 import importlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from html import escape
@@ -31,8 +28,7 @@ REGISTRY: dict[str, str] = {
     "capacity": "grid.questions.capacity",
     "surface": "grid.questions.surface",
 }
-"""`grid.search.kind` -> the module whose `QUESTION` answers it (imported when asked, as
-engines.get imports an engine: adding a question touches nothing else)."""
+"""`grid.search.kind` -> the module whose `QUESTION` answers it (imported when asked)."""
 
 
 class Planned(ABC):
@@ -43,9 +39,7 @@ class Planned(ABC):
 
     @abstractmethod
     def replay(self, run_dir: Path, slo: Slo) -> tuple[list[Any], set]:
-        """The steps replayed from the committed cells (each with its `number`, `why`,
-        `points`, `stop`, `cells_before`), and the points measured so far; the last step names
-        the points to measure next, or why the search stopped."""
+        """The steps replayed from the committed cells, and the points measured so far."""
 
     @abstractmethod
     def cells_of(self, points: Sequence[Any], first: str | None = None) -> list[Cell]:
@@ -81,14 +75,12 @@ class Question(ABC):
     kind: str
 
     def check(self, cfg: DictConfig) -> None:
-        """Everything about `grid.search` that can be checked on the composed config, before
-        any cell is composed (SearchError: one line)."""
+        """The checks of `grid.search` on the composed config (SearchError: one line)."""
         check_search(cfg)
 
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
-        """Every cell the question may choose, from the grid's cells at the lattice's loads
-        (repeat 0), and what `setup` needs besides the planned cells."""
+        """Every cell the question may choose, and what `setup` needs besides them."""
         return cells, None
 
     @abstractmethod
@@ -106,9 +98,7 @@ class Question(ABC):
 
     def section(self, trace: dict) -> str:
         """The HTML section."""
-        lines = self.lines(trace)
-        items = "".join(f"<li>{escape(line.strip())}</li>" for line in lines[1:])
-        return f"<h2>Adaptive search</h2><p>{escape(lines[0])}</p><ol>{items}</ol>"
+        return html_section(self.lines(trace))
 
     def decision(self, trace: dict) -> dict:
         """Entries decision.json adds beside `search` (the trace itself)."""
@@ -122,6 +112,12 @@ class Question(ABC):
         """Files the report writes beside it (a setting to paste)."""
 
 
+def html_section(lines: Sequence[str], title: str = "Adaptive search", tail: str = "") -> str:
+    """The terminal lines as HTML: the first a paragraph, the others a list, then `tail`."""
+    items = "".join(f"<li>{escape(line.strip())}</li>" for line in lines[1:])
+    return f"<h2>{title}</h2><p>{escape(lines[0])}</p><ol>{items}</ol>{tail}"
+
+
 def question(kind: str) -> Question:
     """The registered question of a kind; SearchError naming the kinds otherwise."""
     if kind not in REGISTRY:
@@ -129,8 +125,16 @@ def question(kind: str) -> Question:
     return importlib.import_module(REGISTRY[kind]).QUESTION  # type: ignore[no-any-return]
 
 
-def traced(trace: dict) -> Question | None:
-    """The question that wrote a trace (search.json; a trace written before `kind` was: the
-    crossover search's), None for a kind not registered."""
-    kind = str(trace.get("kind", "crossover"))
-    return question(kind) if kind in REGISTRY else None
+def traced(trace: dict) -> Question:
+    """The question that wrote a trace (one written before `kind` was: the crossover's)."""
+    return question(str(trace.get("kind", "crossover")))
+
+
+def load_trace(run_dir: Path) -> dict | None:
+    """The run's trace (search.json); None without one, unreadable, or of no registered kind."""
+    try:
+        trace = json.loads((Path(run_dir) / TRACE_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    known = isinstance(trace, dict) and str(trace.get("kind", "crossover")) in REGISTRY
+    return trace if known and "steps" in trace else None

@@ -1,6 +1,4 @@
-"""What a question reads of the committed cells: each cell's output tok/s with its bootstrap
-replicates (the report's analysis, so the report's intervals), by cell or by point, and a
-compared point's two cells read as one measurement."""
+"""What a question reads of the committed cells: output tok/s with the report's replicates."""
 
 from __future__ import annotations
 
@@ -19,14 +17,13 @@ from grid.store.loader import load_cells, load_requests
 
 K = TypeVar("K")
 Compared = tuple[Throughput, Throughput]
-"""A compared point's two cells: (the baseline's, the variant's) throughput; a threshold pair's
-(the lower threshold's, the higher's)."""
+"""A point's two cells: (the baseline's, the variant's) or (lower threshold's, higher's)."""
 
 
 def analysed(run_dir: Path, cells: Iterable[Cell], slo: Slo, replicates: int | None = None
              ) -> CellStats | None:
-    """The cells committed as done, analysed as the report analyses them (None: none);
-    `replicates` fewer bootstrap replicates where only the point estimates are read."""
+    """The cells committed as done, analysed as the report does (None: none); `replicates`
+    fewer where only the point estimates are read."""
     ids = {c.cell_id for c in cells}
     table = load_cells(run_dir) if (run_dir / "cells").is_dir() else None
     if table is None or table.empty:
@@ -41,8 +38,7 @@ def analysed(run_dir: Path, cells: Iterable[Cell], slo: Slo, replicates: int | N
 
 
 def cell_throughputs(run_dir: Path, cells: Iterable[Cell], slo: Slo) -> dict[str, Throughput]:
-    """Output tok/s and its bootstrap replicates of each cell committed as done (the report's
-    analysis, so the report's intervals), by cell id."""
+    """Each done cell's output tok/s with its replicates, by cell id."""
     stats = analysed(run_dir, cells, slo)
     if stats is None:
         return {}

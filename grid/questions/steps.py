@@ -1,6 +1,4 @@
-"""What the questions' steps share (pure): the replay that rebuilds every step from the measured
-points (nothing else carries a search's state), the budget a step is cut to, and the lines the
-plan and the report print for any kind of step (search.json `steps`)."""
+"""What the questions' steps share (pure): the replay, the budget a step is cut to, the lines."""
 
 from __future__ import annotations
 
@@ -22,9 +20,7 @@ P = TypeVar("P")
 
 def replay(step_after: Callable[[set, int], S], measured: Container, first: int = 1
            ) -> list[S]:
-    """Every step from the measured points, each seeing only the points its predecessors chose
-    (`step_after(chosen, number)`, numbered from `first`). The last step is a stop, or the one
-    whose points are not all measured yet (what to run next)."""
+    """Every step, each from the points its predecessors chose (`step_after(chosen, number)`)."""
     steps: list[S] = []
     chosen: set = set()
     while True:
@@ -38,9 +34,7 @@ def replay(step_after: Callable[[set, int], S], measured: Container, first: int 
 def fit(points: Sequence[P], room: int, why: str, spent: str, stop: str = "budget",
         unit: str = "point(s)", where: str = "the budget"
         ) -> tuple[tuple[P, ...], str, str | None]:
-    """(the points `room` holds, `why` saying when that is not all of them, None); with no
-    room at all ((), why not measured: `spent`, `stop`). A step that does not fit whole runs
-    what fits."""
+    """(the points `room` holds, `why`, None); with no room, ((), why not measured, `stop`)."""
     if room <= 0:
         return (), f"{why}: not measured, {spent}", stop
     if room < len(points):

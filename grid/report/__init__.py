@@ -16,13 +16,13 @@ from grid.analysis import Slo
 from grid.analysis.drafter_run import DrafterRun
 from grid.analysis.forced import unforced
 from grid.cli.runrecord import record_report_settings
+from grid.questions import traced
 from grid.report import alignment, breakeven, forced, lossless, plots, startup
 from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, load_run, run_decision, used_settings
 from grid.report.html import compare_html, run_html
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
-from grid.report.search import search_decision, write_search_files
 from grid.report.text import domain_acceptance, summary_table, summary_text
 from grid.store.drafter_run import read_drafter_run
 from grid.store.files import make_dirs, write_atomic
@@ -82,7 +82,8 @@ def decision_json(data: RunData) -> dict:
         **({"breakeven": b} if (b := breakeven.decision(data)) else {}),
         # An adaptive search (grid.search.kind): every step, why, and why it stopped, and the
         # question's own entries (a depth search: the schedule and the setting to paste).
-        **search_decision(data.search),
+        **({"search": data.search, **traced(data.search).decision(data.search)}
+           if data.search else {}),
     }
 
 
@@ -108,7 +109,8 @@ def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baselin
     _atomic_write(run_dir / DECISION_FILE, json.dumps(decision_json(data), indent=2))
     record_report_settings(run_dir, used_settings(data))  # what a re-render keeps
     _atomic_write(run_dir / "report.html", run_html(data, figures))
-    write_search_files(run_dir, data.search)  # e.g. a depth search's setting, to paste
+    if data.search:  # e.g. a depth search's setting, to paste
+        traced(data.search).write_files(run_dir, data.search)
     return Report(text, run_dir / "report.html", run_dir / DECISION_FILE, paths)
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 
 from grid.analysis.decision import NO_DIFFERENCE, Decision
 from grid.analysis.setups import split
-from grid.report.search import search_answer
+from grid.questions import traced
 
 MOST = 3
 """Clauses the sentence holds; more are counted, and the decision below lists them all."""
@@ -101,6 +101,6 @@ def answers(decision: Decision, label: str | None = None, search: dict | None = 
             ) -> list[str]:
     """The report's leading sentences: the asked question's answer first (where the run's
     search has one), then the per-variant sentence (`answer`)."""
-    asked = search_answer(search)
+    asked = traced(search).answer(search) if search else None
     tag = f" [{label}]" if label else ""
     return ([f"{asked}{tag}."] if asked else []) + [answer(decision, label)]

@@ -1,15 +1,5 @@
-"""The report's break-even section: from a run's forced-acceptance cells, the accept length at
-which each speculative configuration pays at each load (grid/analysis/breakeven.py), each forced
-cell's check that the engine honoured it (grid/analysis/forced.py), and the user's drafter
-placed on the curve from the same run's unforced cells, and from an earlier run's
-(`breakeven.drafter_run`, `--drafter-run`, grid/analysis/drafter_run.py; labelled with its run
-id): per prompt domain, the end of the range of loads from the lowest at which it pays, and
-where its length lies beyond the lengths measured ("unknown above X"). From a ladder of drafters
-(unforced), the same curve at their measured accept lengths, each rung's verdict by the curve
-fitted without it beside the sign of its measured speedup (out of sample), and a ladder whose
-rungs differ in shape refused in one line. Text, HTML, decision.json and a figure; all empty
-without forced cells or a ladder. Forced lines carry the label "forced acceptance: performance
-only"."""
+"""The report's break-even section (docs/report.md "Break-even acceptance"): text, HTML,
+decision.json and a figure, all empty without forced cells or a ladder."""
 
 from __future__ import annotations
 
@@ -41,8 +31,7 @@ class View:
     placed: list[Drafter]
     checks: pd.DataFrame
     note: str = ""
-    """Why the drafter run given is not placed (no clear configuration, unreadable), or
-    empty."""
+    """Why the drafter run given is not placed, or empty."""
     refusals: list[str] = field(default_factory=list)
     """Ladders not drawn, one line each (rungs of different shapes)."""
 
@@ -74,8 +63,7 @@ def view(data: RunData) -> View | None:
 
 
 def forced_configurations(cells: pd.DataFrame) -> list[tuple[str, int | None]]:
-    """The configurations of a run's forced cells, each with the speculative depth its cells
-    were served at (None: not recorded): what a drafter run is placed against."""
+    """The configurations of a run's forced cells with their depth (None: not recorded)."""
     if cells.empty:
         return []
     forced = cells[forced_mask(cells)]
@@ -119,8 +107,7 @@ def held_out_total(levels: list[Level]) -> dict[str, int]:
 
 
 def held_out_line(levels: list[Level]) -> str:
-    """The out-of-sample check of a ladder's levels, summed: how many rungs' held-out
-    verdicts agree with the sign of their measured speedup."""
+    """The out-of-sample check of a ladder's levels, summed."""
     total = held_out_total(levels)
     signed = total["agree"] + total["disagree"]
     return (f"held out (each rung's verdict by the curve without it): agrees with the measured "
@@ -130,8 +117,7 @@ def held_out_line(levels: list[Level]) -> str:
 
 
 def answer(data: RunData) -> str | None:
-    """The break-even curve in one sentence, what a run that measured one asked (None: no
-    curve): per configuration and workload, the accept length a drafter must beat per load."""
+    """The break-even curve in one sentence (None: no curve)."""
     v = view(data)
     if v is None or not v.levels:
         return None
@@ -142,39 +128,55 @@ def answer(data: RunData) -> str | None:
     return "break-even: " + "; ".join(parts)
 
 
-def section(data: RunData) -> str:
-    """The text block."""
+def section_lines(data: RunData) -> list[tuple[str, bool]]:
+    """The section's lines, each with whether it warns (empty without a curve or forced cell)."""
     v = view(data)
     if v is None:
-        return ""
-    lines = [_title(data, v)]
+        return []
+    out = [(_title(data, v), False)]
     for (kind, config, workload), group in _by_curve(v.levels).items():
-        lines.append(f"  {config} on {workload} against {data.baseline}"
-                     + (" (ladder):" if kind == "ladder" else ":"))
+        out.append((f"  {config} on {workload} against {data.baseline}"
+                    + (" (ladder):" if kind == "ladder" else ":"), False))
         for lv in group:
-            lines.append(f"    c={lv.load:g}: {lv.describe()}")
-            lines += _rung_lines(lv)
+            out += [(line, False) for line in [f"    c={lv.load:g}: {lv.describe()}",
+                                               *_rung_lines(lv)]]
         if kind == "ladder":
-            lines.append(f"    {held_out_line(group)}")
-        lines += [f"    drafter on {d.describe()}" for d in v.placed
-                  if kind == "forced" and (d.configuration, d.workload) == (config, workload)]
-    lines += [f"  {line}" for line in v.refusals]
+            out.append((f"    {held_out_line(group)}", False))
+        out += [(f"    drafter on {d.describe()}", False) for d in v.placed
+                if kind == "forced" and (d.configuration, d.workload) == (config, workload)]
+    out += [(f"  {line}", True) for line in v.refusals]
     if v.note:
-        lines.append(f"  drafter run not placed: {v.note}")
+        out.append((f"  drafter run not placed: {v.note}", True))
     if not v.levels:
-        lines.append("  no curve: a load needs the baseline and two honoured forced lengths "
-                     "or ladder rungs")
+        out.append(("  no curve: a load needs the baseline and two honoured forced lengths "
+                    "or ladder rungs", False))
     if len(v.checks):
         flagged = v.checks[~v.checks.honoured.astype(bool)]
-        lines.append(f"  honoured: {len(v.checks) - len(flagged)} of {len(v.checks)} forced "
-                     f"cells within ±{TOLERANCE:.0%} of the forced length")
-        lines += [f"  FLAGGED {r.variant} c={r.concurrency}: {r.statement}; left out of the "
-                  "curve" for r in flagged.itertuples()]
-        lines.append(f"  ({RULE}; forced cells are left out of the recommendation and the "
-                     "losslessness check)")
+        out.append((f"  honoured: {len(v.checks) - len(flagged)} of {len(v.checks)} forced "
+                    f"cells within ±{TOLERANCE:.0%} of the forced length", False))
+        out += [(f"  FLAGGED {r.variant} c={r.concurrency}: {r.statement}; left out of the "
+                 "curve", True) for r in flagged.itertuples()]
+        out.append((f"  ({RULE}; forced cells are left out of the recommendation and the "
+                    "losslessness check)", False))
     if any(lv.kind == "ladder" for lv in v.levels):
-        lines.append(f"  ({LADDER_RULE})")
-    return "\n".join(lines)
+        out.append((f"  ({LADDER_RULE})", False))
+    return out
+
+
+def section(data: RunData) -> str:
+    """The text block."""
+    return "\n".join(line for line, _ in section_lines(data))
+
+
+def html_section(data: RunData) -> str:
+    """The HTML block: the text's lines, indented as there, the warnings marked."""
+    found = section_lines(data)
+    if not found:
+        return ""
+    items = "".join(f"<li style='margin-left:{len(line) - len(line.lstrip()) - 2}ex'"
+                    f"{' class=warning' if warns else ''}>{html.escape(line.strip())}</li>"
+                    for line, warns in found[1:])
+    return f"<h2>{html.escape(found[0][0])}</h2><ul>{items}</ul>"
 
 
 def _by_curve(levels: list[Level]) -> dict[tuple[str, str, str], list[Level]]:
@@ -182,43 +184,6 @@ def _by_curve(levels: list[Level]) -> dict[tuple[str, str, str], list[Level]]:
     for lv in levels:
         out.setdefault((lv.kind, lv.configuration, lv.workload), []).append(lv)
     return out
-
-
-def html_section(data: RunData) -> str:
-    """The HTML block (empty as `section`)."""
-    v = view(data)
-    if v is None:
-        return ""
-    esc = html.escape
-    rows = "".join(
-        f"<tr><td>{esc(lv.configuration)}</td><td>{esc(lv.kind)}</td><td>{esc(lv.workload)}</td>"
-        f"<td class=n>c={lv.load:g}</td><td class=n>{esc(lv.describe())}</td></tr>"
-        + "".join(f"<tr><td colspan=5>{esc(line.strip())}</td></tr>"
-                  for line in _rung_lines(lv))
-        for lv in v.levels)
-    placed = "".join(f"<li>{esc(d.configuration)} on {esc(d.workload)}, {esc(d.describe())}"
-                     "</li>" for d in v.placed)
-    checks = "".join(
-        f"<li>{esc(str(r.variant))} c={r.concurrency}: "
-        + (esc(str(r.statement)) if r.honoured
-           else f"<b class=warning>{esc(str(r.statement))}</b>")
-        + "</li>" for r in v.checks.itertuples())
-    forced_ = len(v.checks) > 0
-    kinds = {lv.kind for lv in v.levels}
-    rules = ([RULE] if forced_ or "forced" in kinds else []) + (
-        [LADDER_RULE] if "ladder" in kinds else [])
-    return (f"<h2>{esc(_title(data, v))}</h2>"
-            + "".join(f"<p>{esc(rule)}.</p>" for rule in rules)
-            + f"<table><tr>"
-            f"<th>configuration</th><th>kind</th><th>workload</th><th>load</th>"
-            f"<th>break-even length [95 %]</th></tr>{rows}</table>"
-            + (f"<p>The drafter per prompt domain (pays up to [surely, maybe]):</p>"
-               f"<ul>{placed}</ul>" if placed else "")
-            + "".join(f"<p class=warning>{esc(line)}</p>" for line in v.refusals)
-            + "".join(f"<p>{esc(held_out_line(g))} ({esc(k[1])} on {esc(k[2])})</p>"
-                      for k, g in _by_curve(v.levels).items() if k[0] == "ladder")
-            + (f"<p class=warning>Drafter run not placed: {esc(v.note)}</p>" if v.note else "")
-            + (f"<p>Honoured (±{TOLERANCE:.0%}):</p><ul>{checks}</ul>" if forced_ else ""))
 
 
 def decision(data: RunData) -> dict[str, object]:
@@ -247,8 +212,7 @@ def decision(data: RunData) -> dict[str, object]:
 
 
 def figure(data: RunData) -> Figure | None:
-    """Break-even length against load per configuration (95 % band), with the drafter's
-    accept length per domain as horizontal bands."""
+    """Break-even length against load per configuration, the drafter's length as bands."""
     v = view(data)
     if v is None or not v.levels:
         return None
@@ -274,9 +238,7 @@ def figure(data: RunData) -> Figure | None:
                 ax.annotate(f"{d.name} {d.length:.2f}", (loads[0], d.length), fontsize=7,
                             xytext=(2, 2), textcoords="offset points")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("concurrency")
-    ax.set_ylabel("break-even accept length")
-    title = f"{_title(data, v)}: pays above the curve"
-    ax.set_title(title, fontsize=9)
+    ax.set(xlabel="concurrency", ylabel="break-even accept length")
+    ax.set_title(f"{_title(data, v)}: pays above the curve", fontsize=9)
     ax.legend(fontsize=7)
     return fig

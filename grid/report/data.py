@@ -24,10 +24,10 @@ from grid.analysis.forced import forced_mask, unforced
 from grid.analysis.lesson import acceptance_table
 from grid.analysis.setups import label_setups
 from grid.cli.runrecord import report_settings
+from grid.questions import load_trace, traced
 from grid.report import assumed, lossless
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
-from grid.report.search import load_trace, searched_recommendations
 from grid.report.serverdata import cell_families, server_deltas, server_gauges
 from grid.report.validity import ALIGNMENT, validity
 from grid.store import integrity
@@ -142,10 +142,11 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
 
 
 def run_decision(stats: CellStats, baseline: str, trace: dict | None) -> Decision:
-    """The decision over the cells, with a threshold search's confirmed recommendation in
-    place of the crossover rule's (grid/report/search.py)."""
+    """The decision over the cells, its recommendations as the run's question changes them (a
+    threshold search's confirmed value in place of the crossover rule's)."""
     decision = decide(stats, baseline)
-    decision.recommendations = searched_recommendations(decision.recommendations, trace)
+    if trace:
+        decision.recommendations = traced(trace).recommendations(decision.recommendations, trace)
     return decision
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 from grid.analysis.bootstrap import excludes_zero, interval
 from grid.analysis.decision import NO_DIFFERENCE
 from grid.analysis.points import points, repeat_lines
+from grid.questions import traced
 from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import (
     BIN_EDGES,
@@ -31,7 +32,6 @@ from grid.report.forced import forced_variants, tagged
 from grid.report.markup import ci, esc, html_table, img, num
 from grid.report.plots import CONVERSATION_PLOTS
 from grid.report.rundata import SIM_BANNER, RunData
-from grid.report.search import trace_section
 from grid.report.text import domain_acceptance
 
 STYLE = """
@@ -180,10 +180,12 @@ def operator_section(data: RunData, figures: dict[str, bytes]) -> str:
              "no price set (hardware.gpu_hour_usd, or --gpu-hour-usd): no dollar figures")
     out.append(f"<p>Capacity = the highest tested load, from the lowest up, at which at least "
                f"{view.target:.0%} of the requests meet the goodput SLO ({esc(data.slo.describe())}"
-               f"), with its 95 % interval over the bootstrap replicates. Dollars per million "
+               f"), with its interval: from the highest load whose attainment's exact 95 % "
+               f"interval lies at or above it to the load below the first whose interval lies "
+               f"below (grid/analysis/capacity.py). Dollars per million "
                f"output tokens = GPUs × price / 3600 / output tok/s × 10<sup>6</sup>; price: "
-               f"{esc(price)}. J/token where the GPUs' power was read. (≥): every tested "
-               f"load held the SLOs, the capacity may be higher.</p>")
+               f"{esc(price)}. J/token where the GPUs' power was read. (≥): no tested "
+               f"load missed the SLOs, the capacity may be higher.</p>")
     rows = []
     for c in view.capacities:
         rows.append([esc(c.variant), esc(c.workload),
@@ -322,12 +324,13 @@ def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     # per-variant sentence; a run that measured a break-even curve leads with the curve; any
     # other with that sentence and its decision.
     curve = None if rest else breakeven.answer(data)
+    search = "" if data.search is None else traced(data.search).section(data.search)
     if curve:
         first, rest = curve + (f" [{data.label}]" if data.label else ""), [first]
-    body = ([trace_section(data.search)] if rest and not curve else []) + (
+    body = ([search] if rest and not curve else []) + (
         [breakeven.html_section(data)] if curve else []) + [
         *(f'<p class="answer">{esc(r)}</p>' for r in rest), decision_section(data),
-        validity_section(data), "" if rest else trace_section(data.search),
+        validity_section(data), "" if rest else search,
         operator_section(data, figures), "<h2>Plots</h2>"]
     body += [img(png, name) for name, png in figures.items()
              if name not in CONVERSATION_PLOTS + OPERATOR_PLOTS]

@@ -61,7 +61,7 @@ class RunData:
     """Accept length with its interval per speculative variant x temperature x workload whose
     alignment is known (grid/analysis/lesson.py; grid/report/alignment.py shows it)."""
     search: dict | None = None
-    """An adaptive search's trace (search.json, grid/report/search.py), read once."""
+    """An adaptive search's trace (search.json, grid/questions `load_trace`), read once."""
     server_gauges: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Per cell, gauge role (running, waiting, kv_usage) and scrape: the server's gauge, whatever
     its engine calls it (grid/report/serverdata.py server_gauges)."""

@@ -14,12 +14,12 @@ import pandas as pd
 
 from grid.analysis.domains import distribution_summary
 from grid.analysis.forced import forced_length, forced_mask
+from grid.questions import traced
 from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import agentic_summary
 from grid.report.answer import answers
 from grid.report.forced import tagged
 from grid.report.rundata import RunData
-from grid.report.search import trace_lines
 from grid.report.validity import engine_versions
 
 
@@ -103,7 +103,8 @@ def summary_text(data: RunData) -> str:
     curve = None if rest else breakeven.answer(data)
     parts = [first]
     if rest:  # the question the run asked: its answer, its steps, then the generic sentence
-        parts += ["\n" + "\n".join(trace_lines(data.search or {})), "", *rest]
+        search = data.search or {}
+        parts += ["\n" + "\n".join(traced(search).lines(search)), "", *rest]
     elif curve:  # a run that measured a break-even curve leads with it
         tag = f" [{data.label}]" if data.label else ""
         parts = [curve + tag, "\n" + breakeven.section(data), "", first]
@@ -118,7 +119,7 @@ def summary_text(data: RunData) -> str:
     parts.append(f"\nwindow = steady-state window (s / requests in it); goodput SLO: "
                  f"{data.slo.describe()}")
     if data.search is not None and not rest:  # a search with no answer yet: its steps here
-        parts.append("\n" + "\n".join(trace_lines(data.search)))
+        parts.append("\n" + "\n".join(traced(data.search).lines(data.search)))
     operator = data.operator.lines() if data.operator else []
     if operator:
         source = f" ({data.label})" if data.label else ""

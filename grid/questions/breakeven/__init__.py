@@ -1,11 +1,4 @@
-"""At which accept length does speculation break even? (`grid.search.kind=breakeven`,
-docs/search.md): forced accept lengths searched load by load against the baseline, the
-break-even bracketed at each load (never claimed past the data). The whole question is this
-folder: plan and run here, steps in steps.py (pure), report in report.py.
-
-A break-even cell is an ordinary cell: the baseline's at a load, else the grid's speculative
-variant composed with `variant.forced_acceptance.length=a` at `load.concurrency=c` (the id a
-dense grid of those factors gives the same cell, labelled `<variant>__forced_len-a`)."""
+"""Which accept length breaks even? (`grid.search.kind=breakeven`, docs/search.md)."""
 
 from __future__ import annotations
 
@@ -17,23 +10,16 @@ from omegaconf import DictConfig
 
 from engines.forced import speculative_steps
 from grid.analysis import Slo
+from grid.analysis.forced import FORCED_LABEL
+from grid.plan import search
 from grid.plan.cells import Cell
-from grid.plan.search import (
-    BASELINE,
-    LENGTH_KEY,
-    SearchError,
-    breakeven_lengths,
-    check_one_against_baseline,
-    search_space,
-    with_twins,
-)
+from grid.plan.search import BASELINE, SearchError
 from grid.plan.workloads import WorkloadPlan
 from grid.questions import Planned, Question
-from grid.questions.breakeven.report import answer_sentence, trace_lines
 from grid.questions.breakeven.steps import BASELINE as BASELINE_INDEX
-from grid.questions.breakeven.steps import BreakevenSpace, Point, chosen, next_step, replay
+from grid.questions.breakeven.steps import BreakevenSpace, chosen, describe, next_step, replay
 from grid.questions.measure import point_throughputs
-from grid.questions.steps import first_step_line
+from grid.questions.steps import first_step_line, step_lines, unfinished
 
 
 class BreakevenPlanned(Planned):
@@ -42,7 +28,7 @@ class BreakevenPlanned(Planned):
     def __init__(self, space: BreakevenSpace, cells: Sequence[Cell]) -> None:
         self.space, self.max_cells = space, space.max_cells
         index = {a: i for i, a in enumerate(space.lengths)}
-        self.points: dict[Point, Cell] = {}
+        self.points: dict[tuple[int, int], Cell] = {}
         for cell in cells:
             forced = cell.config["variant"].get("forced_acceptance") or {}
             i = BASELINE_INDEX if forced.get("length") is None else index[float(forced["length"])]
@@ -55,13 +41,9 @@ class BreakevenPlanned(Planned):
         return self.points[min(p for p in self.points if p[1] != BASELINE_INDEX)]
 
     def describe(self, point: Sequence[int]) -> str:
-        load, i = point
-        return (f"c={load} {BASELINE}" if i == BASELINE_INDEX
-                else f"c={load} length {self.space.lengths[i]:g}")
+        return describe(point, self.space.lengths)
 
     def cells_of(self, points: Sequence[Any], first: str | None = None) -> list[Cell]:
-        """The points' cells, each server's in ascending load: variant `first` first (its
-        server may still run from the previous step), then the baseline, then by length."""
         cells = [self.points[(p[0], p[1])] for p in sorted(tuple(p) for p in points)]
         return sorted(cells, key=lambda c: (c.variant != first, c.variant != BASELINE,
                                             c.variant, c.concurrency or 0))
@@ -100,6 +82,35 @@ class BreakevenPlanned(Planned):
         ]
 
 
+def _brackets(res: dict) -> str:
+    return "; ".join(
+        f"c={c} " + (f"between {lo:g} and {hi:g}" if where == "inside" else
+                     f"at or below {hi:g}" if where == "below" else f"at or above {lo:g}")
+        for c, (lo, hi, where) in res["brackets"].items())
+
+
+def trace_lines(trace: dict) -> list[str]:
+    """A break-even search's steps and outcome."""
+    res = trace["result"]
+    lines = [f"search: break-even of {trace['variant']} vs {trace['baseline']} on "
+             f"{trace['workload']} ({FORCED_LABEL}), {res['cells']} of {res['max_cells']} "
+             f"cells (the dense grid: {res['dense_cells']}), loads "
+             f"{trace['loads'][0]}..{trace['loads'][-1]}"]
+    lines += step_lines(trace["steps"], lambda p: describe(p, trace["lengths"]))
+    return [*lines, f"  stopped: {res['stop']}; break-even {_brackets(res)}" if res.get("stop")
+            else unfinished(res)]
+
+
+def answer_sentence(trace: dict) -> str | None:
+    """The run's first sentence: the break-even curve, load by load."""
+    res = trace["result"]
+    if not res.get("stop"):
+        return None
+    return (f"{trace['variant']} vs {trace['baseline']} on {trace['workload']}: speculation "
+            f"breaks even at an accept length {_brackets(res)} (the break-even search, "
+            f"{res['cells']} of {res['dense_cells']} dense cells, {FORCED_LABEL})")
+
+
 class Breakeven(Question):
     kind = "breakeven"
     lines = staticmethod(trace_lines)
@@ -114,11 +125,8 @@ class Breakeven(Question):
 
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
-        """The baseline's cells as they are and each of the speculative variant's cells once
-        per forced length; the context: the space. SearchError for a grid that is not the
-        baseline and one speculative variant on one workload, or a variant that forces
-        acceptance itself."""
-        check_one_against_baseline(cells, "breakeven compares one speculative variant")
+        """The baseline's cells and the variant's per forced length; the context: the space."""
+        search.check_one_against_baseline(cells, "breakeven compares one speculative variant")
         own = next(c for c in cells if c.config["variant"]["name"] != BASELINE).config["variant"]
         steps = speculative_steps(own.get("args") or {})
         if steps is None:
@@ -127,9 +135,9 @@ class Breakeven(Question):
         if any(dict(own.get("forced_acceptance") or {}).values()):
             raise SearchError("grid.search.kind=breakeven sets variant.forced_acceptance "
                               f"itself; variant {own['name']} already sets it")
-        lengths = breakeven_lengths(cfg, steps)
-        space = search_space(cfg)
-        out = with_twins(cells, workloads, LENGTH_KEY, lengths,
+        lengths = search.breakeven_lengths(cfg, steps)
+        space = search.search_space(cfg)
+        out = search.with_twins(cells, workloads, search.LENGTH_KEY, lengths,
                          keep=lambda c: c.config["variant"]["name"] == BASELINE)
         return out, BreakevenSpace(space.lattice, lengths, space.max_cells)
 

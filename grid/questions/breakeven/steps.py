@@ -1,12 +1,5 @@
-"""The break-even search's steps (rules: docs/search.md "The break-even search"): the report's
-break-even curve (grid/analysis/breakeven.py) with few cells. Pure: the next step from the
-committed cells. A point is (load, length index): the variant at the forced length
-`lengths[i]`, or at index `BASELINE` (-1) the baseline, one cell each. A load is resolved when
-two neighbouring lengths bracket the ratio's crossing of 1 (`inside`), the shortest already pays
-(`below`) or the longest does not (`above`). Each step works on the lowest unresolved load:
-open it (its baseline and the bracket of the load below; the lowest load: the lengths' ends),
-widen (gallop outwards while both measured lengths fall on one side) or bisect. Point estimates
-decide; stops: `resolved` or `budget` (a step cut to what fits)."""
+"""The break-even search's steps (docs/search.md "The break-even search"), pure: each step works
+on the lowest unresolved load (open, widen, bisect); point estimates decide."""
 
 from __future__ import annotations
 
@@ -19,6 +12,13 @@ from grid.questions import steps as shared
 BASELINE = -1
 """The length index of a load's baseline cell."""
 Point = tuple[int, int]
+"""(load, length index)."""
+
+
+def describe(point: Sequence[int], lengths: Sequence[float]) -> str:
+    """`c=4 baseline`, `c=4 length 2.5`."""
+    load, i = point
+    return f"c={load} " + ("baseline" if i == BASELINE else f"length {lengths[i]:g}")
 
 
 @dataclass(frozen=True)
@@ -52,8 +52,7 @@ class BreakevenStep:
                 "brackets": {str(k): v for k, v in self.brackets.items()}}
 
 
-def bracket(space: BreakevenSpace, load: int, known: Mapping[Point, float]
-            ) -> tuple[int | None, int | None]:
+def bracket(load: int, known: Mapping[Point, float]) -> tuple[int | None, int | None]:
     """(highest measured index that does not pay, lowest measured index above it that pays)
     at one load, from the throughputs known; None where there is none."""
     base = known.get((load, BASELINE))
@@ -69,7 +68,7 @@ def bracket(space: BreakevenSpace, load: int, known: Mapping[Point, float]
 def resolved(space: BreakevenSpace, load: int, known: Mapping[Point, float]
              ) -> list[Any] | None:
     """[lower length, upper length, where] of a resolved load, else None."""
-    lo, hi = bracket(space, load, known)
+    lo, hi = bracket(load, known)
     last = len(space.lengths) - 1
     if lo is None and hi == 0:
         return [None, space.lengths[0], "below"]
@@ -91,7 +90,7 @@ def _next_indices(space: BreakevenSpace, load: int, known: Mapping[Point, float]
         i = (0 if where == "below" else last - 1 if where == "above"
              else space.lengths.index(lo))
         return [i, i + 1], "the bracket of the load below"
-    lo, hi = bracket(space, load, known)
+    lo, hi = bracket(load, known)
     span = max(1, measured[-1] - measured[0])
     if hi is None:
         return [min(last, measured[-1] + span)], "none pays yet: widen upwards"

@@ -1,12 +1,9 @@
-"""Where does speculation stop paying? (`grid.search.kind=crossover`, docs/search.md): bracket
-then bisect the sign of the variant's speedup over the baseline on a lattice of concurrency
-levels. The whole question is this folder: plan and run here, steps in steps.py (pure), report
-in report.py. The threshold search (grid/questions/threshold/) builds on it."""
+"""Where does speculation stop paying? (`grid.search.kind=crossover`, docs/search.md)."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,11 +12,11 @@ from omegaconf import DictConfig
 
 from grid.analysis import Slo
 from grid.analysis.search import Space
+from grid.plan import search
 from grid.plan.cells import Cell
-from grid.plan.search import BASELINE, SearchError, ask_twin, search_space, with_repeats
+from grid.plan.search import BASELINE, SearchError
 from grid.plan.workloads import WorkloadPlan
 from grid.questions import Planned, Question
-from grid.questions.crossover.report import answer_sentence, trace_lines
 from grid.questions.crossover.steps import (
     CrossoverStep,
     Point,
@@ -31,7 +28,7 @@ from grid.questions.crossover.steps import (
     result,
 )
 from grid.questions.measure import compared_points
-from grid.questions.steps import first_step_line
+from grid.questions.steps import first_step_line, step_lines, unfinished
 
 
 @dataclass(frozen=True)
@@ -40,31 +37,25 @@ class Prior:
 
     path: str
     label: str
-    """Where the numbers come from, in words (`SIMULATION (twin of RUN)`)."""
+    """Where the numbers come from (`SIMULATION (twin of RUN)`)."""
     predicted: tuple[float, ...]
     """The predicted speedup at each lattice level."""
 
 
 def compared_cells(cells: Sequence[Cell], kind: str) -> dict[Point, tuple[Cell, Cell]]:
-    """The universe's cells by point, (baseline cell, variant cell) each; SearchError naming
-    what the grid holds when it is not one variant against the baseline on one workload."""
+    """The cells by point, (baseline's, variant's); SearchError unless that is all they are."""
     points: dict[Point, list[Cell]] = {}
-    for cell in cells:
-        point = (int(cell.concurrency or 0), int(cell.config["load"]["repeat"]))
-        points.setdefault(point, []).append(cell)
-    variants = sorted({c.variant for c in cells})
-    workloads = sorted({c.workload for c in cells})
+    for cell in sorted(cells, key=lambda c: c.variant != BASELINE):
+        points.setdefault((int(cell.concurrency or 0), int(cell.config["load"]["repeat"])),
+                          []).append(cell)
+    variants, workloads = sorted({c.variant for c in cells}), sorted({c.workload for c in cells})
     if (BASELINE not in variants or len(variants) != 2 or len(workloads) != 1
             or any(len(v) != 2 for v in points.values())):
         raise SearchError(f"grid.search.kind={kind} compares one variant with the baseline "
                           f"on one workload; the grid has variants {', '.join(variants)} and "
                           f"workloads {', '.join(workloads)} "
                           f"({max(len(v) for v in points.values())} cells per load)")
-    out = {}
-    for p, pair in points.items():
-        base, var = sorted(pair, key=lambda c: c.variant != BASELINE)
-        out[p] = (base, var)
-    return out
+    return {p: (pair[0], pair[1]) for p, pair in points.items()}
 
 
 class CrossoverPlanned(Planned):
@@ -81,7 +72,7 @@ class CrossoverPlanned(Planned):
 
     @property
     def reserve(self) -> int:
-        """Cells of the budget kept from the crossover search (for a confirmation)."""
+        """Cells of the budget kept for a confirmation."""
         return 0
 
     @property
@@ -90,12 +81,10 @@ class CrossoverPlanned(Planned):
         return dataclasses.replace(self.space, max_cells=self.space.max_cells - self.reserve)
 
     def with_prior(self, path: str | None, workloads: WorkloadPlan) -> CrossoverPlanned:
-        """A twin asked first (grid.search.prior): its predicted speedup at every lattice level
-        for the searched variant and workload (grid/plan/search.py `ask_twin`), and the first
-        levels they give (steps.py `prior_levels`)."""
+        """A twin asked first (grid.search.prior) for the speedup at every level."""
         if path is not None:
             base, variant = self.points[(self.space.lattice[0], 0)]
-            file, label, predicted = ask_twin(path, base, variant, self.space.lattice,
+            file, label, predicted = search.ask_twin(path, base, variant, self.space.lattice,
                                               workloads)
             self.prior = Prior(str(file), label, predicted)
             self.space = dataclasses.replace(
@@ -110,8 +99,6 @@ class CrossoverPlanned(Planned):
         return self.points[(point[0], point[1])]
 
     def cells_of(self, points: Sequence[Any], first: str | None = None) -> list[Cell]:
-        """The points' cells, each server's in ascending load: variant `first` first (the one
-        whose server is still running from the previous step), else the baseline."""
         cells = [c for p in sorted(points) for c in self.cells_at(p)]
         lead = first if first is not None else BASELINE
         return sorted(cells, key=lambda c: c.variant != lead)
@@ -121,15 +108,11 @@ class CrossoverPlanned(Planned):
 
     @property
     def variant_cell(self) -> Cell:
-        """The compared variant's planned cell at the lowest load (its alignment is the cells'
-        planned later)."""
         return self.points[min(self.points)][1]
 
-    def describe(self, point: Sequence[int]) -> str:
-        return describe(point)
+    describe = staticmethod(describe)
 
     def head(self) -> dict:
-        """The question, as search.json states it."""
         out: dict[str, Any] = {"kind": self.kind, "baseline": BASELINE, "variant": self.variant,
                                "workload": self.workload, "load_kind": "concurrency"}
         if self.prior:
@@ -150,7 +133,6 @@ class CrossoverPlanned(Planned):
                 "steps": [s.as_json() for s in steps]}
 
     def plan_lines(self) -> list[str]:
-        """The question, the lattice, the budget, the first step (and the prior's speedups)."""
         space, first = self.space, next_step(self.crossing, {})
         lines = [
             f"search: {self.kind} of {self.variant} vs {BASELINE} on {self.workload}, "
@@ -169,6 +151,57 @@ class CrossoverPlanned(Planned):
         return lines
 
 
+def bracket_text(bracket: list) -> str:
+    low, high = bracket
+    if low is None and high is None:
+        return "not yet"
+    if high is None:
+        return f"pays up to c={low}"
+    if low is None:
+        return f"stops paying at c={high}"
+    return f"between c={low} and c={high}"
+
+
+def trace_lines(trace: dict, points: Callable[[Sequence[int]], str] = describe) -> list[str]:
+    """The steps (their points in the words of `points`) and the outcome."""
+    res = trace["result"]
+    lines = [f"search: {trace.get('kind', 'crossover')} of {trace['variant']} vs "
+             f"{trace['baseline']} on {trace['workload']}, {res['cells']} of "
+             f"{res['max_cells']} cells (lattice {res['lattice'][0]}..{res['lattice'][-1]})"]
+    lines += step_lines(trace["steps"], points)
+    lines.append(f"  stopped: {res['stop']} ({res['stop_meaning']}); crossover "
+                 f"{bracket_text(res['bracket'])}" if res.get("stop") else unfinished(res))
+    if res.get("prior"):
+        lines += prior_lines(res["prior"])
+    return lines
+
+
+def answer_sentence(trace: dict) -> str | None:
+    """The run's first sentence: where the variant stops paying, as the search bracketed it."""
+    res = trace["result"]
+    if not res.get("stop"):
+        return None
+    return (f"{trace['variant']} vs {trace['baseline']} on {trace['workload']}: the crossover "
+            f"search ({res['cells']} cells) finds speculation "
+            f"{bracket_text(res['bracket'])}")
+
+
+def prior_lines(prior: dict) -> list[str]:
+    """What the twin asked first predicted, against what the search then measured."""
+    low, high = prior["predicted_bracket"]
+    said = (f"the crossover {bracket_text([low, high])}" if low is not None and high is not None
+            else f"that speculation {bracket_text([low, high])}")
+    head = f"  prior: {prior['source']} predicted {said}; the search measured there first"
+    rows = [f"c={r['load']} predicted {r['predicted']:+.1%}, measured {r['measured']:+.1%} "
+            f"[{r['interval'][0]:+.1%}, {r['interval'][1]:+.1%}]"
+            + ("" if r["inside"] else " (outside)") for r in prior["levels"]]
+    if not rows:
+        return [head]
+    error = prior["mean_abs_error"]
+    return [head, f"    at the measured levels: {'; '.join(rows)}; mean |error| "
+                  f"{100 * error:.1f} points of speedup"]
+
+
 class Crossover(Question):
     kind = "crossover"
     lines = staticmethod(trace_lines)
@@ -176,11 +209,11 @@ class Crossover(Question):
 
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
-        return with_repeats(cells, workloads, search_space(cfg)), None
+        return search.with_repeats(cells, workloads, search.search_space(cfg)), None
 
     def setup(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
               context: Any) -> Planned:
-        planned = CrossoverPlanned(search_space(cfg), compared_cells(cells, self.kind))
+        planned = CrossoverPlanned(search.search_space(cfg), compared_cells(cells, self.kind))
         return planned.with_prior(cfg.grid.search.prior, workloads)
 
 QUESTION = Crossover()

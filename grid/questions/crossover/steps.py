@@ -1,12 +1,5 @@
-"""The crossover search's steps (rules: docs/search.md "How it chooses"). Pure: the next step
-is a function of the measured points only, so a crashed run replays the same steps from its
-committed cells. A point is (load, repeat index), one cell per variant, on the lattice of
-grid/analysis/search.py; each measured level gets the sign of its speedup's interval (`sign`).
-The search measures the coarse levels up to the range's geometric middle (or a prior's two
-levels, `prior_levels`), repeats a `?` level that decides the bracket, climbs or descends the
-coarse levels until it pays below and stops paying above, then bisects (a k-section with
-points_per_step k) until the bracket's ends are neighbours; a step that does not fit the
-budget runs the points that fit."""
+"""The crossover search's steps (docs/search.md "How it chooses"), pure: the next step is a
+function of the measured points, so a crashed run replays the same steps."""
 
 from __future__ import annotations
 
@@ -43,8 +36,7 @@ def describe(point: Sequence[int]) -> str:
 
 def level_speedups(measured: Mapping[Point, Compared], points: Iterable[Point]
                    ) -> dict[int, Level]:
-    """Per load, the speedup over the given points' repeats (grid/analysis/search.py `level`),
-    the between-repeat noise pooled over every load's baseline and variant repeats."""
+    """Per load, the speedup over the given points' repeats, the noise pooled over all loads."""
     by_load: dict[int, list[Compared]] = {}
     for point in sorted(set(points)):
         if point in measured:
@@ -67,14 +59,13 @@ class CrossoverStep:
     stop: str | None
     """None, or one of STOP_REASONS."""
     bracket: tuple[int | None, int | None]
-    """(highest level where it pays, lowest where it stops paying) as known before the step;
-    None = not found (below / above the measured levels)."""
+    """(highest level where it pays, lowest where it stops paying); None: not found."""
     cells_before: int
     """Cells the search had measured before this step."""
     signs: dict[int, str] = field(default_factory=dict)
-    """Each measured level's sign before the step: + - ? (or +p -p: by the point estimate)."""
+    """Each measured level's sign before the step: + - ? +p -p."""
     speedups: dict[int, tuple[float, float, float]] = field(default_factory=dict)
-    """Each measured level's speedup and its interval (lo, hi) before the step."""
+    """Each measured level's speedup, lo, hi before the step."""
     phase: str = "crossover"
 
     def as_json(self) -> dict:
@@ -91,7 +82,7 @@ def _fmt(loads: Iterable[int]) -> str:
 
 
 def next_step(space: Space, levels: Mapping[int, Level], number: int = 1) -> CrossoverStep:
-    """The search's next step from the levels measured so far (module docstring)."""
+    """The search's next step from the levels measured so far."""
     used = sum(lv.repeats for lv in levels.values()) * space.cells_per_point
     signs = {c: sign(levels[c], space.max_repeats, space.min_effect) for c in sorted(levels)}
     seen = {c: (levels[c].speedup, levels[c].lo, levels[c].hi) for c in sorted(levels)}
@@ -158,13 +149,13 @@ def next_step(space: Space, levels: Mapping[int, Level], number: int = 1) -> Cro
 
 
 def replay(space: Space, measured: Mapping[Point, Compared]) -> list[CrossoverStep]:
-    """Every step of the search from the measured points (grid/questions/steps.py `replay`)."""
+    """Every step of the search from the measured points."""
     return shared.replay(lambda chosen, n: next_step(space, level_speedups(measured, chosen), n),
                          measured)
 
 
 def result(space: Space, steps: Sequence[CrossoverStep]) -> dict:
-    """The search's outcome for the trace: stop reason, bracket, cells spent, the lattice."""
+    """The search's outcome for the trace."""
     last = steps[-1]
     return {"stop": last.stop, "stop_meaning": STOP_REASONS.get(last.stop or "", None),
             "bracket": list(last.bracket), "cells": last.cells_before,
@@ -173,10 +164,8 @@ def result(space: Space, steps: Sequence[CrossoverStep]) -> dict:
 
 
 def prior_levels(lattice: Sequence[int], predicted: Sequence[float]) -> tuple[int, ...]:
-    """The levels a prior's predicted speedups (one per lattice level) send the search to
-    first: the two neighbours its crossover lies between (where it first stops paying, and
-    the level below); the range's top alone when it pays everywhere, its bottom alone when it
-    pays nowhere."""
+    """The levels a prior's predicted speedups (one per lattice level) send the search to first:
+    the two around its crossover, the range's top or bottom alone when it pays at all or none."""
     losing = [i for i, s in enumerate(predicted) if s < 0]
     if not losing:
         return (lattice[-1],)
@@ -187,10 +176,8 @@ def prior_levels(lattice: Sequence[int], predicted: Sequence[float]) -> tuple[in
 
 def prior_check(lattice: Sequence[int], predicted: Sequence[float],
                 levels: Mapping[int, tuple[float, float, float]]) -> dict:
-    """How far the prior was from what the search measured (`levels`: load -> the measured
-    speedup, lo, hi, as a step records them): its predicted crossover, and at each measured
-    level the predicted against the measured speedup (inside its interval or not), with the
-    mean absolute error in points of speedup."""
+    """The prior against the measured `levels` (load -> speedup, lo, hi): its bracket, each
+    level's predicted and measured speedup, the mean absolute error."""
     first = prior_levels(lattice, predicted)
     by_load = dict(zip(lattice, predicted, strict=True))
     seen = [(c, by_load[c], v, lo, hi) for c, (v, lo, hi) in sorted(levels.items())

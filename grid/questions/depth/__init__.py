@@ -1,11 +1,4 @@
-"""Which speculative depth at which load? (`grid.search.kind=depth`, docs/search.md): the
-baseline and the variant's depths searched over the load lattice, a schedule of depth tiers
-read from them and confirmed. Plan and run here, steps in steps.py and confirm.py (pure),
-report in report.py. A depth cell is an ordinary cell: the baseline's at depth 0, else the
-speculative variant composed with `variant.args.speculative_num_steps=d` (the id a dense grid
-of those factors gives); the confirmation's are the variant with `variant.speculative_depth`
-(the schedule, or the threshold schedule) or `variant.speculative_adaptive=true`, made when the
-search chooses them."""
+"""Which speculative depth at which load? (`grid.search.kind=depth`, docs/search.md)."""
 
 from __future__ import annotations
 
@@ -34,14 +27,13 @@ from grid.questions.steps import first_step_line
 BASELINE = search.BASELINE
 STEPS_ARG = "speculative_num_steps"
 STEPS_KEY = f"variant.args.{STEPS_ARG}"
-"""The factor that makes a depth cell: the speculative variant at that many draft steps."""
+"""The factor that makes a depth cell."""
 OWN_KEYS = ("speculative_disable_above_batch", "speculative_depth", "speculative_adaptive")
 """Variant keys the depth search sets itself."""
 
 
 def depth_space(cfg: DictConfig) -> DepthSpace:
-    """The lattice and budget with the depths to compare; SearchError for depths that are not
-    `[0, d1, d2, ...]` ascending."""
+    """The lattice, budget and depths; SearchError unless depths are `[0, d1, ...]` ascending."""
     space = search.search_space(cfg)
     raw = OmegaConf.to_container(cfg.grid.search.depths, resolve=True)
     depths = list(raw) if isinstance(raw, list) else []
@@ -55,16 +47,14 @@ def depth_space(cfg: DictConfig) -> DepthSpace:
 
 
 class DepthPlanned(Planned):
-    """A depth search planned for one run: its space and the cell of every depth point;
-    SearchError for a variant that sets the depth itself, or a variant or engine that cannot
-    run a depth schedule (checked on the engine's own spelling of a one-tier schedule)."""
+    """A depth search planned for one run; SearchError for a variant it cannot schedule."""
 
     def __init__(self, space: DepthSpace, points: dict[DepthPoint, Cell], template: Cell,
                  confirm_cells: int) -> None:
         self.space, self.points, self.confirm_cells = space, points, confirm_cells
         self.max_cells = space.max_cells
         self.template = template
-        """The variant's own cell at the lowest load: what the confirmation's are made from."""
+        """The variant's cell at the lowest load, which the confirmation's are made from."""
         variant = template.config["variant"]
         given = [k for k in OWN_KEYS if variant.get(k) not in (None, False)]
         if given:
@@ -73,14 +63,13 @@ class DepthPlanned(Planned):
         self.engine = str(template.config["engine"]["name"])
         kind = engines.get(self.engine)
         self.adaptive = kind.adaptive_refusal(variant) is None
-        """The engine adapts the depth at run time (the confirmation compares that too)."""
+        """The engine adapts the depth at run time (an alternative the confirmation runs)."""
         self.schedule: Schedule | None = None
         """The schedule the last replay found (it names the confirmation's cells)."""
         self.threshold: Schedule | None = None
-        """Its threshold schedule (confirm.py `threshold_schedule`), if any."""
+        """Its threshold schedule, if any."""
         self.prior: tuple[str, str, dict[int, tuple[float, ...]]] | None = None
-        """(the twin's file, its label, each positive depth's predicted speedup per lattice
-        level) when a twin was asked first (grid.search.prior)."""
+        """(the twin's file, its label, each positive depth's speedup per level): the prior."""
         try:
             ok = self.setting(((1, max(space.depths)),)) is not None
         except ValueError as e:
@@ -94,11 +83,10 @@ class DepthPlanned(Planned):
     def variant_cell(self) -> Cell:
         return self.points[min(p for p in self.points if p[1] > 0)]
 
-    def describe(self, point: Sequence[int]) -> str:
-        return confirm.describe(point)
+    describe = staticmethod(confirm.describe)
 
     def cell(self, point: Sequence[int]) -> Cell:
-        """The cell of a point: a depth point's from the plan, the confirmation's made here."""
+        """A depth point's cell from the plan, a confirmation point's made here."""
         load, setting, repeat = point
         if setting >= 0:
             return self.points[(load, setting, repeat)]
@@ -112,8 +100,6 @@ class DepthPlanned(Planned):
         return search.with_settings(self.template, settings)
 
     def cells_of(self, points: Sequence[Any], first: str | None = None) -> list[Cell]:
-        """The points' cells, each server's in ascending load: variant `first` first (its
-        server may still run from the previous step), then by depth."""
         cells = [self.cell(p) for p in sorted(tuple(p) for p in points)]
         order = {c.variant: i for i, c in enumerate(
             sorted(cells, key=lambda c: (c.variant != first, c.variant != BASELINE)))}
@@ -123,9 +109,7 @@ class DepthPlanned(Planned):
         return list(replay_all(self.space, self.confirm_cells, self.adaptive, {})[0].points)
 
     def replay(self, run_dir: Path, slo: Slo) -> tuple[list[Any], set]:
-        """The search replayed from the committed cells. Once it stops, its schedule names the
-        confirmation's cells: every repeat of them at the tiers' loads is read at once, and
-        the second replay is the search."""
+        """The search replayed; once it stops, again with the confirmation's cells it names."""
         measured = point_throughputs(run_dir, self.points, slo)
         steps = replay_all(self.space, self.confirm_cells, self.adaptive, measured)
         searched = [s for s in steps if isinstance(s, DepthStep)]
@@ -144,8 +128,7 @@ class DepthPlanned(Planned):
         return list(steps), set(measured)
 
     def setting(self, tiers: Schedule) -> dict[str, Any] | None:
-        """The schedule in the engine's words (Engine.depth_setting): the flags to paste, the
-        files they name, the depth each running batch gets there."""
+        """The schedule in the engine's words (Engine.depth_setting)."""
         cell = search.with_settings(self.template,
                                     {"variant.speculative_depth": [list(t) for t in tiers]})
         setting = engines.get(self.engine).depth_setting(server_request(cell.config))
@@ -185,9 +168,7 @@ class DepthPlanned(Planned):
         return f"; schedule: {text}"
 
     def with_prior(self, path: str | None, workloads: WorkloadPlan) -> DepthPlanned:
-        """A twin asked first (grid.search.prior): its predicted speedup of every positive
-        depth over the baseline at every lattice level (grid/plan/search.py `ask_twin`), and
-        from them the depth each level's first cells go to (steps.py `prior_depths`)."""
+        """A twin asked first (grid.search.prior) for every positive depth's speedup."""
         if path is None:
             return self
         space, low = self.space, self.space.lattice[0]
@@ -232,10 +213,7 @@ class Depth(Question):
 
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
-        """The baseline's cells as they are (depth 0) and each of the speculative variant's
-        once per positive depth, with their repeats; the context: the depth space and the
-        variant's own cell at the lowest load. SearchError for a grid that is not the
-        baseline and one speculative variant on one workload."""
+        """The baseline's cells and the variant's per positive depth; context: space, template."""
         space = depth_space(cfg)
         search.check_one_against_baseline(cells, "depth compares one speculative variant's "
                                           "depths")
@@ -260,8 +238,7 @@ class Depth(Question):
         return planned.with_prior(cfg.grid.search.prior, workloads)
 
     def decision(self, trace: dict) -> dict:
-        depth = report.depth_decision(trace)
-        return {"depth": depth} if depth else {}
+        return {"depth": report.depth_decision(trace)}
 
     def write_files(self, run_dir: Path, trace: dict) -> None:
         report.write_depth_files(run_dir, trace)

@@ -1,12 +1,5 @@
-"""The depth search's confirmation (rules: docs/search.md "The depth search"). Pure: the
-schedule found, run as ONE server (`variant.speculative_depth`), against the baseline, the best
-single depth, the threshold schedule (`threshold_schedule`) and the engine's own adaptation
-(`variant.speculative_adaptive`, where it has one), at one load per tier. A confirmation point
-is (load, setting, repeat): a setting >= 0 is that static depth's cell (the search's own where
-it measured it), SCHEDULE, THRESHOLD and ADAPTIVE the servers above. Each comparison `beats`,
-`loses`, `ties` (within ±min_effect), is repeated while undecided, then `undecided`; a tier
-stands when it beats or ties every alternative. Stops: `confirmed`, `confirm_budget`
-(grid.search.confirm_cells) or `nothing_to_confirm` (a schedule that never drafts)."""
+"""The depth search's confirmation (docs/search.md "The depth search"), pure: the schedule as
+one server against its alternatives at one load per tier."""
 
 from __future__ import annotations
 
@@ -14,7 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from grid.analysis.depth import LevelState, Schedule, Throughput, rounded, schedule
+from grid.analysis.depth import LevelState, Schedule, Throughput, schedule
 from grid.analysis.search import Level, is_tie, nearest
 from grid.questions import steps as shared
 from grid.questions.depth.steps import (
@@ -57,10 +50,8 @@ def describe(point: Sequence[int]) -> str:
 
 
 def threshold_schedule(tiers: Schedule, lattice: Sequence[int]) -> Schedule | None:
-    """The on/off schedule the same evidence gives: the best single depth from batch 1, off
-    (depth 0) from the schedule's first depth-0 tier after batch 1. None where that is no
-    other server than one the confirmation already runs: a schedule without such a tier (the
-    threshold schedule is the best single depth everywhere) or one that is on/off already."""
+    """The best single depth from batch 1, off from the schedule's first later depth-0 tier;
+    None where that is a server the confirmation runs already."""
     single = best_single_depth(tiers, lattice)
     off = next((start for start, depth in tiers if depth == 0 and start > 1), None)
     if single is None or off is None:
@@ -79,12 +70,8 @@ class Comparison:
     """beats, ties, loses, undecided, or pending (to measure)."""
 
     def as_json(self) -> dict:
-        out: dict = {"against": setting_name(self.against), "verdict": self.verdict}
-        if self.versus is not None:
-            out.update(speedup=rounded(self.versus.speedup),
-                       interval=[rounded(self.versus.lo), rounded(self.versus.hi)],
-                       repeats=self.versus.repeats)
-        return out
+        return {"against": setting_name(self.against), "verdict": self.verdict,
+                **(self.versus.as_json() if self.versus is not None else {})}
 
 
 @dataclass(frozen=True)
@@ -111,7 +98,7 @@ class ScheduleConfirmStep:
     why: str
     stop: str | None
     cells_before: int
-    """Cells of the whole search before this step (the depth phase's and the confirmation's)."""
+    """Cells of the whole search before this step."""
     checks: tuple[TierCheck, ...] = ()
     threshold: Schedule | None = None
     """The threshold schedule compared (threshold_schedule), if any."""
@@ -128,8 +115,7 @@ class ScheduleConfirmStep:
 
 def confirm_loads(tiers: Schedule, levels: Sequence[LevelState], lattice: Sequence[int]
                   ) -> list[tuple[int, int, int]]:
-    """(tier start, depth, load) per tier: the decided level inside the tier nearest the
-    geometric middle of the tier's lattice levels."""
+    """(tier start, depth, load) per tier: the decided level nearest the tier's middle."""
     decided = sorted(lv.load for lv in levels if lv.best is not None)
     out = []
     for i, (start, depth) in enumerate(tiers):
@@ -174,8 +160,7 @@ def next_confirm_step(space: DepthSpace, confirm_cells: int, tiers: Schedule,
                       levels: Sequence[LevelState], adaptive: bool, by: By,
                       searched: set[DepthPoint], confirming: set[DepthPoint], number: int
                       ) -> ScheduleConfirmStep:
-    """The next confirmation step (module docstring); `searched` are the depth phase's
-    chosen points, `confirming` the confirmation's own so far."""
+    """The next confirmation step; `searched`: the depth phase's points, `confirming` its own."""
     used = len(searched | confirming)
     single = best_single_depth(tiers, space.lattice)
     threshold = threshold_schedule(tiers, space.lattice)
@@ -213,8 +198,7 @@ AnyDepthStep = DepthStep | ScheduleConfirmStep
 
 def replay_all(space: DepthSpace, confirm_cells: int, adaptive: bool,
                measured: Mapping[DepthPoint, Throughput]) -> list[AnyDepthStep]:
-    """The depth search (steps.py `replay_depth`) and, once it stops, the confirmation of its
-    schedule; the last step is a stop or the one still to measure."""
+    """The depth search's steps and, once it stops, the confirmation's."""
     searching = replay_depth(space, measured)
     last = searching[-1]
     if last.stop is None:

@@ -1,14 +1,11 @@
-"""A depth search's answer in the report (docs/search.md): the schedule, each level's evidence
-with its interval, the confirmation of each tier on one server, and the exact setting in the
-engine's words: vLLM's `--speculative-config` JSON, SGLang's (and the simulator's) flags with
-its adaptive config file, written beside the report (`depth-schedule/`). Read from the
-search's trace (`search.json`, written by the run loop: DepthPlanned.trace)."""
+"""A depth search's answer in the report, read from its trace (docs/search.md)."""
 
 from __future__ import annotations
 
 from html import escape
 from pathlib import Path
 
+from grid.questions import html_section
 from grid.questions.depth.confirm import describe
 from grid.questions.steps import step_lines, unfinished
 from grid.store.artifacts import write_file
@@ -74,8 +71,7 @@ def setting_lines(result: dict) -> list[str]:
 
 
 def depth_lines(trace: dict) -> list[str]:
-    """The report's lines for a depth search: steps, stop, schedule, evidence, confirmation,
-    the setting."""
+    """The steps, the stop, the schedule, its evidence and confirmation, the setting."""
     res = trace["result"]
     depths = " ".join(str(d) for d in res["depths"])
     lines = [f"search: depth of {trace['variant']} vs {trace['baseline']} on "
@@ -115,22 +111,16 @@ def answer_sentence(trace: dict) -> str | None:
 
 def depth_section(trace: dict) -> str:
     """The HTML section: the same lines, the setting as code."""
-    lines = depth_lines(trace)
-    items = "".join(f"<li>{escape(line.strip())}</li>" for line in lines[1:])
     setting = trace["result"].get("setting") or {}
     files = "".join(f"<p>{escape(name)} ({FOLDER}/{escape(name)}):</p><pre>{escape(text)}</pre>"
                     for name, text in setting.get("files", {}).items())
     paste = (f"<p>Set it on {escape(setting['engine'])}:</p><pre>"
              f"{escape(setting['command'])}</pre>{files}" if setting else "")
-    return (f"<h2>Speculative depth by load</h2><p>{escape(lines[0])}</p><ol>{items}</ol>"
-            + paste)
+    return html_section(depth_lines(trace), "Speculative depth by load", paste)
 
 
-def depth_decision(trace: dict | None) -> dict | None:
-    """decision.json's `depth`: the schedule, each level's evidence, each tier's confirmation
-    and the setting to paste (None for a run without a depth search)."""
-    if not trace or trace.get("kind") != "depth":
-        return None
+def depth_decision(trace: dict) -> dict:
+    """decision.json's `depth`: the schedule, its evidence and confirmation, the setting."""
     res = trace["result"]
     return {"schedule": res.get("schedule"), "stop": res.get("stop"),
             "best_single_depth": res.get("best_single_depth"),
@@ -140,10 +130,9 @@ def depth_decision(trace: dict | None) -> dict | None:
             "setting": res.get("setting"), "files_in": FOLDER}
 
 
-def write_depth_files(run_dir: Path, trace: dict | None) -> list[Path]:
+def write_depth_files(run_dir: Path, trace: dict) -> list[Path]:
     """The setting's files (SGLang's adaptive config) and its flags, beside the report."""
-    decision = depth_decision(trace)
-    setting = (decision or {}).get("setting")
+    setting = trace["result"].get("setting")
     if not setting:
         return []
     out = [write_file(run_dir, f"{FOLDER}/{name}", text)

@@ -1,17 +1,10 @@
-"""The depth search's steps (rules: docs/search.md "The depth search"). Pure: a function of the
-points its predecessors chose and their measurements. A point is (load, depth, repeat), ONE
-cell: the baseline server's at depth 0, else the variant with `speculative_num_steps = depth`.
-Depth a against b at one load is T_a / T_b - 1 over their repeats with its bootstrap interval,
-signed as a crossover level. A level (a load with candidate depths C) is decided in stages:
-coarse (C's ends and middle; with a prior, the predicted best and its neighbours), refine (the
-best's untested neighbours), decide (best against runner-up, repeated while undecided). The
-coarse levels are over every depth; between two decided neighbours whose bests differ the level
-nearest their geometric middle opens over the depths between the bests, until they are lattice
-neighbours or tie at both ends. Stops: `resolved` or `budget`."""
+"""The depth search's steps (docs/search.md "The depth search"), pure: a level decided in
+stages (coarse, refine, repeat), levels opened between neighbours whose bests differ."""
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,16 +41,15 @@ class DepthSpace:
     max_repeats: int
     min_effect: float = 0.0
     prior: tuple[tuple[int, int], ...] = ()
-    """(load, predicted best depth) at lattice levels: a twin's answer (grid.search.prior),
-    where each level's first cells go; empty: the coarse depths."""
+    """(load, predicted best depth): a twin's answer (grid.search.prior); empty: none."""
 
     def predicted(self, load: int) -> int | None:
         return dict(self.prior).get(load)
 
 
 def first_depths(candidates: Sequence[int], predicted: int | None) -> tuple[int, ...]:
-    """A level's first depths: its candidates' ends and middle, or, with a predicted best,
-    the candidate nearest it (the smaller on a tie) and that candidate's neighbours."""
+    """A level's first depths: its candidates' ends and middle, or the candidate nearest a
+    predicted best (the smaller on a tie) and its neighbours."""
     if predicted is None:
         return tuple(dict.fromkeys((candidates[0], candidates[len(candidates) // 2],
                                     candidates[-1])))
@@ -67,9 +59,8 @@ def first_depths(candidates: Sequence[int], predicted: int | None) -> tuple[int,
 
 def prior_depths(depths: Sequence[int], lattice: Sequence[int],
                  speedups: Mapping[int, Sequence[float]]) -> tuple[tuple[int, int], ...]:
-    """(load, the depth predicted fastest) at each lattice level from a model's predicted
-    speedup over the baseline (depth 0, speedup 0) of each positive depth at every level;
-    the smaller depth on a tie."""
+    """(load, the depth predicted fastest, the smaller on a tie) at each level, from each
+    positive depth's predicted speedup over the baseline (depth 0)."""
     out = []
     for i, load in enumerate(lattice):
         value = {0: 0.0, **{d: float(speedups[d][i]) for d in depths if d > 0}}
@@ -88,15 +79,14 @@ def means(measured: Mapping[DepthPoint, Throughput], chosen: Sequence[DepthPoint
 
 
 def compare(by: By, load: int, a: int, b: int) -> Level:
-    """Depth a over depth b at `load` over each one's repeats, the between-repeat noise pooled
-    over every measured (load, depth)."""
+    """Depth a over depth b at `load`, the noise pooled over every measured (load, depth)."""
     noise = pooled([[t.value for t in ts] for ts in by.values()])
     return level(load, [(t.value, t.reps) for t in by[(load, b)]],
                  [(t.value, t.reps) for t in by[(load, a)]], noise, f"depth:{a}:{b}")
 
 
 def assess(space: DepthSpace, by: By, load: int, candidates: tuple[int, ...]) -> LevelState:
-    """Where one level stands and what it needs next (module docstring, stages 1-3)."""
+    """Where one level stands and what it needs next."""
     measured = [d for d in candidates if (load, d) in by]
 
     def value(d: int) -> float:
@@ -148,9 +138,7 @@ class DepthStep:
 
 
 def levels_of(space: DepthSpace, by: By) -> tuple[list[LevelState], dict[int, str]]:
-    """Every level the search has opened, ascending, and why each bisection level was
-    opened: the coarse levels, then, while all opened levels are decided, one level between
-    each pair of neighbouring decided levels whose bests differ."""
+    """Every level the search has opened, ascending, and why each bisection level was."""
     cand = {c: space.depths for c in space.coarse}
     reasons: dict[int, str] = {}
     while True:
@@ -183,7 +171,7 @@ def _tied(space: DepthSpace, by: By, lo: int, hi: int, a: int, b: int) -> bool:
 
 def next_depth_step(space: DepthSpace, by: By, chosen: set[DepthPoint], number: int = 1
                     ) -> DepthStep:
-    """The search's next step from the chosen points' measurements (module docstring)."""
+    """The search's next step from the chosen points' measurements."""
     used = len(chosen)
     levels, reasons = levels_of(space, by)
     todo = sorted({p for lv in levels for p in lv.needs})
@@ -204,35 +192,24 @@ def next_depth_step(space: DepthSpace, by: By, chosen: set[DepthPoint], number: 
 
 def replay_depth(space: DepthSpace, measured: Mapping[DepthPoint, Throughput]
                  ) -> list[DepthStep]:
-    """Every step from the measured points (grid/questions/steps.py `replay`)."""
+    """Every step from the measured points."""
     return shared.replay(lambda chosen, n: next_depth_step(space, means(measured, chosen),
                                                            chosen, n), measured)
 
 
 def depth_at(tiers: Schedule, load: int) -> int | None:
     """The schedule's depth for a running batch of `load`."""
-    out = None
-    for start, depth in tiers:
-        if start <= load:
-            out = depth
-    return out
+    return next((depth for start, depth in reversed(tiers) if start <= load), None)
 
 
 def best_single_depth(tiers: Schedule, lattice: Sequence[int]) -> int | None:
-    """The static speculative depth an operator would run instead of the schedule: the
-    positive depth the schedule gives at the most lattice levels (the smaller on a tie);
-    None when it never drafts."""
-    counts: dict[int, int] = {}
-    for c in lattice:
-        d = depth_at(tiers, c)
-        if d:
-            counts[d] = counts.get(d, 0) + 1
+    """The positive depth the schedule gives at the most levels (None: it never drafts)."""
+    counts = Counter(d for c in lattice if (d := depth_at(tiers, c)))
     return min(counts, key=lambda d: (-counts[d], d)) if counts else None
 
 
 def depth_result(space: DepthSpace, steps: Sequence[DepthStep]) -> dict:
-    """The outcome for the trace: stop, the schedule, every level's evidence, cells, and how
-    the prior's best depths compared with the decided levels' (with one)."""
+    """The outcome for the trace (with a prior: its best depths against the decided ones)."""
     last = steps[-1]
     tiers = schedule(last.levels)
     out: dict[str, Any] = {

@@ -1,11 +1,8 @@
-"""Which speculative_disable_above_batch to set? (`grid.search.kind=threshold`,
-docs/search.md): the crossover search (grid/questions/crossover/), then its candidate values
-ranked and confirmed on the engine's own threshold (steps.py, pure). Its confirmed value
-replaces the crossover rule's recommendation (report.py)."""
+"""Which speculative_disable_above_batch to set? (`grid.search.kind=threshold`, docs/search.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +16,9 @@ from grid.plan.search import SearchError, search_space, with_settings
 from grid.plan.workloads import WorkloadPlan
 from grid.questions import Planned
 from grid.questions.crossover import Crossover, CrossoverPlanned, compared_cells
+from grid.questions.crossover import trace_lines as crossover_lines
 from grid.questions.crossover.steps import Point
 from grid.questions.measure import compared_points
-from grid.questions.threshold import report
 from grid.questions.threshold.steps import (
     Pair,
     ThresholdConfirmStep,
@@ -56,8 +53,7 @@ class ThresholdPlanned(CrossoverPlanned):
                  honoured: tuple[int, ...], candidates: int) -> None:
         super().__init__(space, points)
         self.honoured = honoured
-        """The speculative_disable_above_batch values the engine tells apart for the variant
-        (Engine.threshold_values), ascending."""
+        """The values the engine tells apart (Engine.threshold_values), ascending."""
         self.candidates = candidates
         """Top-ranked values confirmed (grid.search.candidates)."""
 
@@ -66,9 +62,7 @@ class ThresholdPlanned(CrossoverPlanned):
         return reserve_cells(self.candidates)
 
     def pair_cells(self, pair: Sequence[int]) -> tuple[Cell, Cell]:
-        """A confirmation point's cells: the variant with each threshold, both at concurrency
-        = the higher one, repeat as given; each the cell a composed
-        `variant.speculative_disable_above_batch=T load.concurrency=C` would be."""
+        """A confirmation point's cells: the variant with each threshold, both at the higher."""
         low, high, repeat = pair
         template = self.points[(self.space.lattice[0], repeat)][1]
         low_cell, high_cell = (with_settings(template, {
@@ -86,8 +80,7 @@ class ThresholdPlanned(CrossoverPlanned):
             return list(replay_threshold(self.space, self.reserve, self.honoured,
                                          self.candidates, measured, confirmed))
 
-        # The pairs follow from the crossover search's cells alone, so the first replay names
-        # them; every repeat of them is read at once, and the second replay is the search.
+        # The first replay names the pairs; every repeat of them is read for the second.
         steps = steps_with({})
         pairs = {(a, b, r) for a, b, _ in (p for p in steps[-1].points if len(p) == 3)
                  for r in range(self.space.max_repeats)}
@@ -96,8 +89,7 @@ class ThresholdPlanned(CrossoverPlanned):
         confirmed = compared_points(run_dir, {p: self.pair_cells(p) for p in pairs}, slo)
         return steps_with(confirmed), set(measured) | set(confirmed)
 
-    def describe(self, point: Sequence[int]) -> str:
-        return describe_point(point)
+    describe = staticmethod(describe_point)
 
     def head(self) -> dict:
         return {**super().head(), "honoured": list(self.honoured),
@@ -105,10 +97,7 @@ class ThresholdPlanned(CrossoverPlanned):
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:
         trace = super().trace(steps, note)
-        last = steps[-1]
-        if isinstance(last, ThresholdConfirmStep):
-            trace["result"] = {**trace["result"], **threshold_result(steps),
-                               "cells": last.cells_before}
+        trace["result"].update(threshold_result(steps))
         return trace
 
     def stop_line(self, steps: Sequence[Any]) -> str:
@@ -129,11 +118,65 @@ class ThresholdPlanned(CrossoverPlanned):
         return lines
 
 
+def _value_text(value: int | None) -> str:
+    return ("no threshold needed within the searched range" if value is None else
+            "keep speculation off (speculative_disable_above_batch=0)" if value == 0 else
+            f"set speculative_disable_above_batch={value}")
+
+
+def searched_recommendations(recs: list[dict], trace: dict) -> list[dict]:
+    """The confirmed value in place of the crossover rule's (kept as `crossover_rule`)."""
+    res = trace["result"]
+    if not res.get("threshold_stop"):
+        return recs
+    value = res.get("threshold")
+    signs: dict[str, str] = next((s.get("signs") for s in reversed(trace["steps"])
+                                  if s.get("phase") == "confirm" and s.get("signs")), {})
+    measured = "; ".join(
+        f"{pair.replace('->', ' vs ')}: {'higher' if sign.startswith('+') else 'lower'} wins"
+        + ("" if sign in ("+", "-") else " (point estimate)") for pair, sign in signs.items())
+    key = (trace["variant"], trace["workload"])
+    old = next((r for r in recs if (r["variant"], r["workload"]) == key), None)
+    rule = None if old is None else old.get("speculative_disable_above_batch")
+    statement = (f"{_value_text(value)}: the threshold search's choice ({res['threshold_stop']}"
+                 + (f"; {measured}" if measured else "") + ")"
+                 + (f"; the crossover rule alone says {rule}" if rule != value else ""))
+    new = {**(old or {"variant": key[0], "workload": key[1]}),
+           "speculative_disable_above_batch": value, "statement": statement,
+           "source": "threshold search", "crossover_rule": rule}
+    return [new if r is old else r for r in recs] + ([] if old is not None else [new])
+
+
+def trace_lines(trace: dict, points: Callable[[Sequence[int]], str] = describe_point
+                ) -> list[str]:
+    """The crossover search's lines, then the confirmed threshold once it stopped."""
+    res = trace["result"]
+    lines = crossover_lines(trace, points)
+    if not res.get("threshold_stop"):
+        return lines
+    value = res.get("threshold")
+    answer = ("no threshold needed within the range" if value is None else
+              "keep speculation off (0)" if value == 0 else
+              f"set speculative_disable_above_batch={value}")
+    return [*lines, f"  threshold: {answer} ({res['threshold_stop']}: "
+            f"{res['threshold_stop_meaning']})"]
+
+
+def answer_sentence(trace: dict) -> str | None:
+    """The run's first sentence: the confirmed value and why the confirmation stopped."""
+    res = trace["result"]
+    if not res.get("threshold_stop"):
+        return None
+    return (f"{trace['variant']} on {trace['workload']}: {_value_text(res.get('threshold'))} "
+            f"(the threshold search's choice after {res['cells']} cells: "
+            f"{res['threshold_stop']})")
+
+
 class Threshold(Crossover):
     kind = "threshold"
-    lines = staticmethod(report.trace_lines)
-    answer = staticmethod(report.answer_sentence)
-    recommendations = staticmethod(report.searched_recommendations)
+    lines = staticmethod(trace_lines)
+    answer = staticmethod(answer_sentence)
+    recommendations = staticmethod(searched_recommendations)
 
     def check(self, cfg: DictConfig) -> None:
         reserve = reserve_cells(int(cfg.grid.search.candidates))

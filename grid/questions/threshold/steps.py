@@ -1,11 +1,5 @@
-"""The threshold search's steps (rules: docs/search.md "The threshold search"). Pure, like the
-crossover search's, which runs first with `reserve` cells of the budget kept back. Then: rank
-the values the engine tells apart in the range by predicted regret (|integral of the speedup,
-piecewise linear in log2 load, from log2 T to log2 of the crossover|); confirm the top
-`candidates` pairwise, each adjacent pair (Ti, Ti+1) measured where they differ the most (both
-at concurrency Ti+1; a pair's "speedup" is Ti+1 over Ti, signed as a crossover level);
-recommend: walk up from T1 while the higher value wins. Stops: `confirmed`, `budget`, or the
-crossover search's `below_range` (0) and `above_range` (None) with nothing to rank."""
+"""The threshold search's steps (docs/search.md "The threshold search"), pure: the crossover
+search with `reserve` cells kept back, then the ranked candidates confirmed pairwise."""
 
 from __future__ import annotations
 
@@ -18,40 +12,28 @@ import numpy as np
 from grid.analysis.decision import crossover_of
 from grid.analysis.search import Level, Space, sign
 from grid.questions import steps as shared
-from grid.questions.crossover.steps import (
-    ABOVE_RANGE,
-    BELOW_RANGE,
-    BUDGET,
-    STOP_REASONS,
-    CrossoverStep,
-    Point,
-    describe,
-    level_speedups,
-    replay,
-)
+from grid.questions.crossover import steps as crossover
 from grid.questions.measure import Compared
 
 CONFIRMED = "confirmed"
 THRESHOLD_STOPS = {
-    **STOP_REASONS,
+    **crossover.STOP_REASONS,
     CONFIRMED: "every pair of top-ranked thresholds was measured where the two differ",
 }
 
 Pair = tuple[int, int, int]
-"""(lower threshold, higher threshold, repeat index): the variant with each threshold, both at
-concurrency = the higher threshold."""
+"""(lower threshold, higher threshold, repeat index), both at concurrency = the higher."""
 
 
 def reserve_cells(candidates: int, cells_per_point: int = 2) -> int:
-    """Cells the crossover search leaves for the confirmation: one point per adjacent pair
-    of the top `candidates`."""
+    """Cells kept for the confirmation: one point per adjacent pair of the top `candidates`."""
     return cells_per_point * (candidates - 1)
 
 
 def describe_point(point: Sequence[int]) -> str:
     """A crossover point's `c=16` or a confirmation pair's `off_above=28 vs 30 at c=30`."""
     if len(point) != 3:
-        return describe(point)
+        return crossover.describe(point)
     low, high, repeat = point
     return f"off_above={low} vs {high} at c={high}" + (f" repeat {repeat}" if repeat else "")
 
@@ -60,14 +42,13 @@ def describe_point(point: Sequence[int]) -> str:
 class Candidate:
     value: int
     regret: float
-    """Predicted: |integral of the speedup from log2 value to log2 crossover| (module
-    docstring); 0 at the crossover."""
+    """Predicted: |integral of the speedup from log2 value to log2 crossover|."""
 
 
 def rank(levels: Mapping[int, Level], honoured: Sequence[int], low: int, high: int
          ) -> list[Candidate]:
-    """The honoured values in [low, high] by predicted regret (smallest first; the lower value
-    on a tie: it risks less). Empty when the curve has no finite crossover."""
+    """The honoured values in [low, high] by predicted regret, smallest (then lowest) first;
+    empty without a finite crossover."""
     loads = np.array(sorted(levels), dtype=float)
     if len(loads) < 2:
         return []
@@ -87,8 +68,7 @@ def rank(levels: Mapping[int, Level], honoured: Sequence[int], low: int, high: i
 
 @dataclass(frozen=True)
 class ThresholdConfirmStep:
-    """One step of the confirmation: pairs to measure (or why it stops), the ranking and the
-    recommendation as known before the step."""
+    """One step of the confirmation: pairs to measure (or why it stops)."""
 
     number: int
     points: tuple[Pair, ...]
@@ -113,13 +93,13 @@ class ThresholdConfirmStep:
 
 def pair_levels(measured: Mapping[Pair, Compared], chosen: set[Pair]
                 ) -> dict[tuple[int, int], Level]:
-    """Per pair (T1, T2), the higher threshold's speedup over the lower's, over its repeats
-    (the lower threshold's cell in the baseline's place)."""
-    by_pair: dict[tuple[int, int], dict[Point, Compared]] = {}
+    """Per pair (T1, T2), the higher threshold's speedup over the lower's."""
+    by_pair: dict[tuple[int, int], dict[crossover.Point, Compared]] = {}
     for a, b, r in chosen:
         if (a, b, r) in measured:
             by_pair.setdefault((a, b), {})[(b, r)] = measured[(a, b, r)]
-    return {pair: level_speedups(points, points)[pair[1]] for pair, points in by_pair.items()}
+    return {pair: crossover.level_speedups(points, points)[pair[1]]
+            for pair, points in by_pair.items()}
 
 
 def winner(top: Sequence[int], signs: Mapping[str, str]) -> int:
@@ -132,19 +112,19 @@ def winner(top: Sequence[int], signs: Mapping[str, str]) -> int:
     return best
 
 
-def confirm_step(space: Space, crossover: CrossoverStep, levels: Mapping[int, Level],
+def confirm_step(space: Space, last: crossover.CrossoverStep, levels: Mapping[int, Level],
                  honoured: Sequence[int], candidates: int,
                  measured: Mapping[tuple[int, int], Level], used: int, number: int
                  ) -> ThresholdConfirmStep:
-    """The next confirmation step after the crossover search stopped (`crossover`)."""
-    if crossover.stop in (BELOW_RANGE, ABOVE_RANGE):
-        value = 0 if crossover.stop == BELOW_RANGE else None
-        return ThresholdConfirmStep(number, (), f"{crossover.why}: nothing to rank",
-                                    crossover.stop, (), value, used)
+    """The next confirmation step after the crossover search stopped (`last`)."""
+    if last.stop in (crossover.BELOW_RANGE, crossover.ABOVE_RANGE):
+        value = 0 if last.stop == crossover.BELOW_RANGE else None
+        return ThresholdConfirmStep(number, (), f"{last.why}: nothing to rank",
+                                    last.stop, (), value, used)
     ranked = tuple(rank(levels, honoured, space.lattice[0], space.lattice[-1]))
     if not ranked:
         return ThresholdConfirmStep(number, (), "no finite crossover among the measured "
-                                    "levels: nothing to rank", BUDGET, (), None, used)
+                                    "levels: nothing to rank", crossover.BUDGET, (), None, used)
     top = sorted(c.value for c in ranked[:candidates])
     pairs = list(zip(top, top[1:], strict=False))
     signs = {f"{a}->{b}": sign(measured[(a, b)], space.max_repeats, space.min_effect)
@@ -167,21 +147,21 @@ def confirm_step(space: Space, crossover: CrossoverStep, levels: Mapping[int, Le
         todo, (space.max_cells - used) // space.cells_per_point,
         f"top candidates by predicted regret {names}: measure "
         + ", ".join(describe_point(p) for p in todo),
-        f"{STOP_REASONS[BUDGET]} ({used} of {space.max_cells} cells)")
+        f"{crossover.STOP_REASONS[crossover.BUDGET]} ({used} of {space.max_cells} cells)")
     return ThresholdConfirmStep(number, points, why, stop, ranked, best, used, signs)
 
 
 def replay_threshold(space: Space, reserve: int, honoured: Sequence[int], candidates: int,
-                     measured: Mapping[Point, Compared], confirmed: Mapping[Pair, Compared]
-                     ) -> list[CrossoverStep | ThresholdConfirmStep]:
-    """Every step of a threshold search from the measured points: the crossover search within
-    max_cells - reserve, then the confirmation steps. The last step is a stop or the one whose
-    points are not all measured yet."""
-    crossing = replay(replace(space, max_cells=space.max_cells - reserve), measured)
+                     measured: Mapping[crossover.Point, Compared],
+                     confirmed: Mapping[Pair, Compared]
+                     ) -> list[crossover.CrossoverStep | ThresholdConfirmStep]:
+    """Every step of a threshold search: the crossover search within max_cells - reserve, then
+    the confirmation's."""
+    crossing = crossover.replay(replace(space, max_cells=space.max_cells - reserve), measured)
     last = crossing[-1]
     if last.stop is None:
         return list(crossing)
-    levels = level_speedups(measured, {p for s in crossing for p in s.points})
+    levels = crossover.level_speedups(measured, {p for s in crossing for p in s.points})
     used = sum(lv.repeats for lv in levels.values()) * space.cells_per_point
 
     def step_after(chosen: set[Pair], number: int) -> ThresholdConfirmStep:
@@ -192,12 +172,13 @@ def replay_threshold(space: Space, reserve: int, honoured: Sequence[int], candid
     return [*crossing, *shared.replay(step_after, confirmed, len(crossing) + 1)]
 
 
-def threshold_result(steps: Sequence[CrossoverStep | ThresholdConfirmStep]) -> dict:
+def threshold_result(steps: Sequence[crossover.CrossoverStep | ThresholdConfirmStep]) -> dict:
     """The threshold part of the trace's result (empty while the crossover search runs)."""
     last = steps[-1]
     if not isinstance(last, ThresholdConfirmStep):
         return {}
     return {"threshold": last.threshold, "threshold_stop": last.stop,
             "threshold_stop_meaning": THRESHOLD_STOPS.get(last.stop or ""),
+            "cells": last.cells_before,
             "candidates": [{"value": c.value, "regret": round(c.regret, 6)}
                            for c in last.candidates]}

@@ -64,7 +64,7 @@ def test_a_run_without_forced_cells_has_no_section():
 
 
 def test_a_breakeven_searchs_trace_reads_as_its_steps_and_brackets():
-    from grid.questions.breakeven.report import trace_lines
+    from grid.questions.breakeven import trace_lines
     from grid.questions.breakeven.steps import chosen, replay
     from tests.grid.questions.breakeven.test_steps import DENSE, LENGTHS, SPACE
 

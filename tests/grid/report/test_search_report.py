@@ -1,4 +1,4 @@
-"""The adaptive search in the report (grid/report/search.py): each step with why it was taken,
+"""The adaptive search in the report (grid/questions `traced`): each step with why it was taken,
 the stop and its meaning, in the text summary, report.html and decision.json; a run without a
 search shows none."""
 

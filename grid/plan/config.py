@@ -321,9 +321,10 @@ class SearchConfig:
     predicts instead of the coarse levels. kind=depth: each level starts at the depth it
     predicts fastest and that depth's neighbours. The trace says how far the prediction was
     from what the cells then showed (docs/search.md). None: the coarse levels / depths."""
-    rates: list[float] = field(default_factory=lambda: [0.5, 0.9])
-    """kind=surface: the forced acceptance rates (accepted / drafted tokens; depth k is forced
-    to the accept length 1 + rate x k), the surface's first, the length check's after."""
+    rates: list[float] = field(default_factory=lambda: [0.7, 0.9])
+    """kind=surface: the forced acceptance per draft a of an i.i.d. chain (depth k forced to
+    the per-position rates a, a^2, ..., a^k; a mean length 1 + a + ... + a^k where the engine
+    takes a length only), the surface's first, the length check's after."""
     profile: str | None = None
     """kind=surface: a drafter's acceptance profile file (docs/surface.md) whose speedup the
     surface predicts; None: the run's own drafter, measured in one cell."""

@@ -111,6 +111,8 @@ def equivalent_launch(config: Mapping[str, Any], engine: str, version: str | Non
     takes SGLang's)."""
     as_other = dict(config)
     as_other["engine"] = {**config["engine"], "name": engine, "options": {}}
+    # A forced acceptance is the simulator's environment, not a flag (rates it takes, SGLang not)
+    as_other["variant"] = {**config["variant"], "forced_acceptance": None}
     spec = launch_spec(as_other, version)
     assert spec is not None
     return spec

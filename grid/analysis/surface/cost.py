@@ -27,10 +27,17 @@ rising residual). A load with one depth has no line (`None`).
 At batch 1, Leviathan et al. (arXiv 2211.17192, Theorem 3.8): with i.i.d. acceptance a and a
 draft pass costing c of a target pass, the expected speedup is
 (1 - a^{k+1}) / ((1 - a)(k c + 1)) (`leviathan_speedup`); `beside_leviathan` sets it beside
-the measured surface at batch 1, taking c = draft(1)."""
+the measured surface at batch 1, taking c = draft(1).
+
+Between the cells measured (`interpolated`): at a load, c is piecewise linear in k between the
+depths measured there (the line the decomposition fits, bent only where a depth was measured
+off it); at a depth, piecewise linear in log B between the loads measured there; replicate by
+replicate, so an interpolated cost's interval is its neighbours' measurement noise (not the
+interpolation's error: the surface search checks that, grid/questions/surface/steps.py)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -244,4 +251,41 @@ def forced_points(stats: CellStats, cells: pd.DataFrame, metric: str = "output_t
                                   Throughput(p.values[metric], p.replicates[metric]),
                                   length[1]))
         baselines[int(p.load)] = Throughput(b.values[metric], b.replicates[metric])
+    return out
+
+
+def _between(known: Sequence[tuple[float, Cost]], x: float, load: int, depth: int
+             ) -> Cost | None:
+    """The cost at coordinate x from the known (coordinate, cost) pairs (ascending): the one at
+    x itself, else the line between its neighbours on either side; None outside their span."""
+    for at, cost in known:
+        if math.isclose(at, x):
+            return cost
+    below = [(at, c) for at, c in known if at < x]
+    above = [(at, c) for at, c in known if at > x]
+    if not below or not above:
+        return None
+    (x0, c0), (x1, c1) = below[-1], above[0]
+    w = (x - x0) / (x1 - x0)
+    return Cost(load, depth, (1 - w) * c0.value + w * c1.value, (1 - w) * c0.reps + w * c1.reps)
+
+
+def interpolated(costs: Mapping[Key, Cost], loads: Sequence[int], depths: Sequence[int]
+                 ) -> dict[Key, Cost]:
+    """c(B, k) at every (B, k) of `loads` x `depths` inside the span measured (module
+    docstring): a measured cost as it is; else linear in k between the depths measured at
+    that load, then linear in log B between the loads with that depth. A (B, k) with no
+    measured neighbour on one side (outside the span) is left out: nothing is extrapolated."""
+    rows: dict[int, dict[int, Cost]] = {}
+    for b in sorted({load for load, _ in costs}):
+        known = [(float(k), costs[(b, k)]) for k in sorted(k for load, k in costs if load == b)]
+        row = {k: _between(known, float(k), b, k) for k in depths}
+        rows[b] = {k: c for k, c in row.items() if c is not None}
+    out = {}
+    for k in depths:
+        known = [(math.log(b), rows[b][k]) for b in sorted(rows) if k in rows[b]]
+        for b in loads:
+            cost = _between(known, math.log(b), b, k)
+            if cost is not None:
+                out[(b, k)] = cost
     return out

@@ -1,0 +1,206 @@
+"""One surface, every drafter, out of sample on the simulator (SIMULATION numbers).
+
+1. Each drafter profiled at one low load: EAGLE-3 unforced at depth 7, c=1, its own seed; the
+   profile from its requests' acceptance histograms (grid/analysis/surface/profile.py
+   `profile_from_requests`), written as a profile file. Drafters: the simulator's EAGLE-3 on
+   coding prompts, the same on encyclopedic prompts, and a drafter whose acceptance barely
+   decays over positions (engines/sim/profiles/model/kimi-k2.5-class-flat.json: the same node
+   and step costs) on coding prompts.
+2. The surface search (`+sweep=surface_search`, grid.search.profile = the coding profile, so
+   no cell of its own drafter) over c = 1..64 x k = 1..7, forced acceptance.
+3. Held out, per drafter: the dense real-acceptance grid, the baseline and EAGLE-3 unforced at
+   every k = 1..7 and c = 1, 2, 4, ..., 64 (its own server per depth).
+4. Compared: the predicted speedup AL(k) / c(B, k) (the surface interpolated where it measured
+   no cell) against the measured one, "within" = inside max(5 %, the measured cell's 95 %
+   interval); the best depth per load, "agrees" = the dense grid's best, or a depth whose
+   measured speedup lies inside the best's interval.
+
+    python bench/surface_vs_dense.py --results /tmp/sf-bench                   # runs everything
+    python bench/surface_vs_dense.py --results /tmp/sf-bench --phases surface  # the surface again
+    python bench/surface_vs_dense.py --results /tmp/sf-bench --phases none     # compares only
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from grid.analysis import Slo  # noqa: E402
+from grid.analysis.bootstrap import interval  # noqa: E402
+from grid.analysis.surface import (  # noqa: E402
+    best_depths,
+    interpolated,
+    predict,
+    profile_from_requests,
+    profile_text,
+    read_profile,
+)
+from grid.questions.surface.read import PROFILE_COLUMNS, read_run  # noqa: E402
+from grid.report.data import load_run  # noqa: E402
+from grid.store.loader import load_cells, load_requests  # noqa: E402
+
+LOADS = (1, 2, 4, 8, 16, 32, 64)
+DEPTHS = (1, 2, 3, 4, 5, 6, 7)
+DRAFTERS = {  # name -> the overrides that make it
+    "coding": ["workload=coding"],
+    "encyclopedic": ["workload=encyclopedic"],
+    "flat": ["workload=coding", "engine.options.model=kimi-k2.5-class-flat"],
+}
+TOLERANCE = 0.05
+
+
+def common(args: argparse.Namespace) -> list[str]:
+    return [f"engine.options.time_scale={args.time_scale}",
+            f"workload.max_new_tokens={args.max_new_tokens}",
+            f"load.requests_per_stream={args.requests_per_stream}",
+            f"results_dir={args.results}"]
+
+
+def grid_run(overrides: list[str], log: Path) -> float:
+    """One `python -m grid.run`, its output to `log`; its wall seconds."""
+    cmd = [sys.executable, "-m", "grid.run", *overrides]
+    print("$", " ".join(cmd), flush=True)
+    start = time.monotonic()
+    with log.open("w") as out:
+        subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT)
+    return time.monotonic() - start
+
+
+def profile_run(args: argparse.Namespace, name: str) -> float:
+    seconds = grid_run(["variant=eagle3", "variant.args.speculative_num_steps=7",
+                        "load.concurrency=1", "load.num_requests=16", "engine.options.seed=1",
+                        *DRAFTERS[name], *common(args), f"run.id=profile-{name}"],
+                       args.results / f"profile-{name}.log")
+    run = args.results / f"profile-{name}"
+    requests = load_requests(run, columns=PROFILE_COLUMNS)
+    profile = profile_from_requests(requests, "domain", load_cells(run), source=str(run))
+    (args.results / f"profile-{name}.json").write_text(profile_text(profile))
+    return seconds
+
+
+def dense_run(args: argparse.Namespace, name: str) -> float:
+    steps = ",".join(map(str, DEPTHS))
+    return grid_run(["variant=baseline,eagle3", f"variant.args.speculative_num_steps={steps}",
+                     "load.concurrency=" + ",".join(map(str, LOADS)),
+                     "grid.exclude=[{variant:baseline,variant.args.speculative_num_steps:["
+                     + ",".join(map(str, DEPTHS[1:])) + "]}]", *DRAFTERS[name], *common(args),
+                     f"run.id=dense-{name}"], args.results / f"dense-{name}.log")
+
+
+def surface_run(args: argparse.Namespace) -> float:
+    return grid_run(["+sweep=surface_search", f"grid.search.max_cells={args.max_cells}",
+                     f"grid.search.profile={args.results / 'profile-coding.json'}",
+                     *common(args), "run.id=surface"], args.results / "surface.log")
+
+
+def starts(run: Path) -> int:
+    with sqlite3.connect(run / "_ledger.sqlite") as db:
+        return int(db.execute("SELECT count(*) FROM servers").fetchone()[0])
+
+
+def measured_speedups(run: Path) -> dict[tuple[int, int], tuple[float, float, float]]:
+    """(load, depth) -> the dense grid's speedup over the baseline at that load, 95 %."""
+    data = load_run(run)
+    table = data.stats.table
+    value: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
+    for cell_id, variant, load, tput in zip(table.cell_id, table.variant, table.concurrency,
+                                            table.output_tok_s, strict=True):
+        depth = 0 if str(variant).startswith("baseline") else int(str(variant).rsplit("-", 1)[1])
+        value[(int(load), depth)] = (float(tput), data.stats.replicates[cell_id]["output_tok_s"])
+    out = {}
+    for (b, k), (t, reps) in value.items():
+        base, base_reps = value[(b, 0)]
+        if k:
+            lo, hi = interval(reps / base_reps)
+            out[(b, k)] = (t / base, lo, hi)
+    return out
+
+
+def compare(args: argparse.Namespace, name: str, costs: dict) -> dict:
+    profile = read_profile(args.results / f"profile-{name}.json")
+    (domain,) = profile.domains.values()
+    pred = predict(costs, domain)
+    meas = measured_speedups(args.results / f"dense-{name}")
+    rows, within = [], 0
+    for key in sorted(meas):
+        m, lo, hi = meas[key]
+        p = pred[key]
+        ok = min(lo, m * (1 - TOLERANCE)) <= p.speedup <= max(hi, m * (1 + TOLERANCE))
+        within += ok
+        rows.append((key, p.speedup, p.interval, m, lo, hi, ok))
+    best_pred = best_depths(pred)
+    agree = {}
+    for b in LOADS:
+        options = {0: (1.0, 1.0, 1.0), **{k: meas[(b, k)] for k in DEPTHS}}
+        best = max(options, key=lambda k: (options[k][0], -k))
+        _, lo, hi = options[best]
+        chosen = best_pred[b]
+        agree[b] = (chosen, best, chosen == best or lo <= options[chosen][0] <= hi)
+    al = " ".join(f"{domain.accept_length(k):.2f}" for k in DEPTHS)
+    print(f"\n{name}: profile {domain.domain} ({domain.samples} requests), AL(k) = {al}")
+    print("  load depth  predicted [95%]        measured [95%]         within")
+    for (b, k), ps, (plo, phi), m, lo, hi, ok in rows:
+        print(f"  c={b:<3} k={k}  {ps:.3f} [{plo:.3f}, {phi:.3f}]  {m:.3f} [{lo:.3f}, {hi:.3f}]"
+              f"  {'yes' if ok else 'NO'}")
+    print(f"  within max(5 %, interval): {within} of {len(rows)} ({within / len(rows):.0%})")
+    print("  best depth per load (predicted / dense): " + ", ".join(
+        f"c={b} {c}/{d}{'' if ok else ' NO'}" for b, (c, d, ok) in agree.items()))
+    return {"within": within, "cells": len(rows),
+            "best_agree": sum(ok for _, _, ok in agree.values()), "loads": len(LOADS)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", type=Path, default=Path("results/bench-surface"))
+    ap.add_argument("--time-scale", type=float, default=0.25)
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--requests-per-stream", type=int, default=4)
+    ap.add_argument("--max-cells", type=int, default=42, help="40 %% of the dense grid's 105")
+    ap.add_argument("--phases", default="profile,surface,dense",
+                    help="which runs to make before comparing (none: compare the runs made)")
+    args = ap.parse_args()
+    args.results = args.results.resolve()
+    args.results.mkdir(parents=True, exist_ok=True)
+    phases = set(args.phases.split(","))
+    wall = {}
+    for name in DRAFTERS if "profile" in phases else ():
+        wall[f"profile-{name}"] = profile_run(args, name)
+    if "surface" in phases:
+        wall["surface"] = surface_run(args)
+    for name in DRAFTERS if "dense" in phases else ():
+        wall[f"dense-{name}"] = dense_run(args, name)
+    trace = json.loads((args.results / "surface" / "search.json").read_text())
+    res = trace["result"]
+    read = read_run(args.results / "surface", Slo(), trace["rates"])
+    costs = interpolated(read.costs, tuple(trace["lattice"]), tuple(trace["depths"]))
+    print(f"SIMULATION (the simulator at time_scale {args.time_scale}, {args.results})")
+    used = starts(args.results / "surface")
+    print(f"surface: stop {res['stop']}, {res['cells']} cells "
+          f"({res['cells'] / res['dense_cells']:.0%} of the dense grid's {res['dense_cells']}), "
+          f"{used} server starts ({used / res['dense_starts']:.0%} of {res['dense_starts']}); "
+          f"design loads {res['design']['loads']} depths {res['design']['depths']}")
+    for c in res["length_checks"]:
+        print(f"  length check c={c['load']} k={c['depth']}: {c['difference']:+.3f} "
+              f"{c['interval']} {'one cost' if c['agrees'] else 'DEPENDS on the length'}")
+    summary = {name: compare(args, name, costs) for name in DRAFTERS}
+    print("\nsummary: " + "; ".join(
+        f"{n}: {s['within']}/{s['cells']} within, best depth {s['best_agree']}/{s['loads']}"
+        for n, s in summary.items()))
+    if wall:
+        print("wall (s): " + ", ".join(f"{k} {v:.0f}" for k, v in wall.items())
+              + f"; total {sum(wall.values()):.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -272,24 +272,16 @@ class SearchConfig:
     """An adaptive search instead of a listed load axis (docs/search.md)."""
 
     kind: str | None = None
-    """None (off: the grid is the axes), `crossover`: find where the grid's one speculative
-    variant stops paying against the baseline, `threshold`: that, then rank the
-    speculative_disable_above_batch values the engine honours and confirm the best ones, or
-    `depth`: the best speculative depth per batch tier, a schedule confirmed on one server,
-    or `breakeven`: the accept length at which the variant pays, per load, from
-    forced-acceptance cells, or `capacity`: the highest load at which the grid's one variant
-    meets the SLOs, bracketed then bisected, or `surface`: the step cost over load x depth
-    from forced-acceptance cells, and a drafter's predicted speedup on it (grid/questions/
-    REGISTRY)."""
+    """None (off: the grid is the axes) or the question asked: `crossover`, `threshold`,
+    `depth`, `breakeven`, `capacity`, `surface` (grid/questions/ REGISTRY, docs/search.md)."""
     concurrency: list[int] = field(default_factory=lambda: [1, 256])
     """[lowest, highest] concurrency the search may measure (closed loop only)."""
     resolution: float = 1.4142135623730951
     """Factor between neighbouring loads of the search's lattice (√2: 1 2 3 4 6 8 11 16 ...);
     the crossover is bracketed when it lies between two neighbours."""
     max_cells: int = 24
-    """Cell budget of the search (both variants' cells counted, repeats too): three quarters
-    of a dense √2 grid over 1..256 (32 cells), which a search that brackets stops well short
-    of; the repeats of levels near a flat crossover are what spend it (docs/search.md)."""
+    """Cell budget of the search (every variant's cells and repeats counted): three quarters
+    of a dense √2 grid over 1..256 (docs/search.md)."""
     coarse_levels: int = 5
     """Log-spaced levels measured first, range ends included (1 4 16 64 256 for [1, 256]),
     the lower half at once and the rest only while speculation still pays."""
@@ -300,8 +292,8 @@ class SearchConfig:
     """A speedup interval that straddles 0 within ±min_effect (5 %) is a tie, decided by its
     point estimate without repeats: only intervals too wide to decide get repeats."""
     points_per_step: int = 1
-    """Levels one bisection step measures (k-section) and repeats an undecided level gets at
-    once: more cells per step for fewer steps; each step starts each variant's server once."""
+    """Levels one bisection step measures (k-section), and repeats an undecided level gets at
+    once."""
     candidates: int = 2
     """kind=threshold: the top-ranked thresholds confirmed by measurement (>= 2); each
     adjacent pair costs two cells per repeat, kept back from max_cells for them."""
@@ -312,15 +304,10 @@ class SearchConfig:
     """kind=breakeven: the forced accept lengths the search may measure, ascending, within
     [1, k + 1] for k = speculative_num_steps; None = 9 evenly from 1 to k + 1."""
     confirm_cells: int = 12
-    """kind=depth: cells for confirming the schedule found (one server with it against the
-    baseline, the best single depth, the threshold schedule and the engine's own
-    adaptation), beyond max_cells."""
+    """kind=depth: cells beyond max_cells that confirm the schedule found (docs/search.md)."""
     prior: str | None = None
-    """A twin's profile (`python -m grid.twin RUN` writes RUN/twin.json) asked first.
-    kind=crossover or threshold: the search measures the two levels around the crossover it
-    predicts instead of the coarse levels. kind=depth: each level starts at the depth it
-    predicts fastest and that depth's neighbours. The trace says how far the prediction was
-    from what the cells then showed (docs/search.md). None: the coarse levels / depths."""
+    """A twin's profile (RUN/twin.json, `python -m grid.twin RUN`) asked first: the search
+    starts where it predicts (docs/search.md "A twin as prior"). None: the coarse levels."""
     rates: list[float] = field(default_factory=lambda: [0.7, 0.9])
     """kind=surface: the forced acceptance per draft a of an i.i.d. chain (depth k forced to
     the per-position rates a, a^2, ..., a^k; a mean length 1 + a + ... + a^k where the engine
@@ -355,13 +342,12 @@ class GridAxes:
     exclude: list[Any] = field(default_factory=list)
     """Rules axis -> value or list of values; a cell matching every key of a rule is dropped."""
     max_parallel_servers: int = 1
-    """Server groups run at the same time (each on its own GPUs); 1 keeps measurements
-    undisturbed by other servers on the node."""
+    """Server groups run at once, each on its own GPUs (1: no neighbour disturbs a cell)."""
     exclusive_node: bool = True
     """One server per node: a server reserves all GPUs of its node (it still uses tp_size of
     them). False packs servers on GPU subsets of one node (two TP4 servers on an 8-GPU node)."""
     search: SearchConfig = field(default_factory=SearchConfig)
-    """Adaptive search over load (grid/analysis/search.py): the search chooses the loads."""
+    """An adaptive search: a question chooses the cells (grid/questions/)."""
 
 
 @dataclass
@@ -377,21 +363,14 @@ class RunConfig:
     max_server_starts: int = 2
     """Consecutive failed starts of a group's server after which its remaining cells fail."""
     cell_timeout_s: float | None = None
-    """A cap on each cell's load (its warm-up and measured window; the server's start has
-    engine.ready_timeout_s): a cell still running after this many seconds fails, even while
-    it makes progress. None = no overall cap: a cell is bounded by its progress only (it fails
-    when its load streams no token and completes no request for load.request_timeout_s + its
-    schedule's longest wait + 30 s; grid/execute/stall.py)."""
+    """A cap on each cell's load (warm-up and window): past it the cell fails even while it
+    makes progress. None = bounded by its progress only (docs/runs.md, grid/execute/stall.py)."""
     call_timeout_s: float = 60.0
-    """The most the driver waits for one call to a server's or telemetry actor around a
-    cell (flushing the cache, starting the metrics, the end of the cell with its last scrape
-    and server snapshot, stopping the telemetry): past it that cell fails, naming the call,
-    and the server is replaced; other server groups never wait on it."""
+    """The most the driver waits for one call to a server's or telemetry actor around a cell:
+    past it that cell fails, naming the call, and the server is replaced (docs/runs.md)."""
     sim_time_scale: float | None = None
-    """The simulator's clock for this run when its engine is the simulator
-    (conf/engine/sim.yaml's `time_scale` reads it): modelled durations times it, every figure
-    reported on the modelled clock (docs/loadgen.md "The modelled clock"). A sweep sized for a
-    laptop sets it; a real engine keeps its own clock and ignores it. None = 1."""
+    """The simulator's `time_scale` for this run (conf/engine/sim.yaml reads it; a real engine
+    ignores it): figures on its modelled clock (docs/loadgen.md "The modelled clock")."""
     metrics_interval_s: float | None = 1.0
     """Sample the server's /metrics this often during a cell into server_metrics/ (None = off)."""
     telemetry_interval_s: float | None = 1.0

@@ -66,9 +66,8 @@ def test_a_run_at_one_load_is_bad_input(tmp_path, capsys):
     (["--hardware", "tpu9"], "name the node's hardware profile with --hardware (one of cpu, "
                              "h100, h200, rtx-pro-6000), not 'tpu9'"),
     (["--model", "nosuch"], "name the served model's profile (one of kimi-k2.5-class, "
-                            "llama3.1-8b, llama3.3-70b, qwen3-30b-a3b) or its folder with "
-                            "--model; 'nosuch' "
-                            "is neither"),
+                            "kimi-k2.5-class-flat, llama3.1-8b, llama3.3-70b, qwen3-30b-a3b) "
+                            "or its folder with --model; 'nosuch' is neither"),
     (["--model", "no/such/folder"], "no config.json at no/such/folder"),
     (["--holdout", "2"], "--holdout 2: no cells at load 2 (measured: 1,8)"),
     (["--engine", "vllm"], "--engine vllm: no cells of it (the run's: sim)"),

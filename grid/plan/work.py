@@ -97,24 +97,28 @@ def plan_cell(cell: Cell, workloads: WorkloadPlan, cap_s: float | None, source: 
     its server group's `source_label`, asked once per group."""
     config = cell.config
     request_timeout_s = float(config["load"]["request_timeout_s"])
-    typed = _Typed(settings_columns(config), str(config["workload"]["endpoint"]),
-                   str(config["load"]["transport"]), engines.get(config["engine"]["name"]).metrics,
-                   targets_of(config["load"]), server_settings(config))
+
+    def planned(clients: tuple[ClientSpec, ...], unit: Literal["requests", "rounds"],
+                total: int, wait_s: float, **workload: Any) -> PlannedCell:
+        return PlannedCell(
+            cell, clients, unit, total, Bounds(request_timeout_s, wait_s, cap_s), source,
+            settings=settings_columns(config), endpoint=str(config["workload"]["endpoint"]),
+            transport=str(config["load"]["transport"]),
+            metrics=engines.get(config["engine"]["name"]).metrics,
+            targets=targets_of(config["load"]), server=server_settings(config), **workload)
+
     convs = workloads.conversations.get(cell.workload_name)
     if convs is not None:
         specs = conversation_specs(cell, convs.conversations, PLANNED_URL)
         work = conversation_work(specs)
-        return PlannedCell(cell, specs, "rounds", work.rounds,
-                           Bounds(request_timeout_s, longest_wait_s(specs), cap_s), source,
-                           conversation=work, **vars(typed))
+        return planned(specs, "rounds", work.rounds, longest_wait_s(specs), conversation=work)
     prompts = workloads.prompts[cell.workload_name]
     loads = load_specs(cell, prompts)
     alignment = workloads.alignments.get(cell.cell_id)
-    return PlannedCell(cell, loads, "requests", cell.num_requests,
-                       Bounds(request_timeout_s, loads[0].longest_wait_s(), cap_s), source,
-                       cell_columns(alignment),
-                       _request_columns(prompts, workloads.sources(cell.workload_name),
-                                        alignment), **vars(typed))
+    return planned(loads, "requests", cell.num_requests, loads[0].longest_wait_s(),
+                   cell_columns=cell_columns(alignment),
+                   request_columns=_request_columns(
+                       prompts, workloads.sources(cell.workload_name), alignment))
 
 
 @dataclass(frozen=True)
@@ -139,18 +143,6 @@ def server_settings(config: Mapping[str, Any]) -> ServerSettings:
     return ServerSettings(ServerAccess.from_config(config), external_url(engine),
                           float(engine["ready_timeout_s"]), dict(config["variant"]["env"]),
                           float(config["load"]["client_cpus"]))
-
-
-@dataclass(frozen=True)
-class _Typed:
-    """The typed settings a PlannedCell carries (its fields of the same names)."""
-
-    settings: dict[str, Any]
-    endpoint: str
-    transport: str
-    metrics: MetricNames | None
-    targets: tuple[Target, ...]
-    server: ServerSettings
 
 
 def settings_columns(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
+import pandas as pd
 
 from grid.analysis import Slo
 from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats, analyse_cells
@@ -20,21 +21,31 @@ Compared = tuple[Throughput, Throughput]
 """A point's two cells: (the baseline's, the variant's) or (lower threshold's, higher's)."""
 
 
-def analysed(run_dir: Path, cells: Iterable[Cell], slo: Slo, replicates: int | None = None
-             ) -> CellStats | None:
-    """The cells committed as done, analysed as the report does (None: none); `replicates`
-    fewer where only the point estimates are read."""
-    ids = {c.cell_id for c in cells}
+def done_analysed(run_dir: Path, ids: Iterable[str] | None, slo: Slo,
+                  replicates: int | None = None) -> tuple[pd.DataFrame, CellStats] | None:
+    """The cells among `ids` (every cell when None) committed as done, their rows and their
+    analysis as the report makes it (None: none); `replicates` fewer where only the point
+    estimates are read."""
     table = load_cells(run_dir) if (run_dir / "cells").is_dir() else None
     if table is None or table.empty:
         return None
-    table = table[table.cell_id.isin(ids) & (table.status == "done")]
+    keep = table.status == "done"
+    if ids is not None:
+        keep &= table.cell_id.isin(set(ids))
+    table = table[keep].reset_index(drop=True)
     if table.empty:
         return None
     requests = load_requests(run_dir, columns=REQUEST_COLUMNS,
                              filters=[("cell_id", "in", sorted(table.cell_id))])
     extra = {} if replicates is None else {"replicates": replicates}
-    return analyse_cells(table.reset_index(drop=True), requests, slo, **extra)
+    return table, analyse_cells(table, requests, slo, **extra)
+
+
+def analysed(run_dir: Path, cells: Iterable[Cell], slo: Slo, replicates: int | None = None
+             ) -> CellStats | None:
+    """The cells committed as done, analysed as the report does (None: none)."""
+    found = done_analysed(run_dir, [c.cell_id for c in cells], slo, replicates)
+    return None if found is None else found[1]
 
 
 def cell_throughputs(run_dir: Path, cells: Iterable[Cell], slo: Slo) -> dict[str, Throughput]:

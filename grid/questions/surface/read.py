@@ -15,7 +15,7 @@ import pandas as pd
 
 from grid.analysis import Slo
 from grid.analysis.breakeven_cells import depth_of
-from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats, analyse_cells
+from grid.analysis.cellstats import CellStats
 from grid.analysis.depth import Throughput
 from grid.analysis.forced import forced_length, forced_mask
 from grid.analysis.setups import is_baseline
@@ -30,8 +30,9 @@ from grid.analysis.surface import (
     profile_from_requests,
     surface,
 )
+from grid.questions.measure import done_analysed
 from grid.questions.surface.steps import chain_length
-from grid.store.loader import load_cells, load_requests
+from grid.store.loader import load_requests
 
 PROFILE_COLUMNS = ["cell_id", "status", "domain", "accept_histogram"]
 """The request columns a profile reads."""
@@ -70,26 +71,14 @@ def rate_index(length: float | None, depth: int | None, rates: Sequence[float]) 
     return found[0] if found else None
 
 
-def _done(run_dir: Path, ids: Iterable[str] | None) -> pd.DataFrame:
-    table = load_cells(run_dir) if (run_dir / "cells").is_dir() else pd.DataFrame()
-    if table.empty:
-        return table
-    keep = table.status == "done"
-    if ids is not None:
-        keep &= table.cell_id.isin(set(ids))
-    return table[keep].reset_index(drop=True)
-
-
 def read_run(run_dir: Path, slo: Slo, rates: Sequence[float], ids: Iterable[str] | None = None
              ) -> Read:
     """The done cells among `ids` (every cell when None): each forced cell under the rate that
     forced it, the baselines' throughputs by load."""
-    table = _done(Path(run_dir), ids)
-    if table.empty:
+    found = done_analysed(Path(run_dir), ids, slo)
+    if found is None:
         return Read()
-    requests = load_requests(run_dir, columns=REQUEST_COLUMNS,
-                             filters=[("cell_id", "in", sorted(table.cell_id))])
-    stats = analyse_cells(table, requests, slo)
+    table, stats = found
     forced = forced_mask(table)
     index = [rate_index(forced_length(v), depth_of(table.iloc[[i]]), rates) if f else None
              for i, (v, f) in enumerate(zip(table.forced_acceptance, forced, strict=True))]

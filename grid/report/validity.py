@@ -46,16 +46,17 @@ def server_clock_check(cells: pd.DataFrame) -> list[tuple[str, str]]:
 
 
 def clock_scales(cells: pd.DataFrame) -> list[float]:
-    """The simulated cells' `time_scale`s other than 1 (their figures are on the simulator's
-    modelled clock, actors/loadgen/timeline.py `Clock`)."""
+    """The clock scales other than 1 the cells' engines ran at (engines/base.py
+    `Engine.clock_scale`: their figures are on a simulator's modelled clock)."""
     if "engine_options" not in cells:
         return []
     found = set()
-    for text in cells.engine_options.dropna().unique():
-        scale = (json.loads(text) or {}).get("time_scale") if isinstance(text, str) else None
-        if isinstance(scale, int | float) and 0 < float(scale) != 1:
-            found.add(float(scale))
-    return sorted(found)
+    for name, text in cells[["engine", "engine_options"]].dropna().drop_duplicates(
+            ).itertuples(index=False):
+        kind = engines.find(name)
+        if kind is not None and isinstance(text, str):
+            found.add(kind.clock_scale(json.loads(text) or {}))
+    return sorted(found - {1.0})
 
 
 def modelled_clock(cells: pd.DataFrame) -> str:

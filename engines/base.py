@@ -63,6 +63,8 @@ class Engine:
     cpu_start_estimate_s: ClassVar[float] = 60.0
     """A server start on the CPU (tiny models: 15-53 s measured here, docs/engines.md)."""
     endpoints: ClassVar[Endpoints] = Endpoints()
+    chat_extras: ClassVar[Mapping[str, Any]] = {}
+    """Fields the load generator's chat body adds for this engine (none by default)."""
     metrics: ClassVar[MetricNames | None] = None
     options: ClassVar[Mapping[str, Option]] = {}
     """The keys it takes under `engine.options` (none by default); `check_options` refuses

@@ -45,6 +45,7 @@ class SGLang(Engine):
     name = "sglang"
     label = "SGLang"
     endpoints = Endpoints()
+    chat_extras = semantics.SPEC_DETAILS
     metrics = SGLANG_METRICS
     options = OPTIONS
 

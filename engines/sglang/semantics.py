@@ -36,9 +36,16 @@ from engines.sglang.flags import server_args_to_argv
 from engines.sglang.forced import forced_env, refuse_raw_env
 from engines.validation import FlagError
 
+SPEC_DETAILS: Mapping[str, Any] = {"return_spec_tokens_details": True}
+"""What a chat request adds to get its speculative counts: SGLang 0.5.23 sends them (with
+`spec_correct_drafts_histogram`, a drafter's per-position profile) on the OpenAI stream only when
+the body asks (`python/sglang/srt/entrypoints/openai/protocol.py` ChatCompletionRequest
+`return_spec_tokens_details`, `serving_chat.py`); the native /generate always sends them."""
+
 __all__ = [
-    "adaptive_problem", "build_sim_launch", "candidate_steps", "decode_capture_sizes",
-    "default_decode_max_bs", "forced_env", "load_tiers", "refuse_raw_env", "route",
+    "SPEC_DETAILS", "adaptive_problem", "build_sim_launch", "candidate_steps",
+    "decode_capture_sizes", "default_decode_max_bs", "forced_env", "load_tiers",
+    "refuse_raw_env", "route",
     "schedule_setting", "sglang_warnings", "speculation_kwargs", "speculation_on",
     "threshold_values",
 ]

@@ -34,6 +34,7 @@ class Sim(Engine):
     label = "simulated SGLang"
     start_estimate_s = 4.0
     endpoints = Endpoints()
+    chat_extras = semantics.SPEC_DETAILS
     metrics = SGLANG_METRICS
     options = sim_options.OPTIONS
     flags_of = "sglang"

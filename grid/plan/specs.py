@@ -172,6 +172,8 @@ def load_specs(cell: Cell, prompts: tuple[Prompt, ...], url: str = PLANNED_URL
             ca_bundle=load["ca_bundle"],
             keepalive_s=float(load["keepalive_s"]),
             clock_scale=clock_scale(config["engine"]),
+            extra_body=dict(engines.get(config["engine"]["name"]).chat_extras)
+            if workload["endpoint"] == "chat" else {},
             **stop_settings(load),
         )
         return tuple(replace(base, client_index=i) for i in range(clients))

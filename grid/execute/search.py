@@ -17,6 +17,7 @@ from grid.plan.cells import Cell, group_by_server
 from grid.plan.search import step_plan
 from grid.plan.workloads import WorkloadPlan
 from grid.questions import TRACE_FILE, Planned
+from grid.questions.steps import StuckSearch
 from grid.store.files import write_json
 from grid.store.record import EXIT_FAILED_CELLS, RunRecord
 
@@ -60,7 +61,11 @@ def run_search(setup: Planned, run_dir: Path, record: RunRecord, slo: Slo,
     shown = 0
     last_variant: str | None = None  # its server may still run: its cells go first
     while True:
-        steps, measured = setup.replay(run_dir, slo)
+        try:
+            steps, measured = setup.replay(run_dir, slo)
+        except StuckSearch as e:  # the cells measured stay; the question says why it ends
+            echo(f"search stopped: {e}")
+            return SearchOutcome(EXIT_FAILED_CELLS, [])
         chosen = [p for s in steps for p in s.points]
         cells = setup.cells_of(chosen)
         record.add_cells(cells)

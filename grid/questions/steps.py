@@ -18,9 +18,15 @@ S = TypeVar("S", bound=_Step)
 P = TypeVar("P")
 
 
+class StuckSearch(RuntimeError):
+    """A step that neither stops nor asks for a new point (a question's fault, never a cell's)."""
+
+
 def replay(step_after: Callable[[set, int], S], measured: Container, first: int = 1
            ) -> list[S]:
-    """Every step, each from the points its predecessors chose (`step_after(chosen, number)`)."""
+    """Every step, each from the points its predecessors chose (`step_after(chosen, number)`).
+    A step that neither stops nor asks for a point not yet chosen would be asked again and again
+    (the steps are pure): StuckSearch naming it."""
     steps: list[S] = []
     chosen: set = set()
     while True:
@@ -28,6 +34,9 @@ def replay(step_after: Callable[[set, int], S], measured: Container, first: int 
         steps.append(step)
         if step.stop is not None or not all(p in measured for p in step.points):
             return steps
+        if chosen.issuperset(step.points):
+            raise StuckSearch(f"search step {first + len(steps) - 1} asks for no new point and "
+                               "does not stop: the question cannot go on")
         chosen.update(step.points)
 
 

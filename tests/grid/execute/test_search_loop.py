@@ -9,6 +9,7 @@ import json
 
 from grid.analysis import Slo
 from grid.execute.search import EXIT_FAILED_CELLS, run_search
+from grid.questions.steps import StuckSearch
 from grid.run import make_plan
 from grid.store.record import RunRecord
 
@@ -94,3 +95,26 @@ def test_a_breakeven_search_step_that_commits_nothing_pauses_it_too(tmp_path):
     assert trace["kind"] == "breakeven" and trace["lengths"] == [1.5, 3.5]
     assert trace["result"]["note"].startswith("search paused: cells at c=1 baseline, c=1 "
                                               "length 1.5, c=1 length 3.5 did not complete")
+
+
+def test_a_question_that_cannot_go_on_ends_the_search_with_its_reason(tmp_path):
+    planned = make_plan(["+sweep=crossover_search", "grid.search.concurrency=[1,4]",
+                         f"results_dir={tmp_path}"])
+    setup, run_dir = planned.search, planned.plan.run_dir
+    assert setup is not None
+    run_dir.mkdir(parents=True)
+
+    def stuck(run_dir, slo):
+        raise StuckSearch("search step 2 asks for no new point and does not stop: the "
+                          "question cannot go on")
+
+    setup.replay = stuck  # type: ignore[method-assign]  # a question with the fault
+    record = RunRecord(run_dir, planned.plan.run_id)
+    lines: list[str] = []
+    try:
+        outcome = run_search(setup, run_dir, record, Slo(), lambda cells: 0, lines.append)
+    finally:
+        record.close()
+    assert outcome.code == EXIT_FAILED_CELLS
+    assert lines == ["search stopped: search step 2 asks for no new point and does not stop: "
+                     "the question cannot go on"]

@@ -4,9 +4,11 @@ The parser runs in a subprocess of a Python that has the engine installed (a sep
 a machine without GPUs, CI included; on a GPU node, the engine's own Python), so the driver's
 venv never needs the engine, and the engine's slow import happens once for a whole batch of
 command lines: JSON `{"argvs": [...]}` in on stdin, one JSON line after the `MARKER` out.
-Each engine's checker script (engines/<name>/validate.py) answers per command line
-`{"ok": bool, "stage": "parse" | "construct" | null, "message": str}`, plus the engine's
-`version` and whether it went past parsing (`constructed`); `MARKER` is defined for it.
+Each engine's checker (engines/<name>/validate.py) sets `VERSION` (the engine's), `CONSTRUCTED`
+(whether it goes past parsing) and `parse(argv)`, plus `construct(parsed)` when CONSTRUCTED;
+`_FRAME` runs them and answers per command line
+`{"ok": bool, "stage": "parse" | "construct" | null, "message": str}`: an argparse exit is
+reported by the last line argparse wrote to stderr, any other error by its type and message.
 
 Nothing here needs a GPU or the network (HF_HUB_OFFLINE=1 for the subprocess).
 """
@@ -24,6 +26,35 @@ MARKER = "@@SPECGRID@@"
 """What the checker prints before its JSON line (engines log to stdout on import)."""
 
 _FLAG = re.compile(r"--[A-Za-z0-9][\w-]*")
+
+_FRAME = r"""
+import contextlib, io, json, sys
+req = json.load(sys.stdin)
+{checker}
+out = {{"version": VERSION, "constructed": CONSTRUCTED, "results": []}}
+for argv in req["argvs"]:
+    res = {{"ok": True, "stage": None, "message": ""}}
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parsed = parse(argv)
+    except SystemExit as e:
+        lines = [l for l in err.getvalue().splitlines() if l.strip()]
+        res = {{"ok": False, "stage": "parse",
+               "message": (lines[-1] if lines else f"argparse exit {{e.code}}")}}
+    except Exception as e:
+        res = {{"ok": False, "stage": "parse", "message": f"{{type(e).__name__}}: {{e}}"}}
+    else:
+        if CONSTRUCTED:
+            try:
+                with contextlib.redirect_stderr(io.StringIO()):
+                    construct(parsed)
+            except Exception as e:
+                res = {{"ok": False, "stage": "construct",
+                       "message": f"{{type(e).__name__}}: {{e}}"}}
+    out["results"].append(res)
+sys.stdout.write("\n" + {marker!r} + json.dumps(out) + "\n")
+"""
 
 
 class FlagError(ValueError):
@@ -71,6 +102,12 @@ def named_flag(message: str) -> str | None:
     return m.group(0) if m else None
 
 
+def flags_from(argv: Sequence[str]) -> list[str]:
+    """A full command line from its first `--flag` on: the program head cut off."""
+    argv = list(argv)
+    return argv[next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv)):]
+
+
 def installed_version(python: str, module: str, timeout_s: float = 120.0) -> str | None:
     """`module.__version__` as imported by `python` (an interpreter path), or None if it has
     no such module (or `python` does not run)."""
@@ -86,13 +123,13 @@ def installed_version(python: str, module: str, timeout_s: float = 120.0) -> str
 
 def run_checker(checker: str, argvs: Mapping[str, Sequence[str]], python: str, engine: str,
                 timeout_s: float = 300.0) -> tuple[str, bool, list[FlagProblem]]:
-    """Run `checker` (Python source) with `python` over every labelled flag list in one
-    subprocess. Returns (engine version, whether it went past parsing, problems). Raises
-    ValidationUnavailable."""
+    """Run `checker` (Python source, see the module doc) with `python` over every labelled flag
+    list in one subprocess. Returns (engine version, whether it went past parsing, problems).
+    Raises ValidationUnavailable."""
     labels = list(argvs)
     request = json.dumps({"argvs": [list(argvs[k]) for k in labels]})
     try:
-        proc = subprocess.run([python, "-c", f"MARKER = {MARKER!r}\n{checker}"],
+        proc = subprocess.run([python, "-c", _FRAME.format(checker=checker, marker=MARKER)],
                               input=request, capture_output=True, text=True,
                               timeout=timeout_s, env=offline_env())
     except (OSError, subprocess.TimeoutExpired) as e:

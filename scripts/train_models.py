@@ -38,7 +38,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "scripts"))
-from tiny_models import build_tokenizer  # noqa: E402
+from tiny_models import build_tokenizer, save_llama  # noqa: E402
 
 from engines.tiny_models import complete, sha256  # noqa: E402
 from engines.trained_models import (  # noqa: E402
@@ -192,7 +192,7 @@ def build_ladder(out: Path) -> None:
             name = ladder_name(noise).split("/", 1)[1]
             rungs[name] = {"noise": noise,
                            "greedy_agreement": round(greedy_agreement(target, rung, tokenizer), 4)}
-            save(rung, tokenizer, tmp / name)
+            save_llama(rung, tokenizer, tmp / name)
             print(f"train_models: ladder {name}: greedy agreement "
                   f"{rungs[name]['greedy_agreement']}", file=sys.stderr, flush=True)
         (tmp / "ladder.json").write_text(json.dumps(
@@ -204,14 +204,6 @@ def build_ladder(out: Path) -> None:
         os.replace(tmp, root)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-
-
-def save(model, tokenizer, out: Path) -> None:
-    import torch
-
-    model.to(dtype=torch.bfloat16).save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    model.generation_config.save_pretrained(out)
 
 
 def main(argv=None) -> int:
@@ -257,7 +249,7 @@ def main(argv=None) -> int:
                 "parameters": sum(p.numel() for p in model.parameters()),
                 "train_seconds": round(wall, 1), "loss_curve": curve,
                 "loss_by_domain": domain_losses(model, tokenizer)}
-            save(model, tokenizer, tmp / name)
+            save_llama(model, tokenizer, tmp / name)
         write_drafter_data(tmp / "drafter_train.jsonl")
         record["built_with"] = {"torch": torch.__version__,
                                 "transformers": transformers.__version__}

@@ -74,12 +74,8 @@ class Sample:
     rows: list[TextRow]
     by: str
     """`source` or `domain`: what the strata are."""
-    target_mix: dict[str, float]
-    """The mix the sample was asked to follow (the training data's own when none was given)."""
     counts: dict[str, int]
     """Rows drawn per stratum."""
-    available: dict[str, int]
-    """Eligible rows per stratum in the data."""
     excluded_training_rows: int = 0
     """Holdout-file rows skipped because the training data contains them too."""
     notes: list[str] = field(default_factory=list)
@@ -175,6 +171,5 @@ def stratified_sample(rows: Iterable[TextRow], n: int, *, seed: int = 0,
             counts[label] = len(best)
         chosen.extend(best)
     chosen.sort(reverse=True)
-    return Sample(rows=[row for _, _, row in chosen], by=by, target_mix=dict(weights),
-                  counts=counts, available=available, excluded_training_rows=excluded,
-                  notes=notes)
+    return Sample(rows=[row for _, _, row in chosen], by=by, counts=counts,
+                  excluded_training_rows=excluded, notes=notes)

@@ -344,16 +344,3 @@ def _stats(rows: list[dict[str, Any]], wall: float, cpu: float, start: float,
         "dispatch_lag_later_rounds_p99_s": percentile(later, 99),
         "event_loop": type(asyncio.get_running_loop()).__module__,
     }
-
-
-def run_conversations_sync(spec: ConversationLoadSpec, use_uvloop: bool = True,
-                           ) -> LoadResult:
-    """:func:`run_conversations` on a fresh event loop (uvloop when installed and asked for)."""
-    if use_uvloop:
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            return uvloop.run(run_conversations(spec))
-    return asyncio.run(run_conversations(spec))

@@ -39,6 +39,7 @@ fall due together and go out one after another is no such reason. Flagged when a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Iterable, Sequence
 from time import perf_counter
@@ -94,10 +95,8 @@ class LoopLagMonitor:
         self.cpu_samples.append((perf_counter(), time.thread_time()))
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
 
     def cpu_percent(self, start: float | None = None, end: float | None = None) -> float:

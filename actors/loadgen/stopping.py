@@ -26,6 +26,7 @@ marked when any client was."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from collections.abc import Sequence
@@ -46,9 +47,6 @@ from specgrid_metrics.intervals import RequestArrays
 
 CHECK_DUTY = 0.05
 """Share of the wall time the checks may take (see the module doc)."""
-REASONS = ("count", "target", "cap", "duration", "over_saturated")
-"""Why a window stopped: its request count (no target), a precision target met, the cap
-(``max_requests``) with a target not met, ``duration_s``, an over-saturated server."""
 
 Result = tuple[int, int, Timeline]
 
@@ -60,7 +58,8 @@ class Stop:
     deadline: float | None = None
     """perf_counter time after which nothing more is issued (duration_s)."""
     reason: str | None = None
-    """Set by the watch: ``target`` or ``over_saturated``."""
+    """Set by the watch: ``target`` or ``over_saturated``; by ``Watch.final`` else ``count``
+    (no target), ``cap`` (``max_requests`` with a target not met) or ``duration``."""
     detail: str | None = None
     deadline_hit: bool = False
 
@@ -140,10 +139,8 @@ class Watch:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
             self._task = None
         if self._pool is not None:
             if self._limits is not None:

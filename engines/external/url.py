@@ -1,8 +1,4 @@
-"""A server someone else runs: specgrid only sends it load. Pure checks, no sockets.
-
-An external server is one fixed configuration, so a sweep whose cells need distinct server
-configs (several variants, env factors, tp sizes: several server keys) cannot run against it.
-"""
+"""A server someone else runs: specgrid only sends it load. Pure checks, no sockets."""
 
 from __future__ import annotations
 
@@ -39,15 +35,3 @@ def normalize_url(url: str) -> str:
     if ":" in host:
         host = f"[{host}]"
     return f"{parts.scheme}://{host}" + (f":{port}" if port is not None else "")
-
-
-def distinct_server_keys_error(n_server_keys: int) -> str | None:
-    """Why a sweep cannot run against one external URL (it needs `n_server_keys` distinct
-    server configurations), or None when it can (at most one)."""
-    if n_server_keys <= 1:
-        return None
-    return (
-        f"the sweep needs {n_server_keys} distinct server configurations (variants, env or "
-        "tp_size differ), but an external engine is one server someone else runs: sweep only "
-        "client-side axes (concurrency, rate, workload) against it, or use engine=sglang"
-    )

@@ -118,14 +118,6 @@ def candidate_steps(config: ConfigLike) -> list[int]:
     return sorted({s for steps in load_tiers(config).values() for s in steps})
 
 
-def tier_for_batch(
-    config: ConfigLike, batch: int, *, cuda_graph_bs: Sequence[int] | None = None
-) -> int:
-    """The tier key SGLang routes `batch` to: pad to the next size in `cuda_graph_bs` (if
-    given; unchanged past the largest), then the largest key <= it (smallest key if none)."""
-    return _route_unsorted(load_tiers(config), batch, cuda_graph_bs)
-
-
 def route(keys: Sequence[int], batch: int, cuda_graph_bs: Sequence[int] | None) -> int:
     """The tier key for `batch`: pad it to the next size in `cuda_graph_bs` (unchanged past the
     largest), then the largest of `keys` <= it (the smallest key if none). Both sequences must
@@ -359,16 +351,3 @@ def check_threshold_args(
             field="speculative_disable_above_batch", version=version)
     threshold_config(steps, disable_above_batch)  # validates the threshold itself
     return steps
-
-
-def threshold_args(
-    args: Mapping[str, Any],
-    disable_above_batch: int,
-    config_dir: str | os.PathLike[str],
-    version: str | None,
-) -> dict[str, Any]:
-    """`args` plus `speculative_adaptive: True` and `speculative_adaptive_config: <path>`,
-    the config written to `config_dir` (see `write_config`). Checks as `check_threshold_args`."""
-    steps = check_threshold_args(args, disable_above_batch, version)
-    path = write_config(threshold_config(steps, disable_above_batch), config_dir)
-    return {**args, "speculative_adaptive": True, "speculative_adaptive_config": str(path)}

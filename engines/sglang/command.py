@@ -27,7 +27,6 @@ consumed by `sglang serve` itself, not by ServerArgs).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -173,9 +172,10 @@ def speculation_setting(
     adaptive_on: bool, adaptive_config: Mapping[str, Any] | None, version: str | None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The args (and the files under FILES_DIR they name) that set the speculative depth by
-    batch size: a threshold (`threshold_file`), a schedule pinned per tier
-    (engines/sglang/depth.py) or SGLang's own adaptation, with its config or SGLang's default.
-    At most one of them; FlagError otherwise, or for a variant SGLang would not honour it on."""
+    batch size: a threshold (`adaptive.threshold_config`), a schedule pinned per tier
+    (engines/sglang/depth.py) or SGLang's own adaptation, with its config or SGLang's default;
+    a config file's name is content-addressed (`depth.config_file`). At most one of them;
+    FlagError otherwise, or for a variant SGLang would not honour it on."""
     asked = [name for name, on in (
         ("speculative_disable_above_batch", disable_above_batch is not None),
         ("speculative_depth", depth_schedule is not None),
@@ -183,43 +183,23 @@ def speculation_setting(
     if len(asked) > 1:
         raise FlagError(f"{asked[0]} and {asked[1]} both set the speculative depth by batch "
                         "size; give one", field=asked[1], version=version)
-    if disable_above_batch is not None:
-        name, text = threshold_file(args, disable_above_batch, version)
-        return ({"speculative_adaptive": True,
-                 "speculative_adaptive_config": f"{FILES_DIR}/{name}"}, {name: text})
     if depth_schedule is not None:
         name, text = depth.schedule_file(args, depth_schedule, version)
         return (depth.schedule_args(args, depth_schedule, version, f"{FILES_DIR}/{name}"),
                 {name: text})
-    if adaptive_on:
+    if disable_above_batch is not None:
+        steps = adaptive.check_threshold_args(args, disable_above_batch, version)
+        adaptive_config = adaptive.threshold_config(steps, disable_above_batch)
+    elif adaptive_on:
         depth.check_adaptive_args(args, adaptive_config, version)
         if adaptive_config is None:  # SGLang's default tiers
             return {"speculative_adaptive": True}, {}
-        name, text = depth.config_file(adaptive_config)
-        return ({"speculative_adaptive": True,
-                 "speculative_adaptive_config": f"{FILES_DIR}/{name}"}, {name: text})
-    return {}, {}
+    else:
+        return {}, {}
+    name, text = depth.config_file(adaptive_config)
+    return ({"speculative_adaptive": True,
+             "speculative_adaptive_config": f"{FILES_DIR}/{name}"}, {name: text})
 
-
-def threshold_file(args: Mapping[str, Any], disable_above_batch: int,
-                   version: str | None) -> tuple[str, str]:
-    """(file name, JSON text) of the adaptive config that switches speculation off above
-    `disable_above_batch`; the name is content-addressed (`adaptive-<sha256[:16]>.json`).
-    FlagError as `engines.sglang.adaptive.check_threshold_args`."""
-    steps = adaptive.check_threshold_args(args, disable_above_batch, version)
-    config = adaptive.threshold_config(steps, disable_above_batch)
-    adaptive.load_tiers(config)
-    text = adaptive.config_json(config) + "\n"
-    return f"adaptive-{hashlib.sha256(text.rstrip().encode()).hexdigest()[:16]}.json", text
-
-
-def _launch_files(args: Mapping[str, Any], disable_above_batch: int | None,
-                  version: str | None, depth_schedule: DepthTiers | None = None,
-                  adaptive_on: bool = False, adaptive_config: Mapping[str, Any] | None = None
-                  ) -> dict[str, str]:
-    """The files a server's command names under FILES_DIR (its adaptive config, if any)."""
-    return speculation_setting(args, disable_above_batch, depth_schedule, adaptive_on,
-                               adaptive_config, version)[1]
 
 def sglang_program(python: str, launcher: Launcher) -> list[str]:
     """The program part of the command: the `sglang` console script beside `python`
@@ -261,27 +241,40 @@ def build_sglang_launch(
     `version` the SGLang version the flags are spelled for (None = as given). Raises FlagError
     for args the version lacks, reserved fields, a missing max_running_requests or a threshold
     the variant cannot have (`engines.sglang.adaptive.check_threshold_args`)."""
-    fields = server_args(
+    return _launch(
+        sglang_program(python, launcher), [], "/health_generate", ("--nccl-port",), env=env,
+        ready_timeout_s=ready_timeout_s, stop_timeout_s=stop_timeout_s, api_key=api_key,
         args=args, model_path=model_path, draft_model_path=draft_model_path,
         served_model_name=served_model_name, tp_size=tp_size,
         disable_above_batch=disable_above_batch, version=version,
         default_max_running_requests=default_max_running_requests, host=host,
         revision=revision, draft_revision=draft_revision, depth_schedule=depth_schedule,
         adaptive_on=adaptive_on, adaptive_config=adaptive_config)
+
+
+def _launch(program: list[str], tail: list[str], health_path: str,
+            extra_port_flags: tuple[str, ...], *, env: Mapping[str, Any],
+            ready_timeout_s: float, stop_timeout_s: float, api_key: str | None,
+            **server: Any) -> LaunchSpec:
+    """The LaunchSpec of `program` with the server's flags (`server_args(**server)`, spelled
+    for its version) and `tail`; its files are those of `speculation_setting`."""
+    fields, version = server_args(**server), server["version"]
+    _, files = speculation_setting(server["args"], server["disable_above_batch"],
+                                   server["depth_schedule"], server["adaptive_on"],
+                                   server["adaptive_config"], version)
     return LaunchSpec(
-        argv=sglang_program(python, launcher) + server_args_to_argv(fields, version),
+        argv=program + server_args_to_argv(fields, version) + tail,
         env={str(k): env_value(v) for k, v in env.items() if v is not None},
         port_flag="--port",
-        extra_port_flags=("--nccl-port",),
-        health_path="/health_generate",
+        extra_port_flags=extra_port_flags,
+        health_path=health_path,
         ready_timeout_s=float(ready_timeout_s),
         stop_timeout_s=float(stop_timeout_s),
         log_phases=SGLANG_LOG_PHASES,
         startup_timings=SGLANG_STARTUP_TIMINGS,
-        host=host,
+        host=server["host"],
         api_key=api_key,
-        files=_launch_files(args, disable_above_batch, version, depth_schedule, adaptive_on,
-                            adaptive_config),
+        files=files,
     )
 
 
@@ -320,29 +313,15 @@ def build_sim_launch(
     """The LaunchSpec of the simulator: `python -m engines.sim` with the same SGLang flags a
     real server would get (spelled as given: the simulator has no version), then the
     `--sim-*` flags from `sim_options`. Readiness is `GET /health`; no NCCL port."""
-    fields = server_args(
+    return _launch(
+        [python, "-m", "engines.sim"], sim_flags(sim_options), "/health", (), env=env,
+        ready_timeout_s=ready_timeout_s, stop_timeout_s=stop_timeout_s, api_key=api_key,
         args=args, model_path=model_path, draft_model_path=draft_model_path,
         served_model_name=served_model_name, tp_size=tp_size,
         disable_above_batch=disable_above_batch, version=None,
         default_max_running_requests=default_max_running_requests, host=host,
         revision=revision, draft_revision=draft_revision, depth_schedule=depth_schedule,
         adaptive_on=adaptive_on, adaptive_config=adaptive_config)
-    return LaunchSpec(
-        argv=[python, "-m", "engines.sim"] + server_args_to_argv(fields, None)
-        + sim_flags(sim_options),
-        env={str(k): env_value(v) for k, v in env.items() if v is not None},
-        port_flag="--port",
-        extra_port_flags=(),
-        health_path="/health",
-        ready_timeout_s=float(ready_timeout_s),
-        stop_timeout_s=float(stop_timeout_s),
-        log_phases=SGLANG_LOG_PHASES,
-        startup_timings=SGLANG_STARTUP_TIMINGS,
-        host=host,
-        api_key=api_key,
-        files=_launch_files(args, disable_above_batch, None, depth_schedule, adaptive_on,
-                            adaptive_config),
-    )
 
 
 __all__ = [
@@ -352,6 +331,5 @@ __all__ = [
     "flag_name",
     "merged_env",
     "server_args",
-    "threshold_file",
     "threshold_warnings",
 ]

@@ -29,42 +29,22 @@ from collections.abc import Mapping, Sequence
 from engines.validation import (
     FlagProblem,
     ValidationUnavailable,
+    flags_from,
     installed_version,
     named_flag,
     run_checker,
 )
 
 _CHECKER = r"""
-import argparse, contextlib, io, json, sys
-req = json.load(sys.stdin)
+import argparse
 import sglang
 from sglang.srt.server_args import ServerArgs
-construct = hasattr(ServerArgs, "resolve_once")
-out = {"version": sglang.__version__, "constructed": construct, "results": []}
-for argv in req["argvs"]:
-    res = {"ok": True, "stage": None, "message": ""}
+VERSION, CONSTRUCTED = sglang.__version__, hasattr(ServerArgs, "resolve_once")
+def parse(argv):
     p = argparse.ArgumentParser(prog="sglang")
     ServerArgs.add_cli_args(p)
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            ns = p.parse_args(argv)
-    except SystemExit as e:
-        lines = [l for l in err.getvalue().splitlines() if l.strip()]
-        res = {"ok": False, "stage": "parse",
-               "message": (lines[-1] if lines else f"argparse exit {e.code}")}
-    except Exception as e:
-        res = {"ok": False, "stage": "parse", "message": f"{type(e).__name__}: {e}"}
-    else:
-        if construct:
-            try:
-                with contextlib.redirect_stderr(io.StringIO()):
-                    ServerArgs.from_cli_args(ns)
-            except Exception as e:
-                res = {"ok": False, "stage": "construct",
-                       "message": f"{type(e).__name__}: {e}"}
-    out["results"].append(res)
-sys.stdout.write("\n" + MARKER + json.dumps(out) + "\n")
+    return p.parse_args(argv)
+construct = ServerArgs.from_cli_args
 """
 
 _LAUNCHER_ONLY = ("--model-type",)
@@ -79,10 +59,8 @@ def sglang_available(python: str, timeout_s: float = 120.0) -> str | None:
 def server_flags(argv: Sequence[str]) -> list[str]:
     """The ServerArgs part of a full command line: from the first `--flag` on, with the
     launcher-only `--model-type X` removed."""
-    argv = list(argv)
-    start = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
     out: list[str] = []
-    rest = iter(argv[start:])
+    rest = iter(flags_from(argv))
     for arg in rest:
         if arg in _LAUNCHER_ONLY:
             next(rest, None)

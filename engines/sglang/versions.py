@@ -28,7 +28,6 @@ from engines.validation import FlagError
 
 V0_5_11 = Version("0.5.11")
 V0_5_14 = Version("0.5.14")
-V0_5_20 = Version("0.5.20")
 
 
 @dataclass(frozen=True)
@@ -70,9 +69,6 @@ FLAG_SPANS: dict[str, FlagSpan] = {
 ZERO_STEP_SINCE = V0_5_14
 """First version whose adaptive config accepts candidate step 0 (speculation off)."""
 
-SKIP_ZERO_STEP_ENV = "SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND"
-"""With 1, a zero-step tier also skips the draft-extend pass (0.5.14 ..)."""
-
 
 def parse_version(version: str | Version | None) -> Version | None:
     """`"0.5.23"`, `"0.5.13.post1"`, `"v0.5.20rc1"` -> Version; None stays None (= unknown).
@@ -86,14 +82,6 @@ def parse_version(version: str | Version | None) -> Version | None:
         return Version(text)
     except InvalidVersion:
         raise FlagError(f"not an SGLang version: {version!r}", version=str(version)) from None
-
-
-def flag_exists(field: str, version: str | Version | None) -> bool:
-    """Whether `field`'s flag exists in `version`. Fields outside FLAG_SPANS and an unknown
-    version (None) count as existing: the real parser has the last word."""
-    v = parse_version(version)
-    span = FLAG_SPANS.get(field)
-    return v is None or span is None or span.exists_in(release(v))
 
 
 def at_least(version: str | Version | None, minimum: Version) -> bool | None:

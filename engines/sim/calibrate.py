@@ -32,7 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -108,15 +108,11 @@ def offline_seconds(engine: SimEngine, prompts: Sequence[str], output_tokens: in
             core.commit(step, 0.0)
         return t
 
-    if concurrent:
-        for i, p in enumerate(prompts):
-            core.submit(new(i, p))
-        total = drain()
-    else:
-        for i, p in enumerate(prompts):
-            core.submit(new(i, p))
+    for i, p in enumerate(prompts):
+        core.submit(new(i, p))
+        if not concurrent:
             total += drain()
-    return total
+    return total + drain()  # concurrent: all of them; one after another: nothing left
 
 
 def workload_prompts(name: str) -> list[str]:
@@ -297,28 +293,40 @@ def with_efficiency(profile: Profile, **factors: float) -> Profile:
     return replace(profile, hardware_data=hd)
 
 
-def fit(profile: Profile, cases: Mapping[str, Mapping[str, Any]], targets: Mapping[str, float],
-        names: Sequence[str], reps: int = 4) -> dict[str, float]:
-    """Least-squares fit of the named efficiency factors to ``targets`` (log ratios)."""
+def fit_factors(profile: Profile, names: Sequence[str],
+                residuals: Callable[[Profile], list[float]], max_nfev: int) -> dict[str, float]:
+    """Least squares of ``residuals`` (log ratios, of ``profile`` with the named efficiency
+    factors set) over those factors, in log space within ``BOUNDS``, from the profile's own
+    values; the fitted factors, rounded."""
     from scipy.optimize import least_squares  # type: ignore[import-untyped]  # offline only
 
     eff = profile.hardware.efficiency
-    x0 = [math.log(max(getattr(eff, n), BOUNDS[n][0])) for n in names]
+    lo = [math.log(BOUNDS[n][0]) for n in names]
+    hi = [math.log(BOUNDS[n][1]) for n in names]
+    x0 = [min(max(math.log(max(getattr(eff, n), BOUNDS[n][0])), a + 1e-6), b - 1e-6)
+          for n, a, b in zip(names, lo, hi, strict=True)]
+
+    def fun(x: Sequence[float]) -> list[float]:
+        return residuals(with_efficiency(
+            profile, **{n: math.exp(v) for n, v in zip(names, x, strict=True)}))
+
+    sol = least_squares(fun, x0, bounds=(lo, hi), diff_step=0.02, xtol=1e-4, ftol=1e-6,
+                        max_nfev=max_nfev)
+    return {n: round(math.exp(v), 4) for n, v in zip(names, sol.x, strict=True)}
+
+
+def fit(profile: Profile, cases: Mapping[str, Mapping[str, Any]], targets: Mapping[str, float],
+        names: Sequence[str], reps: int = 4) -> dict[str, float]:
+    """Least-squares fit of the named efficiency factors to ``targets`` (log ratios)."""
     used = {k: c for k, c in cases.items() if k in targets or
             (k.startswith(("baseline_bs", "eagle3_bs")) and
              f"gain_bs{k.split('_bs')[1]}" in targets)}
 
-    def residuals(x: Sequence[float]) -> list[float]:
-        p = with_efficiency(profile, **{n: math.exp(v) for n, v in zip(names, x, strict=True)})
+    def residuals(p: Profile) -> list[float]:
         got = results(p, used, reps)
         return [math.log(got[k] / t) for k, t in targets.items()]
 
-    lo = [math.log(BOUNDS[n][0]) for n in names]
-    hi = [math.log(BOUNDS[n][1]) for n in names]
-    x0 = [min(max(v, a + 1e-6), b - 1e-6) for v, a, b in zip(x0, lo, hi, strict=True)]
-    sol = least_squares(residuals, x0, bounds=(lo, hi), diff_step=0.02, xtol=1e-4, ftol=1e-6,
-                        max_nfev=60)
-    return {n: round(math.exp(v), 4) for n, v in zip(names, sol.x, strict=True)}
+    return fit_factors(profile, names, residuals, max_nfev=60)
 
 
 def report(profile: Profile, cases: Mapping[str, Mapping[str, Any]],

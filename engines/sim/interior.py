@@ -35,6 +35,7 @@ from engines.modelling import AssumedInterior
 from engines.sim.calibrate import (
     anchor,
     closed_loop_tok_s,
+    fit_factors,
     make_engine,
     with_efficiency,
     workload_prompts,
@@ -117,28 +118,15 @@ def refit(profile: Profile, form: Form, cases: Mapping[str, Mapping[str, Any]],
           targets: Mapping[str, float], reps: int) -> tuple[Profile, dict[str, float]]:
     """``profile`` with ``form``'s factors fitted to the EAGLE-3 figures (least squares on log
     ratios, the calibration's bounds), and those factors."""
-    from scipy.optimize import least_squares  # type: ignore[import-untyped]  # offline only
-
-    from engines.sim.calibrate import BOUNDS
-
-    base = with_efficiency(profile, **form.fixed)
-    eff = base.hardware.efficiency
-    names = form.fitted
-    lo = [math.log(BOUNDS[n][0]) for n in names]
-    hi = [math.log(BOUNDS[n][1]) for n in names]
-    x0 = [min(max(math.log(max(getattr(eff, n), BOUNDS[n][0])), a + 1e-6), b - 1e-6)
-          for n, a, b in zip(names, lo, hi, strict=True)]
     spec = {k: c for k, c in cases.items() if k.startswith("eagle3")}
 
-    def residuals(x: Sequence[float]) -> list[float]:
-        p = with_efficiency(base, **{n: math.exp(v) for n, v in zip(names, x, strict=True)})
+    def residuals(p: Profile) -> list[float]:
         return [math.log(cell(p, c["argv"], int(c["streams"]), reps)[0] / targets[k])
                 for k, c in spec.items()]
 
-    sol = least_squares(residuals, x0, bounds=(lo, hi), diff_step=0.02, xtol=1e-4, ftol=1e-6,
-                        max_nfev=40)
-    factors = {**form.fixed,
-               **{n: round(math.exp(v), 4) for n, v in zip(names, sol.x, strict=True)}}
+    fitted = fit_factors(with_efficiency(profile, **form.fixed), form.fitted, residuals,
+                         max_nfev=40)
+    factors = {**form.fixed, **fitted}
     return with_efficiency(profile, **factors), factors
 
 

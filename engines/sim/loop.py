@@ -6,6 +6,7 @@ SGLang's "Decode batch" / "Prefill batch" log lines."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import time
@@ -57,10 +58,8 @@ class SchedulerLoop:
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            try:
+            with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-            except asyncio.CancelledError:
-                pass
 
     def submit(self, req: SimRequest) -> None:
         self.core.submit(req)

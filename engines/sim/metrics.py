@@ -88,7 +88,6 @@ class ServerStats:
     spec_verify_calls_total: int = 0
     num_retractions_total: int = 0
     decode_steps: int = 0
-    prefill_steps: int = 0
     # since /flush_cache (SGLang's avg_spec_accept_length is lifetime-cumulative, reset there)
     cum_spec_accept_tokens: int = 0
     cum_spec_verify: int = 0
@@ -111,10 +110,6 @@ class ServerStats:
     @property
     def generation_tokens_total(self) -> int:
         return sum(self.generation_tokens)
-
-    @property
-    def prompt_tokens_total(self) -> int:
-        return sum(self.prompt_tokens)
 
     @property
     def num_requests_total(self) -> int:

@@ -225,11 +225,13 @@ def tree_reach(chain: tuple[float, ...], steps: int, topk: int, draft_tokens: in
     return tuple(reach)
 
 
-def draw_accept_length(random: Callable[[], float], probs: Sequence[float], steps: int) -> int:
-    """Accepted tokens in one verify: 1 (bonus) + the run of accepted drafts, at most steps."""
+def draw_accept_length(random: Callable[[], float], probs: Sequence[float], steps: int,
+                       scale: float = 1.0) -> int:
+    """Accepted tokens in one verify: 1 (bonus) + the run of accepted drafts, at most steps;
+    draft i is accepted with probability ``probs[i] * scale``."""
     accepted = 1
     for i in range(steps):
-        if random() < probs[i]:
+        if random() < probs[i] * scale:
             accepted += 1
         else:
             break

@@ -201,12 +201,10 @@ class Model:
     draft_layers: int = 1
     node_tp: int = 0
     """>0: the profile stands for this many GPUs whatever --tp-size says (a whole node)."""
-    context_length: int = 131072
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Model:
-        d = _pick(cls, data)
-        return cls(**d)
+        return cls(**_pick(cls, data))
 
     @property
     def active_params(self) -> float:

@@ -37,7 +37,12 @@ from typing import Any
 
 from engines.sim.adaptive import AdaptiveController
 from engines.sim.metrics import ServerStats
-from engines.sim.model import PerfModel, forced_accept_length, simulated_accept_length
+from engines.sim.model import (
+    PerfModel,
+    draw_accept_length,
+    forced_accept_length,
+    simulated_accept_length,
+)
 from engines.sim.prefix_cache import PrefixCache, block_keys
 from engines.sim.text import other_word
 
@@ -307,14 +312,8 @@ class BatchCore:
                 if self.simulate_acc_len is not None:
                     accepts[i] = simulated_accept_length(rnd, self.simulate_acc_len, max_len)
                     continue
-                probs, a = r.probs, 1
                 scale = self.cold_draft_factor if r.cold_left else 1.0
-                for j in range(max_len - 1):
-                    if rnd() < probs[j] * scale:
-                        a += 1
-                    else:
-                        break
-                accepts[i] = a
+                accepts[i] = draw_accept_length(rnd, r.probs, max_len - 1, scale)
         return Step("decode", reqs, dur, accepts=accepts, draft_steps=steps)
 
     # ------------------------------------------------------------------ applying
@@ -326,7 +325,6 @@ class BatchCore:
 
     def _commit_prefill(self, step: Step, now: float) -> list[SimRequest]:
         st = self.stats
-        st.prefill_steps += 1
         touched: list[SimRequest] = []
         finished = False
         assert step.chunks is not None

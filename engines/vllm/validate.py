@@ -24,43 +24,29 @@ from collections.abc import Mapping, Sequence
 from engines.validation import (
     FlagProblem,
     ValidationUnavailable,
+    flags_from,
     installed_version,
     run_checker,
 )
 
 _CHECKER = r"""
-import contextlib, io, json, sys
-req = json.load(sys.stdin)
 import vllm
 from vllm.entrypoints.launchers.cli_args import make_arg_parser, validate_parsed_serve_args
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 from vllm.v1.spec_decode.dynamic.utils import validate_and_normalize_dynamic_sd_schedule
-out = {"version": vllm.__version__, "constructed": False, "results": []}
-for argv in req["argvs"]:
-    res = {"ok": True, "stage": None, "message": ""}
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            parser = make_arg_parser(FlexibleArgumentParser(prog="vllm"))
-            args = parser.parse_args(argv)
-            validate_parsed_serve_args(args)
-        spec = args.speculative_config
-        if isinstance(spec, dict) and spec.get("num_speculative_tokens_per_batch_size"):
-            validate_and_normalize_dynamic_sd_schedule(
-                spec["num_speculative_tokens_per_batch_size"])
-        if isinstance(spec, dict) and spec.get("rejection_sample_method") == "synthetic":
-            from vllm.config.speculative import SpeculativeConfig
-            SpeculativeConfig._resolve_synthetic_acceptance_rates(
-                int(spec.get("num_speculative_tokens") or 0),
-                spec.get("synthetic_acceptance_rates"), spec.get("synthetic_acceptance_length"))
-    except SystemExit as e:
-        lines = [l for l in err.getvalue().splitlines() if l.strip()]
-        res = {"ok": False, "stage": "parse",
-               "message": (lines[-1] if lines else f"argparse exit {e.code}")}
-    except Exception as e:
-        res = {"ok": False, "stage": "parse", "message": f"{type(e).__name__}: {e}"}
-    out["results"].append(res)
-sys.stdout.write("\n" + MARKER + json.dumps(out) + "\n")
+VERSION, CONSTRUCTED = vllm.__version__, False
+def parse(argv):
+    args = make_arg_parser(FlexibleArgumentParser(prog="vllm")).parse_args(argv)
+    validate_parsed_serve_args(args)
+    spec = args.speculative_config
+    if isinstance(spec, dict) and spec.get("num_speculative_tokens_per_batch_size"):
+        validate_and_normalize_dynamic_sd_schedule(
+            spec["num_speculative_tokens_per_batch_size"])
+    if isinstance(spec, dict) and spec.get("rejection_sample_method") == "synthetic":
+        from vllm.config.speculative import SpeculativeConfig
+        SpeculativeConfig._resolve_synthetic_acceptance_rates(
+            int(spec.get("num_speculative_tokens") or 0),
+            spec.get("synthetic_acceptance_rates"), spec.get("synthetic_acceptance_length"))
 """
 
 
@@ -69,21 +55,12 @@ def vllm_available(python: str, timeout_s: float = 120.0) -> str | None:
     return installed_version(python, "vllm", timeout_s)
 
 
-def server_flags(argv: Sequence[str]) -> list[str]:
-    """The flags of a full command line: from the first `--flag` on (the program head,
-    `python -m vllm.entrypoints.openai.api_server`, cut off)."""
-    argv = list(argv)
-    start = next((i for i, a in enumerate(argv) if a.startswith("--")), len(argv))
-    return argv[start:]
-
-
 def check_batch(argvs: Mapping[str, Sequence[str]], python: str = sys.executable,
                 timeout_s: float = 300.0) -> tuple[str, bool, list[FlagProblem]]:
     """Parse every labelled command line in ONE subprocess of `python`. Returns (vLLM version,
     False: parsed and checked, not constructed, problems). Raises ValidationUnavailable."""
-    flags = {label: server_flags(argv) for label, argv in argvs.items()}
+    flags = {label: flags_from(argv) for label, argv in argvs.items()}
     return run_checker(_CHECKER, flags, python, "vLLM", timeout_s)
 
 
-__all__ = ["FlagProblem", "ValidationUnavailable", "check_batch", "server_flags",
-           "vllm_available"]
+__all__ = ["FlagProblem", "ValidationUnavailable", "check_batch", "vllm_available"]

@@ -51,36 +51,30 @@ SYSTEM = (
     "functions), which test covers it, and the result of the last test run."
 )
 
+STRING, INTEGER = {"type": "string"}, {"type": "integer"}
+
+
+def _tool(name: str, description: str, required: list[str],
+          **properties: dict[str, str]) -> dict[str, object]:
+    """One tool schema in OpenAI's function format: its parameters an object of `properties`."""
+    return {"type": "function", "function": {
+        "name": name, "description": description,
+        "parameters": {"type": "object", "properties": properties, "required": required}}}
+
+
 TOOLS: list[dict[str, object]] = [
-    {"type": "function", "function": {
-        "name": "list_dir", "description": "List the files under a directory of the repository.",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string", "description": "Directory, relative to the root."}},
-            "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "grep", "description": "Search the repository for a regular expression.",
-        "parameters": {"type": "object", "properties": {
-            "pattern": {"type": "string"},
-            "path": {"type": "string", "description": "Where to search (default: root)."}},
-            "required": ["pattern"]}}},
-    {"type": "function", "function": {
-        "name": "read_file", "description": "Read a file, optionally a range of lines.",
-        "parameters": {"type": "object", "properties": {
-            "path": {"type": "string"}, "start": {"type": "integer"},
-            "end": {"type": "integer"}}, "required": ["path"]}}},
-    {"type": "function", "function": {
-        "name": "apply_patch", "description": "Apply a unified diff to the working tree.",
-        "parameters": {"type": "object", "properties": {"diff": {"type": "string"}},
-                       "required": ["diff"]}}},
-    {"type": "function", "function": {
-        "name": "run_tests", "description": "Run the test suite or a subset of it.",
-        "parameters": {"type": "object", "properties": {
-            "target": {"type": "string", "description": "Test path or node id."}},
-            "required": []}}},
-    {"type": "function", "function": {
-        "name": "run_shell", "description": "Run a shell command and return its output.",
-        "parameters": {"type": "object", "properties": {"command": {"type": "string"}},
-                       "required": ["command"]}}},
+    _tool("list_dir", "List the files under a directory of the repository.", ["path"],
+          path={"type": "string", "description": "Directory, relative to the root."}),
+    _tool("grep", "Search the repository for a regular expression.", ["pattern"],
+          pattern=STRING,
+          path={"type": "string", "description": "Where to search (default: root)."}),
+    _tool("read_file", "Read a file, optionally a range of lines.", ["path"],
+          path=STRING, start=INTEGER, end=INTEGER),
+    _tool("apply_patch", "Apply a unified diff to the working tree.", ["diff"], diff=STRING),
+    _tool("run_tests", "Run the test suite or a subset of it.", [],
+          target={"type": "string", "description": "Test path or node id."}),
+    _tool("run_shell", "Run a shell command and return its output.", ["command"],
+          command=STRING),
 ]
 
 # --- projects: name, package, modules (name -> nouns the code talks about) ------------------

@@ -138,9 +138,7 @@ class Setup:
                              int(srv.get("max_prefill_tokens", 16384))))
 
     def with_efficiency(self, **factors: float) -> Setup:
-        eff = replace(self.roofline.hw.efficiency, **factors)
-        return replace(self, roofline=replace(self.roofline,
-                                              hw=replace(self.roofline.hw, efficiency=eff)))
+        return replace(self, roofline=self.roofline.with_efficiency(**factors))
 
     @property
     def efficiency(self) -> Efficiency:

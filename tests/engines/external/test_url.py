@@ -1,10 +1,10 @@
-"""External server URLs and the one-server-config rule."""
+"""External server URLs."""
 
 from __future__ import annotations
 
 import pytest
 
-from engines.external.url import ExternalUrlError, distinct_server_keys_error, normalize_url
+from engines.external.url import ExternalUrlError, normalize_url
 
 
 @pytest.mark.parametrize(("url", "expected"), [
@@ -26,10 +26,3 @@ def test_normalize_url(url: str, expected: str) -> None:
 def test_bad_urls(url: str) -> None:
     with pytest.raises(ExternalUrlError):
         normalize_url(url)
-
-
-def test_distinct_server_keys_error() -> None:
-    assert distinct_server_keys_error(0) is None
-    assert distinct_server_keys_error(1) is None
-    msg = distinct_server_keys_error(3)
-    assert msg is not None and "3 distinct server configurations" in msg

@@ -53,7 +53,6 @@ def test_steps_for_batch_cuda_graph_padding() -> None:
     assert adaptive.steps_for_batch(cfg, 8, cuda_graph_bs=graphs) == 3
     assert adaptive.steps_for_batch(cfg, 9, cuda_graph_bs=graphs) == 0
     assert adaptive.steps_for_batch(cfg, 40, cuda_graph_bs=graphs) == 0
-    assert adaptive.tier_for_batch(cfg, 9, cuda_graph_bs=graphs) == 11
 
 
 def test_steps_for_batch_sglang_default_tiers() -> None:
@@ -110,17 +109,6 @@ def test_threshold_needs_zero_step_support() -> None:
     assert adaptive.check_threshold_args(EAGLE3, 16, None) == 3
     assert adaptive.check_threshold_args({**EAGLE3, "speculative_eagle_topk": None,
                                           "speculative_algorithm": "EAGLE"}, 16, "0.5.14") == 3
-
-
-def test_threshold_args_adds_adaptive_flags(tmp_path: Path) -> None:
-    out = adaptive.threshold_args(EAGLE3, 16, tmp_path, "0.5.23")
-    assert out["speculative_adaptive"] is True
-    path = Path(out["speculative_adaptive_config"])
-    assert path.parent == tmp_path.absolute()
-    assert adaptive.steps_for_batch(path, 16, initial_steps=3) == 3
-    assert adaptive.steps_for_batch(path, 17, initial_steps=3) == 0
-    # num_steps must be one of the union of candidates, as SGLang checks
-    assert EAGLE3["speculative_num_steps"] in adaptive.candidate_steps(path)
 
 
 # --------------------------------------------------------------------------- vs SGLang itself

@@ -3,29 +3,20 @@ workload and load, the accept length at which the throughput equals the baseline
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from grid.analysis.bootstrap import interval
-from grid.analysis.breakeven_cells import CurveCells, Length, shape_refusal
+from grid.analysis.breakeven_cells import CurveCells, Length, configuration, ladder_refusals
 from grid.analysis.cellstats import CellStats
-from grid.analysis.forced import forced_mask
 from grid.analysis.points import Point, points
 
-FORCED_PART = re.compile(r"__forced_(?:len|rates)-[0-9.]+(?:_[0-9.]+)*")
-"""The part grid/plan/cells.py adds to a variant label for a forced-acceptance axis."""
-DRAFT_PART = re.compile(r"__draft-.+?(?=__|$)")
-"""... and for an axis over the draft model (`__draft-noise-0.20`)."""
 PAYS, NOT = "pays", "does not pay"
-
-
-def configuration(variant: str) -> str:
-    """The speculative configuration of a variant label (its forced and draft parts removed)."""
-    return DRAFT_PART.sub("", FORCED_PART.sub("", variant))
+CHECKS = ("agree", "disagree", "no_sign", "unknown")
 
 
 @dataclass(frozen=True)
@@ -66,14 +57,25 @@ def agrees(verdict: str, ratio_interval: tuple[float, float]) -> bool | None:
     return (verdict == PAYS) == (lo > 1.0)
 
 
+def check(verdict: str, ratio_interval: tuple[float, float]) -> str:
+    """A held-out verdict against the measured speedup: one of CHECKS."""
+    a = agrees(verdict, ratio_interval)
+    return ("unknown" if verdict not in (PAYS, NOT) else "no_sign" if a is None
+            else "agree" if a else "disagree")
+
+
+def held_out(levels: Sequence[Level]) -> dict[str, int]:
+    """The ladder levels' rungs' held-out verdicts (`check`), counted."""
+    found = [check(v, ri) for lv in levels
+             for v, ri in zip(lv.held_out_verdicts, lv.rung_ratios, strict=True)]
+    return {k: found.count(k) for k in CHECKS}
+
+
 def left_one_out(lengths: Sequence[float], ratios: Sequence[float]) -> tuple[str, ...]:
     """Each point's verdict by the curve through the others only (point estimates)."""
-    out = []
-    for i, a in enumerate(lengths):
-        rest = [j for j in range(len(lengths)) if j != i]
-        c = crossing([lengths[j] for j in rest], [ratios[j] for j in rest])
-        out.append(judge(a, c.value, c.where))
-    return tuple(out)
+    without = [crossing([*lengths[:i], *lengths[i + 1:]], [*ratios[:i], *ratios[i + 1:]])
+               for i in range(len(lengths))]
+    return tuple(judge(a, c.value, c.where) for a, c in zip(lengths, without, strict=True))
 
 
 @dataclass
@@ -139,12 +141,7 @@ class Level:
 
     def held_out(self) -> dict[str, int]:
         """Ladder: the rungs' held-out verdicts against their speedup's sign, counted."""
-        counts = {"agree": 0, "disagree": 0, "no_sign": 0, "unknown": 0}
-        for v, ri in zip(self.held_out_verdicts, self.rung_ratios, strict=True):
-            a = agrees(v, ri)
-            counts["unknown" if v not in (PAYS, NOT) else "no_sign" if a is None
-                   else "agree" if a else "disagree"] += 1
-        return counts
+        return held_out([self])
 
     def as_json(self) -> dict[str, object]:
         out: dict[str, object] = {
@@ -154,49 +151,56 @@ class Level:
             "ratios": list(self.ratios), "depth": self.depth, "left_out": list(self.left_out),
             "cells": self.cell_ids}
         if self.kind == "ladder":
-            out["rungs"] = [{"variant": v, "accept_length": a, "accept_length_interval": list(ai),
-                             "ratio": r, "ratio_interval": list(ri), "held_out_verdict": h,
-                             "held_out_agrees": agrees(h, ri)}
-                            for v, a, ai, r, ri, h in zip(
-                                self.rungs, self.lengths, self.rung_lengths, self.ratios,
-                                self.rung_ratios, self.held_out_verdicts, strict=True)]
-            out["held_out"] = self.held_out()
+            out.update(rungs=self.rung_rows(), held_out=self.held_out())
         return out
+
+    def rung_rows(self) -> list[dict[str, Any]]:
+        """Ladder: each rung's figures and its held-out verdict against its speedup."""
+        return [{"variant": v, "accept_length": a, "accept_length_interval": list(ai),
+                 "ratio": r, "ratio_interval": list(ri), "held_out_verdict": h,
+                 "held_out_agrees": agrees(h, ri)}
+                for v, a, ai, r, ri, h in zip(self.rungs, self.lengths, self.rung_lengths,
+                                              self.ratios, self.rung_ratios,
+                                              self.held_out_verdicts, strict=True)]
+
+
+def _level(config: str, workload: str, load: float, lengths: Sequence[float],
+           ratios: Sequence[float] | np.ndarray, found: Sequence[Crossing], lo: float,
+           hi: float) -> Level:
+    """The level of the point estimates' crossing, the interval [lo, hi] of the replicates'
+    crossings `found`, open where one of them lies past the lengths."""
+    point = crossing(lengths, ratios)
+    return Level(config, workload, load, tuple(lengths), tuple(float(r) for r in ratios),
+                 point.value, point.where, lo, hi,
+                 lo_open=any(c.where == "below" and c.value >= lo for c in found),
+                 hi_open=any(c.where == "above" and c.value <= hi for c in found),
+                 lo_above=any(c.where == "above" and c.value <= lo for c in found),
+                 hi_below=any(c.where == "below" and c.value >= hi for c in found))
 
 
 def level(config: str, workload: str, load: float, xs: Sequence[Length], spec: Sequence[Point],
           base: Point, metric: str = "output_tok_s") -> Level:
     """The break-even length at one load from the configuration's points (`spec`) at their
     measured lengths (`xs`, ascending) and the baseline's point, replicate by replicate."""
-    lengths = [x for x, _ in xs]
-    values = np.array([p.values[metric] for p in spec]) / base.values[metric]
-    point = crossing(lengths, values)
     with np.errstate(invalid="ignore", divide="ignore"):
         reps = np.stack([p.replicates[metric] for p in spec]) / base.replicates[metric]
-    x_reps = np.stack([r for _, r in xs])
     found = []
-    for x, r in zip(x_reps.T, reps.T, strict=True):
+    for x, r in zip(np.stack([r for _, r in xs]).T, reps.T, strict=True):
         if np.all(np.isfinite(r)) and np.all(np.isfinite(x)):
             order = np.argsort(x, kind="stable")  # two rungs may swap in a replicate
             found.append(crossing(x[order], r[order]))
-    lo, hi = interval(np.array([c.value for c in found]))
-    return Level(config, workload, load, tuple(lengths), tuple(float(v) for v in values),
-                 point.value, point.where, lo, hi,
-                 lo_open=any(c.where == "below" and c.value >= lo for c in found),
-                 hi_open=any(c.where == "above" and c.value <= hi for c in found),
-                 lo_above=any(c.where == "above" and c.value <= lo for c in found),
-                 hi_below=any(c.where == "below" and c.value >= hi for c in found),
-                 cell_ids=[c for p in (*spec, base) for c in p.cell_ids])
+    lv = _level(config, workload, load, [x for x, _ in xs],
+                np.array([p.values[metric] for p in spec]) / base.values[metric], found,
+                *interval(np.array([c.value for c in found])))
+    lv.cell_ids = [c for p in (*spec, base) for c in p.cell_ids]
+    return lv
 
 
 def predicted_level(config: str, workload: str, load: float, lengths: Sequence[float],
                     ratios: Sequence[float]) -> Level:
     """The break-even length at one load from predicted ratios (the interval: the point)."""
     point = crossing(lengths, ratios)
-    return Level(config, workload, load, tuple(lengths), tuple(float(r) for r in ratios),
-                 point.value, point.where, point.value, point.value,
-                 lo_open=point.where == "below", hi_open=point.where == "above",
-                 lo_above=point.where == "above", hi_below=point.where == "below")
+    return _level(config, workload, load, lengths, ratios, [point], point.value, point.value)
 
 
 Key = tuple[str, str, str, float]
@@ -215,16 +219,13 @@ def curves(stats: CellStats, cells: pd.DataFrame, baseline: str = "baseline") ->
     found: dict[Key, list[tuple[Length, Point]]] = {}
     left: dict[Key, list[str]] = {}
     for p in pts:
-        kind = ("forced" if read.is_forced(p) else "ladder" if DRAFT_PART.search(p.variant)
-                else None)
+        kind = read.kind(p)
         if kind is None or (kind == "ladder" and configuration(p.variant) in refused):
             continue
         key = (kind, configuration(p.variant), p.workload, p.load)
-        bad = read.not_honoured(p) if kind == "forced" else []
-        x = None if bad else read.length(p)
-        if bad:
+        if bad := (read.not_honoured(p) if kind == "forced" else []):
             left.setdefault(key, []).extend(bad)
-        elif x is not None:
+        elif (x := read.length(p)) is not None:
             found.setdefault(key, []).append((x, p))
     out = []
     for key, entries in sorted(found.items(), key=lambda kv: kv[0]):
@@ -242,18 +243,4 @@ def curves(stats: CellStats, cells: pd.DataFrame, baseline: str = "baseline") ->
             lv.rung_lengths = tuple(interval(x[1]) for x, _ in entries)
             lv.held_out_verdicts = left_one_out(lv.lengths, lv.ratios)
         out.append(lv)
-    return out
-
-
-def ladder_refusals(cells: pd.DataFrame) -> dict[str, str]:
-    """Ladder configuration -> one line, where its rungs' draft models differ in shape."""
-    if cells.empty:
-        return {}
-    variants = cells.variant.astype(str)
-    rung = variants.str.contains("__draft-", regex=False) & ~forced_mask(cells)
-    out = {}
-    for config in sorted({configuration(v) for v in variants[rung]}):
-        line = shape_refusal(config, cells[rung & (variants.map(configuration) == config)])
-        if line is not None:
-            out[config] = line
     return out

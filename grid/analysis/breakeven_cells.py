@@ -1,13 +1,12 @@
 """What the break-even curve (grid/analysis/breakeven.py) reads from a run's cells: each
-point's measured decode accept length with its replicates (drawn with the throughput's,
-grid/analysis/cellstats.py `decode_replicates`), which forced cells the engine honoured
-(grid/analysis/forced.py), the speculative depth a configuration was measured at, and whether a
-ladder's rungs cost the same per draft pass. Pure: pandas and numpy, and the draft folders'
-config.json."""
+point's configuration and decode accept length with its replicates, which forced cells the
+engine honoured (grid/analysis/forced.py), the depth a configuration was served at, and the
+ladders whose rungs differ in cost per draft pass (the draft folders' config.json)."""
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +21,19 @@ from grid.analysis.cellstats import DECODE_FACTOR, CellStats
 from grid.analysis.forced import forced_mask, honoured
 from grid.analysis.points import Point
 
+FORCED_PART = re.compile(r"__forced_(?:len|rates)-[0-9.]+(?:_[0-9.]+)*")
+"""The part grid/plan/cells.py adds to a variant label for a forced-acceptance axis."""
+DRAFT_PART = re.compile(r"__draft-.+?(?=__|$)")
+"""... and for an axis over the draft model (`__draft-noise-0.20`)."""
 DRAFT_KEY = "speculative_draft_model_path"
 """The variant arg naming a draft model's folder (the ladder's axis)."""
 Length = tuple[float, np.ndarray]
 """A point's measured decode accept length and its replicates (paired with the throughput's)."""
+
+
+def configuration(variant: str) -> str:
+    """The speculative configuration of a variant label (its forced and draft parts removed)."""
+    return DRAFT_PART.sub("", FORCED_PART.sub("", variant))
 
 
 def server_args(value: Any) -> dict[str, Any]:
@@ -38,9 +46,8 @@ def server_args(value: Any) -> dict[str, Any]:
 
 
 def depth_of(cells: pd.DataFrame) -> int | None:
-    """The speculative depth (speculative_num_steps, engines/forced.py `speculative_steps`) the
-    cells were served at: the one recorded in their `server_args`; None when none is recorded
-    or they differ."""
+    """The speculative depth (engines/forced.py `speculative_steps`) the cells' `server_args`
+    record; None when none is recorded or they differ."""
     if "server_args" not in cells or cells.empty:
         return None
     found = {speculative_steps(server_args(v)) for v in cells.server_args if isinstance(v, str)}
@@ -58,25 +65,29 @@ def draft_shape(folder: str) -> tuple[Any, ...] | None:
     return tuple(config.get(k) for k in DRAFT_SHAPE_KEYS) if isinstance(config, dict) else None
 
 
-def shape_refusal(config: str, rungs: pd.DataFrame) -> str | None:
-    """One line when a ladder's rungs (their cells) draft with models of different shapes:
+def ladder_refusals(cells: pd.DataFrame) -> dict[str, str]:
+    """Ladder configuration -> one line, where its rungs draft with models of different shapes:
     they differ in cost per pass, not only in acceptance, so the curve would mix the two. The
-    folders that cannot be read on this machine are not compared; None: one shape."""
-    if "server_args" not in rungs:
-        return None
-    shapes: dict[tuple[Any, ...], str] = {}
-    for variant, raw in sorted(zip(rungs.variant.astype(str), rungs.server_args, strict=True)):
+    folders that cannot be read on this machine are not compared."""
+    if cells.empty or "server_args" not in cells:
+        return {}
+    variants = cells.variant.astype(str)
+    rung = variants.str.contains("__draft-", regex=False) & ~forced_mask(cells)
+    shapes: dict[str, dict[tuple[Any, ...], str]] = {}
+    for variant, raw in sorted(zip(variants[rung], cells.server_args[rung], strict=True)):
         folder = server_args(raw).get(DRAFT_KEY)
         shape = draft_shape(str(folder)) if folder else None
         if shape is not None:
-            shapes.setdefault(shape, variant)
-    if len(shapes) < 2:
-        return None
-    named = "; ".join(f"{v}: " + ", ".join(f"{k}={s}" for k, s in zip(DRAFT_SHAPE_KEYS, shape,
-                                                                        strict=True))
-                      for shape, v in sorted(shapes.items(), key=lambda kv: kv[1]))
-    return (f"ladder {config} not drawn: its rungs' draft models differ in shape ({named}); a "
-            "ladder needs drafters of one cost per pass")
+            shapes.setdefault(configuration(variant), {}).setdefault(shape, variant)
+    out = {}
+    for config, found in sorted(shapes.items()):
+        if len(found) > 1:
+            named = "; ".join(f"{v}: " + ", ".join(f"{k}={s}" for k, s in zip(
+                DRAFT_SHAPE_KEYS, shape, strict=True)) for shape, v in sorted(
+                found.items(), key=lambda kv: kv[1]))
+            out[config] = (f"ladder {config} not drawn: its rungs' draft models differ in shape "
+                           f"({named}); a ladder needs drafters of one cost per pass")
+    return out
 
 
 @dataclass
@@ -89,7 +100,6 @@ class CurveCells:
     statements: dict[str, str]
     """Forced cell id -> why it is not honoured (absent: honoured or not forced)."""
     forced: set[str]
-    """The forced cells' ids."""
     cells: pd.DataFrame
 
     @classmethod
@@ -97,14 +107,17 @@ class CurveCells:
         measured = ({str(c): float(v) for c, v in zip(cells.cell_id, cells.accept_length_decode,
                                                       strict=True) if pd.notna(v)}
                     if "accept_length_decode" in cells else {})
-        checks = honoured(cells)
         statements = {str(r.cell_id): f"{r.variant} c={r.concurrency}: {r.statement}"
-                      for r in checks.itertuples() if not r.honoured}
+                      for r in honoured(cells).itertuples() if not r.honoured}
         forced = set(cells.cell_id.astype(str)[forced_mask(cells)])
         return cls(stats, measured, statements, forced, cells)
 
     def is_forced(self, p: Point) -> bool:
         return p.cell_ids[0] in self.forced
+
+    def kind(self, p: Point) -> str | None:
+        """The curve a point is on: `forced`, `ladder` (a draft-model axis), or None."""
+        return "forced" if self.is_forced(p) else "ladder" if DRAFT_PART.search(p.variant) else None
 
     def not_honoured(self, p: Point) -> list[str]:
         """The statements of the point's forced cells the engine did not honour (a cell
@@ -114,21 +127,16 @@ class CurveCells:
     def length(self, p: Point) -> Length | None:
         """The point's decode accept length (mean over its repeats' cells) and its replicates
         (the mean over its cells of each cell's length times its `DECODE_FACTOR` replicate,
-        drawn with the same requests as the cell's throughput replicate; a cell without them
-        counts its length in every replicate); None where a cell has no length measured."""
+        drawn with the same requests as the cell's throughput replicate, grid/analysis/
+        cellstats.py `decode_replicates`; a cell without them counts its length in every
+        replicate); None where a cell has no length measured."""
         if not p.cell_ids or any(c not in self.measured for c in p.cell_ids):
             return None
-        value = float(np.mean([self.measured[c] for c in p.cell_ids]))
         n = len(p.replicates["output_tok_s"])
         reps = [self.stats.replicates.get(c, {}).get(DECODE_FACTOR) for c in p.cell_ids]
         per_cell = [self.measured[c] * (r if r is not None and len(r) == n else np.ones(n))
                     for c, r in zip(p.cell_ids, reps, strict=True)]
-        return value, np.mean(per_cell, axis=0)
+        return float(np.mean([self.measured[c] for c in p.cell_ids])), np.mean(per_cell, axis=0)
 
     def depth(self, ids: Sequence[str]) -> int | None:
         return depth_of(self.cells[self.cells.cell_id.astype(str).isin(set(ids))])
-
-    def refusal(self, config: str, variants: Sequence[str]) -> str | None:
-        """`shape_refusal` of a ladder's rungs (the cells of those variant labels)."""
-        mask = self.cells.variant.astype(str).isin(set(variants))
-        return shape_refusal(config, self.cells[mask])

@@ -1,12 +1,7 @@
 """The user's drafter on the break-even curve (grid/analysis/breakeven.py): per prompt domain,
 its decode accept length (Σ(output tokens - 1) / Σ verify steps, the curve's own measure) over
 the requests of the configuration's unforced cells of the run, or of an earlier run
-(grid/analysis/drafter_run.py), with a bootstrap interval over requests, and the loads at which
-it pays. The answer is the end of the contiguous range of loads, from the lowest, where it pays
-("pays up to c"): a load where it pays again after a gap is noted, not claimed, and the load
-where the range ends on an unknown verdict (its length beyond the lengths measured, `judge`)
-says so. Bracketed the same way by where it surely pays (its lower end above a*'s upper end)
-and where it may (its upper end above a*'s lower end). Pure: numpy and pandas."""
+(grid/analysis/drafter_run.py), with a bootstrap interval, and the loads at which it pays."""
 
 from __future__ import annotations
 
@@ -19,21 +14,7 @@ import pandas as pd
 
 from grid.analysis.bootstrap import DEFAULT_REPLICATES, Resample, interval, seed_for
 from grid.analysis.breakeven import NOT, PAYS, Level
-from grid.analysis.forced import COLUMN, forced_length
-
-Verdict = tuple[float, str, str, str]
-"""(load, the length's verdict, its lower end's (surely), its upper end's (maybe))."""
-
-
-def reach(loads: Sequence[float], verdicts: Sequence[str]) -> tuple[float | None, int]:
-    """(the last load of the contiguous range of loads, from the lowest, where the verdict is
-    `pays` (None: not even the lowest), the index of the first load past it)."""
-    last = None
-    for i, (load, v) in enumerate(zip(loads, verdicts, strict=True)):
-        if v != PAYS:
-            return last, i
-        last = load
-    return last, len(loads)
+from grid.analysis.forced import forced_mask
 
 
 @dataclass(frozen=True)
@@ -47,18 +28,26 @@ class Drafter:
     length: float
     lo: float
     hi: float
-    verdicts: tuple[Verdict, ...]
-    """Per load of the curve, ascending: its verdicts (`Level.verdict`, `surely`, `maybe`)."""
+    verdicts: tuple[tuple[float, str, str, str], ...]
+    """Per load of the curve, ascending: (load, the length's verdict (`Level.verdict`), its lower
+    end's (`surely`), its upper end's (`maybe`))."""
     source_run: str | None = None
     """The run whose unforced cells measured the length (None: this run's own)."""
 
     def _up_to(self, k: int) -> tuple[float | None, int]:
-        """`reach` of the verdicts in column k (1: the length's, 2: surely, 3: maybe)."""
-        return reach([v[0] for v in self.verdicts], [str(v[k]) for v in self.verdicts])
+        """(the last load of the contiguous range of loads, from the lowest, where the verdict
+        in column k (1: the length's, 2: surely, 3: maybe) is `pays`, None: not even the
+        lowest; the index of the first load past it)."""
+        last = None
+        for i, v in enumerate(self.verdicts):
+            if v[k] != PAYS:
+                return last, i
+            last = v[0]
+        return last, len(self.verdicts)
 
     @property
     def pays_up_to(self) -> float | None:
-        """The end of the contiguous range of loads from the lowest where it pays."""
+        """The end of the contiguous range of loads, from the lowest, where it pays."""
         return self._up_to(1)[0]
 
     @property
@@ -125,9 +114,7 @@ def drafter_lengths(requests: pd.DataFrame, cells: pd.DataFrame, config: str,
     """Per prompt domain: (requests, decode accept length, its interval) over the ok requests
     with verify steps of the configuration's unforced cells (the variant label equal to it)
     on the workload (None: on every workload)."""
-    ids = set(cells.cell_id[(cells.variant.astype(str) == config)
-                            & cells[COLUMN].map(lambda v: forced_length(v) is None)]) \
-        if COLUMN in cells else set(cells.cell_id[cells.variant.astype(str) == config])
+    ids = set(cells.cell_id[(cells.variant.astype(str) == config) & ~forced_mask(cells)])
     req = requests[requests.cell_id.isin(ids) & (requests.status == "ok")
                    & (requests.spec_verify_ct.fillna(0) > 0)]
     if workload is not None:
@@ -139,8 +126,7 @@ def drafter_lengths(requests: pd.DataFrame, cells: pd.DataFrame, config: str,
         draw = Resample.draw(len(group), replicates,
                              seed_for(f"{config}:{workload}:{domain}", seed))
         with np.errstate(invalid="ignore", divide="ignore"):
-            reps = draw.sums(decode) / draw.sums(steps)
-        lo, hi = interval(reps)
+            lo, hi = interval(draw.sums(decode) / draw.sums(steps))
         out[str(domain)] = (len(group), float(decode.sum() / steps.sum()), lo, hi)
     return out
 

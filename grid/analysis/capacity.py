@@ -1,28 +1,22 @@
-"""The operator's view, part two: capacity under the SLOs. Per variant, workload and load kind,
-the highest measured load whose requests meet the goodput SLOs (`slo.*`, grid/analysis/
-goodput.py), with its interval; what the variant serves there (goodput tok/s, per GPU), what
-it costs there; and, per workload, the variant that serves the most at that SLO.
+"""The operator's view, part two: capacity under the SLOs (docs/report.md "Capacity under the
+SLOs"). Per variant, workload and load kind, the highest measured load whose requests meet the
+goodput SLOs (`slo.*`, grid/analysis/goodput.py), with its interval; what the variant serves
+(goodput tok/s, per GPU) and costs there; per workload, the variant that serves the most there.
 
-- A load's **attainment**: of its steady windows' requests (repeats pooled), the share that
-  succeeded and met every SLO set, with its exact (Clopper-Pearson) 95 % interval: requests are
-  the sampling unit, and a window of few requests says little (one request: [2.5 %, 100 %]).
-- A load **meets** the SLOs when that interval lies at or above `target` (default 0.9:
-  DistServe's goodput is the highest rate at which 90 % of requests meet their SLOs), **misses**
-  them when it lies below, and is **undecided** otherwise (36 requests all within the SLOs are
-  the fewest that meet 0.9; two that all miss, the fewest that miss it). An **over-saturated**
-  load (a cell stopped because the server fell behind its load: grid/report/stopping.py)
-  misses whatever its attainment: its numbers are no steady state.
-- The rule (`boundary`), on the loads ascending, read as a service that holds the SLOs up to
-  some load and not beyond: everything at or below a load that meets meets, everything above
-  one that misses misses; a load above the first miss does not count. **Interval**: from the
-  highest load meeting below the first miss (-inf: none) to the highest load below the first
-  miss (the highest tested when none misses: then `bracketed` is False, the true capacity may be
-  higher). **Capacity**: from the interval's low end up, the last load of the run whose
-  attainment's point estimate is >= target (-inf: the lowest tested load does not reach it).
-  The capacity search (grid/questions/capacity/) reads its cells by this same rule.
-- **Serves most**: among the variants of a workload and load kind, the one whose capacity point
-  has the highest goodput tok/s per GPU (goodput tok/s when any variant's GPUs are unknown), its
-  margin over the runner-up with the interval of the ratio of their replicates."""
+- A load's **attainment**: of its steady windows' requests (repeats pooled), the share that met
+  every SLO set, with its exact (Clopper-Pearson) 95 % interval: requests are the sampling unit,
+  and a window of few requests says little (one request: [2.5 %, 100 %]).
+- It **meets** the SLOs when that interval lies at or above `target` (0.9: DistServe's goodput
+  is the highest rate at which 90 % of requests meet their SLOs; 36 requests all within them are
+  the fewest that meet 0.9), **misses** them when it lies below (two that all miss, at the
+  fewest) or the load is over-saturated (grid/report/stopping.py: no steady state), and is
+  **undecided** otherwise.
+- The rule (`boundary`) reads a service that holds the SLOs up to some load and not beyond; a
+  load above the first miss does not count. **Interval**: from the highest load meeting below
+  the first miss to the load below the first miss (the highest tested when none misses: not
+  `bracketed`, the true capacity may be higher). **Capacity**: from the interval's low end up,
+  the last load whose point estimate reaches the target. The capacity search
+  (grid/questions/capacity/) reads its cells by this same rule."""
 
 from __future__ import annotations
 
@@ -30,6 +24,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
@@ -45,6 +40,7 @@ ATTAINMENT = 0.9
 """Share of requests that must meet the SLOs at a load for the load to count as served."""
 MEETS, MISSES, UNDECIDED = "meets", "misses", "undecided"
 _METRICS = ("output_tok_s", "goodput_tok_s")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -120,6 +116,13 @@ class Boundary:
     """The highest load meeting below the first miss: the interval's low end."""
     first_miss: int | None
 
+    def at(self, loads: Sequence[T], none: T) -> tuple[T, ...]:
+        """(capacity, low, first miss, the load below the first miss: the highest when none
+        misses) as loads; `none` where there is no such load."""
+        below = len(loads) if self.first_miss is None else self.first_miss
+        found = (self.capacity, self.low, self.first_miss, below - 1 if below else None)
+        return tuple(none if i is None else loads[i] for i in found)
+
 
 def boundary(attainments: Sequence[Attainment], target: float = ATTAINMENT) -> Boundary:
     """The capacity, the interval's low end and the first miss (module doc)."""
@@ -148,13 +151,11 @@ class Capacity:
     target: float
     """The attainment a load needs (ATTAINMENT unless given)."""
     capacity: float
-    """The highest served load (`boundary`); -inf when none is."""
+    """The capacity, its interval [lo, hi] and whether a tested load misses (module doc); a load
+    that is none: -inf."""
     lo: float
-    """The highest load meeting the SLOs below the first miss; -inf when none is."""
     hi: float
-    """The highest load below the first miss (the highest tested when none misses)."""
     bracketed: bool
-    """False when no tested load missed the SLOs: the capacity may be higher than tested."""
     attainments: list[Attainment] = field(default_factory=list)
     """Each tested load's attainment, in the order of `loads`."""
     attainment: float = math.nan
@@ -189,8 +190,7 @@ class Capacity:
 
     def describe(self) -> str:
         share = f"{self.target:.0%} of requests within the SLOs"
-        undecided = [self.load_text(x) for x, a in zip(self.loads, self.attainments,
-                                                        strict=True)
+        undecided = [self.load_text(x) for x, a in zip(self.loads, self.attainments, strict=True)
                      if self.lo < x <= self.hi and a.verdict(self.target) == UNDECIDED]
         span = (f"95% interval {self.load_text(self.lo)} .. {self.load_text(self.hi)}"
                 + (f"; undecided at {', '.join(undecided)}" if undecided else ""))
@@ -236,26 +236,21 @@ def capacities(stats: CellStats, gpus: Mapping[str, float | None], target: float
         loads = [p.load for p in pts]
         atts = [pooled([by_cell[c] for c in p.cell_ids]) for p in pts]
         rule = boundary(atts, target)
-        at = [-math.inf, *loads]  # index + 1: None -> -inf
-        hi = rule.first_miss if rule.first_miss is not None else len(loads)
-        cap = Capacity(variant, workload, kind, loads, target,
-                       at[0 if rule.capacity is None else rule.capacity + 1],
-                       at[0 if rule.low is None else rule.low + 1], at[hi],
-                       bracketed=rule.first_miss is not None, attainments=atts)
+        capacity, low, _, hi = rule.at(loads, -math.inf)
+        cap = Capacity(variant, workload, kind, loads, target, capacity, low, hi,
+                       bracketed=rule.first_miss is not None, attainments=atts,
+                       attainment=atts[rule.capacity or 0].value)
         there = pts[rule.capacity or 0]
-        cap.attainment = atts[rule.capacity or 0].value
         if cap.served:
-            good = there.values["goodput_tok_s"]
-            cap.goodput_tok_s = good
-            cap.goodput_tok_s_lo, cap.goodput_tok_s_hi = interval(
-                there.replicates["goodput_tok_s"])
+            cap.goodput_tok_s = there.values["goodput_tok_s"]
             cap.output_tok_s = there.values["output_tok_s"]
-            cap.gpus = point_gpus(there, gpus)
-            cap.usd_per_mtok = usd_per_million_tokens(cap.output_tok_s, cap.gpus,
-                                                      usd_per_gpu_hour)
-            cap.usd_per_good_mtok = usd_per_million_tokens(good, cap.gpus, usd_per_gpu_hour)
-            cap.j_per_token = point_energy(there, j_per_token)
             cap.replicates = there.replicates["goodput_tok_s"]
+            cap.goodput_tok_s_lo, cap.goodput_tok_s_hi = interval(cap.replicates)
+            cap.gpus = point_gpus(there, gpus)
+            cap.usd_per_mtok, cap.usd_per_good_mtok = (
+                usd_per_million_tokens(v, cap.gpus, usd_per_gpu_hour)
+                for v in (cap.output_tok_s, cap.goodput_tok_s))
+            cap.j_per_token = point_energy(there, j_per_token)
         out.append(cap)
     return out
 
@@ -265,21 +260,17 @@ def serves_most(caps: list[Capacity]) -> list[dict]:
     point serves the most goodput per GPU (per server when any GPU count is unknown), the
     runner-up, the margin with its interval and whether it excludes zero."""
     out = []
-    keys = sorted({(c.workload, c.load_kind) for c in caps})
-    for workload, kind in keys:
+    for workload, kind in sorted({(c.workload, c.load_kind) for c in caps}):
         mine = [c for c in caps if (c.workload, c.load_kind) == (workload, kind) and c.served]
         if len(mine) < 2:
             continue
         per_gpu = all(c.gpus for c in mine)
         scale = {c.variant: (c.gpus if per_gpu and c.gpus else 1.0) for c in mine}
-        ranked = sorted(mine, key=lambda c: -c.goodput_tok_s / scale[c.variant])
-        win, second = ranked[0], ranked[1]
-        a, b = win.goodput_tok_s / scale[win.variant], second.goodput_tok_s / scale[
-            second.variant]
+        win, second = sorted(mine, key=lambda c: -c.goodput_tok_s / scale[c.variant])[:2]
+        a, b = (c.goodput_tok_s / scale[c.variant] for c in (win, second))
         with np.errstate(invalid="ignore", divide="ignore"):
-            ratio = (win.replicates / scale[win.variant]) / (
-                second.replicates / scale[second.variant]) - 1.0
-        lo, hi = interval(ratio)
+            lo, hi = interval((win.replicates / scale[win.variant])
+                              / (second.replicates / scale[second.variant]) - 1.0)
         out.append({"workload": workload, "load_kind": kind,
                     "metric": "goodput_tok_s_per_gpu" if per_gpu else "goodput_tok_s",
                     "winner": win.variant, "value": a, "capacity": win.capacity,

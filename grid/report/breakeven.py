@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import html
 from dataclasses import dataclass, field
+from itertools import groupby
 
 import pandas as pd
 from matplotlib.figure import Figure
 
-from grid.analysis.breakeven import Level, configuration, curves, ladder_refusals
-from grid.analysis.breakeven import agrees as agrees_with
-from grid.analysis.breakeven_cells import depth_of
+from grid.analysis.breakeven import Level, curves, held_out
+from grid.analysis.breakeven_cells import configuration, depth_of, ladder_refusals
 from grid.analysis.breakeven_drafter import Drafter, drafters
 from grid.analysis.drafter_run import placed_from
 from grid.analysis.forced import FORCED_LABEL, TOLERANCE, forced_mask, honoured
@@ -45,8 +45,6 @@ LADDER_RULE = ("ladder: drafters of graded quality at the same cost per draft pa
 
 def view(data: RunData) -> View | None:
     """The section's numbers (None: the run has neither a forced cell nor a ladder)."""
-    if data.cells.empty:
-        return None
     forced = bool(forced_mask(data.cells).any())
     levels = curves(data.stats, data.cells, data.baseline)
     refusals = list(ladder_refusals(data.cells).values())
@@ -81,39 +79,17 @@ def _title(data: RunData, v: View) -> str:
 
 
 def _rung_lines(lv: Level) -> list[str]:
-    if lv.kind != "ladder":
-        return []
     out = []
-    for variant, length, (alo, ahi), ratio, (lo, hi), held in zip(
-            lv.rungs, lv.lengths, lv.rung_lengths, lv.ratios, lv.rung_ratios,
-            lv.held_out_verdicts, strict=True):
-        agrees = agrees_with(held, (lo, hi))
+    for r in lv.rung_rows() if lv.kind == "ladder" else []:
+        (alo, ahi), (lo, hi), agrees = (r["accept_length_interval"], r["ratio_interval"],
+                                        r["held_out_agrees"])
         sign = ("no sign (interval holds 1)" if (lo <= 1.0 <= hi) else "no verdict to compare"
                 if agrees is None else "agrees with its speedup" if agrees
                 else "DISAGREES with its speedup")
-        out.append(f"      {variant}: accept length {length:.2f} [{alo:.2f}, {ahi:.2f}], "
-                   f"x{ratio:.2f} [{lo:.2f}, {hi:.2f}]; without it the curve says "
-                   f"{held}: {sign}")
+        out.append(f"      {r['variant']}: accept length {r['accept_length']:.2f} [{alo:.2f}, "
+                   f"{ahi:.2f}], x{r['ratio']:.2f} [{lo:.2f}, {hi:.2f}]; without it the curve "
+                   f"says {r['held_out_verdict']}: {sign}")
     return out
-
-
-def held_out_total(levels: list[Level]) -> dict[str, int]:
-    """`Level.held_out` summed over the ladder levels."""
-    total = {"agree": 0, "disagree": 0, "no_sign": 0, "unknown": 0}
-    for lv in levels:
-        for k, n in (lv.held_out() if lv.kind == "ladder" else {}).items():
-            total[k] += n
-    return total
-
-
-def held_out_line(levels: list[Level]) -> str:
-    """The out-of-sample check of a ladder's levels, summed."""
-    total = held_out_total(levels)
-    signed = total["agree"] + total["disagree"]
-    return (f"held out (each rung's verdict by the curve without it): agrees with the measured "
-            f"speedup's sign at {total['agree']} of {signed} rungs; {total['no_sign']} with no "
-            f"sign (interval holds 1), {total['unknown']} beyond the other rungs' lengths "
-            "(unknown)")
 
 
 def answer(data: RunData) -> str | None:
@@ -124,7 +100,7 @@ def answer(data: RunData) -> str | None:
     parts = [f"the accept length {config} must beat on {workload}: "
              + ", ".join(f"c={lv.load:g} {lv.describe()}" for lv in group)
              + (" (a ladder of drafters)" if kind == "ladder" else "")
-             for (kind, config, workload), group in _by_curve(v.levels).items()]
+             for (kind, config, workload), group in _by_curve(v.levels)]
     return "break-even: " + "; ".join(parts)
 
 
@@ -134,14 +110,19 @@ def section_lines(data: RunData) -> list[tuple[str, bool]]:
     if v is None:
         return []
     out = [(_title(data, v), False)]
-    for (kind, config, workload), group in _by_curve(v.levels).items():
+    for (kind, config, workload), group in _by_curve(v.levels):
         out.append((f"  {config} on {workload} against {data.baseline}"
                     + (" (ladder):" if kind == "ladder" else ":"), False))
         for lv in group:
             out += [(line, False) for line in [f"    c={lv.load:g}: {lv.describe()}",
                                                *_rung_lines(lv)]]
         if kind == "ladder":
-            out.append((f"    {held_out_line(group)}", False))
+            n = held_out(group)
+            out.append((f"    held out (each rung's verdict by the curve without it): agrees "
+                        f"with the measured speedup's sign at {n['agree']} of "
+                        f"{n['agree'] + n['disagree']} rungs; {n['no_sign']} with no sign "
+                        f"(interval holds 1), {n['unknown']} beyond the other rungs' lengths "
+                        "(unknown)", False))
         out += [(f"    drafter on {d.describe()}", False) for d in v.placed
                 if kind == "forced" and (d.configuration, d.workload) == (config, workload)]
     out += [(f"  {line}", True) for line in v.refusals]
@@ -179,11 +160,10 @@ def html_section(data: RunData) -> str:
     return f"<h2>{html.escape(found[0][0])}</h2><ul>{items}</ul>"
 
 
-def _by_curve(levels: list[Level]) -> dict[tuple[str, str, str], list[Level]]:
-    out: dict[tuple[str, str, str], list[Level]] = {}
-    for lv in levels:
-        out.setdefault((lv.kind, lv.configuration, lv.workload), []).append(lv)
-    return out
+def _by_curve(levels: list[Level]) -> list[tuple[tuple[str, str, str], list[Level]]]:
+    """The levels (sorted by `curves`) per (kind, configuration, workload)."""
+    return [(k, list(g)) for k, g in groupby(levels, lambda lv: (lv.kind, lv.configuration,
+                                                                 lv.workload))]
 
 
 def decision(data: RunData) -> dict[str, object]:
@@ -202,7 +182,7 @@ def decision(data: RunData) -> dict[str, object]:
                if data.drafter_run is not None else {}),
             **({"drafter_run_note": v.note} if v.note else {}),
             "refused": v.refusals,
-            **({"held_out": held_out_total(v.levels)} if ladder else {}),
+            **({"held_out": held_out(v.levels)} if ladder else {}),
             **({"honoured": [
                 {**{k: (None if pd.isna(r[k]) else r[k]) if k != "honoured" else bool(r[k])
                     for k in ("cell_id", "variant", "concurrency", "forced_length",
@@ -218,7 +198,7 @@ def figure(data: RunData) -> Figure | None:
         return None
     fig = Figure(figsize=(7, 4))
     ax = fig.subplots()
-    for (kind, config, workload), group in _by_curve(v.levels).items():
+    for (kind, config, workload), group in _by_curve(v.levels):
         loads = [lv.load for lv in group]
         line = ax.plot(loads, [lv.value for lv in group], marker="o",
                        label=f"{config} / {workload}" + (" (ladder)" if kind == "ladder"

@@ -27,14 +27,13 @@ class BreakevenPlanned(Planned):
 
     def __init__(self, space: BreakevenSpace, cells: Sequence[Cell]) -> None:
         self.space, self.max_cells = space, space.max_cells
-        index = {a: i for i, a in enumerate(space.lengths)}
         self.points: dict[tuple[int, int], Cell] = {}
         for cell in cells:
-            forced = cell.config["variant"].get("forced_acceptance") or {}
-            i = BASELINE_INDEX if forced.get("length") is None else index[float(forced["length"])]
-            self.points[(int(cell.concurrency or 0), i)] = cell
-        spec = next(c for c in cells if c.config["variant"]["name"] != BASELINE)
-        self.variant, self.workload = str(spec.config["variant"]["name"]), spec.workload
+            length = (cell.config["variant"].get("forced_acceptance") or {}).get("length")
+            self.points[(int(cell.concurrency or 0), BASELINE_INDEX if length is None
+                         else space.lengths.index(float(length)))] = cell
+        self.variant = str(self.variant_cell.config["variant"]["name"])
+        self.workload = self.variant_cell.workload
 
     @property
     def variant_cell(self) -> Cell:
@@ -57,15 +56,13 @@ class BreakevenPlanned(Planned):
         return list(replay(self.space, known)), set(known)
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:
-        last = steps[-1]
+        last, space = steps[-1].as_json(), self.space
         return {"kind": "breakeven", "baseline": BASELINE, "variant": self.variant,
                 "workload": self.workload, "load_kind": "concurrency",
-                "loads": list(self.space.loads), "lengths": list(self.space.lengths),
-                "result": {"stop": last.stop, "cells": len(chosen(steps)),
-                           "max_cells": self.space.max_cells,
-                           "dense_cells": self.space.dense_cells,
-                           "brackets": {str(k): v for k, v in last.brackets.items()},
-                           "note": note},
+                "loads": list(space.loads), "lengths": list(space.lengths),
+                "result": {"stop": last["stop"], "cells": len(chosen(steps)),
+                           "max_cells": space.max_cells, "dense_cells": space.dense_cells,
+                           "brackets": last["brackets"], "note": note},
                 "steps": [s.as_json() for s in steps]}
 
     def plan_lines(self) -> list[str]:

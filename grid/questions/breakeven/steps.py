@@ -4,7 +4,7 @@ on the lowest unresolved load (open, widen, bisect); point estimates decide."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from grid.questions import steps as shared
@@ -38,59 +38,55 @@ class BreakevenSpace:
 @dataclass
 class BreakevenStep:
     number: int
-    points: list[Point]
     why: str
     cells_before: int
-    brackets: dict[int, list[Any]] = field(default_factory=dict)
-    """Resolved loads so far: load -> [lower length, upper length, where]."""
+    points: list[Point]
     stop: str | None = None
     """`resolved` or `budget`; None while the search goes on."""
+    brackets: dict[int, list[Any]] = field(default_factory=dict)
+    """Resolved loads so far: load -> [lower length, upper length, where]."""
 
     def as_json(self) -> dict[str, Any]:
-        return {"number": self.number, "why": self.why, "cells_before": self.cells_before,
-                "points": [list(p) for p in self.points], "stop": self.stop,
+        return {**asdict(self), "points": [list(p) for p in self.points],
                 "brackets": {str(k): v for k, v in self.brackets.items()}}
 
 
-def bracket(load: int, known: Mapping[Point, float]) -> tuple[int | None, int | None]:
+def _bracket(load: int, known: Mapping[Point, float]) -> tuple[int | None, int | None]:
     """(highest measured index that does not pay, lowest measured index above it that pays)
     at one load, from the throughputs known; None where there is none."""
     base = known.get((load, BASELINE))
-    if not base:
-        return None, None
-    measured = sorted(i for (c, i) in known if c == load and i != BASELINE)
-    below = [i for i in measured if known[(load, i)] / base < 1.0]
-    lo = max(below) if below else None
-    above = [i for i in measured if known[(load, i)] / base >= 1.0 and (lo is None or i > lo)]
-    return lo, (min(above) if above else None)
+    ratios = {i: v / base for (c, i), v in known.items() if c == load and i != BASELINE} if (
+        base) else {}
+    lo = max((i for i, r in ratios.items() if r < 1.0), default=None)
+    return lo, min((i for i, r in ratios.items() if r >= 1.0 and (lo is None or i > lo)),
+                   default=None)
 
 
-def resolved(space: BreakevenSpace, load: int, known: Mapping[Point, float]
-             ) -> list[Any] | None:
-    """[lower length, upper length, where] of a resolved load, else None."""
-    lo, hi = bracket(load, known)
+def _resolved(space: BreakevenSpace, lo: int | None, hi: int | None) -> list[Any] | None:
+    """[lower length, upper length, where] of a resolved load's bracket, else None."""
     last = len(space.lengths) - 1
     if lo is None and hi == 0:
         return [None, space.lengths[0], "below"]
     if hi is None and lo == last:
         return [space.lengths[last], None, "above"]
-    if lo is not None and hi is not None and hi == lo + 1:
+    if lo is not None and hi == lo + 1:
         return [space.lengths[lo], space.lengths[hi], "inside"]
     return None
 
 
 def _next_indices(space: BreakevenSpace, load: int, known: Mapping[Point, float],
-                  previous: list[Any] | None) -> tuple[list[int], str]:
+                  bracket: tuple[int | None, int | None], previous: list[Any] | None
+                  ) -> tuple[list[int], str]:
     measured = sorted(i for (c, i) in known if c == load and i != BASELINE)
     last = len(space.lengths) - 1
     if not measured:
         if previous is None:
             return [0, last], "the lengths' ends"
-        lo, hi, where = previous
+        lo, _, where = previous
         i = (0 if where == "below" else last - 1 if where == "above"
              else space.lengths.index(lo))
         return [i, i + 1], "the bracket of the load below"
-    lo, hi = bracket(load, known)
+    lo, hi = bracket
     span = max(1, measured[-1] - measured[0])
     if hi is None:
         return [min(last, measured[-1] + span)], "none pays yet: widen upwards"
@@ -106,21 +102,21 @@ def next_step(space: BreakevenSpace, known: Mapping[Point, float], number: int =
     brackets: dict[int, list[Any]] = {}
     previous: list[Any] | None = None
     for load in space.loads:
-        done = resolved(space, load, known)
-        if done is not None:
+        found = _bracket(load, known)
+        if (done := _resolved(space, *found)) is not None:
             brackets[load] = previous = done
             continue
-        indices, why = _next_indices(space, load, known, previous)
+        indices, why = _next_indices(space, load, known, found, previous)
         wanted = ([(load, BASELINE)] if (load, BASELINE) not in known else []) + [
             (load, i) for i in dict.fromkeys(indices) if (load, i) not in known]
         room = space.max_cells - cells
         if room < 1:
-            return BreakevenStep(number, [], f"budget spent at c={load}", cells, brackets,
-                                 "budget")
+            return BreakevenStep(number, f"budget spent at c={load}", cells, [], "budget",
+                                 brackets)
         lengths = ", ".join(f"{space.lengths[i]:g}" for _, i in wanted if i != BASELINE)
-        return BreakevenStep(number, wanted[:room], f"c={load}: {why} ({lengths or 'baseline'})",
-                             cells, brackets)
-    return BreakevenStep(number, [], "every load resolved", cells, brackets, "resolved")
+        return BreakevenStep(number, f"c={load}: {why} ({lengths or 'baseline'})", cells,
+                             wanted[:room], None, brackets)
+    return BreakevenStep(number, "every load resolved", cells, [], "resolved", brackets)
 
 
 def replay(space: BreakevenSpace, measured: Mapping[Point, float]) -> list[BreakevenStep]:

@@ -2,11 +2,11 @@
 docs/search.md): the report's capacity (grid/analysis/capacity.py) found with a few cells on
 the load lattice instead of a dense grid: bracket, then bisect on whether each load holds the
 SLOs (its attainment's interval and point estimate; steps.py, pure). The whole question is
-this folder: plan and run here, steps in steps.py, report in report.py."""
+this folder: plan, run and the report's lines here, steps in steps.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -14,32 +14,83 @@ from omegaconf import DictConfig
 
 from grid.analysis import Slo
 from grid.analysis.capacity import ATTAINMENT, Attainment, cell_attainments, fewest_to_meet
+from grid.analysis.search import Space
 from grid.plan.cells import Cell
 from grid.plan.search import SearchError, search_space
 from grid.plan.workloads import WorkloadPlan
 from grid.questions import Planned, Question
-from grid.questions.capacity.report import answer_sentence, trace_lines
 from grid.questions.capacity.steps import next_step, replay, result
 from grid.questions.measure import analysed
+from grid.questions.steps import step_lines, unfinished
 
 
-def measured_attainments(run_dir: Path, cells: Iterable[Cell], slo: Slo
-                         ) -> dict[str, Attainment]:
-    """The attainment of each cell committed as done (the report's analysis and reading), by
-    cell id."""
-    stats = analysed(run_dir, cells, slo, replicates=1)
-    return {} if stats is None else cell_attainments(stats.table)
+def _c(load: int | None) -> str:
+    return "none" if load is None else f"c={load}"
+
+
+def _found(trace: dict) -> str:
+    res = trace["result"]
+    low, top = res["interval"]
+    cap, miss = res["capacity"], res["first_miss"]
+    if cap is None:
+        head = "holds the SLOs at no load searched"
+    elif res["stop"] == "all served":
+        head = f"serves at least c={cap} within the SLOs, the highest searched (not bracketed)"
+    else:
+        head = f"serves up to c={cap} within the SLOs"
+    notes = [f"undecided at {', '.join(_c(x) for x in res['undecided'])}"] if res[
+        "undecided"] else []
+    if res["unmeasured"]:
+        notes.append(f"{res['unmeasured']} of its loads not measured")
+    span = f"interval {_c(low)} .. {_c(top)}" + "".join(f", {n}" for n in notes)
+    where = f"c={miss} misses them" if miss is not None else "no load searched misses them"
+    cliff = (f"; a cliff: c={miss} serves {res['attainment'][str(miss)]['attainment']:.0%} of "
+             "requests within the SLOs" if res["cliff"] else "")
+    return f"{head} ({span}; {where}){cliff}"
+
+
+def _measured(res: dict) -> str:
+    parts = []
+    for load, a in res["attainment"].items():
+        lo, hi = a["interval"]
+        value = "-" if a["attainment"] is None else f"{a['attainment']:.0%}"
+        parts.append(f"c={load} {value} [{lo:.0%}, {hi:.0%}] of {a['requests']} {a['verdict']}")
+    return "  attainment (95 % interval, steady-window requests): " + "; ".join(parts)
+
+
+def trace_lines(trace: dict) -> list[str]:
+    """One line per step, one with each measured load's attainment, one for the outcome."""
+    res = trace["result"]
+    lines = [f"search: capacity of {trace['variant']} on {trace['workload']} (SLO attainment "
+             f">= {trace['target']:.0%}), {res['cells']} of {res['max_cells']} cells (the "
+             f"dense grid: {res['dense_cells']}), lattice {res['lattice'][0]}.."
+             f"{res['lattice'][-1]}"]
+    lines += step_lines(trace["steps"], lambda p: f"c={p[0]}")
+    lines += [_measured(res)] if res["attainment"] else []
+    stop, so_far = res.get("stop"), "so far " if res.get("stop") == "budget" else ""
+    return [*lines, f"  stopped: {stop}; {so_far}{trace['variant']} {_found(trace)}" if stop
+            else unfinished(res)]
+
+
+def answer_sentence(trace: dict) -> str | None:
+    """The run's first sentence: the capacity, with its interval and cliff."""
+    res = trace["result"]
+    if not res.get("stop") or res["stop"] == "budget":
+        return None
+    return (f"{trace['variant']} on {trace['workload']} {_found(trace)} (the capacity search, "
+            f"{res['cells']} of {res['dense_cells']} cells)")
 
 
 class CapacityPlanned(Planned):
-    def __init__(self, lattice: tuple[int, ...], points: dict[int, Cell], max_cells: int,
-                 target: float) -> None:
-        self.lattice, self.points, self.max_cells, self.target = (lattice, points, max_cells,
-                                                                  target)
+    def __init__(self, space: Space, cells: Sequence[Cell], target: float = ATTAINMENT) -> None:
+        self.lattice, self.max_cells, self.target = space.lattice, space.max_cells, target
+        self.points = {int(c.concurrency or 0): c for c in cells}
         self.attainment: dict[int, Attainment] = {}
 
     def replay(self, run_dir: Path, slo: Slo) -> tuple[list[Any], set]:
-        values = measured_attainments(run_dir, self.points.values(), slo)
+        """The attainment of each cell committed as done, as the report reads it."""
+        stats = analysed(run_dir, self.points.values(), slo, replicates=1)
+        values = {} if stats is None else cell_attainments(stats.table)
         self.attainment = {p: values[c.cell_id] for p, c in self.points.items()
                            if c.cell_id in values}
         return list(replay(self.lattice, self.attainment, self.max_cells, self.target)), set(
@@ -84,6 +135,8 @@ class CapacityPlanned(Planned):
 
 class Capacity(Question):
     kind = "capacity"
+    lines = staticmethod(trace_lines)
+    answer = staticmethod(answer_sentence)
 
     def setup(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan,
               context: Any) -> Planned:
@@ -94,15 +147,7 @@ class Capacity(Question):
             raise SearchError(f"grid.search.kind=capacity searches one variant on one "
                               f"workload; the grid has variants {', '.join(variants)} and "
                               f"workloads {', '.join(names)}")
-        space = search_space(cfg)
-        points = {int(c.concurrency or 0): c for c in cells}
-        return CapacityPlanned(space.lattice, points, space.max_cells, ATTAINMENT)
-
-    def lines(self, trace: dict) -> list[str]:
-        return trace_lines(trace)
-
-    def answer(self, trace: dict) -> str | None:
-        return answer_sentence(trace)
+        return CapacityPlanned(search_space(cfg), cells)
 
 
 QUESTION = Capacity()

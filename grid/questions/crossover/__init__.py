@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,17 +30,6 @@ from grid.questions.measure import compared_points
 from grid.questions.steps import first_step_line, step_lines, unfinished
 
 
-@dataclass(frozen=True)
-class Prior:
-    """What the search asked before measuring (grid.search.prior): a twin's predictions."""
-
-    path: str
-    label: str
-    """Where the numbers come from (`SIMULATION (twin of RUN)`)."""
-    predicted: tuple[float, ...]
-    """The predicted speedup at each lattice level."""
-
-
 def compared_cells(cells: Sequence[Cell], kind: str) -> dict[Point, tuple[Cell, Cell]]:
     """The cells by point, (baseline's, variant's); SearchError unless that is all they are."""
     points: dict[Point, list[Cell]] = {}
@@ -62,31 +50,23 @@ class CrossoverPlanned(Planned):
     """A crossover search planned for one run: its space and the cells of every point."""
 
     kind = "crossover"
+    reserve = 0
+    """Cells of the budget kept for a confirmation."""
 
     def __init__(self, space: Space, points: dict[Point, tuple[Cell, Cell]]) -> None:
         self.space, self.points = space, points
         self.max_cells = space.max_cells
         self.variant, self.workload = self.variant_cell.variant, self.variant_cell.workload
-        self.prior: Prior | None = None
-        """The twin asked first (its predicted crossover chose the first levels), if any."""
-
-    @property
-    def reserve(self) -> int:
-        """Cells of the budget kept for a confirmation."""
-        return 0
-
-    @property
-    def crossing(self) -> Space:
-        """The crossover search's space: the budget less the reserve."""
-        return dataclasses.replace(self.space, max_cells=self.space.max_cells - self.reserve)
+        self.prior: tuple[str, str, tuple[float, ...]] | None = None
+        """(the twin's file, its label, the speedup it predicts at each lattice level): the
+        twin asked first (grid.search.prior), whose crossover chose the first levels."""
 
     def with_prior(self, path: str | None, workloads: WorkloadPlan) -> CrossoverPlanned:
-        """A twin asked first (grid.search.prior) for the speedup at every level."""
         if path is not None:
             base, variant = self.points[(self.space.lattice[0], 0)]
             file, label, predicted = search.ask_twin(path, base, variant, self.space.lattice,
-                                              workloads)
-            self.prior = Prior(str(file), label, predicted)
+                                                     workloads)
+            self.prior = (str(file), label, predicted)
             self.space = dataclasses.replace(
                 self.space, first=prior_levels(self.space.lattice, predicted), prior=label)
         return self
@@ -103,8 +83,13 @@ class CrossoverPlanned(Planned):
         lead = first if first is not None else BASELINE
         return sorted(cells, key=lambda c: c.variant != lead)
 
+    def first_step(self) -> CrossoverStep:
+        """The crossover search's first step, within the budget less the reserve."""
+        return next_step(dataclasses.replace(
+            self.space, max_cells=self.space.max_cells - self.reserve), {})
+
     def first_points(self) -> list[Any]:
-        return list(next_step(self.crossing, {}).points)
+        return list(self.first_step().points)
 
     @property
     def variant_cell(self) -> Cell:
@@ -116,24 +101,23 @@ class CrossoverPlanned(Planned):
         out: dict[str, Any] = {"kind": self.kind, "baseline": BASELINE, "variant": self.variant,
                                "workload": self.workload, "load_kind": "concurrency"}
         if self.prior:
-            out["prior"] = {"path": self.prior.path, "source": self.prior.label,
-                            "predicted": {str(c): round(v, 4) for c, v in
-                                          zip(self.space.lattice, self.prior.predicted,
-                                              strict=True)}}
+            path, label, predicted = self.prior
+            out["prior"] = {"path": path, "source": label, "predicted": {
+                str(c): round(v, 4) for c, v in zip(self.space.lattice, predicted, strict=True)}}
         return out
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:
         crossing = [s for s in steps if isinstance(s, CrossoverStep)]
         res = result(self.space, crossing)
         if self.prior is not None:
-            res["prior"] = {"source": self.prior.label, "path": self.prior.path,
-                            **prior_check(self.space.lattice, self.prior.predicted,
-                                          crossing[-1].speedups)}
+            path, label, predicted = self.prior
+            res["prior"] = {"source": label, "path": path, **prior_check(
+                self.space.lattice, predicted, crossing[-1].speedups)}
         return {**self.head(), "result": {**res, "note": note},
                 "steps": [s.as_json() for s in steps]}
 
     def plan_lines(self) -> list[str]:
-        space, first = self.space, next_step(self.crossing, {})
+        space, first = self.space, self.first_step()
         lines = [
             f"search: {self.kind} of {self.variant} vs {BASELINE} on {self.workload}, "
             f"concurrency {space.lattice[0]}..{space.lattice[-1]}",
@@ -146,8 +130,8 @@ class CrossoverPlanned(Planned):
         ]
         if self.prior:
             shown = ", ".join(f"c={c} {v:+.0%}" for c, v in zip(
-                space.lattice, self.prior.predicted, strict=True))
-            lines.insert(3, f"  prior: {self.prior.label} predicts the speedup {shown}")
+                space.lattice, self.prior[2], strict=True))
+            lines.insert(3, f"  prior: {self.prior[1]} predicts the speedup {shown}")
         return lines
 
 
@@ -171,41 +155,35 @@ def trace_lines(trace: dict, points: Callable[[Sequence[int]], str] = describe) 
     lines += step_lines(trace["steps"], points)
     lines.append(f"  stopped: {res['stop']} ({res['stop_meaning']}); crossover "
                  f"{bracket_text(res['bracket'])}" if res.get("stop") else unfinished(res))
-    if res.get("prior"):
-        lines += prior_lines(res["prior"])
-    return lines
-
-
-def answer_sentence(trace: dict) -> str | None:
-    """The run's first sentence: where the variant stops paying, as the search bracketed it."""
-    res = trace["result"]
-    if not res.get("stop"):
-        return None
-    return (f"{trace['variant']} vs {trace['baseline']} on {trace['workload']}: the crossover "
-            f"search ({res['cells']} cells) finds speculation "
-            f"{bracket_text(res['bracket'])}")
-
-
-def prior_lines(prior: dict) -> list[str]:
-    """What the twin asked first predicted, against what the search then measured."""
+    prior = res.get("prior")
+    if not prior:
+        return lines
+    # what the twin asked first predicted, against what the search then measured
     low, high = prior["predicted_bracket"]
     said = (f"the crossover {bracket_text([low, high])}" if low is not None and high is not None
             else f"that speculation {bracket_text([low, high])}")
-    head = f"  prior: {prior['source']} predicted {said}; the search measured there first"
+    lines.append(f"  prior: {prior['source']} predicted {said}; the search measured there first")
     rows = [f"c={r['load']} predicted {r['predicted']:+.1%}, measured {r['measured']:+.1%} "
             f"[{r['interval'][0]:+.1%}, {r['interval'][1]:+.1%}]"
             + ("" if r["inside"] else " (outside)") for r in prior["levels"]]
-    if not rows:
-        return [head]
-    error = prior["mean_abs_error"]
-    return [head, f"    at the measured levels: {'; '.join(rows)}; mean |error| "
-                  f"{100 * error:.1f} points of speedup"]
+    if rows:
+        lines.append(f"    at the measured levels: {'; '.join(rows)}; mean |error| "
+                     f"{100 * prior['mean_abs_error']:.1f} points of speedup")
+    return lines
 
 
 class Crossover(Question):
     kind = "crossover"
     lines = staticmethod(trace_lines)
-    answer = staticmethod(answer_sentence)
+
+    def answer(self, trace: dict) -> str | None:
+        """Where the variant stops paying, as the search bracketed it."""
+        res = trace["result"]
+        if not res.get("stop"):
+            return None
+        return (f"{trace['variant']} vs {trace['baseline']} on {trace['workload']}: the "
+                f"crossover search ({res['cells']} cells) finds speculation "
+                f"{bracket_text(res['bracket'])}")
 
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
@@ -215,5 +193,6 @@ class Crossover(Question):
               context: Any) -> Planned:
         planned = CrossoverPlanned(search.search_space(cfg), compared_cells(cells, self.kind))
         return planned.with_prior(cfg.grid.search.prior, workloads)
+
 
 QUESTION = Crossover()

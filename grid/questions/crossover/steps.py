@@ -54,14 +54,12 @@ class CrossoverStep:
 
     number: int
     points: tuple[Point, ...]
-    """Points to measure in this step (empty when it stops)."""
     why: str
     stop: str | None
     """None, or one of STOP_REASONS."""
     bracket: tuple[int | None, int | None]
     """(highest level where it pays, lowest where it stops paying); None: not found."""
     cells_before: int
-    """Cells the search had measured before this step."""
     signs: dict[int, str] = field(default_factory=dict)
     """Each measured level's sign before the step: + - ? +p -p."""
     speedups: dict[int, tuple[float, float, float]] = field(default_factory=dict)
@@ -69,12 +67,9 @@ class CrossoverStep:
     phase: str = "crossover"
 
     def as_json(self) -> dict:
-        out = asdict(self)
-        out["points"] = [list(p) for p in self.points]
-        out["bracket"] = list(self.bracket)
-        out["signs"] = {str(k): v for k, v in self.signs.items()}
-        out["speedups"] = {str(k): [round(x, 4) for x in v] for k, v in self.speedups.items()}
-        return out
+        return {**asdict(self), "points": [list(p) for p in self.points],
+                "bracket": list(self.bracket), "signs": {str(k): v for k, v in self.signs.items()},
+                "speedups": {str(k): [round(x, 4) for x in v] for k, v in self.speedups.items()}}
 
 
 def _fmt(loads: Iterable[int]) -> str:
@@ -86,12 +81,9 @@ def next_step(space: Space, levels: Mapping[int, Level], number: int = 1) -> Cro
     used = sum(lv.repeats for lv in levels.values()) * space.cells_per_point
     signs = {c: sign(levels[c], space.max_repeats, space.min_effect) for c in sorted(levels)}
     seen = {c: (levels[c].speedup, levels[c].lo, levels[c].hi) for c in sorted(levels)}
-    pays = [c for c, s in signs.items() if s.startswith("+")]
-    loses = [c for c, s in signs.items() if s.startswith("-")]
-    first_loss = loses[0] if loses else None
-    below = [c for c in pays if first_loss is None or c < first_loss]
-    last_pay = below[-1] if below else None
-    bracket = (last_pay, first_loss)
+    first_loss = next((c for c, s in signs.items() if s.startswith("-")), None)
+    last_pay = max((c for c, s in signs.items() if s.startswith("+")
+                    and (first_loss is None or c < first_loss)), default=None)
 
     def step(points: list[Point], why: str, stop: str | None = None) -> CrossoverStep:
         todo: tuple[Point, ...] = ()
@@ -99,15 +91,15 @@ def next_step(space: Space, levels: Mapping[int, Level], number: int = 1) -> Cro
             todo, why, stop = shared.fit(
                 points, (space.max_cells - used) // space.cells_per_point, why,
                 f"{STOP_REASONS[BUDGET]} ({used} of {space.max_cells} cells)")
-        return CrossoverStep(number, todo, why, stop, bracket, used, signs, seen)
+        return CrossoverStep(number, todo, why, stop, (last_pay, first_loss), used, signs, seen)
 
-    middle = math.sqrt(space.lattice[0] * space.lattice[-1])
     if space.first:
         todo = [c for c in space.first if c not in levels]
         if todo:
             return step([(c, 0) for c in todo], f"the levels the prior ({space.prior}) "
                         f"points to: {_fmt(todo)}")
     else:
+        middle = math.sqrt(space.lattice[0] * space.lattice[-1])
         coarse = [c for c in space.coarse if c <= middle * (1 + 1e-9) and c not in levels]
         if coarse:
             return step([(c, 0) for c in coarse],

@@ -1,10 +1,12 @@
-"""Which speculative depth at which load? (`grid.search.kind=depth`, docs/search.md)."""
+"""Which speculative depth at which load? (`grid.search.kind=depth`, docs/search.md): the plan,
+and the answer in the report in the engine's words."""
 
 from __future__ import annotations
 
 import dataclasses
 import shlex
 from collections.abc import Sequence
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -15,21 +17,24 @@ from grid.analysis import Slo
 from grid.analysis.depth import Schedule, schedule
 from grid.plan import search
 from grid.plan.cells import Cell
+from grid.plan.search import BASELINE, SearchError
 from grid.plan.specs import server_request
 from grid.plan.workloads import WorkloadPlan
-from grid.questions import Planned, Question
-from grid.questions.depth import confirm, report
-from grid.questions.depth.confirm import ADAPTIVE, SCHEDULE, THRESHOLD, replay_all
+from grid.questions import Planned, Question, html_section
+from grid.questions.depth import confirm
+from grid.questions.depth.confirm import ADAPTIVE, SCHEDULE, THRESHOLD, describe, replay_all
 from grid.questions.depth.steps import DepthPoint, DepthSpace, DepthStep, depth_result, prior_depths
 from grid.questions.measure import point_throughputs
-from grid.questions.steps import first_step_line
+from grid.questions.steps import first_step_line, step_lines, unfinished
+from grid.store.artifacts import write_file
 
-BASELINE = search.BASELINE
 STEPS_ARG = "speculative_num_steps"
 STEPS_KEY = f"variant.args.{STEPS_ARG}"
 """The factor that makes a depth cell."""
 OWN_KEYS = ("speculative_disable_above_batch", "speculative_depth", "speculative_adaptive")
 """Variant keys the depth search sets itself."""
+FOLDER = "depth-schedule"
+"""Where the settings go in the run folder."""
 
 
 def depth_space(cfg: DictConfig) -> DepthSpace:
@@ -39,9 +44,9 @@ def depth_space(cfg: DictConfig) -> DepthSpace:
     depths = list(raw) if isinstance(raw, list) else []
     if (not all(isinstance(d, int) and not isinstance(d, bool) for d in depths)
             or len(depths) < 2 or depths[0] != 0 or depths != sorted(set(depths))):
-        raise search.SearchError("grid.search.depths must be ascending whole depths from 0 "
-                                 "(the baseline), with at least one speculative depth, e.g. "
-                                 f"[0, 1, 3, 5]; got {depths}")
+        raise SearchError("grid.search.depths must be ascending whole depths from 0 (the "
+                          "baseline), with at least one speculative depth, e.g. [0, 1, 3, 5]; "
+                          f"got {depths}")
     return DepthSpace(space.lattice, space.coarse, tuple(depths), space.max_cells,
                       space.max_repeats, space.min_effect)
 
@@ -58,32 +63,32 @@ class DepthPlanned(Planned):
         variant = template.config["variant"]
         given = [k for k in OWN_KEYS if variant.get(k) not in (None, False)]
         if given:
-            raise search.SearchError(f"grid.search.kind=depth sets {given[0]} itself; variant "
-                                     f"{variant['name']} already sets it")
+            raise SearchError(f"grid.search.kind=depth sets {given[0]} itself; variant "
+                              f"{variant['name']} already sets it")
         self.engine = str(template.config["engine"]["name"])
         kind = engines.get(self.engine)
         self.adaptive = kind.adaptive_refusal(variant) is None
         """The engine adapts the depth at run time (an alternative the confirmation runs)."""
         self.schedule: Schedule | None = None
-        """The schedule the last replay found (it names the confirmation's cells)."""
+        """The schedule the last replay found, and its threshold schedule: they name the
+        confirmation's cells."""
         self.threshold: Schedule | None = None
-        """Its threshold schedule, if any."""
         self.prior: tuple[str, str, dict[int, tuple[float, ...]]] | None = None
         """(the twin's file, its label, each positive depth's speedup per level): the prior."""
         try:
             ok = self.setting(((1, max(space.depths)),)) is not None
         except ValueError as e:
-            raise search.SearchError(f"grid.search.kind=depth: variant {variant['name']} on "
-                                     f"{kind.label}: {e}") from None
+            raise SearchError(f"grid.search.kind=depth: variant {variant['name']} on "
+                              f"{kind.label}: {e}") from None
         if not ok:
-            raise search.SearchError(f"grid.search.kind=depth: {kind.label} cannot set the "
-                                     "speculative depth by batch size")
+            raise SearchError(f"grid.search.kind=depth: {kind.label} cannot set the "
+                              "speculative depth by batch size")
 
     @property
     def variant_cell(self) -> Cell:
         return self.points[min(p for p in self.points if p[1] > 0)]
 
-    describe = staticmethod(confirm.describe)
+    describe = staticmethod(describe)
 
     def cell(self, point: Sequence[int]) -> Cell:
         """A depth point's cell from the plan, a confirmation point's made here."""
@@ -105,16 +110,19 @@ class DepthPlanned(Planned):
             sorted(cells, key=lambda c: (c.variant != first, c.variant != BASELINE)))}
         return sorted(cells, key=lambda c: (order[c.variant], c.concurrency or 0))
 
+    def steps(self, measured: dict) -> list[Any]:
+        return list(replay_all(self.space, self.confirm_cells, self.adaptive, measured))
+
     def first_points(self) -> list[Any]:
-        return list(replay_all(self.space, self.confirm_cells, self.adaptive, {})[0].points)
+        return list(self.steps({})[0].points)
 
     def replay(self, run_dir: Path, slo: Slo) -> tuple[list[Any], set]:
         """The search replayed; once it stops, again with the confirmation's cells it names."""
         measured = point_throughputs(run_dir, self.points, slo)
-        steps = replay_all(self.space, self.confirm_cells, self.adaptive, measured)
+        steps = self.steps(measured)
         searched = [s for s in steps if isinstance(s, DepthStep)]
         if searched[-1].stop is None:
-            return list(steps), set(measured)
+            return steps, set(measured)
         levels, lattice = searched[-1].levels, self.space.lattice
         self.schedule = schedule(levels)
         self.threshold = confirm.threshold_schedule(self.schedule, lattice)
@@ -124,8 +132,7 @@ class DepthPlanned(Planned):
         extra = {(c, s, r): self.cell((c, s, r)) for c in loads for s in servers
                  for r in range(self.space.max_repeats)}
         measured.update(point_throughputs(run_dir, extra, slo))
-        steps = replay_all(self.space, self.confirm_cells, self.adaptive, measured)
-        return list(steps), set(measured)
+        return self.steps(measured), set(measured)
 
     def setting(self, tiers: Schedule) -> dict[str, Any] | None:
         """The schedule in the engine's words (Engine.depth_setting)."""
@@ -178,14 +185,13 @@ class DepthPlanned(Planned):
             file, label, speedups[depth] = search.ask_twin(
                 path, self.points[(low, 0, 0)], self.points[(low, depth, 0)], space.lattice,
                 workloads)
-        best = prior_depths(space.depths, space.lattice, speedups)
-        self.space = dataclasses.replace(space, prior=best)
+        self.space = dataclasses.replace(
+            space, prior=prior_depths(space.depths, space.lattice, speedups))
         self.prior = (str(file), label, speedups)
         return self
 
     def plan_lines(self) -> list[str]:
-        space = self.space
-        first = replay_all(space, self.confirm_cells, self.adaptive, {})[0]
+        space, first = self.space, self.steps({})[0]
         alternatives = ("the baseline, the best single depth, the threshold schedule (that "
                         "depth, off where the schedule turns speculation off)") + (
             " and the engine's own adaptation" if self.adaptive else "")
@@ -205,11 +211,112 @@ class DepthPlanned(Planned):
         ]
 
 
+# --------------------------------------------------------------------------- the report
+def _pct(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.1%}"
+
+
+def _interval(entry: dict) -> str:
+    lo, hi = entry.get("interval") or (None, None)
+    return f"{_pct(entry.get('speedup'))} [{_pct(lo)}, {_pct(hi)}]"
+
+
+def _depth(d: int | None) -> str:
+    return "baseline" if d == 0 else f"depth {d}"
+
+
+def schedule_text(tiers: list) -> str:
+    return ", ".join(f"{_depth(d)} from batch {b}" for b, d in tiers) or "none"
+
+
+def depth_lines(trace: dict) -> list[str]:
+    """The steps, the stop, the schedule, its evidence and confirmation, the setting."""
+    res = trace["result"]
+    lines = [f"search: depth of {trace['variant']} vs {trace['baseline']} on "
+             f"{trace['workload']}, depths {' '.join(str(d) for d in res['depths'])}, "
+             f"c={res['lattice'][0]}..{res['lattice'][-1]}: {res['cells']} cells (max_cells "
+             f"{res['max_cells']} + confirm_cells {res.get('confirm_cells')}; a dense grid: "
+             f"{len(res['lattice']) * len(res['depths'])})",
+             *step_lines(trace["steps"], describe, phases=True)]
+    if not res.get("stop"):
+        return [*lines, unfinished(res)]
+    lines += [f"  stopped: {res['stop']} ({res['stop_meaning']}); schedule: "
+              f"{schedule_text(res['schedule'])}; best single depth "
+              f"{res.get('best_single_depth')}",
+              "  evidence (best over runner-up, 95 % interval):"]
+    for lv in res.get("levels", []):  # each decided level's best depth against the runner-up
+        if lv.get("best") is not None:
+            over = "" if lv.get("runner") is None else (
+                f" over {_depth(lv['runner'])} {_interval(lv)} ({lv['sign']}, "
+                f"{lv['repeats']} repeat(s))")
+            lines.append(f"    c={lv['load']}: {_depth(lv['best'])}{over} among "
+                         f"{{{', '.join(str(d) for d in lv['candidates'])}}}")
+    if res.get("confirm_stop"):
+        verdict = "stands" if res.get("stands") else "does not stand everywhere"
+        lines.append(f"  confirmation ({res['confirm_stop']}: {res['confirm_stop_meaning']}): "
+                     f"the schedule {verdict} (schedule over each alternative, 95 % interval):")
+        if res.get("threshold_schedule"):
+            lines.append("    threshold = the best single depth, off where the schedule turns "
+                         f"speculation off: {schedule_text(res['threshold_schedule'])}")
+        for tier in res.get("tiers", []):
+            vs = "; ".join(f"vs {c['against']} {_interval(c) if 'speedup' in c else ''} "
+                           f"{c['verdict']}".replace("  ", " ") for c in tier["comparisons"])
+            lines.append(f"    from batch {tier['from']} ({_depth(tier['depth'])}), at "
+                         f"c={tier['load']}: {'stands' if tier['stands'] else 'does not stand'}"
+                         f": {vs}")
+    setting = res.get("setting")
+    if not setting:
+        return [*lines, "  setting: none (the schedule never drafts: serve the baseline)"]
+    routed = ", ".join(f"{lo}{'+' if hi is None else ('' if hi == lo else f'-{hi}')}: {d}"
+                       for lo, hi, d in setting["tiers"])
+    return [*lines, f"  set on {setting['engine']}: {setting['command']}",
+            *(f"    with {name} (written to {FOLDER}/{name})" for name in setting.get("files", {})),
+            f"    depth by running batch as the engine routes it: {routed}"]
+
+
+def depth_section(trace: dict) -> str:
+    """The HTML section: the same lines, the setting as code."""
+    setting = trace["result"].get("setting") or {}
+    files = "".join(f"<p>{escape(name)} ({FOLDER}/{escape(name)}):</p><pre>{escape(text)}</pre>"
+                    for name, text in setting.get("files", {}).items())
+    paste = (f"<p>Set it on {escape(setting['engine'])}:</p><pre>"
+             f"{escape(setting['command'])}</pre>{files}" if setting else "")
+    return html_section(depth_lines(trace), "Speculative depth by load", paste)
+
+
+def depth_decision(trace: dict) -> dict:
+    """decision.json's `depth`: the schedule, its evidence and confirmation, the setting."""
+    res = trace["result"]
+    return {"schedule": res.get("schedule"), "stop": res.get("stop"),
+            "best_single_depth": res.get("best_single_depth"),
+            "threshold_schedule": res.get("threshold_schedule"),
+            "levels": res.get("levels"), "confirmation": res.get("tiers"),
+            "confirm_stop": res.get("confirm_stop"), "stands": res.get("stands"),
+            "setting": res.get("setting"), "files_in": FOLDER}
+
+
+def write_depth_files(run_dir: Path, trace: dict) -> list[Path]:
+    """The setting's files (SGLang's adaptive config) and its flags, beside the report."""
+    setting = trace["result"].get("setting")
+    if not setting:
+        return []
+    out = [write_file(run_dir, f"{FOLDER}/{name}", text)
+           for name, text in setting.get("files", {}).items()]
+    return [*out, write_file(run_dir, f"{FOLDER}/flags.txt", setting["command"] + "\n")]
+
+
 class Depth(Question):
     kind = "depth"
-    lines = staticmethod(report.depth_lines)
-    section = staticmethod(report.depth_section)
-    answer = staticmethod(report.answer_sentence)
+    lines = staticmethod(depth_lines)
+    section = staticmethod(depth_section)
+
+    def answer(self, trace: dict) -> str | None:
+        res = trace["result"]
+        if not res.get("stop"):
+            return None
+        return (f"{trace['variant']} on {trace['workload']}: run the depth schedule "
+                f"{schedule_text(res.get('schedule') or [])} (the depth search's choice after "
+                f"{res['cells']} cells: {res['stop']})")
 
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
@@ -238,10 +345,10 @@ class Depth(Question):
         return planned.with_prior(cfg.grid.search.prior, workloads)
 
     def decision(self, trace: dict) -> dict:
-        return {"depth": report.depth_decision(trace)}
+        return {"depth": depth_decision(trace)}
 
     def write_files(self, run_dir: Path, trace: dict) -> None:
-        report.write_depth_files(run_dir, trace)
+        write_depth_files(run_dir, trace)
 
 
 QUESTION = Depth()

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from grid.analysis.depth import LevelState, Schedule, Throughput, schedule
-from grid.analysis.search import Level, is_tie, nearest
+from grid.analysis.search import Level, is_tie, nearest, sign
 from grid.questions import steps as shared
 from grid.questions.depth.steps import (
     By,
@@ -126,32 +126,25 @@ def confirm_loads(tiers: Schedule, levels: Sequence[LevelState], lattice: Sequen
     return out
 
 
-def _verdict(level: Level, space: DepthSpace) -> str:
-    if level.lo > 0:
-        return "beats"
-    if level.hi < 0:
-        return "loses"
-    if is_tie(level, space.min_effect):
-        return "ties"
-    return "pending" if level.repeats < space.max_repeats else "undecided"
-
-
 def _check(space: DepthSpace, by: By, start: int, depth: int, load: int,
            others: Sequence[int]) -> tuple[TierCheck, list[DepthPoint]]:
     """One tier against each alternative at its load, and the points it still needs."""
     comparisons, todo = [], []
     for alt in others:
-        pair = [(load, s) for s in (SCHEDULE, alt)]
+        pair = [(load, SCHEDULE), (load, alt)]
         missing = [k for k in pair if k not in by]
         if missing:
-            todo += [(k[0], k[1], 0) for k in missing]
+            todo += [(*k, 0) for k in missing]
             comparisons.append(Comparison(alt, None, "pending"))
             continue
         versus = compare(by, load, SCHEDULE, alt)
-        verdict = _verdict(versus, space)
+        # sign's `?` (repeats left) is pending; once it is a point estimate, a tie or undecided
+        verdict = {"+": "beats", "-": "loses", "?": "pending"}.get(
+            sign(versus, space.max_repeats, space.min_effect)) or (
+            "ties" if is_tie(versus, space.min_effect) else "undecided")
         if verdict == "pending":
             low = min(len(by[k]) for k in pair)
-            todo += [(k[0], k[1], low) for k in pair if len(by[k]) == low]
+            todo += [(*k, low) for k in pair if len(by[k]) == low]
         comparisons.append(Comparison(alt, versus, verdict))
     return TierCheck(start, depth, load, tuple(comparisons)), todo
 

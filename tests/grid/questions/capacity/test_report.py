@@ -1,10 +1,10 @@
-"""A capacity search's trace in the report (grid/questions/capacity/report.py), on traces built
+"""A capacity search's trace in the report (grid/questions/capacity/__init__.py), on traces built
 from hand-chosen attainments on the lattice 1 2 4 8 16 32 64 (the steps: test_steps.py)."""
 
 from __future__ import annotations
 
 from grid.analysis.capacity import Attainment
-from grid.questions.capacity.report import answer_sentence, trace_lines
+from grid.questions.capacity import answer_sentence, trace_lines
 from grid.questions.capacity.steps import replay, result
 
 LATTICE = (1, 2, 4, 8, 16, 32, 64)

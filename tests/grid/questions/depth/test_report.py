@@ -1,5 +1,5 @@
-"""A depth search's answer in the engine's words (grid/questions/depth/report.py), from a
-planned search (grid/questions/depth/__init__.py DepthPlanned) replayed on constructed
+"""A depth search's answer in the engine's words (grid/questions/depth/__init__.py), from a
+planned search (DepthPlanned) replayed on constructed
 measurements and traced as the run loop traces it (DepthPlanned.trace): the schedule with each
 level's evidence, the confirmation, and the setting to paste: SGLang's flags with its adaptive
 config file written beside the report, vLLM's --speculative-config JSON."""
@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import json
 
-from grid.questions.depth import DepthPlanned
+from grid.questions.depth import DepthPlanned, depth_decision, depth_lines, write_depth_files
 from grid.questions.depth.confirm import ADAPTIVE, SCHEDULE, replay_all
-from grid.questions.depth.report import depth_decision, depth_lines, write_depth_files
 from grid.run import make_plan
 from tests.grid.questions.depth.test_steps import surface
 

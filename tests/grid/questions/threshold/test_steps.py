@@ -1,4 +1,4 @@
-"""The threshold search's steps (grid/questions/threshold/steps.py) on constructed speedup curves
+"""The threshold search's steps (grid/questions/threshold/__init__.py) on constructed speedup curves
 whose crossover is known. Expected values are worked out by hand from docs/search.md's rules,
 on the lattice 1 2 3 4 6 8 11 16 23 32 45 64 91 128 181 256 with coarse levels 1 4 16 64 256
 and SGLang's speculative capture sizes below 256 as the honoured values."""
@@ -14,7 +14,7 @@ from grid.analysis.depth import Throughput
 from grid.analysis.search import Level, make_space
 from grid.questions.crossover.steps import BELOW_RANGE, BUDGET
 from grid.questions.measure import Compared
-from grid.questions.threshold.steps import (
+from grid.questions.threshold import (
     CONFIRMED,
     ThresholdConfirmStep,
     rank,

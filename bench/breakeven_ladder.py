@@ -24,15 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _run import ROOT, run_grid  # noqa: E402  (bench/, the script's folder)
+from _common import ENGINES_PYTHON, run_grid, run_twin
 
 RUN_ID, SIM_ID = "cpu_breakeven", "sim_forced"
 LENGTHS = (1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)
@@ -57,19 +52,15 @@ def describe(c: dict[str, Any] | None) -> str:
 def twin(run_dir: Path) -> dict[str, Any]:
     # --saturated: on 2 cores the load generator shares the cores with the engine and flags
     # most cells of a model this small; the twin then models the server as this client sees it
-    proc = subprocess.run([sys.executable, "-m", "grid.twin", str(run_dir), "--known-acceptance",
-                           "--saturated", "--holdout", "2"], capture_output=True, text=True,
-                          cwd=ROOT)
-    (run_dir.parent / "twin.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise SystemExit(f"grid.twin failed ({proc.returncode}): {proc.stderr.strip()}")
+    run_twin(run_dir, ["--known-acceptance", "--saturated", "--holdout", "2"],
+             run_dir.parent / "twin.log")
     return json.loads((run_dir / "twin.json").read_text())["twin"]
 
 
 def simulate(out: Path, run_dir: Path) -> Path:
     lengths = ",".join(str(a) for a in LENGTHS)
     forced = "[" + ",".join(str(a) for a in LENGTHS) + "]"
-    wall, sim_dir, rc = run_grid([
+    wall, sim_dir, _ = run_grid([
         "engine=sim", f"engine.options.profile={run_dir / 'twin.json'}", "hardware=cpu",
         "model=tiny_trained", "model.drafter.train_data=null",
         "+model.drafter.train_mix={coding:1,agentic:1,math:1,chat:1,encyclopedic:1}",
@@ -79,9 +70,7 @@ def simulate(out: Path, run_dir: Path) -> Path:
         "load.concurrency=1,2,4",
         f"grid.exclude=[{{variant:baseline,variant.forced_acceptance.length:{forced}}},"
         "{variant:tiny_trained_draft,variant.forced_acceptance.length:null}]"], out, SIM_ID)
-    print(f"simulator at forced lengths: exit {rc} in {wall:.0f} s (log {out}/{SIM_ID}.log)")
-    if rc != 0:
-        raise SystemExit(rc)
+    print(f"simulator at forced lengths: {wall:.0f} s (log {out}/{SIM_ID}.log)")
     return sim_dir
 
 
@@ -93,13 +82,10 @@ def main() -> int:
     ns.out.mkdir(parents=True, exist_ok=True)
     run_dir, sim_dir = ns.out / RUN_ID, ns.out / SIM_ID
     if not ns.reuse:
-        python = os.environ.get("SPECGRID_VLLM_PYTHON", str(ROOT / ".venv-engines/bin/python"))
-        wall, run_dir, rc = run_grid(["+sweep=cpu_breakeven", f"engine.python={python}",
-                                      "load.requests_per_stream=24", "load.min_requests=48"],
-                                     ns.out, RUN_ID)
-        print(f"+sweep=cpu_breakeven: exit {rc} in {wall:.0f} s (log {ns.out}/{RUN_ID}.log)")
-        if rc != 0:
-            return rc
+        wall, run_dir, _ = run_grid(["+sweep=cpu_breakeven", f"engine.python={ENGINES_PYTHON}",
+                                     "load.requests_per_stream=24", "load.min_requests=48"],
+                                    ns.out, RUN_ID)
+        print(f"+sweep=cpu_breakeven: {wall:.0f} s (log {ns.out}/{RUN_ID}.log)")
     real = curves(run_dir)
     print("\nthe ladder (real engine, CPU, tiny trained models): accept length, throughput over "
           "the baseline's [95 %], verdict by the curve fitted without the rung")

@@ -26,13 +26,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from grid.analysis.breakeven import Level, curves  # noqa: E402
-from grid.analysis.cellstats import CellStats  # noqa: E402
-from grid.questions.breakeven.steps import chosen, replay  # noqa: E402
-from grid.report.data import load_run  # noqa: E402
-from grid.run import make_plan  # noqa: E402
+from grid.analysis.breakeven import Level, curves
+from grid.analysis.cellstats import CellStats
+from grid.questions.breakeven.steps import chosen, replay
+from grid.report.data import load_run
+from grid.run import make_plan
 
 LENGTHS = (1.0, 1.375, 1.75, 2.125, 2.5, 2.875, 3.25, 3.625, 4.0)
 LOADS = (1, 2, 4, 8, 16, 32, 64)

@@ -25,12 +25,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from grid.analysis import Slo  # noqa: E402
-from grid.plan.search import search_space  # noqa: E402
-from grid.report.data import load_run  # noqa: E402
-from grid.run import make_plan  # noqa: E402
+from grid.analysis import Slo
+from grid.plan.search import search_space
+from grid.report.data import load_run
+from grid.run import make_plan
 
 SWEEP = "+sweep=capacity_search"
 GOAL = 0.4

@@ -24,26 +24,18 @@ import argparse
 import asyncio
 import json
 import os
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+import fixed_schedule_server
+from _common import CLIENT_CPU, SERVER_CPU, cpu_available, pin, run_on, stopping
 
-import fixed_schedule_server  # noqa: E402
-import uvloop  # noqa: E402
+from actors.loadgen.conversation import run_conversations
+from actors.loadgen.conversation_plan import ConversationLoadSpec
+from actors.loadgen.spec import LoadResult
+from workloads.conversations import Conversation, Turn
 
-from actors.loadgen.conversation import run_conversations  # noqa: E402
-from actors.loadgen.conversation_plan import ConversationLoadSpec  # noqa: E402
-from actors.loadgen.spec import LoadResult  # noqa: E402
-from workloads.conversations import Conversation, Turn  # noqa: E402
-
-SERVER_CPU = 0
-CLIENT_CPU = 1
 WORDS = ("def", "return", "self", "value", "test", "assert", "path", "error", "config", "load")
 
 
@@ -69,14 +61,6 @@ def conversations(n: int, turns: int, context_tokens: int) -> tuple[Conversation
                                       :reply_chars]}))
         out.append(Conversation(f"bench-{c}", tuple(ts), system="You are a coding agent."))
     return tuple(out)
-
-
-def cpu_available(seconds: float = 1.0) -> float:
-    """Share of a core a spinning loop gets on this process's CPUs (1.0 = an idle core)."""
-    t0, c0 = time.perf_counter(), time.process_time()
-    while time.perf_counter() - t0 < seconds:
-        pass
-    return (time.process_time() - c0) / (time.perf_counter() - t0)
 
 
 async def _with_ticker(spec: ConversationLoadSpec) -> tuple[LoadResult, list[float]]:
@@ -109,13 +93,11 @@ def main() -> None:
     p.add_argument("--json", type=Path, help="write the results here too")
     args = p.parse_args()
 
-    two_cpus = (os.cpu_count() or 1) > 1
-    if two_cpus:
-        os.sched_setaffinity(0, {CLIENT_CPU})
+    pin(CLIENT_CPU)
     server, base_url = fixed_schedule_server.launch(SERVER_CPU, "--no-record")
     convs = conversations(args.conversations, args.turns, args.context_tokens)
     results: dict[str, Any] = {"args": vars(args) | {"json": None}, "runs": {}}
-    try:
+    with stopping(server):
         n, n_ref = args.conversations, args.reference_conversations
         runs = {f"paced_{n_ref}": (args.ttft_ms, args.chunk_ms, n_ref),
                 f"paced_{n}": (args.ttft_ms, args.chunk_ms, n),
@@ -129,7 +111,7 @@ def main() -> None:
             load0 = os.getloadavg()
             avail = cpu_available()
             t0 = time.perf_counter()
-            res, loop_lags = uvloop.run(_with_ticker(spec))
+            res, loop_lags = run_on("uvloop", _with_ticker(spec))
             wall = time.perf_counter() - t0
             loop_lags.sort()
             ok = [r for r in res.rows if r["status"] == "ok"]
@@ -163,9 +145,6 @@ def main() -> None:
                   f"{run['last_round_request_kb']:.0f} KB, TTFT p50 {run['ttft_p50_ms']:.1f} ms; "
                   f"machine: load avg {load0[0]:.1f} -> {run['loadavg_after'][0]:.1f}, a "
                   f"spinning process got {avail:.0%} of a core", flush=True)
-    finally:
-        server.terminate()
-        server.wait(10)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
 

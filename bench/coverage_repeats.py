@@ -40,15 +40,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from _common import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats, analyse_cells, repeat_of  # noqa: E402
-from grid.analysis.decision import speedups  # noqa: E402
-from grid.analysis.points import points  # noqa: E402
-from grid.analysis.repeats import METHODS  # noqa: E402
-from grid.store.loader import load_cells, load_requests  # noqa: E402
+from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats, analyse_cells, repeat_of
+from grid.analysis.decision import speedups
+from grid.analysis.points import points
+from grid.analysis.repeats import METHODS
+from grid.store.loader import load_cells, load_requests
 
 CELL = ["+sweep=smoke", "grid.axes.variant=[baseline,eagle3]", "grid.axes.workload=[coding]",
         "workload.max_new_tokens=32", "load.num_requests=32", "load.warmup_requests=1",

@@ -28,27 +28,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import subprocess
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import ENGINES_PYTHON, run_grid
 
-from _run import run_grid  # noqa: E402  (bench/, the script's folder)
-
-from grid.analysis import Slo  # noqa: E402
-from grid.analysis.depth import schedule  # noqa: E402
-from grid.analysis.search import lattice  # noqa: E402
-from grid.loader import load_cells  # noqa: E402
-from grid.questions.depth import DepthPlanned  # noqa: E402
-from grid.questions.depth.steps import DepthStep  # noqa: E402
-from grid.questions.measure import cell_throughputs  # noqa: E402
-from grid.run import make_plan  # noqa: E402
-
-ROOT = Path(__file__).resolve().parents[1]
+from grid.analysis import Slo
+from grid.analysis.depth import schedule
+from grid.analysis.search import lattice
+from grid.loader import load_cells
+from grid.questions.depth import DepthPlanned
+from grid.questions.depth.steps import DepthStep
+from grid.questions.measure import cell_throughputs
+from grid.run import make_plan
 
 
 def depth_of(variant: str) -> int | None:
@@ -162,8 +156,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--max-running", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--min-effect", type=float, default=0.05)
-    ap.add_argument("--vllm-python", default=os.environ.get("SPECGRID_VLLM_PYTHON",
-                                           str(ROOT / ".venv-engines/bin/python")))
+    ap.add_argument("--vllm-python", default=ENGINES_PYTHON)
     ap.add_argument("--vllm-tuner", type=Path, default=None,
                     help="vLLM's vllm/benchmarks/sweep/tune_speculative_k.py from a source "
                          "checkout, where --vllm-python's vLLM has none")
@@ -204,16 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     walls, dirs = {}, {}
     for name, overrides in grids.items():
         run_id = f"{name.split()[0]}-{hardware}-{model}-r{ns.repeats}"
-        timing = folder / f"{run_id}.wall"
-        if ns.reuse and timing.exists():
-            walls[name], dirs[name] = float(timing.read_text()), folder / run_id
-            continue
-        wall, run_dir, code = run_grid([*common, *overrides], folder, run_id)
-        timing.write_text(f"{wall:.1f}")
-        if code != 0:
-            print(f"{name}: failed (exit {code}, see {run_dir}.log)")
-            return 1
-        walls[name], dirs[name] = wall, run_dir
+        walls[name], dirs[name], _ = run_grid([*common, *overrides], folder, run_id, ns.reuse)
     dense = dense_values(dirs["dense"])
     best = {c: max(row, key=lambda d: (row[d], -d)) for c, row in dense.items()}
     dense_tiers = tiers_of(best)

@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import h11
+from _stream import NullTransport
 
-import h11  # noqa: E402
-
-from actors.loadgen.h1 import H1Connection  # noqa: E402
+from actors.loadgen.h1 import H1Connection
 
 EVENTS = 128
 
@@ -39,17 +35,9 @@ def response() -> tuple[bytes, list[bytes]]:
     return head, chunks
 
 
-class _Transport:
-    def get_extra_info(self, name: str) -> Any:
-        return None
-
-    def close(self) -> None:
-        pass
-
-
 def raw_llhttp(reads: list[bytes]) -> int:
     conn = H1Connection()
-    conn.connection_made(_Transport())  # type: ignore[arg-type]
+    conn.connection_made(NullTransport())  # type: ignore[arg-type]
     conn.begin()
     got = 0
 

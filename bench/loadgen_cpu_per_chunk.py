@@ -30,94 +30,51 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import fixed_schedule_server  # noqa: E402
-from peer_side_by_side import CLIENT_CPU, SERVER_CPU, CpuSampler, _get  # noqa: E402
+import fixed_schedule_server
+from _common import (
+    ROOT,
+    SERVER_CPU,
+    CpuSampler,
+    client_worker,
+    finish_client,
+    get_json,
+    main_or_worker,
+    start_client,
+    stopping,
+    window,
+    worker_cmd,
+)
 
 PATH = "/sched/0/0"
 
 
-def worker(cfg: dict[str, Any]) -> None:
-    """The client: ``run_load`` on uvloop; writes its measured prompts' ids to ``out``."""
-    sys.path.insert(0, cfg["root"])
-    import uvloop
-
-    from actors.loadgen.runner import run_load
-    from actors.loadgen.spec import LoadSpec, Prompt
-
-    reads = [0]
-    if cfg.get("count_reads"):
-        from actors.loadgen import h1
-
-        received = h1.H1Connection.data_received
-
-        def counted(self: h1.H1Connection, data: bytes) -> None:
-            reads[0] += 1
-            received(self, data)
-
-        h1.H1Connection.data_received = counted  # type: ignore[method-assign]
-    n, warm = cfg["requests"], cfg["concurrency"]
-    ids = [f"p{i}-{time.time_ns()}" for i in range(n + warm)]
-    spec = LoadSpec(url=cfg["url"], prompts=tuple(Prompt(i, i, "bench") for i in ids),
-                    concurrency=cfg["concurrency"], num_requests=n, warmup_requests=warm,
-                    max_new_tokens=cfg["tokens"], transport="raw", seed=1,
-                    request_timeout_s=120.0)
-    if cfg.get("profile"):
-        import cProfile
-
-        prof = cProfile.Profile()
-        res = prof.runcall(uvloop.run, run_load(spec))
-        prof.dump_stats(cfg["profile"])
-    else:
-        res = uvloop.run(run_load(spec))
-    ok = [r["prompt_id"] for r in res.rows if r["status"] == "ok"]
-    use = resource.getrusage(resource.RUSAGE_SELF)
-    chunks = sum(len(r["chunk_tokens"] or ()) for r in res.rows) * (n + warm) / n
-    Path(cfg["out"]).write_text(json.dumps({"prompts": ok, "errors": len(res.rows) - len(ok),
-                                            "events_per_read": chunks / reads[0] if reads[0]
-                                            else None,
-                                            "user_s": use.ru_utime, "sys_s": use.ru_stime}))
-
-
-def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
-            work: Path) -> dict[str, Any]:
+def run_one(server: str, conc: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     out = work / f"c{conc}-{time.time_ns()}.json"
     cfg = {"url": server + args.path, "concurrency": conc, "requests": args.requests,
            "tokens": args.tokens, "root": str(Path(args.root).resolve()), "out": str(out),
            "profile": args.profile, "count_reads": args.count_reads}
-    _get(server + "/stamps")  # clear
-    proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, sys.executable, __file__, "--worker",
-                             json.dumps(cfg)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    get_json(server + "/stamps")  # clear
+    proc = start_client(worker_cmd(__file__, cfg))
     cpu = CpuSampler(proc.pid)
-    cpu.start()
-    log, _ = proc.communicate(timeout=600)
-    if proc.returncode != 0 or not out.exists():
-        raise RuntimeError(f"client failed ({proc.returncode}): {log[-3000:]}")
-    stamps = _get(server + "/stamps")
+    finish_client(proc, out, "client")
+    stamps = get_json(server + "/stamps")
     res = json.loads(out.read_text())
-    measured = [stamps[p] for p in res["prompts"] if p in stamps]
-    start = min(s["recv"] for s in measured)
-    end = max(s["sent"][-1] for s in measured)
-    chunks = sum(len(s["sent"]) for s in measured)
-    tokens = sum(sum(s["tokens"]) for s in measured)
-    c_cpu = cpu.at(end) - cpu.at(start)
-    c_user = cpu.at(end, user=True) - cpu.at(start, user=True)
-    return {"concurrency": conc, "requests": len(measured), "errors": res["errors"],
+    ok = [r["prompt_id"] for r in res["rows"] if r["ok"]]
+    measured = [stamps[p] for p in ok if p in stamps]
+    start, end, chunks, tokens = window(measured)
+    c_cpu, c_user = cpu.used(start, end)
+    # the rows are the measured requests; the reads counted include the warm-up's
+    events = sum(r["chunks"] for r in res["rows"]) * (args.requests + conc) / args.requests
+    return {"concurrency": conc, "requests": len(measured), "errors": len(res["rows"]) - len(ok),
             "chunks": chunks, "tok_s": tokens / (end - start),
             "client_cpu_percent": 100 * c_cpu / (end - start),
-            "events_per_read": res["events_per_read"],
+            "events_per_read": events / res["reads"] if res["reads"] else None,
             "process_sys_share": res["sys_s"] / (res["user_s"] + res["sys_s"]),
             "us_per_chunk": 1e6 * c_cpu / chunks,
             "user_us_per_chunk": 1e6 * c_user / chunks,
@@ -126,32 +83,24 @@ def run_one(server: str, server_pid: int, conc: int, args: argparse.Namespace,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--concurrency", type=int, nargs="+", default=[64, 256])
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--path", default=PATH, help="schedule prefix of the bench server's URL")
-    ap.add_argument("--root", default=str(HERE.parent), help="checkout whose actors/ to import")
+    ap.add_argument("--root", default=str(ROOT), help="checkout whose actors/ to import")
     ap.add_argument("--count-reads", action="store_true",
                     help="count the client's reads (costs CPU: not for the CPU figures)")
     ap.add_argument("--profile", help="cProfile the client into this file (one run)")
     args = ap.parse_args()
-    if args.worker:
-        worker(json.loads(args.worker))
-        return
     work = Path(tempfile.mkdtemp(prefix="specgrid-cpu-"))
-    srv, server = fixed_schedule_server.launch(int(SERVER_CPU))
+    srv, server = fixed_schedule_server.launch(SERVER_CPU)
     rows: list[dict[str, Any]] = []
-    try:
+    with stopping(srv):
         for _ in range(1 if args.profile else args.runs):
             for conc in args.concurrency:
-                row = run_one(server, srv.pid, conc, args, work)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-    finally:
-        srv.terminate()
-        srv.wait(timeout=10)
+                rows.append(run_one(server, conc, args, work))
+                print(json.dumps(rows[-1]), flush=True)
     for conc in args.concurrency:
         mine = [r for r in rows if r["concurrency"] == conc]
         us = [r["us_per_chunk"] for r in mine]
@@ -162,4 +111,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main_or_worker(main, client_worker)

@@ -23,104 +23,46 @@ The machine may be shared: each measurement is re-run while other processes used
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(HERE))
+import fixed_schedule_server
+import psutil
+from _common import (
+    CLIENT_CPU,
+    ROOT,
+    SERVER_CPU,
+    client_spec,
+    get_json,
+    jitter_probe,
+    machine_busy_s,
+    main_or_worker,
+    pct,
+    pin,
+    run_on,
+    stopping,
+    ttft_split,
+    wait_quiet,
+    worker_cmd,
+)
+from _stream import chunk_plan, native_event
 
-import fixed_schedule_server  # noqa: E402
-
-SERVER_CPU = 0
-CLIENT_CPU = 1
+from specgrid_metrics.requests import itl_gaps
 
 THROUGHPUT = {"requests": 400, "tokens": 256, "concurrency": 64}
 TIMING_LEVELS = {1: (8, 2), 64: (128, 3), 256: (512, 4)}  # streams -> (requests, runs)
 TIMING_TOKENS = 64
 
 
-def _pin(cpu: int) -> None:
-    if hasattr(os, "sched_setaffinity") and (os.cpu_count() or 1) > cpu:
-        os.sched_setaffinity(0, {cpu})
-
-
-def _idle_fraction(window_s: float = 2.0) -> float:
-    """Share of all CPUs idle over ``window_s`` (from /proc/stat)."""
-    def snap() -> tuple[int, int]:
-        with open("/proc/stat") as f:
-            vals = [int(v) for v in f.readline().split()[1:]]
-        return vals[3] + vals[4], sum(vals)
-
-    i0, t0 = snap()
-    time.sleep(window_s)
-    i1, t1 = snap()
-    return (i1 - i0) / max(1, t1 - t0)
-
-
-def _wait_quiet(max_s: float, idle: float = 0.9) -> None:
-    """This machine is shared: wait (up to max_s) until other processes leave the CPUs idle."""
-    deadline = time.monotonic() + max_s
-    while time.monotonic() < deadline:
-        f = _idle_fraction()
-        if f >= idle:
-            print(f"machine quiet: {f:.0%} idle")
-            return
-        print(f"waiting for a quiet machine: {f:.0%} idle", flush=True)
-    print("machine still busy: numbers will be noisy")
-
-
-def jitter_probe(seconds: float = 3.0) -> dict[str, float]:
-    """Spin on this CPU reading the clock: gaps between consecutive reads are stalls that no
-    program on this machine can avoid (preemption, hypervisor). The floor under any p99."""
-    t_end = time.perf_counter() + seconds
-    prev = time.perf_counter()
-    gaps: list[float] = []
-    while True:
-        t = time.perf_counter()
-        if t - prev > 0.0002:
-            gaps.append(t - prev)
-        prev = t
-        if t > t_end:
-            break
-    return {"seconds": seconds, "stalls_over_0.2ms": len(gaps),
-            "stalls_over_1ms": sum(g > 0.001 for g in gaps),
-            "worst_stall_ms": 1e3 * max(gaps, default=0.0)}
-
-
-def _machine_busy_s() -> float:
-    """CPU seconds all CPUs spent busy since boot (from /proc/stat; 0 where unavailable)."""
-    try:
-        with open("/proc/stat") as f:
-            vals = [int(v) for v in f.readline().split()[1:]]
-    except OSError:
-        return 0.0
-    return (sum(vals[:8]) - vals[3] - vals[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return json.loads(r.read())
-
-
 def _prompts(n: int, tag: str) -> list[str]:
     filler = "Summarise the design of a load generator for LLM servers in detail. "
     return [f"[{tag}-{i:05d}] {filler}" for i in range(n)]
-
-
-def _pct(xs: list[float], q: float) -> float | None:
-    from specgrid_metrics.requests import percentile
-
-    return percentile(xs, q)
 
 
 # --------------------------------------------------------------------------------------------
@@ -131,60 +73,36 @@ def _errors(samples: list[tuple[float | None, list[float], str, float]],
     """Timing errors of client measurements against the server's stamped schedule.
 
     samples: (client TTFT, client ITL list, prompt text, client send time as perf_counter).
-    Server stamps are perf_counter (CLOCK_MONOTONIC, shared by all processes on Linux), so the
-    TTFT error splits into delivery (server recv - client send: loopback + the *server's* loop
-    delay) and first-chunk receive delay (client arrival - server write: the client's part)."""
-    from specgrid_metrics.requests import itl_gaps
-
-    ttft_err: list[float] = []
-    recv_delay: list[float] = []
-    delivery: list[float] = []
+    The TTFT error splits into delivery and the client's first-chunk receive delay
+    (``_common.ttft_split``)."""
+    split = ttft_split(((text, sent, ttft) for ttft, _, text, sent in samples), stamps)
     itl_err: list[float] = []
-    mismatched = 0
-    for ttft, itl, text, sent in samples:
+    mismatched = len(samples) - len(split["error"])
+    for ttft, itl, text, _ in samples:
         st = stamps.get(text)
         if st is None or ttft is None:
-            mismatched += 1
             continue
-        ttft_err.append(ttft - (st["sent"][0] - st["recv"]))
-        recv_delay.append(sent + ttft - st["sent"][0])
-        delivery.append(st["recv"] - sent)
         server_itl = itl_gaps(st["sent"], st["tokens"])
         if len(server_itl) != len(itl):
             mismatched += 1
             continue
         itl_err.extend(c - s for c, s in zip(itl, server_itl, strict=True))
 
-    def ms(xs: list[float], q: float, absolute: bool = True) -> float:
-        v = _pct([abs(x) for x in xs] if absolute else xs, q)
-        return 1e3 * (v or 0.0)
+    def ms(xs: list[float], q: float) -> float:
+        return 1e3 * pct([abs(x) for x in xs], q)
 
-    return {
-        "ttft_err_p50_ms": ms(ttft_err, 50), "ttft_err_p99_ms": ms(ttft_err, 99),
-        "itl_err_p50_ms": ms(itl_err, 50), "itl_err_p99_ms": ms(itl_err, 99),
-        "first_chunk_delay_p50_ms": ms(recv_delay, 50),
-        "first_chunk_delay_p99_ms": ms(recv_delay, 99),
-        "delivery_p50_ms": ms(delivery, 50), "delivery_p99_ms": ms(delivery, 99),
-        "itl_samples": len(itl_err),
-        "unmatched_requests": mismatched,
-    }
+    out = {f"{name}_p{q}_ms": ms(xs, q) for q in (50, 99) for name, xs in (
+        ("ttft_err", split["error"]), ("itl_err", itl_err),
+        ("first_chunk_delay", split["first_chunk_delay"]), ("delivery", split["delivery"]))}
+    return {**out, "itl_samples": len(itl_err), "unmatched_requests": mismatched}
 
 
 async def _worker_ours(cfg: dict[str, Any]) -> dict[str, Any]:
     from actors.loadgen.runner import run_load
-    from actors.loadgen.spec import LoadSpec, Prompt
 
-    n, warm = cfg["requests"], cfg["warmup"]
-    texts = _prompts(n + warm, cfg["tag"])
-    prompts = tuple(Prompt(f"p{i}", t, "bench") for i, t in enumerate(texts))
-    spec = LoadSpec(
-        url=cfg["url"], prompts=prompts, concurrency=cfg["concurrency"], num_requests=n,
-        warmup_requests=warm, max_new_tokens=cfg["tokens"], transport=cfg["transport"],
-        seed=1, request_timeout_s=120.0,
-    )
-    res = await run_load(spec)
+    res = await run_load(client_spec(cfg, _prompts(cfg["requests"] + cfg["warmup"],
+                                                    cfg["tag"])))
     wall = res.stats["window_end"] - res.stats["window_start"]
-    by_id = {p.prompt_id: p.text for p in prompts}
     ok = [r for r in res.rows if r["status"] == "ok"]
     out = {
         "wall_s": wall,
@@ -198,8 +116,7 @@ async def _worker_ours(cfg: dict[str, Any]) -> dict[str, Any]:
         "saturation_reason": res.stats["saturation_reason"],
     }
     off = res.stats["clock_offset_s"]
-    out["_samples"] = [(r["ttft_s"], r["itl_s"], by_id[r["prompt_id"]], r["sent_at"] - off)
-                       for r in ok]
+    out["_samples"] = [(r["ttft_s"], r["itl_s"], r["prompt_id"], r["sent_at"] - off) for r in ok]
     return out
 
 
@@ -224,19 +141,11 @@ async def _worker_ref(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def worker(cfg: dict[str, Any]) -> None:
-    import psutil
-
-    _pin(CLIENT_CPU)
+    pin(CLIENT_CPU)
     ctx0 = psutil.Process().num_ctx_switches().involuntary
-    fn = _worker_ref if cfg["client"] == "ref" else _worker_ours
-    if cfg["loop"] == "uvloop":
-        import uvloop
-
-        res = uvloop.run(fn(cfg))
-    else:
-        res = asyncio.run(fn(cfg))
+    res = run_on(cfg["loop"], (_worker_ref if cfg["client"] == "ref" else _worker_ours)(cfg))
     res["involuntary_ctx_switches"] = psutil.Process().num_ctx_switches().involuntary - ctx0
-    stamps = _get(cfg["server"] + "/stamps")
+    stamps = get_json(cfg["server"] + "/stamps")
     samples = res.pop("_samples")
     # warmup prompts are in stamps too; count only the measured ones for the chunk rate
     measured = {s[2] for s in samples}
@@ -252,29 +161,20 @@ def worker(cfg: dict[str, Any]) -> None:
 def parse_microbench(tokens: int = 256) -> dict[str, float]:
     """µs per event over one request's events (1-3 tokens each, cumulative text), for a full
     ``json.loads`` vs the native parser's fast path (rfind of the key + regex)."""
-    import json as _json
     import timeit
 
-    import fixed_schedule_server as fss
-
-    from actors.loadgen.sinks import NativeSink
+    from actors.loadgen.sinks import _CT_KEY, _CT_LEN, _INT, NativeSink
     from actors.loadgen.timeline import Timeline
 
-    plan = fss.chunk_plan("microbench", tokens, 3)
-    frames = []
-    done = 0
-    for j, k in enumerate(plan):
-        done += k
-        frames.append(fss._native_chunk("0", fss.TOKEN * done, done, 16, j == len(plan) - 1,
-                                        len(plan), True, False))
-    payloads = [f[6:-2] for f in frames]
+    plan = chunk_plan("microbench", tokens, 3)
+    events = [native_event(sum(plan[:j + 1]), 16, j == len(plan) - 1, len(plan), True, False)
+              for j in range(len(plan))]
+    payloads = [e[6:-2] for e in events]
     n = len(payloads)
 
     def full() -> None:
         for p in payloads:
-            _json.loads(p)["meta_info"]["completion_tokens"]
-
-    from actors.loadgen.sinks import _CT_KEY, _CT_LEN, _INT
+            json.loads(p)["meta_info"]["completion_tokens"]
 
     def key_only() -> None:
         for p in payloads:
@@ -282,8 +182,8 @@ def parse_microbench(tokens: int = 256) -> dict[str, float]:
 
     def fast() -> None:
         sink = NativeSink(Timeline(0.0))
-        for f in frames:
-            sink.feed(f, 1.0)
+        for e in events:
+            sink.feed(e, 1.0)
 
     reps = 50
     t_full = min(timeit.repeat(full, number=reps, repeat=3)) / (reps * n) * 1e6
@@ -312,26 +212,19 @@ TIMING_VARIANTS = [v for v in VARIANTS if v[0] in (
 
 
 def _run_worker(cfg: dict[str, Any], server_pid: int) -> dict[str, Any]:
-    import resource
-
-    import psutil
-
     sp = psutil.Process(server_pid)
     c0 = sum(sp.cpu_times()[:2])
     ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
-    b0 = _machine_busy_s()
+    b0 = machine_busy_s()
     s0 = sp.num_ctx_switches().involuntary
     t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, __file__, "--worker", json.dumps(cfg)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )
+    proc = subprocess.run(worker_cmd(__file__, cfg), capture_output=True, text=True, timeout=300,
+                          cwd=ROOT)
     elapsed = time.perf_counter() - t0
     server_cpu = sum(sp.cpu_times()[:2]) - c0
     ru1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     worker_cpu = (ru1.ru_utime + ru1.ru_stime) - (ru0.ru_utime + ru0.ru_stime)
-    foreign = _machine_busy_s() - b0 - server_cpu - worker_cpu
-    server_preempted = sp.num_ctx_switches().involuntary - s0
+    foreign = machine_busy_s() - b0 - server_cpu - worker_cpu
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")), None)
     if line is None:
         raise RuntimeError(f"worker failed ({proc.returncode}): {proc.stderr[-2000:]}")
@@ -342,7 +235,7 @@ def _run_worker(cfg: dict[str, Any], server_pid: int) -> dict[str, Any]:
     res["tok_s"] = res["output_tokens"] / res["wall_s"]
     res["chunks_s"] = res["chunks"] / res["wall_s"]
     res["server_cpu_percent"] = 100.0 * server_cpu / res["wall_s"]
-    res["server_involuntary_ctx_switches"] = server_preempted
+    res["server_involuntary_ctx_switches"] = sp.num_ctx_switches().involuntary - s0
     # CPU used by anything but this benchmark's two processes while the worker ran (other
     # people's jobs on a shared machine; also kernel network work not billed to a process)
     res["foreign_cpu_percent"] = 100.0 * foreign / elapsed
@@ -368,9 +261,49 @@ def _clean_run(cfg: dict[str, Any], server_pid: int, args: argparse.Namespace) -
         time.sleep(1.0)
 
 
+def _measure(args: argparse.Namespace, base: str, server_pid: int, results: dict[str, Any]
+             ) -> None:
+    """The throughput runs, then the timing runs, as the flags ask; each printed as it ends."""
+    runs: list[tuple[str, str, int, int, int]] = []  # mode, path, concurrency, requests, tokens
+    if not args.skip_throughput:
+        print(f"== throughput: {THROUGHPUT}, zero-delay server, {args.repeats} runs each")
+        runs += [("throughput", "/sched/0/0", THROUGHPUT["concurrency"], THROUGHPUT["requests"],
+                  THROUGHPUT["tokens"])] * args.repeats
+    timing = [("timing", f"/sched/20/{args.chunk_ms:g}", conc, n, TIMING_TOKENS)
+              for conc, (n, reps) in TIMING_LEVELS.items() for _ in range(reps)]
+    for i, (mode, path, conc, n, tokens) in enumerate(runs + ([] if args.skip_timing else timing)):
+        if mode == "timing" and i == len(runs):
+            print(f"== timing: TTFT 20 ms, chunk every {args.chunk_ms:g} ms, "
+                  f"{TIMING_TOKENS} tokens/request")
+        for name, client, transport, loop in (VARIANTS if mode == "throughput"
+                                              else TIMING_VARIANTS):
+            cfg = {"client": client, "transport": transport, "loop": loop, "mode": mode,
+                   "url": base + path, "server": base, "requests": n, "tokens": tokens,
+                   "concurrency": conc, "tag": f"t{i}-{name}",
+                   "warmup": conc if client == "ours" and mode == "timing" else 0}
+            r = _clean_run(cfg, server_pid, args)
+            if mode == "throughput":
+                results["throughput"].setdefault(name, []).append(r)
+                print(f"  {name:40s} {r['wall_s']:6.2f} s {r['tok_s']:9.0f} tok/s "
+                      f"{r['chunks_s']:8.0f} chunks/s cpu {r['client_cpu_percent']:3.0f}% "
+                      f"({r['client_cpu_us_per_chunk']:.1f} us/chunk) "
+                      f"server cpu {r['server_cpu_percent']:3.0f}% "
+                      f"preempted {r['involuntary_ctx_switches']} "
+                      f"foreign cpu {r['foreign_cpu_percent']:.0f}% "
+                      f"ok {r['ok']} err {r['errors']}", flush=True)
+                continue
+            results["timing"].setdefault(str(conc), {}).setdefault(name, []).append(r)
+            print(f"  c={conc:3d} {name:38s} TTFT err p50 {r['ttft_err_p50_ms']:6.3f} p99 "
+                  f"{r['ttft_err_p99_ms']:6.3f} | 1st-chunk delay p99 "
+                  f"{r['first_chunk_delay_p99_ms']:6.3f} | ITL err p50 {r['itl_err_p50_ms']:6.3f} "
+                  f"p99 {r['itl_err_p99_ms']:6.3f} ms | cpu {r['client_cpu_percent']:3.0f}% "
+                  f"preempted client {r['involuntary_ctx_switches']} server "
+                  f"{r['server_involuntary_ctx_switches']} foreign cpu "
+                  f"{r['foreign_cpu_percent']:.0f}% err {r['errors']}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--repeats", type=int, default=3, help="throughput runs per variant")
     ap.add_argument("--chunk-ms", type=float, default=20.0, help="server chunk interval (timing)")
     ap.add_argument("--skip-timing", action="store_true")
@@ -382,77 +315,25 @@ def main() -> None:
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S",
                     help="first wait up to S seconds for the CPUs to be >= 90%% idle")
     args = ap.parse_args()
-    if args.worker:
-        worker(json.loads(args.worker))
-        return
-
     if args.wait_quiet > 0 and os.path.exists("/proc/stat"):
-        _wait_quiet(args.wait_quiet)
-    _pin(CLIENT_CPU)
+        wait_quiet(args.wait_quiet)
+    pin(CLIENT_CPU)
     server, base = fixed_schedule_server.launch(SERVER_CPU)
     results: dict[str, Any] = {"throughput": {}, "timing": {}, "cpus": os.cpu_count(),
                                "loadavg_at_start": os.getloadavg()}
     print(f"load average at start: {os.getloadavg()}")
     t_start = time.perf_counter()
-    jp = jitter_probe()
-    results["jitter"] = jp
+    jp = results["jitter"] = jitter_probe()
     print(f"== platform jitter on the client CPU (spinning {jp['seconds']:g} s): "
           f"{jp['stalls_over_0.2ms']} stalls > 0.2 ms, {jp['stalls_over_1ms']} > 1 ms, worst "
           f"{jp['worst_stall_ms']:.2f} ms")
-    mb = parse_microbench()
-    results["parse"] = mb
+    mb = results["parse"] = parse_microbench()
     print(f"== parse: {mb['events_per_request']} events/request (256 tokens), us/event: "
           f"json.loads {mb['json_loads_us_per_event']:.2f}; rfind+regex "
           f"{mb['rfind_regex_us_per_event']:.2f}; whole NativeSink.feed (SSE framing, parse, "
           f"timeline) {mb['sink_us_per_event']:.2f}")
-    try:
-        tag_n = 0
-        if not args.skip_throughput:
-            print(f"== throughput: {THROUGHPUT}, zero-delay server, {args.repeats} runs each")
-            for rep in range(args.repeats):
-                for name, client, transport, loop in VARIANTS:
-                    tag_n += 1
-                    cfg = {"client": client, "transport": transport, "loop": loop,
-                           "mode": "throughput", "url": f"{base}/sched/0/0", "server": base,
-                           "requests": THROUGHPUT["requests"], "tokens": THROUGHPUT["tokens"],
-                           "concurrency": THROUGHPUT["concurrency"], "warmup": 0,
-                           "tag": f"t{tag_n}"}
-                    r = _clean_run(cfg, server.pid, args)
-                    results["throughput"].setdefault(name, []).append(r)
-                    print(f"  [{rep}] {name:40s} {r['wall_s']:6.2f} s {r['tok_s']:9.0f} tok/s "
-                          f"{r['chunks_s']:8.0f} chunks/s cpu {r['client_cpu_percent']:3.0f}% "
-                          f"({r['client_cpu_us_per_chunk']:.1f} us/chunk) "
-                          f"server cpu {r['server_cpu_percent']:3.0f}% "
-                          f"preempted {r['involuntary_ctx_switches']} "
-                          f"foreign cpu {r['foreign_cpu_percent']:.0f}% "
-                          f"ok {r['ok']} err {r['errors']}", flush=True)
-        if not args.skip_timing:
-            print(f"== timing: TTFT 20 ms, chunk every {args.chunk_ms:g} ms, "
-                  f"{TIMING_TOKENS} tokens/request")
-            for conc, (n, runs) in TIMING_LEVELS.items():
-                for rep in range(runs):
-                    for name, client, transport, loop in TIMING_VARIANTS:
-                        tag_n += 1
-                        cfg = {"client": client, "transport": transport, "loop": loop,
-                               "mode": "timing", "url": f"{base}/sched/20/{args.chunk_ms:g}",
-                               "server": base, "requests": n, "tokens": TIMING_TOKENS,
-                               "concurrency": conc, "warmup": conc if client == "ours" else 0,
-                               "tag": f"t{tag_n}"}
-                        r = _clean_run(cfg, server.pid, args)
-                        results["timing"].setdefault(str(conc), {}).setdefault(name, []).append(r)
-                        print(f"  c={conc:3d} [{rep}] {name:38s} TTFT err p50 "
-                              f"{r['ttft_err_p50_ms']:6.3f} p99 {r['ttft_err_p99_ms']:6.3f} | "
-                              f"1st-chunk delay p99 {r['first_chunk_delay_p99_ms']:6.3f} | "
-                              f"ITL err p50 {r['itl_err_p50_ms']:6.3f} p99 "
-                              f"{r['itl_err_p99_ms']:6.3f} ms | cpu "
-                              f"{r['client_cpu_percent']:3.0f}% preempted client "
-                              f"{r['involuntary_ctx_switches']} server "
-                              f"{r['server_involuntary_ctx_switches']} foreign cpu "
-                              f"{r['foreign_cpu_percent']:.0f}% err {r['errors']}",
-                              flush=True)
-    finally:
-        server.terminate()
-        server.wait(10)
+    with stopping(server):
+        _measure(args, base, server.pid, results)
     results["bench_wall_s"] = time.perf_counter() - t_start
     _report(results)
     if args.json:
@@ -502,4 +383,4 @@ def _report(results: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main_or_worker(main, worker)

@@ -16,29 +16,16 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-HERE = Path(__file__).resolve().parent
-HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
-        b"Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n")
-
-
-class _Transport:
-    def get_extra_info(self, name: str) -> Any:
-        return None
-
-    def close(self) -> None:
-        pass
+from _common import ROOT
+from _stream import STREAM_HEAD, NullTransport, chunk_plan, frames
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--root", default=str(HERE.parent), help="checkout whose actors/ to import")
+    ap.add_argument("--root", default=str(ROOT), help="checkout whose actors/ to import")
     args = ap.parse_args()
     sys.path.insert(0, str(Path(args.root).resolve()))
-    sys.path.insert(0, str(HERE))
-    from fixed_schedule_server import _frames, chunk_plan
-
     from actors.loadgen.h1 import H1Connection
     from actors.loadgen.sinks import NativeSink
     from actors.loadgen.timeline import Timeline
@@ -46,10 +33,10 @@ def main() -> None:
     for per_read in (1, 4, 17, 64):
         streams = []
         for i in range(50):
-            frames = _frames(chunk_plan(f"p{i}", 256, 3), 10, False, False, True, None)
-            reads = [HEAD] + [b"".join(frames[j:j + per_read])  # type: ignore[arg-type]
-                              for j in range(0, len(frames), per_read)]
-            streams.append((reads, len(frames)))
+            chunks = frames(chunk_plan(f"p{i}", 256, 3), 10, False, False, True, None)
+            reads = [STREAM_HEAD] + [b"".join(chunks[j:j + per_read])  # type: ignore[arg-type]
+                                     for j in range(0, len(chunks), per_read)]
+            streams.append((reads, len(chunks)))
         events = sum(n for _, n in streams)
         best = float("inf")
         for _ in range(7):
@@ -57,7 +44,7 @@ def main() -> None:
             for _ in range(4):
                 for reads, n in streams:
                     conn = H1Connection()
-                    conn.connection_made(_Transport())  # type: ignore[arg-type]
+                    conn.connection_made(NullTransport())  # type: ignore[arg-type]
                     conn.begin()
                     tl = Timeline(0.0)
                     sink = NativeSink(tl)

@@ -12,29 +12,9 @@ one Ray instance in its life).
 
     python bench/parallel_servers.py            # the whole table, ~5 minutes on 2 cores
 
-Recorded on the 2-core development machine shared with other work (load average 3.6 after
-the run), PYTHONPATH=$PWD, 5 minutes for the whole script:
-
-| grid        | nodes | setting                          | servers | cells done | wall s |
-|-------------|-------|----------------------------------|---------|------------|--------|
-| concurrency | 1     | max_parallel_servers=1           | 2       | 6/6        | 56.1   |
-| concurrency | 1     | max_parallel_servers=8, packed   | 2       | 6/6        | 31.5   |
-| tp1x8       | 1     | max_parallel_servers=1           | 8       | 8/8        | 53.8   |
-| tp1x8       | 1     | max_parallel_servers=8, packed   | 8       | 8/8        | 23.5   |
-| concurrency | 2     | 2 nodes, one server per node     | 2       | 6/6        | 33.6   |
-| tp1x8       | 2     | 2 nodes, one server per node     | 8       | 8/8        | 31.7   |
-
-concurrency: 1.8x with its two groups side by side (at most 2x), the same on two nodes (1.7x).
-tp1x8: 2.3x with eight servers packed on one node, 1.7x with two nodes one server each.
-
-Wall time includes server start-up, the cells and the run's report (a few seconds, serial,
-the same in every setting). What limits the speed-up here: every simulator process, load
-generator and Ray worker shares the same 2 cores (the fake nodes are processes on this one
-machine), so running servers side by side overlaps their start-up (Python imports, mostly
-CPU) and the modelled GPU step time (sleeps), but adds no compute; eight servers at once are
-CPU-bound well before eight times faster, and the report at the end does not shrink. On a
-GPU node each server has its own GPUs and the speed-up approaches the number of servers that
-fit.
+Recorded numbers: docs/cluster.md "Speed-up" (wall time includes server start-up, the cells
+and the run's report; every fake node shares this machine's cores, so parallel servers overlap
+start-up and modelled GPU time, not compute).
 """
 
 from __future__ import annotations

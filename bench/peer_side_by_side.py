@@ -56,19 +56,30 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+import fixed_schedule_server
 import psutil
+from _common import (
+    ROOT,
+    SERVER_CPU,
+    TIMING_REQUEST_S,
+    TOKENIZER,
+    CpuSampler,
+    client_worker,
+    finish_client,
+    get_json,
+    main_or_worker,
+    pct,
+    start_client,
+    stopping,
+    window,
+    worker_cmd,
+)
 
-HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
+from specgrid_metrics.requests import itl_gaps
 
-import fixed_schedule_server  # noqa: E402
-
-SERVER_CPU, CLIENT_CPU = "0", "1"
 MODES = {
     "throughput": {"path": "/sched/0/0", "tokens": 256, "requests": {64: 2000, 256: 2000}},
     "capped": {"path": "/sched/0/0", "tokens": 256, "requests": {64: 1000, 256: 1000}},
@@ -78,16 +89,6 @@ MODES = {
 }
 CAP_PERIOD_US = 10_000
 """The quota's period: the client runs at most share x 10 ms in every 10 ms."""
-TIMING_REQUEST_S = 0.02 + 31 * 0.02
-"""A timing request's length: first chunk at 20 ms, then ~31 more (1-3 of its 64 tokens each)
-every 20 ms."""
-
-
-def _rate(mode: str, conc: int) -> float | None:
-    """Timing mode arrives open loop (Poisson) at 90 % of what keeps ``conc`` streams busy, so
-    requests do not arrive in one burst (whose queueing in the server would dominate TTFT) and
-    the cap rarely binds; throughput mode is closed loop."""
-    return 0.9 * conc / TIMING_REQUEST_S if mode == "timing" else None
 CLIENTS = [
     # name, kind, transport / rust flag, event loop
     ("sglang python (asyncio)", "sglang", "", "asyncio"),
@@ -98,84 +99,23 @@ CLIENTS = [
     ("specgrid aiohttp (uvloop)", "specgrid", "aiohttp", "uvloop"),
     ("specgrid aiohttp (asyncio)", "specgrid", "aiohttp", "asyncio"),
 ]
-TOKENIZER = """
-# a word-level tokenizer of 1M words: SGLang's random-ids prompts are runs of consecutive ids
-# from a random offset, so a small vocabulary makes prompts (the server's stamp keys) collide
-import sys
-from tokenizers import Tokenizer, models, pre_tokenizers
-from transformers import PreTrainedTokenizerFast
-vocab = {"[UNK]": 0, "[BOS]": 1, "[EOS]": 2, **{f"w{i}": i for i in range(3, 1_000_000)}}
-tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", bos_token="[BOS]",
-                        eos_token="[EOS]").save_pretrained(sys.argv[1])
-"""
 SGLANG_UVLOOP = ("import runpy, sys, uvloop; uvloop.install(); sys.argv[0] = 'serving'; "
                  "runpy.run_module('sglang.benchmark.serving', run_name='__main__')")
 
 
-def _get(url: str) -> Any:
-    with urllib.request.urlopen(url, timeout=30) as r:
-        return json.loads(r.read())
-
-
-def _cpu_s(pid: int) -> tuple[float, float]:
-    """(user + system, user) CPU seconds of a process, all its threads."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    tck = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / tck, int(fields[11]) / tck
-
-
-class CpuSampler(threading.Thread):
-    """(perf_counter, CPU seconds, user CPU seconds) of one process every ``period_s`` while it
-    lives."""
-
-    def __init__(self, pid: int, period_s: float = 0.02) -> None:
-        super().__init__(daemon=True)
-        self.pid, self.period_s = pid, period_s
-        self.samples: list[tuple[float, float, float]] = []
-
-    def run(self) -> None:
-        while True:
-            try:
-                self.samples.append((time.perf_counter(), *_cpu_s(self.pid)))
-            except (FileNotFoundError, ProcessLookupError, IndexError):
-                return
-            time.sleep(self.period_s)
-
-    def at(self, t: float, user: bool = False) -> float:
-        """CPU seconds (user only when ``user``) at ``t``, interpolated between samples."""
-        s = [(x[0], x[2] if user else x[1]) for x in self.samples]
-        for (t0, c0), (t1, c1) in zip(s, s[1:], strict=False):
-            if t0 <= t <= t1:
-                return c0 + (c1 - c0) * (t - t0) / (t1 - t0) if t1 > t0 else c0
-        return s[0][1] if t < s[0][0] else s[-1][1]
-
-
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    pos = (len(xs) - 1) * q / 100
-    lo = int(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+def _rate(mode: str, conc: int) -> float | None:
+    """Timing mode arrives open loop (Poisson) at 90 % of what keeps ``conc`` streams busy, so
+    requests do not arrive in one burst (whose queueing in the server would dominate TTFT) and
+    the cap rarely binds; throughput mode is closed loop."""
+    return 0.9 * conc / TIMING_REQUEST_S if mode == "timing" else None
 
 
 def _server_timing(stamps: dict[str, Any]) -> tuple[list[float], list[float]]:
     ttft, itl = [], []
     for s in stamps.values():
-        sent, toks = s["sent"], s["tokens"]
-        ttft.append(sent[0] - s["recv"])
-        for j in range(1, len(sent)):
-            itl.extend([(sent[j] - sent[j - 1]) / toks[j]] * toks[j])
+        ttft.append(s["sent"][0] - s["recv"])
+        itl.extend(itl_gaps(s["sent"], s["tokens"]))
     return ttft, itl
-
-
-def _specgrid_cmd(transport: str, loop: str, url: str, conc: int, n: int, tokens: int,
-                  rate: float | None, out: Path) -> list[str]:
-    cfg = {"url": url, "concurrency": conc, "requests": n, "tokens": tokens, "rate": rate,
-           "transport": transport, "loop": loop, "out": str(out)}
-    return [sys.executable, __file__, "--worker", json.dumps(cfg)]
 
 
 def _sglang_cmd(py: str, flag: str, loop: str, url: str, conc: int, n: int, tokens: int,
@@ -187,36 +127,6 @@ def _sglang_cmd(py: str, flag: str, loop: str, url: str, conc: int, n: int, toke
             str(n), "--max-concurrency", str(conc), "--ready-check-timeout-sec", "0",
             "--output-file", str(out), "--output-details", "--disable-tqdm",
             *(["--request-rate", f"{rate:.3f}"] if rate else []), *([flag] if flag else [])]
-
-
-def worker(cfg: dict[str, Any]) -> None:
-    """specgrid's client: ``run_load`` with ``concurrency`` warm-up requests (the pool opened),
-    results (prompt texts, TTFT, ITL) written to ``out``."""
-    sys.path.insert(0, str(ROOT))
-    import asyncio
-
-    from actors.loadgen.runner import run_load
-    from actors.loadgen.spec import LoadSpec, Prompt
-
-    n, warm = cfg["requests"], cfg["concurrency"]
-    prompts = tuple(Prompt(f"p{i}-{time.time_ns()}", "", "bench") for i in range(n + warm))
-    prompts = tuple(Prompt(p.prompt_id, p.prompt_id, "bench") for p in prompts)
-    spec = LoadSpec(url=cfg["url"], prompts=prompts, concurrency=cfg["concurrency"],
-                    rate=cfg["rate"], num_requests=n, warmup_requests=warm,
-                    max_new_tokens=cfg["tokens"], transport=cfg["transport"], seed=1,
-                    request_timeout_s=120.0)
-    if cfg["loop"] == "uvloop":
-        import uvloop
-
-        res = uvloop.run(run_load(spec))
-    else:
-        res = asyncio.run(run_load(spec))
-    ok = [r for r in res.rows if r["status"] == "ok"]
-    Path(cfg["out"]).write_text(json.dumps({
-        "prompts": [r["prompt_id"] for r in ok], "ttfts": [r["ttft_s"] for r in ok],
-        "itls": [r["itl_s"] for r in ok], "errors": len(res.rows) - len(ok),
-        "saturated": res.stats["saturation_reason"],
-    }))
 
 
 class CpuCap:
@@ -275,62 +185,56 @@ def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: s
     rate = _rate(mode, conc)
     out = work / f"{kind}-{flag or 'py'}-{loop}-{mode}-{conc}-{time.time_ns()}.json"
     cmd = (_sglang_cmd(args.sglang_python, flag, loop, url, conc, n, m["tokens"], rate, tok_dir,
-                       out)
-           if kind == "sglang" else _specgrid_cmd(flag, loop, url, conc, n, m["tokens"], rate, out))
-    _get(server + "/stamps")  # clear
-    env = dict(os.environ, HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.Popen(["taskset", "-c", CLIENT_CPU, *cmd], cwd=work, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                       out) if kind == "sglang" else
+           worker_cmd(__file__, {"url": url, "concurrency": conc, "requests": n, "rate": rate,
+                                 "tokens": m["tokens"], "transport": flag, "loop": loop,
+                                 "out": str(out)}))
+    get_json(server + "/stamps")  # clear
+    proc = start_client(cmd, cwd=work)
     if mode == "capped":  # once it talks to the server: its start-up (imports) runs uncapped
         threading.Thread(target=args.cap.add_when_connected,
                          args=(proc.pid, int(server.rsplit(":", 1)[1])), daemon=True).start()
     client_cpu, server_cpu = CpuSampler(proc.pid), CpuSampler(server_pid)
-    client_cpu.start()
-    server_cpu.start()
-    log, _ = proc.communicate(timeout=600)
-    server_cpu.pid = -1  # stop sampling the server
-    if proc.returncode != 0 or not out.exists():
-        raise RuntimeError(f"{name} failed ({proc.returncode}): {log[-3000:]}")
-    stamps = _get(server + "/stamps")
+    finish_client(proc, out, name)
+    server_cpu.stopped = True
+    stamps = get_json(server + "/stamps")
     if kind == "sglang":
         res = json.loads(out.read_text().splitlines()[-1])
         keep = sorted(stamps, key=lambda p: stamps[p]["recv"])[-len(res["ttfts"]):]  # no warm-up
         errors = sum(1 for e in res["errors"] if e)
-    else:
-        res = json.loads(out.read_text())
-        keep = [p for p in res["prompts"] if p in stamps]
-        errors = res["errors"]
+    else:  # specgrid's rows: the same fields
+        ours = json.loads(out.read_text())
+        ok = [r for r in ours["rows"] if r["ok"]]
+        res = {"ttfts": [r["ttft_s"] for r in ok], "itls": [r["itl_s"] for r in ok],
+               "saturated": ours["stats"]["saturation_reason"]}
+        keep = [r["prompt_id"] for r in ok if r["prompt_id"] in stamps]
+        errors = len(ours["rows"]) - len(ok)
     measured = {p: stamps[p] for p in keep}
-    start = min(s["recv"] for s in measured.values())
-    end = max(s["sent"][-1] for s in measured.values())
-    chunks = sum(len(s["sent"]) for s in measured.values())
-    tokens = sum(sum(s["tokens"]) for s in measured.values())
-    window = end - start
-    c_cpu = client_cpu.at(end) - client_cpu.at(start)
-    c_user = client_cpu.at(end, user=True) - client_cpu.at(start, user=True)
-    s_cpu = server_cpu.at(end) - server_cpu.at(start)
+    start, end, chunks, tokens = window(measured.values())
+    window_s = end - start
+    c_cpu, c_user = client_cpu.used(start, end)
+    s_cpu, _ = server_cpu.used(start, end)
     row: dict[str, Any] = {
         "client": name, "mode": mode, "concurrency": conc, "requests": len(measured),
-        "errors": errors, "window_s": window, "chunks_s": chunks / window,
-        "tok_s": tokens / window, "client_cpu_percent": 100 * c_cpu / window,
+        "errors": errors, "window_s": window_s, "chunks_s": chunks / window_s,
+        "tok_s": tokens / window_s, "client_cpu_percent": 100 * c_cpu / window_s,
         "client_cpu_us_per_chunk": 1e6 * c_cpu / chunks,
         "chunks_s_per_client_core": chunks / c_cpu,
         "client_user_us_per_chunk": 1e6 * c_user / chunks,
         "client_sys_us_per_chunk": 1e6 * (c_cpu - c_user) / chunks,
-        "server_cpu_percent": 100 * s_cpu / window, "saturated": res.get("saturated"),
+        "server_cpu_percent": 100 * s_cpu / window_s, "saturated": res.get("saturated"),
     }
     s_ttft, s_itl = _server_timing(measured)
     c_ttft = [t for t in res["ttfts"] if t]
     c_itl = [g for lst in res["itls"] for g in lst]
     for q in (50, 99):
-        row[f"ttft_err_p{q}_ms"] = 1e3 * abs(_pct(c_ttft, q) - _pct(s_ttft, q))
-        row[f"itl_err_p{q}_ms"] = 1e3 * abs(_pct(c_itl, q) - _pct(s_itl, q))
+        row[f"ttft_err_p{q}_ms"] = 1e3 * abs(pct(c_ttft, q) - pct(s_ttft, q))
+        row[f"itl_err_p{q}_ms"] = 1e3 * abs(pct(c_itl, q) - pct(s_itl, q))
     return row
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--sglang-python", default=str(ROOT / ".venv-sglang-bench/bin/python"))
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--only", nargs="+", choices=list(MODES), help="modes to run (all by default)")
@@ -340,30 +244,27 @@ def main() -> None:
                     help="capped mode: the client's CPU quota, a fraction of one core")
     ap.add_argument("--json")
     args = ap.parse_args()
-    if args.worker:
-        worker(json.loads(args.worker))
-        return
     modes = args.only or list(MODES)
     args.cap = CpuCap(args.client_share) if "capped" in modes else None
     work = Path(tempfile.mkdtemp(prefix="specgrid-peer-"))
     tok_dir = str(work / "tokenizer")
     subprocess.run([args.sglang_python, "-c", TOKENIZER, tok_dir], check=True)
-    srv, server = fixed_schedule_server.launch(int(SERVER_CPU))
+    srv, server = fixed_schedule_server.launch(SERVER_CPU)
     clients = [c for c in CLIENTS if not args.clients or any(s in c[0] for s in args.clients)]
     rows: list[dict[str, Any]] = []
     try:
-        for rnd in range(args.rounds):
-            order = clients if rnd % 2 == 0 else clients[::-1]
-            for mode in modes:
-                for conc in args.concurrency:
-                    for client in order:
-                        row = run_one(args, client, mode, conc, server, srv.pid, tok_dir, work)
-                        row["round"] = rnd
-                        rows.append(row)
-                        print(json.dumps(row), flush=True)
+        with stopping(srv):
+            for rnd in range(args.rounds):
+                order = clients if rnd % 2 == 0 else clients[::-1]
+                for mode in modes:
+                    for conc in args.concurrency:
+                        for client in order:
+                            row = run_one(args, client, mode, conc, server, srv.pid, tok_dir,
+                                          work)
+                            row["round"] = rnd
+                            rows.append(row)
+                            print(json.dumps(row), flush=True)
     finally:
-        srv.terminate()
-        srv.wait(timeout=10)
         if args.cap is not None:
             args.cap.remove()
     if args.json:
@@ -392,7 +293,7 @@ def _report(rows: list[dict[str, Any]]) -> None:
             rs = [r for r in sel if r["client"] == name]
 
             def med(k: str, rs: list[dict[str, Any]] = rs) -> float:
-                return _pct([r[k] for r in rs], 50)
+                return pct([r[k] for r in rs], 50)
 
             def us() -> str:
                 return (f"{med('client_cpu_us_per_chunk'):.1f} "
@@ -416,4 +317,4 @@ def _report(rows: list[dict[str, Any]]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main_or_worker(main, client_worker)

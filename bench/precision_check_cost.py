@@ -16,48 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Sequence
-from pathlib import Path
 from statistics import median
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from _common import ROOT, launch_sim, stopping
 
-from actors.loadgen.runner import run_load_sync  # noqa: E402
-from actors.loadgen.spec import LoadSpec, Prompt  # noqa: E402
-from specgrid_metrics.precision import parse_targets  # noqa: E402
+from actors.loadgen.runner import run_load_sync
+from actors.loadgen.spec import LoadSpec, Prompt
+from specgrid_metrics.precision import parse_targets
 
 UNREACHABLE = parse_targets({"metric": "output_tok_s", "half_width": 0.0001})
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_server(port: int, time_scale: float) -> subprocess.Popen[bytes]:
-    cmd = [sys.executable, "-m", "engines.sim", "--port", str(port), "--sim-time-scale",
-           str(time_scale), "--max-running-requests", "64"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                return proc
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("simulator did not start")
-
-
 def prompts() -> tuple[Prompt, ...]:
     rows = [json.loads(line) for line in
-            (REPO / "workloads" / "prompts" / "coding.jsonl").read_text().splitlines() if line]
+            (ROOT / "workloads" / "prompts" / "coding.jsonl").read_text().splitlines() if line]
     return tuple(Prompt(r["prompt_id"], r["text"], r.get("domain", "coding")) for r in rows)
 
 
@@ -86,10 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--per-stream", type=int, default=6)
     ap.add_argument("--time-scale", type=float, default=1.0)
     ns = ap.parse_args(argv)
-    port = free_port()
-    server = start_server(port, ns.time_scale)
-    try:
-        url = f"http://127.0.0.1:{port}"
+    server, url = launch_sim(["--sim-time-scale", str(ns.time_scale),
+                              "--max-running-requests", "64"])
+    with stopping(server):
         one(url, 4, 8, False)  # the server's first requests, not measured
         print("| c | requests | checks | loop latency p50 / p99 ms | loop thread CPU % | "
               "dispatch lag p99 ms | process CPU ms per request | checks made, CPU s, "
@@ -115,9 +87,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"({each}) | "
                       f"{med('loop_cpu_pct'):.1f} | {med('dispatch_p99_ms'):.2f} | "
                       f"{med('cpu_ms_per_request'):.2f} | {made} |", flush=True)
-    finally:
-        server.terminate()
-        server.wait(timeout=20)
     return 0
 
 

@@ -26,20 +26,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from _common import run_grid
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _run import run_grid  # noqa: E402  (bench/, the script's folder)
-
-from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells  # noqa: E402
-from grid.loader import load_cells, load_requests  # noqa: E402
-from specgrid_metrics import saturation  # noqa: E402
+from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells
+from grid.loader import load_cells, load_requests
+from specgrid_metrics import saturation
 
 CHECK_EVERY_S = 0.5
 
@@ -169,12 +165,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     common = [f"++engine.options.time_scale={ns.time_scale}"]
     if ns.open_loop is not None:
         n = int(100 * ns.open_loop)
-        wall, run_dir, code = run_grid(["variant=baseline", f"+grid.axes.rate=[{ns.open_loop}]",
-                                        "workload.max_new_tokens=96", f"load.num_requests={n}",
-                                        *common], folder, "open")
-        if code != 0:
-            print(f"failed (exit {code}, see {run_dir}.log)")
-            return 1
+        wall, run_dir, _ = run_grid(["variant=baseline", f"+grid.axes.rate=[{ns.open_loop}]",
+                                     "workload.max_new_tokens=96", f"load.num_requests={n}",
+                                     *common], folder, "open")
         cell = load_cells(run_dir).iloc[0]
         req = load_requests(run_dir, columns=["scheduled_at", "sent_at", "e2e_s"])
         issued = req.sent_at.max() - req.scheduled_at.min()
@@ -185,10 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     target = f"load.target={{metric:output_tok_s,half_width:{ns.half_width}}}"
     runs = {}
     for name, extra in (("fixed", []), ("targeted", [target])):
-        wall, run_dir, code = run_grid(["+sweep=concurrency", *common, *extra], folder, name)
-        if code != 0:
-            print(f"{name}: failed (exit {code}, see {run_dir}.log)")
-            return 1
+        wall, run_dir, _ = run_grid(["+sweep=concurrency", *common, *extra], folder, name)
         runs[name] = {"wall": wall, "cells": cell_table(run_dir), **answer(run_dir)}
     fixed, targeted = runs["fixed"], runs["targeted"]
     print(f"\n| cell | fixed: requests, ±half-width | ±{ns.half_width * 100:g} % target: "

@@ -23,25 +23,22 @@ Numbers: real engine, CPU, tiny trained models (the cells of the runs given); no
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from grid.analysis import Slo, analyse_cells  # noqa: E402
-from grid.analysis.depth import Throughput  # noqa: E402
-from grid.analysis.points import points  # noqa: E402
-from grid.analysis.surface import (  # noqa: E402
+from grid.analysis import Slo, analyse_cells
+from grid.analysis.depth import Throughput
+from grid.analysis.points import points
+from grid.analysis.surface import (
     Cost,
     ForcedPoint,
     predict,
     profile_from_cells,
     surface,
 )
-from grid.analysis.surface.cost import step_cost  # noqa: E402
-from grid.store.loader import load_cells, load_requests  # noqa: E402
+from grid.analysis.surface.cost import step_cost
+from grid.store.loader import load_cells, load_requests
 
 DEPTH = 4
 """The ladder's drafts per step (conf/sweep/cpu_breakeven.yaml)."""

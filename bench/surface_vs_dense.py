@@ -25,18 +25,15 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from _common import run_grid
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from grid.analysis import Slo  # noqa: E402
-from grid.analysis.bootstrap import interval  # noqa: E402
-from grid.analysis.surface import (  # noqa: E402
+from grid.analysis import Slo
+from grid.analysis.bootstrap import interval
+from grid.analysis.surface import (
     best_depths,
     interpolated,
     predict,
@@ -44,9 +41,9 @@ from grid.analysis.surface import (  # noqa: E402
     profile_text,
     read_profile,
 )
-from grid.questions.surface.read import PROFILE_COLUMNS, read_run  # noqa: E402
-from grid.report.data import load_run  # noqa: E402
-from grid.store.loader import load_cells, load_requests  # noqa: E402
+from grid.questions.surface.read import PROFILE_COLUMNS, read_run
+from grid.report.data import load_run
+from grid.store.loader import load_cells, load_requests
 
 LOADS = (1, 2, 4, 8, 16, 32, 64)
 DEPTHS = (1, 2, 3, 4, 5, 6, 7)
@@ -58,28 +55,21 @@ DRAFTERS = {  # name -> the overrides that make it
 TOLERANCE = 0.05
 
 
-def common(args: argparse.Namespace) -> list[str]:
-    return [f"engine.options.time_scale={args.time_scale}",
-            f"workload.max_new_tokens={args.max_new_tokens}",
-            f"load.requests_per_stream={args.requests_per_stream}",
-            f"results_dir={args.results}"]
-
-
-def grid_run(overrides: list[str], log: Path) -> float:
-    """One `python -m grid.run`, its output to `log`; its wall seconds."""
-    cmd = [sys.executable, "-m", "grid.run", *overrides]
-    print("$", " ".join(cmd), flush=True)
-    start = time.monotonic()
-    with log.open("w") as out:
-        subprocess.run(cmd, check=True, stdout=out, stderr=subprocess.STDOUT)
-    return time.monotonic() - start
+def grid_run(args: argparse.Namespace, overrides: list[str], run_id: str) -> float:
+    """One `python -m grid.run` with the bench's settings into `--results/run_id` (its output
+    in `run_id.log` there); its wall seconds."""
+    print(f"grid.run {' '.join(overrides)} -> {args.results / run_id}", flush=True)
+    wall, _, _ = run_grid([*overrides, f"engine.options.time_scale={args.time_scale}",
+                           f"workload.max_new_tokens={args.max_new_tokens}",
+                           f"load.requests_per_stream={args.requests_per_stream}"],
+                          args.results, run_id)
+    return wall
 
 
 def profile_run(args: argparse.Namespace, name: str) -> float:
-    seconds = grid_run(["variant=eagle3", "variant.args.speculative_num_steps=7",
-                        "load.concurrency=1", "load.num_requests=16", "engine.options.seed=1",
-                        *DRAFTERS[name], *common(args), f"run.id=profile-{name}"],
-                       args.results / f"profile-{name}.log")
+    seconds = grid_run(args, ["variant=eagle3", "variant.args.speculative_num_steps=7",
+                              "load.concurrency=1", "load.num_requests=16",
+                              "engine.options.seed=1", *DRAFTERS[name]], f"profile-{name}")
     run = args.results / f"profile-{name}"
     requests = load_requests(run, columns=PROFILE_COLUMNS)
     profile = profile_from_requests(requests, "domain", load_cells(run), source=str(run))
@@ -89,17 +79,18 @@ def profile_run(args: argparse.Namespace, name: str) -> float:
 
 def dense_run(args: argparse.Namespace, name: str) -> float:
     steps = ",".join(map(str, DEPTHS))
-    return grid_run(["variant=baseline,eagle3", f"variant.args.speculative_num_steps={steps}",
-                     "load.concurrency=" + ",".join(map(str, LOADS)),
-                     "grid.exclude=[{variant:baseline,variant.args.speculative_num_steps:["
-                     + ",".join(map(str, DEPTHS[1:])) + "]}]", *DRAFTERS[name], *common(args),
-                     f"run.id=dense-{name}"], args.results / f"dense-{name}.log")
+    return grid_run(args, ["variant=baseline,eagle3",
+                           f"variant.args.speculative_num_steps={steps}",
+                           "load.concurrency=" + ",".join(map(str, LOADS)),
+                           "grid.exclude=[{variant:baseline,variant.args.speculative_num_steps:["
+                           + ",".join(map(str, DEPTHS[1:])) + "]}]", *DRAFTERS[name]],
+                    f"dense-{name}")
 
 
 def surface_run(args: argparse.Namespace) -> float:
-    return grid_run(["+sweep=surface_search", f"grid.search.max_cells={args.max_cells}",
-                     f"grid.search.profile={args.results / 'profile-coding.json'}",
-                     *common(args), "run.id=surface"], args.results / "surface.log")
+    return grid_run(args, ["+sweep=surface_search", f"grid.search.max_cells={args.max_cells}",
+                           f"grid.search.profile={args.results / 'profile-coding.json'}"],
+                    "surface")
 
 
 def starts(run: Path) -> int:

@@ -22,15 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _run import ROOT, run_grid  # noqa: E402  (bench/, the script's folder)
+import pandas as pd  # the run's own tables, as a notebook reads them
+from _common import ENGINES_PYTHON, run_grid, run_twin
 
 RUN_ID = "cpu_twin"
 
@@ -50,13 +46,8 @@ def fit(run_dir: Path, holdout: str, replicates: int, flag: str = "--holdout"
     # --saturated: on a 2-core machine the load generator shares the cores with the engine and
     # flags most cells of a tiny model (chunks merged into one read); the twin then models
     # the server as this client measures it
-    proc = subprocess.run([sys.executable, "-m", "grid.twin", str(run_dir), flag,
-                           holdout, "--replicates", str(replicates), "--saturated"],
-                          capture_output=True,
-                          text=True, cwd=ROOT)
-    (run_dir.parent / f"twin-{holdout}.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode != 0:
-        raise SystemExit(f"grid.twin failed ({proc.returncode}): {proc.stderr.strip()}")
+    run_twin(run_dir, [flag, holdout, "--replicates", str(replicates), "--saturated"],
+             run_dir.parent / f"twin-{holdout}.log")
     doc = json.loads((run_dir / "twin.json").read_text())
     (run_dir.parent / f"twin-{holdout}.json").write_text(json.dumps(doc, indent=1))
     return doc
@@ -109,14 +100,9 @@ def main() -> int:
     ns.out.mkdir(parents=True, exist_ok=True)
     run_dir = ns.out / ns.run_id
     if not ns.reuse:
-        env_python = os.environ.get("SPECGRID_VLLM_PYTHON", str(ROOT / ".venv-engines/bin/python"))
-        wall, run_dir, rc = run_grid(["+sweep=cpu_twin", f"engine.python={env_python}",
-                                      *ns.overrides], ns.out, ns.run_id)
-        print(f"+sweep=cpu_twin: exit {rc} in {wall:.0f} s (log {ns.out}/{ns.run_id}.log)")
-        if rc != 0:
-            return rc
-    import pandas as pd  # the run's own tables, as a notebook reads them
-
+        wall, run_dir, _ = run_grid(["+sweep=cpu_twin", f"engine.python={ENGINES_PYTHON}",
+                                     *ns.overrides], ns.out, ns.run_id)
+        print(f"+sweep=cpu_twin: {wall:.0f} s (log {ns.out}/{ns.run_id}.log)")
     table = pd.read_parquet(run_dir / "cells")
     cells = table[table.status == "done"]
     workloads = {str(w): str(w).rsplit("-", 1)[-1] for w in cells.workload}

@@ -20,10 +20,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
@@ -34,11 +32,9 @@ from engines.sim.twin import synthetic
 from engines.sim.twin.analytic import Scenario, Setup, crossover, grid_loads, predict
 from engines.sim.twin.node import profile_of
 from engines.sim.twin.offline import closed_loop
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from grid.analysis.depth import Throughput  # noqa: E402
-from grid.analysis.search import make_space  # noqa: E402
-from grid.questions.crossover.steps import prior_levels, replay  # noqa: E402
+from grid.analysis.depth import Throughput
+from grid.analysis.search import make_space
+from grid.questions.crossover.steps import prior_levels, replay
 
 EAGLE3_FLAGS = spec_argv({"speculative_num_steps": 3, "speculative_eagle_topk": 1,
                           "speculative_num_draft_tokens": 4})

@@ -27,16 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from _run import ROOT, run_grid  # noqa: E402  (bench/, the script's folder)
+from _common import run_grid, run_twin
 
 
 def answers(run_dir: Path) -> dict:
@@ -52,15 +48,6 @@ def overlap(a: list, b: list) -> bool:
     lo = max(x if x is not None else 0 for x in (a[0], b[0]))
     hi = min(x if x is not None else 10**9 for x in (a[1], b[1]))
     return lo <= hi
-
-
-def fit_twin(run_dir: Path, start: str, saturated: bool) -> tuple[float, int]:
-    t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "grid.twin", str(run_dir), "--start", start,
-                           *(["--saturated"] if saturated else [])],
-                          capture_output=True, text=True, cwd=ROOT)
-    (run_dir.parent / "twin.log").write_text(proc.stdout + proc.stderr)
-    return time.monotonic() - t0, proc.returncode
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -90,35 +77,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"run folders: {folder}", flush=True)
     walls: dict[str, float] = {}
 
-    def once(name: str, overrides: list[str]) -> Path | None:
-        timing = folder / f"{name}.wall"
-        if ns.reuse and timing.exists():
-            walls[name] = float(timing.read_text())
-            return folder / name
-        wall, run_dir, code = run_grid([*overrides, *common], folder, name)
-        if code != 0:
-            print(f"{name}: failed (exit {code}, see {run_dir}.log)")
-            return None
-        timing.write_text(f"{wall:.1f}")
-        walls[name] = wall
+    def once(name: str, overrides: list[str]) -> Path:
+        walls[name], run_dir, _ = run_grid([*overrides, *common], folder, name, ns.reuse)
         return run_dir
 
     measured = once("measured", ["+sweep=concurrency", f"load.concurrency={ns.twin_loads}"])
-    if measured is None:
-        return 1
     twin = measured / "twin.json"
     if not (ns.reuse and twin.exists()):
-        seconds, code = fit_twin(measured, ns.start, ns.saturated)
-        if code != 0:
-            print(f"grid.twin failed (exit {code}, see {folder / 'twin.log'})")
-            return 1
-        print(f"twin fitted in {seconds:.0f} s ({(measured.parent / 'twin.log')})")
+        t0 = time.monotonic()
+        run_twin(measured, ["--start", ns.start, *(["--saturated"] if ns.saturated else [])],
+                 folder / "twin.log")
+        print(f"twin fitted in {time.monotonic() - t0:.0f} s ({folder / 'twin.log'})")
     runs = {"crossover search": once("search", ["+sweep=crossover_search"]),
             "with the twin as prior": once("prior", ["+sweep=crossover_search",
                                                       f"grid.search.prior={twin}"])}
-    if None in runs.values():
-        return 1
-    got = {name: answers(run_dir) for name, run_dir in runs.items() if run_dir}
+    got = {name: answers(run_dir) for name, run_dir in runs.items()}
     print(f"\nthe user's cells: {2 * len(ns.twin_loads.split(','))} at c = {ns.twin_loads}, "
           f"{walls['measured']:.0f} s")
     print("\n| search | cells | wall s | bracket (stop) | crossover (95 % interval) |")

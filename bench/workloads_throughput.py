@@ -25,9 +25,6 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
 VOCAB = {
     "coding": "def return class import list dict function python pytest refactor exception async "
               "await parser regex module compile variable loop index cache handler endpoint json "

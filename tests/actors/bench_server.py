@@ -16,6 +16,7 @@ def bench_server_module() -> ModuleType:
     name = "fixed_schedule_server"
     if name in sys.modules:
         return sys.modules[name]
+    sys.path.insert(0, str(ROOT / "bench"))  # where the script finds its helper, bench/_common.py
     spec = importlib.util.spec_from_file_location(name, ROOT / "bench" / f"{name}.py")
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)

@@ -13,7 +13,6 @@ import functools
 import json
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -76,9 +75,9 @@ def launch_sim(argv: list[str], cpu: int | None = None) -> tuple[subprocess.Pope
     """`python -m engines.sim ARGV` on a free port, on CPU `cpu` when given and the machine has
     more than one; returns the process and its URL once /health answers (its log in a
     temporary file, named if it never does)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    from actors._process import free_port  # here, as in `pct`: a worker imports from --root
+
+    port = free_port()
     log = tempfile.NamedTemporaryFile(prefix="specgrid-sim-", suffix=".log", delete=False)
     proc = subprocess.Popen([*taskset(cpu), sys.executable, "-m", "engines.sim", "--host",
                              "127.0.0.1", "--port", str(port), *argv],
@@ -108,7 +107,11 @@ def stopping(proc: subprocess.Popen[Any]) -> Iterator[None]:
         yield
     finally:
         proc.terminate()
-        proc.wait(timeout=20)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:  # it ignored SIGTERM
+            proc.kill()
+            proc.wait(timeout=20)
 
 
 # -- client processes and the server's stamps -----------------------------------------------

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ from grid.questions.surface.predict import (
     prediction_json,
     surface_json,
 )
-from grid.questions.surface.read import Read, own_profile, read_run
+from grid.questions.surface.read import Read, own_profile, rate_index, read_run
 from grid.questions.surface.report import (
     answer_sentence,
     prediction_lines,
@@ -195,8 +194,9 @@ def point_of(cell: Cell, space: SurfaceSpace) -> Point:
     forced = forced_acceptance(variant.get("forced_acceptance"), variant["args"])
     if forced is None:
         return (load, depth, OWN)
-    return (load, depth, next(r for r in range(len(space.rates))
-                              if math.isclose(space.length(depth, r), forced.mean_length)))
+    rate = rate_index(forced.mean_length, depth, space.rates)
+    assert rate is not None, f"{cell.describe()}: forced to no rate of {space.rates}"
+    return (load, depth, rate)
 
 
 def takes_rates(template: Cell) -> bool:

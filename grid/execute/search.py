@@ -60,12 +60,13 @@ def run_search(setup: Planned, run_dir: Path, record: RunRecord, slo: Slo,
     tried: set[tuple[int, ...]] = set()
     shown = 0
     last_variant: str | None = None  # its server may still run: its cells go first
+    cells: list[Cell] = []
     while True:
         try:
             steps, measured = setup.replay(run_dir, slo)
         except StuckSearch as e:  # the cells measured stay; the question says why it ends
             echo(f"search stopped: {e}")
-            return SearchOutcome(EXIT_FAILED_CELLS, [])
+            return SearchOutcome(EXIT_FAILED_CELLS, cells)
         chosen = [p for s in steps for p in s.points]
         cells = setup.cells_of(chosen)
         record.add_cells(cells)

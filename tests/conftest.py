@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
-import httpx
 import pytest
+
+from tests.vllm_server import serving_vllm
 
 
 @pytest.fixture(scope="session")
@@ -74,41 +72,21 @@ def trained_models(engines_python) -> Path:
 def plain_vllm(tmp_path_factory, engines_python):
     """One real vLLM server for the session, as someone else would start it (no dev endpoints),
     speculating with the near-copy draft model (4 tokens), serving the tiny target as `tiny` on
-    a free loopback port; its process group is killed at the end."""
+    a free loopback port."""
     from actors._process import free_port
     from engines.tiny_models import model_dir
 
     folder = tmp_path_factory.mktemp("vllm")
-    port = free_port("127.0.0.1")
     spec = json.dumps({"method": "draft_model", "model": str(model_dir("draft-near")),
                        "num_speculative_tokens": 4})
     env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "nobind",
            "HF_HUB_OFFLINE": "1", "VLLM_NO_USAGE_STATS": "1", "TMPDIR": str(folder),
            "VLLM_CACHE_ROOT": str(folder / "cache")}
     env.pop("VLLM_SERVER_DEV_MODE", None)
-    log_path = folder / "vllm.log"
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(
-            [engines_python, "-m", "vllm.entrypoints.openai.api_server",
-             "--model", str(model_dir("target")), "--served-model-name", "tiny",
-             "--host", "127.0.0.1", "--port", str(port), "--max-num-seqs", "8",
-             "--dtype", "bfloat16", "--enforce-eager", "--distributed-executor-backend", "uni",
-             "--speculative-config", spec],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            assert proc.poll() is None, log_path.read_text()[-3000:]
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"vLLM did not answer /health in 300 s: {log_path}")
-            time.sleep(1)
+    argv = [engines_python, "-m", "vllm.entrypoints.openai.api_server",
+            "--model", str(model_dir("target")), "--served-model-name", "tiny",
+            "--host", "127.0.0.1", "--port", str(free_port("127.0.0.1")), "--max-num-seqs", "8",
+            "--dtype", "bfloat16", "--enforce-eager", "--distributed-executor-backend", "uni",
+            "--speculative-config", spec]
+    with serving_vllm(argv, env, folder / "vllm.log") as url:
         yield url
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # the API server, its engine core and worker
-        proc.wait(timeout=30)

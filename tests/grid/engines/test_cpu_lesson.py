@@ -5,20 +5,34 @@ docs/lesson.md) greedy on coding, agentic, chat and encyclopedic prompts and sam
 number comes from the product's own path: cells, per-request rows, the server's counters, the
 report.
 
-With it, the speculation threshold on the same running server: what a threshold search's
-confirmation cell measures (docs/search.md).
+With it, the speculation threshold: its cells on the product's path (what a threshold search's
+confirmation cell measures, docs/search.md), and vLLM's schedule on the command those cells
+recorded, started again with its scheduler paused while a round arrives.
 
 Marked `real_engine`; .ci/run trains the models (scripts/train_models.py) and runs it."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import shlex
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
+import httpx
+import pandas as pd
 import pytest
 
+from actors._process import free_port
+from actors.loadgen.runner import run_load
+from actors.loadgen.spec import LoadSpec, Prompt
+from engines.vllm.command import COMMON_ENV, CPU_ENV, cpu_threads
 from grid.analysis.lesson import acceptance_table
 from grid.loader import load_cells, load_requests, load_server_metrics
 from grid.run import run
+from tests.vllm_server import serving_vllm
 
 pytestmark = [pytest.mark.real_engine, pytest.mark.usefixtures("ray_session"),
               pytest.mark.timeout(900)]
@@ -98,18 +112,21 @@ def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, tr
     assert -1.0 <= relation[0.0]["spearman"] <= 1.0  # four domains: a rank correlation
 
 
+OFF, ON = "tiny_trained_draft__off_above-2", "tiny_trained_draft__off_above-4"
+PROMPTS = ("def add(a, b):", "Write a loop that sums a list.", "class Stack:",
+           "Sort this list in Python.")
+
+
 def test_vllm_drafts_only_up_to_the_threshold(tmp_path, engines_python, trained_models):
     # The variant with speculative_disable_above_batch=N starts vLLM with the batch-size
     # schedule [[1, N, k], [N+1, max_num_seqs, 0]] (engines/vllm/command.py), and vLLM picks the
-    # draft count per step from the requests scheduled. One round of four requests at
-    # concurrency 4 (64 tokens each, ignore_eos): the four run together from the step they have
-    # all arrived until they finish, so N=4 drafts on every step and N=2 only while the round is
-    # still arriving (a step or two; its first arrivals, ahead by those steps, then finish a
-    # step or two early). More requests than one round would let the streams drift apart and
-    # two finishing close together leave two running, drafting: a test of the closed loop's
-    # timing on the machine, not of the schedule.
+    # draft count per step from the requests scheduled.
+    #
+    # First the product's path: both thresholds at both of the sweep's temperatures, one round
+    # of four requests each (64 tokens, ignore_eos): four cells on two servers, each command
+    # carrying its schedule, each request's verify steps adding up to the server's counter.
     lines: list[str] = []
-    outcome = run(["+sweep=cpu_lesson", f"results_dir={tmp_path}",
+    outcome = run(["+sweep=cpu_lesson", f"results_dir={tmp_path / 'grid'}",
                    f"engine.python={engines_python}",
                    "grid.axes={variant:[tiny_trained_draft],workload:[coding]}",
                    "variant.speculative_disable_above_batch=2,4",
@@ -117,29 +134,73 @@ def test_vllm_drafts_only_up_to_the_threshold(tmp_path, engines_python, trained_
     log = "\n".join(lines)
     assert outcome.exit_code == 0, log
     cells = load_cells(outcome.run_dir)
-    # both thresholds at both of the sweep's temperatures: four cells on two servers
-    assert sorted(set(cells.variant)) == ["tiny_trained_draft__off_above-2",
-                                          "tiny_trained_draft__off_above-4"], log
+    assert sorted(set(cells.variant)) == [OFF, ON], log
     assert len(cells) == 4, log
     assert (cells.status == "done").all() and set(cells.concurrency) == {4}
     assert all("num_speculative_tokens_per_batch_size" in c for c in cells.server_command)
-    by_variant = dict(zip(cells.cell_id, cells.variant, strict=True))
-
     requests = load_requests(outcome.run_dir)
     assert (requests.status == "ok").all() and len(requests) == 16
-    steps = requests.assign(variant=requests.cell_id.map(by_variant),
-                            verify=requests.spec_verify_ct.fillna(0).astype(int))
-    on = steps[steps.variant == "tiny_trained_draft__off_above-4"].verify
-    off = steps[steps.variant == "tiny_trained_draft__off_above-2"].verify
-    # Threshold 4: every request drafted on every step (64 tokens, one per step plus the
-    # accepted drafts of at most 4: at least 13 verify steps; two runs gave 21-63).
-    assert (on > 10).all(), steps
-    # Threshold 2: a request drafts only while two or fewer run: while the round arrives and
-    # after the others finished. How many steps that is depends on how far apart the four
-    # arrived (runs gave 0-1 per request, once 11 for one request whose round-mates finished
-    # early), so the bounds are the structure's, not a count of one run's: no request drafted
-    # on half of its 64 tokens (that would need the four streams not to overlap half the time,
-    # one round dispatched at once), and the server drafted far less than at threshold 4.
-    assert (off <= 32).all(), steps
-    assert off.sum() < on.sum() / 4, steps
     assert_steps_are_the_servers(outcome.run_dir, requests)
+    # At N=4 every request drafted on every step, however its round reached the server (64
+    # tokens, one per step plus the accepted drafts of at most 4: at least 13 verify steps;
+    # runs gave 21-63).
+    on = requests[requests.cell_id.isin(cells.cell_id[cells.variant == ON])]
+    assert (on.spec_verify_ct > 10).all(), on
+
+    # Then the schedule itself, on the threshold-2 server started again from the command its
+    # cells recorded. What N=2 drafts in a cell depends on how the round reached the engine:
+    # on a loaded 2-core machine the load generator sent a round's four 0.1-0.9 s apart (its
+    # self-check flags that as a dispatch stall), a whole request's length on this model, and
+    # the four ran two at a time, drafting as the schedule says they should. So here the
+    # engine's scheduler is paused while the product's load generator sends a round, and
+    # resumed once the server has every request: the round is scheduled in one step and
+    # decodes together to its last token, whatever the machine's load.
+    command = cells[cells.variant == OFF].server_command.iloc[0]
+    verify = paused_rounds(command, tmp_path / "again", sizes=(2, 4))
+    # two scheduled, at the threshold: both draft on every step
+    assert (verify[2] > 10).all(), verify
+    # four scheduled, over it: none drafts on any step
+    assert (verify[4] == 0).all(), verify
+
+
+def paused_rounds(command: str, folder: Path, sizes: tuple[int, ...]) -> dict[int, pd.Series]:
+    """Start a recorded vLLM command again (a fresh port, request logging) and send one round
+    of each size in ``sizes`` through the product's load generator with the scheduler paused
+    until the round is in: each round's per-request verify steps."""
+    folder.mkdir(parents=True)
+    argv = shlex.split(command)
+    argv[argv.index("--port") + 1] = str(free_port("127.0.0.1"))
+    argv.append("--enable-log-requests")
+    env = {**os.environ, **CPU_ENV, **COMMON_ENV, "TMPDIR": str(folder),
+           "VLLM_CACHE_ROOT": str(folder / "cache"), "OMP_NUM_THREADS": str(cpu_threads())}
+    log = folder / "vllm.log"
+    model = argv[argv.index("--served-model-name") + 1]
+    with serving_vllm(argv, env, log) as url:
+        return {n: paused_round(url, model, n, log) for n in sizes}
+
+
+def paused_round(url: str, model: str, n: int, log: Path) -> pd.Series:
+    """One closed-loop round of ``n`` requests with vLLM's scheduler paused while they arrive.
+
+    POST /pause?mode=keep (a dev endpoint, VLLM_SERVER_DEV_MODE=1: engines/vllm/command.py
+    COMMON_ENV; vllm/entrypoints/rl/online/api_router.py) keeps new requests queued, none
+    scheduled. The API server logs "Added request" once a request went to the engine core
+    (vllm/v1/engine/async_llm.py, `_add_request`); the resume is sent after the round's last,
+    on the same socket, so the engine core takes all of them before it schedules again."""
+    added = log.read_text().count("Added request")
+    httpx.post(f"{url}/pause", params={"mode": "keep"}, timeout=30).raise_for_status()
+    spec = LoadSpec(url=url, prompts=tuple(Prompt(f"p{i}", text, "coding")
+                                           for i, text in enumerate(PROMPTS[:n])),
+                    endpoint="chat", model=model, num_requests=n, concurrency=n,
+                    max_new_tokens=64, ignore_eos=True, request_timeout_s=120.0)
+    with ThreadPoolExecutor(1) as pool:
+        sent = pool.submit(asyncio.run, run_load(spec))
+        deadline = time.monotonic() + 60
+        while log.read_text().count("Added request") < added + n:
+            assert time.monotonic() < deadline and not sent.done(), log.read_text()[-3000:]
+            time.sleep(0.05)
+        httpx.post(f"{url}/resume", timeout=30).raise_for_status()
+        rows = pd.DataFrame(sent.result(timeout=180).rows)
+    assert len(rows) == n and (rows.status == "ok").all(), rows
+    assert (rows.output_tokens == 64).all(), rows
+    return rows.spec_verify_ct.fillna(0).astype(int)

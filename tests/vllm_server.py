@@ -1,0 +1,42 @@
+"""Starting a real vLLM server from a command line, for the real-engine tests."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+
+
+@contextmanager
+def serving_vllm(argv: list[str], env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """A real vLLM server from ``argv`` (its `--host 127.0.0.1 --port N` among them), its output
+    in ``log_path``: yields its URL once /health answers (at most 300 s); its process group is
+    killed on the way out."""
+    port = argv[argv.index("--port") + 1]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            assert proc.poll() is None, log_path.read_text()[-3000:]
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM did not answer /health in 300 s: {log_path}")
+            time.sleep(1)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # the API server, its engine core and worker
+        proc.wait(timeout=30)

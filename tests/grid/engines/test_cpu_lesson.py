@@ -113,6 +113,9 @@ def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, tr
 
 
 OFF, ON = "tiny_trained_draft__off_above-2", "tiny_trained_draft__off_above-4"
+ADDED = b"Added request"
+"""vLLM's API server's log line for a request handed to the engine core (`--enable-log-requests`;
+bytes: the log is read while the server writes it)."""
 PROMPTS = ("def add(a, b):", "Write a loop that sums a list.", "class Stack:",
            "Sort this list in Python.")
 
@@ -187,7 +190,7 @@ def paused_round(url: str, model: str, n: int, log: Path) -> pd.Series:
     scheduled. The API server logs "Added request" once a request went to the engine core
     (vllm/v1/engine/async_llm.py, `_add_request`); the resume is sent after the round's last,
     on the same socket, so the engine core takes all of them before it schedules again."""
-    added = log.read_text().count("Added request")
+    added = log.read_bytes().count(ADDED)
     httpx.post(f"{url}/pause", params={"mode": "keep"}, timeout=30).raise_for_status()
     spec = LoadSpec(url=url, prompts=tuple(Prompt(f"p{i}", text, "coding")
                                            for i, text in enumerate(PROMPTS[:n])),
@@ -196,8 +199,8 @@ def paused_round(url: str, model: str, n: int, log: Path) -> pd.Series:
     with ThreadPoolExecutor(1) as pool:
         sent = pool.submit(asyncio.run, run_load(spec))
         deadline = time.monotonic() + 60
-        while log.read_text().count("Added request") < added + n:
-            assert time.monotonic() < deadline and not sent.done(), log.read_text()[-3000:]
+        while log.read_bytes().count(ADDED) < added + n:
+            assert time.monotonic() < deadline and not sent.done(), log.read_bytes()[-3000:]
             time.sleep(0.05)
         httpx.post(f"{url}/resume", timeout=30).raise_for_status()
         rows = pd.DataFrame(sent.result(timeout=180).rows)

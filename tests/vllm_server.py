@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,21 +12,21 @@ from pathlib import Path
 import httpx
 import pytest
 
+from actors._process import log_tail, spawn
+
 
 @contextmanager
 def serving_vllm(argv: list[str], env: dict[str, str], log_path: Path) -> Iterator[str]:
     """A real vLLM server from ``argv`` (its `--host 127.0.0.1 --port N` among them), its output
     in ``log_path``: yields its URL once /health answers (at most 300 s); its process group is
-    killed on the way out."""
+    killed on the way out (and with the test process: `spawn`)."""
     port = argv[argv.index("--port") + 1]
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+    proc = spawn(argv, env, log_path)
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300
         while True:
-            assert proc.poll() is None, log_path.read_text()[-3000:]
+            assert proc.poll() is None, log_tail(log_path)
             try:
                 if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                     break

@@ -288,14 +288,21 @@ def synthetic_fields(forced: ForcedAcceptance, device: str) -> dict[str, Any]:
     return {"rejection_sample_method": "synthetic", "synthetic_acceptance_length": forced.length}
 
 
+def launch_env(device: str) -> dict[str, str]:
+    """What specgrid sets in a vLLM server's environment before the variant's own: COMMON_ENV,
+    and on the CPU CPU_ENV with OMP_NUM_THREADS from cpu_threads (counted now)."""
+    env = dict(COMMON_ENV)
+    if device == "cpu":
+        env.update(CPU_ENV, OMP_NUM_THREADS=str(cpu_threads()))
+    return env
+
+
 def build_vllm_launch(request: ServerRequest) -> LaunchSpec:
     """The LaunchSpec of one vLLM server: `python -m vllm.entrypoints.openai.api_server` with
     the variant's flags (server_fields), the port and API key appended by the ServerActor,
     readiness on GET /health (200 once the engine serves), the cache flush on
     /reset_prefix_cache."""
-    env = dict(COMMON_ENV)
-    if request.device == "cpu":
-        env.update(CPU_ENV, OMP_NUM_THREADS=str(cpu_threads()))
+    env = launch_env(request.device)
     env.update({str(k): _env_value(v) for k, v in request.env.items() if v is not None})
     return LaunchSpec(
         argv=[request.python, "-m", MODULE, *to_argv(server_fields(request))],

@@ -25,10 +25,10 @@ import httpx
 import pandas as pd
 import pytest
 
-from actors._process import free_port
+from actors._process import free_port, log_tail
 from actors.loadgen.runner import run_load
 from actors.loadgen.spec import LoadSpec, Prompt
-from engines.vllm.command import COMMON_ENV, CPU_ENV, cpu_threads
+from engines.vllm.command import launch_env
 from grid.analysis.lesson import acceptance_table
 from grid.loader import load_cells, load_requests, load_server_metrics
 from grid.run import run
@@ -115,7 +115,7 @@ def test_the_drafter_accepts_more_on_its_own_domain(tmp_path, engines_python, tr
 OFF, ON = "tiny_trained_draft__off_above-2", "tiny_trained_draft__off_above-4"
 ADDED = b"Added request"
 """vLLM's API server's log line for a request handed to the engine core (`--enable-log-requests`;
-bytes: the log is read while the server writes it)."""
+bytes: the log is read as the server writes it)."""
 PROMPTS = ("def add(a, b):", "Write a loop that sums a list.", "class Stack:",
            "Sort this list in Python.")
 
@@ -174,8 +174,8 @@ def paused_rounds(command: str, folder: Path, sizes: tuple[int, ...]) -> dict[in
     argv = shlex.split(command)
     argv[argv.index("--port") + 1] = str(free_port("127.0.0.1"))
     argv.append("--enable-log-requests")
-    env = {**os.environ, **CPU_ENV, **COMMON_ENV, "TMPDIR": str(folder),
-           "VLLM_CACHE_ROOT": str(folder / "cache"), "OMP_NUM_THREADS": str(cpu_threads())}
+    env = {**os.environ, **launch_env("cpu"), "TMPDIR": str(folder),
+           "VLLM_CACHE_ROOT": str(folder / "cache")}
     log = folder / "vllm.log"
     model = argv[argv.index("--served-model-name") + 1]
     with serving_vllm(argv, env, log) as url:
@@ -190,18 +190,19 @@ def paused_round(url: str, model: str, n: int, log: Path) -> pd.Series:
     scheduled. The API server logs "Added request" once a request went to the engine core
     (vllm/v1/engine/async_llm.py, `_add_request`); the resume is sent after the round's last,
     on the same socket, so the engine core takes all of them before it schedules again."""
-    added = log.read_bytes().count(ADDED)
-    httpx.post(f"{url}/pause", params={"mode": "keep"}, timeout=30).raise_for_status()
     spec = LoadSpec(url=url, prompts=tuple(Prompt(f"p{i}", text, "coding")
                                            for i, text in enumerate(PROMPTS[:n])),
                     endpoint="chat", model=model, num_requests=n, concurrency=n,
                     max_new_tokens=64, ignore_eos=True, request_timeout_s=120.0)
-    with ThreadPoolExecutor(1) as pool:
+    with open(log, "rb") as server_log, ThreadPoolExecutor(1) as pool:
+        server_log.seek(0, os.SEEK_END)  # from here on, only what the server writes next
+        httpx.post(f"{url}/pause", params={"mode": "keep"}, timeout=30).raise_for_status()
         sent = pool.submit(asyncio.run, run_load(spec))
-        deadline = time.monotonic() + 60
-        while log.read_bytes().count(ADDED) < added + n:
-            assert time.monotonic() < deadline and not sent.done(), log.read_bytes()[-3000:]
+        deadline, written = time.monotonic() + 60, b""
+        while written.count(ADDED) < n:
+            assert time.monotonic() < deadline and not sent.done(), log_tail(log)
             time.sleep(0.05)
+            written += server_log.read()
         httpx.post(f"{url}/resume", timeout=30).raise_for_status()
         rows = pd.DataFrame(sent.result(timeout=180).rows)
     assert len(rows) == n and (rows.status == "ok").all(), rows

@@ -171,7 +171,11 @@ def describe_result(targets: Sequence[Target], result: Check, reached: bool) -> 
     """`output_tok_s ±4.1 % after 96 requests (target ±5 %)` or `precision not reached: ...`"""
     worst = result.worst(targets)
     width = result.widths.get(worst.metric, math.inf)
-    shown = f"±{width * 100:.1f} %" if math.isfinite(width) else "no interval"
+    digits = 1  # enough to tell a miss from the goal: ±10.01 %, never ±10.0 % of a ±10 % goal
+    while digits < 4 and width > worst.half_width and \
+            round(width * 100, digits) <= worst.half_width * 100:
+        digits += 1
+    shown = f"±{width * 100:.{digits}f} %" if math.isfinite(width) else "no interval"
     text = (f"{worst.metric} {shown} after {result.requests} requests "
             f"(target ±{worst.half_width * 100:g} %")
     if result.samples.get(worst.metric, 0) < worst.min_samples:

@@ -1,10 +1,13 @@
 """The report's findings about how cells stopped (grid/store/stopping.py's columns): cells
 stopped over-saturated, whose numbers are not a steady state; targeted cells that hit their cap
-before their precision target; how many stopped at it."""
+before their precision target; cells stopped at it whose own interval is wider; how many
+stopped at it."""
 
 from __future__ import annotations
 
 import pandas as pd
+
+from grid.store.stopping import WIDER
 
 
 def _name(row: object) -> str:
@@ -35,7 +38,15 @@ def stop_findings(cells: pd.DataFrame) -> list[tuple[str, str]]:
         shown = "; ".join(f"{_name(r)} ({r.stop_detail})" for r in capped.head(8).itertuples())
         out.append(("warning", f"precision target not reached in {len(capped)} cell(s) "
                                f"before the cap (load.max_requests): {shown}"))
-    reached = done[done.stop_reason == "target"]
+    stopped = done[done.stop_reason == "target"]
+    wider = stopped.stop_detail.fillna("").str.startswith(WIDER)
+    if wider.any():
+        shown = "; ".join(f"{_name(r)} {str(r.stop_detail).removeprefix(WIDER + ' ')}"
+                          for r in stopped[wider].head(8).itertuples())
+        out.append(("warning", f"{int(wider.sum())} cell(s) stopped at their precision target "
+                               f"with an interval over all their requests wider than it: "
+                               f"{shown}"))
+    reached = stopped[~wider]
     if len(reached):
         out.append(("note", f"{len(reached)} cell(s) stopped at their precision target, "
                             f"{int(reached.requests_ok.fillna(0).sum())} requests in all"))

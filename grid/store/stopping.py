@@ -21,6 +21,11 @@ PRIORITY = ("over_saturated", "cap", "duration", "target", "count")
 """The cell's reason when its clients' differ: the first of these any client gave (a cell is
 over-saturated if any client saw it; it reached its target only if every client did)."""
 STOP_COLUMNS = ("stop_reason", "stop_detail", "stop_half_width", "stop_evidence")
+WIDER = "stopped at its target, but the cell's interval over all its requests is wider"
+"""How a `target` cell's detail begins when the check that stopped its load met the target and
+the cell's own interval does not: the client checked its share (several clients), or the
+requests in flight at the stop, which finish after it and a bootstrap of its own, moved the
+interval past the goal (one client; by a few per cent of it). The report names such cells."""
 
 
 def _arrays(rows: Sequence[Mapping[str, Any]]) -> RequestArrays:
@@ -52,9 +57,10 @@ def stop_columns(cell: Cell, targets: Sequence[Target], rows: Sequence[Mapping[s
         width = result.widths.get(worst.metric, math.inf)
         out["stop_half_width"] = width if math.isfinite(width) else None
         words = precision.describe_result(targets, result, reached=result.met)
-        if reason == "target" and not result.met:  # several clients, each at its share
-            out["stop_detail"] = f"each client met its share of the target, the cell did not: " \
-                                 f"{words}"
+        if reason == "target" and not result.met:
+            why = ("each client met its share of the target" if len(stats) > 1 else
+                   "its check met the target before the requests then in flight finished")
+            out["stop_detail"] = f"{WIDER} ({why}): {words}"
         elif reason != "over_saturated":
             out["stop_detail"] = words if reason != "duration" else f"time bound: {words}"
     elif reason in ("count", "duration") and out["stop_detail"] is None:

@@ -12,6 +12,7 @@ from grid.analysis.cellstats import analyse_cells
 from grid.cli.flags import parse_args
 from grid.loader import load_cells, load_requests
 from grid.run import command_overrides, run
+from grid.store.stopping import WIDER
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -30,8 +31,13 @@ def test_a_targeted_cell_stops_at_its_target_then_resume_measures_it_again(tmp_p
     assert cell.status == "done" and cell.num_requests == 300  # the cap
     assert cell.stop_reason == "target", cell.stop_detail
     assert cell.requests_ok < 300  # stopped before its count
-    assert cell.stop_half_width <= 0.1
-    assert cell.stop_detail.startswith("output_tok_s ±")
+    # The check that stopped the load met ±10 % on the requests finished by then (those in
+    # flight counted as far as they had streamed); the cell's interval adds their ends and a
+    # bootstrap of its own (1000 replicates: a few per cent of the width between two draws),
+    # so it can land just past the goal (±10.014 % in one run): the detail says which.
+    reached = cell.stop_half_width <= 0.1
+    assert cell.stop_detail.startswith("output_tok_s ±" if reached else WIDER), cell.stop_detail
+    assert cell.stop_half_width <= 0.11
     # the recorded half-width is the report's own interval of the cell
     requests = load_requests(outcome.run_dir)
     table = analyse_cells(cells, requests).table.iloc[0]

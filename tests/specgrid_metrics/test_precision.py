@@ -185,3 +185,13 @@ def test_targets_normalise_percentile_names() -> None:
                           {"metric": "output_tok_s", "half_width": 0.05}]) == (
         Target("ttft_p50_s", 0.1), Target("output_tok_s", 0.05))
     assert parse_targets(None) == ()
+
+
+def test_a_miss_by_less_than_the_shown_digit_is_written_with_more_digits() -> None:
+    targets = parse_targets({"metric": "output_tok_s", "half_width": 0.1})
+    missed = precision.Check(False, {"output_tok_s": 0.10014}, {"output_tok_s": 90}, 96)
+    assert precision.describe_result(targets, missed, reached=False) == \
+        "precision not reached: output_tok_s ±10.01 % after 96 requests (target ±10 %)"
+    met = precision.Check(True, {"output_tok_s": 0.0996}, {"output_tok_s": 90}, 96)
+    assert precision.describe_result(targets, met, reached=True) == \
+        "output_tok_s ±10.0 % after 96 requests (target ±10 %)"

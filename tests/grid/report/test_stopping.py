@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 
 from grid.report.stopping import stop_findings
+from grid.store.stopping import WIDER
 
 
 def test_over_saturated_and_capped_cells_are_named():
@@ -19,15 +20,23 @@ def test_over_saturated_and_capped_cells_are_named():
          "stop_reason": "target", "requests_ok": 40, "stop_detail": "output_tok_s ±4 %"},
         {"variant": "baseline", "concurrency": 8, "rate": None, "status": "done",
          "stop_reason": "target", "requests_ok": 24, "stop_detail": "output_tok_s ±3 %"},
+        {"variant": "baseline", "concurrency": 2, "rate": None, "status": "done",
+         "stop_reason": "target", "requests_ok": 90,
+         "stop_detail": f"{WIDER} (its check met the target before the requests then in flight "
+                        "finished): precision not reached: output_tok_s ±10.01 %"},
     ])
     lines = stop_findings(cells)
-    assert [level for level, _ in lines] == ["warning", "warning", "note"]
+    assert [level for level, _ in lines] == ["warning", "warning", "warning", "note"]
     assert "over-saturated in 1 cell(s)" in lines[0][1]
     assert ("not a steady state, and no capacity is claimed at or beyond them: baseline 15/s: "
             "over-saturated: backlog rising") in lines[0][1]
     assert "precision target not reached in 1 cell(s)" in lines[1][1]
     assert "eagle3 c=1 (precision not reached: output_tok_s ±7.9 % after 32" in lines[1][1]
-    assert lines[2][1] == "2 cell(s) stopped at their precision target, 64 requests in all"
+    assert lines[2][1] == ("1 cell(s) stopped at their precision target with an interval over "
+                           "all their requests wider than it: baseline c=2 (its check met the "
+                           "target before the requests then in flight finished): precision not "
+                           "reached: output_tok_s ±10.01 %")
+    assert lines[3][1] == "2 cell(s) stopped at their precision target, 64 requests in all"
 
 
 def test_runs_without_stop_columns_have_no_findings():

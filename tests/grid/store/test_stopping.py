@@ -11,7 +11,7 @@ import pytest
 from grid.analysis.cellstats import analyse_cells
 from grid.plan.cells import make_cell
 from grid.plan.stopping import targets_of
-from grid.store.stopping import stop_columns
+from grid.store.stopping import WIDER, stop_columns
 from tests.grid.analysis.synthetic import cell_requests
 from tests.grid.plan.test_cells import _config
 
@@ -68,6 +68,21 @@ def test_a_cap_says_whether_the_target_was_reached():
     assert out["stop_reason"] == "cap"
     assert out["stop_detail"].startswith("precision not reached: output_tok_s ±")
     assert out["stop_half_width"] > 0.001
+
+
+def test_a_target_stop_whose_cell_interval_is_wider_says_so_and_why():
+    # ±0.1 % is out of reach of these requests: the client's check met it (as its share, or
+    # before its requests in flight finished), the cell's interval over all of them does not
+    cell = _cell({"metric": "output_tok_s", "half_width": 0.001})
+    rows = _rows(cell, jitter=0.1)
+    alone = _stop(cell, rows, [{"stop_reason": "target", "stop_detail": "met"}])
+    assert alone["stop_reason"] == "target" and alone["stop_half_width"] > 0.001
+    assert alone["stop_detail"].startswith(
+        f"{WIDER} (its check met the target before the requests then in flight finished): "
+        "precision not reached: output_tok_s ±"), alone["stop_detail"]
+    shared = _stop(cell, rows, [{"stop_reason": "target"}, {"stop_reason": "target"}])
+    assert shared["stop_detail"].startswith(
+        f"{WIDER} (each client met its share of the target): precision not reached: ")
 
 
 def test_cells_without_a_target_say_count_or_nothing():

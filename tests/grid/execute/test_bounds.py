@@ -34,6 +34,12 @@ from tests.grid.execute.smoke_runs import (
     run_smoke,
 )
 
+LATE_S = 2 * PROGRESS_INTERVAL_S + 3.0
+"""How late past its bound a cell may fail: a poll interval to notice it, the controller's wait
+(ray.wait's 1 s) and a busy 2-core machine's delay in the driver's loop (as in
+test_parallel_hang.py); a bound not enforced would be late by the rest of the load (15 s or
+more in each test here)."""
+
 
 def test_the_stall_bound_is_a_requests_timeout_plus_the_schedules_longest_wait_plus_a_margin():
     assert STALL_MARGIN_S == 30.0
@@ -226,8 +232,8 @@ def test_a_server_that_accepts_requests_and_answers_nothing_fails_its_cell_withi
     ((stall, failed_at),) = failures
     assert stall.best == {}  # not one chunk
     stalled = failed_at - stall.last_progress  # since the measured window opened
-    # not before the bound, and at most a poll interval and the controller's wait (1 s) after
-    assert 6.0 <= stalled <= 6.0 + 2 * PROGRESS_INTERVAL_S
+    # not before the bound, and at most LATE_S after it
+    assert 6.0 <= stalled <= 6.0 + LATE_S
     # the load generator cancelled the stuck load (nothing of it can linger) and stays
     assert "replaced" not in out
 
@@ -250,7 +256,7 @@ def test_a_launched_server_that_hangs_fails_its_cell_within_the_bound(tmp_path, 
                      "scheduled wait 0 s + stall margin 8 s")
     ((stall, failed_at),) = failures
     assert stall.best == {0: 16 + 1}  # the warm-up request's 16 one-token events, its end
-    assert 9.0 <= failed_at - stall.last_progress <= 9.0 + 2 * PROGRESS_INTERVAL_S
+    assert 9.0 <= failed_at - stall.last_progress <= 9.0 + LATE_S
     assert "replaced" not in out  # the load generator cancelled the stuck load
     assert_no_orphans(outcome.run_dir)
 
@@ -271,7 +277,7 @@ def test_run_cell_timeout_fails_a_cell_that_keeps_making_progress(tmp_path, monk
     assert error == "LoadTimeout: the load ran past run.cell_timeout_s=15 s"
     ((stall, failed_at),) = failures
     assert stall.best[0] > 0  # it was streaming when the cap stopped it
-    assert 15.0 <= failed_at - stall.started <= 15.0 + 2 * PROGRESS_INTERVAL_S
+    assert 15.0 <= failed_at - stall.started <= 15.0 + LATE_S
 
 
 @pytest.mark.slow

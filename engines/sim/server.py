@@ -143,8 +143,11 @@ class SimServer:
         http_server.py ``health_generate``): unless SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION is
         false (then /health answers at once), submit a 1-token generation, then every second
         check whether the server produced any output since the check began; 200 when it did,
-        503 after SGLANG_HEALTH_CHECK_TIMEOUT (20) seconds. The one-second poll is scaled by
-        --sim-time-scale like every other duration."""
+        503 after SGLANG_HEALTH_CHECK_TIMEOUT (20) seconds. The timeout is scaled by
+        --sim-time-scale like every other duration; the one-second poll is too, up to one
+        second of wall time: a simulator slowed down (scale > 1) answers its health check as
+        soon as a real server would on the wall's clock, never after the 5 s a readiness probe
+        waits (at scale 8 every probe timed out and the server was never ready)."""
         env = self.cfg.env
         if (request.path == "/health" and env.get("SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION",
                                                  "true").strip().lower() in ("0", "false")):
@@ -156,7 +159,7 @@ class SimServer:
         tic = time.monotonic()
         self.engine.submit(req)
         timeout = float(env.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
-        poll = 1.0 * self.engine.time_scale
+        poll = min(1.0 * self.engine.time_scale, 1.0)
         try:
             while time.monotonic() < tic + timeout * max(self.engine.time_scale, 1e-3):
                 await asyncio.sleep(poll)

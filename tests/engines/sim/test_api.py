@@ -238,6 +238,20 @@ def test_metrics(spec_sim: SimProcess, base_sim: SimProcess) -> None:
     assert m and float(m.group(1)) >= 10
 
 
+def test_a_slowed_down_simulator_answers_its_health_check_within_a_probes_wait(
+        launch_sim: LaunchSim) -> None:
+    # x8 slower than modelled: SGLang's health check polls every second, the simulator every
+    # second of the wall's at most; a readiness probe waits 5 s (actors/server.py poll_ready)
+    sim = launch_sim(["--sim-time-scale", "8"], wait="listen")
+    deadline = time.monotonic() + 20.0
+    while httpx.get(sim.url + "/ready", timeout=2.0).status_code != 200:
+        assert time.monotonic() < deadline, sim.log()
+        time.sleep(0.1)
+    started = time.monotonic()
+    assert httpx.get(sim.url + "/health", timeout=5.0).status_code == 200
+    assert time.monotonic() - started < 5.0
+
+
 def test_api_key(launch_sim: LaunchSim) -> None:
     sim = launch_sim(["--api-key", "sekret", "--sim-time-scale", "0", "--enable-metrics"])
     body = {"text": "hi", "sampling_params": {"max_new_tokens": 3}}

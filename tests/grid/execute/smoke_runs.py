@@ -1,6 +1,7 @@
-"""What the grid's end-to-end failure tests share (tests/grid/execute/test_faults.py,
-tests/grid/execute/test_controller.py): a run of the smoke sweep's baseline variant into a test's
-folder, a query of its ledger, and the check that no server it launched outlived it."""
+"""What the grid's end-to-end tests share (tests/grid/execute/test_faults.py,
+tests/grid/execute/test_controller.py, the searches' runs): a run of the smoke sweep's baseline
+variant into a test's folder, a query of its ledger, the simulator starts that served, and the
+check that no server it launched outlived it."""
 
 from __future__ import annotations
 
@@ -26,6 +27,25 @@ def ledger_rows(run_dir: Path, sql: str) -> list[tuple[Any, ...]]:
     """The rows `sql` selects from the run's SQLite ledger."""
     with sqlite3.connect(run_dir / "_ledger.sqlite") as db:
         return db.execute(sql).fetchall()
+
+
+SIM_BANNER = "SIMULATED SGLang server"
+"""The first line each start of the simulator writes to its log (engines/sim/server.py)."""
+
+
+def served_starts(run_dir: Path) -> list[str]:
+    """The server key of each simulator start in the ledger, in order, less the starts whose
+    port another process took before the server bound it: the run starts that server again on
+    another port at once (grid/execute/server.py PortLost, not counted against it), so such a start
+    is no start of a server that served. Each start's part of the server's log (one file per
+    server key, every start appended) says which: "address already in use"."""
+    keys = [k for (k,) in ledger_rows(run_dir, "SELECT server_key FROM servers ORDER BY id")]
+    lost: dict[str, list[bool]] = {}
+    for key in set(keys):
+        starts = (run_dir / "logs" / f"server-{key}.log").read_text().split(SIM_BANNER)[1:]
+        assert len(starts) == keys.count(key), (key, len(starts), keys)
+        lost[key] = ["address already in use" in part.lower() for part in starts]
+    return [k for k in keys if not lost[k].pop(0)]
 
 
 def assert_no_orphans(run_dir: Path) -> None:

@@ -7,12 +7,12 @@ writes the same trace (nothing but the committed cells carries the search)."""
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import pytest
 
 from grid.loader import load_cells
 from grid.run import run
+from tests.grid.execute.smoke_runs import served_starts
 
 # ~4 min on the shared 2-core machine (five simulator starts: baseline, depths 1 and 3, the
 # schedule and SGLang's adaptation): slow.
@@ -24,8 +24,8 @@ SEARCH = ["+sweep=depth_search", "grid.search.concurrency=[1,4]", "grid.search.d
 
 
 def _starts(run_dir) -> int:
-    with sqlite3.connect(run_dir / "_ledger.sqlite") as db:
-        return int(db.execute("SELECT count(*) FROM servers").fetchone()[0])
+    """Server starts that served (a start whose port was taken is started again at once)."""
+    return len(served_starts(run_dir))
 
 
 def test_depth_search_commits_its_cells_reports_the_setting_and_replays(tmp_path):

@@ -13,7 +13,13 @@ import pytest
 from grid.loader import load_cells, load_requests
 from grid.run import EXIT_BAD_INPUT, EXIT_FAILED_CELLS, run
 from grid.store import results
-from tests.grid.execute.smoke_runs import SMOKE_BASELINE, assert_no_orphans, ledger_rows, run_smoke
+from tests.grid.execute.smoke_runs import (
+    SMOKE_BASELINE,
+    assert_no_orphans,
+    ledger_rows,
+    run_smoke,
+    served_starts,
+)
 
 pytestmark = pytest.mark.usefixtures("ray_session")
 
@@ -26,7 +32,7 @@ def test_server_crash_mid_cell_fails_cell_and_relaunches(tmp_path):
     rows = ledger_rows(outcome.run_dir, "SELECT status, error, log_tail FROM cells")
     assert [r[0] for r in rows] == ["failed", "failed"]
     assert all("exited" in r[1] for r in rows) and all(r[2] for r in rows)
-    assert len(ledger_rows(outcome.run_dir, "SELECT id FROM servers")) == 2  # relaunched
+    assert len(served_starts(outcome.run_dir)) == 2  # relaunched
     requests = load_requests(outcome.run_dir)
     assert (requests.status == "ok").any() and (requests.status == "error").any()
     assert_no_orphans(outcome.run_dir)

@@ -13,6 +13,7 @@ import pytest
 
 from grid.loader import load_cells
 from grid.run import run
+from tests.grid.execute.smoke_runs import served_starts
 
 # ~75 s (three runs, five server starts): slow, as DEVELOPMENT.md asks of a test over ~20 s.
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
@@ -28,11 +29,10 @@ SEARCH = ["+sweep=crossover_search", "grid.search.concurrency=[1,4]", "hardware=
 
 
 def _servers(run_dir) -> list[str]:
-    """The variant of each server start, in order."""
+    """The variant of each server start that served, in order."""
     with sqlite3.connect(run_dir / "_ledger.sqlite") as db:
-        keys = [k for (k,) in db.execute("SELECT server_key FROM servers ORDER BY id")]
         variants = dict(db.execute("SELECT server_key, variant FROM cells"))
-    return [variants[k] for k in keys]
+    return [variants[k] for k in served_starts(run_dir)]
 
 
 def test_search_stops_on_budget_resumes_and_continues(tmp_path):
@@ -84,9 +84,9 @@ def test_search_stops_on_budget_resumes_and_continues(tmp_path):
 
 
 def _starts_and_repeats(run_dir) -> dict[str, tuple[int, int]]:
-    """Per variant: (its server starts, the repeats its cells measured)."""
+    """Per variant: (its server starts that served, the repeats its cells measured)."""
+    starts = served_starts(run_dir)
     with sqlite3.connect(run_dir / "_ledger.sqlite") as db:
-        starts = [k for (k,) in db.execute("SELECT server_key FROM servers")]
         cells = list(db.execute("SELECT server_key, variant, factors FROM cells"))
     out = {}
     for key, variant, _ in cells:

@@ -1,5 +1,4 @@
-"""Shared fixtures: one real Ray instance for the whole test session (Ray starts in ~10 s); the
-log of skipped tests' files CI reads."""
+"""Shared fixtures: one real Ray instance for the whole test session (Ray starts in ~10 s)."""
 
 from __future__ import annotations
 
@@ -10,16 +9,6 @@ from pathlib import Path
 import pytest
 
 from tests.vllm_server import serving_vllm
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    """Where SPECGRID_SKIPPED_LOG names a file (.ci/run), the file of each test that skipped is
-    added to it (one line each; a worker's and the controller's line alike): CI runs those
-    files again once it has built the engines and the models they waited for."""
-    path = os.environ.get("SPECGRID_SKIPPED_LOG")
-    if path and report.skipped:
-        with open(path, "a") as log:
-            log.write(report.nodeid.split("::")[0] + "\n")
 
 
 @pytest.fixture(scope="session")

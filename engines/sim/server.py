@@ -159,7 +159,7 @@ class SimServer:
         tic = time.monotonic()
         self.engine.submit(req)
         timeout = float(env.get("SGLANG_HEALTH_CHECK_TIMEOUT", "20"))
-        poll = min(1.0 * self.engine.time_scale, 1.0)
+        poll = min(self.engine.time_scale, 1.0)
         try:
             while time.monotonic() < tic + timeout * max(self.engine.time_scale, 1e-3):
                 await asyncio.sleep(poll)

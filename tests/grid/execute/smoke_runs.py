@@ -11,6 +11,7 @@ from typing import Any
 
 import psutil
 
+from actors._process import ADDRESS_IN_USE
 from grid.run import RunOutcome, run
 
 SMOKE_BASELINE = ["+sweep=smoke", "grid.axes.variant=[baseline]"]
@@ -38,13 +39,13 @@ def served_starts(run_dir: Path) -> list[str]:
     port another process took before the server bound it: the run starts that server again on
     another port at once (grid/execute/server.py PortLost, not counted against it), so such a start
     is no start of a server that served. Each start's part of the server's log (one file per
-    server key, every start appended) says which: "address already in use"."""
+    server key, every start appended) says which, as the run reads it (ADDRESS_IN_USE)."""
     keys = [k for (k,) in ledger_rows(run_dir, "SELECT server_key FROM servers ORDER BY id")]
     lost: dict[str, list[bool]] = {}
     for key in set(keys):
         starts = (run_dir / "logs" / f"server-{key}.log").read_text().split(SIM_BANNER)[1:]
         assert len(starts) == keys.count(key), (key, len(starts), keys)
-        lost[key] = ["address already in use" in part.lower() for part in starts]
+        lost[key] = [ADDRESS_IN_USE.search(part) is not None for part in starts]
     return [k for k in keys if not lost[k].pop(0)]
 
 

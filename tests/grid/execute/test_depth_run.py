@@ -23,11 +23,6 @@ SEARCH = ["+sweep=depth_search", "grid.search.concurrency=[1,4]", "grid.search.d
           "grid.exclusive_node=false", "load.client_cpus=0.5"]
 
 
-def _starts(run_dir) -> int:
-    """Server starts that served (a start whose port was taken is started again at once)."""
-    return len(served_starts(run_dir))
-
-
 def test_depth_search_commits_its_cells_reports_the_setting_and_replays(tmp_path):
     lines: list[str] = []
     first = run([*SEARCH, f"results_dir={tmp_path}"], echo=lines.append)
@@ -53,7 +48,8 @@ def test_depth_search_commits_its_cells_reports_the_setting_and_replays(tmp_path
         assert all(name in str(cmd) for cmd in served.server_command)
     assert "search: depth of eagle3 vs baseline on coding" in (run_dir / "report.md").read_text()
 
-    starts = _starts(run_dir)
+    starts = len(served_starts(run_dir))
     again = run([*SEARCH, f"results_dir={tmp_path}"], echo=lambda _: None)
-    assert again.exit_code == 0 and again.run_dir == run_dir and _starts(run_dir) == starts
+    assert again.exit_code == 0 and again.run_dir == run_dir
+    assert len(served_starts(run_dir)) == starts
     assert json.loads((run_dir / "search.json").read_text()) == trace

@@ -33,11 +33,6 @@ SEARCH = ["+sweep=capacity_search", "grid.axes.variant=[baseline]",
           "run.sim_time_scale=4", "load.client_cpus=0.5"]
 
 
-def _starts(run_dir) -> int:
-    """Server starts that served (a start whose port was taken is started again at once)."""
-    return len(served_starts(run_dir))
-
-
 def test_the_capacity_search_finds_the_boundary_it_measured_and_resumes(tmp_path):
     command = [*SEARCH, f"results_dir={tmp_path}"]
     lines: list[str] = []
@@ -72,8 +67,9 @@ def test_the_capacity_search_finds_the_boundary_it_measured_and_resumes(tmp_path
         (run_dir / "report.md").read_text()
 
     # The same command again: nothing new is measured, the trace is the same.
-    starts = _starts(run_dir)
+    starts = len(served_starts(run_dir))
     again = run(command, echo=lambda _: None)
-    assert again.exit_code == 0 and again.run_dir == run_dir and _starts(run_dir) == starts
+    assert again.exit_code == 0 and again.run_dir == run_dir
+    assert len(served_starts(run_dir)) == starts
     assert len(load_cells(run_dir)) == 3
     assert json.loads((run_dir / "search.json").read_text()) == trace

@@ -28,11 +28,6 @@ PROFILE = {"format": "specgrid.acceptance_profile/1", "source": "hand", "unit": 
                "marginal_interval": [[0.9, 0.9], [0.45, 0.45]]}}}
 
 
-def _starts(run_dir) -> int:
-    """Server starts that served (a start whose port was taken is started again at once)."""
-    return len(served_starts(run_dir))
-
-
 def test_a_surface_search_costs_its_forced_cells_predicts_and_replays(tmp_path):
     profile = tmp_path / "profile.json"
     profile.write_text(json.dumps(PROFILE))
@@ -46,7 +41,7 @@ def test_a_surface_search_costs_its_forced_cells_predicts_and_replays(tmp_path):
     # 2 loads x (the baseline, k=1 and k=2 forced): 6 cells on 3 servers; no
     # cell has a neighbour on both sides, so no check: the search stops at once.
     assert trace["kind"] == "surface" and res["stop"] == "fits"
-    assert (res["cells"], res["starts"], _starts(run_dir)) == (6, 3, 3)
+    assert (res["cells"], res["starts"], len(served_starts(run_dir))) == (6, 3, 3)
     assert (res["dense_cells"], res["dense_starts"]) == (6, 3)
 
     data = load_run(run_dir)
@@ -72,9 +67,10 @@ def test_a_surface_search_costs_its_forced_cells_predicts_and_replays(tmp_path):
     assert "search: step cost surface of eagle3 vs baseline on coding" in \
         (run_dir / "report.md").read_text()
 
-    starts = _starts(run_dir)
+    starts = len(served_starts(run_dir))
     again = run(command, echo=lambda _: None)
-    assert again.exit_code == 0 and again.run_dir == run_dir and _starts(run_dir) == starts
+    assert again.exit_code == 0 and again.run_dir == run_dir
+    assert len(served_starts(run_dir)) == starts
     assert json.loads((run_dir / "search.json").read_text()) == trace
 
     shown: list[str] = []
@@ -84,4 +80,4 @@ def test_a_surface_search_costs_its_forced_cells_predicts_and_replays(tmp_path):
     assert plan.exit_code == 0 and plan.cell_ids == [], text
     assert f"from {run_dir}: nothing is measured" in text
     assert "predicted for coding (profile hand" in text
-    assert _starts(run_dir) == starts
+    assert len(served_starts(run_dir)) == starts

@@ -58,7 +58,6 @@ from grid.plan.search import (
 )
 from grid.plan.workloads import WorkloadPlan
 from grid.questions import Planned, question
-from grid.report import write_report
 from grid.store.drafter_run import read_drafter_run
 from grid.store.files import check_writable
 from grid.store.ledger import DriverLock, RunLockedError, Status
@@ -310,6 +309,8 @@ def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None],
     """The run's report (summary, report.html, decision.json, plots); a report that cannot
     be made is a message, never a failed run: the results are committed."""
     try:
+        from grid.report import write_report  # here: matplotlib is ~0.3 s of a CLI start
+
         slo = Slo(cfg.slo.ttft_ms, cfg.slo.tpot_ms, cfg.slo.e2e_ms)
         report = write_report(plan.run_dir, slo, gpu_hour_usd=cfg.hardware.gpu_hour_usd,
                               drafter_run=drafter_run)

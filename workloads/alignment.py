@@ -35,14 +35,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp  # type: ignore[import-untyped]
-from sklearn.feature_extraction.text import (  # type: ignore[import-untyped]
-    HashingVectorizer,
-    TfidfTransformer,
-)
-from sklearn.utils import murmurhash3_32  # type: ignore[import-untyped]
 
 from workloads.records import TextRow, row_key, unit_hash
 
@@ -62,9 +59,15 @@ ALIGNED_THRESHOLD = 0.6
 DENSE_CELLS = 8_000_000
 """Prompt x reference-row similarities held at once (bounds memory: 32 MB of float32)."""
 
-_VECTORIZER = HashingVectorizer(
-    n_features=N_FEATURES, ngram_range=(1, 1), stop_words="english", alternate_sign=False,
-    norm=None, token_pattern=r"(?u)\b\w\w+\b", dtype=np.float32)
+@cache
+def _vectorizer() -> Any:
+    # scikit-learn is imported on first use, not with the module: it (and the scipy.stats it
+    # loads) is ~1 s of every CLI start, and `--help` or a bad flag needs none of it.
+    from sklearn.feature_extraction.text import HashingVectorizer  # type: ignore[import-untyped]
+
+    return HashingVectorizer(
+        n_features=N_FEATURES, ngram_range=(1, 1), stop_words="english", alternate_sign=False,
+        norm=None, token_pattern=r"(?u)\b\w\w+\b", dtype=np.float32)
 
 
 def _cut(texts: Iterable[str]) -> list[str]:
@@ -102,7 +105,9 @@ class ReferenceIndex:
             keep = sorted(order[:MAX_REFERENCE_ROWS])
             texts, keys, strata = ([seq[i] for i in keep] for seq in (texts, keys, strata))
         self.description = description
-        counts = _VECTORIZER.transform(_cut(texts))
+        from sklearn.feature_extraction.text import TfidfTransformer
+
+        counts = _vectorizer().transform(_cut(texts))
         self.idf = TfidfTransformer(sublinear_tf=True).fit(counts).idf_.astype(np.float32)
         matrix = self._weigh(counts)
         # Features x rows (CSR): a query costs the posting lists of its own terms only.
@@ -122,7 +127,10 @@ class ReferenceIndex:
         self.sum_sq = np.asarray(sums.multiply(sums).sum(axis=1)).ravel()
         self.sizes = np.bincount(self.row_stratum, minlength=len(labels))
         self.typical = self._typical(matrix)
-        self._analyzer = _VECTORIZER.build_analyzer()
+        from sklearn.utils import murmurhash3_32  # type: ignore[import-untyped]
+
+        self._analyzer = _vectorizer().build_analyzer()
+        self._hash = murmurhash3_32
 
     @classmethod
     def from_rows(cls, rows: Sequence[TextRow], description: str) -> ReferenceIndex:
@@ -147,7 +155,7 @@ class ReferenceIndex:
 
     def vectors(self, texts: Sequence[str]) -> sp.csr_matrix:
         """L2-normalised TF-IDF rows of `texts` (the reference's idf)."""
-        return self._weigh(_VECTORIZER.transform(_cut(texts)))
+        return self._weigh(_vectorizer().transform(_cut(texts)))
 
     def _similarity(self, q: sp.csr_matrix, keys: Sequence[str]) -> np.ndarray:
         """Per query row: max(nearest-row cosine, nearest-centroid cosine), leave-one-out."""
@@ -182,7 +190,7 @@ class ReferenceIndex:
         if not analyzed:
             return 0.0
         # sklearn's feature hashing: |signed murmurhash3_32(token, seed 0)| mod n_features.
-        hashed = np.abs(np.fromiter((murmurhash3_32(t, 0) for t in analyzed), dtype=np.int64,
+        hashed = np.abs(np.fromiter((self._hash(t, 0) for t in analyzed), dtype=np.int64,
                                     count=len(analyzed))) % N_FEATURES
         terms, tf = np.unique(hashed, return_counts=True)
         weights = (1.0 + np.log(tf)) * self.idf[terms]

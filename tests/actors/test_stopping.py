@@ -96,6 +96,7 @@ def test_the_time_bound_and_the_count() -> None:
     assert plain.stats["precision_checks"] == 0  # no target, no saturation stop: no checks
 
 
+@pytest.mark.slow
 def test_an_open_loop_above_capacity_stops_over_saturated() -> None:
     # 40 arrivals/s on a server of 4 slots x 0.2 s (20/s): the backlog grows 20 a second;
     # the detector needs a 5 s window from one median E2E on, so it stops around 6-9 s,
@@ -111,6 +112,7 @@ def test_an_open_loop_above_capacity_stops_over_saturated() -> None:
     assert "backlog rising" in stats["stop_detail"]
 
 
+@pytest.mark.slow
 def test_an_open_loop_within_capacity_runs_to_its_count() -> None:
     result = run(server(lambda n: 0.2, capacity=4), rate=10.0, arrival="constant",
                  num_requests=80, stop_over_saturated=True)

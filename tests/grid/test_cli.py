@@ -5,6 +5,7 @@ the end-to-end resume test runs the smoke sweep on real Ray and simulator proces
 from __future__ import annotations
 
 import json
+import logging
 import re
 import shlex
 import sqlite3
@@ -29,6 +30,22 @@ SMOKE_AS_SWEEP_SYNTAX = ["variant=baseline,eagle3", "load.concurrency=1,4", "wor
 def _cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "grid.run", *args], capture_output=True,
                           text=True, timeout=120, cwd=cwd or REPO)
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> subprocess.CompletedProcess:
+    """`python -m grid.run ARGS` in this process (`main`, what the module runs), its output
+    captured: a flag's output without a second interpreter's start-up (~2 s each). The tests
+    that need the real process (--help, sweep syntax as the shell passes it, nothing imported
+    before a bad input) use `_cli`."""
+    capsys.readouterr()
+    handlers = {name: list(logging.getLogger(name).handlers) for name in ("", "hydra")}
+    try:
+        code = main(list(args))
+    finally:  # Hydra's --info sets up logging on the captured stream, closed after the test
+        for name, kept in handlers.items():
+            logging.getLogger(name).handlers[:] = kept
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
 
 
 def _cell_ids(plan_text: str) -> list[str]:
@@ -64,10 +81,12 @@ def test_help_lists_config_groups_flags_and_config():
     assert proc.stderr == ""
 
 
-def test_cfg_job_prints_the_composed_grid_without_starting_anything(tmp_path):
+def test_cfg_job_prints_the_composed_grid_without_starting_anything(tmp_path, monkeypatch,
+                                                                      capsys):
     results = tmp_path / "r"
-    proc = _cli("--cfg", "job", "variant=baseline,eagle3", "load.concurrency=1,8,64",
-                "workload.max_new_tokens=8", f"results_dir={results}", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    proc = _main(capsys, "--cfg", "job", "variant=baseline,eagle3", "load.concurrency=1,8,64",
+                 "workload.max_new_tokens=8", f"results_dir={results}")
     assert proc.returncode == 0, proc.stderr
     cfg = yaml.safe_load(proc.stdout)
     assert "hydra" not in cfg
@@ -77,21 +96,21 @@ def test_cfg_job_prints_the_composed_grid_without_starting_anything(tmp_path):
     assert not results.exists() and list(tmp_path.iterdir()) == []
 
 
-def test_cfg_hydra_all_and_package():
-    hydra_only = yaml.safe_load(_cli("--cfg", "hydra").stdout)
+def test_cfg_hydra_all_and_package(capsys):
+    hydra_only = yaml.safe_load(_main(capsys, "--cfg", "hydra").stdout)
     assert list(hydra_only) == ["hydra"] and hydra_only["hydra"]["job"]["name"] == "specgrid"
-    both = yaml.safe_load(_cli("--cfg", "all", "+sweep=smoke").stdout)
+    both = yaml.safe_load(_main(capsys, "--cfg", "all", "+sweep=smoke").stdout)
     assert "hydra" in both and both["grid"]["axes"]["concurrency"] == [1, 4]
-    proc = _cli("--cfg", "job", "-p", "load", "--resolve", "+sweep=smoke")
+    proc = _main(capsys, "--cfg", "job", "-p", "load", "--resolve", "+sweep=smoke")
     assert proc.stdout.startswith("# @package load\n")
     assert yaml.safe_load(proc.stdout)["num_requests"] == 6
 
 
-def test_info_and_version():
-    info = _cli("--info", "defaults", "+sweep=smoke")
+def test_info_and_version(capsys):
+    info = _main(capsys, "--info", "defaults", "+sweep=smoke")
     assert info.returncode == 0 and "Defaults List" in info.stdout
     assert re.search(r"\| sweep/smoke\s+\|", info.stdout)
-    version = _cli("--version")
+    version = _main(capsys, "--version")
     assert version.returncode == 0 and re.match(r"specgrid \S+ \(Hydra 1\.3\.\d+\)",
                                                 version.stdout)
 
@@ -108,11 +127,11 @@ def test_sweep_syntax_gives_the_cells_of_the_sweep_file(tmp_path):
 @pytest.mark.parametrize("flag", [[], pytest.param(["-m"], marks=pytest.mark.slow),
                                   pytest.param(["--multirun"], marks=pytest.mark.slow)])
 def test_sweep_syntax_on_the_real_command_line_with_or_without_multirun(flag, tmp_path):
-    smoke = _cli("+sweep=smoke", "plan=true", f"results_dir={tmp_path}")
+    smoke = make_plan(["+sweep=smoke", f"results_dir={tmp_path}"]).plan
     proc = _cli(*flag, *SMOKE_AS_SWEEP_SYNTAX, "plan=true", f"results_dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr
-    assert len(_cell_ids(smoke.stdout)) == 4
-    assert _cell_ids(proc.stdout) == _cell_ids(smoke.stdout)
+    assert len(smoke.cells) == 4
+    assert _cell_ids(proc.stdout) == [c.cell_id for c in smoke.cells]
     assert not any(tmp_path.iterdir())
 
 
@@ -223,11 +242,14 @@ def test_bad_command_line_is_one_clean_line_before_anything_starts(argv, message
 
 
 def test_bad_input_exits_before_ray_is_imported(tmp_path):
-    """A real process: an unknown flag and a collision exit 2 without importing Ray."""
+    """A real process: an unknown flag and a collision exit 2 without importing Ray, nor the
+    libraries only a plan or a report needs (scikit-learn, scipy.stats, matplotlib: ~2 s of a
+    start on a laptop core)."""
     for argv in (["--nope"], ["+sweep=smoke", "load.concurrency=8"],
                  ["--resume", str(tmp_path)]):
         code = ("import sys; from grid.run import main; rc = main(sys.argv[1:]); "
-                "assert 'ray' not in sys.modules; sys.exit(rc)")
+                "heavy = {'ray', 'sklearn', 'scipy.stats', 'matplotlib'} & set(sys.modules); "
+                "assert not heavy, heavy; sys.exit(rc)")
         proc = subprocess.run([sys.executable, "-c", code, *argv,
                                f"results_dir={tmp_path / 'r'}"],
                               capture_output=True, text=True, timeout=120, cwd=REPO)

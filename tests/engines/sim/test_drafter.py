@@ -65,6 +65,7 @@ def test_missing_training_data_is_refused(tmp_path):
         resolve(["--sim-drafter-train-data", str(tmp_path / "nope.jsonl")], env={})
 
 
+@pytest.mark.slow
 def test_training_data_flag_changes_acceptance_through_the_api(launch_sim: LaunchSim, tmp_path):
     prose = _training(tmp_path, PROSE, "prose.jsonl")
     args = [*EAGLE3, "--max-running-requests", "64", "--sim-time-scale", "0"]

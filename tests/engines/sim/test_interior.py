@@ -49,6 +49,7 @@ def test_the_default_pair_has_an_assumed_interior_and_other_pairs_none():
     assert assumed(load_profile("default", "h100", "llama3.1-8b")) is None
 
 
+@pytest.mark.slow
 def test_an_excess_per_step_cannot_meet_both_eagle3_figures():
     # A constant per step small enough for one stream's ~30 ms step (96.1 tok/s at ~2.8
     # tokens a step) is far too small for the ~0.5 s step of 64 streams (354 tok/s at 64 x

@@ -76,6 +76,7 @@ def test_greedy_text_is_the_same_with_speculation_and_at_any_batch(launch, greed
     assert texts(spec, prompts, concurrent=True) == alone  # EAGLE-3, batched
 
 
+@pytest.mark.slow
 def test_lossy_rate_replaces_one_token_after_the_first_accepted_draft(launch, greedy):
     prompts, base = PROMPTS, greedy
     every = texts(launch([*EAGLE3, *FAST, "--sim-lossy-rate", "1"]), prompts, concurrent=True)

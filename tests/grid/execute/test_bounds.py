@@ -212,6 +212,7 @@ def _recorded_failures(monkeypatch: pytest.MonkeyPatch) -> list[tuple[Stall, flo
     return failures
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("ray_session")
 def test_a_server_that_accepts_requests_and_answers_nothing_fails_its_cell_within_the_bound(
         tmp_path, monkeypatch):

@@ -76,6 +76,7 @@ def test_killed_load_generator_fails_its_cell_and_leaves_the_server_alone(tmp_pa
     assert_no_orphans(outcome.run_dir)
 
 
+@pytest.mark.slow
 def test_any_exception_in_a_cell_fails_only_that_cell(tmp_path, monkeypatch):
     real = PlannedCell.at
     calls = {"n": 0}

@@ -15,6 +15,7 @@ from tests.engines.sim.conftest import start_sim
 pytestmark = pytest.mark.usefixtures("ray_session")
 
 
+@pytest.mark.slow
 def test_external_server_is_benchmarked_without_launching(tmp_path):
     sim = start_sim(["--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3",
                      "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "4"])
@@ -52,6 +53,7 @@ def test_several_clients_give_the_same_rows_as_one(tmp_path):
     assert prompts[1] == prompts[2]  # the same requests, split over two processes
 
 
+@pytest.mark.slow
 def test_api_key_is_used_and_never_recorded(tmp_path):
     outcome = run(["+sweep=smoke", "grid.axes.variant=[baseline]", "grid.axes.concurrency=[2]",
                    "engine.api_key=sk-not-for-parquet", f"results_dir={tmp_path}"],
@@ -65,6 +67,7 @@ def test_api_key_is_used_and_never_recorded(tmp_path):
     assert "--api-key '***'" in load_cells(outcome.run_dir).server_command.iloc[0]
 
 
+@pytest.mark.slow
 def test_a_server_bound_beyond_loopback_runs_with_a_run_key_never_recorded(tmp_path, monkeypatch,
                                                                            capfd):
     """engine.host=0.0.0.0 without engine.api_key: the run makes a fresh key, the server gets it

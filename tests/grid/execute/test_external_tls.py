@@ -72,6 +72,7 @@ def test_an_accepted_certificate_serves_every_call(https_sim: str, how: str,
     blocking(server.stop(0))
 
 
+@pytest.mark.slow
 def test_an_external_https_run_with_verification_off(https_sim: str, tmp_path: Path) -> None:
     lines: list[str] = []
     outcome = run(["+sweep=smoke", "engine=external", f"engine.options.url={https_sim}",

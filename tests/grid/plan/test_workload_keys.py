@@ -68,6 +68,7 @@ def _sweep_workloads(sweep: str) -> Iterator[dict[str, Any]]:
             yield _workload([f"+sweep={sweep}", *axis_overrides(mine)])
 
 
+@pytest.mark.slow
 def test_every_shipped_workload_and_sweep_composes_clean():
     kinds: set[str] = set()
     with _configs():

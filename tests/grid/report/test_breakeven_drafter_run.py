@@ -42,6 +42,7 @@ def _old(tmp_path, cells):
     return old
 
 
+@pytest.mark.slow
 def test_the_earlier_runs_lengths_are_placed_and_kept_by_a_rerender(tmp_path, this, capsys):
     # 8 coding requests of 61 tokens in 18 verify steps: 60 / 18 = 3.33, above a* at c=1
     # (3.0), below at c=4 (3.9)

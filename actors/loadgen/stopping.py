@@ -36,6 +36,7 @@ from time import perf_counter
 from typing import Any
 
 import numpy as np
+import scipy.stats  # noqa: F401 - loaded with the load generator, see below
 from threadpoolctl import threadpool_limits
 
 from actors.loadgen import schedule
@@ -47,6 +48,11 @@ from specgrid_metrics.intervals import RequestArrays
 
 CHECK_DUTY = 0.05
 """Share of the wall time the checks may take (see the module doc)."""
+# The checks' statistics (specgrid_metrics: scipy.stats) load on first use, to keep the CLI's
+# start short; here they load with the load generator instead. Loaded by a window's first
+# check, scipy.stats's ~1 s of import held the GIL against the event loop (the serial
+# self-check's loop lag 1.18 ms > 1 ms) and counted against CHECK_DUTY (the next check ~20 s
+# later: an open loop at twice capacity, over-saturated at 20 s, ran its 1,500 arrivals).
 
 Result = tuple[int, int, Timeline]
 

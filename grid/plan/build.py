@@ -5,7 +5,6 @@ one clear line, and a rough duration estimate. Planning writes nothing to disk."
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import datetime as dt
 import shlex
@@ -14,8 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 import engines
@@ -28,7 +25,6 @@ from grid.plan.cells import (
     Cell,
     ServerGroup,
     axis_key,
-    axis_overrides,
     dedupe,
     engine_identity,
     expand_axes,
@@ -55,6 +51,7 @@ from grid.plan.checks import (
     validate_flags,
 )
 from grid.plan.choices import check_choices
+from grid.plan.compose import split_overrides, with_values
 from grid.plan.config import ConfigError
 from grid.plan.conversations import (
     conversation_set_key,
@@ -177,11 +174,10 @@ def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
     workloads, aligner = WorkloadPlan(), AlignmentCache()
     chosen: dict[tuple[str, ...], DictConfig] = {}  # one compose per choice of config groups
     for combo in combos:
-        groups = tuple(axis_overrides({a: v for a, v in combo.items() if a in GROUP_AXES}))
+        groups, values = split_overrides(combo)
         if groups not in chosen:
             chosen[groups] = compose([*fixed_overrides, *groups])
-        cfg = with_values(chosen[groups],
-                          axis_overrides({a: v for a, v in combo.items() if a not in GROUP_AXES}))
+        cfg = with_values(chosen[groups], values)
         check_choices(cfg)
         config: dict[str, Any] = _plain(cfg)
         _check_load(config["load"], combo)
@@ -219,21 +215,6 @@ def compose_cells(base: DictConfig, fixed_overrides: Sequence[str],
     workloads.notes += aligner.reference_notes()
     check_workload_keys(c.config["workload"] for c in cells)  # none silently ignored
     return dedupe(cells), workloads
-
-
-def with_values(cfg: DictConfig, overrides: list[str]) -> DictConfig:
-    """A copy of `cfg` with value overrides (`++load.concurrency=8`) applied by Hydra's own code
-    for them (`ConfigLoaderImpl._apply_overrides_to_config`, what `compose` runs once the
-    config groups are merged; private, so hydra-core is pinned to 1.3 and
-    tests/grid/plan/test_compose_once.py compares the result with a fresh compose of every
-    shipped sweep's cells). A cell's value overrides come after every other override, so the
-    result is the cell's compose, at a deepcopy's cost: a compose reads and merges every YAML
-    file of the config again (~0.25 s a cell on a laptop core), which made planning a dense
-    grid of 84 cells take 20 s."""
-    out = copy.deepcopy(cfg)
-    ConfigLoaderImpl._apply_overrides_to_config(
-        OverridesParser.create().parse_overrides(overrides), out)
-    return out
 
 
 def _plain(node: Any) -> Any:

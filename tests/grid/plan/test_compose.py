@@ -1,5 +1,5 @@
 """The plan composes once per choice of config groups and sets each cell's values on a copy
-(grid/plan/build.py `with_values`): checked against Hydra's own compose of the same cell."""
+(grid/plan/compose.py): checked against Hydra's own compose of the same cell."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 
 from grid.cli.flags import CONFIG_NAME
-from grid.plan.build import with_values
-from grid.plan.cells import GROUP_AXES, axis_overrides, expand_axes
+from grid.plan.cells import expand_axes
+from grid.plan.compose import split_overrides, with_values
 from grid.plan.config import register_configs
 from grid.run import CONF_DIR
 
@@ -29,12 +29,6 @@ def hydra_conf() -> Iterator[None]:
         yield
 
 
-def _split(combo: dict) -> tuple[list[str], list[str]]:
-    groups = axis_overrides({a: v for a, v in combo.items() if a in GROUP_AXES})
-    values = axis_overrides({a: v for a, v in combo.items() if a not in GROUP_AXES})
-    return groups, values
-
-
 @pytest.mark.parametrize("sweep", SWEEPS)
 def test_a_cell_is_the_same_config_as_hydras_compose_of_it(sweep, hydra_conf):
     fixed = [f"+sweep={sweep}"]
@@ -43,8 +37,8 @@ def test_a_cell_is_the_same_config_as_hydras_compose_of_it(sweep, hydra_conf):
                          OmegaConf.to_container(base.grid.include),
                          OmegaConf.to_container(base.grid.exclude))
     # the last cell that sets a value axis (its last extra cell where it has grid.include)
-    combo = next((c for c in reversed(combos) if _split(c)[1]), combos[-1])
-    groups, values = _split(combo)
+    combo = next((c for c in reversed(combos) if split_overrides(c)[1]), combos[-1])
+    groups, values = split_overrides(combo)
     fresh = compose(CONFIG_NAME, [*fixed, *groups, *values])
     once = with_values(compose(CONFIG_NAME, [*fixed, *groups]) if groups else base, values)
     assert (OmegaConf.to_container(once, resolve=True)

@@ -26,12 +26,11 @@ from collections.abc import Sequence
 import numpy as np
 
 import engines
-from engines.sim.calibrate import spec_argv
+from engines.sim.calibrate import closed_loop, spec_argv
 from engines.sim.profile import load_profile
 from engines.sim.twin import synthetic
 from engines.sim.twin.analytic import Scenario, Setup, crossover, grid_loads, predict
 from engines.sim.twin.node import profile_of
-from engines.sim.twin.offline import closed_loop
 from grid.analysis.depth import Throughput
 from grid.analysis.search import make_space
 from grid.questions.crossover.steps import prior_levels, replay

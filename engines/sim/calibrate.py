@@ -32,8 +32,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ from engines.sim.cli import resolve
 from engines.sim.core import SimEngine
 from engines.sim.model import prompt_tokens
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, Profile, load_profile
+from engines.sim.scheduler import SimRequest
 from specgrid_metrics.window import steady_window, tokens_in_window
 from workloads import PROMPTS_DIR
 from workloads.loaders import read_prompt_file
@@ -90,64 +92,33 @@ def make_engine(profile: Profile, argv: Sequence[str], seed: int = 0,
     return SimEngine(cfg)
 
 
-def offline_seconds(engine: SimEngine, prompts: Sequence[str], output_tokens: int,
-                    concurrent: bool) -> float:
-    """Modelled seconds to serve ``prompts``: all at t=0 (concurrent) or one after another."""
-    core = engine.core
-    total = 0.0
-
-    def new(i: int, text: str) -> Any:
-        return engine.new_request(prompt_text=text, prompt_tokens=len(text) // 4,
-                                  max_new_tokens=output_tokens, ignore_eos=True,
-                                  temperature=0.0, rid=f"cal-{i}")
-
-    def drain() -> float:
-        t = 0.0
-        while (step := core.plan()) is not None:
-            t += step.duration_s
-            core.commit(step, 0.0)
-        return t
-
-    for i, p in enumerate(prompts):
-        core.submit(new(i, p))
-        if not concurrent:
-            total += drain()
-    return total + drain()  # concurrent: all of them; one after another: nothing left
+Sent = list[tuple[float, SimRequest]]
+"""The requests a clockless loop served, each with the modelled time it was sent."""
 
 
-def workload_prompts(name: str) -> list[str]:
-    """The texts of a shipped prompt file (workloads/prompts/NAME), in file order: the /generate
-    ``text`` the grid's load generator sends for a workload with ``prompts: NAME``."""
-    rows, _ = read_prompt_file(PROMPTS_DIR / name)
-    return [row.text for row in rows]
-
-
-def closed_loop_tok_s(engine: SimEngine, prompts: Sequence[str], output_tokens: int,
-                      streams: int, requests: int, served: list[Any] | None = None) -> float:
-    """Modelled output tok/s of a closed-loop cell as the report computes it: ``streams``
-    streams, each sending its next prompt (``prompts`` in order, cycling) the moment its last
-    request ends, ``requests`` in all; tokens inside the steady window (from the streams-th send
-    to the last send) over its length (specgrid_metrics/window.py, the report's own code).
-    The profile's ``request_overhead_ms`` delays each arrival at the scheduler, as the server
-    does. ``served``, when given, receives every request served (their ``n``, ``verify_ct``)."""
+def serve(engine: SimEngine, prompt: Callable[[int], str], output_tokens: int, streams: int,
+          requests: int) -> tuple[Sent, float]:
+    """Serve ``requests`` requests (the i-th of ``prompt(i)``, ``output_tokens`` each,
+    ignore_eos, temperature 0) as a closed loop of ``streams`` streams on the engine's own
+    scheduler core, without a clock: each stream sends its next request the moment its last
+    ends, the profile's ``request_overhead_ms`` later at the scheduler (as the server does);
+    steps are planned and committed and their modelled durations summed. (The requests sent
+    with their send times, the modelled time the last step ended.) One stream: one request
+    after another; as many streams as requests: all of them at once."""
     core = engine.core
     delay = engine.roofline.hw.efficiency.request_overhead_ms / 1000
-    now, sent = 0.0, 0
-    reqs: list[tuple[float, Any]] = []
-    pending: list[tuple[float, Any]] = []
+    now = 0.0
+    sent: Sent = []
+    pending: list[tuple[float, SimRequest]] = []
 
     def send() -> None:
-        nonlocal sent
-        text = prompts[sent % len(prompts)]
+        text = prompt(len(sent))
         req = engine.new_request(prompt_text=text, prompt_tokens=prompt_tokens(text),
                                  max_new_tokens=output_tokens, ignore_eos=True,
-                                 temperature=0.0, rid=f"cal-{sent}")
+                                 temperature=0.0, rid=f"offline-{len(sent)}")
         req.arrival = now
-        reqs.append((now, req))
-        if served is not None:
-            served.append(req)
+        sent.append((now, req))
         pending.append((now + delay, req))
-        sent += 1
 
     for _ in range(min(streams, requests)):
         send()
@@ -162,14 +133,74 @@ def closed_loop_tok_s(engine: SimEngine, prompts: Sequence[str], output_tokens: 
             continue
         now += step.duration_s
         for req in core.commit(step, now):
-            if req.done and sent < requests:
+            if req.done and len(sent) < requests:
                 send()
+    return sent, now
+
+
+def offline_seconds(engine: SimEngine, prompts: Sequence[str], output_tokens: int,
+                    concurrent: bool) -> float:
+    """Modelled seconds to serve ``prompts``: all at t=0 (concurrent) or one after another."""
+    return serve(engine, prompts.__getitem__, output_tokens,
+                 len(prompts) if concurrent else 1, len(prompts))[1]
+
+
+def workload_prompts(name: str) -> list[str]:
+    """The texts of a shipped prompt file (workloads/prompts/NAME), in file order: the /generate
+    ``text`` the grid's load generator sends for a workload with ``prompts: NAME``."""
+    rows, _ = read_prompt_file(PROMPTS_DIR / name)
+    return [row.text for row in rows]
+
+
+def closed_loop_tok_s(engine: SimEngine, prompts: Sequence[str], output_tokens: int,
+                      streams: int, requests: int, served: list[Any] | None = None) -> float:
+    """Modelled output tok/s of a closed-loop cell as the report computes it: ``streams``
+    streams sending ``prompts`` in order, cycling (``serve``), ``requests`` in all; tokens
+    inside the steady window (from the streams-th send to the last send) over its length
+    (specgrid_metrics/window.py, the report's own code). ``served``, when given, receives
+    every request served (their ``n``, ``verify_ct``)."""
+    reqs, _ = serve(engine, lambda i: prompts[i % len(prompts)], output_tokens, streams,
+                    requests)
+    if served is not None:
+        served.extend(r for _, r in reqs)
     sent_at = np.array([t for t, _ in reqs])
-    ttft = np.array([r.first_token_at - t for t, r in reqs])
-    e2e = np.array([r.finished_at - t for t, r in reqs])
+    ttft = np.array([(r.first_token_at or 0.0) - t for t, r in reqs])
+    e2e = np.array([(r.finished_at or 0.0) - t for t, r in reqs])
     window = steady_window(sent_at, sent_at + e2e, streams, closed_loop=True)
     tokens = tokens_in_window(sent_at, ttft, e2e, np.array([r.n for _, r in reqs]), window)
     return float(tokens.sum() / window.length_s)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a clockless closed loop served (``closed_loop``), over all its requests."""
+
+    output_tok_s: float
+    ttft_p50_s: float
+    tpot_p50_s: float
+    accept_length: float | None
+    """Decode tokens per verify step (Σ(completion - 1) / Σ verify steps), as the counters
+    give it."""
+
+
+def closed_loop(profile: Profile, argv: Sequence[str], concurrency: int, prompt_tokens: int,
+                output_tokens: int, requests_per_stream: int = 2, seed: int = 0,
+                prompt: Callable[[int, int], str] = coding_prompt) -> Measured:
+    """Serve ``concurrency`` streams x ``requests_per_stream`` requests of ``prompt_tokens``
+    (``prompt(i, chars)``, 4 characters a token) and ``output_tokens`` on the server ``argv``
+    describes (SGLang flags): the twin's closed form (twin/analytic.py) checked against the
+    discrete simulator, or a twin's profile served as `engine=sim` would, minus the client."""
+    sent, end = serve(make_engine(profile, argv, seed), lambda i: prompt(i, prompt_tokens * 4),
+                      output_tokens, concurrency, concurrency * requests_per_stream)
+    done = [r for _, r in sent]
+    tokens = sum(r.n for r in done)
+    verify = sum(r.verify_ct for r in done)
+    ttft = [(r.first_token_at or 0.0) - r.arrival for r in done]
+    tpot = [((r.finished_at or 0.0) - (r.first_token_at or 0.0)) / (r.n - 1) for r in done
+            if r.n > 1]
+    return Measured(output_tok_s=tokens / end, ttft_p50_s=statistics.median(ttft),
+                    tpot_p50_s=statistics.median(tpot),
+                    accept_length=(tokens - len(done)) / verify if verify else None)
 
 
 def spec_argv(spec: Mapping[str, Any]) -> list[str]:

@@ -37,9 +37,11 @@ import itertools
 import math
 import operator
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
+from engines.forced import forced_acceptance
 from engines.sglang.semantics import default_decode_max_bs
 from engines.sim.drafter import ContextDecay
 from engines.sim.model import PerfModel, acceptance_probs
@@ -57,6 +59,14 @@ def sim_domain(label: str | None) -> str:
     """The simulator's acceptance domain of a workload's domain label."""
     name = DOMAIN_OF_LABEL.get(str(label), str(label))
     return name if name in SIM_DOMAINS else "general"
+
+
+def sim_shares(domains: Mapping[str, float] | None) -> tuple[tuple[str, float], ...]:
+    """(simulator domain, share) of a workload's domain labels and their shares, sorted."""
+    shares: dict[str, float] = {}
+    for label, share in (domains or {"general": 1.0}).items():
+        shares[sim_domain(label)] = shares.get(sim_domain(label), 0.0) + float(share)
+    return tuple(sorted(shares.items()))
 
 
 @dataclass(frozen=True)
@@ -87,6 +97,41 @@ class Scenario:
     unconditional rate of each draft position (a forced acceptance, engines/forced.py
     `per_position`, or the engine's own counts, MeasuredCell.known_acceptance); None: the
     setup's drafter chain per domain."""
+    off_above: int | None = None
+    """Speculation off above this running batch (the variant's
+    speculative_disable_above_batch): a verify step of no drafts there."""
+
+
+def shape(variant: Mapping[str, Any]) -> tuple[int, int, int] | None:
+    """(num_steps, eagle_topk, num_draft_tokens) of a variant's args (the variant vocabulary
+    every engine reads, docs/engines.md); None for a variant that does not speculate."""
+    args = variant.get("args") or {}
+    if not args.get("speculative_algorithm"):
+        return None
+    steps = int(args.get("speculative_num_steps") or 3)
+    topk = int(args.get("speculative_eagle_topk") or 1)
+    draft = args.get("speculative_num_draft_tokens")
+    return steps, topk, (steps + 1 if topk == 1 or draft is None else int(draft))
+
+
+def cell_scenario(config: Mapping[str, Any], concurrency: int, prompt_tokens: float,
+                  domains: Mapping[str, float] | None, requests_per_stream: float) -> Scenario:
+    """A planned cell's resolved config (``variant``, ``workload``) as the model sees it: its
+    shape, running-batch cap, threshold, sampling, and a forced acceptance as its
+    per-position rates (engines/forced.py)."""
+    workload, variant = config["workload"], config["variant"]
+    args = variant.get("args") or {}
+    cap, off = args.get("max_running_requests"), variant.get("speculative_disable_above_batch")
+    forced = forced_acceptance(variant.get("forced_acceptance"), args)
+    return Scenario(
+        concurrency=concurrency, prompt_tokens=float(prompt_tokens),
+        output_tokens=float(workload["max_new_tokens"]), spec=shape(variant),
+        max_running=int(cap) if cap else None, domains=sim_shares(domains),
+        temperature=float(workload.get("temperature") or 0.0),
+        requests_per_stream=max(1.0, requests_per_stream),
+        varied_output=not workload.get("ignore_eos", True),
+        known_reach=forced.per_position() if forced is not None else None,
+        off_above=int(off) if off is not None else None)
 
 
 @dataclass(frozen=True)
@@ -122,8 +167,12 @@ class Setup:
     """Prefill budget per step: min(chunked_prefill_size, max_prefill_tokens)."""
 
     @classmethod
-    def from_profile(cls, profile: Profile, tp_size: int = 1) -> Setup:
-        roofline, _ = profile.roofline(tp_size, {}, {})
+    def from_profile(cls, profile: Profile, tp_size: int = 1,
+                     env: Mapping[str, str] | None = None,
+                     flags: Mapping[str, Any] | None = None) -> Setup:
+        """For a server of ``tp_size`` with its environment and flags (the roofline's
+        communication multipliers)."""
+        roofline, _ = profile.roofline(tp_size, dict(env or {}), dict(flags or {}))
         srv, algo = profile.server, profile.algorithm("EAGLE3")
         table = {k: tuple(float(p) for p in v) for k, v in profile.acceptance.items()}
         return cls(
@@ -216,27 +265,35 @@ def _prefill_s(model: PerfModel, tokens: float, budget: int, speculative: bool) 
                                     speculative=speculative)
 
 
-def predict(setup: Setup, sc: Scenario) -> Prediction:
-    """The cell's steady-state figures (module docstring)."""
-    b = running_batch(setup, sc)
+Stepper = tuple[PerfModel, float, float, tuple[float, ...] | None, Callable[[float], float]]
+
+
+def _stepper(setup: Setup, sc: Scenario, b: float) -> Stepper:
+    """(the batch's performance model, E, its variance, per-position shares, the step's
+    seconds at a KV read) of the wave's batch ``b``: a decode step, or a verify step of the
+    cell's drafts (of none above its ``off_above``)."""
     cap = sc.max_running or (setup.speculative_cap if sc.spec else setup.default_cap)
     graph_bs = default_decode_max_bs(setup.roofline.hw.memory_gib * 1024, setup.roofline.tp,
                                      cap)
     model = PerfModel(setup.roofline, graph_max_bs=graph_bs,
                       topk=sc.spec[1] if sc.spec else 1)
-    bi, p, o = int(b), sc.prompt_tokens, max(sc.output_tokens, 2.0)
-    spec = sc.spec is not None
+    bi = int(b)
     if sc.spec is None:
-        e, var, shares = 1.0, 0.0, None
+        return model, 1.0, 0.0, None, lambda kv: model.decode_s(bi, kv)
+    steps, _, draft = sc.spec
+    if sc.off_above is not None and bi > sc.off_above:
+        return (model, 1.0, 0.0, (0.0,) * _positions(sc.spec),
+                lambda kv: model.spec_step_s(bi, 0, draft, kv))
+    e, var, shares = acceptance(setup, sc)
+    return model, e, var, shares, lambda kv: model.spec_step_s(bi, steps, draft, kv)
 
-        def step(kv: float) -> float:
-            return model.decode_s(bi, kv)
-    else:
-        e, var, shares = acceptance(setup, sc)
-        steps, _, draft = sc.spec
 
-        def step(kv: float) -> float:
-            return model.spec_step_s(bi, steps, draft, kv)
+def predict(setup: Setup, sc: Scenario) -> Prediction:
+    """The cell's steady-state figures (module docstring)."""
+    b = running_batch(setup, sc)
+    model, e, var, shares, step = _stepper(setup, sc, b)
+    p, o = sc.prompt_tokens, max(sc.output_tokens, 2.0)
+    spec = sc.spec is not None
     first = step(b * p)
     mean_step = (first + 4 * step(b * (p + o / 2)) + step(b * (p + o))) / 6
     n = (o - 1) / e

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engines.sim.twin.analytic import Scenario, sim_domain
+from engines.sim.twin.analytic import Scenario, sim_shares
 from engines.twin_data import MeasuredCell
 
 METRICS = ("output_tok_s", "ttft_p50_s", "tpot_p50_s", "accept_length")
@@ -128,14 +128,11 @@ def observe(cell: MeasuredCell) -> Observed:
     cap = _int(info.get("max_running_requests")) or _int(
         flags.get("--max-running-requests")) or _int(flags.get("--max-num-seqs"))
     pool = _int(info.get("max_total_num_tokens"))
-    shares: dict[str, float] = {}
-    for label, share in (cell.domains or {"general": 1.0}).items():
-        shares[sim_domain(label)] = shares.get(sim_domain(label), 0.0) + float(share)
     mean_out, fewest, most = cell.output_tokens
     scenario = Scenario(
         concurrency=int(cell.concurrency), prompt_tokens=float(cell.prompt_tokens[0]),
         output_tokens=float(mean_out), spec=spec, max_running=cap, kv_pool=pool,
-        domains=tuple(sorted(shares.items())), temperature=float(cell.temperature),
+        domains=sim_shares(cell.domains), temperature=float(cell.temperature),
         requests_per_stream=max(1.0, cell.num_requests / max(1, cell.concurrency)),
         varied_output=most - fewest > 0.05 * mean_out,
         known_reach=cell.known_acceptance if spec is not None else None)

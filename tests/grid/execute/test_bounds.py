@@ -297,14 +297,15 @@ def test_a_slow_streaming_server_outlasts_the_old_estimate_based_bound_and_its_c
     assert outcome.exit_code == 0, out
     (cell,) = plan.cells
     # What bounded this cell before: 10 x the estimate the simulator's default profile gave
-    # any engine (8 waves of 4 decode steps at batch 1, 10.4 ms each, and a 200-token
-    # prefill, 117 ms: 8 x 0.158 = 1.27 s, + 1.5 s per cell) + the request timeout + 60 s.
+    # any engine (8 waves at batch 1 of a 200-token prefill, 115 ms, that gives the first
+    # token, and 3 decode steps, 10.9 ms each: 8 x 0.148 = 1.18 s, + 1.5 s per cell) + the
+    # request timeout + 60 s.
     model_estimate = engines.modeller("sim").estimate_cell_seconds(cell_work(cell))
     assert model_estimate is not None
     old_bound = 10 * (model_estimate + CELL_OVERHEAD_S) + 25.0 + 60.0
-    assert old_bound == pytest.approx(10 * (8 * (4 * 0.01044 + 0.1166) + 1.5) + 85.0, abs=0.1)
+    assert old_bound == pytest.approx(10 * (8 * (0.1153 + 3 * 0.0109) + 1.5) + 85.0, abs=0.1)
     (window,) = load_cells(outcome.run_dir).duration_s
-    assert window > old_bound  # ~136 s against ~113 s
+    assert window > old_bound  # ~136 s against ~112 s
     requests = load_requests(outcome.run_dir)
     assert len(requests) == 8 and (requests.status == "ok").all()
     # Measured now: the plan estimates the cell from its own window (a real engine's cells

@@ -1,6 +1,7 @@
 """The plan's duration estimate comes from the engine (grid/plan/estimate.py): the simulator
-answers from its own model, a real engine from the cells this run folder measured on its
-server, else the plan says it does not know. Real Hydra configs, nothing started."""
+answers from its own model (the twin's closed form of a closed loop, engines/sim/estimate.py),
+a real engine from the cells this run folder measured on its server, else the plan says it does
+not know. Real Hydra configs, nothing started."""
 
 from __future__ import annotations
 
@@ -39,19 +40,21 @@ def test_the_simulators_estimate_is_its_own_model_of_the_cell(tmp_path):
     profile = load_profile(options.get("profile") or "default", options.get("hardware"),
                            options.get("model"))
     model = PerfModel(profile.roofline(1, {}, dict(cell.config["variant"]["args"]))[0])
-    decode, prefill = model.decode_s(1), model.prefill_s(PROMPT_TOKENS)
-    # 6 requests one at a time, each 16 decode steps and a prefill; the warm-up request's 16
-    # steps; the driver's 1.5 s per cell
-    by_hand = 6 * (16 * decode + prefill) + 16 * decode + 1.5
+    # A wave of one stream: the prompt's prefill, then 15 decode steps (the first token comes
+    # from the prefill) over a KV read growing from 200 to 216 tokens (Simpson's rule)
+    step = (model.decode_s(1, 200) + 4 * model.decode_s(1, 208) + model.decode_s(1, 216)) / 6
+    wave = model.prefill_s(PROMPT_TOKENS, PROMPT_TOKENS) + 15 * step
+    # 6 requests one at a time and the warm-up request: 7 waves; the driver's 1.5 s per cell
+    by_hand = 7 * wave + 1.5
     assert plan.cell_estimate(cell) == (pytest.approx(by_hand), "engine")
-    assert by_hand == pytest.approx(3.410, abs=1e-3)  # 6 x (0.174 + 0.115) + 0.174 + 1.5
+    assert by_hand == pytest.approx(3.451, abs=1e-3)  # 7 x (0.1153 + 15 x 0.01090) + 1.5
     # The run: Ray's start, two simulated servers' starts (4 s each), the four cells.
     seconds = [plan.cell_seconds(c) for c in plan.cells]
     assert None not in seconds
     total = RUN_OVERHEAD_S + 2 * 4.0 + sum(s for s in seconds if s is not None)
     run = estimate_run(plan)
     assert run.seconds == pytest.approx(total) and not run.unknown and not run.measured
-    assert total == pytest.approx(35.02, abs=0.01)  # the plan, with the default anchor refitted
+    assert total == pytest.approx(34.95, abs=0.01)  # the plan, with the default anchor refitted
     assert f"estimate: ~{total / 60:.1f} min (rough; servers run one after another)" in \
         format_plan(plan)
 
@@ -64,10 +67,14 @@ def test_a_forced_cell_is_estimated_at_its_forced_length(tmp_path):
     profile = load_profile(options.get("profile") or "default", options.get("hardware"),
                            options.get("model"))
     model = PerfModel(profile.roofline(1, {}, args)[0])
-    # eagle3: 3 draft steps, 4 draft tokens; each output token costs a verify step / 2.5
-    token = model.spec_step_s(1, 3, 4) / 2.5
-    by_hand = 6 * (16 * token + model.prefill_s(PROMPT_TOKENS)) + 16 * token + 1.5
+    # eagle3: 3 draft steps, 4 draft tokens; the 15 tokens after the prefill's take 15 / 2.5
+    # verify steps, the prefill is the target's and the drafter's
+    step = (model.spec_step_s(1, 3, 4, 200) + 4 * model.spec_step_s(1, 3, 4, 208)
+            + model.spec_step_s(1, 3, 4, 216)) / 6
+    wave = model.prefill_s(PROMPT_TOKENS, PROMPT_TOKENS, speculative=True) + 15 / 2.5 * step
+    by_hand = 7 * wave + 1.5
     assert plan.cell_estimate(cell) == (pytest.approx(by_hand), "engine")
+    assert by_hand == pytest.approx(3.488, abs=1e-3)  # 7 x (0.1163 + 6 x 0.02795) + 1.5
 
 
 @pytest.mark.parametrize("name", ["sglang", "vllm", "external"])

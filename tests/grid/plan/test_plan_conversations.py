@@ -57,14 +57,23 @@ def _cost(plan, cell, n_convs: int, n_turns: int) -> float:
     return seconds - CELL_OVERHEAD_S
 
 
-@pytest.mark.parametrize("concurrency", [1, 4])
-def test_estimate_scales_with_conversations_times_rounds(plan, concurrency):
-    cell = _cell(plan, "eagle3", concurrency)
+@pytest.mark.parametrize(("variant", "concurrency"),
+                         [("baseline", 1), ("baseline", 4), ("eagle3", 1)])
+def test_estimate_scales_with_conversations_times_rounds(plan, variant, concurrency):
+    cell = _cell(plan, variant, concurrency)
     base = _cost(plan, cell, 4, 3)
     assert base > 0
     assert _cost(plan, cell, 8, 3) == pytest.approx(2 * base)  # twice the conversations
     assert _cost(plan, cell, 4, 6) == pytest.approx(2 * base)  # twice the rounds each
     assert _cost(plan, cell, 8, 6) == pytest.approx(4 * base)
+
+
+def test_a_speculative_batchs_later_waves_cost_more(plan):
+    # four streams of EAGLE-3 drift apart (requests need different numbers of verify steps,
+    # engines/sim/twin/analytic.py): twice the waves cost a little more than twice the time
+    cell = _cell(plan, "eagle3", 4)
+    base = _cost(plan, cell, 4, 3)
+    assert 2 * base < _cost(plan, cell, 8, 3) < 2.2 * base
 
 
 def test_estimate_ignores_the_prompt_cells_request_count(tmp_path):

@@ -1,15 +1,15 @@
 """The twin's closed-form model (engines/sim/twin/analytic.py) against the discrete simulator
-(the scheduler core the server runs, driven as a closed loop without a clock,
-engines/sim/twin/offline.py): a baseline closed loop runs in waves, which the closed form
+(the scheduler core the server runs, driven as a closed loop without a clock, engines/sim/
+calibrate.py ``closed_loop``): a baseline closed loop runs in waves, which the closed form
 describes exactly; its load grid and crossover helpers."""
 
 from __future__ import annotations
 
 import pytest
 
+from engines.sim.calibrate import closed_loop
 from engines.sim.profile import load_profile
 from engines.sim.twin.analytic import Scenario, Setup, crossover, grid_loads, predict
-from engines.sim.twin.offline import closed_loop
 
 NODE = ["--sim-hardware", "h200", "--sim-model", "llama3.1-8b", "--max-running-requests", "256"]
 

@@ -10,13 +10,12 @@ from pathlib import Path
 import pytest
 
 import engines
-from engines.sim.calibrate import coding_prompt, make_engine, spec_argv
+from engines.sim.calibrate import closed_loop, coding_prompt, make_engine, spec_argv
 from engines.sim.profile import load_profile, twin_of
 from engines.sim.twin import synthetic
 from engines.sim.twin.analytic import Scenario, Setup, predict
 from engines.sim.twin.cells import observe
 from engines.sim.twin.fit import figures
-from engines.sim.twin.offline import closed_loop
 from tests.engines.sim.twin.ground_truth import CHAINS, truth
 
 NODE = ("h200", "llama3.1-8b")

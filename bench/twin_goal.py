@@ -29,10 +29,10 @@ import engines
 from engines.sim.calibrate import closed_loop, spec_argv
 from engines.sim.profile import load_profile
 from engines.sim.twin import synthetic
-from engines.sim.twin.analytic import Scenario, Setup, crossover, grid_loads, predict
+from engines.sim.twin.analytic import Scenario, Setup, crossover, predict
 from engines.sim.twin.node import profile_of
 from grid.analysis.depth import Throughput
-from grid.analysis.search import make_space
+from grid.analysis.search import lattice, make_space
 from grid.questions.crossover.steps import prior_levels, replay
 
 EAGLE3_FLAGS = spec_argv({"speculative_num_steps": 3, "speculative_eagle_topk": 1,
@@ -85,7 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = ap.parse_args(argv)
     truth_profile = load_profile("default", "h200", "llama3.1-8b")
     truth = Setup.from_profile(truth_profile)
-    dense = grid_loads(1, 256)
+    dense = list(lattice(1, 256, math.sqrt(2)))
     for seed in ns.seeds:
         t0 = time.perf_counter()
         cells = synthetic.cells(truth, ns.loads, noise=ns.noise, seed=seed,

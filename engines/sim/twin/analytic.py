@@ -346,18 +346,6 @@ def predict(setup: Setup, sc: Scenario) -> Prediction:
         accept_length=e if sc.spec else None, acceptance_per_position=shares, batch=b)
 
 
-def grid_loads(lo: int = 1, hi: int = 256) -> list[int]:
-    """Loads from ``lo`` to ``hi`` in steps of sqrt(2), rounded to whole streams, distinct."""
-    out: list[int] = []
-    k = 0
-    while (v := lo * math.sqrt(2) ** k) <= hi * 1.0001:
-        c = int(round(v))
-        if not out or c != out[-1]:
-            out.append(c)
-        k += 1
-    return out
-
-
 def crossover(speedups: Sequence[tuple[int, float]]) -> tuple[int, int] | None:
     """The first interval of loads (lo, hi) in which speculation stops paying (speedup falls
     from >= 1 to < 1); None when it never does."""

@@ -1,7 +1,7 @@
 """The twin's closed-form model (engines/sim/twin/analytic.py) against the discrete simulator
 (the scheduler core the server runs, driven as a closed loop without a clock, engines/sim/
 calibrate.py ``closed_loop``): a baseline closed loop runs in waves, which the closed form
-describes exactly; its load grid and crossover helpers."""
+describes exactly; its crossover helper."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from engines.sim.calibrate import closed_loop
 from engines.sim.profile import load_profile
-from engines.sim.twin.analytic import Scenario, Setup, crossover, grid_loads, predict
+from engines.sim.twin.analytic import Scenario, Setup, crossover, predict
 
 NODE = ["--sim-hardware", "h200", "--sim-model", "llama3.1-8b", "--max-running-requests", "256"]
 
@@ -33,10 +33,6 @@ def test_a_capped_batch_queues_the_other_streams():
     assert capped.output_tok_s == pytest.approx(free.output_tok_s, rel=0.02)
     # 64 streams on 32 slots: the median new request waits for one wave (floor(2 - 1/2))
     assert capped.ttft_p50_s > free.ttft_p50_s + 0.9 * 64 / free.output_tok_s * 32
-
-
-def test_the_dense_grid_steps_by_the_square_root_of_two():
-    assert grid_loads(1, 256) == [1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128, 181, 256]
 
 
 def test_the_crossover_is_the_first_interval_where_speculation_stops_paying():

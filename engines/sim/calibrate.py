@@ -1,12 +1,13 @@
 """Fit and check the simulator's efficiency factors offline:
 ``python -m engines.sim.calibrate [--anchor default|h100-llama3.1-8b] [--write]``.
 
-The same ``SimEngine`` and ``BatchCore`` the server runs are driven without a clock: each
-scenario's requests are submitted, steps are planned and committed, and step durations are
-summed. An *anchor* is a published measurement: a hardware + model pair, scenarios, targets,
-and the efficiency factors (engines/sim/roofline.py ``Efficiency``) fitted to them by least
-squares on log(model / target). Everything else in the roofline stays fixed, so the factors
-are the only free numbers, and the anchors' other figures are predictions.
+The same ``SimEngine`` and ``BatchCore`` the server runs are driven without a clock
+(``serve``: a closed loop whose steps are planned and committed and their durations summed;
+also the interior's cells, engines/sim/interior.py, and the twin's check of its closed form,
+``closed_loop``). An *anchor* is a published measurement: a hardware + model pair,
+scenarios, targets, and the efficiency factors (engines/sim/roofline.py ``Efficiency``) fitted
+to them by least squares on log(model / target). Everything else in the roofline stays fixed,
+so the factors are the only free numbers, and the anchors' other figures are predictions.
 
 Anchors:
 
@@ -138,13 +139,6 @@ def serve(engine: SimEngine, prompt: Callable[[int], str], output_tokens: int, s
     return sent, now
 
 
-def offline_seconds(engine: SimEngine, prompts: Sequence[str], output_tokens: int,
-                    concurrent: bool) -> float:
-    """Modelled seconds to serve ``prompts``: all at t=0 (concurrent) or one after another."""
-    return serve(engine, prompts.__getitem__, output_tokens,
-                 len(prompts) if concurrent else 1, len(prompts))[1]
-
-
 def workload_prompts(name: str) -> list[str]:
     """The texts of a shipped prompt file (workloads/prompts/NAME), in file order: the /generate
     ``text`` the grid's load generator sends for a workload with ``prompts: NAME``."""
@@ -226,8 +220,9 @@ def measure(profile: Profile, case: Mapping[str, Any], reps: int = 4) -> float:
         return sum(got) / len(got)
     make = PROMPTS[case.get("domain", "coding")]
     prompts = [make(i, int(case["prompt_tokens"]) * 4) for i in range(int(case["requests"]))]
-    secs = [offline_seconds(make_engine(profile, case["argv"], seed, env), prompts, out,
-                            bool(case["concurrent"])) for seed in range(reps)]
+    streams = len(prompts) if case["concurrent"] else 1
+    secs = [serve(make_engine(profile, case["argv"], seed, env), prompts.__getitem__, out,
+                  streams, len(prompts))[1] for seed in range(reps)]
     return len(prompts) * out / (sum(secs) / len(secs))
 
 

@@ -15,7 +15,7 @@ from engines.sim.calibrate import (
     closed_loop_tok_s,
     default_cases,
     make_engine,
-    offline_seconds,
+    serve,
     workload_prompts,
 )
 from engines.sim.profile import load_profile
@@ -63,13 +63,12 @@ def test_the_calibration_scenario_is_what_the_default_sweep_sends() -> None:
 def test_the_closed_loop_reads_the_steady_window_of_the_shipped_prompts() -> None:
     """One stream: the window runs from the first send to the last, so it holds every request
     but the last, one after another: the same tok/s as serving those requests back to back
-    (``offline_seconds``, no window). More streams serve more tokens per second."""
+    (``serve`` with one stream, no window). More streams serve more tokens per second."""
     prof = load_profile("default")
     texts = workload_prompts("coding.jsonl")
     assert len(texts) == 70 and all(texts)
     one = closed_loop_tok_s(make_engine(prof, []), texts, 32, streams=1, requests=6)
-    back_to_back = 5 * 32 / offline_seconds(make_engine(prof, []), texts[:5], 32,
-                                            concurrent=False)
+    back_to_back = 5 * 32 / serve(make_engine(prof, []), texts.__getitem__, 32, 1, 5)[1]
     assert one == pytest.approx(back_to_back, rel=0.01)
     four = closed_loop_tok_s(make_engine(prof, []), texts, 32, streams=4, requests=16)
     assert one < four < 4 * one

@@ -1,25 +1,18 @@
 """What a twin predicts before a search measures (`grid.search.prior`, docs/search.md): the
 speedup of a speculative variant over the baseline at each load of the search's lattice, from
 the twin's profile through the same closed form the fit uses (analytic.py), so the search can
-measure the levels around the predicted crossover first. SIMULATION, like every twin figure."""
+measure the levels around the predicted crossover first; each cell as analytic.cell_scenario
+reads its config (a forced acceptance as its per-position rates: the break-even prediction,
+grid/plan/breakeven_predict.py). SIMULATION, like every twin figure."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from typing import Any
 
 from engines.sim.profile import load_profile, twin_of
-from engines.sim.twin.analytic import Scenario, Setup, cell_scenario, predict, shape
+from engines.sim.twin.analytic import Setup, cell_scenario, predict, shape
 from engines.twin_data import SpeedupQuestion
-
-
-def scenario(question: SpeedupQuestion, config: Mapping[str, Any]) -> Scenario:
-    """One of the question's cells as the closed form sees it, at its lowest load (a forced
-    acceptance as its per-position rates: the break-even prediction, grid/plan/
-    breakeven_predict.py)."""
-    return cell_scenario(config, question.loads[0], question.prompt_tokens, question.domains,
-                         question.requests_per_stream)
 
 
 def speedups(profile: str, question: SpeedupQuestion) -> tuple[float, ...]:
@@ -33,10 +26,11 @@ def speedups(profile: str, question: SpeedupQuestion) -> tuple[float, ...]:
         raise ValueError(f"variant {question.variant['variant']['name']!r} does not "
                          "speculate: there is no speedup to predict")
     setup = Setup.from_profile(load_profile(profile), question.tp_size)
-    base, spec = scenario(question, question.baseline), scenario(question, question.variant)
-    out = []
-    for load in question.loads:
-        b = predict(setup, replace(base, concurrency=load)).output_tok_s
-        v = predict(setup, replace(spec, concurrency=load)).output_tok_s
-        out.append(v / b - 1.0)
-    return tuple(out)
+
+    def tok_s(config: Mapping[str, Any], load: int) -> float:
+        sc = cell_scenario(config, load, question.prompt_tokens, question.domains,
+                           question.requests_per_stream)
+        return predict(setup, sc).output_tok_s
+
+    return tuple(tok_s(question.variant, c) / tok_s(question.baseline, c) - 1.0
+                 for c in question.loads)

@@ -63,13 +63,3 @@ def test_a_profile_that_is_no_twin_or_a_variant_that_does_not_speculate_is_one_l
         engines.twin_modeller().predict_speedups("default", question())
     with pytest.raises(ValueError, match="does not speculate"):
         engines.twin_modeller().predict_speedups(twin, question(BASELINE))
-
-
-def test_a_variant_that_forces_acceptance_is_asked_at_its_forced_rates():
-    from engines.sim.twin.prior import scenario
-
-    forced = {**EAGLE3, "forced_acceptance": {"length": 2.5, "rates": None}}
-    asked = question(forced)
-    # length 2.5 with k = 3 by the minimum-variance schedule: 1, 0.5, 0
-    assert scenario(asked, asked.variant).known_reach == (1.0, 0.5, 0.0)
-    assert scenario(question(), question().variant).known_reach is None

@@ -1,7 +1,8 @@
 """The twin's forward model: a closed-loop cell's steady state from the simulator's own step
 costs (engines/sim/model.py ``PerfModel`` on the roofline of engines/sim/roofline.py) and its
 drafter's acceptance (``acceptance_probs``, ``tree_reach``), in closed form: no clock, no
-requests, microseconds per cell, so a fit can evaluate it thousands of times.
+requests, microseconds per cell, so a fit can evaluate it thousands of times (and the plan
+sizes a simulator cell with it, engines/sim/estimate.py).
 
 A closed loop of C streams whose requests all ask for the same O output tokens runs in
 *waves*: the running batch B = min(C, running-batch cap, what the KV pool holds) is admitted

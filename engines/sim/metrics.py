@@ -107,14 +107,6 @@ class ServerStats:
     tpot: list[Histogram] = field(default_factory=lambda: _pair(ITL_BUCKETS))
     """Per-request (finished - first token) / (completion_tokens - 1), by is_streaming."""
 
-    @property
-    def generation_tokens_total(self) -> int:
-        return sum(self.generation_tokens)
-
-    @property
-    def num_requests_total(self) -> int:
-        return sum(self.num_requests)
-
     def roll_window(self) -> None:
         """Close a decode-log window: the recent accept length becomes its average."""
         if self.win_spec_verify:

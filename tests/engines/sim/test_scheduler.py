@@ -52,7 +52,7 @@ def test_queueing_beyond_max_running_and_prefill_priority() -> None:
     kinds = drain(core)
     assert kinds.count("prefill") == 1  # the two queued ones, once slots freed up
     assert not core.has_work() and core.kv_used == 0
-    assert core.stats.num_requests_total == 6 and core.stats.generation_tokens_total == 60
+    assert sum(core.stats.num_requests) == 6 and sum(core.stats.generation_tokens) == 60
 
 
 def test_silent_cap_of_48_for_speculative_servers() -> None:

@@ -56,7 +56,7 @@ def load_seconds(work: CellWork) -> float:
     scale = _time_scale(config)
     if work.rate is not None:
         batch = max(1, int(round(work.rate * _seconds(work, 1, 1))))
-        return (work.num_requests / work.rate + _seconds(work, batch, batch) / batch) * scale
+        return (work.num_requests / work.rate + _seconds(work, batch, batch)) * scale
     streams = max(1, int(work.concurrency or 1))
     warmup = int(config["load"]["warmup_requests"])
     warm = _seconds(work, min(warmup, streams), warmup) if warmup else 0.0

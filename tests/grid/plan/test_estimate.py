@@ -77,6 +77,26 @@ def test_a_forced_cell_is_estimated_at_its_forced_length(tmp_path):
     assert by_hand == pytest.approx(3.488, abs=1e-3)  # 7 x (0.1163 + 6 x 0.02795) + 1.5
 
 
+def test_an_open_loop_is_its_arrivals_and_one_request_at_the_batch_they_make(tmp_path):
+    plan = make_plan(["+sweep=smoke", "grid.axes.variant=[baseline]", "~grid.axes.concurrency",
+                      "+grid.axes.rate=[2,40]", f"results_dir={tmp_path}"]).plan
+    slow, fast = sorted(plan.cells, key=lambda c: c.rate)
+    options = slow.config["engine"]["options"]
+    profile = load_profile(options.get("profile") or "default", options.get("hardware"),
+                           options.get("model"))
+    model = PerfModel(profile.roofline(1, {}, dict(slow.config["variant"]["args"]))[0])
+
+    def wave(b: int) -> float:  # b requests of 200 prompt and 16 output tokens, together
+        step = sum(w * model.decode_s(b, b * kv) for w, kv in ((1, 200), (4, 208), (1, 216)))
+        return model.prefill_s(b * PROMPT_TOKENS, b * PROMPT_TOKENS) + 15 * step / 6
+
+    # 2/s: 6 arrivals over 3 s, a request's 0.28 s alone (2 x 0.28 rounds to a batch of 1)
+    assert plan.cell_estimate(slow) == (pytest.approx(6 / 2 + wave(1) + 1.5), "engine")
+    # 40/s: 6 arrivals over 0.15 s, a request's life at the 40 x 0.28 = 11 it overlaps with
+    assert plan.cell_estimate(fast) == (pytest.approx(6 / 40 + wave(11) + 1.5), "engine")
+    assert wave(11) == pytest.approx(0.804, abs=1e-3)  # 0.395 s of prefill + 15 x 27 ms
+
+
 @pytest.mark.parametrize("name", ["sglang", "vllm", "external"])
 def test_a_real_engine_cannot_tell_before_measuring(name):
     assert engines.modeller(name) is None

@@ -9,6 +9,7 @@ import asyncio
 import itertools
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from time import perf_counter
 from typing import Any
 
@@ -18,6 +19,8 @@ import pytest
 
 from actors.loadgen.runner import run_load
 from actors.loadgen.spec import LoadResult, LoadSpec, Prompt
+from actors.loadgen.stopping import Stop, Watch, arrays
+from actors.loadgen.timeline import Timeline
 from specgrid_metrics import saturation
 from specgrid_metrics.precision import parse_targets
 
@@ -191,8 +194,6 @@ def test_two_clients_each_stop_at_their_share() -> None:
     base = LoadSpec(url="http://mock", prompts=PROMPTS, max_new_tokens=CHUNKS,
                     check_interval_s=0.05, concurrency=4, num_requests=400, targets=TIGHT,
                     min_requests=8, num_clients=2)
-    from dataclasses import replace
-
     async def both() -> list[LoadResult]:
         return await asyncio.gather(*(run_load(replace(base, client_index=i),
                                                transport=server(lambda n: 0.05))
@@ -214,3 +215,42 @@ def test_a_check_that_breaks_ends_the_checks_not_the_cell(monkeypatch) -> None:
                  min_requests=4)
     assert result.stats["stop_reason"] == "cap" and len(result.rows) == 40
     assert result.stats["check_error"] == "FloatingPointError: constructed"
+
+
+def capped_timelines(now: float, cap: int = 4) -> tuple[list, list[float]]:
+    """10 arrivals/s for 120 s on a server of one 0.2 s slot (5/s), the client holding at most
+    `cap` in flight: what the client has dispatched by `now` (arrival i takes its slot when
+    the request `cap` before it ended), and the whole schedule."""
+    scheduled = [0.1 * i for i in range(1200)]
+    results, ends = [], []
+    slot = free = 0.0
+    for i, at in enumerate(scheduled):
+        slot = max(at, slot, ends[i - cap] if i >= cap else 0.0)
+        ends.append(max(slot, free) + 0.2)
+        free = ends[-1]
+        if slot > now:
+            break
+        tl = Timeline(at)
+        tl.slot = tl.sent = slot
+        if ends[-1] <= now:
+            tl.end, tl.output_tokens = ends[-1], CHUNKS
+        results.append((i, 0, tl))
+    return results, scheduled
+
+
+@pytest.mark.parametrize("now", [30.0, 60.0, 119.0])
+def test_a_capped_open_loop_counts_the_arrivals_waiting_for_a_slot(now: float) -> None:
+    # Twice the server's capacity behind a cap of 4 in flight: the client dispatches at the
+    # server's 5/s, so its timelines alone hold a backlog of 4 (and the arrivals they record
+    # lag further and further behind the schedule): never flagged. With the schedule the
+    # watch counts the arrivals due and not dispatched: a backlog of 5 t, over the last 10 s
+    # 100 arrivals and 50 ends, a growth of 50 against 3 x sqrt(150) = 37.
+    results, scheduled = capped_timelines(now)
+    req, sched, _ = arrays(results)
+    blind = Watch((), 0, closed_loop=False, concurrency=4, share=1.0,
+                  stop_over_saturated=True, interval_s=1.0, stop=Stop())
+    assert not blind.saturated(req, sched, now).over_saturated
+    seeing = replace(blind, schedule=iter(scheduled))
+    sat = seeing.saturated(req, sched, now)
+    assert sat.over_saturated and sat.slope == pytest.approx(5.0, rel=0.05), sat.reason
+    assert sat.rise == pytest.approx(50, abs=2)

@@ -7,8 +7,10 @@ report's own analysis of each run folder), the totals, and each run's answer (cr
 recommendation, from decision.json).
 
 `--queues` runs the detector on constructed queues instead (no server): Poisson arrivals on k
-FIFO servers with deterministic or lognormal service times, at 80 % to 200 % of capacity, ten
-seeds each, checked every 0.5 s for a minute: cells flagged, and when.
+FIFO servers with deterministic or lognormal service times, at 80 % to 200 % of capacity (and
+bursty arrivals, gamma gaps of shape 0.25, at 80 and 95 %), ten seeds each, checked every
+0.5 s for a minute: cells flagged, when first, and how many checks from a cell's first flag on
+flagged it too.
 
 `--open-loop RATE` also runs one baseline cell at an arrival rate (15/s is twice the default
 profile's capacity at 96 output tokens) with a schedule of 100 s of arrivals, and prints when it
@@ -114,32 +116,38 @@ def fifo(arrivals: np.ndarray, service: np.ndarray, servers: int) -> np.ndarray:
 
 
 def queues() -> int:
-    print("| load | servers x service | service CV | cells flagged (of 10) | first flagged at "
-          "(s) |")
-    print("|---|---|---|---|---|")
-    for load in (0.8, 0.95, 1.25, 2.0):
+    print("| load | arrivals | servers x service | service CV | cells flagged (of 10) | first "
+          "flagged at (s) | checks flagged from the first flag on |")
+    print("|---|---|---|---|---|---|---|")
+    cases = [(load, 1.0) for load in (0.8, 0.95, 1.25, 2.0)] + [(0.8, 0.25), (0.95, 0.25)]
+    for load, shape in cases:  # shape: of the gamma gaps (1: Poisson, 0.25: bursty, CV 2)
         for servers, service, cv in ((64, 8.0, 0.0), (64, 8.0, 0.5), (16, 2.0, 0.5)):
             rate = load * servers / service
-            firsts = []
+            firsts, held, after = [], 0, 0
             for seed in range(10):
                 rng = np.random.default_rng(seed)
-                arrivals = np.cumsum(rng.exponential(1 / rate, int(rate * 70)))
+                arrivals = np.cumsum(rng.gamma(shape, 1 / (rate * shape), int(rate * 70)))
                 sigma = np.sqrt(np.log(1 + cv ** 2))
                 times = (np.full(arrivals.size, service) if cv == 0 else
                          service * rng.lognormal(-sigma ** 2 / 2, sigma, arrivals.size))
                 ends = fifo(arrivals, times, servers)
-                first = None
+                flags = []
                 for now in np.arange(5.0, 60.0, CHECK_EVERY_S):
                     seen = arrivals <= now
                     done = np.where(ends[seen] <= now, ends[seen], np.nan)
-                    if saturation.open_loop(arrivals[seen], done, np.ones(int(seen.sum())),
-                                            now).over_saturated:
-                        first = now
-                        break
-                firsts.append(first)
+                    flags.append((now, saturation.open_loop(
+                        arrivals[seen], done, np.ones(int(seen.sum())), now).over_saturated))
+                hits = [i for i, (_, f) in enumerate(flags) if f]
+                firsts.append(flags[hits[0]][0] if hits else None)
+                if hits:
+                    held += len(hits)
+                    after += len(flags) - hits[0]
             hit = [f for f in firsts if f is not None]
             when = f"{min(hit):.1f}-{max(hit):.1f}" if hit else "-"
-            print(f"| {load:.0%} | {servers} x {service:g} s | {cv:g} | {len(hit)} | {when} |")
+            kept = f"{held} of {after}" if after else "-"
+            kind = "Poisson" if shape == 1.0 else f"gamma {shape:g}"
+            print(f"| {load:.0%} | {kind} | {servers} x {service:g} s | {cv:g} | {len(hit)} | "
+                  f"{when} | {kept} |")
     return 0
 
 

@@ -176,14 +176,16 @@ class LoadRun:
                                    conc, stop.due, results, self.tally)
         else:
             assert spec.rate is not None
-            # on the wall's clock: the rate over the scale (offsets x scale, the same draws)
-            arrivals = schedule.client_arrivals(
-                spec.num_requests, self.weights, me, spec.rate / clock.scale, spec.arrival,
-                spec.burstiness, spec.seed,
-                horizon_s=None if spec.duration_s is None else clock.wall(spec.duration_s),
-            )  # the horizon is the time bound here: `due` only asks for the watch's stop
-            await open_loop(plan, arrivals, t0, conc, spec.warmup_requests, results,
-                             self.tally, lambda: stop.reason is not None)
+            # on the wall's clock: the rate over the scale (offsets x scale, the same draws);
+            # the horizon is the time bound here: `due` only asks for the watch's stop
+            args = (spec.num_requests, self.weights, me, spec.rate / clock.scale, spec.arrival,
+                    spec.burstiness, spec.seed,
+                    None if spec.duration_s is None else clock.wall(spec.duration_s))
+            if conc is not None:  # the watch counts the arrivals waiting for a slot
+                watch.schedule = (t0 + off for _, off in schedule.client_arrivals(*args))
+            await open_loop(plan, schedule.client_arrivals(*args), t0, conc,
+                            spec.warmup_requests, results, self.tally,
+                            lambda: stop.reason is not None)
         await watch.close()
         await monitor.stop()
         results.sort(key=lambda r: r[0])

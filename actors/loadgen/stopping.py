@@ -29,7 +29,7 @@ import asyncio
 import contextlib
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from time import perf_counter
@@ -126,6 +126,13 @@ class Watch:
     """Why the checks ended early, if one raised (the window runs on to its count)."""
     seen: saturation.Saturation | None = None
     """The over-saturation that stopped (or marked) the window."""
+    schedule: Iterator[float] | None = None
+    """Open loop: this client's arrival times (perf_counter), as the dispatcher takes them.
+    An arrival waiting for a ``max_in_flight`` slot is not in the timelines yet (the
+    dispatcher takes the next arrival only once it has its slot), so a capped loop's backlog
+    seen from the timelines alone is its cap, and it was never found over-saturated: the
+    checks count the arrivals due by their time from here."""
+    _due: list[float] = field(default_factory=list, repr=False)
     _task: asyncio.Task[None] | None = field(default=None, repr=False)
     _pool: ThreadPoolExecutor | None = field(default=None, repr=False)
     _limits: Any = field(default=None, repr=False)
@@ -212,7 +219,26 @@ class Watch:
         if self.closed_loop:
             return saturation.closed_loop(req.sent, req.ttft, req.end, tokens, now,
                                           int(self.concurrency or 1))
-        return saturation.open_loop(sched, req.end, tokens, now)
+        end = req.end
+        waiting = self.waiting(sched.size, now)
+        if waiting.size:  # due, not dispatched: waiting for a slot, running for none
+            sched = np.concatenate([sched, waiting])
+            end = np.concatenate([end, np.full(waiting.size, np.nan)])
+            tokens = np.concatenate([tokens, np.zeros(waiting.size)])
+        return saturation.open_loop(sched, end, tokens, now)
+
+    def waiting(self, dispatched: int, now: float) -> np.ndarray:
+        """The scheduled times of the arrivals due by `now` beyond the first `dispatched`
+        (the dispatcher takes them in order)."""
+        if self.schedule is not None:
+            while not self._due or self._due[-1] <= now:
+                nxt = next(self.schedule, None)
+                if nxt is None:
+                    self.schedule = None
+                    break
+                self._due.append(nxt)
+        due = self._due[dispatched:]
+        return np.asarray([t for t in due if t <= now], dtype=float)
 
     def final(self, results: Sequence[Result], spec: LoadSpec, weights: Sequence[int],
               offset: float) -> dict[str, Any]:
@@ -227,6 +253,9 @@ class Watch:
         issued_all = len(results) >= planned
         duration_set = spec.duration_s is not None
         if stop.reason is None and self.stop_over_saturated and results and self.error is None:
+            # by its count or its horizon, the schedule was dispatched whole (and the timelines
+            # are in the modelled clock now): nothing waits beyond them
+            self.schedule, self._due = None, []
             req, sched, _ = arrays(results)
             try:
                 sat = self.saturated(req, sched, float(np.max(req.sent)))

@@ -57,7 +57,7 @@ def measure(settings: CellSettings, work: PlannedCell, attempt: int, started: fl
     cell)."""
     bound = settings.call_timeout_s
     yield from server.flush_cache(bound)
-    watch = StallWatch.of(loadgens, work.bounds)
+    watch = StallWatch.of(loadgens, work.bounds, started)
     # Barrier (actors/loadgen/actor.py): every client connected and warmed up, then one shared
     # start a moment ahead, so the clients' schedules line up and no client measures while
     # another still warms up.

@@ -247,9 +247,12 @@ class GroupRun:
             end = yield from self.server.end_cell(self.run.settings.call_timeout_s)
             facts = self.server.facts(end)
         tail = getattr(error, "log_tail", None) or end.log_tail or None
+        finished = time.time()
+        said = reason(error)
+        if isinstance(error, LoadTimeout):  # the cell's time, in the parts it states
+            said += error.recorded(finished - started)
         outcome = rows.failed(self.run.plan.run_id, work, attempt, started=started,
-                              finished=time.time(), error=reason(error), log_tail=tail,
-                              server=facts)
+                              finished=finished, error=said, log_tail=tail, server=facts)
         yield from self._heal(error, end)
         return outcome
 

@@ -21,6 +21,14 @@ them to confirm; the LoadTimeout names the clients that did not (`stuck`), which
 replaced (grid/execute/group.py): a client that confirmed has nothing of the cell left running
 and runs the group's next cell.
 
+The LoadTimeout's line states the bound, where it comes from and when in the cell it was
+counted from (the load's last progress, or its start: what the cell spent before, on the
+server's start, the load generators', the warm-up and the load's progress, is not the stall's);
+the failed cell's record adds when it failed and how long the rest took (the cancel, the
+server's end of the cell: grid/execute/group.py). A cell's time is the sum of the parts its
+line states: a hung cell that "failed in 116.3 s" with a bound of 90 s says it stalled from
+19.3 s into the cell and took 6.9 s after failing.
+
 A client that does not answer a poll within PING_TIMEOUT_S is no news, not a stall by itself;
 one that never answers again leaves the bound to run out. Polls never block the controller:
 each is a Ray call whose answer is read at a later poll (grid/execute/controller.py drives many
@@ -57,6 +65,16 @@ class LoadTimeout(RuntimeError):
 
     stuck: tuple[int, ...] = ()
     """The clients (by index) that did not confirm the load's cancellation in time."""
+    at_s: float | None = None
+    """When the bound passed, in seconds into the cell (its time before the load included)."""
+
+    def recorded(self, cell_s: float) -> str:
+        """The rest of a cell that ended `cell_s` seconds in, named: its failure and what
+        followed it (the clients cancel the load, the server's end of the cell)."""
+        if self.at_s is None:
+            return ""
+        return (f"; failed {self.at_s:.1f} s into the cell, recorded {cell_s - self.at_s:.1f} s "
+                "later (the load cancelled, the server's end of the cell)")
 
 
 def stall_bound_s(request_timeout_s: float, longest_wait_s: float) -> float:
@@ -75,6 +93,11 @@ class Stall:
     longest_wait_s: float
     cap_s: float | None
     started: float
+    before_s: float = 0.0
+    """Seconds of the cell before its load was watched: the server's start (a group's first
+    cell, or after a broken server), the load generators', the cache flush. Not bounded here
+    (a server's start has its own bound); named in the LoadTimeout, so that the cell's time
+    adds up from the parts it states."""
     last_progress: float = field(init=False)
     best: dict[int, int] = field(default_factory=dict)
     """The highest activity each client has reported (each cell starts at 0)."""
@@ -103,15 +126,22 @@ class Stall:
         return stalled if self.cap_s is None else min(stalled, self.started + self.cap_s)
 
     def check(self, now: float) -> None:
-        """LoadTimeout (one line, with the bound and where it comes from) once a bound passed."""
+        """LoadTimeout (one line, with the bound, where it comes from and when in the cell it
+        was counted from) once a bound passed."""
+        error = None
         if self.cap_s is not None and now - self.started >= self.cap_s:
-            raise LoadTimeout(f"the load ran past run.cell_timeout_s={self.cap_s:g} s")
-        if now - self.last_progress >= self.stall_s:
-            raise LoadTimeout(
+            error = LoadTimeout(f"the load ran past run.cell_timeout_s={self.cap_s:g} s, "
+                                f"counted from {self.before_s:.1f} s into the cell")
+        elif now - self.last_progress >= self.stall_s:
+            last = self.before_s + self.last_progress - self.started
+            error = LoadTimeout(
                 f"the load made no progress for {self.stall_s:.0f} s (no token streamed, no "
-                f"request completed): bound = load.request_timeout_s {self.request_timeout_s:g}"
-                f" s + longest scheduled wait {self.longest_wait_s:g} s + stall margin "
-                f"{STALL_MARGIN_S:g} s")
+                f"request completed) from {last:.1f} s into the cell: bound = "
+                f"load.request_timeout_s {self.request_timeout_s:g} s + longest scheduled wait "
+                f"{self.longest_wait_s:g} s + stall margin {STALL_MARGIN_S:g} s")
+        if error is not None:
+            error.at_s = self.before_s + now - self.started
+            raise error
 
 
 class StallWatch:
@@ -127,10 +157,12 @@ class StallWatch:
         self._counts: dict[int, Mapping[str, int]] = {}
 
     @classmethod
-    def of(cls, clients: Sequence[Any], bounds: Bounds) -> StallWatch:
-        """The watch of a cell's load (its planned `bounds`), starting now."""
+    def of(cls, clients: Sequence[Any], bounds: Bounds, cell_started: float) -> StallWatch:
+        """The watch of a cell's load (its planned `bounds`), starting now, in a cell that
+        started at `cell_started` (epoch seconds)."""
         return cls(clients, Stall(bounds.request_timeout_s, bounds.longest_wait_s,
-                                  bounds.cap_s, started=time.monotonic()))
+                                  bounds.cap_s, started=time.monotonic(),
+                                  before_s=max(0.0, time.time() - cell_started)))
 
     def wait(self, refs: list[Any],
              on_counts: Callable[[dict[str, int]], None] | None = None) -> Steps[None]:

@@ -36,28 +36,77 @@ def test_open_loop_above_capacity_is_flagged_with_the_backlog_slope() -> None:
     sat = open_view(arrivals, ends, now=12.0)
     assert sat.over_saturated and sat.signal == "backlog"
     assert sat.slope == pytest.approx(5.0, rel=0.05)
-    assert sat.throughput_ratio == pytest.approx(1.0, abs=0.1)  # the server at its 5/s
-    # the window: the last 10 s, but not before one median E2E of the finished requests
-    # (those that arrived by ~6 s: 0.2 s + their wait, about half their arrival time) after
-    # the first arrival
-    assert sat.end == 12.0 and 2.0 < sat.start < 4.0
+    # the window: the last 10 s, but not before the fill: the time 9 in 10 requests lived
+    # (an unfinished one its age). Request k arrives at 0.1 k and ends at 0.2 (k + 1): at
+    # 12 s those that arrived by ~6 s lived 0.1 k + 0.2, the rest are 0 to 6 s old, so the
+    # lives spread evenly over 0 to 6.1 s and 9 in 10 are under 5.5 s
+    assert sat.end == 12.0 and sat.start == pytest.approx(5.5, abs=0.1)
     assert "backlog rising" in sat.reason
     assert '"signal": "backlog"' in sat.evidence(offset=1000.0)
-    # the shortest window is 5 s, and it opens one median E2E after the first arrival (the
-    # fill of an empty system): never flagged before 5 s; at 8 s the window [~1.2, 8] holds
-    # 68 arrivals and 34 completions, a growth of 34 against 3 x sqrt(102) = 30
-    assert not any(open_view(arrivals, ends, now).over_saturated
-                   for now in np.arange(0.5, 5.0, 0.5))
-    assert open_view(arrivals, ends, now=8.0).over_saturated
+    # the fill is 0.45 x now, the window 0.55 x now: never 5 s long before 9.1 s; the growth
+    # (half the window's 5.5 x now arrivals) stands out of 3 x sqrt(arrivals + completions)
+    # = 3 x sqrt(8.25 x now) from now = 9.8 s: first flagged at the 10.5 s check (the samples
+    # are a step function of 0.1 s arrivals)
+    flagged = [now for now in np.arange(0.5, 12.0, 0.5) if open_view(arrivals, ends,
+                                                                      now).over_saturated]
+    assert flagged[0] == 10.5 and flagged == list(np.arange(10.5, 12.0, 0.5))
+
+
+def test_a_saturated_open_loop_is_flagged_at_every_check_from_its_first_on() -> None:
+    # The same 2x overload for two minutes. Its backlog, sampled every 0.1 s: arrivals
+    # 10 t, completions 5 t - 1, so 5 t + 1 (1, 6, 11, ... 601 at 120 s). A check at any
+    # time after 18 s sees the last 10 s (the fill, 0.45 x now, is before it): 100
+    # arrivals, 50 completions, a growth of 50 against 3 x sqrt(150) = 37 and the floor of
+    # a tenth of the arrivals, 10. The level (350 at 70 s, 600 at 120 s) does not enter: a
+    # rule that asked for a rise of half the window's median backlog let go at 25 s.
+    arrivals = np.arange(0, 120, 0.1)
+    ends = fifo(arrivals, np.full(arrivals.size, 0.2))
+    every = [open_view(arrivals, ends, now) for now in np.arange(10.5, 120.0, 0.5)]
+    assert all(sat.over_saturated for sat in every), [s.reason for s in every
+                                                      if not s.over_saturated][:3]
+    late = open_view(arrivals, ends, now=119.5)
+    assert late.start == pytest.approx(109.5) and late.rise == pytest.approx(50, abs=1)
+    # at a cadence of its own (a busy client checks late and unevenly): still every check
+    cadence = np.cumsum(np.random.default_rng(3).uniform(0.05, 9.0, 40)) + 10.5
+    assert all(open_view(arrivals, ends, now).over_saturated for now in cadence[cadence < 120])
+    # and at the end: the end-of-window check (at the last arrival, 119.9 s) gets every end,
+    # the last at 240.2 s; the ones after 119.9 s count as running
+    end_check = saturation.open_loop(arrivals, ends, np.full(arrivals.size, TOKENS), 119.9)
+    assert end_check.over_saturated and end_check.rise == pytest.approx(50, abs=1)
+
+
+def test_the_end_of_window_check_sees_a_heavy_overload() -> None:
+    # 20 arrivals/s on a 5/s server for 40 s: request k (at 0.05 k) ends at 0.2 (k + 1), 4x
+    # its arrival time. Counted with the ends still to come, the lives of the arrivals to 40 s
+    # (0.15 k + 0.2: up to 120 s) put the fill past the last arrival and left no window. As
+    # seen at 40 s: a backlog of 15 t, 150 over the last 10 s of 200 arrivals and 50 ends.
+    arrivals = np.arange(0, 40, 0.05)
+    ends = fifo(arrivals, np.full(arrivals.size, 0.2))
+    sat = saturation.open_loop(arrivals, ends, np.full(arrivals.size, TOKENS), 39.95)
+    assert sat.over_saturated and sat.slope == pytest.approx(15.0, rel=0.02)
+
+
+def test_a_short_burst_that_drains_is_not_flagged() -> None:
+    # 2 arrivals/s on a 5/s server (0.2 s each), and from 30 to 33 s a burst of 20/s: the
+    # backlog goes from 0 or 1 to 45 (15 more a second for 3 s) and drains at 3 a second
+    # by 48 s. The window at 33 s spans 100 arrivals at the rate seen, 3.6/s: 27.5 s, of which
+    # the burst is the last 3 s; a Theil-Sen slope is the median of the pairwise slopes, and
+    # fewer than a quarter of the pairs have a point in the burst: slope 0. After it the
+    # backlog falls.
+    arrivals = np.sort(np.concatenate([np.arange(0, 60, 0.5), np.arange(30, 33, 0.05)]))
+    ends = fifo(arrivals, np.full(arrivals.size, 0.2))
+    checks = [open_view(arrivals, ends, now) for now in np.arange(5.0, 60.0, 0.5)]
+    assert not any(sat.over_saturated for sat in checks)
+    assert checks[int((33.0 - 5.0) / 0.5)].slope == pytest.approx(0.0, abs=0.1)
 
 
 def test_a_slow_rate_above_capacity_is_found_over_a_longer_window() -> None:
     # 1 arrival/s on a server of 2 s per request (0.5/s): the backlog grows 0.5 a second, and
     # the k-th request ends at 2 (k + 1), an E2E of k + 2 s. A 10 s window could not tell:
     # 10 arrivals, a growth of 5 against 3 x sqrt(15) = 12. The window spans 100 arrivals at
-    # the rate seen (100 s), from one median E2E on: at 120 s the 60 finished requests have a
-    # median E2E of ~32 s, so the window is [32, 120]: 88 arrivals, 44 completions, a growth
-    # of 44 against 3 x sqrt(132) = 34.
+    # the rate seen (100 s), from the fill on: at 120 s the 60 finished requests lived 2 to
+    # 61 s and the 61 running ones are 0 to 60 s old, 9 in 10 under 55 s, so the window is
+    # [55, 120]: 65 arrivals, 32 completions, a growth of 33 against 3 x sqrt(97) = 30.
     arrivals = np.arange(0, 200, 1.0)
     ends = fifo(arrivals, np.full(arrivals.size, 2.0))
     assert not open_view(arrivals, ends, now=10.0).over_saturated
@@ -66,11 +115,14 @@ def test_a_slow_rate_above_capacity_is_found_over_a_longer_window() -> None:
 
 
 def test_open_loop_below_capacity_is_not_flagged() -> None:
-    # 4/s on a 5/s server, deterministic: at most one request waits; no trend at any time.
+    # 4/s on a 5/s server, deterministic: the backlog is 0 or 1 at every sample, no trend at
+    # any check, nor at the end of the window.
     arrivals = np.arange(0, 60, 0.25)
     ends = fifo(arrivals, np.full(arrivals.size, 0.2))
     assert not any(open_view(arrivals, ends, now).over_saturated
                    for now in np.arange(5.0, 60.0, 0.5))
+    assert not saturation.open_loop(arrivals, ends, np.full(arrivals.size, TOKENS),
+                                    59.75).over_saturated
 
 
 @pytest.mark.parametrize("seed", range(5))

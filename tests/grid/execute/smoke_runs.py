@@ -1,10 +1,11 @@
 """What the grid's end-to-end tests share (tests/grid/execute/test_faults.py,
 tests/grid/execute/test_controller.py, the searches' runs): a run of the smoke sweep's baseline
-variant into a test's folder, a query of its ledger, the simulator starts that served, and the
-check that no server it launched outlived it."""
+variant into a test's folder, a query of its ledger, the simulator starts that served, the
+line a stalled cell's error states, and the check that no server it launched outlived it."""
 
 from __future__ import annotations
 
+import re
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,15 @@ from actors._process import ADDRESS_IN_USE
 from grid.run import RunOutcome, run
 
 SMOKE_BASELINE = ["+sweep=smoke", "grid.axes.variant=[baseline]"]
+
+STATED = re.compile(
+    r"LoadTimeout: the load made no progress for (?P<bound>\d+) s \(no token streamed, no "
+    r"request completed\) from (?P<since>[\d.]+) s into the cell: bound = "
+    r"load\.request_timeout_s (?P<timeout>\S+) s \+ longest scheduled wait 0 s \+ stall "
+    r"margin (?P<margin>\S+) s; failed (?P<failed>[\d.]+) s into the cell, recorded "
+    r"(?P<later>[\d.]+) s later \(the load cancelled, the server's end of the cell\)")
+"""A stalled cell's error line: its bound and where it comes from, when in the cell it was
+counted from, when the cell failed and how long the rest took."""
 
 
 def run_smoke(tmp_path: Path, *overrides: str) -> tuple[RunOutcome, str]:

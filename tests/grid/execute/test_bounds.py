@@ -29,6 +29,7 @@ from grid.run import EXIT_FAILED_CELLS, make_plan
 from tests.grid.execute.paced_servers import paced_server, silent_server
 from tests.grid.execute.smoke_runs import (
     SMOKE_BASELINE,
+    STATED,
     assert_no_orphans,
     ledger_rows,
     run_smoke,
@@ -48,7 +49,9 @@ def test_the_stall_bound_is_a_requests_timeout_plus_the_schedules_longest_wait_p
 
 
 def test_a_load_that_keeps_making_progress_outlasts_its_stall_bound():
-    stall = Stall(request_timeout_s=2.0, longest_wait_s=0.0, cap_s=None, started=0.0)
+    # The cell spent 12.5 s before its load was watched (a server's start, say).
+    stall = Stall(request_timeout_s=2.0, longest_wait_s=0.0, cap_s=None, started=0.0,
+                  before_s=12.5)
     assert stall.stall_s == 32.0
     for t in range(10, 1001, 10):  # a chunk every 10 s for 1000 s: 31 stall bounds long
         stall.check(float(t))
@@ -56,9 +59,17 @@ def test_a_load_that_keeps_making_progress_outlasts_its_stall_bound():
     stall.check(1000.0 + 31.9)  # the last progress at 1000 s: still within 32 s
     with pytest.raises(LoadTimeout) as failed:
         stall.check(1000.0 + 32.0)
+    # the bound, and when in the cell it was counted from: 12.5 + 1000 s
     assert str(failed.value) == (
-        "the load made no progress for 32 s (no token streamed, no request completed): "
-        "bound = load.request_timeout_s 2 s + longest scheduled wait 0 s + stall margin 30 s")
+        "the load made no progress for 32 s (no token streamed, no request completed) from "
+        "1012.5 s into the cell: bound = load.request_timeout_s 2 s + longest scheduled wait "
+        "0 s + stall margin 30 s")
+    # the cell's time adds up from the parts its line states: recorded 1051.0 s in, it
+    # failed at 1012.5 + 32 = 1044.5 s and took 6.5 s more
+    assert failed.value.at_s == 1044.5
+    assert failed.value.recorded(1051.0) == (
+        "; failed 1044.5 s into the cell, recorded 6.5 s later (the load cancelled, the "
+        "server's end of the cell)")
 
 
 def test_activity_that_does_not_grow_is_no_progress():
@@ -82,7 +93,9 @@ def test_the_cap_fails_a_load_that_keeps_making_progress():
     assert stall.deadline() == 105.0  # the cap, nearer than the stall bound
     with pytest.raises(LoadTimeout) as failed:
         stall.check(105.0)
-    assert str(failed.value) == "the load ran past run.cell_timeout_s=5 s"
+    assert str(failed.value) == ("the load ran past run.cell_timeout_s=5 s, counted from 0.0 s "
+                                 "into the cell")
+    assert failed.value.at_s == 5.0
 
 
 class _Clock:
@@ -227,9 +240,9 @@ def test_a_server_that_accepts_requests_and_answers_nothing_fails_its_cell_withi
                                  "load.num_requests=30", "load.request_timeout_s=1")
     assert outcome.exit_code == EXIT_FAILED_CELLS, out
     (error,) = [e for (e,) in ledger_rows(outcome.run_dir, "SELECT error FROM cells")]
-    assert error == ("LoadTimeout: the load made no progress for 6 s (no token streamed, no "
-                     "request completed): bound = load.request_timeout_s 1 s + longest "
-                     "scheduled wait 0 s + stall margin 5 s")
+    stated = STATED.fullmatch(error)
+    assert stated is not None, error
+    assert stated["bound"] == "6" and stated["timeout"] == "1" and stated["margin"] == "5"
     ((stall, failed_at),) = failures
     assert stall.best == {}  # not one chunk
     stalled = failed_at - stall.last_progress  # since the measured window opened
@@ -241,23 +254,35 @@ def test_a_server_that_accepts_requests_and_answers_nothing_fails_its_cell_withi
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("ray_session")
-def test_a_launched_server_that_hangs_fails_its_cell_within_the_bound(tmp_path, monkeypatch):
-    # The simulator answers the warm-up request, then accepts every request and sends no byte
-    # (health checks included: the cell's teardown waits out its probes' timeouts). Each
-    # request times out after 1 s, so the 30 measured ones alone would take 30 s; with the
-    # margin at 8 s the stall bound is 1 + 0 + 8 = 9 s.
+def test_a_launched_server_that_hangs_mid_cell_fails_it_within_the_bound_it_states(
+        tmp_path, monkeypatch):
+    # The simulator answers its first 8 requests (the 2 warm-up, 6 measured), then accepts
+    # every request and sends no byte (health checks included: the cell's end waits out its
+    # probe): the 9th hangs in flight. Each request times out after 1 s, so the 24 measured
+    # ones left alone would take 24 s; with the margin at 8 s the stall bound is 1 + 0 + 8 =
+    # 9 s. The line states when in the cell the bound was counted from (the server's start,
+    # the warm-up and the 6 requests before it), when it failed and how long the rest took:
+    # the cell is recorded within the bound + 10 s of its last progress, and its time is
+    # the sum of the parts stated.
     monkeypatch.setattr(grid.execute.stall, "STALL_MARGIN_S", 8.0)
     failures = _recorded_failures(monkeypatch)
     outcome, out = run_smoke(tmp_path, "grid.axes.concurrency=[1]", "load.num_requests=30",
-                             "load.request_timeout_s=1", "engine.options.hang_after_requests=1")
+                             "load.request_timeout_s=1", "engine.options.hang_after_requests=8")
     assert outcome.exit_code == EXIT_FAILED_CELLS, out
-    (error,) = [e for (e,) in ledger_rows(outcome.run_dir, "SELECT error FROM cells")]
-    assert error == ("LoadTimeout: the load made no progress for 9 s (no token streamed, no "
-                     "request completed): bound = load.request_timeout_s 1 s + longest "
-                     "scheduled wait 0 s + stall margin 8 s")
+    (cell,) = load_cells(outcome.run_dir).itertuples()
+    stated = STATED.fullmatch(cell.error)
+    assert stated is not None, cell.error
+    assert stated["bound"] == "9" and stated["timeout"] == "1" and stated["margin"] == "8"
     ((stall, failed_at),) = failures
-    assert stall.best == {0: 16 + 1}  # the warm-up request's 16 one-token events, its end
+    assert stall.best[0] > 16 + 1  # past the first warm-up request: it hung mid-cell
     assert 9.0 <= failed_at - stall.last_progress <= 9.0 + LATE_S
+    took = cell.finished_at - cell.started_at
+    since, failed, later = (float(stated[k]) for k in ("since", "failed", "later"))
+    assert took <= since + 9.0 + 10.0, cell.error
+    assert failed + later == pytest.approx(took, abs=0.1)
+    assert 9.0 <= failed - since <= 9.0 + LATE_S
+    print(f"hung cell: {took:.1f} s = {since:.1f} s into the cell + no progress for "
+          f"{failed - since:.1f} s (bound 9 s) + {later:.1f} s to record it")
     assert "replaced" not in out  # the load generator cancelled the stuck load
     assert_no_orphans(outcome.run_dir)
 
@@ -275,7 +300,8 @@ def test_run_cell_timeout_fails_a_cell_that_keeps_making_progress(tmp_path, monk
                                  "load.num_requests=30", "run.cell_timeout_s=15")
     assert outcome.exit_code == EXIT_FAILED_CELLS, out
     (error,) = [e for (e,) in ledger_rows(outcome.run_dir, "SELECT error FROM cells")]
-    assert error == "LoadTimeout: the load ran past run.cell_timeout_s=15 s"
+    assert error.startswith("LoadTimeout: the load ran past run.cell_timeout_s=15 s, counted "
+                            "from "), error
     ((stall, failed_at),) = failures
     assert stall.best[0] > 0  # it was streaming when the cap stopped it
     assert 15.0 <= failed_at - stall.started <= 15.0 + LATE_S

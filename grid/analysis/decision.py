@@ -1,8 +1,10 @@
 """From analysed cells to decisions: the speedup of each variant over the baseline against
-load (with intervals and a verdict that names a winner only when the interval excludes zero),
-the crossover load where speculation stops paying (with its interval), the recommended
-`speculative_disable_above_batch`, and — when threshold variants were swept — which one won at
-each load and overall, by throughput and by goodput, with the margin. A variant is compared
+load (with intervals and one of three verdicts: faster, slower, or undetermined with the
+smallest effect the run could have detected, grid/analysis/verdict.py), the crossover load
+where speculation stops paying (with its interval), the recommended
+`speculative_disable_above_batch` (from the verdicts, never from a point estimate), and —
+when threshold variants were swept — which one won at each load and overall, by throughput and
+by goodput, with the margin. A variant is compared
 only with the baseline of its own setup (engine, model, hardware: grid/analysis/setups.py);
 where the grid varies those, the setups are compared baseline to baseline on their own.
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from grid.analysis.bootstrap import LEVEL, excludes_zero, interval
+from grid.analysis.bootstrap import LEVEL, interval
 from grid.analysis.cellstats import CellStats
 from grid.analysis.jsonsafe import json_safe
 from grid.analysis.points import (
@@ -32,6 +34,17 @@ from grid.analysis.points import (
     repeats_summary,
 )
 from grid.analysis.setups import SEP, axis_values, is_baseline, split, varying
+from grid.analysis.verdict import (
+    FASTER,
+    RULE,
+    SLOWER,
+    UNDETERMINED,
+    cost_text,
+    half_width,
+    pct,
+    repeats_to_resolve,
+    verdict_of,
+)
 from grid.analysis.winners import NO_DIFFERENCE, THRESHOLD_LABEL, threshold_winners
 
 
@@ -48,13 +61,16 @@ def _compare(p: Point, b: Point, metric: str) -> dict:
     per_repeat = repeat_ratios(p, b, metric)
     spread = (min(per_repeat), max(per_repeat)) if len(per_repeat) >= 2 else (math.nan, math.nan)
     lo, hi = interval(reps)
-    verdict = (NO_DIFFERENCE if not excludes_zero(lo, hi)
-               else ("faster" if lo > 0 else "slower"))
+    verdict = verdict_of(lo, hi)
     if b.values[metric] == 0 and p.values[metric] > 0:  # e.g. no baseline goodput at all
-        verdict = "faster"
+        verdict = FASTER
+    repeats = min(p.repeats, b.repeats)
+    half = half_width(lo, hi)
     return {"workload": p.workload, "load_kind": p.load_kind, "load": p.load, "metric": metric,
-            "speedup": point, "lo": lo, "hi": hi, "verdict": verdict,
-            "repeats": min(p.repeats, b.repeats), "repeat_lo": spread[0],
+            "speedup": point, "lo": lo, "hi": hi, "verdict": verdict, "half_width": half,
+            "repeats_needed": (repeats_to_resolve(half, point, repeats)
+                               if verdict == UNDETERMINED else None),
+            "repeats": repeats, "repeat_lo": spread[0],
             "repeat_hi": spread[1], "_reps": reps}
 
 
@@ -167,51 +183,74 @@ def crossovers(table: pd.DataFrame) -> list[Crossover]:
     return out
 
 
-def _tested_at_or_below(loads: list[float], x: float) -> int | None:
-    below = [v for v in loads if v <= x]
-    return int(max(below)) if below else None
+def _loads(rows: pd.DataFrame, verdict: str) -> str:
+    return ", ".join(fmt_load("concurrency", c) for c in rows[rows.verdict == verdict].load)
+
+
+def _settle(row: pd.Series) -> str:
+    """`c=4 +3 % [-5 %, +11 %]: the run could not detect ...; about 8 repeats would ...`."""
+    return (f"{fmt_load('concurrency', row.load)} {pct(row.speedup)} [{pct(row.lo)}, "
+            f"{pct(row.hi)}]: {cost_text(row.speedup, row.lo, row.hi, int(row.repeats))}")
 
 
 def recommend_threshold(table: pd.DataFrame, cross: Crossover) -> dict:
     """The recommended speculative_disable_above_batch for one speculative variant and
-    workload (closed loop: the running batch follows the concurrency): the largest tested
-    concurrency below the crossover. 0 = speculation never paid (keep it off); None =
-    it paid at every tested concurrency (no threshold needed within the tested range)."""
+    workload (closed loop: the running batch follows the concurrency), from the verdicts
+    alone (grid/analysis/verdict.py), never from a point estimate: the end of the contiguous
+    range of significantly-faster loads from the lowest, with its plausible range (up to the
+    last load before the first significantly-slower one above it; `None` at the top: it may
+    lie above the tested range). `verdict`: `always` (every load faster: no threshold within
+    the tested range, value None), `threshold`, `off` (the lowest load is significantly slower:
+    0, keep it off), `undetermined` (the lowest load is undetermined: value None, never 0, with
+    `undetermined` = the plausible range and the repeats that would settle it)."""
     rows = table[(table.variant == cross.variant) & (table.workload == cross.workload)
                  & (table.load_kind == cross.load_kind)].sort_values("load")
-    loads = cross.loads
-    pays = rows[rows.verdict == "faster"].load.tolist()
-    loses = rows[rows.verdict == "slower"].load.tolist()
-    rec: int | None
-    if not pays:
-        rec = 0
-        if loses:
-            text = (f"speculation is never significantly faster and is slower at "
-                    f"{', '.join(fmt_load('concurrency', c) for c in loses)}: keep it off "
-                    f"(speculative_disable_above_batch=0, i.e. use the baseline)")
-        else:
-            text = (f"{NO_DIFFERENCE} at any tested concurrency: speculation buys nothing "
-                    f"measurable here (speculative_disable_above_batch=0 keeps it simple)")
-    elif cross.point == math.inf:
-        rec = None
-        text = (f"speculation pays at every tested concurrency up to {max(loads):g}: no "
-                f"threshold needed within the tested range (test higher concurrency)")
-    else:
-        rec = _tested_at_or_below(loads, cross.point) or 0
-        text = (f"set speculative_disable_above_batch={rec} (largest tested concurrency "
-                f"below the {cross.describe()})")
-    lo_n = (0 if cross.lo == -math.inf else _tested_at_or_below(loads, cross.lo)
-            if cross.lo != math.inf else int(max(loads)))
-    hi_n = (None if cross.hi == math.inf else _tested_at_or_below(loads, cross.hi) or 0)
-    return {"variant": cross.variant, "workload": cross.workload,
-            "speculative_disable_above_batch": rec,
-            "plausible_range": [lo_n, hi_n], "statement": text}
+    verdicts = rows.verdict.tolist()
+    run = next((i for i, v in enumerate(verdicts) if v != FASTER), len(verdicts))
+    slower_after = [i for i in range(run, len(verdicts)) if verdicts[i] == SLOWER]
+    loads = [int(c) for c in rows.load]
+    top = loads[slower_after[0] - 1] if slower_after and slower_after[0] > 0 else None
+    out = {"variant": cross.variant, "workload": cross.workload}
+    if run == len(verdicts):
+        return {**out, "verdict": "always", "speculative_disable_above_batch": None,
+                "plausible_range": [loads[-1], None],
+                "statement": (f"speculation is significantly faster at every tested concurrency "
+                              f"up to {loads[-1]}: no threshold needed within the tested range "
+                              f"(test higher concurrency)")}
+    slower = _loads(rows, SLOWER)
+    if run == 0 and verdicts[0] == SLOWER:
+        return {**out, "verdict": "off", "speculative_disable_above_batch": 0,
+                "plausible_range": [0, 0],
+                "statement": (f"speculation is significantly slower already at the lowest "
+                              f"tested concurrency (slower at {slower}): keep it off "
+                              f"(speculative_disable_above_batch=0, i.e. use the baseline)")}
+    first = rows.iloc[run]  # the first load not significantly faster: the one to settle
+    upper = f"{loads[-1]} or above" if top is None else str(top)
+    beyond = f"; slower at {slower}" if slower else ""
+    if run == 0:
+        faster = _loads(rows, FASTER)
+        beyond = (f"; faster at {faster}" if faster else "") + beyond
+        return {**out, "verdict": "undetermined", "speculative_disable_above_batch": None,
+                "plausible_range": [0, top], "undetermined": [0, top],
+                "settle": {"load": loads[0], "repeats": repeats_to_resolve(
+                    half_width(first.lo, first.hi), first.speedup, int(first.repeats))},
+                "statement": (f"undetermined: speculation is not significantly faster at the "
+                              f"lowest tested concurrency ({_settle(first)}){beyond}; the "
+                              f"threshold lies between 0 and {upper}")}
+    rec = loads[run - 1]
+    settle = (f"; undetermined at {_loads(rows, UNDETERMINED)} ({_settle(first)})"
+              if first.verdict == UNDETERMINED else "")
+    return {**out, "verdict": "threshold", "speculative_disable_above_batch": rec,
+            "plausible_range": [rec, top],
+            "statement": (f"set speculative_disable_above_batch={rec}: significantly faster at "
+                          f"every tested concurrency up to {rec}{settle}{beyond}; plausible "
+                          f"range {rec} to {upper}")}
 
 
 def _level_parts(group: pd.DataFrame) -> str:
     parts = []
     for row in group.sort_values(["load_kind", "load"]).to_dict("records"):
-        tag = "" if row["verdict"] != NO_DIFFERENCE else " n.s."
+        tag = "" if row["verdict"] != UNDETERMINED else f" {UNDETERMINED}"
         lo, hi = row.get("repeat_lo", math.nan), row.get("repeat_hi", math.nan)
         if pd.notna(lo) and pd.notna(hi):
             tag += f" (repeats {_pct(lo)}..{_pct(hi)})"
@@ -254,8 +293,9 @@ def verdict_line(row: pd.Series, with_workload: bool = False) -> str:
     if with_workload:
         where = f"{where} on {row.workload}"
     baseline = split(row.baseline)[1]
-    if row.verdict == NO_DIFFERENCE:
-        return f"{row.variant} vs {baseline} at {where}: {NO_DIFFERENCE}"
+    if row.verdict == UNDETERMINED:
+        return (f"{row.variant} vs {baseline} at {where}: {UNDETERMINED} "
+                f"({cost_text(row.speedup, row.lo, row.hi, int(row.repeats), short=True)})")
     word = "beats" if row.verdict == "faster" else "loses to"
     return (f"{row.variant} {word} {baseline} at {where} by {_pct(row.speedup)} "
             f"[{_pct(row.lo)}, {_pct(row.hi)}]")
@@ -305,9 +345,15 @@ class Decision:
         if not self.speedups.empty:
             several = self.speedups.workload.nunique() > 1
             sig = [verdict_line(r, several) for _, r in self.speedups.iterrows()
-                   if r.verdict != NO_DIFFERENCE]
+                   if r.verdict != UNDETERMINED]
             if sig:
                 out.append("significant (95% interval excludes zero): " + "; ".join(sig))
+            open_ = [verdict_line(r, several) for _, r in self.speedups.iterrows()
+                     if r.verdict == UNDETERMINED]
+            if open_:
+                out.append("undetermined (95% interval holds zero: not evidence of no "
+                           "difference; the smallest effect each could detect is its "
+                           f"half-width, and {RULE}): " + "; ".join(open_))
         for c in self.crossovers:
             out.append(f"{c.variant} vs {self.baseline} on {c.workload}: {c.describe()}")
         for r in self.recommendations:

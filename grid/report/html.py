@@ -15,6 +15,7 @@ import pandas as pd
 from grid.analysis.bootstrap import excludes_zero, interval
 from grid.analysis.decision import NO_DIFFERENCE
 from grid.analysis.points import points, repeat_lines
+from grid.analysis.verdict import UNDETERMINED
 from grid.questions import traced
 from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import (
@@ -319,7 +320,7 @@ def page(title: str, body: list[str], lead: str = "") -> str:
 
 def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests, forced_variants(data.cells))
-    first, *rest = answers(data.decision, data.label, data.search)
+    first, *rest = answers(data.decision, data.label, data.search, data.provisional)
     # The question the run asked leads: its answer (the lead), its section, then the
     # per-variant sentence; a run that measured a break-even curve leads with the curve; any
     # other with that sentence and its decision.
@@ -370,7 +371,7 @@ def comparison(a: RunData, b: RunData, metric: str = "output_tok_s") -> pd.DataF
                      "b": p.values[metric], "b_lo": b_lo, "b_hi": b_hi, "change": change,
                      "lo": lo, "hi": hi,
                      "verdict": (("B faster" if lo > 0 else "B slower")
-                                 if excludes_zero(lo, hi) else NO_DIFFERENCE)})
+                                 if excludes_zero(lo, hi) else UNDETERMINED)})
     return pd.DataFrame(rows)
 
 

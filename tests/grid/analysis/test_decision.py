@@ -45,14 +45,19 @@ def test_known_speedups_give_the_known_crossover_and_threshold():
     assert "eagle3 beats baseline at c=1" in lines and "eagle3 loses to baseline at c=16" in lines
 
 
-def test_noise_without_a_real_difference_says_so():
+def test_noise_without_a_real_difference_is_undetermined_never_off():
     same = {c: _base(c) for c in (1, 4, 16)}
     cells, requests = grid({"baseline": same, "eagle3": same}, jitter=0.3, per_stream=4)
     decision = decide(analyse_cells(cells, requests, replicates=500))
-    assert set(decision.speedups.verdict) == {NO_DIFFERENCE}
+    assert set(decision.speedups.verdict) == {"undetermined"}
+    assert (decision.speedups.half_width > 0).all()
     (rec,) = decision.recommendations
-    assert rec["speculative_disable_above_batch"] == 0
-    assert NO_DIFFERENCE in rec["statement"]
+    assert rec["verdict"] == "undetermined"
+    assert rec["speculative_disable_above_batch"] is None
+    assert rec["statement"].startswith("undetermined: speculation is not significantly faster")
+    lines = "\n".join(decision.lines())
+    assert "undetermined (95% interval holds zero: not evidence of no difference;" in lines
+    assert "significant (95% interval" not in lines
 
 
 def test_speculation_that_always_pays_needs_no_threshold():

@@ -190,6 +190,7 @@ def operator_section(data: RunData, figures: dict[str, bytes]) -> str:
     rows = []
     for c in view.capacities:
         rows.append([esc(c.variant), esc(c.workload),
+                     "undetermined" if c.undetermined else
                      _load(c.load_kind, c.capacity) + ("" if c.bracketed else " (≥)"),
                      f"{_load(c.load_kind, c.lo)} .. {_load(c.load_kind, c.hi)}",
                      num(c.attainment, "{:.0%}"),

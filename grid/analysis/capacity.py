@@ -35,6 +35,7 @@ from grid.analysis.cellstats import CellStats
 from grid.analysis.decision import NO_DIFFERENCE
 from grid.analysis.pareto import point_energy, point_gpus, usd_per_million_tokens
 from grid.analysis.points import Point, points
+from grid.analysis.winners import win_share
 
 ATTAINMENT = 0.9
 """Share of requests that must meet the SLOs at a load for the load to count as served."""
@@ -329,5 +330,7 @@ def serves_most(caps: list[Capacity]) -> list[dict]:
                     "winner": win.variant, "value": a, "capacity": win.capacity,
                     "runner_up": second.variant, "runner_up_value": b,
                     "margin": a / b - 1.0 if b else math.nan, "lo": lo, "hi": hi,
+                    "wins_share": win_share({c.variant: c.replicates / scale[c.variant]
+                                             for c in mine}, win.variant),
                     "verdict": "winner" if excludes_zero(lo, hi) else NO_DIFFERENCE})
     return out

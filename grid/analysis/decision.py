@@ -45,7 +45,12 @@ from grid.analysis.verdict import (
     repeats_to_resolve,
     verdict_of,
 )
-from grid.analysis.winners import NO_DIFFERENCE, THRESHOLD_LABEL, threshold_winners
+from grid.analysis.winners import (
+    NO_DIFFERENCE,
+    THRESHOLD_LABEL,
+    best_share,
+    threshold_winners,
+)
 
 
 def _pct(x: float) -> str:
@@ -364,7 +369,8 @@ class Decision:
                        if w["significant"] else f"leads, but {NO_DIFFERENCE} "
                        f"({_pct(w['margin'])} [{_pct(w['lo'])}, {_pct(w['hi'])}])")
             out.append(f"threshold sweep on {w['workload']} by {w['metric']}: {w['winner']} "
-                       f"{verdict} over {w['runner_up']} across {w['levels']} load levels")
+                       f"{verdict} over {w['runner_up']} across {w['levels']} load levels"
+                       f"{best_share(w.get('wins_share'))}")
         compared = setup_lines(self.setups)
         if compared:
             out += ["", "setups compared (each variant above is compared only with its own "

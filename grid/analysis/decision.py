@@ -37,11 +37,12 @@ from grid.analysis.setups import SEP, axis_values, is_baseline, split, varying
 from grid.analysis.verdict import (
     FASTER,
     RULE,
-    SLOWER,
     UNDETERMINED,
     cost_text,
     half_width,
-    pct,
+    holm,
+    p_value,
+    recommend_threshold,
     repeats_to_resolve,
     verdict_of,
 )
@@ -73,6 +74,7 @@ def _compare(p: Point, b: Point, metric: str) -> dict:
     half = half_width(lo, hi)
     return {"workload": p.workload, "load_kind": p.load_kind, "load": p.load, "metric": metric,
             "speedup": point, "lo": lo, "hi": hi, "verdict": verdict, "half_width": half,
+            "p": p_value(reps), "dropped": int(np.size(reps) - np.isfinite(reps).sum()),
             "repeats_needed": (repeats_to_resolve(half, point, repeats)
                                if verdict == UNDETERMINED else None),
             "repeats": repeats, "repeat_lo": spread[0],
@@ -91,7 +93,10 @@ def speedups(pts: list[Point], baseline: str = "baseline", metric: str = "output
         if is_baseline(p.variant, baseline) or b is None:
             continue
         rows.append({"variant": p.variant, "baseline": b.variant, **_compare(p, b, metric)})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if len(table):  # the family the run's significance list is controlled over
+        table["holm"] = holm(table.p.tolist())
+    return table
 
 
 def setup_comparisons(pts: list[Point], axes: list[str], baseline: str = "baseline",
@@ -188,74 +193,12 @@ def crossovers(table: pd.DataFrame) -> list[Crossover]:
     return out
 
 
-def _loads(rows: pd.DataFrame, verdict: str) -> str:
-    return ", ".join(fmt_load("concurrency", c) for c in rows[rows.verdict == verdict].load)
-
-
-def _settle(row: pd.Series) -> str:
-    """`c=4 +3 % [-5 %, +11 %]: the run could not detect ...; about 8 repeats would ...`."""
-    return (f"{fmt_load('concurrency', row.load)} {pct(row.speedup)} [{pct(row.lo)}, "
-            f"{pct(row.hi)}]: {cost_text(row.speedup, row.lo, row.hi, int(row.repeats))}")
-
-
-def recommend_threshold(table: pd.DataFrame, cross: Crossover) -> dict:
-    """The recommended speculative_disable_above_batch for one speculative variant and
-    workload (closed loop: the running batch follows the concurrency), from the verdicts
-    alone (grid/analysis/verdict.py), never from a point estimate: the end of the contiguous
-    range of significantly-faster loads from the lowest, with its plausible range (up to the
-    last load before the first significantly-slower one above it; `None` at the top: it may
-    lie above the tested range). `verdict`: `always` (every load faster: no threshold within
-    the tested range, value None), `threshold`, `off` (the lowest load is significantly slower:
-    0, keep it off), `undetermined` (the lowest load is undetermined: value None, never 0, with
-    `undetermined` = the plausible range and the repeats that would settle it)."""
-    rows = table[(table.variant == cross.variant) & (table.workload == cross.workload)
-                 & (table.load_kind == cross.load_kind)].sort_values("load")
-    verdicts = rows.verdict.tolist()
-    run = next((i for i, v in enumerate(verdicts) if v != FASTER), len(verdicts))
-    slower_after = [i for i in range(run, len(verdicts)) if verdicts[i] == SLOWER]
-    loads = [int(c) for c in rows.load]
-    top = loads[slower_after[0] - 1] if slower_after and slower_after[0] > 0 else None
-    out = {"variant": cross.variant, "workload": cross.workload}
-    if run == len(verdicts):
-        return {**out, "verdict": "always", "speculative_disable_above_batch": None,
-                "plausible_range": [loads[-1], None],
-                "statement": (f"speculation is significantly faster at every tested concurrency "
-                              f"up to {loads[-1]}: no threshold needed within the tested range "
-                              f"(test higher concurrency)")}
-    slower = _loads(rows, SLOWER)
-    if run == 0 and verdicts[0] == SLOWER:
-        return {**out, "verdict": "off", "speculative_disable_above_batch": 0,
-                "plausible_range": [0, 0],
-                "statement": (f"speculation is significantly slower already at the lowest "
-                              f"tested concurrency (slower at {slower}): keep it off "
-                              f"(speculative_disable_above_batch=0, i.e. use the baseline)")}
-    first = rows.iloc[run]  # the first load not significantly faster: the one to settle
-    upper = f"{loads[-1]} or above" if top is None else str(top)
-    beyond = f"; slower at {slower}" if slower else ""
-    if run == 0:
-        faster = _loads(rows, FASTER)
-        beyond = (f"; faster at {faster}" if faster else "") + beyond
-        return {**out, "verdict": "undetermined", "speculative_disable_above_batch": None,
-                "plausible_range": [0, top], "undetermined": [0, top],
-                "settle": {"load": loads[0], "repeats": repeats_to_resolve(
-                    half_width(first.lo, first.hi), first.speedup, int(first.repeats))},
-                "statement": (f"undetermined: speculation is not significantly faster at the "
-                              f"lowest tested concurrency ({_settle(first)}){beyond}; the "
-                              f"threshold lies between 0 and {upper}")}
-    rec = loads[run - 1]
-    settle = (f"; undetermined at {_loads(rows, UNDETERMINED)} ({_settle(first)})"
-              if first.verdict == UNDETERMINED else "")
-    return {**out, "verdict": "threshold", "speculative_disable_above_batch": rec,
-            "plausible_range": [rec, top],
-            "statement": (f"set speculative_disable_above_batch={rec}: significantly faster at "
-                          f"every tested concurrency up to {rec}{settle}{beyond}; plausible "
-                          f"range {rec} to {upper}")}
-
-
 def _level_parts(group: pd.DataFrame) -> str:
     parts = []
     for row in group.sort_values(["load_kind", "load"]).to_dict("records"):
         tag = "" if row["verdict"] != UNDETERMINED else f" {UNDETERMINED}"
+        if row.get("dropped", 0) and pd.notna(row.get("dropped")):
+            tag += f" ({int(row['dropped'])} replicates not finite, left out)"
         lo, hi = row.get("repeat_lo", math.nan), row.get("repeat_hi", math.nan)
         if pd.notna(lo) and pd.notna(hi):
             tag += f" (repeats {_pct(lo)}..{_pct(hi)})"
@@ -349,10 +292,17 @@ class Decision:
             out += repeat_lines(self.repeats)
         if not self.speedups.empty:
             several = self.speedups.workload.nunique() > 1
-            sig = [verdict_line(r, several) for _, r in self.speedups.iterrows()
-                   if r.verdict != UNDETERMINED]
+            decided = self.speedups[self.speedups.verdict != UNDETERMINED]
+            held = decided.holm.astype(bool) if "holm" in decided else decided.verdict.isna()
+            family = f"Holm's step-down over the {len(self.speedups)} comparisons"
+            sig = [verdict_line(r, several) for _, r in decided[held].iterrows()]
             if sig:
-                out.append("significant (95% interval excludes zero): " + "; ".join(sig))
+                out.append(f"significant (95% interval excludes zero; {family} keeps it): "
+                           + "; ".join(sig))
+            alone = [verdict_line(r, several) for _, r in decided[~held].iterrows()]
+            if alone:
+                out.append(f"significant alone, not over the comparisons ({family}): "
+                           + "; ".join(alone))
             open_ = [verdict_line(r, several) for _, r in self.speedups.iterrows()
                      if r.verdict == UNDETERMINED]
             if open_:

@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from grid.analysis import analyse_cells, decide
-from grid.analysis.decision import NO_DIFFERENCE, crossover_of
+from grid.analysis.decision import NO_DIFFERENCE, Decision, crossover_of
 from tests.grid.analysis.synthetic import grid
 
 LEVELS = (1, 2, 4, 8, 16)
@@ -86,3 +87,22 @@ def test_threshold_winner_per_load_and_overall_with_margin():
     overall = {w["metric"]: w for w in result["overall"]}["output_tok_s"]
     assert overall["winner"] == "eagle3__off_above-4"
     assert overall["significant"] and overall["margin"] > 0.05
+
+
+def test_the_significance_list_is_held_over_its_comparisons_and_dropped_replicates_counted():
+    # two comparisons whose intervals lie above zero; Holm keeps the first (p = 0.002 <= 0.05
+    # / 2) and then the second only if p <= 0.05 / 1: at p = 0.06 (its percentile interval
+    # just above zero, its tail count not) it is kept apart
+    rows = [{"variant": "eagle3", "baseline": "baseline", "workload": "coding",
+             "load_kind": "concurrency", "load": c, "speedup": s, "lo": lo, "hi": hi,
+             "verdict": "faster", "repeats": 1, "p": p, "holm": keep, "dropped": n}
+            for c, s, lo, hi, p, keep, n in [(1.0, 0.2, 0.1, 0.3, 0.002, True, 0),
+                                             (8.0, 0.05, 0.001, 0.1, 0.06, False, 3)]]
+    lines = Decision(pd.DataFrame(rows), pd.DataFrame(), [], [], {}).lines()
+    assert lines[0] == ("eagle3 vs baseline on coding: c=1 +20% [+10%, +30%], c=8 +5% [+0%, "
+                        "+10%] (3 replicates not finite, left out)")
+    assert lines[1] == ("significant (95% interval excludes zero; Holm's step-down over the 2 "
+                        "comparisons keeps it): eagle3 beats baseline at c=1 by +20% [+10%, "
+                        "+30%]")
+    assert lines[2] == ("significant alone, not over the comparisons (Holm's step-down over the "
+                        "2 comparisons): eagle3 beats baseline at c=8 by +5% [+0%, +10%]")

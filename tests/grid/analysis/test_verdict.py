@@ -1,15 +1,25 @@
-"""Three verdicts and the cost of settling an undetermined one (grid/analysis/verdict.py), and
-the threshold recommended from the verdicts alone (grid/analysis/decision.py
-`recommend_threshold`), on hand-made speedup tables whose answers are worked out by hand."""
+"""Three verdicts and the cost of settling an undetermined one (grid/analysis/verdict.py), the
+threshold recommended from the verdicts alone (`recommend_threshold`) and Holm's step-down, on
+hand-made tables and replicates whose answers are worked out by hand."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
+import pytest
 
-from grid.analysis.decision import Crossover, recommend_threshold
-from grid.analysis.verdict import cost_text, half_width, repeats_to_resolve, verdict_of
+from grid.analysis.decision import Crossover
+from grid.analysis.verdict import (
+    cost_text,
+    half_width,
+    holm,
+    p_value,
+    recommend_threshold,
+    repeats_to_resolve,
+    verdict_of,
+)
 
 
 def test_three_verdicts_from_the_interval():
@@ -112,3 +122,18 @@ def test_pays_everywhere_only_when_every_load_is_faster():
     assert top_open["verdict"] == "threshold"
     assert top_open["speculative_disable_above_batch"] == 1
     assert top_open["plausible_range"] == [1, None]
+
+
+def test_holm_step_down_by_hand():
+    # m = 4: sorted 0.005 <= 0.05 / 4 = 0.0125 kept; 0.01 <= 0.05 / 3 = 0.0167 kept; 0.03 >
+    # 0.05 / 2 = 0.025: stops there, so 0.04 goes too (though 0.04 <= 0.05 alone)
+    assert holm([0.01, 0.04, 0.03, 0.005]) == [True, False, False, True]
+    assert holm([]) == []
+
+
+def test_bootstrap_p_value_by_hand():
+    # 9 replicates, 1 at or below zero: 2 x (1 + 1) / (9 + 1) = 0.4; none: 2 x 1 / 10 = 0.2;
+    # a NaN is left out
+    assert p_value(np.array([-1.0, 1, 2, 3, 4, 5, 6, 7, 8])) == pytest.approx(0.4)
+    assert p_value(np.array([1.0, 1, 2, 3, 4, 5, 6, 7, 8, np.nan])) == pytest.approx(0.2)
+    assert p_value(np.array([np.nan])) == 1.0

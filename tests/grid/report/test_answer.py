@@ -10,7 +10,8 @@ import re
 import pandas as pd
 
 from grid.analysis import analyse_cells, decide
-from grid.analysis.decision import Crossover, Decision, recommend_threshold
+from grid.analysis.decision import Crossover, Decision
+from grid.analysis.verdict import recommend_threshold
 from grid.report import write_report
 from grid.report.answer import answer
 from tests.grid.analysis.synthetic import grid, write_run

@@ -87,8 +87,8 @@ class Attainment:
         return {"attainment": None if math.isnan(self.value) else round(self.value, 4),
                 "interval": [round(lo, 4), round(hi, 4)], "good": self.good,
                 "requests": self.requests, "over_saturated": self.over_saturated,
-                "dispersion": round(self.dispersion, 3),
-                "verdict": self.verdict(target)}
+                "verdict": self.verdict(target),
+                **({"dispersion": round(self.dispersion, 3)} if self.dispersion != 1 else {})}
 
 
 def fewest_to_meet(target: float = ATTAINMENT) -> int:

@@ -139,8 +139,7 @@ def test_capacity_interval_goodput_cost_and_energy_by_hand():
             "them; undecided at c=4)") in base.describe()
     measured = eagle.as_json()["attainments"]
     assert measured["16"] == {"attainment": 1.0, "interval": [0.6915, 1.0], "good": 10,
-                              "requests": 10, "over_saturated": False, "dispersion": 1.0,
-                              "verdict": "undecided"}
+                              "requests": 10, "over_saturated": False, "verdict": "undecided"}
 
 
 def test_the_variant_that_serves_most_at_the_slo_by_hand():
@@ -208,6 +207,7 @@ def test_repeats_that_disagree_widen_the_attainment_interval():
     wide = pooled([Attainment(15, 20), Attainment(5, 20)])
     assert (wide.good, wide.requests, wide.dispersion) == (20, 40, pytest.approx(10.0))
     assert wide.interval == pytest.approx((0.0676, 0.9324), abs=1e-4)
+    assert wide.as_json()["dispersion"] == 10.0
     # repeats that agree (10 of 20 twice: X^2 = 0) add no width: dispersion 1
     same = pooled([Attainment(10, 20), Attainment(10, 20)])
     assert same.dispersion == 1.0

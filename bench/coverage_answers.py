@@ -30,7 +30,8 @@ An answer covers when its claim holds the truth: the speedup's and the crossover
 intervals; the threshold's plausible range (the `undetermined` range when it is undetermined;
 before: the range from the crossover's interval); the capacity's range from the last load
 shown to meet the SLOs to the load below the first shown to miss them (an `undetermined`
-capacity claims nothing and is counted apart; before: its interval). "Before" is the same
+capacity claims nothing and is counted apart; before: its interval), and, apart, whether the
+capacity named is the true one (before: named whether or not a load was shown to meet). "Before" is the same
 cells through the analysis as it was: the pooled degrees of freedom at every point, the
 threshold read from the point crossover (0 when no load was significantly faster), the
 repeats' attainments pooled as one binomial sample and a capacity claimed with no load shown
@@ -60,7 +61,7 @@ import grid.analysis.repeats as repeats_mod
 from engines.sim.calibrate import closed_loop_tok_s, default_cases, make_engine, workload_prompts
 from engines.sim.profile import load_profile
 from grid.analysis import Slo, analyse_cells, decide
-from grid.analysis.capacity import ATTAINMENT, Attainment, capacities
+from grid.analysis.capacity import ATTAINMENT, Attainment, boundary, capacities
 from grid.analysis.cellstats import request_arrays
 from grid.analysis.decision import crossover_of
 from specgrid_metrics.intervals import cell_window
@@ -208,6 +209,10 @@ def judged(cells: pd.DataFrame, requests: pd.DataFrame, real: dict, old: bool) -
     for cap in capacities(stats, {}):
         known = real["capacity"][cap.variant]["capacity"]
         x = -math.inf if known is None else known
+        rule = boundary(cap.attainments, cap.target)  # the claim before: the rule's capacity
+        claimed = (cap.capacity if not cap.undetermined else None) if not old else (
+            LOADS[rule.capacity] if rule.capacity is not None else -math.inf)
+        out[f"capacity_point_{cap.variant}"] = None if claimed is None else bool(claimed == x)
         if cap.undetermined and not old:
             out[f"capacity_{cap.variant}"] = None  # no claim
         elif cap.served or cap.undetermined:  # before, a capacity was claimed all the same

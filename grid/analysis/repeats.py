@@ -20,8 +20,8 @@ replicates w_r):
   of the run with two or more repeats (relative deviations from each point's mean: a run's
   repeats share one noise process, and two or three repeats alone estimate it poorly), or the
   point's own where its repeats spread more (a cell whose repeats disagree is not hidden by
-  the others: above the pooled by more than F's 95 % point), then with its own degrees of
-  freedom too (R - 1, `scale_of`). This is the
+  the others), with its own degrees of freedom (R - 1) where it is above the pooled by more
+  than F's 95 % point (`scale_of`). This is the
   small-sample interval of a mean (t, not the normal) carried into replicates, so every
   figure computed from replicates (ratios, crossovers, thresholds, capacity, break-even)
   inherits it. Deviations and the draw are in log space (a factor, as
@@ -99,20 +99,22 @@ def own_variance(values: Values) -> float:
 
 
 def scale_of(values: Values, noise: RepeatNoise) -> tuple[float, int]:
-    """The variance and degrees of freedom one point's pooled-t draw uses: the pooled ones, or
-    the point's own (its repeats' variance, R - 1 degrees) where its repeats spread more than
-    the pooled noise explains (own / pooled above F's 95 % point at (R - 1, pooled dof)): a
-    variance estimated from two repeats is as uncertain as two repeats make it, so a
-    disagreeing pair gets t's 12.71 at one degree of freedom, not the pooled ~2. A point whose
-    own variance is above the pooled by chance (about half of them, when every point shares
-    one noise) keeps the pooled figures: taking its own would give it t at R - 1 degrees, an
-    interval several times wider for noise the pooled estimate already holds."""
+    """The variance and degrees of freedom one point's pooled-t draw uses: the larger of the
+    pooled variance and the point's own (a cell whose repeats disagree is not hidden by the
+    others), with the pooled degrees of freedom, or the point's own (R - 1) where its variance
+    is above the pooled by more than F's 95 % point at (R - 1, pooled dof): a variance
+    estimated from two disagreeing repeats is as uncertain as two repeats make it, so such a
+    pair gets t's 12.71 at one degree of freedom, not the pooled ~2. A point above the pooled
+    by chance only (about half of them when every point shares one noise) keeps the pooled
+    degrees: its own would give it t at R - 1 degrees, an interval several times wider for
+    noise the pooled estimate already holds."""
     own = own_variance(values)
     dof = len(relative_deviations(values)) - 1
     if dof >= 1 and noise.dof and own > noise.variance:
         from scipy.stats import f as fisher  # here: scipy.stats adds ~0.7 s to a CLI start
         if own > noise.variance * float(fisher.ppf(0.95, dof, noise.dof)):
             return own, dof
+        return own, noise.dof
     return noise.variance, noise.dof
 
 

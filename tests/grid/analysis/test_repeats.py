@@ -75,9 +75,10 @@ def test_a_disagreeing_pair_takes_its_own_variance_and_its_own_degree_of_freedom
     assert scale_of(spread, RepeatNoise(0.01, 10)) == (pytest.approx(0.18), 1)
     assert scale_of([100.0, 100 * E ** 0.02], RepeatNoise(0.01, 10)) == (0.01, 10)
     # Above the pooled by chance only: logs 0 and 0.16 -> own 0.0128, 1.28 x the pooled 0.01,
-    # under F's 95 % point at (1, 10) degrees, 4.96: the pooled figures stand. Logs 0 and 0.32
-    # -> 0.0512, 5.12 x: above 4.96, its own.
-    assert scale_of([100.0, 100 * E ** 0.16], RepeatNoise(0.01, 10)) == (0.01, 10)
+    # under F's 95 % point at (1, 10) degrees, 4.96: its variance, the pooled 10 degrees.
+    # Logs 0 and 0.32 -> 0.0512, 5.12 x: above 4.96, its own degree.
+    assert scale_of([100.0, 100 * E ** 0.16], RepeatNoise(0.01, 10)) == (pytest.approx(0.0128),
+                                                                         10)
     assert scale_of([100.0, 100 * E ** 0.32], RepeatNoise(0.01, 10)) == (pytest.approx(0.0512), 1)
     b = 200_000
     out = combine(spread, [np.full(b, v) for v in spread], "pooled_t", RepeatNoise(0.01, 10), "k")

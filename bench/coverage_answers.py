@@ -31,11 +31,11 @@ intervals; the threshold's plausible range (the `undetermined` range when it is 
 before: the range from the crossover's interval); the capacity's range from the last load
 shown to meet the SLOs to the load below the first shown to miss them (an `undetermined`
 capacity claims nothing and is counted apart; before: its interval), and, apart, whether the
-capacity named is the true one (before: named whether or not a load was shown to meet). "Before" is the same
-cells through the analysis as it was: the pooled degrees of freedom at every point, the
-threshold read from the point crossover (0 when no load was significantly faster), the
-repeats' attainments pooled as one binomial sample and a capacity claimed with no load shown
-to meet.
+capacity named is the true one (before: named whether or not a load was shown to meet).
+"Before" is the same cells through the analysis as it was: the pooled degrees of freedom at
+every point, the threshold read from the point crossover (0 when no load was significantly
+faster), the repeats' attainments pooled as one binomial sample and a capacity claimed with no
+load shown to meet.
 
     python bench/coverage_answers.py                  # 100 trials x 2 models, ~10 min, 2 cores
     python bench/coverage_answers.py --trials 10      # a quick look
@@ -241,7 +241,7 @@ def main() -> None:
           flush=True)
     result: dict = {"label": "SIMULATION (clock-free)", "settings": vars(args) | {
         "loads": LOADS, "per_stream": PER_STREAM, "output_tokens": OUTPUT_TOKENS,
-        "slo": SLO.as_dict(), "models": MODELS, "out": str(args.out)}, "models": {}}
+        "slo": SLO.as_dict(), "models": MODELS, "out": args.out.name}, "models": {}}
     for name, model in MODELS.items():
         real = truth(pool, model)
         rng = np.random.default_rng(0)

@@ -37,7 +37,7 @@ every point, the threshold read from the point crossover (0 when no load was sig
 faster), the repeats' attainments pooled as one binomial sample and a capacity claimed with no
 load shown to meet.
 
-    python bench/coverage_answers.py                  # 100 trials x 2 models, ~10 min, 2 cores
+    python bench/coverage_answers.py                  # 100 trials x 2 models, ~5-8 min, 2 cores
     python bench/coverage_answers.py --trials 10      # a quick look
 """
 

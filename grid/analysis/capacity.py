@@ -5,7 +5,8 @@ goodput SLOs (`slo.*`, grid/analysis/goodput.py), with its interval; what the va
 
 - A load's **attainment**: of its steady windows' requests (repeats pooled), the share that met
   every SLO set, with its exact (Clopper-Pearson) 95 % interval: requests are the sampling unit,
-  and a window of few requests says little (one request: [2.5 %, 100 %]).
+  and a window of few requests says little (one request: [2.5 %, 100 %]). Where repeats' shares
+  differ more than a binomial sample's, the counts are shrunk by that dispersion (`pooled`).
 - It **meets** the SLOs when that interval lies at or above `target` (0.9: DistServe's goodput
   is the highest rate at which 90 % of requests meet their SLOs; 36 requests all within them are
   the fewest that meet 0.9), **misses** them when it lies below (two that all miss, at the
@@ -34,6 +35,7 @@ from grid.analysis.cellstats import CellStats
 from grid.analysis.decision import NO_DIFFERENCE
 from grid.analysis.pareto import point_energy, point_gpus, usd_per_million_tokens
 from grid.analysis.points import Point, points
+from grid.analysis.winners import win_share
 
 ATTAINMENT = 0.9
 """Share of requests that must meet the SLOs at a load for the load to count as served."""
@@ -50,6 +52,9 @@ class Attainment:
     requests: int
     over_saturated: bool = False
     """A cell of the load was stopped over-saturated: a miss whatever its attainment."""
+    dispersion: float = 1.0
+    """How much more the share varies between the load's repeats than a binomial sample's
+    (`pooled`): the interval counts good / dispersion of requests / dispersion."""
 
     @property
     def value(self) -> float:
@@ -57,12 +62,15 @@ class Attainment:
 
     @cached_property
     def interval(self) -> tuple[float, float]:
-        """The exact binomial (Clopper-Pearson) interval at LEVEL; (0, 1) without requests."""
+        """The exact binomial (Clopper-Pearson) interval at LEVEL, of the counts shrunk by the
+        dispersion (its beta quantiles take fractional counts); (0, 1) without requests."""
         if not self.requests:
             return 0.0, 1.0
-        from scipy.stats import binomtest  # here: scipy.stats adds ~0.7 s to a CLI start
-        ci = binomtest(self.good, self.requests).proportion_ci(LEVEL, method="exact")
-        return float(ci.low), float(ci.high)
+        from scipy.stats import beta  # here: scipy.stats adds ~0.7 s to a CLI start
+        x, n, tail = self.good / self.dispersion, self.requests / self.dispersion, (1 - LEVEL) / 2
+        lo = 0.0 if self.good == 0 else float(beta.ppf(tail, x, n - x + 1))
+        hi = 1.0 if self.good == self.requests else float(beta.ppf(1 - tail, x + 1, n - x))
+        return lo, hi
 
     def verdict(self, target: float = ATTAINMENT) -> str:
         lo, hi = self.interval
@@ -79,7 +87,8 @@ class Attainment:
         return {"attainment": None if math.isnan(self.value) else round(self.value, 4),
                 "interval": [round(lo, 4), round(hi, 4)], "good": self.good,
                 "requests": self.requests, "over_saturated": self.over_saturated,
-                "verdict": self.verdict(target)}
+                "verdict": self.verdict(target),
+                **({"dispersion": round(self.dispersion, 3)} if self.dispersion != 1 else {})}
 
 
 def fewest_to_meet(target: float = ATTAINMENT) -> int:
@@ -102,9 +111,20 @@ def cell_attainments(table: pd.DataFrame) -> dict[str, Attainment]:
 
 
 def pooled(parts: Sequence[Attainment]) -> Attainment:
-    """A load's repeats as one sample of requests."""
-    return Attainment(sum(a.good for a in parts), sum(a.requests for a in parts),
-                      any(a.over_saturated for a in parts))
+    """A load's repeats as one sample of requests, with their dispersion: Pearson's X² of the
+    repeats' shares against the pooled one over its R - 1 degrees of freedom, at least 1 (the
+    quasi-binomial estimate of a beta-binomial's variance inflation: repeats that agree as a
+    binomial sample would add no width; repeats whose shares differ more widen the interval as
+    if there were fewer requests)."""
+    good, requests = sum(a.good for a in parts), sum(a.requests for a in parts)
+    measured = [a for a in parts if a.requests]
+    share = good / requests if requests else math.nan
+    dispersion = 1.0
+    if len(measured) >= 2 and 0 < share < 1:
+        x2 = sum((a.good - a.requests * share) ** 2 / (a.requests * share * (1 - share))
+                 for a in measured)
+        dispersion = max(1.0, x2 / (len(measured) - 1))
+    return Attainment(good, requests, any(a.over_saturated for a in parts), dispersion)
 
 
 @dataclass(frozen=True)
@@ -174,10 +194,18 @@ class Capacity:
     """Joules per output token at the capacity point (where power was read)."""
     replicates: np.ndarray = field(default_factory=lambda: np.empty(0), repr=False)
     """Goodput tok/s replicates at the capacity point (for the comparison of variants)."""
+    first_miss: float | None = None
+    """The lowest tested load shown to miss the SLOs (None: none is)."""
 
     @property
     def served(self) -> bool:
         return math.isfinite(self.capacity)
+
+    @property
+    def undetermined(self) -> bool:
+        """No tested load is shown to meet the SLOs and the lowest is not shown to miss them:
+        the capacity is not known, and not claimed (NaN)."""
+        return math.isnan(self.capacity)
 
     @property
     def goodput_per_gpu(self) -> float:
@@ -188,28 +216,51 @@ class Capacity:
             return f"none (below {min(self.loads):g})"
         return f"c={x:g}" if self.load_kind == "concurrency" else f"{x:g}/s"
 
+    def _undecided(self, above: float) -> list[str]:
+        top = math.inf if self.first_miss is None else self.first_miss
+        return [self.load_text(x) for x, a in zip(self.loads, self.attainments, strict=True)
+                if above < x < top and a.verdict(self.target) == UNDECIDED]
+
+    def span(self) -> str:
+        """`between c=1, the last load shown to meet them, and c=16, the first shown to miss
+        them; undecided at c=4`: the range a served capacity lies in, by the loads' verdicts."""
+        undecided = self._undecided(self.lo)
+        where = (f"between {self.load_text(self.lo)}, the last load shown to meet them, and "
+                 f"{self.load_text(self.first_miss)}, the first shown to miss them"
+                 if self.first_miss is not None else
+                 f"from {self.load_text(self.lo)}, the last load shown to meet them; no tested "
+                 f"load shown to miss them")
+        return where + (f"; undecided at {', '.join(undecided)}" if undecided else "")
+
     def describe(self) -> str:
         share = f"{self.target:.0%} of requests within the SLOs"
-        undecided = [self.load_text(x) for x, a in zip(self.loads, self.attainments, strict=True)
-                     if self.lo < x <= self.hi and a.verdict(self.target) == UNDECIDED]
-        span = (f"95% interval {self.load_text(self.lo)} .. {self.load_text(self.hi)}"
-                + (f"; undecided at {', '.join(undecided)}" if undecided else ""))
+        if self.undetermined:
+            undecided = self._undecided(-math.inf)
+            return (f"{self.variant} on {self.workload}: capacity undetermined with {share}: no "
+                    f"tested load is shown to meet them (undecided at {', '.join(undecided)}"
+                    + (f"; {self.load_text(self.first_miss)} is the first shown to miss them"
+                       if self.first_miss is not None else "")
+                    + f"); a load settles as meeting them with {fewest_to_meet(self.target)} "
+                    f"steady-window requests all within them (raise load.requests_per_stream "
+                    f"or add repeats)")
         if not self.served:
             return (f"{self.variant} on {self.workload}: does not hold the SLOs even at "
                     f"{self.load_text(min(self.loads))} ({share}; attainment there "
-                    f"{self.attainment:.0%}" + (f"; {span})" if math.isfinite(self.hi) else ")"))
+                    f"{self.attainment:.0%})")
         head = self.load_text(self.capacity)
         if not self.bracketed:
             head = (f"at least {head}, the highest tested," if self.capacity == self.loads[-1]
                     else f"{head} (no tested load shown to miss the SLOs)")
-        return (f"{self.variant} on {self.workload}: capacity {head} with {share} ({span}), "
+        return (f"{self.variant} on {self.workload}: capacity {head} with {share} ("
+                f"{self.span()}), "
                 f"goodput {self.goodput_tok_s:.0f} tok/s [{self.goodput_tok_s_lo:.0f}, "
                 f"{self.goodput_tok_s_hi:.0f}]")
 
     def as_json(self) -> dict:
         return {"variant": self.variant, "workload": self.workload,
                 "load_kind": self.load_kind, "tested": self.loads, "target": self.target,
-                "capacity": self.capacity, "interval": [self.lo, self.hi],
+                "capacity": self.capacity, "undetermined": self.undetermined,
+                "interval": [self.lo, self.hi], "first_miss": self.first_miss,
                 "bracketed": self.bracketed, "attainment": self.attainment,
                 "attainments": {f"{x:g}": a.as_json(self.target)
                                 for x, a in zip(self.loads, self.attainments, strict=True)},
@@ -236,10 +287,13 @@ def capacities(stats: CellStats, gpus: Mapping[str, float | None], target: float
         loads = [p.load for p in pts]
         atts = [pooled([by_cell[c] for c in p.cell_ids]) for p in pts]
         rule = boundary(atts, target)
-        capacity, low, _, hi = rule.at(loads, -math.inf)
+        capacity, low, miss, hi = rule.at(loads, -math.inf)
+        if rule.low is None and rule.capacity is not None:
+            capacity = math.nan  # loads that hold by their point estimate, none shown to meet
         cap = Capacity(variant, workload, kind, loads, target, capacity, low, hi,
                        bracketed=rule.first_miss is not None, attainments=atts,
-                       attainment=atts[rule.capacity or 0].value)
+                       attainment=atts[rule.capacity or 0].value,
+                       first_miss=None if rule.first_miss is None else float(miss))
         there = pts[rule.capacity or 0]
         if cap.served:
             cap.goodput_tok_s = there.values["goodput_tok_s"]
@@ -276,5 +330,7 @@ def serves_most(caps: list[Capacity]) -> list[dict]:
                     "winner": win.variant, "value": a, "capacity": win.capacity,
                     "runner_up": second.variant, "runner_up_value": b,
                     "margin": a / b - 1.0 if b else math.nan, "lo": lo, "hi": hi,
+                    "wins_share": win_share({c.variant: c.replicates / scale[c.variant]
+                                             for c in mine}, win.variant),
                     "verdict": "winner" if excludes_zero(lo, hi) else NO_DIFFERENCE})
     return out

@@ -1,8 +1,10 @@
 """From analysed cells to decisions: the speedup of each variant over the baseline against
-load (with intervals and a verdict that names a winner only when the interval excludes zero),
-the crossover load where speculation stops paying (with its interval), the recommended
-`speculative_disable_above_batch`, and — when threshold variants were swept — which one won at
-each load and overall, by throughput and by goodput, with the margin. A variant is compared
+load (with intervals and one of three verdicts: faster, slower, or undetermined with the
+smallest effect the run could have detected, grid/analysis/verdict.py), the crossover load
+where speculation stops paying (with its interval), the recommended
+`speculative_disable_above_batch` (from the verdicts, never from a point estimate), and —
+when threshold variants were swept — which one won at each load and overall, by throughput and
+by goodput, with the margin. A variant is compared
 only with the baseline of its own setup (engine, model, hardware: grid/analysis/setups.py);
 where the grid varies those, the setups are compared baseline to baseline on their own.
 
@@ -20,7 +22,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from grid.analysis.bootstrap import LEVEL, excludes_zero, interval
+from grid.analysis.bootstrap import LEVEL, interval
 from grid.analysis.cellstats import CellStats
 from grid.analysis.jsonsafe import json_safe
 from grid.analysis.points import (
@@ -32,7 +34,24 @@ from grid.analysis.points import (
     repeats_summary,
 )
 from grid.analysis.setups import SEP, axis_values, is_baseline, split, varying
-from grid.analysis.winners import NO_DIFFERENCE, THRESHOLD_LABEL, threshold_winners
+from grid.analysis.verdict import (
+    FASTER,
+    RULE,
+    UNDETERMINED,
+    cost_text,
+    half_width,
+    holm,
+    p_value,
+    recommend_threshold,
+    repeats_to_resolve,
+    verdict_of,
+)
+from grid.analysis.winners import (
+    NO_DIFFERENCE,
+    THRESHOLD_LABEL,
+    best_share,
+    threshold_winners,
+)
 
 
 def _pct(x: float) -> str:
@@ -48,13 +67,17 @@ def _compare(p: Point, b: Point, metric: str) -> dict:
     per_repeat = repeat_ratios(p, b, metric)
     spread = (min(per_repeat), max(per_repeat)) if len(per_repeat) >= 2 else (math.nan, math.nan)
     lo, hi = interval(reps)
-    verdict = (NO_DIFFERENCE if not excludes_zero(lo, hi)
-               else ("faster" if lo > 0 else "slower"))
+    verdict = verdict_of(lo, hi)
     if b.values[metric] == 0 and p.values[metric] > 0:  # e.g. no baseline goodput at all
-        verdict = "faster"
+        verdict = FASTER
+    repeats = min(p.repeats, b.repeats)
+    half = half_width(lo, hi)
     return {"workload": p.workload, "load_kind": p.load_kind, "load": p.load, "metric": metric,
-            "speedup": point, "lo": lo, "hi": hi, "verdict": verdict,
-            "repeats": min(p.repeats, b.repeats), "repeat_lo": spread[0],
+            "speedup": point, "lo": lo, "hi": hi, "verdict": verdict, "half_width": half,
+            "p": p_value(reps), "dropped": int(np.size(reps) - np.isfinite(reps).sum()),
+            "repeats_needed": (repeats_to_resolve(half, point, repeats)
+                               if verdict == UNDETERMINED else None),
+            "repeats": repeats, "repeat_lo": spread[0],
             "repeat_hi": spread[1], "_reps": reps}
 
 
@@ -70,7 +93,10 @@ def speedups(pts: list[Point], baseline: str = "baseline", metric: str = "output
         if is_baseline(p.variant, baseline) or b is None:
             continue
         rows.append({"variant": p.variant, "baseline": b.variant, **_compare(p, b, metric)})
-    return pd.DataFrame(rows)
+    table = pd.DataFrame(rows)
+    if len(table):  # the family the run's significance list is controlled over
+        table["holm"] = holm(table.p.tolist())
+    return table
 
 
 def setup_comparisons(pts: list[Point], axes: list[str], baseline: str = "baseline",
@@ -167,51 +193,12 @@ def crossovers(table: pd.DataFrame) -> list[Crossover]:
     return out
 
 
-def _tested_at_or_below(loads: list[float], x: float) -> int | None:
-    below = [v for v in loads if v <= x]
-    return int(max(below)) if below else None
-
-
-def recommend_threshold(table: pd.DataFrame, cross: Crossover) -> dict:
-    """The recommended speculative_disable_above_batch for one speculative variant and
-    workload (closed loop: the running batch follows the concurrency): the largest tested
-    concurrency below the crossover. 0 = speculation never paid (keep it off); None =
-    it paid at every tested concurrency (no threshold needed within the tested range)."""
-    rows = table[(table.variant == cross.variant) & (table.workload == cross.workload)
-                 & (table.load_kind == cross.load_kind)].sort_values("load")
-    loads = cross.loads
-    pays = rows[rows.verdict == "faster"].load.tolist()
-    loses = rows[rows.verdict == "slower"].load.tolist()
-    rec: int | None
-    if not pays:
-        rec = 0
-        if loses:
-            text = (f"speculation is never significantly faster and is slower at "
-                    f"{', '.join(fmt_load('concurrency', c) for c in loses)}: keep it off "
-                    f"(speculative_disable_above_batch=0, i.e. use the baseline)")
-        else:
-            text = (f"{NO_DIFFERENCE} at any tested concurrency: speculation buys nothing "
-                    f"measurable here (speculative_disable_above_batch=0 keeps it simple)")
-    elif cross.point == math.inf:
-        rec = None
-        text = (f"speculation pays at every tested concurrency up to {max(loads):g}: no "
-                f"threshold needed within the tested range (test higher concurrency)")
-    else:
-        rec = _tested_at_or_below(loads, cross.point) or 0
-        text = (f"set speculative_disable_above_batch={rec} (largest tested concurrency "
-                f"below the {cross.describe()})")
-    lo_n = (0 if cross.lo == -math.inf else _tested_at_or_below(loads, cross.lo)
-            if cross.lo != math.inf else int(max(loads)))
-    hi_n = (None if cross.hi == math.inf else _tested_at_or_below(loads, cross.hi) or 0)
-    return {"variant": cross.variant, "workload": cross.workload,
-            "speculative_disable_above_batch": rec,
-            "plausible_range": [lo_n, hi_n], "statement": text}
-
-
 def _level_parts(group: pd.DataFrame) -> str:
     parts = []
     for row in group.sort_values(["load_kind", "load"]).to_dict("records"):
-        tag = "" if row["verdict"] != NO_DIFFERENCE else " n.s."
+        tag = "" if row["verdict"] != UNDETERMINED else f" {UNDETERMINED}"
+        if row.get("dropped", 0) and pd.notna(row.get("dropped")):
+            tag += f" ({int(row['dropped'])} replicates not finite, left out)"
         lo, hi = row.get("repeat_lo", math.nan), row.get("repeat_hi", math.nan)
         if pd.notna(lo) and pd.notna(hi):
             tag += f" (repeats {_pct(lo)}..{_pct(hi)})"
@@ -254,8 +241,9 @@ def verdict_line(row: pd.Series, with_workload: bool = False) -> str:
     if with_workload:
         where = f"{where} on {row.workload}"
     baseline = split(row.baseline)[1]
-    if row.verdict == NO_DIFFERENCE:
-        return f"{row.variant} vs {baseline} at {where}: {NO_DIFFERENCE}"
+    if row.verdict == UNDETERMINED:
+        return (f"{row.variant} vs {baseline} at {where}: {UNDETERMINED} "
+                f"({cost_text(row.speedup, row.lo, row.hi, int(row.repeats), short=True)})")
     word = "beats" if row.verdict == "faster" else "loses to"
     return (f"{row.variant} {word} {baseline} at {where} by {_pct(row.speedup)} "
             f"[{_pct(row.lo)}, {_pct(row.hi)}]")
@@ -304,10 +292,23 @@ class Decision:
             out += repeat_lines(self.repeats)
         if not self.speedups.empty:
             several = self.speedups.workload.nunique() > 1
-            sig = [verdict_line(r, several) for _, r in self.speedups.iterrows()
-                   if r.verdict != NO_DIFFERENCE]
+            decided = self.speedups[self.speedups.verdict != UNDETERMINED]
+            held = decided.holm.astype(bool) if "holm" in decided else decided.verdict.isna()
+            family = f"Holm's step-down over the {len(self.speedups)} comparisons"
+            sig = [verdict_line(r, several) for _, r in decided[held].iterrows()]
             if sig:
-                out.append("significant (95% interval excludes zero): " + "; ".join(sig))
+                out.append(f"significant (95% interval excludes zero; {family} keeps it): "
+                           + "; ".join(sig))
+            alone = [verdict_line(r, several) for _, r in decided[~held].iterrows()]
+            if alone:
+                out.append(f"significant alone, not over the comparisons ({family}): "
+                           + "; ".join(alone))
+            open_ = [verdict_line(r, several) for _, r in self.speedups.iterrows()
+                     if r.verdict == UNDETERMINED]
+            if open_:
+                out.append("undetermined (95% interval holds zero: not evidence of no "
+                           "difference; the smallest effect each could detect is its "
+                           f"half-width, and {RULE}): " + "; ".join(open_))
         for c in self.crossovers:
             out.append(f"{c.variant} vs {self.baseline} on {c.workload}: {c.describe()}")
         for r in self.recommendations:
@@ -318,7 +319,8 @@ class Decision:
                        if w["significant"] else f"leads, but {NO_DIFFERENCE} "
                        f"({_pct(w['margin'])} [{_pct(w['lo'])}, {_pct(w['hi'])}])")
             out.append(f"threshold sweep on {w['workload']} by {w['metric']}: {w['winner']} "
-                       f"{verdict} over {w['runner_up']} across {w['levels']} load levels")
+                       f"{verdict} over {w['runner_up']} across {w['levels']} load levels"
+                       f"{best_share(w.get('wins_share'))}")
         compared = setup_lines(self.setups)
         if compared:
             out += ["", "setups compared (each variant above is compared only with its own "

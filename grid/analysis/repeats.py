@@ -20,9 +20,11 @@ replicates w_r):
   of the run with two or more repeats (relative deviations from each point's mean: a run's
   repeats share one noise process, and two or three repeats alone estimate it poorly), or the
   point's own where its repeats spread more (a cell whose repeats disagree is not hidden by
-  the others). This is the small-sample interval of a mean (t, not the normal) carried into
-  replicates, so every figure computed from replicates (ratios, crossovers, thresholds,
-  capacity, break-even) inherits it. Deviations and the draw are in log space (a factor, as
+  the others), with its own degrees of freedom (R - 1) where it is above the pooled by more
+  than F's 95 % point (`scale_of`). This is the
+  small-sample interval of a mean (t, not the normal) carried into replicates, so every
+  figure computed from replicates (ratios, crossovers, thresholds, capacity, break-even)
+  inherits it. Deviations and the draw are in log space (a factor, as
   a throughput varies: never below zero, and a ratio's interval symmetric in the factor). The
   repeats' spread includes their within-cell noise, so adding the within replicates counts
   that part twice: conservative by at most that part.
@@ -63,6 +65,9 @@ class RepeatNoise:
 
 
 NO_NOISE = RepeatNoise(0.0, 0)
+LOG_CAP = 300.0
+"""The largest log shift a pooled-t replicate is given (e^300 ~ 1e130: finite, and a ratio of
+two such still is)."""
 
 
 def relative_deviations(values: Values) -> np.ndarray:
@@ -93,6 +98,26 @@ def own_variance(values: Values) -> float:
     return float(np.sum(d ** 2) / (d.size - 1)) if d.size >= 2 else 0.0
 
 
+def scale_of(values: Values, noise: RepeatNoise) -> tuple[float, int]:
+    """The variance and degrees of freedom one point's pooled-t draw uses: the larger of the
+    pooled variance and the point's own (a cell whose repeats disagree is not hidden by the
+    others), with the pooled degrees of freedom, or the point's own (R - 1) where its variance
+    is above the pooled by more than F's 95 % point at (R - 1, pooled dof): a variance
+    estimated from two disagreeing repeats is as uncertain as two repeats make it, so such a
+    pair gets t's 12.71 at one degree of freedom, not the pooled ~2. A point above the pooled
+    by chance only (about half of them when every point shares one noise) keeps the pooled
+    degrees: its own would give it t at R - 1 degrees, an interval several times wider for
+    noise the pooled estimate already holds."""
+    own = own_variance(values)
+    dof = len(relative_deviations(values)) - 1
+    if dof >= 1 and noise.dof and own > noise.variance:
+        from scipy.stats import f as fisher  # here: scipy.stats adds ~0.7 s to a CLI start
+        if own > noise.variance * float(fisher.ppf(0.95, dof, noise.dof)):
+            return own, dof
+        return own, noise.dof
+    return noise.variance, noise.dof
+
+
 def combine(values: Values, replicates: Sequence[np.ndarray], method: RepeatMethod,
             noise: RepeatNoise, key: str) -> np.ndarray:
     """The replicates of the mean over repeats (`values[r]` measured with `replicates[r]`),
@@ -111,10 +136,13 @@ def combine(values: Values, replicates: Sequence[np.ndarray], method: RepeatMeth
         return np.take_along_axis(reps.T, drawn, axis=1).mean(axis=1)
     if not noise.dof:
         return within
-    variance = max(noise.variance, own_variance(values))
+    variance, dof = scale_of(values, noise)
     from scipy.stats import t as student_t  # here: scipy.stats adds ~0.7 s to a CLI start
-    shift = student_t.rvs(noise.dof, size=reps.shape[1], random_state=rng)
-    return within * np.exp(math.sqrt(variance / count) * shift)
+    shift = student_t.rvs(dof, size=reps.shape[1], random_state=rng)
+    # t at one degree of freedom has tails past any float's exp: the log shift is held to
+    # ±LOG_CAP, far beyond any percentile the intervals read, so no replicate becomes 0 or inf
+    log_shift = np.clip(math.sqrt(variance / count) * shift, -LOG_CAP, LOG_CAP)
+    return within * np.exp(log_shift)
 
 
 def disagree(intervals: Sequence[tuple[float, float]]) -> bool:

@@ -53,7 +53,7 @@ def parse_overrides(overrides: Sequence[str],
     line = CommandLine()
     for text, override in zip(overrides, parsed, strict=True):
         if not override.is_sweep_override():
-            line.fixed.append(text)
+            line.fixed.append(_forced(text, override))
             line.fixed_keys[override.key_or_group] = text
     for text, override in zip(overrides, parsed, strict=True):
         if override.is_sweep_override():
@@ -63,6 +63,21 @@ def parse_overrides(overrides: Sequence[str],
                                   "this command line")
             line.axes[name] = _sweep_values(override, text, line.fixed, group_options)
     return line
+
+
+FORCED = ("grid.axes.", "grid.include", "grid.exclude")
+"""Keys a fixed override sets whether or not the composed config has them: an axis a grid
+from the command line (or a sweep without it) lacks, `grid.axes.repeat=[0,1,2]` as the
+report's hint prints it, would otherwise be refused as not in the schema's struct."""
+
+
+def _forced(text: str, override: Override) -> str:
+    """`grid.axes.X=...` (or `+grid.axes.X=...`) as Hydra's force-add `++grid.axes.X=...`:
+    set when the grid has the axis, added when it does not."""
+    if not override.key_or_group.startswith(FORCED) or override.is_delete() \
+            or override.is_force_add() or override.package:
+        return text
+    return "++" + text.lstrip("+")
 
 
 def _parse(overrides: Sequence[str]) -> list[Override]:

@@ -5,25 +5,26 @@ concurrency and its 95 % interval) and the `speculative_disable_above_batch` to 
 one, the speedups themselves. A simulated run's recommendation follows its model's assumed
 interior (grid/report/assumed.py): its range is said, and an undetermined one names the loads to
 measure. A run that asked a question (an adaptive search, grid/questions/) leads with that
-question's answer, the per-variant sentence after it (`answers`)."""
+question's answer, the per-variant sentence after it (`answers`). The verdicts are three
+(grid/analysis/verdict.py): an undetermined lowest load gives "undetermined whether
+speculation pays" with the repeats that would settle it, never "keep it off". Each sentence
+ends with its scope: one repeat (within-run noise only; on a real engine the recommendation is
+provisional) or the repeat count."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pandas as pd
 
-from grid.analysis.decision import NO_DIFFERENCE, Decision
+from grid.analysis.decision import Decision
+from grid.analysis.points import REPEAT_OVERRIDE
 from grid.analysis.setups import split
+from grid.analysis.verdict import FASTER, RULE, SLOWER, UNDETERMINED, cost_text, pct
 from grid.questions import traced
 
 MOST = 3
 """Clauses the sentence holds; more are counted, and the decision below lists them all."""
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:+.0f} %" if math.isfinite(x) else "?"
 
 
 def _load(kind: str, load: float) -> str:
@@ -31,10 +32,10 @@ def _load(kind: str, load: float) -> str:
 
 
 def _evidence(row: Any) -> str:
-    """`c=1 +8 % [+3 %, +12 %]` (`, not significant` when the interval holds zero)."""
-    tag = ", not significant" if row.verdict == NO_DIFFERENCE else ""
-    return (f"{_load(row.load_kind, row.load)} {_pct(row.speedup)} "
-            f"[{_pct(row.lo)}, {_pct(row.hi)}]{tag}")
+    """`c=1 +8 % [+3 %, +12 %]` (`, undetermined` when the interval holds zero)."""
+    tag = f", {UNDETERMINED}" if row.verdict == UNDETERMINED else ""
+    return (f"{_load(row.load_kind, row.load)} {pct(row.speedup)} "
+            f"[{pct(row.lo)}, {pct(row.hi)}]{tag}")
 
 
 def _rows(decision: Decision, variant: str, workload: str) -> pd.DataFrame:
@@ -43,17 +44,33 @@ def _rows(decision: Decision, variant: str, workload: str) -> pd.DataFrame:
              & (t.load_kind == "concurrency")].sort_values("load")
 
 
+def _undetermined(decision: Decision, rec: dict, rows: pd.DataFrame) -> str:
+    variant, workload = rec["variant"], rec["workload"]
+    assumed: dict = rec.get("assumed") or {}
+    low, high = rec["undetermined"]
+    if assumed:  # a simulated run: its model's assumed interior leaves it open
+        return (f"{variant} on {workload}: speculative_disable_above_batch is undetermined "
+                f"between {low} and {high} ({assumed['text']}): measure "
+                f"c={assumed['measure']} on your node to settle it")
+    first = rows.iloc[0]
+    losing = rows[rows.verdict == SLOWER]
+    bound = (f"; slower from {_load('concurrency', float(losing.load.min()))}, so "
+             f"speculative_disable_above_batch={high} at most" if high is not None
+             and len(losing) else "")
+    return (f"{variant} on {workload}: undetermined whether speculation pays "
+            f"({_load(first.load_kind, first.load)} {pct(first.speedup)} [{pct(first.lo)}, "
+            f"{pct(first.hi)}]: {cost_text(first.speedup, first.lo, first.hi, int(first.repeats))})"
+            f"{bound}; not evidence to turn it off")
+
+
 def _clause(decision: Decision, rec: dict) -> str:
     variant, workload = rec["variant"], rec["workload"]
     rows = _rows(decision, variant, workload)
     threshold = rec.get("speculative_disable_above_batch")
-    paying = rows[rows.verdict == "faster"]
+    paying = rows[rows.verdict == FASTER]
     assumed: dict = rec.get("assumed") or {}  # a simulated run: its assumed interior decides
-    if rec.get("undetermined"):
-        low, high = rec["undetermined"]
-        return (f"{variant} on {workload}: speculative_disable_above_batch is undetermined "
-                f"between {low} and {high} ({assumed['text']}): measure "
-                f"c={assumed['measure']} on your node to settle it")
+    if rec.get("undetermined") and rec.get("source") is None and (assumed or len(rows)):
+        return _undetermined(decision, rec, rows)
     if threshold is None:
         shown = _evidence(rows.iloc[0]) if len(rows) else "see below"
         top = f"{rows.load.max():g}" if len(rows) else "the highest tested"
@@ -61,22 +78,55 @@ def _clause(decision: Decision, rec: dict) -> str:
                 f"c={top}): keep speculation on, no threshold needed in the tested range")
     if threshold == 0:
         shown = _evidence(rows.iloc[0]) if len(rows) else "no significant gain"
-        losing = rows[rows.verdict == "slower"]
+        losing = rows[rows.verdict == SLOWER]
         loses = (f", slower from {_load('concurrency', float(losing.load.min()))}"
                  if len(losing) else "")
         return (f"{variant} does not pay on {workload} ({shown}{loses}): keep speculation "
                 f"off, speculative_disable_above_batch=0")
     first = paying.iloc[0] if len(paying) else (rows.iloc[0] if len(rows) else None)
     shown = f" ({_evidence(first)})" if first is not None else ""
-    why = (f" ({assumed['text']}; measure c={assumed['measure']} on your node to check it)"
-           if assumed else "")
-    return (f"{variant} pays up to concurrency {threshold} on {workload}{shown}; above it, "
-            f"keep speculation off: speculative_disable_above_batch={threshold}{why}")
+    if assumed:
+        return (f"{variant} pays up to concurrency {threshold} on {workload}{shown}; above it, "
+                f"keep speculation off: speculative_disable_above_batch={threshold} "
+                f"({assumed['text']}; measure c={assumed['measure']} on your node to check it)")
+    top = (rec.get("plausible_range") or [threshold, threshold])[1]
+    if top == threshold or rec.get("source") is not None:
+        return (f"{variant} pays up to concurrency {threshold} on {workload}{shown}; above it, "
+                f"keep speculation off: speculative_disable_above_batch={threshold}")
+    above = rows[rows.load > threshold]
+    open_ = above[above.verdict == UNDETERMINED]
+    settle = (f": undetermined at {', '.join(_load('concurrency', c) for c in open_.load)}, "
+              f"{_repeats(open_.iloc[0])}" if len(open_) else "")
+    return (f"{variant} pays up to concurrency {threshold} on {workload}{shown}: "
+            f"speculative_disable_above_batch={threshold}, plausible range {threshold} to "
+            f"{f'{rows.load.max():g} or above' if top is None else top}{settle}")
 
 
-def answer(decision: Decision, label: str | None = None) -> str:
-    """One sentence (`label`, e.g. SIMULATION, appended in brackets: where the numbers come
-    from)."""
+def _repeats(row: Any) -> str:
+    """`about 8 repeats would resolve it` (RULE: the half-width shrinks as 1/sqrt(repeats))."""
+    need = row.repeats_needed
+    if need is None or pd.isna(need):
+        return f"an effect within ±{100 * row.half_width:.0f} % the run could not detect"
+    return f"about {int(need)} repeats would resolve {pct(row.speedup)} ({RULE})"
+
+
+def scope(decision: Decision, provisional: bool) -> str:
+    """What the intervals cover, said in the first sentence: `one repeat: within-run noise
+    only` (on a real engine: the recommendation is provisional, with the override that adds
+    repeats) or `3 repeats: ...`."""
+    most = int(decision.repeats.get("most") or 0) if decision.repeats else 0
+    if most >= 2:
+        return f"{most} repeats: intervals cover the spread between runs"
+    if provisional:
+        return ("provisional: one repeat, within-run noise only; measure again with "
+                f"{REPEAT_OVERRIDE} before acting on it")
+    return "one repeat: within-run noise only"
+
+
+def answer(decision: Decision, label: str | None = None, provisional: bool = False) -> str:
+    """One sentence, its scope (`scope`) before its `label` (e.g. SIMULATION, in brackets:
+    where the numbers come from); `provisional`: a real engine's run."""
+    tag = f" [{label}]" if label else ""
     recs = sorted(decision.recommendations, key=lambda r: (str(r["workload"]),
                                                            str(r["variant"])))
     if recs:
@@ -93,14 +143,15 @@ def answer(decision: Decision, label: str | None = None) -> str:
     elif not decision.setups.empty:
         text = "no variant to compare with its baseline; the setups are compared below"
     else:
-        text = "no variant was compared with a baseline in this run"
-    return f"{text}{f' [{label}]' if label else ''}."
+        return f"no variant was compared with a baseline in this run{tag}."
+    return f"{text} ({scope(decision, provisional)}){tag}."
 
 
-def answers(decision: Decision, label: str | None = None, search: dict | None = None
-            ) -> list[str]:
+def answers(decision: Decision, label: str | None = None, search: dict | None = None,
+            provisional: bool = False) -> list[str]:
     """The report's leading sentences: the asked question's answer first (where the run's
-    search has one), then the per-variant sentence (`answer`)."""
+    search has one, with its scope), then the per-variant sentence (`answer`)."""
     asked = traced(search).answer(search) if search else None
     tag = f" [{label}]" if label else ""
-    return ([f"{asked}{tag}."] if asked else []) + [answer(decision, label)]
+    return (([f"{asked} ({scope(decision, provisional)}){tag}."] if asked else [])
+            + [answer(decision, label, provisional)])

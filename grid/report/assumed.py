@@ -90,12 +90,14 @@ def bounded(rec: dict[str, Any], interior: AssumedInterior, tested: list[float]
         statement = (f"set speculative_disable_above_batch={low} ({where}; the loads in "
                      f"between are the model's assumption: measure c={measure} on your node "
                      f"to check it)")
+        rec = {k: v for k, v in rec.items() if k not in ("undetermined", "settle")}
         return {**rec, "speculative_disable_above_batch": low, "statement": statement,
+                "verdict": "off" if low == 0 else "threshold",
                 "assumed": {"crossover": [lo, hi], "measure": measure, "text": where}}
     statement = (f"undetermined between speculative_disable_above_batch={low} and {high} "
                  f"({where}): measure c={measure} on your node to settle it")
     return {**rec, "speculative_disable_above_batch": None, "undetermined": [low, high],
-            "statement": statement,
+            "statement": statement, "verdict": "undetermined",
             "assumed": {"crossover": [lo, hi], "measure": measure, "text": where}}
 
 

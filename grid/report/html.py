@@ -15,6 +15,8 @@ import pandas as pd
 from grid.analysis.bootstrap import excludes_zero, interval
 from grid.analysis.decision import NO_DIFFERENCE
 from grid.analysis.points import points, repeat_lines
+from grid.analysis.verdict import UNDETERMINED
+from grid.analysis.winners import best_share
 from grid.questions import traced
 from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import (
@@ -118,7 +120,7 @@ def decision_section(data: RunData) -> str:
         out.append("<p>Threshold sweep: winner per load level (margin over the runner-up, "
                    "95 % interval):</p>")
         rows = ["<tr><th>workload</th><th>by</th><th>load</th><th>winner</th><th>runner-up"
-                "</th><th>margin</th><th>verdict</th></tr>"]
+                "</th><th>margin</th><th>best in (bootstrap)</th><th>verdict</th></tr>"]
         for w in thresholds["per_load"] + [dict(x, load="overall", load_kind="")
                                            for x in thresholds["overall"]]:
             load = (w["load"] if isinstance(w["load"], str) else
@@ -127,7 +129,8 @@ def decision_section(data: RunData) -> str:
                         f"<td>{esc(load)}</td><td>{esc(w['winner'])}</td>"
                         f"<td>{esc(w['runner_up'])}</td><td class=n>{num(w['margin'], '{:+.1%}')}"
                         f" <small>[{num(w['lo'], '{:+.1%}')}, {num(w['hi'], '{:+.1%}')}]</small>"
-                        f"</td><td>{esc(w['verdict'])}</td></tr>")
+                        f"</td><td class=n>{num(w.get('wins_share'), '{:.0%}')}</td>"
+                        f"<td>{esc(w['verdict'])}</td></tr>")
         out.append("<table>" + "".join(rows) + "</table>")
     if len(out) == 1:
         out.append("<p>No baseline/variant pairs to compare in this run.</p>")
@@ -189,6 +192,7 @@ def operator_section(data: RunData, figures: dict[str, bytes]) -> str:
     rows = []
     for c in view.capacities:
         rows.append([esc(c.variant), esc(c.workload),
+                     "undetermined" if c.undetermined else
                      _load(c.load_kind, c.capacity) + ("" if c.bracketed else " (≥)"),
                      f"{_load(c.load_kind, c.lo)} .. {_load(c.load_kind, c.hi)}",
                      num(c.attainment, "{:.0%}"),
@@ -206,7 +210,8 @@ def operator_section(data: RunData, figures: dict[str, bytes]) -> str:
         out.append(f"<p><b>At the SLO on {esc(b['workload'])}: {esc(b['winner'])} {word}</b>"
                    f" — {num(b['value'])} {unit} at its capacity vs {esc(b['runner_up'])} "
                    f"{num(b['runner_up_value'])} ({num(b['margin'], '{:+.1%}')} <small>["
-                   f"{num(b['lo'], '{:+.1%}')}, {num(b['hi'], '{:+.1%}')}]</small>)</p>")
+                   f"{num(b['lo'], '{:+.1%}')}, {num(b['hi'], '{:+.1%}')}]</small>)"
+                   f"{esc(best_share(b.get('wins_share')))}</p>")
     out += [img(png, name) for name, png in figures.items() if name in OPERATOR_PLOTS]
     table = view.frontier
     if len(table):
@@ -319,7 +324,7 @@ def page(title: str, body: list[str], lead: str = "") -> str:
 
 def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests, forced_variants(data.cells))
-    first, *rest = answers(data.decision, data.label, data.search)
+    first, *rest = answers(data.decision, data.label, data.search, data.provisional)
     # The question the run asked leads: its answer (the lead), its section, then the
     # per-variant sentence; a run that measured a break-even curve leads with the curve; any
     # other with that sentence and its decision.
@@ -370,7 +375,7 @@ def comparison(a: RunData, b: RunData, metric: str = "output_tok_s") -> pd.DataF
                      "b": p.values[metric], "b_lo": b_lo, "b_hi": b_hi, "change": change,
                      "lo": lo, "hi": hi,
                      "verdict": (("B faster" if lo > 0 else "B slower")
-                                 if excludes_zero(lo, hi) else NO_DIFFERENCE)})
+                                 if excludes_zero(lo, hi) else UNDETERMINED)})
     return pd.DataFrame(rows)
 
 

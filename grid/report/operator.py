@@ -17,6 +17,7 @@ from grid.analysis.capacity import ATTAINMENT, Capacity, capacities, serves_most
 from grid.analysis.cellstats import CellStats
 from grid.analysis.jsonsafe import json_safe
 from grid.analysis.pareto import pareto
+from grid.analysis.winners import best_share
 
 
 def cell_gpus(cells: pd.DataFrame) -> dict[str, float | None]:
@@ -83,7 +84,7 @@ class OperatorView:
             out.append(f"at the SLO on {b['workload']}: {b['winner']} {word}, {b['value']:.1f} "
                        f"{unit} at its capacity vs {b['runner_up']} {b['runner_up_value']:.1f} "
                        f"({100 * b['margin']:+.0f}% [{100 * b['lo']:+.0f}%, "
-                       f"{100 * b['hi']:+.0f}%])")
+                       f"{100 * b['hi']:+.0f}%]){best_share(b.get('wins_share'))}")
         on = self.frontier[self.frontier.frontier] if len(self.frontier) else self.frontier
         for workload, group in on.groupby("workload", sort=True):
             pts = ", ".join(f"{r.variant} c={r.concurrency:g} ({r.tok_s_per_user:.1f} tok/s/user, "

@@ -79,6 +79,13 @@ class RunData:
         return bool(len(self.cells)) and bool(self.cells.simulated.fillna(False).any())
 
     @property
+    def provisional(self) -> bool:
+        """A real engine's run with one repeat per cell: its answer is given as provisional
+        (its intervals cover within-run noise only, grid/report/answer.py `scope`)."""
+        repeats = self.decision.repeats.get("most", 0) if self.decision.repeats else 0
+        return bool(len(self.cells)) and not self.simulated and int(repeats or 0) < 2
+
+    @property
     def on_cpu(self) -> bool:
         """Whether real engines served (some of) the run on a CPU."""
         return "source" in self.cells and bool(

@@ -99,7 +99,7 @@ def domain_acceptance(requests: pd.DataFrame, forced: Collection[str] = ()) -> l
 
 
 def summary_text(data: RunData) -> str:
-    first, *rest = answers(data.decision, data.label, data.search)
+    first, *rest = answers(data.decision, data.label, data.search, data.provisional)
     curve = None if rest else breakeven.answer(data)
     parts = [first]
     if rest:  # the question the run asked: its answer, its steps, then the generic sentence

@@ -32,7 +32,10 @@ def _found(trace: dict) -> str:
     res = trace["result"]
     low, top = res["interval"]
     cap, miss = res["capacity"], res["first_miss"]
-    if cap is None:
+    if res.get("undetermined"):
+        head = ("has an undetermined capacity: no load searched is shown to meet the SLOs "
+                f"(their point estimates hold up to c={cap})")
+    elif cap is None:
         head = "holds the SLOs at no load searched"
     elif res["stop"] == "all served":
         head = f"serves at least c={cap} within the SLOs, the highest searched (not bracketed)"

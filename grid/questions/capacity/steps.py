@@ -90,6 +90,8 @@ def result(steps: Sequence[CapacityStep], measured: Mapping[int, Attainment],
              and after.verdict(target) == MISSES and after.interval[1] < cliff)
     inside = [x for x in lattice if top is not None and x <= top and (low is None or x >= low)]
     return {"stop": steps[-1].stop, "cells": len(chosen), "capacity": cap,
+            # loads held by their point estimates, none shown to meet: not a capacity to claim
+            "undetermined": low is None and cap is not None,
             "interval": [low, top], "first_miss": miss, "undecided": undecided,
             "unmeasured": sum(x not in chosen for x in inside),
             "bracketed": steps[-1].stop == "bracketed", "cliff": steep,

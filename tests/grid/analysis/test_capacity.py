@@ -133,8 +133,10 @@ def test_capacity_interval_goodput_cost_and_energy_by_hand():
     assert slow.describe() == ("slow on coding: does not hold the SLOs even at c=1 (90% of "
                                "requests within the SLOs; attainment there 0%)")
     assert "capacity at least c=16, the highest tested, with 90% of requests" in eagle.describe()
-    assert "(95% interval c=4 .. c=16; undecided at c=16)" in eagle.describe()
-    assert "(95% interval c=1 .. c=4; undecided at c=4)" in base.describe()
+    assert ("(from c=4, the last load shown to meet them; no tested load shown to miss them; "
+            "undecided at c=16)") in eagle.describe()
+    assert ("(between c=1, the last load shown to meet them, and c=16, the first shown to miss "
+            "them; undecided at c=4)") in base.describe()
     measured = eagle.as_json()["attainments"]
     assert measured["16"] == {"attainment": 1.0, "interval": [0.6915, 1.0], "good": 10,
                               "requests": 10, "over_saturated": False, "verdict": "undecided"}
@@ -178,3 +180,35 @@ def test_no_capacity_is_claimed_at_or_beyond_an_over_saturated_load():
     cells[1]["stop"] = "target"
     (eagle,) = capacities(with_windows(cells), GPUS)
     assert eagle.capacity == 16.0
+
+
+def test_a_capacity_with_every_load_undecided_is_undetermined_not_its_top_load():
+    # 10 of 10 at c=1, 4 and 16: each interval's low end 0.025 ** (1 / 10) = 0.692 < 0.9, so
+    # each is undecided; the point estimates (100 %) held up to c=16, which the rule called the
+    # capacity. No load is shown to meet the SLOs: undetermined, no goodput claimed.
+    cells = [{"cell_id": f"u{c}", "variant": "eagle3", "c": c, "tok": 10.0 * c, "attain": 1.0,
+              "n": 10} for c in (1, 4, 16)]
+    (cap,) = capacities(with_windows(cells), {c["cell_id"]: 8 for c in cells})
+    assert [a.verdict() for a in cap.attainments] == ["undecided"] * 3
+    assert cap.undetermined and not cap.served and math.isnan(cap.goodput_tok_s)
+    assert cap.describe() == (
+        "eagle3 on coding: capacity undetermined with 90% of requests within the SLOs: no "
+        "tested load is shown to meet them (undecided at c=1, c=4, c=16); a load settles as "
+        "meeting them with 36 steady-window requests all within them (raise "
+        "load.requests_per_stream or add repeats)")
+    assert cap.as_json()["undetermined"] is True
+
+
+def test_repeats_that_disagree_widen_the_attainment_interval():
+    # 15 of 20 and 5 of 20: pooled 20 of 40 (0.5); each repeat expects 10, off by 5: Pearson's
+    # X^2 = 2 x 25 / (20 x 0.5 x 0.5) = 10 over 1 degree of freedom: dispersion 10. The counts
+    # shrink to 2 of 4, whose exact interval is [0.0676, 0.9324] (beta(2, 3) and beta(3, 2)
+    # quantiles at 2.5 % and 97.5 %), not 20 of 40's [0.338, 0.662].
+    wide = pooled([Attainment(15, 20), Attainment(5, 20)])
+    assert (wide.good, wide.requests, wide.dispersion) == (20, 40, pytest.approx(10.0))
+    assert wide.interval == pytest.approx((0.0676, 0.9324), abs=1e-4)
+    assert wide.as_json()["dispersion"] == 10.0
+    # repeats that agree (10 of 20 twice: X^2 = 0) add no width: dispersion 1
+    same = pooled([Attainment(10, 20), Attainment(10, 20)])
+    assert same.dispersion == 1.0
+    assert same.interval == pytest.approx((0.338, 0.662), abs=1e-3)

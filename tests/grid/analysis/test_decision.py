@@ -2,10 +2,11 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import pytest
 
 from grid.analysis import analyse_cells, decide
-from grid.analysis.decision import NO_DIFFERENCE, crossover_of
+from grid.analysis.decision import NO_DIFFERENCE, Decision, crossover_of
 from tests.grid.analysis.synthetic import grid
 
 LEVELS = (1, 2, 4, 8, 16)
@@ -45,14 +46,19 @@ def test_known_speedups_give_the_known_crossover_and_threshold():
     assert "eagle3 beats baseline at c=1" in lines and "eagle3 loses to baseline at c=16" in lines
 
 
-def test_noise_without_a_real_difference_says_so():
+def test_noise_without_a_real_difference_is_undetermined_never_off():
     same = {c: _base(c) for c in (1, 4, 16)}
     cells, requests = grid({"baseline": same, "eagle3": same}, jitter=0.3, per_stream=4)
     decision = decide(analyse_cells(cells, requests, replicates=500))
-    assert set(decision.speedups.verdict) == {NO_DIFFERENCE}
+    assert set(decision.speedups.verdict) == {"undetermined"}
+    assert (decision.speedups.half_width > 0).all()
     (rec,) = decision.recommendations
-    assert rec["speculative_disable_above_batch"] == 0
-    assert NO_DIFFERENCE in rec["statement"]
+    assert rec["verdict"] == "undetermined"
+    assert rec["speculative_disable_above_batch"] is None
+    assert rec["statement"].startswith("undetermined: speculation is not significantly faster")
+    lines = "\n".join(decision.lines())
+    assert "undetermined (95% interval holds zero: not evidence of no difference;" in lines
+    assert "significant (95% interval" not in lines
 
 
 def test_speculation_that_always_pays_needs_no_threshold():
@@ -81,3 +87,22 @@ def test_threshold_winner_per_load_and_overall_with_margin():
     overall = {w["metric"]: w for w in result["overall"]}["output_tok_s"]
     assert overall["winner"] == "eagle3__off_above-4"
     assert overall["significant"] and overall["margin"] > 0.05
+
+
+def test_the_significance_list_is_held_over_its_comparisons_and_dropped_replicates_counted():
+    # two comparisons whose intervals lie above zero; Holm keeps the first (p = 0.002 <= 0.05
+    # / 2) and then the second only if p <= 0.05 / 1: at p = 0.06 (its percentile interval
+    # just above zero, its tail count not) it is kept apart
+    rows = [{"variant": "eagle3", "baseline": "baseline", "workload": "coding",
+             "load_kind": "concurrency", "load": c, "speedup": s, "lo": lo, "hi": hi,
+             "verdict": "faster", "repeats": 1, "p": p, "holm": keep, "dropped": n}
+            for c, s, lo, hi, p, keep, n in [(1.0, 0.2, 0.1, 0.3, 0.002, True, 0),
+                                             (8.0, 0.05, 0.001, 0.1, 0.06, False, 3)]]
+    lines = Decision(pd.DataFrame(rows), pd.DataFrame(), [], [], {}).lines()
+    assert lines[0] == ("eagle3 vs baseline on coding: c=1 +20% [+10%, +30%], c=8 +5% [+0%, "
+                        "+10%] (3 replicates not finite, left out)")
+    assert lines[1] == ("significant (95% interval excludes zero; Holm's step-down over the 2 "
+                        "comparisons keeps it): eagle3 beats baseline at c=1 by +20% [+10%, "
+                        "+30%]")
+    assert lines[2] == ("significant alone, not over the comparisons (Holm's step-down over the "
+                        "2 comparisons): eagle3 beats baseline at c=8 by +5% [+0%, +10%]")

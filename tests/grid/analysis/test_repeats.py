@@ -8,7 +8,15 @@ import math
 import numpy as np
 import pytest
 
-from grid.analysis.repeats import NO_NOISE, RepeatNoise, combine, disagree, own_variance, pooled
+from grid.analysis.repeats import (
+    NO_NOISE,
+    RepeatNoise,
+    combine,
+    disagree,
+    own_variance,
+    pooled,
+    scale_of,
+)
 
 E = math.e
 
@@ -54,15 +62,30 @@ def test_pooled_t_widens_by_the_t_quantile_over_root_r():
     out = combine([100, 100], reps, "pooled_t", RepeatNoise(0.01, 10), "k")
     lo, hi = np.percentile(np.log(out / 100), [2.5, 97.5])
     assert (lo, hi) == pytest.approx((-0.1576, 0.1576), abs=0.006)
-    # A point whose own repeats spread more uses its own variance: logs 0 and 0.6 -> 0.18,
-    # sd 0.424; with R = 2 and 10 degrees: ±2.228 x 0.424 / 1.414 = ±0.668.
+    # Nothing pooled (one repeat everywhere): the within replicates, unchanged.
+    assert combine([100], [np.full(5, 7.0)], "pooled_t", NO_NOISE, "k").tolist() == [7.0] * 5
+
+
+def test_a_disagreeing_pair_takes_its_own_variance_and_its_own_degree_of_freedom():
+    # Logs 0 and 0.6 sit 0.3 either side of their mean: own variance 0.18 (1 degree), above the
+    # pooled 0.01 (10 degrees). The draw's scale: sqrt(0.18 / 2) = 0.3; its t at one degree of
+    # freedom, whose 97.5 % point is 12.71 (t_{0.975,1} = tan(0.475 pi)), not the pooled
+    # 10 degrees' 2.228: the 95 % interval of the log is ±12.71 x 0.3 = ±3.81.
     spread = [100.0, 100 * E ** 0.6]
+    assert scale_of(spread, RepeatNoise(0.01, 10)) == (pytest.approx(0.18), 1)
+    assert scale_of([100.0, 100 * E ** 0.02], RepeatNoise(0.01, 10)) == (0.01, 10)
+    # Above the pooled by chance only: logs 0 and 0.16 -> own 0.0128, 1.28 x the pooled 0.01,
+    # under F's 95 % point at (1, 10) degrees, 4.96: its variance, the pooled 10 degrees.
+    # Logs 0 and 0.32 -> 0.0512, 5.12 x: above 4.96, its own degree.
+    assert scale_of([100.0, 100 * E ** 0.16], RepeatNoise(0.01, 10)) == (pytest.approx(0.0128),
+                                                                         10)
+    assert scale_of([100.0, 100 * E ** 0.32], RepeatNoise(0.01, 10)) == (pytest.approx(0.0512), 1)
+    b = 200_000
     out = combine(spread, [np.full(b, v) for v in spread], "pooled_t", RepeatNoise(0.01, 10), "k")
     centre = (100 + 100 * E ** 0.6) / 2
     lo, hi = np.percentile(np.log(out / centre), [2.5, 97.5])
-    assert (lo, hi) == pytest.approx((-0.668, 0.668), abs=0.03)
-    # Nothing pooled (one repeat everywhere): the within replicates, unchanged.
-    assert combine([100], [np.full(5, 7.0)], "pooled_t", NO_NOISE, "k").tolist() == [7.0] * 5
+    assert hi / 0.3 == pytest.approx(12.71, rel=0.04)
+    assert lo / 0.3 == pytest.approx(-12.71, rel=0.04)
 
 
 def test_the_same_key_gives_the_same_replicates():

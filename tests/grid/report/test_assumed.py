@@ -68,7 +68,8 @@ def test_the_answer_follows_the_assumed_range():
     text = answer(decision, "SIMULATION")
     assert "speculative_disable_above_batch=1 (the model puts the crossover at concurrency " \
         "1.27-1.31 under" in text
-    assert text.endswith("measure c=1,2 on your node to check it) [SIMULATION].")
+    assert text.endswith("measure c=1,2 on your node to check it) (one repeat: within-run noise "
+                         "only) [SIMULATION].")
 
 
 def test_a_simulated_run_on_the_default_profile_says_where_its_curve_is_assumed(tmp_path):

@@ -57,3 +57,15 @@ def test_no_answer_until_it_stops_and_the_budget_says_what_it_has():
     assert trace_lines(spent)[-1] == (
         "  stopped: budget; so far eagle3 serves up to c=8 within the SLOs (interval c=8 .. "
         "c=32, 2 of its loads not measured; c=64 misses them)")
+
+
+def test_a_capacity_no_load_is_shown_to_meet_is_undetermined():
+    # 10 of 10 up to c=16 (each interval's low end 0.025 ** (1 / 10) = 0.69: undecided, but
+    # its point estimate holds), 0 of 40 from c=32 (misses): the search brackets c=16 .. c=32
+    # by point estimates, and no load is shown to meet the SLOs: undetermined, not "c=16"
+    few, none = Attainment(10, 10), Attainment(0, 40)
+    trace = _trace({1: few, 2: few, 4: few, 8: few, 16: few, 32: none, 64: none})
+    assert trace["result"]["undetermined"] is True and trace["result"]["interval"][0] is None
+    assert answer_sentence(trace).startswith(
+        "eagle3 on coding has an undetermined capacity: no load searched is shown to meet the "
+        "SLOs (their point estimates hold up to c=16) (interval none .. c=16, undecided at ")

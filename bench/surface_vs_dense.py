@@ -6,7 +6,7 @@
    coding prompts, the same on encyclopedic prompts, and a drafter whose acceptance barely
    decays over positions (engines/sim/profiles/model/kimi-k2.5-class-flat.json: the same node
    and step costs) on coding prompts.
-2. The surface search (`+sweep=surface_search`, grid.search.profile = the coding profile, so
+2. The surface search (`+sweep=speculation`, grid.search.profile = the coding profile, so
    no cell of its own drafter) over c = 1..64 x k = 1..7, forced acceptance.
 3. Held out, per drafter: the dense real-acceptance grid, the baseline and EAGLE-3 unforced at
    every k = 1..7 and c = 1, 2, 4, ..., 64 (its own server per depth).
@@ -41,7 +41,7 @@ from grid.analysis.surface import (
     profile_text,
     read_profile,
 )
-from grid.questions.surface.read import PROFILE_COLUMNS, read_run
+from grid.questions.speculation.read import PROFILE_COLUMNS, read_run
 from grid.report.data import load_run
 from grid.store.loader import load_cells, load_requests
 
@@ -88,7 +88,7 @@ def dense_run(args: argparse.Namespace, name: str) -> float:
 
 
 def surface_run(args: argparse.Namespace) -> float:
-    return grid_run(args, ["+sweep=surface_search", f"grid.search.max_cells={args.max_cells}",
+    return grid_run(args, ["+sweep=speculation", f"grid.search.max_cells={args.max_cells}",
                            f"grid.search.profile={args.results / 'profile-coding.json'}"],
                     "surface")
 

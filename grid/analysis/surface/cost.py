@@ -33,7 +33,7 @@ Between the cells measured (`interpolated`): at a load, c is piecewise linear in
 depths measured there (the line the decomposition fits, bent only where a depth was measured
 off it); at a depth, piecewise linear in log B between the loads measured there; replicate by
 replicate, so an interpolated cost's interval is its neighbours' measurement noise (not the
-interpolation's error: the surface search checks that, grid/questions/surface/steps.py)."""
+interpolation's error: the surface search checks that, grid/questions/speculation/steps.py)."""
 
 from __future__ import annotations
 
@@ -48,12 +48,19 @@ from grid.analysis.bootstrap import interval
 from grid.analysis.breakeven import configuration
 from grid.analysis.breakeven_cells import CurveCells
 from grid.analysis.cellstats import CellStats
-from grid.analysis.depth import Throughput
 from grid.analysis.points import points
 from grid.analysis.setups import baseline_of, is_baseline
 
 Key = tuple[int, int]
 """(load B, depth k)."""
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One cell's output tok/s and its bootstrap replicates."""
+
+    value: float
+    reps: np.ndarray = field(repr=False)
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ propagates both uncertainties.
 
 The best depth at a load is the depth of the highest predicted speedup among the depths the
 surface measured there and depth 0 (the baseline, speedup 1: speculation off), the smaller on
-a tie; a depth beyond the profile's positions is not predicted. The schedule is the depth
-search's (grid/analysis/depth.py `schedule`): each load's best depth from that load up to
-the next one's, the first from batch 1, equal neighbours merged; an engine's words for it come
-from the engine (`Engine.depth_setting`, which the plan reaches: pass it as `setting`)."""
+a tie; a depth beyond the profile's positions is not predicted. The schedule (`depth_schedule`):
+each load's best depth from that load up to the next one's, the first from batch 1, equal
+neighbours merged; an engine's words for it come from the engine (`Engine.depth_setting`,
+which the plan reaches: pass it as `setting`)."""
 
 from __future__ import annotations
 
@@ -26,9 +26,11 @@ from typing import Any
 import numpy as np
 
 from grid.analysis.bootstrap import interval
-from grid.analysis.depth import LevelState, Schedule, schedule, schedule_text
 from grid.analysis.surface.cost import Cost, Key
 from grid.analysis.surface.profile import DomainProfile
+
+Schedule = tuple[tuple[int, int], ...]
+"""(first running batch, depth) per tier, ascending; depth 0: speculation off."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +86,19 @@ def best_depths(predictions: Mapping[Key, Prediction]) -> dict[int, int]:
 
 
 def depth_schedule(best: Mapping[int, int]) -> Schedule:
-    """The schedule of the best depths (the depth search's `schedule`)."""
-    return schedule([LevelState(b, (d,), d) for b, d in sorted(best.items())])
+    """Each load's best depth from that load up to the next one's, the first from batch 1,
+    equal neighbours merged (as vLLM's tune_speculative_k builds its ranges)."""
+    tiers: list[tuple[int, int]] = []
+    for load, depth in sorted(best.items()):
+        if not tiers or tiers[-1][1] != depth:
+            tiers.append((load if tiers else 1, depth))
+    return tuple(tiers)
+
+
+def schedule_text(tiers: Schedule) -> str:
+    """The one way a schedule is written: `depth 3 from batch 1, baseline from batch 32`."""
+    return ", ".join(("baseline" if d == 0 else f"depth {d}") + f" from batch {b}"
+                     for b, d in tiers) or "none"
 
 
 def depth_plan(predictions: Mapping[Key, Prediction],

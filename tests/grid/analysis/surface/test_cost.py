@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from grid.analysis.cellstats import CellStats
-from grid.analysis.depth import Throughput
 from grid.analysis.surface import (
     Cost,
     ForcedPoint,
+    Throughput,
     beside_leviathan,
     decompose,
     forced_points,

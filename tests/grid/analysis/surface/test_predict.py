@@ -43,7 +43,7 @@ def test_best_depth_and_schedule():
     assert plan["best"] == {"1": 2, "64": 1, "256": 0}
     assert plan["schedule"] == [[1, 2], [64, 1], [256, 0]]
     assert plan["speculative_depth"] == plan["schedule"]
-    assert plan["text"] == "schedule 2 from 1, 1 from 64, 0 from 256"
+    assert plan["text"] == "depth 2 from batch 1, depth 1 from batch 64, baseline from batch 256"
     assert plan["engine"] == {"tiers": ((1, 2), (64, 1), (256, 0))}
 
 

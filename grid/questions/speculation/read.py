@@ -16,7 +16,6 @@ import pandas as pd
 from grid.analysis import Slo
 from grid.analysis.breakeven_cells import depth_of
 from grid.analysis.cellstats import CellStats
-from grid.analysis.depth import Throughput
 from grid.analysis.forced import forced_length, forced_mask
 from grid.analysis.setups import is_baseline
 from grid.analysis.surface import (
@@ -24,6 +23,7 @@ from grid.analysis.surface import (
     ForcedPoint,
     LengthCheck,
     Profile,
+    Throughput,
     forced_points,
     length_checks,
     profile_from_cells,
@@ -31,7 +31,7 @@ from grid.analysis.surface import (
     surface,
 )
 from grid.questions.measure import done_analysed
-from grid.questions.surface.steps import chain_length
+from grid.questions.speculation.steps import chain_length
 from grid.store.loader import load_requests
 
 PROFILE_COLUMNS = ["cell_id", "status", "domain", "accept_histogram"]

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 import engines
-from grid.analysis.depth import Schedule
 from grid.analysis.surface import (
     Cost,
     Profile,
+    Schedule,
     beside_leviathan,
     decompose,
     depth_plan,
@@ -28,7 +28,7 @@ from grid.analysis.surface import (
 from grid.plan.cells import Cell
 from grid.plan.search import with_settings
 from grid.plan.specs import server_request
-from grid.questions.surface.read import Read
+from grid.questions.speculation.read import Read
 
 FORMS = ("vllm", "sglang")
 """Engines whose words for a schedule every prediction gives, besides the run's own."""

@@ -3,8 +3,8 @@ settings written beside the report, on a hand-made trace."""
 
 import json
 
-from grid.questions.surface.read import rate_index
-from grid.questions.surface.report import (
+from grid.questions.speculation.read import rate_index
+from grid.questions.speculation.report import (
     answer_sentence,
     surface_decision,
     trace_lines,
@@ -21,7 +21,7 @@ def row(b, k, cost, measured=True):
 SETTING = {"engine": "sim", "flags": ["--x", "a.json"], "command": "--x a.json",
            "files": {"a.json": "{}\n"}, "tiers": [[1, None, 2]]}
 TRACE = {
-    "kind": "surface", "baseline": "baseline", "variant": "eagle3", "workload": "coding",
+    "kind": "speculation", "baseline": "baseline", "variant": "eagle3", "workload": "coding",
     "lattice": [1, 64], "depths": [1, 2], "rates": [0.5, 0.9],
     "steps": [{"number": 1, "why": "coarse", "points": [[1, 0, 0], [1, 1, 0], [1, 2, 0],
                                                          [1, 2, 1]], "stop": None},

@@ -4,7 +4,7 @@ replay (every expected value worked out by hand in the comments)."""
 
 import pytest
 
-from grid.questions.surface.steps import (
+from grid.questions.speculation.steps import (
     BUDGET,
     FITS,
     OWN,

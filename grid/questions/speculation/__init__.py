@@ -1,5 +1,5 @@
 """What does a speculative step cost the node at each load and depth, and what does that make
-of any drafter? (`grid.search.kind=surface`, docs/surface.md): the relative step cost surface
+of any drafter? (`grid.search.kind=speculation`, docs/surface.md): the relative step cost surface
 c(B, k) from forced-acceptance cells over a rectangle of loads x depths refined only where the
 measured cells disagree with the surface their neighbours give (steps.py, pure), and from it,
 for a drafter's acceptance profile (`grid.search.profile`, else the run's own drafter in one
@@ -38,14 +38,15 @@ from grid.plan.search import (
 from grid.plan.specs import launch_spec
 from grid.plan.workloads import WorkloadPlan
 from grid.questions import TRACE_FILE, Planned, Question
-from grid.questions.surface.predict import (
+from grid.questions.speculation.keys import SpeculationKeys
+from grid.questions.speculation.predict import (
     engine_forms,
     mean_acceptance,
     prediction_json,
     surface_json,
 )
-from grid.questions.surface.read import Read, own_profile, rate_index, read_run
-from grid.questions.surface.report import (
+from grid.questions.speculation.read import Read, own_profile, rate_index, read_run
+from grid.questions.speculation.report import (
     answer_sentence,
     prediction_lines,
     surface_decision,
@@ -53,7 +54,7 @@ from grid.questions.surface.report import (
     trace_section,
     write_surface_files,
 )
-from grid.questions.surface.steps import (
+from grid.questions.speculation.steps import (
     OWN,
     Point,
     SurfaceSpace,
@@ -139,7 +140,7 @@ class SurfacePlanned(Planned):
         res = {**result(space, steps), "note": note, **self.answers()}
         if self.earlier is not None:
             res["from"] = str(self.earlier)
-        return {"kind": "surface", "baseline": BASELINE, "variant": self.variant,
+        return {"kind": "speculation", "baseline": BASELINE, "variant": self.variant,
                 "workload": self.workload, "load_kind": "concurrency",
                 "engine": str(self.template.config["engine"]["name"]),
                 "lattice": list(space.lattice), "coarse": list(space.coarse),
@@ -240,9 +241,9 @@ def _earlier(path: str) -> tuple[Path, dict[str, Any]]:
         trace = json.loads((folder / TRACE_FILE).read_text())
     except (OSError, ValueError):
         trace = None
-    if not isinstance(trace, dict) or trace.get("kind") != "surface":
-        raise SearchError(f"grid.search.surface={path}: not a surface search's run folder (no "
-                          f"{TRACE_FILE} of kind surface)")
+    if not isinstance(trace, dict) or trace.get("kind") != "speculation":
+        raise SearchError(f"grid.search.surface={path}: not a speculation run folder (no "
+                          f"{TRACE_FILE} of kind speculation)")
     return folder, trace
 
 
@@ -256,7 +257,7 @@ def _profile(path: str | None) -> Profile | None:
 
 
 class Surface(Question):
-    kind = "surface"
+    kind = "speculation"
     lines = staticmethod(trace_lines)
     answer = staticmethod(answer_sentence)
     section = staticmethod(trace_section)
@@ -267,14 +268,14 @@ class Surface(Question):
         """The depths and rates, the profile file and the earlier run read (one line each)."""
         for axis in cfg.grid.axes:
             if str(axis).startswith("variant.forced_acceptance") or axis == STEPS_KEY:
-                raise SearchError(f"grid.search.kind=surface chooses the depths and forced "
+                raise SearchError(f"grid.search.kind=speculation chooses the depths and forced "
                                   f"lengths itself (grid.search.depths, rates); drop the grid "
                                   f"axis {axis}")
+        super().check(cfg)
         surface_space(cfg)
         _profile(cfg.grid.search.profile)
         if cfg.grid.search.surface is not None:
             _earlier(str(cfg.grid.search.surface))
-        super().check(cfg)
 
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
@@ -283,15 +284,15 @@ class Surface(Question):
         the space and the variant's own cell at the lowest load. SearchError for a grid that
         is not the baseline and one speculative variant on one workload, or a variant that
         sets the acceptance or the depth by batch itself."""
-        check_one_against_baseline(cells, "surface measures one speculative variant")
+        check_one_against_baseline(cells, "speculation measures one speculative variant")
         own = [c for c in cells if c.config["variant"]["name"] != BASELINE]
         variant = own[0].config["variant"]
         if speculative_steps(variant.get("args") or {}) is None:
-            raise SearchError(f"grid.search.kind=surface: variant {variant['name']} does not "
+            raise SearchError(f"grid.search.kind=speculation: variant {variant['name']} does not "
                               "speculate: there is no step to cost")
         given = [k for k in OWN_KEYS if variant.get(k) not in (None, False)]
         if any(dict(variant.get("forced_acceptance") or {}).values()) or given:
-            raise SearchError(f"grid.search.kind=surface sets the forced acceptance and one "
+            raise SearchError(f"grid.search.kind=speculation sets the forced acceptance and one "
                               f"depth itself; variant {variant['name']} already sets "
                               f"{given[0] if given else 'forced_acceptance'}")
         space = _space(cfg)
@@ -336,3 +337,4 @@ def _space(cfg: DictConfig) -> SurfaceSpace:
 
 
 QUESTION = Surface()
+KEYS = SpeculationKeys

@@ -17,7 +17,7 @@ from tests.grid.execute.smoke_runs import served_starts
 
 # ~1 min on the shared 2-core machine (three simulator starts, six cells): slow.
 pytestmark = [pytest.mark.usefixtures("ray_session"), pytest.mark.slow]
-SEARCH = ["+sweep=surface_search", "grid.search.concurrency=[1,2]", "grid.search.coarse_levels=2",
+SEARCH = ["+sweep=speculation", "grid.search.concurrency=[1,2]", "grid.search.coarse_levels=2",
           "grid.search.depths=[0,1,2]", "grid.search.rates=[0.8]", "workload.max_new_tokens=32",
           "load.num_requests=8", "load.warmup_requests=1", "load.client_cpus=0.5"]
 # a = (0.9, 0.5): AL(1) = 1.9, AL(2) = 1 + 0.9 + 0.45 = 2.35
@@ -40,7 +40,7 @@ def test_a_surface_search_costs_its_forced_cells_predicts_and_replays(tmp_path):
     res = trace["result"]
     # 2 loads x (the baseline, k=1 and k=2 forced): 6 cells on 3 servers; no
     # cell has a neighbour on both sides, so no check: the search stops at once.
-    assert trace["kind"] == "surface" and res["stop"] == "fits"
+    assert trace["kind"] == "speculation" and res["stop"] == "fits"
     assert (res["cells"], res["starts"], len(served_starts(run_dir))) == (6, 3, 3)
     assert (res["dense_cells"], res["dense_starts"]) == (6, 3)
 

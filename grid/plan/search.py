@@ -1,4 +1,4 @@
-"""The plan side every adaptive search shares (`grid.search`, docs/search.md): the checks, the
+"""The plan side every adaptive search shares (`grid.search`, docs/questions.md): the checks, the
 space, the cells a question may choose (ordinary cells) and the twin asked first."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The question an adaptive search asks (`grid.search.kind`): one protocol, one folder per kind
-(docs/architecture.md "A question is one folder", docs/search.md)."""
+(docs/architecture.md "A question is one folder", docs/questions.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One surface, every drafter (docs/surface.md): the node's relative step cost c(B, k),
+"""One surface, every drafter (docs/questions.md): the node's relative step cost c(B, k),
 measured once with the acceptance forced (cost.py), and a drafter's per-position acceptance
 profile (profile.py), which together predict the drafter's speedup at every (load, depth), the
 break-even accept length and the best depth per load (predict.py). Pure: numpy and pandas."""

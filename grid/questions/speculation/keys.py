@@ -19,6 +19,10 @@ class SpeculationKeys:
     """A drafter's acceptance profile whose speedup the surface predicts: a profile file
     (`python -m grid.profile RUN > p.json`) or a run folder (its drafter's own cells); None:
     the run's own drafter, measured in one cell."""
+    confirm_cells: int = 12
+    """Cells beyond max_cells: the drafter's own, unforced, where the prediction decides
+    (each schedule tier's first load, the configured depth beside the crossover), and at the
+    other depths of a load where one disagrees with it."""
     surface: str | None = None
     """An earlier speculation run's folder: predict from its surface, measure nothing (with
     plan=true, before any server starts)."""

@@ -28,6 +28,7 @@ from grid.analysis.surface import (
 from grid.plan.cells import Cell
 from grid.plan.search import with_settings
 from grid.plan.specs import server_request
+from grid.questions.speculation.answers import crossover_threshold, placed
 from grid.questions.speculation.read import Read
 
 FORMS = ("vllm", "sglang")
@@ -105,21 +106,23 @@ def mean_acceptance(profile: Profile | None) -> float | None:
 
 
 def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
-                    forms: Mapping[str, Form]) -> dict[str, Any]:
+                    forms: Mapping[str, Form], depth: int, variant: str, workload: str
+                    ) -> dict[str, Any]:
     """Per domain of the profile: AL(k), the prediction at every (B, k) (speedup with its
-    interval, break-even length), the best depth per load, the schedule and its settings."""
+    interval, break-even length, the drafter placed on it), the configured depth's crossover
+    and threshold, the best depth per load and the schedule (`forms`: kept for the
+    recommendation, which words the schedule it settles on)."""
     out: dict[str, Any] = {"source": profile.source, "unit": profile.unit, "domains": {}}
     for name, dom in profile.domains.items():
         preds = predict(costs, dom)
         plan = depth_plan(preds)
-        tiers = tuple((int(b), int(d)) for b, d in plan["schedule"])
         out["domains"][name] = {
             "samples": dom.samples,
             "accept_length": [_r(dom.accept_length(k)) for k in range(1, dom.positions + 1)],
             "cells": [{**p.as_json(), "accept_length": _r(p.accept_length),
                        "break_even": _r(p.break_even), "speedup": _r(p.speedup),
-                       "interval": _pair(p.interval)} for p in preds.values()],
-            "best": plan["best"], "schedule": plan["schedule"], "text": plan["text"],
-            "settings": ({n: f(tiers) for n, f in forms.items()}
-                         if plan["speculative_depth"] else {})}
+                       "interval": _pair(p.interval), "placed": placed(p)}
+                      for p in preds.values()],
+            "crossover": crossover_threshold(preds, depth, variant, workload),
+            "best": plan["best"], "schedule": plan["schedule"], "text": plan["text"]}
     return out

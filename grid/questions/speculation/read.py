@@ -32,7 +32,7 @@ from grid.analysis.surface import (
 )
 from grid.questions.measure import done_analysed
 from grid.questions.speculation.steps import chain_length
-from grid.store.loader import load_requests
+from grid.store.loader import load_cells, load_requests
 
 PROFILE_COLUMNS = ["cell_id", "status", "domain", "accept_histogram"]
 """The request columns a profile reads."""
@@ -114,3 +114,14 @@ def own_profile(run_dir: Path, table: pd.DataFrame | None, source: str) -> Profi
         return profile_from_cells(own, source=source)
     except ValueError:
         return None
+
+
+def run_profile(run_dir: Path) -> Profile | None:
+    """The drafter's profile from a run folder's done, unforced speculative cells (`own_profile`;
+    `grid.search.profile=RUN`, `python -m grid.profile RUN`); None without one."""
+    if not (Path(run_dir) / "cells").is_dir():
+        raise ValueError(f"{run_dir} is not a run folder (no cells/)")
+    table = load_cells(run_dir)
+    if table is None or table.empty:
+        return None
+    return own_profile(Path(run_dir), table[table.status == "done"], str(run_dir))

@@ -1,5 +1,5 @@
 """The surface search's steps (pure): which forced cells measure the node's step cost surface
-c(B, k) (docs/surface.md) with few cells and few server starts.
+c(B, k) (docs/questions.md) with few cells and few server starts.
 
 A **point** is (load B, depth k, rate index r): the speculative variant at
 `speculative_num_steps = k`, its acceptance forced to the chain of an i.i.d. drafter whose

@@ -17,10 +17,10 @@ def test_report_shows_the_questions_lines_section_and_trace(tmp_path):
     write_run(run_dir, SPEEDS)
     (run_dir / "search.json").write_text(json.dumps(TRACE))
     report = write_report(run_dir)
-    assert "search: step cost surface of eagle3 vs baseline on coding" in report.summary
+    assert "search: speculation of eagle3 vs baseline on coding" in report.summary
     assert "  stopped: fits (every cell agrees)" in report.summary.splitlines()
     assert json.loads(report.decision.read_text())["search"] == TRACE
-    assert "<h2>Step cost surface</h2>" in report.html.read_text()
+    assert "<h2>Speculation</h2>" in report.html.read_text()
 
 
 def test_a_run_without_a_search_shows_none(tmp_path):

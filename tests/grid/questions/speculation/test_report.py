@@ -1,15 +1,15 @@
-"""A surface search's trace in the report: the answer, the lines, decision.json's entry and the
-settings written beside the report, on a hand-made trace."""
+"""The speculation question's trace in the report: the answer, the lines, decision.json's entry
+and the settings written beside the report, on a hand-made trace."""
 
 import json
 
 from grid.questions.speculation.read import rate_index
 from grid.questions.speculation.report import (
     answer_sentence,
-    surface_decision,
+    speculation_decision,
     trace_lines,
     trace_section,
-    write_surface_files,
+    write_settings,
 )
 
 
@@ -20,6 +20,11 @@ def row(b, k, cost, measured=True):
 
 SETTING = {"engine": "sim", "flags": ["--x", "a.json"], "command": "--x a.json",
            "files": {"a.json": "{}\n"}, "tiers": [[1, None, 2]]}
+REC = {"domain": "coding/x", "status": "measured",
+       "text": "for coding/x: set speculative_disable_above_batch=8 at depth 2 (confirmed); "
+               "by batch size: depth 2 from batch 1 (confirmed), baseline from batch 64 "
+               "(measured)",
+       "settings": {"sim": SETTING, "vllm": {"engine": "vllm", "refused": "no"}}}
 TRACE = {
     "kind": "speculation", "baseline": "baseline", "variant": "eagle3", "workload": "coding",
     "lattice": [1, 64], "depths": [1, 2], "rates": [0.5, 0.9],
@@ -41,40 +46,52 @@ TRACE = {
                            "interval": [0.2, 0.4], "agrees": False}],
         "prediction": {"source": "hand", "unit": "requests", "domains": {"coding/x": {
             "samples": 10, "accept_length": [1.8, 2.4],
-            "cells": [{"load": 1, "depth": 2, "speedup": 1.2, "interval": [1.1, 1.3]}],
+            "cells": [{"load": 1, "depth": 2, "speedup": 1.2, "interval": [1.1, 1.3],
+                       "placed": "pays"}],
+            "crossover": {"depth": 2, "text": "crossover at concurrency 11.3",
+                          "statement": "set speculative_disable_above_batch=8"},
             "best": {"1": 2, "64": 0}, "schedule": [[1, 2], [64, 0]],
-            "text": "schedule 2 from 1, 0 from 64",
-            "settings": {"sim": SETTING, "vllm": {"engine": "vllm", "refused": "no"}}}}}}}
+            "text": "depth 2 from batch 1, baseline from batch 64"}}},
+        "confirmation": {"cells": 1, "max_cells": 12, "disagree": [[64, 2]],
+                         "own": [{"load": 64, "depth": 2, "speedup": 0.9,
+                                  "interval": [0.85, 0.95]}]},
+        "recommendations": [REC]}}
 
 
-def test_the_answer_gives_the_span_the_budget_and_the_schedule():
+def test_the_answer_is_the_recommendation_and_the_budget():
     text = answer_sentence(TRACE)
-    # costs 1.5 .. 4.0 (the interpolated cell counts too), 4 cells / 4 starts against 10 / 5
-    assert "costs 1.50 to 4.00 decode steps" in text
+    assert text.startswith("eagle3 on coding: for coding/x: set speculative_disable_above_batch"
+                           "=8 at depth 2 (confirmed); by batch size: depth 2 from batch 1 "
+                           "(confirmed), baseline from batch 64 (measured) (measured)")
     assert "4 cells and 4 server starts against the dense grid's 10 and 5" in text
-    assert "for coding/x: schedule 2 from 1, 0 from 64" in text
     unfinished = {**TRACE, "result": {**TRACE["result"], "stop": None}}
     assert answer_sentence(unfinished) is None
 
 
-def test_the_lines_mark_measured_cells_and_name_a_length_that_matters():
-    text = "\n".join(trace_lines(TRACE))
+def test_the_lines_lead_with_the_recommendation_and_mark_what_is_known_how():
+    lines = trace_lines(TRACE)
+    assert lines[1].startswith("  recommendation (measured) for coding/x: set "
+                               "speculative_disable_above_batch=8")
+    text = "\n".join(lines)
     assert "1.50 [1.40,1.60]*" in text and "3.00 [2.90,3.10] " in text  # interpolated: no *
     assert "4 cells on 4 server(s): baseline, k=1, k=2, k=2 a=0.9" in text
     assert "the cost DEPENDS on the length" in text
     assert "(i.i.d. acceptance 0.800, assumed" in text
     assert "vllm: no" in text and "set on sim: --x a.json" in text
+    assert "1.20x [1.10,1.30]+" in text  # the drafter placed: pays at (1, 2)
+    assert "c=64 k=2 0.90x [0.85,0.95] DISAGREES with the prediction" in text
+    assert "configured depth 2: crossover at concurrency 11.3; set speculative_disable" in text
     html = trace_section(TRACE)
-    assert html.startswith("<h2>Step cost surface</h2>") and "1.50 [1.40,1.60]*" in html
+    assert html.startswith("<h2>Speculation</h2>") and "1.50 [1.40,1.60]*" in html
 
 
 def test_decision_and_files(tmp_path):
-    entry = surface_decision(TRACE)["surface"]
-    assert entry["table"] == TRACE["result"]["table"] and entry["files_in"] == \
-        "surface-schedule"
-    write_surface_files(tmp_path, TRACE)
+    entry = speculation_decision(TRACE)["speculation"]
+    assert next(iter(entry)) == "recommendation"  # first in decision.json's entry
+    assert entry["table"] == TRACE["result"]["table"] and entry["files_in"] == "speculation"
+    write_settings(tmp_path, TRACE)
     # the domain made path-safe; an engine that refused writes nothing
-    folder = tmp_path / "surface-schedule" / "coding_x"
+    folder = tmp_path / "speculation" / "coding_x"
     assert (folder / "sim" / "a.json").read_text() == "{}\n"
     assert (folder / "sim" / "flags.txt").read_text() == "--x a.json\n"
     assert not (folder / "vllm").exists()

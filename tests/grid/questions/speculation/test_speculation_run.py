@@ -1,9 +1,10 @@
-"""A tiny surface search end to end on the simulator, through the real run loop (grid/run.py ->
-grid/execute/search.py -> the controller -> Ray actors -> simulator processes -> Parquet):
+"""A tiny speculation question end to end on the simulator, through the real run loop
+(grid/run.py -> grid/execute/search.py -> the controller -> Ray actors -> simulator processes -> Parquet):
 2 loads x 2 depths, forced acceptance, the drafter's profile given. The surface in search.json
 is each forced cell's L x T_baseline / T_forced as the report's analysis reads them, the
 prediction is the profile's AL(k) over it; the same command again measures nothing new and
-writes the same trace; a plan from its surface predicts before any server starts."""
+writes the same trace; a plan from its surface predicts before any server starts. Without a
+profile, the run's own drafter profiles itself and confirms the prediction where it decides."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ PROFILE = {"format": "specgrid.acceptance_profile/1", "source": "hand", "unit": 
                "marginal_interval": [[0.9, 0.9], [0.45, 0.45]]}}}
 
 
-def test_a_surface_search_costs_its_forced_cells_predicts_and_replays(tmp_path):
+def test_the_question_costs_its_forced_cells_predicts_and_replays(tmp_path):
     profile = tmp_path / "profile.json"
     profile.write_text(json.dumps(PROFILE))
     command = [*SEARCH, f"grid.search.profile={profile}", f"results_dir={tmp_path}"]
@@ -40,7 +41,8 @@ def test_a_surface_search_costs_its_forced_cells_predicts_and_replays(tmp_path):
     res = trace["result"]
     # 2 loads x (the baseline, k=1 and k=2 forced): 6 cells on 3 servers; no
     # cell has a neighbour on both sides, so no check: the search stops at once.
-    assert trace["kind"] == "speculation" and res["stop"] == "fits"
+    assert trace["kind"] == "speculation" and res["stop"] == "fits"  # a profile given: no
+    assert res["confirmation"]["cells"] == 0  # confirmation (not the run's drafter)
     assert (res["cells"], res["starts"], len(served_starts(run_dir))) == (6, 3, 3)
     assert (res["dense_cells"], res["dense_starts"]) == (6, 3)
 
@@ -63,8 +65,9 @@ def test_a_surface_search_costs_its_forced_cells_predicts_and_replays(tmp_path):
         assert cell["break_even"] == pytest.approx(cost[(cell["load"], cell["depth"])], abs=1e-4)
         assert cell["speedup"] == pytest.approx(al / cell["break_even"], rel=1e-3)
     decision = json.loads((run_dir / "decision.json").read_text())
-    assert decision["surface"]["table"] == res["table"]
-    assert "search: step cost surface of eagle3 vs baseline on coding" in \
+    assert decision["speculation"]["table"] == res["table"]
+    assert decision["speculation"]["recommendation"] == res["recommendation"]
+    assert "search: speculation of eagle3 vs baseline on coding" in \
         (run_dir / "report.md").read_text()
 
     starts = len(served_starts(run_dir))
@@ -81,3 +84,35 @@ def test_a_surface_search_costs_its_forced_cells_predicts_and_replays(tmp_path):
     assert f"from {run_dir}: nothing is measured" in text
     assert "predicted for coding (profile hand" in text
     assert len(served_starts(run_dir)) == starts
+
+
+def test_the_runs_own_drafter_confirms_the_prediction_where_it_decides(tmp_path):
+    # depths 1 and 3 at c=1, 2; the drafter's own at depth 3, c=1 profiles it; the
+    # confirmation measures its own cells where the prediction decides
+    command = [*SEARCH[:3], "grid.search.depths=[0,1,3]", *SEARCH[4:],
+               f"results_dir={tmp_path}"]
+    lines: list[str] = []
+    first = run(command, echo=lines.append)
+    assert first.exit_code == 0, "\n".join(lines)
+    run_dir = first.run_dir
+    trace = json.loads((run_dir / "search.json").read_text())
+    res = trace["result"]
+    assert (res["surface_stop"], res["stop"]) == ("fits", "confirmed")
+    confirm = [s for s in trace["steps"] if s.get("phase") == "confirm"]
+    assert confirm and confirm[-1]["stop"] == "confirmed"
+    # each own cell's speedup is its tok/s over the baseline's at its load, as the report reads
+    data = load_run(run_dir)
+    tput = data.stats.table.set_index(["variant", "concurrency"]).output_tok_s
+    own = {(o["load"], o["depth"]): o for o in res["confirmation"]["own"]}
+    assert (1, 3) in own  # the profiling cell
+    for (b, k), o in own.items():
+        expected = tput[(f"eagle3__speculative_num_steps-{k}", b)] / tput[("baseline", b)]
+        assert o["speedup"] == pytest.approx(expected, abs=1e-4)
+    rec = res["recommendation"]
+    assert rec is not None and rec["status"] in ("predicted", "confirmed", "measured")
+    assert {t["status"] for t in rec["tiers"]} <= {"predicted", "confirmed", "measured"}
+    assert (run_dir / "report.md").read_text().count("recommendation (") >= 1
+    starts = len(served_starts(run_dir))
+    assert run(command, echo=lambda _: None).exit_code == 0
+    assert len(served_starts(run_dir)) == starts
+    assert json.loads((run_dir / "search.json").read_text()) == trace

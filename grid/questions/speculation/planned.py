@@ -138,7 +138,8 @@ class SpeculationPlanned(Planned):
         cross = dom["crossover"] or {}
         near = crossover_neighbours(cross.get("crossover"), self.space.lattice)
         depth = self.depth if self.depth in self.space.depths else self.space.depths[-1]
-        wanted = targets([tuple(t) for t in dom["schedule"]], near, depth, self.space.lattice)
+        tiers = tuple((int(b), int(k)) for b, k in dom["schedule"])
+        wanted = targets(tiers, near, depth, self.space.lattice)
         predicted = {(c["load"], c["depth"]): (c["speedup"], *c["interval"])
                      for c in dom["cells"] if c["speedup"] is not None}
         return confirm_steps(len(steps) + 1, cells, wanted, self.own, predicted,

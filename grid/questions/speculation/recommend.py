@@ -83,4 +83,4 @@ def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, 
     return {"domain": domain, "text": text, "threshold": threshold,
             "schedule": [list(t) for t in tiers], "schedule_text": schedule_text(tiers),
             "tiers": tier_status, "settings": settings,
-            "status": worst([threshold["status"], *(t["status"] for t in tier_status)])}
+            "status": worst([str(threshold["status"]), *(str(t["status"]) for t in tier_status)])}

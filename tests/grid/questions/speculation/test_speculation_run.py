@@ -1,5 +1,6 @@
 """A tiny speculation question end to end on the simulator, through the real run loop
-(grid/run.py -> grid/execute/search.py -> the controller -> Ray actors -> simulator processes -> Parquet):
+(grid/run.py -> grid/execute/search.py -> the controller -> Ray actors -> simulator
+processes -> Parquet):
 2 loads x 2 depths, forced acceptance, the drafter's profile given. The surface in search.json
 is each forced cell's L x T_baseline / T_forced as the report's analysis reads them, the
 prediction is the profile's AL(k) over it; the same command again measures nothing new and

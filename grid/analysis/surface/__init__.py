@@ -17,6 +17,7 @@ from grid.analysis.surface.cost import (
     leviathan_speedup,
     step_cost,
     surface,
+    widened,
 )
 from grid.analysis.surface.predict import (
     Prediction,
@@ -54,5 +55,5 @@ __all__ = [
     "depth_schedule", "forced_points", "histogram_counts", "interpolated", "length_checks",
     "length_of_rate", "leviathan_speedup", "marginal_of", "predict", "profile_from_cells",
     "profile_from_counts", "profile_from_requests", "read_profile", "step_cost", "surface",
-    "profile_text", "schedule_text",
+    "profile_text", "schedule_text", "widened",
 ]

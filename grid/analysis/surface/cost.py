@@ -296,3 +296,29 @@ def interpolated(costs: Mapping[Key, Cost], loads: Sequence[int], depths: Sequen
             if cost is not None:
                 out[(b, k)] = cost
     return out
+
+
+def widened(costs: Mapping[Key, Cost], checks: Sequence[LengthCheck], seed: int = 0
+            ) -> tuple[dict[Key, Cost], dict[int, float]]:
+    """The surface with each load's intervals widened by what the length check nearest it (in
+    log load) measured where that check says the cost depends on the accepted length: each
+    replicate moved by up to ±|difference| / c at the check's (B, k) (relative, spread evenly
+    over the replicates in a seeded order), so a prediction resting on a cost the forced length
+    does not fix says so in its interval. (the costs, load -> the relative widening)."""
+    bad = [c for c in checks if not c.agrees and (c.load, c.depth) in costs]
+    if not bad:
+        return dict(costs), {}
+    checked = sorted({c.load for c in checks})
+    rel: dict[int, float] = {}
+    for b in sorted({load for load, _ in costs}):
+        near = min(checked, key=lambda x: (abs(math.log(x / b)), x))
+        found = [abs(c.difference) / costs[(c.load, c.depth)].value for c in bad if c.load == near]
+        if found:
+            rel[b] = max(found)
+    out = dict(costs)
+    rng = np.random.default_rng(seed)
+    for (b, k), cost in costs.items():
+        if b in rel:
+            u = rng.permutation(np.linspace(-1.0, 1.0, len(cost.reps)))
+            out[(b, k)] = Cost(b, k, cost.value, cost.reps * (1.0 + rel[b] * u), cost.lengths)
+    return out, rel

@@ -11,7 +11,7 @@ from typing import Any
 import engines
 from grid.analysis import Slo
 from grid.analysis.bootstrap import interval
-from grid.analysis.surface import Profile, interpolated
+from grid.analysis.surface import Profile, interpolated, widened
 from grid.plan.cells import Cell
 from grid.plan.search import BASELINE
 from grid.questions import Planned
@@ -156,10 +156,14 @@ class SpeculationPlanned(Planned):
             profile = own_profile(self.run_dir, table, str(self.run_dir))
         out = surface_json(self.read, self.space.lattice, self.space.depths,
                            mean_acceptance(profile))
-        costs = interpolated(self.read.costs, self.space.lattice, self.space.depths)
+        costs, widening = widened(
+            interpolated(self.read.costs, self.space.lattice, self.space.depths),
+            self.read.length_checks)
         out["prediction"] = (None if profile is None or not costs else
                              prediction_json(costs, profile, engine_forms(self.template),
                                              self.depth, self.variant, self.workload))
+        if out["prediction"] is not None:
+            out["prediction"]["widened"] = {str(b): round(r, 4) for b, r in widening.items()}
         return out
 
     def recommendations(self, prediction: dict[str, Any] | None,

@@ -105,6 +105,10 @@ def prediction_lines(prediction: dict[str, Any]) -> list[str]:
     """Per domain: AL(k), the speedup table, the best depth per load, the schedule and its
     settings."""
     lines = []
+    if prediction.get("widened"):
+        lines.append("  the length checks say the cost depends on the accepted length: every "
+                     "prediction's interval widened by it, " + ", ".join(
+                         f"c={b} ±{r:.0%}" for b, r in prediction["widened"].items()))
     for name, d in prediction["domains"].items():
         al = " ".join(_v(v) for v in d["accept_length"])
         lines.append(f"  predicted for {name} (profile {prediction['source']}, {d['samples']} "

@@ -44,7 +44,8 @@ TRACE = {
                                 "leviathan": 1.2}]},
         "length_checks": [{"load": 1, "depth": 2, "lengths": [2.0, 2.8], "difference": 0.3,
                            "interval": [0.2, 0.4], "agrees": False}],
-        "prediction": {"source": "hand", "unit": "requests", "domains": {"coding/x": {
+        "prediction": {"source": "hand", "unit": "requests", "widened": {"1": 0.1},
+                       "domains": {"coding/x": {
             "samples": 10, "accept_length": [1.8, 2.4],
             "cells": [{"load": 1, "depth": 2, "speedup": 1.2, "interval": [1.1, 1.3],
                        "placed": "pays"}],
@@ -81,6 +82,7 @@ def test_the_lines_lead_with_the_recommendation_and_mark_what_is_known_how():
     assert "1.20x [1.10,1.30]+" in text  # the drafter placed: pays at (1, 2)
     assert "c=64 k=2 0.90x [0.85,0.95] DISAGREES with the prediction" in text
     assert "configured depth 2: crossover at concurrency 11.3; set speculative_disable" in text
+    assert "every prediction's interval widened by it, c=1 ±10%" in text
     html = trace_section(TRACE)
     assert html.startswith("<h2>Speculation</h2>") and "1.50 [1.40,1.60]*" in html
 

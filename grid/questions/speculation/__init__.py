@@ -64,6 +64,11 @@ class Speculation(Question):
     decision = staticmethod(speculation_decision)
     write_files = staticmethod(write_settings)
 
+    def recommendations(self, recs: list[dict], trace: dict) -> list[dict]:
+        """One recommendation: where the question has its own, the dense rule's over the same
+        run's cells (its own drafter's confirming cells at a few loads) gives none beside it."""
+        return [] if trace["result"].get("recommendations") else recs
+
     def check(self, cfg: DictConfig) -> None:
         """The depths and rates, the profile file and the earlier run read (one line each)."""
         for axis in cfg.grid.axes:

@@ -21,6 +21,10 @@ def test_report_shows_the_questions_lines_section_and_trace(tmp_path):
     assert "  stopped: fits (every cell agrees)" in report.summary.splitlines()
     assert json.loads(report.decision.read_text())["search"] == TRACE
     assert "<h2>Speculation</h2>" in report.html.read_text()
+    # one recommendation: the question's, none of the dense rule's over the same cells beside it
+    assert json.loads(report.decision.read_text())["recommendations"] == []
+    assert report.summary.startswith("eagle3 on coding: for coding/x: set "
+                                     "speculative_disable_above_batch=8")
 
 
 def test_a_run_without_a_search_shows_none(tmp_path):

@@ -18,7 +18,6 @@ from grid.questions import Planned
 from grid.questions.measure import point_throughputs
 from grid.questions.speculation.confirm import (
     CONFIRM_STOPS,
-    MEASURED,
     ConfirmStep,
     Est,
     confirm_steps,
@@ -226,5 +225,3 @@ class SpeculationPlanned(Planned):
         start = engines.get(engine["name"]).start_seconds(engine.get("device") or "cuda")
         return plan_lines(self, None, start)
 
-
-__all__ = ["GIVEN", "MEASURED", "SpeculationPlanned"]

@@ -17,8 +17,6 @@ class Space:
     coarse: tuple[int, ...]
     """The coarse levels, a subset of the lattice (its ends included)."""
     max_cells: int
-    min_effect: float = 0.0
-    """A relative difference that does not matter (the speculation question's tolerance)."""
 
 
 def lattice(low: int, high: int, factor: float) -> tuple[int, ...]:
@@ -45,7 +43,6 @@ def coarse_levels(grid: Sequence[int], count: int) -> tuple[int, ...]:
     return tuple(sorted(picks))
 
 
-def make_space(low: int, high: int, factor: float, coarse: int, max_cells: int,
-               min_effect: float = 0.0) -> Space:
+def make_space(low: int, high: int, factor: float, coarse: int, max_cells: int) -> Space:
     grid = lattice(low, high, factor)
-    return Space(grid, coarse_levels(grid, coarse), max_cells, min_effect)
+    return Space(grid, coarse_levels(grid, coarse), max_cells)

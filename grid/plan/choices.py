@@ -104,7 +104,6 @@ _RANGES: dict[str, str] = {
     "grid.search.resolution": "> 1",
     "grid.search.max_cells": ">= 2",
     "grid.search.coarse_levels": ">= 2",
-    "grid.search.min_effect": "[0, 1]",
     # slo
     "slo.ttft_ms": "> 0",
     "slo.tpot_ms": "> 0",

@@ -285,9 +285,6 @@ class SearchConfig:
     """Cell budget of the question (every variant's cells counted)."""
     coarse_levels: int = 5
     """Log-spaced levels measured first, range ends included (1 4 16 64 256 for [1, 256])."""
-    min_effect: float = 0.05
-    """A relative difference too small to matter (5 %): the speculation question's tolerance
-    for a cell against the surface its neighbours give."""
 
 
 @dataclass

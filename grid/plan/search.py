@@ -51,8 +51,7 @@ def check_search(cfg: DictConfig) -> None:
 def search_space(cfg: DictConfig) -> Space:
     s = cfg.grid.search
     low, high = (int(b) for b in s.concurrency)
-    return make_space(low, high, float(s.resolution), int(s.coarse_levels), int(s.max_cells),
-                      float(s.min_effect))
+    return make_space(low, high, float(s.resolution), int(s.coarse_levels), int(s.max_cells))
 
 
 def check_one_against_baseline(cells: Sequence[Cell], compares: str) -> None:

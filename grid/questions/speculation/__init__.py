@@ -78,6 +78,9 @@ class Speculation(Question):
                                   f"axis {axis}")
         super().check(cfg)
         surface_space(cfg)
+        effect = cfg.grid.search.min_effect
+        if not isinstance(effect, int | float) or not 0 <= effect <= 1:
+            raise SearchError(f"grid.search.min_effect must be within [0, 1], got {effect}")
         confirm = cfg.grid.search.confirm_cells
         if not isinstance(confirm, int) or confirm < 0:
             raise SearchError(f"grid.search.confirm_cells must be >= 0, got {confirm}")

@@ -19,6 +19,9 @@ class SpeculationKeys:
     """A drafter's acceptance profile whose speedup the surface predicts: a profile file
     (`python -m grid.profile RUN > p.json`) or a run folder (its drafter's own cells); None:
     the run's own drafter, measured in one cell."""
+    min_effect: float = 0.05
+    """The relative difference too small to matter (5 %): a measured cell disagrees with the
+    surface its neighbours give only beyond its interval and this."""
     confirm_cells: int = 12
     """Cells beyond max_cells: the drafter's own, unforced, where the prediction decides
     (each schedule tier's first load, the configured depth beside the crossover), and at the

@@ -68,7 +68,7 @@ def surface_space(cfg: DictConfig) -> SurfaceSpace:
         raise SearchError("grid.search.rates must be distinct forced acceptance rates in "
                           f"(0, 1] (the surface's first, the length check's after); got {rates}")
     return SurfaceSpace(base.lattice, base.coarse, tuple(depths[1:]),
-                        tuple(float(r) for r in rates), base.max_cells, base.min_effect,
+                        tuple(float(r) for r in rates), base.max_cells, float(s.min_effect),
                         s.profile is None and s.surface is None)
 
 

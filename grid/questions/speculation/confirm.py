@@ -61,6 +61,15 @@ def agrees(measured: Est, predicted: Est) -> bool:
     return measured[1] <= predicted[2] and predicted[1] <= measured[2]
 
 
+def contradicts(key: tuple[int, int], measured: Est, decided: Mapping[int, int]) -> bool:
+    """A confirming cell against the decision at its load, whatever the values: it pays
+    surely (its interval above 1) where the baseline was chosen, or loses surely where its
+    depth was."""
+    load, depth = key
+    chosen = decided.get(load)
+    return (chosen == 0 and measured[1] > 1.0) or (chosen == depth and measured[2] < 1.0)
+
+
 @dataclass(frozen=True)
 class ConfirmStep:
     number: int
@@ -83,10 +92,13 @@ def _where(keys: Sequence[tuple[int, int]]) -> str:
 
 def confirm_steps(number: int, cells_before: int, wanted: Sequence[tuple[int, int]],
                   own: Mapping[tuple[int, int], Est], predicted: Mapping[tuple[int, int], Est],
-                  depths: Sequence[int], budget: int) -> list[ConfirmStep]:
+                  depths: Sequence[int], budget: int, decided: Mapping[int, int] | None = None
+                  ) -> list[ConfirmStep]:
     """The confirmation's steps after the surface's last (`number` on): the wanted points,
-    then the drafter's own cells at `depths` of each load where one disagrees, then the stop;
-    `budget` cells at most (grid.search.confirm_cells)."""
+    then the drafter's own cells at `depths` of each load where one disagrees with the
+    prediction beyond both intervals or contradicts the decision there (`decided`: load ->
+    the predicted best depth), then the stop; `budget` cells at most
+    (grid.search.confirm_cells)."""
     first = [(b, k, OWN) for b, k in wanted]
     why = f"confirm the prediction on the drafter's own cells at {_where(wanted)}"
     points, why, stop = shared.fit(first, budget, why, "grid.search.confirm_cells is spent",
@@ -95,7 +107,8 @@ def confirm_steps(number: int, cells_before: int, wanted: Sequence[tuple[int, in
     if stop or any((b, k) not in own for b, k, _ in points):
         return out
     off = tuple(key for key in dict.fromkeys((b, k) for b, k, _ in points)
-                if key in predicted and not agrees(own[key], predicted[key]))
+                if (key in predicted and not agrees(own[key], predicted[key]))
+                or contradicts(key, own[key], decided or {}))
     loads = sorted({b for b, _ in off})
     asked = {(b, k) for b, k, _ in points}
     more = [(b, k, OWN) for b in loads for k in depths if (b, k) not in asked]

@@ -141,8 +141,9 @@ class SpeculationPlanned(Planned):
         wanted = targets(tiers, near, depth, self.space.lattice)
         predicted = {(c["load"], c["depth"]): (c["speedup"], *c["interval"])
                      for c in dom["cells"] if c["speedup"] is not None}
+        decided = {int(b): int(k) for b, k in dom["best"].items()}
         return confirm_steps(len(steps) + 1, cells, wanted, self.own, predicted,
-                             self.space.coarse_depths, self.confirm_cells)
+                             self.space.coarse_depths, self.confirm_cells, decided)
 
     def answers(self) -> dict[str, Any]:
         """The surface and the prediction from what `replay` read (search.json `result`):

@@ -51,6 +51,21 @@ def test_a_disagreeing_cell_asks_for_the_drafters_own_cells_at_its_load_then_sto
         1: (3, "confirmed"), 16: (0, "measured")}
 
 
+def test_a_cell_that_contradicts_the_decision_disagrees_even_inside_the_interval():
+    # (1, 3) predicted 1.02 [0.9, 1.15] -> the baseline chosen at c=1; measured 1.11 [1.06,
+    # 1.16]: inside the predicted interval, but surely faster than the baseline
+    predicted = {(1, 3): (1.02, 0.9, 1.15)}
+    own = {(1, 3): (1.11, 1.06, 1.16)}
+    steps = confirm_steps(5, 40, [(1, 3)], own, predicted, (1, 3), 12, decided={1: 0})
+    assert steps[1].points == ((1, 1, -1),) and steps[1].disagree == ((1, 3),)
+    own[(1, 1)] = (1.04, 0.98, 1.1)
+    last = confirm_steps(5, 40, [(1, 3)], own, predicted, (1, 3), 12, decided={1: 0})[-1]
+    # the answer at c=1 rests on the drafter's own cells: depth 3 (k=1's interval holds 1)
+    assert settle({1: 0}, own, [(1, 3)], last.disagree) == {1: (3, "measured")}
+    # without the decision, the same cell agrees with the prediction: nothing more measured
+    assert confirm_steps(5, 40, [(1, 3)], own, predicted, (1, 3), 12)[-1].disagree == ()
+
+
 def test_the_budget_cuts_the_confirmation():
     steps = confirm_steps(5, 40, [(1, 3), (16, 1)], {}, PREDICTED, (1, 3), 1)
     assert steps[0].points == ((1, 3, -1),) and "only 1 of 2" in steps[0].why

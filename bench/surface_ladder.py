@@ -28,11 +28,11 @@ from pathlib import Path
 import pandas as pd
 
 from grid.analysis import Slo, analyse_cells
-from grid.analysis.depth import Throughput
 from grid.analysis.points import points
 from grid.analysis.surface import (
     Cost,
     ForcedPoint,
+    Throughput,
     predict,
     profile_from_cells,
     surface,

@@ -6,7 +6,7 @@
    coding prompts, the same on encyclopedic prompts, and a drafter whose acceptance barely
    decays over positions (engines/sim/profiles/model/kimi-k2.5-class-flat.json: the same node
    and step costs) on coding prompts.
-2. The surface search (`+sweep=surface_search`, grid.search.profile = the coding profile, so
+2. The surface search (`+sweep=speculation`, grid.search.profile = the coding profile, so
    no cell of its own drafter) over c = 1..64 x k = 1..7, forced acceptance.
 3. Held out, per drafter: the dense real-acceptance grid, the baseline and EAGLE-3 unforced at
    every k = 1..7 and c = 1, 2, 4, ..., 64 (its own server per depth).
@@ -18,6 +18,16 @@
     python bench/surface_vs_dense.py --results /tmp/sf-bench                   # runs everything
     python bench/surface_vs_dense.py --results /tmp/sf-bench --phases surface  # the surface again
     python bench/surface_vs_dense.py --results /tmp/sf-bench --phases none     # compares only
+
+5. The recommendation against the dense grid (`--phases question,dense128`): the speculation
+   question itself (`+sweep=speculation` over c = 1..128 in sqrt(2) steps, the run's own
+   drafter, confirmation included) against the dense grid of the baseline and k = 1..7
+   unforced over the same lattice (14 loads: 112 cells): its cells and starts against the
+   dense grid's; at every load its recommended depth against the dense best (or a depth
+   inside the best's interval); its threshold against the dense crossover's interval at the
+   configured depth.
+
+    python bench/surface_vs_dense.py --results /tmp/q-bench --phases question,dense128
 """
 
 from __future__ import annotations
@@ -41,11 +51,13 @@ from grid.analysis.surface import (
     profile_text,
     read_profile,
 )
-from grid.questions.surface.read import PROFILE_COLUMNS, read_run
+from grid.questions.speculation.read import PROFILE_COLUMNS, read_run
 from grid.report.data import load_run
 from grid.store.loader import load_cells, load_requests
 
 LOADS = (1, 2, 4, 8, 16, 32, 64)
+LATTICE = (1, 2, 3, 4, 6, 8, 11, 16, 23, 32, 45, 64, 91, 128)
+"""c = 1..128 in sqrt(2) steps (grid/analysis/search.py `lattice`)."""
 DEPTHS = (1, 2, 3, 4, 5, 6, 7)
 DRAFTERS = {  # name -> the overrides that make it
     "coding": ["workload=coding"],
@@ -87,8 +99,24 @@ def dense_run(args: argparse.Namespace, name: str) -> float:
                     f"dense-{name}")
 
 
+def dense128_run(args: argparse.Namespace) -> float:
+    steps = ",".join(map(str, DEPTHS))
+    return grid_run(args, ["variant=baseline,eagle3", "workload=coding",
+                           f"variant.args.speculative_num_steps={steps}",
+                           "load.concurrency=" + ",".join(map(str, LATTICE)),
+                           "grid.exclude=[{variant:baseline,variant.args.speculative_num_steps:["
+                           + ",".join(map(str, DEPTHS[1:])) + "]}]"], "dense128")
+
+
+def question_run(args: argparse.Namespace) -> float:
+    return grid_run(args, ["+sweep=speculation", "grid.search.concurrency=[1,128]",
+                           "grid.search.resolution=1.4142135623730951",
+                           f"grid.search.max_cells={args.question_cells}",
+                           f"grid.search.confirm_cells={args.confirm_cells}"], "question")
+
+
 def surface_run(args: argparse.Namespace) -> float:
-    return grid_run(args, ["+sweep=surface_search", f"grid.search.max_cells={args.max_cells}",
+    return grid_run(args, ["+sweep=speculation", f"grid.search.max_cells={args.max_cells}",
                            f"grid.search.profile={args.results / 'profile-coding.json'}"],
                     "surface")
 
@@ -98,8 +126,9 @@ def starts(run: Path) -> int:
         return int(db.execute("SELECT count(*) FROM servers").fetchone()[0])
 
 
-def measured_speedups(run: Path) -> dict[tuple[int, int], tuple[float, float, float]]:
-    """(load, depth) -> the dense grid's speedup over the baseline at that load, 95 %."""
+def measured_speedups(run: Path, with_reps: bool = False) -> dict:
+    """(load, depth) -> the dense grid's speedup over the baseline at that load, 95 % (and its
+    replicates, with `with_reps`)."""
     data = load_run(run)
     table = data.stats.table
     value: dict[tuple[int, int], tuple[float, np.ndarray]] = {}
@@ -112,8 +141,52 @@ def measured_speedups(run: Path) -> dict[tuple[int, int], tuple[float, float, fl
         base, base_reps = value[(b, 0)]
         if k:
             lo, hi = interval(reps / base_reps)
-            out[(b, k)] = (t / base, lo, hi)
+            out[(b, k)] = (t / base, lo, hi, reps / base_reps) if with_reps else (t / base, lo,
+                                                                                   hi)
     return out
+
+
+def depth_at(tiers: list, load: int) -> int:
+    return [d for start, d in tiers if start <= load][-1]
+
+
+def compare_question(args: argparse.Namespace) -> None:
+    """The question's recommendation against the dense grid of c = 1..128 (item 5 above)."""
+    import pandas as pd
+
+    from grid.analysis.decision import crossovers
+
+    trace = json.loads((args.results / "question" / "search.json").read_text())
+    res, depth = trace["result"], int(trace["depth"])
+    rec = res["recommendation"]
+    meas = measured_speedups(args.results / "dense128", with_reps=True)
+    dense = len(LATTICE) * (1 + len(DEPTHS))
+    cells = res["cells"] + res["confirmation"]["cells"]
+    used, dense_starts = starts(args.results / "question"), starts(args.results / "dense128")
+    print(f"\nquestion: {cells} cells ({res['cells']} surface + {res['confirmation']['cells']} "
+          f"confirming) = {cells / dense:.0%} of the dense grid's {dense}; {used} server starts "
+          f"against the dense grid's {dense_starts}; stop {res['stop']}")
+    print(f"  recommendation ({rec['status']}): {rec['text']}")
+    agree = 0
+    for b in LATTICE:
+        options = {0: (1.0, 1.0, 1.0), **{k: meas[(b, k)][:3] for k in DEPTHS}}
+        best = max(options, key=lambda k: (options[k][0], -k))
+        chosen = depth_at(rec["schedule"], b)
+        _, lo, hi = options[best]
+        ok = chosen == best or lo <= options[chosen][0] <= hi
+        agree += ok
+        print(f"  c={b}: recommended {chosen}, dense best {best} "
+              f"{options[best][0]:.3f} [{lo:.3f}, {hi:.3f}]{'' if ok else '  NO'}")
+    rows = [{"variant": "eagle3", "workload": "coding", "load_kind": "concurrency",
+             "load": float(b), "speedup": meas[(b, depth)][0] - 1.0,
+             "_reps": meas[(b, depth)][3] - 1.0} for b in LATTICE]
+    (cross,) = crossovers(pd.DataFrame(rows))
+    threshold = rec["threshold"].get("speculative_disable_above_batch")
+    inside = threshold is not None and (cross.lo <= max(threshold, 1) <= cross.hi
+                                        or threshold == 0 and cross.point == -np.inf)
+    print(f"  best depth agrees at {agree} of {len(LATTICE)} loads; threshold {threshold} "
+          f"(depth {depth}) against the dense {cross.describe()}: "
+          f"{'inside' if inside else 'OUTSIDE'}")
 
 
 def compare(args: argparse.Namespace, name: str, costs: dict) -> dict:
@@ -157,6 +230,10 @@ def main() -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--requests-per-stream", type=int, default=4)
     ap.add_argument("--max-cells", type=int, default=42, help="40 %% of the dense grid's 105")
+    ap.add_argument("--question-cells", type=int, default=32,
+                    help="the question's grid.search.max_cells (with --confirm-cells: 35 %% of "
+                         "the dense 112 at most)")
+    ap.add_argument("--confirm-cells", type=int, default=7)
     ap.add_argument("--phases", default="profile,surface,dense",
                     help="which runs to make before comparing (none: compare the runs made)")
     args = ap.parse_args()
@@ -170,6 +247,14 @@ def main() -> int:
         wall["surface"] = surface_run(args)
     for name in DRAFTERS if "dense" in phases else ():
         wall[f"dense-{name}"] = dense_run(args, name)
+    if "question" in phases:
+        wall["question"] = question_run(args)
+    if "dense128" in phases:
+        wall["dense128"] = dense128_run(args)
+    if (args.results / "question").is_dir() and (args.results / "dense128").is_dir():
+        compare_question(args)
+    if not (args.results / "surface").is_dir():
+        return 0
     trace = json.loads((args.results / "surface" / "search.json").read_text())
     res = trace["result"]
     read = read_run(args.results / "surface", Slo(), trace["rates"])

@@ -4,11 +4,7 @@ twin fitted to 8 cells of the h200 / llama3.1-8b profile (baseline and EAGLE-3 3
 per stream, --noise lognormal measurement error, SGLang's counters: mean accept length only),
 starting from the default profile's factors, predicts that profile's dense grid (1..256 in
 steps of sqrt 2) within +-10 % and its crossover in the same dense interval. Also prints what
-the twin said its own error would be (leave one load out) beside the error it has, and the
-crossover search (grid/questions/crossover/steps.py, grid.search's defaults over 1..256)
-replayed on the truth's levels (each measured as the truth predicts, with the same noise per
-cell and a bootstrap spread of --noise) without a prior and with the twin as its prior
-(grid.search.prior): cells spent and bracket.
+the twin said its own error would be (leave one load out) beside the error it has.
 
     .venv/bin/python bench/twin_goal.py
     .venv/bin/python bench/twin_goal.py --seeds 0 1 2 --positions   # vLLM-like counters
@@ -18,12 +14,9 @@ cell and a bootstrap spread of --noise) without a prior and with the twin as its
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import time
 from collections.abc import Sequence
-
-import numpy as np
 
 import engines
 from engines.sim.calibrate import closed_loop, spec_argv
@@ -31,9 +24,7 @@ from engines.sim.profile import load_profile
 from engines.sim.twin import synthetic
 from engines.sim.twin.analytic import Scenario, Setup, crossover, predict
 from engines.sim.twin.node import profile_of
-from grid.analysis.depth import Throughput
-from grid.analysis.search import lattice, make_space
-from grid.questions.crossover.steps import prior_levels, replay
+from grid.analysis.search import lattice
 
 EAGLE3_FLAGS = spec_argv({"speculative_num_steps": 3, "speculative_eagle_topk": 1,
                           "speculative_num_draft_tokens": 4})
@@ -47,29 +38,6 @@ def scenario(c: int, spec: tuple[int, int, int] | None) -> Scenario:
 def speedups(setup: Setup, loads: Sequence[int]) -> list[tuple[int, float]]:
     return [(c, predict(setup, scenario(c, synthetic.EAGLE3)).output_tok_s
              / predict(setup, scenario(c, None)).output_tok_s) for c in loads]
-
-
-def search_cells(truth: Setup, twin: Setup | None, noise: float, seed: int
-                  ) -> tuple[int, tuple[int | None, int | None]]:
-    """(cells, bracket) of the crossover search replayed on the truth's levels: each cell's
-    tok/s the truth's times a seeded lognormal error, its bootstrap replicates spread by
-    `noise`; with `twin`, its predicted speedups choose the first levels."""
-    space = make_space(1, 256, math.sqrt(2), 5, 24, 3, min_effect=0.05)
-    if twin is not None:
-        predicted = [s - 1 for _, s in speedups(twin, space.lattice)]
-        space = dataclasses.replace(space, first=prior_levels(space.lattice, predicted),
-                                    prior="twin")
-    rng = np.random.default_rng(seed)
-    measured = {}
-    for c in space.lattice:
-        b = predict(truth, scenario(c, None)).output_tok_s
-        v = predict(truth, scenario(c, synthetic.EAGLE3)).output_tok_s
-        for r in range(space.max_repeats):
-            mb, mv = (x * rng.lognormal(0.0, noise) for x in (b, v))
-            measured[(c, r)] = (Throughput(mb, mb * (1 + noise * rng.standard_normal(1000))),
-                                Throughput(mv, mv * (1 + noise * rng.standard_normal(1000))))
-    last = replay(space, measured)[-1]
-    return last.cells_before, last.bracket
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -122,9 +90,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             for m, s in stated.items()))
         for name, f in doc["twin"]["factors"].items():
             print(f"  {name}: {f['value']:.4g} [{f['lo']:.4g}, {f['hi']:.4g}]")
-        plain, prior = (search_cells(truth, t, ns.noise, seed) for t in (None, twin))
-        print(f"crossover search on the truth's levels: {plain[0]} cells, bracket {plain[1]}; "
-              f"with the twin as prior: {prior[0]} cells, bracket {prior[1]}")
         for c in ns.discrete:  # the discrete simulator serving the truth and the twin
             for spec, flags in ((None, []), (synthetic.EAGLE3, EAGLE3_FLAGS)):
                 cap = ["--max-running-requests", "256", "--sim-hardware", "h200",

@@ -16,7 +16,7 @@ written; version detection and validation run a subprocess of the engine's own P
   (the accept length a cell gets from their increases);
 - warnings a user should read in the plan (`plan_warnings`);
 - the `speculative_disable_above_batch` values it honours as distinct behaviours
-  (`threshold_values`), which a threshold search ranks (docs/search.md);
+  (`threshold_values`: the settings a confirmation can tell apart, docs/questions.md);
 - its own settings (`options`, `engine.options.<key>` in the config), checked before anything
   starts (`check_options`), and what follows from them: a server's URL when someone else runs
   it (`server_url`) and what besides its flags makes its numbers (`version_label`);

@@ -24,15 +24,13 @@ import hydra
 from hydra import compose, initialize_config_dir
 from hydra._internal.hydra import Hydra
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
 from grid.analysis import Slo
-from grid.analysis.drafter_run import DrafterRun
 from grid.cli.flags import CONFIG_NAME, display, parse_args, search_path_override, wants_display
 from grid.cli.runrecord import read_run_record, resume_command, write_run_record
 from grid.execute.progress import Progress
-from grid.plan.breakeven_predict import prediction_lines
 from grid.plan.build import (
     Plan,
     build_plan,
@@ -57,8 +55,7 @@ from grid.plan.search import (
     universe_grid,
 )
 from grid.plan.workloads import WorkloadPlan
-from grid.questions import Planned, question
-from grid.store.drafter_run import read_drafter_run
+from grid.questions import Planned, question, schema_keys
 from grid.store.files import check_writable
 from grid.store.ledger import DriverLock, RunLockedError, Status
 from grid.store.measured import measured_cells
@@ -137,12 +134,10 @@ def run(overrides: list[str], echo: Callable[[str], None] = print) -> RunOutcome
         if plan.search is not None:  # the search's first step and its budget
             first = plan.search.cells_of(plan.search.first_points())
             echo("\n".join(plan.search.plan_lines()))
-            echo("\n".join([format_plan(step_plan(plan.plan, first)), *plan.prediction]))
+            echo(format_plan(step_plan(plan.plan, first)))
             return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in first])
-        echo("\n".join([format_plan(plan.plan), *plan.prediction]))
+        echo(format_plan(plan.plan))
         return RunOutcome(0, plan.plan.run_dir, [c.cell_id for c in plan.plan.cells])
-    if plan.prediction:  # the drafter's break-even prediction, before any server starts
-        echo("\n".join(plan.prediction))
     try:
         if plan.cfg.cluster.kind == "ray":
             # A joined cluster's nodes are known once joined: check the placement before the
@@ -165,16 +160,12 @@ class _Planned:
     """The question an adaptive search asks (grid.search.kind, grid/questions/): `plan` holds
     every cell it may choose but those it plans when chosen (grid/execute/search.py)."""
     workloads: WorkloadPlan | None = None
-    drafter_run: DrafterRun | None = None
-    """breakeven.drafter_run, read: the earlier run's drafter lengths the report places."""
-    prediction: list[str] = field(default_factory=list)
-    """The plan's break-even prediction for that drafter (grid/plan/breakeven_predict.py)."""
 
 
 @contextmanager
 def _hydra() -> Iterator[Hydra]:
     """Hydra initialised on specgrid's configs (conf/; package data in a wheel)."""
-    register_configs()
+    register_configs(schema_keys())
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR),
                                job_name="specgrid"):
         app = GlobalHydra.instance().hydra
@@ -201,9 +192,6 @@ def make_plan(overrides: list[str]) -> _Planned:
         asked = None if kind is None else question(kind)  # SearchError: no such question
         if asked is not None:
             asked.check(cfg)
-        drafter = OmegaConf.select(cfg, "breakeven.drafter_run", default=None)
-        drafter_run = None if drafter is None else read_drafter_run(
-            drafter, f"breakeven.drafter_run={drafter}")
         grid_cfg = cfg if asked is None else universe_grid(cfg, search_space(cfg))
         cells, workloads = compose_cells(grid_cfg, line.fixed, _compose)
         context = None
@@ -217,9 +205,7 @@ def make_plan(overrides: list[str]) -> _Planned:
     if any(plan.cell_estimate(cell)[1] == "unknown" for cell in plan.cells):
         plan.measured = measured_cells(plan.run_dir, results_dir)
     setup = None if asked is None else asked.setup(cfg, plan.cells, workloads, context)
-    prediction = ([] if drafter_run is None
-                  else prediction_lines(cfg, plan.cells, workloads, drafter_run))
-    return _Planned(cfg, plan, overrides, setup, workloads, drafter_run, prediction)
+    return _Planned(cfg, plan, overrides, setup, workloads)
 
 
 def _display(args: argparse.Namespace, overrides: list[str]) -> int:
@@ -258,7 +244,7 @@ def execute(planned: _Planned, echo: Callable[[str], None]) -> RunOutcome:
             record.interrupt_running("driver stopped while the cell ran")
             record.close()
     echo("")
-    _report(cfg, plan, echo, planned.drafter_run)  # the report at the end of every run
+    _report(cfg, plan, echo)  # the report at the end of every run
     resume = resume_command(plan.run_dir)
     if code == EXIT_INTERRUPTED:
         echo(f"\ninterrupted; resume with: {resume}")
@@ -304,16 +290,14 @@ def _search(planned: _Planned, record: RunRecord, echo: Callable[[str], None]
     return outcome.code, outcome.cells
 
 
-def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None],
-            drafter_run: DrafterRun | None = None) -> None:
+def _report(cfg: DictConfig, plan: Plan, echo: Callable[[str], None]) -> None:
     """The run's report (summary, report.html, decision.json, plots); a report that cannot
     be made is a message, never a failed run: the results are committed."""
     try:
         from grid.report import write_report  # here: matplotlib is ~0.3 s of a CLI start
 
         slo = Slo(cfg.slo.ttft_ms, cfg.slo.tpot_ms, cfg.slo.e2e_ms)
-        report = write_report(plan.run_dir, slo, gpu_hour_usd=cfg.hardware.gpu_hour_usd,
-                              drafter_run=drafter_run)
+        report = write_report(plan.run_dir, slo, gpu_hour_usd=cfg.hardware.gpu_hour_usd)
     except Exception as e:  # noqa: BLE001 - the run's results stay valid without a report
         echo(f"report could not be written: {type(e).__name__}: {e}")
         return

@@ -1,7 +1,7 @@
 """The user's drafter on the break-even curve (grid/analysis/breakeven.py): per prompt domain,
 its decode accept length (Σ(output tokens - 1) / Σ verify steps, the curve's own measure) over
-the requests of the configuration's unforced cells of the run, or of an earlier run
-(grid/analysis/drafter_run.py), with a bootstrap interval, and the loads at which it pays."""
+the requests of the configuration's unforced cells of the run, with a bootstrap interval, and
+the loads at which it pays."""
 
 from __future__ import annotations
 
@@ -31,8 +31,6 @@ class Drafter:
     verdicts: tuple[tuple[float, str, str, str], ...]
     """Per load of the curve, ascending: (load, the length's verdict (`Level.verdict`), its lower
     end's (`surely`), its upper end's (`maybe`))."""
-    source_run: str | None = None
-    """The run whose unforced cells measured the length (None: this run's own)."""
 
     def _up_to(self, k: int) -> tuple[float | None, int]:
         """(the last load of the contiguous range of loads, from the lowest, where the verdict
@@ -76,14 +74,9 @@ class Drafter:
         return (f"pays again at {', '.join(f'c={c:g}' for c in again)} after c="
                 f"{self.verdicts[i][0]:g} (not claimed)") if again else ""
 
-    @property
-    def name(self) -> str:
-        """The domain, with the run its length comes from when that is another run."""
-        return self.domain + (f" (run {self.source_run})" if self.source_run else "")
-
     def describe(self) -> str:
         tail = "".join(f"; {t}" for t in (self.stop, self.note) if t)
-        return (f"{self.name}: accept length {self.length:.2f} [{self.lo:.2f}, {self.hi:.2f}]"
+        return (f"{self.domain}: accept length {self.length:.2f} [{self.lo:.2f}, {self.hi:.2f}]"
                 f" over {self.requests} requests: pays up to {at_load(self.pays_up_to)} "
                 f"[{at_load(self.surely_up_to)}, {at_load(self.maybe_up_to)}]{tail}")
 
@@ -95,8 +88,7 @@ class Drafter:
                 "pays_up_to_interval": [self.surely_up_to, self.maybe_up_to],
                 "verdicts": [{"load": c, "verdict": v, "surely": s, "maybe": m}
                              for c, v, s, m in self.verdicts],
-                "stop": self.stop or None, "note": self.note or None,
-                "source_run": self.source_run}
+                "stop": self.stop or None, "note": self.note or None}
 
 
 def at_load(load: float | None) -> str:
@@ -132,15 +124,15 @@ def drafter_lengths(requests: pd.DataFrame, cells: pd.DataFrame, config: str,
 
 
 def place(levels: Sequence[Level], config: str, workload: str, domain: str,
-          measured: Measured, source_run: str | None = None) -> Drafter:
+          measured: Measured) -> Drafter:
     """The drafter's length on one domain against the configuration's forced break-even curve
-    on one workload (`source_run`: the run that measured the length, when not this one)."""
+    on one workload."""
     n, length, lo, hi = measured
     mine = sorted((lv for lv in levels if lv.configuration == config
                    and lv.workload == workload and lv.kind == "forced"), key=lambda lv: lv.load)
     return Drafter(config, workload, domain, n, length, lo, hi,
                    tuple((lv.load, lv.verdict(length), lv.surely(lo), lv.maybe(hi))
-                         for lv in mine), source_run)
+                         for lv in mine))
 
 
 def drafters(levels: Sequence[Level], requests: pd.DataFrame, cells: pd.DataFrame,

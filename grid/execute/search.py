@@ -1,4 +1,4 @@
-"""The run loop of an adaptive search (docs/search.md "The run loop and resume"): replay, run
+"""The run loop of an adaptive search (docs/questions.md "The run loop and resume"): replay, run
 the step not measured yet, again until it stops; `search.json` is the trace."""
 
 from __future__ import annotations

@@ -104,11 +104,6 @@ _RANGES: dict[str, str] = {
     "grid.search.resolution": "> 1",
     "grid.search.max_cells": ">= 2",
     "grid.search.coarse_levels": ">= 2",
-    "grid.search.max_repeats": ">= 1",
-    "grid.search.points_per_step": ">= 1",
-    "grid.search.min_effect": "[0, 1]",
-    "grid.search.candidates": ">= 2",
-    "grid.search.confirm_cells": ">= 0",
     # slo
     "slo.ttft_ms": "> 0",
     "slo.tpot_ms": "> 0",

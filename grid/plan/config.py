@@ -7,7 +7,8 @@ grid/plan/choices.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, make_dataclass
 from typing import Any
 
 from hydra.core.config_store import ConfigStore
@@ -269,66 +270,21 @@ class LoadConfig:
 
 @dataclass
 class SearchConfig:
-    """An adaptive search instead of a listed load axis (docs/search.md)."""
+    """A question instead of a listed load axis (docs/questions.md): the keys every question
+    reads. Each question's own keys live in its folder (grid/questions/<kind>/keys.py) and
+    join this schema through the registry (`register_configs(keys)`)."""
 
     kind: str | None = None
-    """None (off: the grid is the axes) or the question asked: `crossover`, `threshold`,
-    `depth`, `breakeven`, `capacity`, `surface` (grid/questions/ REGISTRY, docs/search.md)."""
+    """None (off: the grid is the axes) or the question asked: `speculation` or `capacity`
+    (grid/questions/ REGISTRY, docs/questions.md)."""
     concurrency: list[int] = field(default_factory=lambda: [1, 256])
-    """[lowest, highest] concurrency the search may measure (closed loop only)."""
+    """[lowest, highest] concurrency the question may measure (closed loop only)."""
     resolution: float = 1.4142135623730951
-    """Factor between neighbouring loads of the search's lattice (√2: 1 2 3 4 6 8 11 16 ...);
-    the crossover is bracketed when it lies between two neighbours."""
+    """Factor between neighbouring loads of the question's lattice (√2: 1 2 3 4 6 8 11 16 ...)."""
     max_cells: int = 24
-    """Cell budget of the search (every variant's cells and repeats counted): three quarters
-    of a dense √2 grid over 1..256 (docs/search.md)."""
+    """Cell budget of the question (every variant's cells counted)."""
     coarse_levels: int = 5
-    """Log-spaced levels measured first, range ends included (1 4 16 64 256 for [1, 256]),
-    the lower half at once and the rest only while speculation still pays."""
-    max_repeats: int = 3
-    """A level whose interval straddles 0 is measured again (load.repeat) up to this many
-    times in all; after that its point estimate's sign decides."""
-    min_effect: float = 0.05
-    """A speedup interval that straddles 0 within ±min_effect (5 %) is a tie, decided by its
-    point estimate without repeats: only intervals too wide to decide get repeats."""
-    points_per_step: int = 1
-    """Levels one bisection step measures (k-section), and repeats an undecided level gets at
-    once."""
-    candidates: int = 2
-    """kind=threshold: the top-ranked thresholds confirmed by measurement (>= 2); each
-    adjacent pair costs two cells per repeat, kept back from max_cells for them."""
-    depths: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 5, 7])
-    """kind=depth: the speculative depths compared at each load, ascending; 0 is the baseline
-    server (not speculating at all), the others the variant with speculative_num_steps = d."""
-    lengths: list[float] | None = None
-    """kind=breakeven: the forced accept lengths the search may measure, ascending, within
-    [1, k + 1] for k = speculative_num_steps; None = 9 evenly from 1 to k + 1."""
-    confirm_cells: int = 12
-    """kind=depth: cells beyond max_cells that confirm the schedule found (docs/search.md)."""
-    prior: str | None = None
-    """A twin's profile (RUN/twin.json, `python -m grid.twin RUN`) asked first: the search
-    starts where it predicts (docs/search.md "A twin as prior"). None: the coarse levels."""
-    rates: list[float] = field(default_factory=lambda: [0.7, 0.9])
-    """kind=surface: the forced acceptance per draft a of an i.i.d. chain (depth k forced to
-    the per-position rates a, a^2, ..., a^k; a mean length 1 + a + ... + a^k where the engine
-    takes a length only), the surface's first, the length check's after."""
-    profile: str | None = None
-    """kind=surface: a drafter's acceptance profile file (docs/surface.md) whose speedup the
-    surface predicts; None: the run's own drafter, measured in one cell."""
-    surface: str | None = None
-    """kind=surface: an earlier surface search's run folder: predict from its surface, measure
-    nothing (with plan=true, before any server starts)."""
-
-
-@dataclass
-class BreakevenConfig:
-    """The break-even acceptance (docs/report.md, "Break-even acceptance")."""
-
-    drafter_run: str | None = None
-    """An earlier run folder whose unforced speculative cells measured the drafter's accept
-    length per prompt domain: the report places those lengths on this run's break-even curve,
-    and the plan on its predicted one (labelled with that run's id). None: only this run's own
-    unforced cells."""
+    """Log-spaced levels measured first, range ends included (1 4 16 64 256 for [1, 256])."""
 
 
 @dataclass
@@ -417,7 +373,6 @@ class SpecgridConfig:
     run: RunConfig = field(default_factory=RunConfig)
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     slo: SloConfig = field(default_factory=SloConfig)
-    breakeven: BreakevenConfig = field(default_factory=BreakevenConfig)
     sweep: str = "single"
     """Sweep name (set by sweep/*.yaml); part of the default run id."""
     results_dir: str = "results"
@@ -426,12 +381,18 @@ class SpecgridConfig:
     """Print the plan (cells, servers, commands, GPUs, estimate) and exit."""
 
 
-def register_configs() -> None:
-    """The root schema; config.yaml lists it first, so every group merged into it is typed.
+def register_configs(keys: Sequence[type] = ()) -> None:
+    """The root schema; config.yaml lists it first, so every group merged into it is typed;
+    `grid.search` takes the questions' own keys besides SearchConfig's (`keys`: one dataclass
+    per question, grid/questions `schema_keys`).
     And the `${tiny_model:NAME}` and `${trained_model:NAME}` resolvers: the folder of one of
     the project's tiny models for the current recipe (engines/tiny_models.py,
     conf/model/tiny.yaml; engines/trained_models.py, conf/model/tiny_trained.yaml)."""
-    ConfigStore.instance().store(name="specgrid_schema", node=SpecgridConfig)
+    schema = OmegaConf.structured(SpecgridConfig)
+    if keys:
+        search = make_dataclass("SearchConfig", [], bases=(*keys, SearchConfig))
+        schema.grid.search = OmegaConf.structured(search)
+    ConfigStore.instance().store(name="specgrid_schema", node=schema)
     if not OmegaConf.has_resolver("tiny_model"):
         OmegaConf.register_new_resolver("tiny_model", _tiny_model)
     if not OmegaConf.has_resolver("trained_model"):

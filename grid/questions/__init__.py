@@ -1,5 +1,5 @@
 """The question an adaptive search asks (`grid.search.kind`): one protocol, one folder per kind
-(docs/architecture.md "A question is one folder", docs/search.md)."""
+(docs/architecture.md "A question is one folder", docs/questions.md)."""
 
 from __future__ import annotations
 
@@ -21,12 +21,8 @@ from grid.plan.workloads import WorkloadPlan
 TRACE_FILE = "search.json"
 """A run's trace of its question (`Planned.trace`), in the run folder."""
 REGISTRY: dict[str, str] = {
-    "crossover": "grid.questions.crossover",
-    "threshold": "grid.questions.threshold",
-    "depth": "grid.questions.depth",
-    "breakeven": "grid.questions.breakeven",
+    "speculation": "grid.questions.speculation",
     "capacity": "grid.questions.capacity",
-    "surface": "grid.questions.surface",
 }
 """`grid.search.kind` -> the module whose `QUESTION` answers it (imported when asked)."""
 
@@ -125,9 +121,16 @@ def question(kind: str) -> Question:
     return importlib.import_module(REGISTRY[kind]).QUESTION  # type: ignore[no-any-return]
 
 
+def schema_keys() -> list[type]:
+    """Each registered question's own `grid.search` keys (its module's KEYS dataclass), for the
+    config schema (grid/plan/config.py `register_configs`)."""
+    modules = (importlib.import_module(m) for m in REGISTRY.values())
+    return [m.KEYS for m in modules if getattr(m, "KEYS", None) is not None]
+
+
 def traced(trace: dict) -> Question:
-    """The question that wrote a trace (one written before `kind` was: the crossover's)."""
-    return question(str(trace.get("kind", "crossover")))
+    """The question that wrote a trace."""
+    return question(str(trace.get("kind")))
 
 
 def load_trace(run_dir: Path) -> dict | None:
@@ -136,5 +139,5 @@ def load_trace(run_dir: Path) -> dict | None:
         trace = json.loads((Path(run_dir) / TRACE_FILE).read_text())
     except (OSError, ValueError):
         return None
-    known = isinstance(trace, dict) and str(trace.get("kind", "crossover")) in REGISTRY
+    known = isinstance(trace, dict) and str(trace.get("kind")) in REGISTRY
     return trace if known and "steps" in trace else None

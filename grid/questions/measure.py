@@ -12,7 +12,7 @@ import pandas as pd
 
 from grid.analysis import Slo
 from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats, analyse_cells
-from grid.analysis.depth import Throughput
+from grid.analysis.surface import Throughput
 from grid.plan.cells import Cell
 from grid.store.loader import load_cells, load_requests
 

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from grid.analysis import Slo
-from grid.analysis.drafter_run import DrafterRun
 from grid.analysis.forced import unforced
 from grid.cli.runrecord import record_report_settings
 from grid.questions import traced
@@ -24,9 +23,7 @@ from grid.report.html import compare_html, run_html
 from grid.report.operator import operator_view
 from grid.report.rundata import RunData
 from grid.report.text import domain_acceptance, summary_table, summary_text
-from grid.store.drafter_run import read_drafter_run
 from grid.store.files import make_dirs, write_atomic
-from grid.store.loader import load_cells
 
 __all__ = ["Report", "domain_acceptance", "load_run", "main", "run_summary", "summary_table",
            "write_report"]
@@ -88,15 +85,12 @@ def decision_json(data: RunData) -> dict:
 
 
 def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
-                 data: RunData | None = None, gpu_hour_usd: float | None = None,
-                 drafter_run: DrafterRun | None = None) -> Report:
+                 data: RunData | None = None, gpu_hour_usd: float | None = None) -> Report:
     """Everything into the run folder (each file replaced atomically); `gpu_hour_usd`: the
     price of one GPU-hour for the dollar figures, `drafter_run`: an earlier run's drafter
     placed on the break-even curve (both default to those the last report used)."""
     run_dir = Path(run_dir)
     data = data or load_run(run_dir, slo, baseline, gpu_hour_usd=gpu_hour_usd)
-    if drafter_run is not None:
-        data.drafter_run, data.drafter_note = drafter_run, ""
     text = summary_text(data)
     figures = render_figures(data)
     make_dirs(run_dir / "plots", fsync=False)
@@ -148,22 +142,6 @@ def write_comparison(a: Path, b: Path, out: Path, slo: Slo | None = None,
     return text, out
 
 
-def given_drafter_run(runs: list[str], path: str) -> DrafterRun:
-    """`--drafter-run PATH` read and checked against the run's forced configurations (each
-    has a clear counterpart there, at the same depth: grid/analysis/drafter_run.py `pick`);
-    ValueError (one line) otherwise."""
-    named = f"--drafter-run {path}"
-    if len(runs) != 1:
-        raise ValueError(f"{named} goes with one run folder, not a comparison")
-    found = read_drafter_run(path, named)
-    for config, depth in breakeven.forced_configurations(load_cells(runs[0])):
-        try:
-            found.pick(config, depth)
-        except ValueError as e:
-            raise ValueError(f"{named}: {e}") from None
-    return found
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m grid.report", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -175,11 +153,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="price of one GPU-hour in dollars, for the cost figures (default: as "
                         "saved; a run takes hardware.gpu_hour_usd)")
     p.add_argument("--baseline", default="baseline", help="variant the others are compared to")
-    p.add_argument("--drafter-run", metavar="RUN",
-                   help="an earlier run folder whose unforced speculative cells measured the "
-                        "drafter's accept length per prompt domain: placed on this run's "
-                        "break-even curve (default: as saved; a run takes "
-                        "breakeven.drafter_run)")
     p.add_argument("--out", type=Path, help="comparison HTML (default ./compare-A-vs-B.html)")
     return p
 
@@ -197,19 +170,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"specgrid: error: --gpu-hour-usd must be > 0, got {args.gpu_hour_usd:g}",
               file=sys.stderr)
         return 2
-    drafter = None
-    if args.drafter_run is not None:
-        try:
-            drafter = given_drafter_run(args.runs, args.drafter_run)
-        except ValueError as e:
-            print(f"specgrid: error: {e}", file=sys.stderr)
-            return 2
     slo = None
     if any(v is not None for v in (args.ttft_ms, args.tpot_ms, args.e2e_ms)):
         slo = Slo(args.ttft_ms, args.tpot_ms, args.e2e_ms)
     if len(args.runs) == 1:
         report = write_report(Path(args.runs[0]), slo, args.baseline,
-                              gpu_hour_usd=args.gpu_hour_usd, drafter_run=drafter)
+                              gpu_hour_usd=args.gpu_hour_usd)
         print(report.summary)
         print(f"\nreport: {report.html}\ndecision: {report.decision}")
         return 0

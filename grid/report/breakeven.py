@@ -13,15 +13,14 @@ from matplotlib.figure import Figure
 from grid.analysis.breakeven import Level, curves, held_out
 from grid.analysis.breakeven_cells import configuration, depth_of, ladder_refusals
 from grid.analysis.breakeven_drafter import Drafter, drafters
-from grid.analysis.drafter_run import placed_from
 from grid.analysis.forced import FORCED_LABEL, TOLERANCE, forced_mask, honoured
 from grid.report.rundata import RunData
 
 RULE = ("break-even: the accept length (tokens per verify step) at which the configuration's "
         "output tok/s equals the baseline's at that load, interpolated between the decode "
         "accept lengths the honoured forced cells measured, 95 % bootstrap interval; the "
-        "drafter pays where its own accept length (unforced cells of this run, or of the run "
-        "named, per prompt domain) exceeds it, from the lowest load up to the first where it "
+        "drafter pays where its own accept length (this run's unforced cells, per prompt "
+        "domain) exceeds it, from the lowest load up to the first where it "
         "does not; beyond the lengths measured the answer is unknown")
 
 
@@ -30,8 +29,6 @@ class View:
     levels: list[Level]
     placed: list[Drafter]
     checks: pd.DataFrame
-    note: str = ""
-    """Why the drafter run given is not placed, or empty."""
     refusals: list[str] = field(default_factory=list)
     """Ladders not drawn, one line each (rungs of different shapes)."""
 
@@ -51,13 +48,7 @@ def view(data: RunData) -> View | None:
     if not forced and not levels and not refusals:
         return None
     placed = drafters(levels, data.requests, data.cells) if len(data.requests) else []
-    note = data.drafter_note
-    if data.drafter_run is not None:
-        try:
-            placed += placed_from(levels, data.drafter_run)
-        except ValueError as e:
-            note = str(e)
-    return View(levels, placed, honoured(data.cells), note, refusals)
+    return View(levels, placed, honoured(data.cells), refusals)
 
 
 def forced_configurations(cells: pd.DataFrame) -> list[tuple[str, int | None]]:
@@ -126,8 +117,6 @@ def section_lines(data: RunData) -> list[tuple[str, bool]]:
         out += [(f"    drafter on {d.describe()}", False) for d in v.placed
                 if kind == "forced" and (d.configuration, d.workload) == (config, workload)]
     out += [(f"  {line}", True) for line in v.refusals]
-    if v.note:
-        out.append((f"  drafter run not placed: {v.note}", True))
     if not v.levels:
         out.append(("  no curve: a load needs the baseline and two honoured forced lengths "
                     "or ladder rungs", False))
@@ -178,9 +167,6 @@ def decision(data: RunData) -> dict[str, object]:
             "curves": [{"configuration": lv.configuration, "workload": lv.workload,
                         **lv.as_json()} for lv in v.levels],
             **({"drafter": [d.as_json() for d in v.placed]} if v.placed or forced_ else {}),
-            **({"drafter_run": {"run": data.drafter_run.run_id, "path": data.drafter_run.path}}
-               if data.drafter_run is not None else {}),
-            **({"drafter_run_note": v.note} if v.note else {}),
             "refused": v.refusals,
             **({"held_out": held_out(v.levels)} if ladder else {}),
             **({"honoured": [
@@ -215,7 +201,7 @@ def figure(data: RunData) -> Figure | None:
             if kind == "forced" and (d.configuration, d.workload) == (config, workload):
                 ax.axhspan(d.lo, d.hi, color=line.get_color(), alpha=0.12)
                 ax.axhline(d.length, color=line.get_color(), linestyle=":", linewidth=1)
-                ax.annotate(f"{d.name} {d.length:.2f}", (loads[0], d.length), fontsize=7,
+                ax.annotate(f"{d.domain} {d.length:.2f}", (loads[0], d.length), fontsize=7,
                             xytext=(2, 2), textcoords="offset points")
     ax.set_xscale("log", base=2)
     ax.set(xlabel="concurrency", ylabel="break-even accept length")

@@ -19,7 +19,6 @@ from grid.analysis import Slo, analyse_cells, decide
 from grid.analysis.cellstats import REQUEST_COLUMNS, CellStats
 from grid.analysis.decision import Decision
 from grid.analysis.domains import REQUEST_COLUMNS as DISTRIBUTION_COLUMNS
-from grid.analysis.drafter_run import DrafterRun
 from grid.analysis.forced import forced_mask, unforced
 from grid.analysis.lesson import acceptance_table
 from grid.analysis.setups import label_setups
@@ -31,7 +30,6 @@ from grid.report.rundata import RunData
 from grid.report.serverdata import cell_families, server_deltas, server_gauges
 from grid.report.validity import ALIGNMENT, validity
 from grid.store import integrity
-from grid.store.drafter_run import read_drafter_run
 from grid.store.loader import (
     DamagedFileError,
     load_cells,
@@ -68,22 +66,9 @@ def saved_price(run_dir: Path) -> float | None:
     return float(price) if isinstance(price, int | float) and price > 0 else None
 
 
-def saved_drafter_run(run_dir: Path) -> tuple[DrafterRun | None, str]:
-    """The drafter run the run's last report placed (run.json `report`), read again so a
-    re-render keeps it; (None, why) when it can no longer be read."""
-    path = report_settings(run_dir).get("drafter_run")
-    if not isinstance(path, str) or not path:
-        return None, ""
-    try:
-        return read_drafter_run(path, "the drafter run the last report placed"), ""
-    except (OSError, ValueError) as e:
-        return None, str(e)
-
-
 def used_settings(data: RunData) -> dict[str, Any]:
     """What run.json `report` records of this report's settings (the three above)."""
-    return {"slo": data.slo.as_dict(), "gpu_hour_usd": data.gpu_hour_usd,
-            "drafter_run": data.drafter_run.path if data.drafter_run is not None else None}
+    return {"slo": data.slo.as_dict(), "gpu_hour_usd": data.gpu_hour_usd}
 
 
 def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
@@ -137,13 +122,12 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
     data.lossless = lossless.load_table(run_dir, cells, baseline)  # greedy outputs vs baseline
     data.validity = validity(data)
     assumed.apply(data)  # a simulated run: where its curve is measured, where assumed
-    data.drafter_run, data.drafter_note = saved_drafter_run(run_dir)
     return data
 
 
 def run_decision(stats: CellStats, baseline: str, trace: dict | None) -> Decision:
     """The decision over the cells, its recommendations as the run's question changes them (a
-    threshold search's confirmed value in place of the crossover rule's)."""
+    question's confirmed value in place of the crossover rule's)."""
     decision = decide(stats, baseline)
     if trace:
         decision.recommendations = [

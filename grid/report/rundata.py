@@ -11,7 +11,6 @@ import pandas as pd
 
 import engines
 from grid.analysis import CellStats, Decision, Slo
-from grid.analysis.drafter_run import DrafterRun
 from grid.report.operator import OperatorView
 
 SIM_BANNER = "SIMULATION — numbers come from specgrid's simulated SGLang server, not a GPU."
@@ -67,12 +66,6 @@ class RunData:
     its engine calls it (grid/report/serverdata.py server_gauges)."""
     lossless: pd.DataFrame = field(default_factory=pd.DataFrame)
     """Greedy outputs of each variant against its baseline's (grid/report/lossless.py)."""
-    drafter_run: DrafterRun | None = None
-    """An earlier run's drafter lengths placed on the break-even curve (breakeven.drafter_run,
-    --drafter-run; default: the one the last report used)."""
-    drafter_note: str = ""
-    """Why the drafter run the last report used is not placed now (it cannot be read), or
-    empty."""
 
     @property
     def simulated(self) -> bool:

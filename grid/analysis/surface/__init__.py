@@ -1,4 +1,4 @@
-"""One surface, every drafter (docs/surface.md): the node's relative step cost c(B, k),
+"""One surface, every drafter (docs/questions.md): the node's relative step cost c(B, k),
 measured once with the acceptance forced (cost.py), and a drafter's per-position acceptance
 profile (profile.py), which together predict the drafter's speedup at every (load, depth), the
 break-even accept length and the best depth per load (predict.py). Pure: numpy and pandas."""
@@ -8,6 +8,7 @@ from grid.analysis.surface.cost import (
     Decomposition,
     ForcedPoint,
     LengthCheck,
+    Throughput,
     beside_leviathan,
     decompose,
     forced_points,
@@ -16,13 +17,16 @@ from grid.analysis.surface.cost import (
     leviathan_speedup,
     step_cost,
     surface,
+    widened,
 )
 from grid.analysis.surface.predict import (
     Prediction,
+    Schedule,
     best_depths,
     depth_plan,
     depth_schedule,
     predict,
+    schedule_text,
 )
 from grid.analysis.surface.profile import (
     FORMAT,
@@ -45,10 +49,11 @@ from grid.analysis.surface.profile import (
 
 __all__ = [
     "FORMAT", "Cost", "Decomposition", "DomainProfile", "ForcedPoint", "LengthCheck",
-    "Prediction", "Profile", "accept_length", "accepted_per_step", "acceptance_rate",
+    "Prediction", "Profile", "Schedule", "Throughput", "accept_length", "accepted_per_step",
+    "acceptance_rate",
     "beside_leviathan", "best_depths", "check", "conditional_of", "decompose", "depth_plan",
     "depth_schedule", "forced_points", "histogram_counts", "interpolated", "length_checks",
     "length_of_rate", "leviathan_speedup", "marginal_of", "predict", "profile_from_cells",
     "profile_from_counts", "profile_from_requests", "read_profile", "step_cost", "surface",
-    "profile_text",
+    "profile_text", "schedule_text", "widened",
 ]

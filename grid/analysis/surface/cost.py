@@ -33,7 +33,7 @@ Between the cells measured (`interpolated`): at a load, c is piecewise linear in
 depths measured there (the line the decomposition fits, bent only where a depth was measured
 off it); at a depth, piecewise linear in log B between the loads measured there; replicate by
 replicate, so an interpolated cost's interval is its neighbours' measurement noise (not the
-interpolation's error: the surface search checks that, grid/questions/surface/steps.py)."""
+interpolation's error: the surface search checks that, grid/questions/speculation/steps.py)."""
 
 from __future__ import annotations
 
@@ -48,12 +48,19 @@ from grid.analysis.bootstrap import interval
 from grid.analysis.breakeven import configuration
 from grid.analysis.breakeven_cells import CurveCells
 from grid.analysis.cellstats import CellStats
-from grid.analysis.depth import Throughput
 from grid.analysis.points import points
 from grid.analysis.setups import baseline_of, is_baseline
 
 Key = tuple[int, int]
 """(load B, depth k)."""
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """One cell's output tok/s and its bootstrap replicates."""
+
+    value: float
+    reps: np.ndarray = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -289,3 +296,29 @@ def interpolated(costs: Mapping[Key, Cost], loads: Sequence[int], depths: Sequen
             if cost is not None:
                 out[(b, k)] = cost
     return out
+
+
+def widened(costs: Mapping[Key, Cost], checks: Sequence[LengthCheck], seed: int = 0
+            ) -> tuple[dict[Key, Cost], dict[int, float]]:
+    """The surface with each load's intervals widened by what the length check nearest it (in
+    log load) measured where that check says the cost depends on the accepted length: each
+    replicate moved by up to ±|difference| / c at the check's (B, k) (relative, spread evenly
+    over the replicates in a seeded order), so a prediction resting on a cost the forced length
+    does not fix says so in its interval. (the costs, load -> the relative widening)."""
+    bad = [c for c in checks if not c.agrees and (c.load, c.depth) in costs]
+    if not bad:
+        return dict(costs), {}
+    checked = sorted({c.load for c in checks})
+    rel: dict[int, float] = {}
+    for b in sorted({load for load, _ in costs}):
+        near = min(checked, key=lambda x: (abs(math.log(x / b)), x))
+        found = [abs(c.difference) / costs[(c.load, c.depth)].value for c in bad if c.load == near]
+        if found:
+            rel[b] = max(found)
+    out = dict(costs)
+    rng = np.random.default_rng(seed)
+    for (b, k), cost in costs.items():
+        if b in rel:
+            u = rng.permutation(np.linspace(-1.0, 1.0, len(cost.reps)))
+            out[(b, k)] = Cost(b, k, cost.value, cost.reps * (1.0 + rel[b] * u), cost.lengths)
+    return out, rel

@@ -10,12 +10,13 @@ replicate of AL(k) (the profile's marginals, resampled over its units) over the 
 of c(B, k) (the cells' throughputs): the two are drawn independently, so pairing them by index
 propagates both uncertainties.
 
-The best depth at a load is the depth of the highest predicted speedup among the depths the
-surface measured there and depth 0 (the baseline, speedup 1: speculation off), the smaller on
-a tie; a depth beyond the profile's positions is not predicted. The schedule is the depth
-search's (grid/analysis/depth.py `schedule`): each load's best depth from that load up to
-the next one's, the first from batch 1, equal neighbours merged; an engine's words for it come
-from the engine (`Engine.depth_setting`, which the plan reaches: pass it as `setting`)."""
+The best depth at a load is the depth of the highest predicted speedup among depth 0 (the
+baseline, speedup 1: speculation off) and the depths whose whole interval lies above 1 (a
+depth whose interval spans the baseline's is not chosen over it on a prediction), the smaller
+on a tie; a depth beyond the profile's positions is not predicted. The schedule (`depth_schedule`):
+each load's best depth from that load up to the next one's, the first from batch 1, equal
+neighbours merged; an engine's words for it come from the engine (`Engine.depth_setting`,
+which the plan reaches: pass it as `setting`)."""
 
 from __future__ import annotations
 
@@ -26,9 +27,11 @@ from typing import Any
 import numpy as np
 
 from grid.analysis.bootstrap import interval
-from grid.analysis.depth import LevelState, Schedule, schedule, schedule_text
 from grid.analysis.surface.cost import Cost, Key
 from grid.analysis.surface.profile import DomainProfile
+
+Schedule = tuple[tuple[int, int], ...]
+"""(first running batch, depth) per tier, ascending; depth 0: speculation off."""
 
 
 @dataclass(frozen=True)
@@ -73,19 +76,38 @@ def predict(costs: Mapping[Key, Cost], profile: DomainProfile) -> dict[Key, Pred
     return out
 
 
+def beats_baseline(p: Prediction) -> bool:
+    """The speedup's whole interval above 1 (the baseline's): a depth whose interval spans 1
+    is not chosen over the baseline on a prediction alone."""
+    lo, _ = p.interval
+    return bool(p.speedup > 1.0 and lo > 1.0)
+
+
 def best_depths(predictions: Mapping[Key, Prediction]) -> dict[int, int]:
-    """Load -> the depth of the highest predicted speedup, depth 0 (speedup 1) included; the
-    smaller depth on a tie."""
+    """Load -> the depth of the highest predicted speedup among the depths that beat the
+    baseline (`beats_baseline`), else 0 (the baseline); the smaller depth on a tie."""
     out = {}
     for b in sorted({key[0] for key in predictions}):
-        value = {0: 1.0, **{k: p.speedup for (load, k), p in predictions.items() if load == b}}
+        value = {0: 1.0, **{k: p.speedup for (load, k), p in predictions.items()
+                            if load == b and beats_baseline(p)}}
         out[b] = min(value, key=lambda d: (-value[d], d))
     return out
 
 
 def depth_schedule(best: Mapping[int, int]) -> Schedule:
-    """The schedule of the best depths (the depth search's `schedule`)."""
-    return schedule([LevelState(b, (d,), d) for b, d in sorted(best.items())])
+    """Each load's best depth from that load up to the next one's, the first from batch 1,
+    equal neighbours merged (as vLLM's tune_speculative_k builds its ranges)."""
+    tiers: list[tuple[int, int]] = []
+    for load, depth in sorted(best.items()):
+        if not tiers or tiers[-1][1] != depth:
+            tiers.append((load if tiers else 1, depth))
+    return tuple(tiers)
+
+
+def schedule_text(tiers: Schedule) -> str:
+    """The one way a schedule is written: `depth 3 from batch 1, baseline from batch 32`."""
+    return ", ".join(("baseline" if d == 0 else f"depth {d}") + f" from batch {b}"
+                     for b, d in tiers) or "none"
 
 
 def depth_plan(predictions: Mapping[Key, Prediction],

@@ -27,7 +27,7 @@ to the cell's depth, so each is counted at every position up to it (a request th
 accepted position 3 still drafted it); the depth is the cell's deepest accepted position unless
 given (a cell where no step accepted all k drafts is read to the depth it reached).
 
-The file (`profile_text`, `read_profile`; docs/surface.md): JSON
+The file (`profile_text`, `read_profile`; docs/questions.md): JSON
 `{"format": FORMAT, "source", "unit", "level", "domains": {name: {"positions", "samples",
 "conditional", "conditional_interval", "marginal", "marginal_interval", "accept_length",
 "replicates"?}}}`, the conditional and marginal rates per domain as a per-position profile

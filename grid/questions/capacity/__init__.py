@@ -1,5 +1,5 @@
 """What is the highest load at which the variant meets the SLOs? (`grid.search.kind=capacity`,
-docs/search.md): the report's capacity (grid/analysis/capacity.py) found with a few cells on
+docs/questions.md): the report's capacity (grid/analysis/capacity.py) found with a few cells on
 the load lattice instead of a dense grid: bracket, then bisect on whether each load holds the
 SLOs (its attainment's interval and point estimate; steps.py, pure). The whole question is
 this folder: plan, run and the report's lines here, steps in steps.py."""

@@ -1,4 +1,4 @@
-"""The capacity search's steps (docs/search.md "The capacity search"), pure: the lattice's two
+"""The capacity search's steps (docs/questions.md "The capacity question"), pure: the lattice's two
 ends, then the midpoint in lattice index (log load on a geometric lattice) of the highest load
 that holds the SLOs and the lowest that does not, until they are neighbours: at most
 2 + ceil(log2(loads - 1)) cells, 6 of a 16-load lattice. The answer reads the measured loads by

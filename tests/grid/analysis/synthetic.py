@@ -109,7 +109,7 @@ def write_speculative_cells(run_dir, cells: dict[str, tuple[str, float | None,
                             workload: str = "coding", cell_fields=None) -> None:
     """cell id -> (variant, forced length or None, [(prompt domain, output tokens, verify
     steps) per request]): done cells written through the real results writer with the columns
-    the drafter's accept length reads (grid/store/drafter_run.py); `cell_fields`: cell row
+    the drafter's accept length reads (grid/analysis/breakeven_drafter.py); `cell_fields`: cell row
     columns set on every cell (e.g. the `server_args` that record its depth)."""
     from grid.store.results import write_cell
 

@@ -6,7 +6,7 @@ number comes from the product's own path: cells, per-request rows, the server's 
 report.
 
 With it, the speculation threshold: its cells on the product's path (what a threshold search's
-confirmation cell measures, docs/search.md), and vLLM's schedule on the command those cells
+confirmation cell measures, docs/questions.md), and vLLM's schedule on the command those cells
 recorded, started again with its scheduler paused while a round arrives.
 
 Marked `real_engine`; .ci/run trains the models (scripts/train_models.py) and runs it."""

@@ -65,26 +65,3 @@ def test_a_schedule_is_planned_in_the_engines_form(tmp_path):
     # The tier from 10 starts at batch 9 on a speculative server (9 pads to 10).
     assert any("1-8: 5, 9-32: 3, 33+: 0" in w for w in planned.plan.warnings)
     assert any("tier from batch 10 starts at batch 9" in w for w in planned.plan.warnings)
-
-
-@pytest.mark.slow  # two plans composed through Hydra: ~25 s on the shared 2-core machine
-def test_depth_cells_are_the_cells_of_a_dense_grid_of_the_same_factors(tmp_path):
-    search = make_plan(["+sweep=depth_search", "grid.search.concurrency=[1,4]",
-                        "grid.search.depths=[0,1,3]", "grid.search.max_repeats=1",
-                        f"results_dir={tmp_path}"]).search
-    # The dense grid in sweep syntax: EAGLE-3 at each depth and load, and the plain baseline
-    # at each load (excluded from the product, which would give it the steps too, and added
-    # back as extra cells).
-    baseline = ",".join(f"{{variant: baseline, concurrency: {c}}}" for c in (1, 2, 3, 4))
-    dense = make_plan(["+sweep=depth_search", "grid.search.kind=null", "variant=baseline,eagle3",
-                       "variant.args.speculative_num_steps=1,3", "load.concurrency=1,2,3,4",
-                       "grid.exclude=[{variant: baseline}]", f"grid.include=[{baseline}]",
-                       f"results_dir={tmp_path}"]).plan
-    assert search is not None
-    by_id = {c.cell_id: c for c in dense.cells}
-    assert len(by_id) == 12 and set(by_id) == {c.cell_id for c in search.points.values()}
-    for (load, depth, _), cell in search.points.items():
-        twin = by_id[cell.cell_id]
-        assert (twin.variant, twin.concurrency) == (cell.variant, load)
-        assert cell.variant == ("baseline" if depth == 0
-                                else f"eagle3__speculative_num_steps-{depth}")

@@ -16,10 +16,10 @@ SGLANG_PYTHON = os.environ.get("SPECGRID_SGLANG_PYTHON", "").split(":")[0]
 pytestmark = pytest.mark.skipif(
     not SGLANG_PYTHON, reason="SPECGRID_SGLANG_PYTHON is not set (no SGLang parser here)")
 SWEEPS = sorted(p.stem for p in (CONF_DIR / "sweep").glob("*.yaml")
-                if p.stem not in ("cpu_engines", "cpu_lesson", "cpu_depth", "cpu_twin",
+                if p.stem not in ("cpu_engines", "cpu_lesson", "cpu_twin",
                                   "cpu_breakeven"))
 """The sweeps that take any engine (cpu_engines sweeps the engines itself, cpu_lesson,
-cpu_depth, cpu_twin and cpu_breakeven are vLLM's with the trained models: tested below)."""
+cpu_twin and cpu_breakeven are vLLM's with the trained models: tested below)."""
 
 
 @pytest.mark.parametrize("sweep", SWEEPS)
@@ -54,17 +54,6 @@ def test_cpu_lesson_sweep_passes_vllms_own_parser(tmp_path):
     assert "vLLM 0.32.0's own parser (2 commands)" in plan.validation, plan.validation
     draft = plan.launches[plan.groups[1].server_key].argv
     assert draft[draft.index("--per-request-spec-decode-metrics") + 1] == "summary"
-
-
-@pytest.mark.skipif(not os.environ.get("SPECGRID_VLLM_PYTHON"),
-                    reason="SPECGRID_VLLM_PYTHON is not set (no vLLM parser here)")
-def test_cpu_depth_sweep_passes_vllms_own_parser(tmp_path):
-    # every server the depth search may start: the baseline and the draft model at depths 1-4
-    plan = make_plan(["+sweep=cpu_depth", f"results_dir={tmp_path}"]).plan
-    assert "vLLM 0.32.0's own parser (5 commands)" in plan.validation, plan.validation
-    configs = [json.loads(spec.argv[spec.argv.index("--speculative-config") + 1])
-               for spec in plan.launches.values() if "--speculative-config" in spec.argv]
-    assert sorted(c["num_speculative_tokens"] for c in configs) == [1, 2, 3, 4]
 
 
 def test_cpu_twin_sweep_passes_vllms_own_parser(tmp_path):

@@ -72,9 +72,9 @@ def test_defaults_keep_cell_ids_and_a_target_makes_new_cells(tmp_path):
 
 
 def test_a_searched_cell_stops_at_the_target(tmp_path):
-    # Every cell the crossover search may choose is an ordinary cell of the plan: each carries
+    # Every cell the speculation question may choose is an ordinary cell of the plan: each carries
     # the target and its cap in its load specs; the search's budget counts cells, not requests.
-    made = make_plan(["+sweep=crossover_search", TARGET, f"results_dir={tmp_path}"])
+    made = make_plan(["+sweep=speculation", TARGET, f"results_dir={tmp_path}"])
     assert made.search is not None
     cells = made.plan.cells
     assert len(cells) > 10

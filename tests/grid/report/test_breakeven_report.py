@@ -22,7 +22,7 @@ def _data(accept: dict[str, float]):
                               "domain": "coding", "output_tokens": 61,
                               "spec_verify_ct": 24}] * 4)
     return SimpleNamespace(cells=cells, stats=stats, requests=requests, baseline="baseline",
-                           label="SIMULATION", drafter_run=None, drafter_note="")
+                           label="SIMULATION")
 
 
 def test_the_section_is_labelled_and_flags_a_cell_the_engine_did_not_honour():
@@ -63,65 +63,12 @@ def test_a_run_without_forced_cells_has_no_section():
     assert breakeven.figure(data) is None  # type: ignore[arg-type]
 
 
-def test_a_breakeven_searchs_trace_reads_as_its_steps_and_brackets():
-    from grid.questions.breakeven import trace_lines
-    from grid.questions.breakeven.steps import chosen, replay
-    from tests.grid.questions.breakeven.test_steps import DENSE, LENGTHS, SPACE
-
-    steps = replay(SPACE, DENSE)
-    trace = {"kind": "breakeven", "variant": "eagle3", "baseline": "baseline",
-             "workload": "coding", "loads": list(SPACE.loads), "lengths": list(LENGTHS),
-             "result": {"stop": "resolved", "cells": len(chosen(steps)), "max_cells": 40,
-                        "dense_cells": 32, "brackets": {str(k): v for k, v in
-                                                        steps[-1].brackets.items()}},
-             "steps": [s.as_json() for s in steps]}
-    lines = trace_lines(trace)
-    assert lines[0].startswith("search: break-even of eagle3 vs baseline on coding (forced "
-                               "acceptance: performance only), 19 of 40 cells (the dense "
-                               "grid: 32)")
-    assert lines[1] == ("  step 1: c=1: the lengths' ends (1, 4) -> measures c=1 baseline, "
-                        "c=1 length 1, c=1 length 4")
-    assert lines[-1] == ("  stopped: resolved; break-even c=1 between 1.5 and 2; c=2 between "
-                         "2 and 2.5; c=4 between 2.5 and 3; c=8 at or above 4")
-
-
-def test_an_earlier_runs_drafter_is_placed_labelled_with_its_run():
-    from grid.analysis.drafter_run import DrafterRun
-
-    data = _data({f"f{c}-{a}": a for c in (1, 8) for a in (1.5, 2.5, 3.5)})
-    # the earlier run's coding prompts: 3.2 [3.1, 3.3] over 40 requests: above a* at c=1
-    # (1.83) and c=8 (3.00 [2.76, 3.26]); its lower end 3.1 is below c=8's upper end 3.26
-    data.drafter_run = DrafterRun("old", {"eagle3": {"coding": (40, 3.2, 3.1, 3.3)}},
-                                  "/results/old")
-    text = breakeven.section(data)  # type: ignore[arg-type]
-    assert ("    drafter on coding (run old): accept length 3.20 [3.10, 3.30] over 40 "
-            "requests: pays up to c=8 [c=1, c=8]") in text
-    # this run's own unforced cell is still placed, unlabelled
-    assert "    drafter on coding: accept length 2.50 [2.50, 2.50] over 4 requests" in text
-    out = json.loads(json.dumps(breakeven.decision(data)))  # type: ignore[arg-type]
-    assert out["drafter_run"] == {"run": "old", "path": "/results/old"}
-    assert [d["source_run"] for d in out["drafter"]] == [None, "old"]
-    assert "coding (run old): accept length 3.20" in breakeven.html_section(data)  # type: ignore[arg-type]
-
-
-def test_an_earlier_run_without_a_clear_configuration_is_said_not_placed():
-    from grid.analysis.drafter_run import DrafterRun
-
-    data = _data({f"f{c}-{a}": a for c in (1, 8) for a in (1.5, 2.5, 3.5)})
-    lengths = {"coding": (40, 3.2, 3.1, 3.3)}
-    data.drafter_run = DrafterRun("old", {"eagle3a": lengths, "eagle3b": lengths}, "/x")
-    text = breakeven.section(data)  # type: ignore[arg-type]
-    assert ("  drafter run not placed: drafter run old has no configuration 'eagle3' and "
-            "several others (eagle3a, eagle3b)") in text
-    assert "(run old)" not in text
-
-
 def _ladder_data():
     from tests.grid.analysis.test_breakeven import ladder
 
     stats, cells = ladder()
     return SimpleNamespace(cells=cells, stats=stats, requests=pd.DataFrame(),
-                           baseline="baseline", label="", drafter_run=None, drafter_note="")
+                           baseline="baseline", label="")
 
 
 def test_a_ladder_reports_each_rungs_verdict_out_of_sample():

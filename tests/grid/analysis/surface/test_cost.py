@@ -8,10 +8,10 @@ import pandas as pd
 import pytest
 
 from grid.analysis.cellstats import CellStats
-from grid.analysis.depth import Throughput
 from grid.analysis.surface import (
     Cost,
     ForcedPoint,
+    Throughput,
     beside_leviathan,
     decompose,
     forced_points,
@@ -128,3 +128,22 @@ def test_forced_points_from_a_run_pair_each_honoured_cell_with_its_baseline():
     assert {k: c.value for k, c in costs.items()} == pytest.approx({(1, 3): 1.25, (8, 3): 2.0})
     (check,) = length_checks(forced, baselines)
     assert (check.load, check.difference) == (1, pytest.approx(0.0))
+
+
+def test_a_length_that_matters_widens_the_intervals_of_the_loads_nearest_its_check():
+    from grid.analysis.surface import Cost, LengthCheck, widened
+
+    flat = np.full(5, 2.0)
+    costs = {(1, 1): Cost(1, 1, 2.0, flat), (2, 1): Cost(2, 1, 2.0, flat),
+             (16, 1): Cost(16, 1, 2.0, flat)}
+    checks = [LengthCheck(1, 1, (2.0, 2.8), 0.2, 0.1, 0.3),      # depends: 0.2 / 2.0 = 10 %
+              LengthCheck(16, 1, (2.0, 2.8), 0.02, -0.05, 0.09)]  # one cost
+    out, rel = widened(costs, checks)
+    # c=1 and c=2 (nearer 1 than 16 in log load) spread by up to ±10 %: 2 x (1 + 0.1 u),
+    # u = -1 -0.5 0 0.5 1; c=16 as it was
+    assert rel == {1: pytest.approx(0.1), 2: pytest.approx(0.1)}
+    for b in (1, 2):
+        np.testing.assert_allclose(sorted(out[(b, 1)].reps), [1.8, 1.9, 2.0, 2.1, 2.2])
+        assert out[(b, 1)].value == 2.0
+    np.testing.assert_array_equal(out[(16, 1)].reps, flat)
+    assert widened(costs, checks[1:]) == (costs, {})

@@ -43,7 +43,7 @@ def test_best_depth_and_schedule():
     assert plan["best"] == {"1": 2, "64": 1, "256": 0}
     assert plan["schedule"] == [[1, 2], [64, 1], [256, 0]]
     assert plan["speculative_depth"] == plan["schedule"]
-    assert plan["text"] == "schedule 2 from 1, 1 from 64, 0 from 256"
+    assert plan["text"] == "depth 2 from batch 1, depth 1 from batch 64, baseline from batch 256"
     assert plan["engine"] == {"tiers": ((1, 2), (64, 1), (256, 0))}
 
 
@@ -53,3 +53,13 @@ def test_a_tie_with_the_baseline_keeps_the_baseline_and_a_schedule_that_never_dr
     assert plan["best"] == {"1": 0, "8": 0}  # speedup exactly 1 at c=1: the smaller depth
     assert (plan["schedule"], plan["speculative_depth"], plan["engine"]) == ([[1, 0]], None,
                                                                             None)
+
+
+def test_a_depth_whose_interval_spans_the_baseline_is_not_chosen_over_it():
+    # c=1, k=1: AL 1.8 over the cost 1.75 [1.5, 2.0] (replicates 1.5, 1.75, 2.0): speedup
+    # 1.029 [0.9, 1.2]: above 1 by its point, but its interval spans 1 -> the baseline
+    costs = {(1, 1): Cost(1, 1, 1.75, np.array([1.5, 1.75, 2.0]))}
+    assert depth_plan(predict(costs, PROFILE))["best"] == {"1": 0}
+    # the same point with its whole interval above 1 (cost 1.75 [1.7, 1.78]) -> depth 1
+    costs = {(1, 1): Cost(1, 1, 1.75, np.array([1.7, 1.75, 1.78]))}
+    assert depth_plan(predict(costs, PROFILE))["best"] == {"1": 1}

@@ -1,0 +1,65 @@
+"""What the speculation question answers besides the surface, each once, from the drafter's
+predicted speedups on it (grid/analysis/surface/predict.py `predict`): the break-even length
+at every (B, k) with the drafter placed on it, and the crossover and threshold of the
+configured depth through the dense grid's own functions (grid/analysis/decision.py
+`crossovers`, `recommend_threshold`: one way to read a crossover from a curve)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from grid.analysis.decision import crossovers, recommend_threshold
+from grid.analysis.surface import Prediction
+from grid.analysis.winners import NO_DIFFERENCE
+
+PAYS, LOSES, UNSURE = "pays", "loses", "unsure"
+
+
+def placed(p: Prediction) -> str:
+    """The drafter on the break-even length at (B, k): `pays` where its speedup's interval lies
+    above 1 (its accept length above c(B, k)), `loses` below, `unsure` where it holds 1."""
+    lo, hi = p.interval
+    return PAYS if lo > 1.0 else LOSES if hi < 1.0 else UNSURE
+
+
+def _finite(x: float) -> float | None:
+    return round(x, 2) if math.isfinite(x) else None
+
+
+def configured_curve(predictions: Mapping[tuple[int, int], Prediction], depth: int,
+                     variant: str, workload: str) -> pd.DataFrame:
+    """The configured depth's predicted speedup over load as the dense grid's speedup table
+    holds a measured one (speedup - 1, its replicates, its verdict)."""
+    rows = []
+    for (b, k), p in sorted(predictions.items()):
+        if k != depth:
+            continue
+        verdict = {PAYS: "faster", LOSES: "slower", UNSURE: NO_DIFFERENCE}[placed(p)]
+        lo, hi = p.interval
+        rows.append({"variant": variant, "workload": workload, "load_kind": "concurrency",
+                     "load": float(b), "speedup": p.speedup - 1.0, "lo": lo - 1.0,
+                     "hi": hi - 1.0, "verdict": verdict, "_reps": np.asarray(p.reps) - 1.0})
+    return pd.DataFrame(rows)
+
+
+def crossover_threshold(predictions: Mapping[tuple[int, int], Prediction], depth: int,
+                        variant: str, workload: str) -> dict[str, Any] | None:
+    """The configured depth's crossover (where its predicted speedup crosses 1, 95 %) and the
+    speculative_disable_above_batch it makes; None with fewer than two loads at that depth."""
+    table = configured_curve(predictions, depth, variant, workload)
+    found = crossovers(table) if len(table) >= 2 else []
+    if not found:
+        return None
+    cross = found[0]
+    threshold = recommend_threshold(table, cross)
+    return {"depth": depth, "crossover": _finite(cross.point),
+            "interval": [_finite(cross.lo), _finite(cross.hi)], "text": cross.describe(),
+            "above_range": cross.point == math.inf, "below_range": cross.point == -math.inf,
+            "speculative_disable_above_batch": threshold["speculative_disable_above_batch"],
+            "plausible_range": threshold["plausible_range"],
+            "statement": threshold["statement"]}

@@ -1,0 +1,150 @@
+"""The speculation question's confirmation (pure): once the surface stops, the user's drafter,
+unforced, at the decision points its prediction rests on (each schedule tier's first load, the
+configured depth beside the predicted crossover); where a confirming cell's speedup interval
+and the predicted one do not overlap, the drafter's own cells at the other depths of that load,
+and the answer there rests on them (`settle`). A point is (load, depth, OWN), as the surface's
+(grid/questions/speculation/steps.py)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from grid.analysis.surface import Schedule
+from grid.questions import steps as shared
+
+OWN = -1
+Est = tuple[float, float, float]
+"""A speedup over the baseline at one (load, depth): (value, 95 % low, high)."""
+CONFIRMED, CONFIRM_BUDGET = "confirmed", "confirm_budget"
+CONFIRM_STOPS = {
+    CONFIRMED: "the drafter's own cells measured where the prediction decides; where one "
+               "disagreed with it beyond both intervals, the answer there rests on them",
+    CONFIRM_BUDGET: "grid.search.confirm_cells is spent before every decision point was "
+                    "measured",
+}
+PREDICTED, CONFIRMS, MEASURED = "predicted", "confirmed", "measured"
+"""How a load's answer is known: the surface's prediction alone, the prediction with a
+confirming cell of the drafter's that agrees, the drafter's own cells (the prediction was off)."""
+
+
+def crossover_neighbours(point: float | None, lattice: Sequence[int]) -> tuple[int, ...]:
+    """The lattice loads either side of a crossover inside the lattice's span (none outside)."""
+    if point is None or not math.isfinite(point):
+        return ()
+    below = [b for b in lattice if b <= point]
+    above = [b for b in lattice if b > point]
+    return tuple(([below[-1]] if below else []) + ([above[0]] if above else []))
+
+
+def targets(tiers: Schedule, crossover: Sequence[int], depth: int, lattice: Sequence[int]
+            ) -> list[tuple[int, int]]:
+    """(load, depth) to confirm: each tier's first load (on the lattice) at its depth, at the
+    depth before it where the tier turns speculation off (the configured `depth` where none
+    drafts before it); the configured depth at the crossover's neighbours. In that order,
+    each once."""
+    out: list[tuple[int, int]] = []
+    before = depth
+    for start, k in tiers:
+        load = min((b for b in lattice if b >= start), default=lattice[-1])
+        if (k or before) > 0:
+            out.append((load, k or before))
+        before = k or before
+    out += [(b, depth) for b in crossover]
+    return list(dict.fromkeys(out))
+
+
+def agrees(measured: Est, predicted: Est) -> bool:
+    """The two speedup intervals overlap."""
+    return measured[1] <= predicted[2] and predicted[1] <= measured[2]
+
+
+def contradicts(key: tuple[int, int], measured: Est, decided: Mapping[int, int]) -> bool:
+    """A confirming cell against the decision at its load, whatever the values: it pays
+    surely (its interval above 1) where the baseline was chosen, or loses surely where its
+    depth was."""
+    load, depth = key
+    chosen = decided.get(load)
+    return (chosen == 0 and measured[1] > 1.0) or (chosen == depth and measured[2] < 1.0)
+
+
+@dataclass(frozen=True)
+class ConfirmStep:
+    number: int
+    why: str
+    points: tuple[tuple[int, int, int], ...]
+    cells_before: int
+    stop: str | None = None
+    disagree: tuple[tuple[int, int], ...] = ()
+    phase: str = "confirm"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"number": self.number, "phase": self.phase, "why": self.why,
+                "points": [list(p) for p in self.points], "cells_before": self.cells_before,
+                "stop": self.stop, "disagree": [list(d) for d in self.disagree]}
+
+
+def _where(keys: Sequence[tuple[int, int]]) -> str:
+    return ", ".join(f"c={b} k={k}" for b, k in keys)
+
+
+def confirm_steps(number: int, cells_before: int, wanted: Sequence[tuple[int, int]],
+                  own: Mapping[tuple[int, int], Est], predicted: Mapping[tuple[int, int], Est],
+                  depths: Sequence[int], budget: int, decided: Mapping[int, int] | None = None
+                  ) -> list[ConfirmStep]:
+    """The confirmation's steps after the surface's last (`number` on): the wanted points,
+    then the drafter's own cells at `depths` of each load where one disagrees with the
+    prediction beyond both intervals or contradicts the decision there (`decided`: load ->
+    the predicted best depth), then the stop; `budget` cells at most
+    (grid.search.confirm_cells)."""
+    first = [(b, k, OWN) for b, k in wanted]
+    why = f"confirm the prediction on the drafter's own cells at {_where(wanted)}"
+    points, why, stop = shared.fit(first, budget, why, "grid.search.confirm_cells is spent",
+                                   CONFIRM_BUDGET, "cell(s)", "grid.search.confirm_cells")
+    out = [ConfirmStep(number, why, points, cells_before, stop)]
+    if stop or any((b, k) not in own for b, k, _ in points):
+        return out
+    off = tuple(key for key in dict.fromkeys((b, k) for b, k, _ in points)
+                if (key in predicted and not agrees(own[key], predicted[key]))
+                or contradicts(key, own[key], decided or {}))
+    loads = sorted({b for b, _ in off})
+    asked = {(b, k) for b, k, _ in points}
+    more = [(b, k, OWN) for b in loads for k in depths if (b, k) not in asked]
+    used = len(points)
+    if more:
+        why = (f"{_where(off)} disagree(s) with the prediction beyond both intervals: the "
+               f"drafter's own cells at depths {' '.join(map(str, depths))} there")
+        extra, why, stop = shared.fit(more, budget - used, why, "grid.search.confirm_cells "
+                                      "is spent", CONFIRM_BUDGET, "cell(s)",
+                                      "grid.search.confirm_cells")
+        out.append(ConfirmStep(number + 1, why, extra, cells_before + used, stop, off))
+        used += len(extra)
+        if stop or any((b, k) not in own for b, k, _ in extra):
+            return out
+    agree = len(points) - len(off)
+    out.append(ConfirmStep(number + len(out), f"{agree} of {len(points)} confirming cell(s) "
+                           "agree with the prediction" + (f"; {_where(off)} rest(s) on the "
+                                                         "drafter's own cells" if off else ""),
+                           (), cells_before + used, CONFIRMED, off))
+    return out
+
+
+def settle(best: Mapping[int, int], own: Mapping[tuple[int, int], Est],
+           confirmed: Sequence[tuple[int, int]], off: Sequence[tuple[int, int]]
+           ) -> dict[int, tuple[int, str]]:
+    """Load -> (its depth, how it is known): where a confirming cell disagreed, the depth of
+    the highest measured speedup of the drafter's own cells there whose interval lies above 1
+    (else the baseline), `measured`; where one agreed, the predicted depth, `confirmed`; else
+    the predicted depth, `predicted`."""
+    bad = {b for b, _ in off}
+    seen = {b for b, _ in confirmed}
+    out: dict[int, tuple[int, str]] = {}
+    for b, k in sorted(best.items()):
+        if b in bad:
+            pays = {d: e[0] for (load, d), e in own.items() if load == b and e[1] > 1.0}
+            out[b] = (max(pays, key=lambda d: (pays[d], -d)) if pays else 0, MEASURED)
+        else:
+            out[b] = (k, CONFIRMS if b in seen else PREDICTED)
+    return out

@@ -1,0 +1,31 @@
+"""The speculation question's keys under `grid.search` (joined to the schema by the registry,
+grid/questions `schema_keys`; docs/questions.md)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SpeculationKeys:
+    depths: list[int] = field(default_factory=lambda: [0, 1, 2, 3, 5, 7])
+    """The speculative depths the surface may measure, ascending; 0 is the baseline server
+    (not speculating at all), the others the variant with speculative_num_steps = d."""
+    rates: list[float] = field(default_factory=lambda: [0.7, 0.9])
+    """The forced acceptance per draft a of an i.i.d. chain (depth k forced to the
+    per-position rates a, a^2, ..., a^k; a mean length 1 + a + ... + a^k where the engine
+    takes a length only), the surface's first, the length check's after."""
+    profile: str | None = None
+    """A drafter's acceptance profile whose speedup the surface predicts: a profile file
+    (`python -m grid.profile RUN > p.json`) or a run folder (its drafter's own cells); None:
+    the run's own drafter, measured in one cell."""
+    min_effect: float = 0.05
+    """The relative difference too small to matter (5 %): a measured cell disagrees with the
+    surface its neighbours give only beyond its interval and this."""
+    confirm_cells: int = 12
+    """Cells beyond max_cells: the drafter's own, unforced, where the prediction decides
+    (each schedule tier's first load, the configured depth beside the crossover), and at the
+    other depths of a load where one disagrees with it."""
+    surface: str | None = None
+    """An earlier speculation run's folder: predict from its surface, measure nothing (with
+    plan=true, before any server starts)."""

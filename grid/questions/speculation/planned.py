@@ -1,0 +1,228 @@
+"""The speculation question planned for one run: the surface's steps (steps.py), then the
+confirmation on the drafter's own cells (confirm.py), replayed from the committed cells; the
+trace with the surface, the prediction, the confirmation and the one recommendation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import engines
+from grid.analysis import Slo
+from grid.analysis.bootstrap import interval
+from grid.analysis.surface import Profile, interpolated, widened
+from grid.plan.cells import Cell
+from grid.plan.search import BASELINE
+from grid.questions import Planned
+from grid.questions.measure import point_throughputs
+from grid.questions.speculation.confirm import (
+    CONFIRM_STOPS,
+    ConfirmStep,
+    Est,
+    confirm_steps,
+    crossover_neighbours,
+    settle,
+    targets,
+)
+from grid.questions.speculation.plan import point_of
+from grid.questions.speculation.predict import (
+    engine_forms,
+    mean_acceptance,
+    prediction_json,
+    surface_json,
+)
+from grid.questions.speculation.read import Read, own_profile, read_run
+from grid.questions.speculation.recommend import recommendation, threshold_part
+from grid.questions.speculation.report import plan_lines
+from grid.questions.speculation.steps import (
+    OWN,
+    Point,
+    SurfaceSpace,
+    SurfaceStep,
+    coarse_points,
+    result,
+    steps_of,
+)
+
+GIVEN = "given"
+"""The stop of a question that predicts from an earlier run's surface (measures nothing)."""
+
+
+class SpeculationPlanned(Planned):
+    """The question planned for one run: its space and the cell of every point."""
+
+    def __init__(self, space: SurfaceSpace, cells: Sequence[Cell], template: Cell,
+                 profile: Profile | None, earlier: Path | None, confirm_cells: int) -> None:
+        self.space, self.max_cells, self.template = space, space.max_cells, template
+        self.profile, self.earlier, self.confirm_cells = profile, earlier, confirm_cells
+        self.points: dict[Point, Cell] = {point_of(c, space): c for c in cells}
+        self.read = Read()
+        self.run_dir: Path | None = None
+        """The run folder `replay` last read (its own drafter's cells profile it)."""
+        self.variant, self.workload = template.variant, template.workload
+        self.depth = int(template.config["variant"]["args"]["speculative_num_steps"])
+        """The configured depth (the crossover and threshold are its)."""
+        self.profiled: set[str] | None = None
+        """The drafter's own cells the surface measured: its profile (the confirmation's
+        cells confirm, they do not move the prediction they confirm)."""
+        self.own: dict[tuple[int, int], Est] = {}
+        """The drafter's own cells' speedups over the baseline, by (load, depth)."""
+
+    @property
+    def variant_cell(self) -> Cell:
+        return self.template
+
+    def describe(self, point: Sequence[int]) -> str:
+        load, depth, rate = point
+        if depth == 0:
+            return f"c={load} {BASELINE}"
+        if rate == OWN:
+            return f"c={load} k={depth} own acceptance"
+        return f"c={load} k={depth} length {self.space.length(depth, rate):g}"
+
+    def cells_of(self, points: Sequence[Any], first: str | None = None) -> list[Cell]:
+        """The points' cells, one server's together in ascending load: variant `first` first
+        (its server may still run), then the baseline, then by depth and rate."""
+        chosen = sorted((tuple(p) for p in points),
+                        key=lambda p: (p[1] != 0, p[1], p[2] == OWN, p[2], p[0]))
+        cells = [self.points[(p[0], p[1], p[2])] for p in chosen]
+        return sorted(cells, key=lambda c: c.variant != first)
+
+    def first_points(self) -> list[Any]:
+        return [] if self.earlier is not None else coarse_points(self.space)
+
+    def replay(self, run_dir: Path, slo: Slo) -> tuple[list[Any], set]:
+        """The surface's steps from the committed cells' costs (read.py: the report's
+        analysis), then, once it stops, the confirmation's."""
+        if self.earlier is not None:
+            self.run_dir, self.read = self.earlier, read_run(self.earlier, slo, self.space.rates)
+            return [SurfaceStep(1, f"the surface of {self.earlier}", (), 0, GIVEN)], set()
+        self.run_dir = run_dir
+        ids = {c.cell_id: p for p, c in self.points.items()}
+        self.read = read_run(run_dir, slo, self.space.rates, ids)
+        measured = {ids[i] for i in self.read.done}
+        costs = {key: (c.value, *c.interval) for key, c in self.read.costs.items()}
+        steps: list[Any] = list(steps_of(self.space, measured, costs))
+        if steps[-1].stop is None or not self.space.profile:
+            return steps, measured
+        chosen = {p for s in steps for p in s.points}
+        self.profiled = {self.points[p].cell_id for p in chosen if p[2] == OWN}
+        self.own = self._own_speedups(run_dir, slo)
+        return [*steps, *self._confirmation(steps, len(chosen))], measured
+
+    def _own_speedups(self, run_dir: Path, slo: Slo) -> dict[tuple[int, int], Est]:
+        """Each done own cell's speedup over the baseline at its load, 95 % (replicates
+        paired by index)."""
+        own = {p: c for p, c in self.points.items() if p[2] == OWN}
+        out = {}
+        for (b, k, _), t in point_throughputs(run_dir, own, slo).items():
+            base = self.read.baselines.get(b)
+            if base is not None:
+                reps = t.reps / base.reps
+                out[(b, k)] = (t.value / base.value, *interval(reps))
+        return out
+
+    def _domain(self) -> tuple[str, dict[str, Any]] | None:
+        prediction = self.answers()["prediction"]
+        if not prediction or not prediction["domains"]:
+            return None
+        return next(iter(prediction["domains"].items()))
+
+    def _confirmation(self, steps: Sequence[Any], cells: int) -> list[ConfirmStep]:
+        found = self._domain()
+        if found is None:
+            return []
+        _, dom = found
+        cross = dom["crossover"] or {}
+        near = crossover_neighbours(cross.get("crossover"), self.space.lattice)
+        depth = self.depth if self.depth in self.space.depths else self.space.depths[-1]
+        tiers = tuple((int(b), int(k)) for b, k in dom["schedule"])
+        wanted = targets(tiers, near, depth, self.space.lattice)
+        predicted = {(c["load"], c["depth"]): (c["speedup"], *c["interval"])
+                     for c in dom["cells"] if c["speedup"] is not None}
+        decided = {int(b): int(k) for b, k in dom["best"].items()}
+        return confirm_steps(len(steps) + 1, cells, wanted, self.own, predicted,
+                             self.space.coarse_depths, self.confirm_cells, decided)
+
+    def answers(self) -> dict[str, Any]:
+        """The surface and the prediction from what `replay` read (search.json `result`):
+        for the profile given, else the drafter's own cells the surface measured."""
+        profile = self.profile
+        if profile is None and self.run_dir is not None:
+            table = self.read.table
+            if table is not None and self.profiled is not None:
+                table = table[table.cell_id.isin(self.profiled)]
+            profile = own_profile(self.run_dir, table, str(self.run_dir))
+        out = surface_json(self.read, self.space.lattice, self.space.depths,
+                           mean_acceptance(profile))
+        costs, widening = widened(
+            interpolated(self.read.costs, self.space.lattice, self.space.depths),
+            self.read.length_checks)
+        out["prediction"] = (None if profile is None or not costs else
+                             prediction_json(costs, profile, engine_forms(self.template),
+                                             self.depth, self.variant, self.workload))
+        if out["prediction"] is not None:
+            out["prediction"]["widened"] = {str(b): round(r, 4) for b, r in widening.items()}
+        return out
+
+    def recommendations(self, prediction: dict[str, Any] | None,
+                        confirming: Sequence[ConfirmStep]) -> list[dict[str, Any]]:
+        """One recommendation per domain of the profile; the first domain's with the
+        confirmation's evidence (the only one the drafter's own cells confirm)."""
+        if not prediction:
+            return []
+        last = confirming[-1] if confirming else None
+        off = list(last.disagree) if last is not None and last.stop else []
+        asked = [(b, k) for s in confirming[:1] for b, k, _ in s.points if (b, k) in self.own]
+        forms = engine_forms(self.template)
+        out = []
+        for i, (name, dom) in enumerate(prediction["domains"].items()):
+            best = {int(b): int(k) for b, k in dom["best"].items()}
+            own, conf, bad = (self.own, asked, off) if i == 0 and confirming else ({}, [], [])
+            settled = settle(best, own, conf, bad)
+            near = crossover_neighbours((dom["crossover"] or {}).get("crossover"),
+                                        self.space.lattice)
+            part = threshold_part(dom["crossover"], own, near if conf else (), bad)
+            out.append(recommendation(settled, part, forms, name))
+        return out
+
+    def trace(self, steps: Sequence[Any], note: str | None) -> dict:
+        space = self.space
+        surface = [s for s in steps if isinstance(s, SurfaceStep)]
+        confirming = [s for s in steps if isinstance(s, ConfirmStep)]
+        answers = self.answers()
+        res = {**result(space, surface), "note": note, **answers}
+        res["surface_stop"] = res["stop"]
+        if self.space.profile and self.earlier is None and res["stop"] is not None:
+            res["stop"] = confirming[-1].stop if confirming else None
+            res["stop_meaning"] = CONFIRM_STOPS.get(res["stop"] or "", "")
+        res["confirmation"] = {
+            "cells": sum(len(s.points) for s in confirming), "max_cells": self.confirm_cells,
+            "own": [{"load": b, "depth": k, "speedup": round(e[0], 4),
+                     "interval": [round(e[1], 4), round(e[2], 4)]}
+                    for (b, k), e in sorted(self.own.items())],
+            "disagree": [list(d) for d in (confirming[-1].disagree if confirming else ())],
+            "stop": confirming[-1].stop if confirming else None}
+        recs = (self.recommendations(answers["prediction"], confirming)
+                if res["stop"] is not None else [])
+        res = {"recommendation": recs[0] if recs else None, "recommendations": recs, **res}
+        if self.earlier is not None:
+            res["from"] = str(self.earlier)
+        return {"kind": "speculation", "baseline": BASELINE, "variant": self.variant,
+                "workload": self.workload, "load_kind": "concurrency",
+                "engine": str(self.template.config["engine"]["name"]), "depth": self.depth,
+                "lattice": list(space.lattice), "coarse": list(space.coarse),
+                "depths": list(space.depths), "rates": list(space.rates),
+                "result": res, "steps": [s.as_json() for s in steps]}
+
+    def plan_lines(self) -> list[str]:
+        """The question, the rectangle, the first step's cells and starts against the dense
+        grid's, the starts' time; or, from an earlier surface, the prediction itself."""
+        if self.earlier is not None:
+            self.replay(self.earlier, Slo())
+            return plan_lines(self, self.answers()["prediction"])
+        engine = self.template.config["engine"]
+        start = engines.get(engine["name"]).start_seconds(engine.get("device") or "cuda")
+        return plan_lines(self, None, start)
+

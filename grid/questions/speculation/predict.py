@@ -1,0 +1,128 @@
+"""The surface search's answers as search.json holds them: the surface c(B, k) over the lattice
+and depths (measured cells as they are, the rest interpolated: grid/analysis/surface/cost.py
+`interpolated`), its decomposition per load, Leviathan's closed form beside it at the lowest
+load, the length checks; and for each domain of a drafter's acceptance profile, the predicted
+speedup and break-even accept length at every (B, k), the best depth per load and the schedule
+in each engine's words (`Engine.depth_setting`: the run's engine, vLLM's per-batch table and
+SGLang's adaptive file)."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+import engines
+from grid.analysis.surface import (
+    Cost,
+    Profile,
+    Schedule,
+    beside_leviathan,
+    decompose,
+    depth_plan,
+    interpolated,
+    predict,
+)
+from grid.plan.cells import Cell
+from grid.plan.search import with_settings
+from grid.plan.specs import server_request
+from grid.questions.speculation.answers import crossover_threshold, placed
+from grid.questions.speculation.read import Read
+
+FORMS = ("vllm", "sglang")
+"""Engines whose words for a schedule every prediction gives, besides the run's own."""
+ASSUMED_ACCEPTANCE = 0.8
+"""Leviathan's i.i.d. acceptance when no profile is known (the paper's running example)."""
+Form = Callable[[Schedule], dict[str, Any] | None]
+
+
+def _r(x: float, digits: int = 4) -> float | None:
+    return round(float(x), digits) if np.isfinite(x) else None
+
+
+def _pair(lo_hi: tuple[float, float]) -> list[float | None]:
+    return [_r(lo_hi[0]), _r(lo_hi[1])]
+
+
+def engine_forms(template: Cell) -> dict[str, Form]:
+    """Each engine's setting of a schedule for the variant `template` (its own cell): the
+    run's engine first, then FORMS; a variant an engine refuses gives its one line."""
+    names = [str(template.config["engine"]["name"])]
+    names += [n for n in FORMS if n not in names]
+
+    def form(name: str) -> Form:
+        def setting(tiers: Schedule) -> dict[str, Any] | None:
+            cell = with_settings(template, {"variant.speculative_depth": [list(t) for t in tiers]})
+            try:
+                found = engines.get(name).depth_setting(server_request(cell.config))
+            except ValueError as e:
+                return {"engine": name, "refused": str(e)}
+            if found is None:
+                return None
+            return {"engine": found.engine, "flags": list(found.flags),
+                    "command": " ".join(shlex.quote(f) for f in found.flags),
+                    "files": dict(found.files), "tiers": [list(t) for t in found.tiers]}
+        return setting
+    return {name: form(name) for name in names}
+
+
+def surface_json(read: Read, lattice: tuple[int, ...], depths: tuple[int, ...],
+                 acceptance: float | None) -> dict[str, Any]:
+    """The surface, its decomposition, Leviathan beside it and the length checks."""
+    measured = read.costs
+    full = interpolated(measured, lattice, depths)
+    table = [{"load": b, "depth": k, "cost": _r(c.value), "interval": _pair(c.interval),
+              "measured": (b, k) in measured} for (b, k), c in sorted(full.items())]
+    parts = decompose(measured)
+    decomposition = {str(b): None if d is None else {
+        "fixed": _r(d.fixed), "fixed_interval": _pair(d.fixed_interval), "draft": _r(d.draft),
+        "draft_interval": _pair(d.draft_interval),
+        "verify_excess": {str(k): _r(v) for k, v in d.verify_excess.items()}}
+        for b, d in parts.items()}
+    low = min(parts) if parts else None
+    lowest = None if low is None else parts[low]
+    a = ASSUMED_ACCEPTANCE if acceptance is None else acceptance
+    beside = ([] if lowest is None else
+              [{**{k: _r(v) for k, v in row.items()}, "depth": int(row["depth"])}
+               for row in beside_leviathan(measured, lowest, a)])
+    checks = [{"load": c.load, "depth": c.depth, "lengths": [_r(x) for x in c.lengths],
+               "difference": _r(c.difference), "interval": [_r(c.lo), _r(c.hi)],
+               "agrees": c.agrees} for c in read.length_checks]
+    return {"table": table, "decomposition": decomposition,
+            "leviathan": {"load": low, "acceptance": a, "assumed": acceptance is None,
+                          "rows": beside},
+            "length_checks": checks}
+
+
+def mean_acceptance(profile: Profile | None) -> float | None:
+    """The i.i.d. acceptance Leviathan's form takes for a profile: the mean conditional rate
+    of its first domain (None without a profile)."""
+    if profile is None or not profile.domains:
+        return None
+    first = next(iter(profile.domains.values()))
+    return float(np.mean(first.conditional)) if first.conditional else None
+
+
+def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
+                    forms: Mapping[str, Form], depth: int, variant: str, workload: str
+                    ) -> dict[str, Any]:
+    """Per domain of the profile: AL(k), the prediction at every (B, k) (speedup with its
+    interval, break-even length, the drafter placed on it), the configured depth's crossover
+    and threshold, the best depth per load and the schedule (`forms`: kept for the
+    recommendation, which words the schedule it settles on)."""
+    out: dict[str, Any] = {"source": profile.source, "unit": profile.unit, "domains": {}}
+    for name, dom in profile.domains.items():
+        preds = predict(costs, dom)
+        plan = depth_plan(preds)
+        out["domains"][name] = {
+            "samples": dom.samples,
+            "accept_length": [_r(dom.accept_length(k)) for k in range(1, dom.positions + 1)],
+            "cells": [{**p.as_json(), "accept_length": _r(p.accept_length),
+                       "break_even": _r(p.break_even), "speedup": _r(p.speedup),
+                       "interval": _pair(p.interval), "placed": placed(p)}
+                      for p in preds.values()],
+            "crossover": crossover_threshold(preds, depth, variant, workload),
+            "best": plan["best"], "schedule": plan["schedule"], "text": plan["text"]}
+    return out

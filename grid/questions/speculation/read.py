@@ -1,0 +1,127 @@
+"""What the surface search reads of a run folder (its own, or an earlier one's:
+`grid.search.surface`): the forced cells' step costs c(B, k) by forced rate, with the
+baselines' throughputs, through the report's analysis (grid/analysis/surface/cost.py
+`forced_points`: each honoured cell at its measured decode length, the replicates paired); and
+the drafter's own acceptance profile from its unforced cells (grid/analysis/surface/profile.py:
+per request from the acceptance histograms, else per cell from vLLM's per-position counter)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from grid.analysis import Slo
+from grid.analysis.breakeven_cells import depth_of
+from grid.analysis.cellstats import CellStats
+from grid.analysis.forced import forced_length, forced_mask
+from grid.analysis.setups import is_baseline
+from grid.analysis.surface import (
+    Cost,
+    ForcedPoint,
+    LengthCheck,
+    Profile,
+    Throughput,
+    forced_points,
+    length_checks,
+    profile_from_cells,
+    profile_from_requests,
+    surface,
+)
+from grid.questions.measure import done_analysed
+from grid.questions.speculation.steps import chain_length
+from grid.store.loader import load_cells, load_requests
+
+PROFILE_COLUMNS = ["cell_id", "status", "domain", "accept_histogram"]
+"""The request columns a profile reads."""
+
+
+@dataclass
+class Read:
+    """A run's forced cells as the surface reads them."""
+
+    forced: dict[int, list[ForcedPoint]] = field(default_factory=dict)
+    """Rate index -> its honoured forced points."""
+    baselines: dict[int, Throughput] = field(default_factory=dict)
+    """Load -> the baseline's throughput."""
+    done: set[str] = field(default_factory=set)
+    """The ids of the cells committed as done."""
+    table: pd.DataFrame | None = None
+    """Their rows."""
+
+    @property
+    def costs(self) -> dict[tuple[int, int], Cost]:
+        """c(B, k) at the surface's rate (rates[0])."""
+        return surface(self.forced.get(0, []), self.baselines)
+
+    @property
+    def length_checks(self) -> list[LengthCheck]:
+        """Each (B, k) forced at two rates or more (grid/analysis/surface/cost.py)."""
+        return length_checks([p for points in self.forced.values() for p in points],
+                             self.baselines)
+
+
+def rate_index(length: float | None, depth: int | None, rates: Sequence[float]) -> int | None:
+    """Which rate's chain forced the mean `length` at `depth`; None: none."""
+    if length is None or depth is None:
+        return None
+    found = [r for r, rate in enumerate(rates) if abs(chain_length(rate, depth) - length) < 1e-6]
+    return found[0] if found else None
+
+
+def read_run(run_dir: Path, slo: Slo, rates: Sequence[float], ids: Iterable[str] | None = None
+             ) -> Read:
+    """The done cells among `ids` (every cell when None): each forced cell under the rate that
+    forced it, the baselines' throughputs by load."""
+    found = done_analysed(Path(run_dir), ids, slo)
+    if found is None:
+        return Read()
+    table, stats = found
+    forced = forced_mask(table)
+    index = [rate_index(forced_length(v), depth_of(table.iloc[[i]]), rates) if f else None
+             for i, (v, f) in enumerate(zip(table.forced_acceptance, forced, strict=True))]
+    out = Read(done=set(table.cell_id.astype(str)), table=table)
+    base = table.variant.astype(str).map(is_baseline)
+    for r in range(len(rates)):
+        mask = base | pd.Series([i == r for i in index], index=table.index)
+        ids_r = set(table.cell_id[mask])
+        sub = CellStats(stats.table[stats.table.cell_id.isin(ids_r)].reset_index(drop=True),
+                        stats.replicates, stats.slo, stats.n_replicates)
+        for points, baselines in forced_points(sub, table[mask]).values():
+            out.forced.setdefault(r, []).extend(points)
+            out.baselines.update(baselines)
+    return out
+
+
+def own_profile(run_dir: Path, table: pd.DataFrame | None, source: str) -> Profile | None:
+    """The drafter's profile from the run's done unforced speculative cells: their requests'
+    acceptance histograms (by prompt domain), else the cells' per-position counter (by
+    workload); None when neither is recorded."""
+    if table is None or table.empty:
+        return None
+    own = table[~forced_mask(table) & ~table.variant.astype(str).map(is_baseline)]
+    if own.empty:
+        return None
+    requests = load_requests(run_dir, columns=PROFILE_COLUMNS,
+                             filters=[("cell_id", "in", sorted(own.cell_id))])
+    try:
+        return profile_from_requests(requests, "domain", own, source=source)
+    except ValueError:
+        pass
+    try:
+        return profile_from_cells(own, source=source)
+    except ValueError:
+        return None
+
+
+def run_profile(run_dir: Path) -> Profile | None:
+    """The drafter's profile from a run folder's done, unforced speculative cells (`own_profile`;
+    `grid.search.profile=RUN`, `python -m grid.profile RUN`); None without one."""
+    if not (Path(run_dir) / "cells").is_dir():
+        raise ValueError(f"{run_dir} is not a run folder (no cells/)")
+    table = load_cells(run_dir)
+    if table is None or table.empty:
+        return None
+    return own_profile(Path(run_dir), table[table.status == "done"], str(run_dir))

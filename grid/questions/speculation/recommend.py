@@ -1,0 +1,86 @@
+"""The speculation question's one recommendation (search.json `result.recommendation`, first in
+the report's section and in decision.json): the configured depth's threshold
+(speculative_disable_above_batch) and the depth by batch size in each engine's words
+(`Engine.depth_setting`: SGLang's adaptive file, vLLM's num_speculative_tokens_per_batch_size),
+each part marked predicted, confirmed or measured (grid/questions/speculation/confirm.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from grid.analysis.surface import depth_schedule, schedule_text
+from grid.questions.speculation.confirm import CONFIRMS, MEASURED, PREDICTED, Est
+
+Form = Callable[[Any], dict[str, Any] | None]
+
+
+def worst(statuses: list[str]) -> str:
+    """A part resting on several loads is as known as its least known load."""
+    for status in (PREDICTED, MEASURED, CONFIRMS):
+        if status in statuses:
+            return status
+    return PREDICTED
+
+
+def measured_threshold(own: Mapping[tuple[int, int], Est], depth: int) -> int:
+    """From the drafter's own cells at the configured depth: the highest load up to which every
+    measured one pays (interval above 1); 0 where the lowest does not."""
+    out = 0
+    for (b, k), est in sorted(own.items()):
+        if k != depth:
+            continue
+        if est[1] <= 1.0:
+            break
+        out = b
+    return out
+
+
+def threshold_part(cross: dict[str, Any] | None, own: Mapping[tuple[int, int], Est],
+                   neighbours: tuple[int, ...], off: list[tuple[int, int]]) -> dict[str, Any]:
+    """The threshold part: the prediction's, confirmed at the crossover's neighbours, or the
+    drafter's own cells' where one disagreed."""
+    if cross is None:
+        return {"speculative_disable_above_batch": None, "status": PREDICTED,
+                "statement": "no crossover: the configured depth is predicted at fewer than "
+                             "two loads"}
+    depth = cross["depth"]
+    keys = [(b, depth) for b in neighbours]
+    if any(key in off for key in keys):
+        value = measured_threshold(own, depth)
+        return {"speculative_disable_above_batch": value, "depth": depth, "status": MEASURED,
+                "statement": f"set speculative_disable_above_batch={value} (the drafter's own "
+                             f"cells at depth {depth}: the prediction's "
+                             f"{cross['speculative_disable_above_batch']} disagreed with them)"}
+    status = CONFIRMS if keys and all(key in own for key in keys) else PREDICTED
+    return {"speculative_disable_above_batch": cross["speculative_disable_above_batch"],
+            "depth": depth, "status": status, "statement": cross["statement"],
+            "crossover": cross["crossover"], "interval": cross["interval"]}
+
+
+def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, Any],
+                   forms: Mapping[str, Form], domain: str) -> dict[str, Any]:
+    """The recommendation for one domain of the drafter's profile."""
+    tiers = depth_schedule({b: k for b, (k, _) in settled.items()})
+    status = {b: s for b, (_, s) in settled.items()}
+    starts = sorted(settled)
+    tier_status = []
+    for i, (start, depth) in enumerate(tiers):
+        end = tiers[i + 1][0] if i + 1 < len(tiers) else None
+        loads = [b for b in starts if b >= start and (end is None or b < end)]
+        tier_status.append({"from": start, "depth": depth,
+                            "status": worst([status[b] for b in loads])})
+    drafts = any(d > 0 for _, d in tiers)
+    settings = {n: f(tiers) for n, f in forms.items()} if drafts else {}
+    words = ", ".join(f"{'baseline' if t['depth'] == 0 else 'depth ' + str(t['depth'])} from "
+                      f"batch {t['from']} ({t['status']})" for t in tier_status)
+    off = threshold.get("speculative_disable_above_batch")
+    text = (f"for {domain}: " + (f"set speculative_disable_above_batch={off} at depth "
+                                 f"{threshold.get('depth')} ({threshold['status']})"
+                                 if off is not None else threshold["statement"])
+            + f"; by batch size: {words or 'none'}"
+            + ("" if drafts else " (speculation pays at no load: serve the baseline)"))
+    return {"domain": domain, "text": text, "threshold": threshold,
+            "schedule": [list(t) for t in tiers], "schedule_text": schedule_text(tiers),
+            "tiers": tier_status, "settings": settings,
+            "status": worst([str(threshold["status"]), *(str(t["status"]) for t in tier_status)])}

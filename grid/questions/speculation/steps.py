@@ -1,0 +1,313 @@
+"""The surface search's steps (pure): which forced cells measure the node's step cost surface
+c(B, k) (docs/questions.md) with few cells and few server starts.
+
+A **point** is (load B, depth k, rate index r): the speculative variant at
+`speculative_num_steps = k`, its acceptance forced to the chain of an i.i.d. drafter whose
+every draft is accepted with probability a = rates[r] (the first i drafts all accepted with
+probability a^i: per-position unconditional rates a, a^2, ..., a^k, mean length
+1 + a + ... + a^k), at concurrency B; depth 0 is the baseline at B; rate index OWN (-1) the
+variant unforced, its drafter's own acceptance (what profiles the run's drafter). Where the
+engine forces a mean length only (SGLang), the chain's mean length is forced instead. Every
+(k, r) is one server (the depth and the forced acceptance are set at start, on every engine),
+so a step asks for whole servers: each serves all its loads of the step once, and a step's
+starts are its servers.
+
+The surface's cells form a rectangle, its loads x its depths at rates[0]:
+
+1. **coarse**: the coarse loads (`grid.search.coarse_levels` of the lattice, its ends among
+   them) x the depths' ends and middle; the baseline at those loads; the length check (the
+   middle depth at each further rate, at the coarse loads' ends and middle); with no profile
+   given, the drafter's own acceptance at the deepest depth and the lowest load (one cell);
+2. **check the fit** (`checks`): the surface between measured cells is piecewise linear in k
+   at a load and in log B at a depth (grid/analysis/surface/cost.py `interpolated`). Each
+   measured cell with a measured neighbour on both sides along an axis is predicted from those
+   two alone (leave one out); it **disagrees** when the prediction lies outside the cell's
+   95 % interval and more than `tolerance` (relative) from its value;
+3. **refine** where a cell disagrees: the depth (load) nearest the middle of each gap beside
+   it that holds one, measured over the whole rectangle: a new depth is one server at every
+   load of the rectangle; a new load is a cell at it for the baseline and every depth (one
+   start each, the reason a load costs more than a depth);
+4. stop: `fits` (every check agrees), `resolution` (cells disagree but no depth or load is
+   left between them: the surface there is the cells themselves) or `budget` (the next step
+   does not fit `max_cells`; a step that does not fit whole runs the new depths that fit, those
+   with the largest disagreement first).
+
+Nothing but the measured costs carries the state: `steps_of` rebuilds every step from them."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from grid.analysis.search import nearest
+from grid.questions.steps import replay
+
+Point = tuple[int, int, int]
+"""(load, depth, rate index): one cell; depth 0 the baseline, rate index OWN unforced."""
+Est = tuple[float, float, float]
+"""A measured cost: (value, interval low, interval high)."""
+OWN = -1
+"""The rate index of the drafter's own acceptance (nothing forced)."""
+FITS, RESOLUTION, BUDGET = "fits", "resolution", "budget"
+STOPS = {
+    FITS: "every measured cell agrees with the surface its neighbours give (within its 95 % "
+          "interval or the tolerance)",
+    RESOLUTION: "cells disagree with their neighbours' surface, but no depth or load is left "
+                "between them: the surface there is the measured cells",
+    BUDGET: "grid.search.max_cells is spent before every check agreed",
+}
+
+
+@dataclass(frozen=True)
+class SurfaceSpace:
+    """What the surface search may measure and spend."""
+
+    lattice: tuple[int, ...]
+    """Every load it may choose, ascending."""
+    coarse: tuple[int, ...]
+    """The loads of the first step (the lattice's ends among them)."""
+    depths: tuple[int, ...]
+    """Every speculative depth it may choose, ascending, from 1."""
+    rates: tuple[float, ...]
+    """The forced chains' acceptance per draft a (i.i.d.): the surface's first, the length
+    check's after."""
+    max_cells: int
+    tolerance: float
+    """Relative difference a disagreeing cell exceeds besides its interval (min_effect)."""
+    profile: bool = True
+    """Measure the drafter's own acceptance (no profile file given)."""
+
+    @property
+    def coarse_depths(self) -> tuple[int, ...]:
+        return ends_and_middle(self.depths)
+
+    @property
+    def check_depth(self) -> int:
+        """The length check's depth: the coarse depths' middle."""
+        c = self.coarse_depths
+        return c[len(c) // 2]
+
+    @property
+    def check_loads(self) -> tuple[int, ...]:
+        return ends_and_middle(self.coarse)
+
+    def chain(self, depth: int, rate: int) -> tuple[float, ...]:
+        return chain(self.rates[rate], depth)
+
+    def length(self, depth: int, rate: int) -> float:
+        return chain_length(self.rates[rate], depth)
+
+    @property
+    def dense_cells(self) -> int:
+        """The dense grid of the lattice, depths and rates, the baseline at every load."""
+        return len(self.lattice) * (1 + len(self.depths) * len(self.rates))
+
+    @property
+    def dense_starts(self) -> int:
+        return 1 + len(self.depths) * len(self.rates)
+
+
+def chain(a: float, depth: int) -> tuple[float, ...]:
+    """The forced per-position unconditional rates of the i.i.d. chain at a depth: a, a^2,
+    ..., a^depth (4 decimals, as the cells force them)."""
+    return tuple(round(a ** i, 4) for i in range(1, depth + 1))
+
+
+def chain_length(a: float, depth: int) -> float:
+    """Its mean accept length: 1 + its rates (4 decimals)."""
+    return round(1.0 + sum(chain(a, depth)), 4)
+
+
+def ends_and_middle(values: Sequence[int]) -> tuple[int, ...]:
+    """The first, middle (the lower of two) and last of `values`."""
+    return tuple(sorted({values[0], values[(len(values) - 1) // 2], values[-1]}))
+
+
+def servers(points: Sequence[Point]) -> int:
+    """The server starts the points need: one per (depth, rate)."""
+    return len({(k, r) for _, k, r in points})
+
+
+@dataclass(frozen=True)
+class Check:
+    """One measured cell against the cost its two neighbours along one axis give."""
+
+    load: int
+    depth: int
+    axis: str
+    """`depth`: from the depths either side at this load; `load`: the loads either side at
+    this depth."""
+    between: tuple[int, int]
+    value: float
+    lo: float
+    hi: float
+    fit: float
+    agrees: bool
+
+    def as_json(self) -> dict[str, Any]:
+        return {"load": self.load, "depth": self.depth, "axis": self.axis,
+                "between": list(self.between), "cost": round(self.value, 4),
+                "interval": [round(self.lo, 4), round(self.hi, 4)], "fit": round(self.fit, 4),
+                "agrees": self.agrees}
+
+
+def _disagree(value: float, lo: float, hi: float, fit: float, tolerance: float) -> bool:
+    return not lo <= fit <= hi and abs(fit - value) > tolerance * abs(value)
+
+
+def _key(axis: str, fixed: int, x: int) -> tuple[int, int]:
+    """(load, depth) of the cell at `x` along `axis` on the line held at `fixed`."""
+    return (fixed, x) if axis == "depth" else (x, fixed)
+
+
+def checks(costs: Mapping[tuple[int, int], Est], tolerance: float) -> list[Check]:
+    """Every leave-one-out check the measured costs allow (module docstring, 2): linear in k
+    along a load, in log B along a depth."""
+    out = []
+    for axis in ("depth", "load"):
+        lines: dict[int, list[int]] = {}
+        for b, k in costs:
+            fixed, x = (b, k) if axis == "depth" else (k, b)
+            lines.setdefault(fixed, []).append(x)
+        coord = float if axis == "depth" else math.log
+        for fixed, along in sorted(lines.items()):
+            xs = sorted(along)
+            for x0, x, x1 in zip(xs, xs[1:], xs[2:], strict=False):
+                w = (coord(x) - coord(x0)) / (coord(x1) - coord(x0))
+                fit = (1 - w) * costs[_key(axis, fixed, x0)][0] + w * costs[
+                    _key(axis, fixed, x1)][0]
+                value, lo, hi = costs[_key(axis, fixed, x)]
+                b, k = _key(axis, fixed, x)
+                out.append(Check(b, k, axis, (x0, x1), value, lo, hi, fit,
+                                 not _disagree(value, lo, hi, fit, tolerance)))
+    return out
+
+
+def _split(have: Sequence[int], choices: Sequence[int], gaps: Sequence[tuple[int, int]],
+           log: bool) -> list[int]:
+    """For each gap (a, b) of neighbours in `have`, in order: the choice strictly between
+    nearest its middle (geometric for loads), the lower on a tie; none where no choice lies
+    between; each once."""
+    out: list[int] = []
+    for a, b in gaps:
+        inside = [c for c in choices if a < c < b and c not in have]
+        if inside:
+            pick = (nearest(inside, math.sqrt(a * b)) if log else
+                    min(inside, key=lambda c: (abs(c - (a + b) / 2), c)))
+            out += [] if pick in out else [pick]
+    return out
+
+
+@dataclass(frozen=True)
+class SurfaceStep:
+    """One step: the points it measures (or why the search stopped)."""
+
+    number: int
+    why: str
+    points: tuple[Point, ...]
+    cells_before: int
+    stop: str | None = None
+    checks: tuple[Check, ...] = ()
+    """The checks the cells measured before this step allow."""
+
+    @property
+    def starts(self) -> int:
+        return servers(self.points)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"number": self.number, "why": self.why, "points": [list(p) for p in self.points],
+                "cells_before": self.cells_before, "starts": self.starts, "stop": self.stop,
+                "disagree": [c.as_json() for c in self.checks if not c.agrees]}
+
+
+def coarse_points(space: SurfaceSpace) -> list[Point]:
+    """Step 1 (module docstring): the baseline, the coarse rectangle, the length check and the
+    drafter's own acceptance, each server's loads ascending."""
+    points: list[Point] = [(b, 0, 0) for b in space.coarse]
+    points += [(b, k, 0) for k in space.coarse_depths for b in space.coarse]
+    points += [(b, space.check_depth, r) for r in range(1, len(space.rates))
+               for b in space.check_loads]
+    if space.profile:
+        points.append((space.lattice[0], space.depths[-1], OWN))
+    return points
+
+
+def coarse_why(space: SurfaceSpace) -> str:
+    check = ", ".join(f"{space.rates[r]:g}" for r in range(1, len(space.rates)))
+    own = (f"; the drafter's own acceptance at depth {space.depths[-1]}, c={space.lattice[0]}"
+           if space.profile else "")
+    return (f"coarse: loads {' '.join(map(str, space.coarse))} x depths "
+            f"{' '.join(map(str, space.coarse_depths))} and the baseline"
+            + (f"; the length check at depth {space.check_depth}, a={check}, loads "
+               f"{' '.join(map(str, space.check_loads))}" if check else "") + own)
+
+
+def _rectangle(chosen: set[Point]) -> tuple[list[int], list[int]]:
+    forced = [(b, k) for b, k, r in chosen if k > 0 and r == 0]
+    return sorted({b for b, _ in forced}), sorted({k for _, k in forced})
+
+
+def next_step(space: SurfaceSpace, chosen: set[Point], costs: Mapping[tuple[int, int], Est],
+              number: int = 1) -> SurfaceStep:
+    """The step after the points `chosen` so far, from their measured costs at rates[0]."""
+    n = len(chosen)
+    if not chosen:
+        return SurfaceStep(number, coarse_why(space), tuple(coarse_points(space)), 0)
+    loads, depths = _rectangle(chosen)
+    seen = checks({key: v for key, v in costs.items()
+                   if key[0] in loads and key[1] in depths}, space.tolerance)
+    bad = sorted((c for c in seen if not c.agrees), key=lambda c: -abs(c.fit - c.value))
+    if not bad:
+        return SurfaceStep(number, f"all {len(seen)} checks agree", (), n, FITS, tuple(seen))
+    gap: dict[str, list[tuple[int, int]]] = {"depth": [], "load": []}
+    for c in bad:  # the largest disagreement first
+        x = c.depth if c.axis == "depth" else c.load
+        gap[c.axis] += [(c.between[0], x), (x, c.between[1])]
+    new_k = _split(depths, space.depths, gap["depth"], log=False)
+    new_b = sorted(_split(loads, space.lattice, gap["load"], log=True))
+    where = "; ".join(f"c={c.load} k={c.depth} ({c.axis})" for c in bad[:4]) + (
+        f"; {len(bad) - 4} more" if len(bad) > 4 else "")
+    if not new_k and not new_b:
+        return SurfaceStep(number, f"{len(bad)} cell(s) disagree ({where}) with nothing "
+                           "left between", (), n, RESOLUTION, tuple(seen))
+    points = [(b, k, 0) for b in new_b for k in (0, *depths)]
+    points += [(b, k, 0) for k in new_k for b in sorted({*loads, *new_b})]
+    why = f"{len(bad)} cell(s) disagree ({where}): " + ", ".join(
+        [f"depth {k}" for k in sorted(new_k)] + [f"load c={b}" for b in new_b])
+    room = space.max_cells - n
+    if len(points) > room:  # the new depths that fit, each a whole server at every load
+        fit_k = new_k[:room // len(loads)]
+        points = [(b, k, 0) for k in fit_k for b in loads]
+        if not points:
+            return SurfaceStep(number, f"{why}: does not fit the budget ({room} cell(s) "
+                               "left)", (), n, BUDGET, tuple(seen))
+        why += f" (only depth(s) {', '.join(map(str, sorted(fit_k)))} fit the budget)"
+    return SurfaceStep(number, why, tuple(sorted(points, key=lambda p: (p[1], p[2], p[0]))),
+                       n, None, tuple(seen))
+
+
+def steps_of(space: SurfaceSpace, measured: set[Point], costs: Mapping[tuple[int, int], Est]
+             ) -> list[SurfaceStep]:
+    """Every step given the points measured and their costs (at rates[0]); each step sees
+    only the costs of the points its predecessors chose."""
+    def after(chosen: set, number: int) -> SurfaceStep:
+        return next_step(space, chosen, {(b, k): v for (b, k), v in costs.items()
+                                         if (b, k, 0) in chosen}, number)
+    return replay(after, measured)
+
+
+def result(space: SurfaceSpace, steps: Sequence[SurfaceStep]) -> dict[str, Any]:
+    """The outcome: the stop, the cells and starts spent (each step's servers: an upper bound,
+    a server the previous step ended on is kept) against the dense grid's, the rectangle
+    measured and the last checks."""
+    last = steps[-1]
+    done = [s for s in steps if s.stop is not None or s is not last]
+    chosen = {p for s in done for p in s.points}
+    loads, depths = _rectangle(chosen)
+    return {"stop": last.stop, "stop_meaning": STOPS.get(last.stop or "", ""),
+            "cells": len(chosen), "starts": sum(s.starts for s in done),
+            "max_cells": space.max_cells, "dense_cells": space.dense_cells,
+            "dense_starts": space.dense_starts, "design": {"loads": loads, "depths": depths},
+            "checks": [c.as_json() for c in last.checks]}

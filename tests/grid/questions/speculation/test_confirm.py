@@ -1,0 +1,107 @@
+"""The confirmation (grid/questions/speculation/confirm.py) and the recommendation it settles
+(recommend.py), on hand-made speedups."""
+
+from grid.questions.speculation.confirm import (
+    CONFIRMED,
+    agrees,
+    confirm_steps,
+    crossover_neighbours,
+    settle,
+    targets,
+)
+from grid.questions.speculation.recommend import measured_threshold, recommendation, threshold_part
+
+LATTICE = (1, 2, 4, 8, 16)
+
+
+def test_the_decision_points_are_each_tiers_first_load_and_the_crossovers_neighbours():
+    # depth 3 from 1, depth 1 from 4, off from 16; the configured depth 3 crosses 1 at 5.3
+    near = crossover_neighbours(5.3, LATTICE)
+    assert near == (4, 8)
+    assert crossover_neighbours(float("inf"), LATTICE) == () == crossover_neighbours(None, LATTICE)
+    # the off tier at 16 is confirmed at the depth before it (1); (4, 3) and (8, 3) follow
+    assert targets(((1, 3), (4, 1), (16, 0)), near, 3, LATTICE) == [
+        (1, 3), (4, 1), (16, 1), (4, 3), (8, 3)]
+    # a schedule that never drafts is confirmed at its first load at the configured depth
+    assert targets(((1, 0),), (), 3, LATTICE) == [(1, 3)]
+
+
+def test_intervals_that_do_not_overlap_disagree():
+    assert agrees((1.2, 1.1, 1.3), (1.25, 1.15, 1.35))
+    assert not agrees((0.91, 0.88, 0.94), (1.01, 0.97, 1.05))
+
+
+PREDICTED = {(1, 3): (1.5, 1.4, 1.6), (16, 1): (1.01, 0.97, 1.05), (16, 3): (0.8, 0.7, 0.9)}
+
+
+def test_a_disagreeing_cell_asks_for_the_drafters_own_cells_at_its_load_then_stops():
+    wanted = [(1, 3), (16, 1)]
+    first = confirm_steps(5, 40, wanted, {}, PREDICTED, (1, 3), 12)
+    assert [s.points for s in first] == [((1, 3, -1), (16, 1, -1))] and first[0].stop is None
+    # (16, 1) measured at 0.91 [0.88, 0.94]: below the predicted [0.97, 1.05] -> depth 3 there
+    own = {(1, 3): (1.45, 1.38, 1.52), (16, 1): (0.91, 0.88, 0.94)}
+    second = confirm_steps(5, 40, wanted, own, PREDICTED, (1, 3), 12)
+    assert second[1].points == ((16, 3, -1),) and second[1].disagree == ((16, 1),)
+    own[(16, 3)] = (0.85, 0.8, 0.9)
+    last = confirm_steps(5, 40, wanted, own, PREDICTED, (1, 3), 12)[-1]
+    assert (last.number, last.stop, last.disagree, last.cells_before) == (7, CONFIRMED,
+                                                                           ((16, 1),), 43)
+    # the answer at 16 rests on the measured cells: neither depth pays -> the baseline
+    assert settle({1: 3, 16: 1}, own, wanted, last.disagree) == {
+        1: (3, "confirmed"), 16: (0, "measured")}
+
+
+def test_a_cell_that_contradicts_the_decision_disagrees_even_inside_the_interval():
+    # (1, 3) predicted 1.02 [0.9, 1.15] -> the baseline chosen at c=1; measured 1.11 [1.06,
+    # 1.16]: inside the predicted interval, but surely faster than the baseline
+    predicted = {(1, 3): (1.02, 0.9, 1.15)}
+    own = {(1, 3): (1.11, 1.06, 1.16)}
+    steps = confirm_steps(5, 40, [(1, 3)], own, predicted, (1, 3), 12, decided={1: 0})
+    assert steps[1].points == ((1, 1, -1),) and steps[1].disagree == ((1, 3),)
+    own[(1, 1)] = (1.04, 0.98, 1.1)
+    last = confirm_steps(5, 40, [(1, 3)], own, predicted, (1, 3), 12, decided={1: 0})[-1]
+    # the answer at c=1 rests on the drafter's own cells: depth 3 (k=1's interval holds 1)
+    assert settle({1: 0}, own, [(1, 3)], last.disagree) == {1: (3, "measured")}
+    # without the decision, the same cell agrees with the prediction: nothing more measured
+    assert confirm_steps(5, 40, [(1, 3)], own, predicted, (1, 3), 12)[-1].disagree == ()
+
+
+def test_the_budget_cuts_the_confirmation():
+    steps = confirm_steps(5, 40, [(1, 3), (16, 1)], {}, PREDICTED, (1, 3), 1)
+    assert steps[0].points == ((1, 3, -1),) and "only 1 of 2" in steps[0].why
+    none = confirm_steps(5, 40, [(1, 3)], {}, PREDICTED, (1, 3), 0)
+    assert none[0].points == () and none[0].stop == "confirm_budget"
+
+
+CROSS = {"depth": 3, "crossover": 5.3, "interval": [4.5, 6.0], "text": "crossover at 5.3",
+         "speculative_disable_above_batch": 4, "plausible_range": [4, 4],
+         "statement": "set speculative_disable_above_batch=4"}
+
+
+def test_the_threshold_is_confirmed_or_rests_on_the_drafters_cells():
+    own = {(4, 3): (1.1, 1.05, 1.15), (8, 3): (0.9, 0.85, 0.95)}
+    part = threshold_part(CROSS, own, (4, 8), [])
+    assert (part["speculative_disable_above_batch"], part["status"]) == (4, "confirmed")
+    # (4, 3) disagreed: the highest load up to which every own cell at depth 3 pays: 2
+    own = {(1, 3): (1.5, 1.4, 1.6), (2, 3): (1.2, 1.1, 1.3), (4, 3): (0.95, 0.9, 0.99)}
+    assert measured_threshold(own, 3) == 2
+    part = threshold_part(CROSS, own, (4, 8), [(4, 3)])
+    assert (part["speculative_disable_above_batch"], part["status"]) == (2, "measured")
+    assert threshold_part(CROSS, {}, (), [])["status"] == "predicted"
+
+
+def test_one_recommendation_marks_each_part():
+    settled = {1: (3, "confirmed"), 2: (3, "predicted"), 4: (1, "confirmed"),
+               16: (0, "measured")}
+    part = {"speculative_disable_above_batch": 4, "depth": 3, "status": "confirmed",
+            "statement": ""}
+    rec = recommendation(settled, part, {"sim": lambda tiers: {"tiers": tiers}}, "coding")
+    assert rec["schedule"] == [[1, 3], [4, 1], [16, 0]]
+    # the first tier rests on c=1 (confirmed) and c=2 (predicted): predicted
+    assert [t["status"] for t in rec["tiers"]] == ["predicted", "confirmed", "measured"]
+    assert rec["status"] == "predicted"
+    assert rec["text"] == ("for coding: set speculative_disable_above_batch=4 at depth 3 "
+                           "(confirmed); by batch size: depth 3 from batch 1 (predicted), "
+                           "depth 1 from batch 4 (confirmed), baseline from batch 16 "
+                           "(measured)")
+    assert rec["settings"] == {"sim": {"tiers": ((1, 3), (4, 1), (16, 0))}}

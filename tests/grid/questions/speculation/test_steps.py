@@ -1,0 +1,142 @@
+"""The surface search's steps on hand-made costs: the coarse rectangle, the leave-one-out checks
+along depth and load, the depth and load a disagreement opens, the budget, the stops and the
+replay (every expected value worked out by hand in the comments)."""
+
+import pytest
+
+from grid.questions.speculation.steps import (
+    BUDGET,
+    FITS,
+    OWN,
+    RESOLUTION,
+    SurfaceSpace,
+    checks,
+    coarse_points,
+    next_step,
+    result,
+    steps_of,
+)
+
+LATTICE = (1, 2, 4, 8, 16, 32, 64)
+
+
+def space(coarse=(1, 8, 64), depths=(1, 2, 3, 4, 5, 6, 7), max_cells=60, profile=True):
+    return SurfaceSpace(LATTICE, coarse, depths, (0.5, 0.9), max_cells, 0.05, profile)
+
+
+def est(value, half=0.05):
+    return (value, value - half, value + half)
+
+
+# c(B, k) on the coarse rectangle: flat at c=1, bent in k at c=64 (2, 3, 5: the line through
+# k=1 and k=7 gives 3.5 at k=4), c=8 the log-middle of the two (so every check along load
+# agrees), with a wide interval at (8, 4) that holds its neighbours' 2.25.
+BENT = {(1, 1): est(1.0), (1, 4): est(1.0), (1, 7): est(1.0),
+        (8, 1): est(1.5), (8, 4): est(2.0, 0.3), (8, 7): est(3.0),
+        (64, 1): est(2.0), (64, 4): est(3.0, 0.1), (64, 7): est(5.0)}
+
+
+def coarse_chosen(sp):
+    return set(coarse_points(sp))
+
+
+def test_the_coarse_step_is_the_rectangle_the_baseline_the_check_and_the_drafter():
+    step = next_step(space(), set(), {})
+    pts = set(step.points)
+    assert {(b, 0, 0) for b in (1, 8, 64)} <= pts                       # the baseline
+    assert {(b, k, 0) for b in (1, 8, 64) for k in (1, 4, 7)} <= pts    # 3 loads x 3 depths
+    assert {(b, 4, 1) for b in (1, 8, 64)} <= pts                       # depth 4 at rate 0.9
+    assert (1, 7, OWN) in pts                                           # the drafter, c=1, k=7
+    assert len(pts) == 3 + 9 + 3 + 1
+    # servers: baseline, k=1, k=4, k=7, k=4 at rate 0.9, k=7 unforced
+    assert step.starts == 6 and step.stop is None
+    assert (1, 7, OWN) not in next_step(space(profile=False), set(), {}).points
+
+
+def test_checks_predict_each_inner_cell_from_its_two_neighbours():
+    found = {(c.axis, c.load, c.depth): c for c in checks(BENT, 0.05)}
+    # along depth: k=4 at each load from k=1 and k=7 (the middle: the mean)
+    assert found[("depth", 1, 4)].fit == pytest.approx(1.0) and found[("depth", 1, 4)].agrees
+    # c=8: (1.5 + 3.0) / 2 = 2.25, inside [1.7, 2.3]
+    assert found[("depth", 8, 4)].fit == pytest.approx(2.25) and found[("depth", 8, 4)].agrees
+    # c=64: (2 + 5) / 2 = 3.5, outside [2.9, 3.1] and 0.5 > 5 % of 3.0
+    bad = found[("depth", 64, 4)]
+    assert bad.fit == pytest.approx(3.5) and not bad.agrees and bad.between == (1, 7)
+    # along load: c=8 is log2 3 of log2 64 = 6, the middle: (1.0 + 2.0) / 2 = 1.5 at k=1
+    assert found[("load", 8, 1)].fit == pytest.approx(1.5) and found[("load", 8, 1)].agrees
+    assert len(found) == 6  # one inner cell per line, 3 loads and 3 depths
+
+
+def test_a_cell_outside_its_interval_but_within_the_tolerance_agrees():
+    costs = {(1, 1): est(1.0, 0.001), (1, 2): est(1.04, 0.001), (1, 3): est(1.0, 0.001)}
+    (c,) = checks(costs, 0.05)
+    # fit 1.0 against 1.04: outside [1.039, 1.041] but 0.04 < 5 % of 1.04
+    assert c.fit == pytest.approx(1.0) and c.agrees
+
+
+def test_a_bend_in_depth_opens_the_middle_depth_of_each_gap_beside_it():
+    sp = space()
+    step = next_step(sp, coarse_chosen(sp), BENT, 2)
+    # (64, 4) disagrees: gaps (1, 4) -> 2 or 3, the middle 2.5, the lower on a tie: 2;
+    # (4, 7) -> 5 or 6, the middle 5.5: 5. Each a new server at every load of the rectangle.
+    assert set(step.points) == {(b, k, 0) for k in (2, 5) for b in (1, 8, 64)}
+    assert step.starts == 2 and step.cells_before == 16
+    assert "c=64 k=4 (depth)" in step.why and "depth 2, depth 5" in step.why
+
+
+def test_a_bend_in_load_opens_the_geometric_middle_load_of_each_gap():
+    # at depth 4: c=8 far from the log-middle of c=1 (1.0) and c=64 (3.0), 2.0 -> 1.3
+    costs = {**BENT, (8, 4): est(1.3, 0.05), (64, 4): est(3.5)}
+    sp = space()
+    step = next_step(sp, coarse_chosen(sp), costs, 2)
+    # gaps (1, 8): 2 and 4 equally near sqrt(8), the lower: 2; (8, 64): 16 and 32 equally
+    # near sqrt(512), the lower: 16. A new load: the baseline and every depth of the rectangle
+    # (1, 4, 7) there; the depth checks at c=8 now disagree too: (1.5 + 3) / 2 = 2.25 vs 1.3,
+    # so depths 2 and 5 open as well, at every load (old and new).
+    new_loads = {(b, k, 0) for b in (2, 16) for k in (0, 1, 4, 7)}
+    new_depths = {(b, k, 0) for k in (2, 5) for b in (1, 2, 8, 16, 64)}
+    assert set(step.points) == new_loads | new_depths
+    assert step.starts == 6  # the baseline, k=1 4 7 at the new loads, k=2 and k=5
+
+
+def test_a_step_that_does_not_fit_runs_the_new_depths_that_do():
+    sp = space(max_cells=16 + 3)  # room for one depth at 3 loads
+    step = next_step(sp, coarse_chosen(sp), BENT, 2)
+    # the gaps in order of the disagreement: (1, 4) first -> depth 2
+    assert set(step.points) == {(1, 2, 0), (8, 2, 0), (64, 2, 0)}
+    assert "only depth(s) 2 fit the budget" in step.why
+    none = next_step(space(max_cells=16 + 2), coarse_chosen(sp), BENT, 2)
+    assert none.stop == BUDGET and none.points == ()
+
+
+def test_agreeing_checks_stop_and_a_bend_with_nothing_between_is_resolution():
+    sp = space()
+    flat = {key: est(1.0 + 0.1 * key[1]) for key in BENT}
+    assert next_step(sp, coarse_chosen(sp), flat, 2).stop == FITS
+    tight = space(depths=(1, 2, 3))
+    bent = {(b, k): est(v) for b in (1, 8, 64) for k, v in ((1, 1.0), (2, 2.0), (3, 2.2))}
+    step = next_step(tight, coarse_chosen(tight), bent, 2)
+    # k=2 at every load: (1.0 + 2.2) / 2 = 1.6 vs 2.0, but no depth lies between 1, 2 and 3
+    assert step.stop == RESOLUTION and step.points == ()
+
+
+def test_the_replay_rebuilds_every_step_and_counts_cells_and_starts():
+    sp = space()
+    first = coarse_points(sp)
+    second = [(b, k, 0) for k in (2, 5) for b in (1, 8, 64)]
+    costs = {**BENT, (1, 2): est(1.0), (1, 5): est(1.0), (8, 2): est(1.7), (8, 5): est(2.4),
+             (64, 2): est(2.4), (64, 5): est(4.0)}
+    steps = steps_of(sp, {*first, *second}, costs)
+    assert [s.number for s in steps] == [1, 2, 3]
+    assert set(steps[1].points) == set(second)
+    # After depths 2 and 5, along depth at c=64 (2.0, 2.4, 3.0, 4.0, 5.0 at k=1 2 4 5 7):
+    # k=4 from k=2 and 5: 2.4 + 2/3 x 1.6 = 3.47 vs 3.0 [2.9, 3.1]: disagrees (gaps (2, 4):
+    # depth 3, (4, 5): none); k=5 from 4 and 7: 3.0 + 1/3 x 2.0 = 3.67 vs 4.0: disagrees
+    # (gap (5, 7): depth 6); k=2 from 1 and 4: 2.33 vs 2.4, within 5 %: agrees. At c=8
+    # k=5: 2.33 vs 2.4 within 5 %, k=4: 2.17 inside [1.7, 2.3]: agree.
+    assert steps[2].stop is None
+    assert set(steps[2].points) == {(b, k, 0) for k in (3, 6) for b in (1, 8, 64)}
+    res = result(sp, steps)
+    assert (res["cells"], res["starts"]) == (16 + 6, 6 + 2)  # step 3 not measured yet
+    assert (res["dense_cells"], res["dense_starts"]) == (7 * (1 + 7 * 2), 1 + 7 * 2)
+    assert res["design"] == {"loads": [1, 8, 64], "depths": [1, 2, 4, 5, 7]}

@@ -15,7 +15,7 @@ import pandas as pd
 
 from grid.analysis.decision import crossovers, recommend_threshold
 from grid.analysis.surface import Prediction
-from grid.analysis.winners import NO_DIFFERENCE
+from grid.analysis.verdict import FASTER, SLOWER, UNDETERMINED
 
 PAYS, LOSES, UNSURE = "pays", "loses", "unsure"
 
@@ -39,7 +39,7 @@ def configured_curve(predictions: Mapping[tuple[int, int], Prediction], depth: i
     for (b, k), p in sorted(predictions.items()):
         if k != depth:
             continue
-        verdict = {PAYS: "faster", LOSES: "slower", UNSURE: NO_DIFFERENCE}[placed(p)]
+        verdict = {PAYS: FASTER, LOSES: SLOWER, UNSURE: UNDETERMINED}[placed(p)]
         lo, hi = p.interval
         rows.append({"variant": variant, "workload": workload, "load_kind": "concurrency",
                      "load": float(b), "speedup": p.speedup - 1.0, "lo": lo - 1.0,
@@ -61,5 +61,5 @@ def crossover_threshold(predictions: Mapping[tuple[int, int], Prediction], depth
             "interval": [_finite(cross.lo), _finite(cross.hi)], "text": cross.describe(),
             "above_range": cross.point == math.inf, "below_range": cross.point == -math.inf,
             "speculative_disable_above_batch": threshold["speculative_disable_above_batch"],
-            "plausible_range": threshold["plausible_range"],
+            "verdict": threshold["verdict"], "plausible_range": threshold["plausible_range"],
             "statement": threshold["statement"]}

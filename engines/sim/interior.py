@@ -7,8 +7,8 @@ between c=1 and c=64 (the crossover, the threshold) is set by two assumptions th
 check:
 
 - the *form* of the speculative path's excess cost (``Form``): charged per verified draft
-  token (``spec_token_overhead_us`` with ``draft_step_overhead_ms``, the shipped fit) or per
-  draft step (``draft_step_overhead_ms`` alone);
+  token (``spec_token_overhead_us``, the shipped fit) or per speculative step
+  (``spec_step_overhead_ms`` alone);
 - the drafter's accept length on the anchor's prompts (the model profile's acceptance table,
   "Assumed, not measured"), scaled by ``ACCEPT_SCALES``.
 
@@ -71,10 +71,10 @@ class Form:
 
 
 FORMS = (
-    Form("token", ("draft_step_overhead_ms", "spec_token_overhead_us"), {},
+    Form("token", ("spec_step_overhead_ms", "spec_token_overhead_us"), {},
          "per verified draft token"),
-    Form("step", ("draft_step_overhead_ms",), {"spec_token_overhead_us": 0.0},
-         "per draft step"),
+    Form("step", ("spec_step_overhead_ms",), {"spec_token_overhead_us": 0.0},
+         "per speculative step"),
 )
 
 

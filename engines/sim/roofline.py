@@ -26,8 +26,8 @@ per GPU of a tensor-parallel group of ``tp`` GPUs, where
 
 The few fitted numbers are efficiency factors (``Efficiency``): the fraction of peak bandwidth
 and compute that the kernels reach, the fixed per-pass overhead, and the speculative path's
-cost per draft step and per verified draft token outside the forward passes (its fixed cost
-per step, paid at zero draft steps too, is bounded by published zero-draft figures). A tree (topk > 1) adds the
+cost per drafting step and per verified draft token outside the forward passes (the zero-step
+path's own fixed cost is set from published zero-draft figures, not fitted). A tree (topk > 1) adds the
 kernels SGLang's tree path launches on top of a chain's, counted from its source (TREE_*,
 ``Roofline.tree_overhead_s``), at an assumed ``tree_kernel_us`` each. Everything else is a
 datasheet or config.json number (docs/simulator.md).
@@ -86,18 +86,18 @@ class Efficiency:
     """Fraction of peak dense FLOPs (of the model's compute dtype) reached by the GEMMs."""
     pass_overhead_ms: float = 1.0
     """Fixed cost of one forward pass with CUDA graphs: graph replay, sampling, scheduling."""
-    spec_step_overhead_ms: float = 0.1
-    """Fixed cost of one step of the speculative path beyond a plain decode's (building the
-    verify input, the accept bookkeeping, the result's scatter), paid at every depth, 0 draft
-    steps included. Bounded by the zero-draft reports (docs/simulator.md "The speculative step
-    from its parts"), not fitted."""
+    spec_step_overhead_ms: float = 2.0
+    """Fixed cost of one drafting step of the speculative path beyond its forwards (scheduling
+    the draft loop, building the verify input and tree, the verify's accept sampling and
+    bookkeeping), whatever its depth or batch."""
+    zero_step_overhead_ms: float = 0.1
+    """Fixed cost of a step of SGLang's zero-step path (k = 0, a depth-0 tier, a threshold's
+    upper tier) beyond a plain decode's: it builds a trivial verify input and skips the draft
+    loop, the tree and the accept sampling. Set from the zero-draft reports (docs/simulator.md
+    "The speculative step from its parts"), not fitted."""
     draft_pass_overhead_ms: float = 0.2
     """Fixed cost of one draft-head forward, a draft step's or the extend's (its multi-step
     draft is one captured graph)."""
-    draft_step_overhead_ms: float = 0.0
-    """Cost of one step of the drafting loop beyond its draft forward (the top-k selection,
-    the next step's positions and hidden states, its share of the loop's host work): paid once
-    per draft step, by depth, whatever the batch or the tree's width."""
     spec_token_overhead_us: float = 0.0
     """Speculative-path cost per verified draft token (a verify's tokens beyond each request's
     first, which a plain decode also samples) outside the target forward: verification
@@ -328,28 +328,29 @@ class Roofline:
     def spec_step_s(self, batch: int, steps: int, draft_tokens: int, kv_tokens: float,
                     topk: int = 1, draft_extend: bool = True, graph: bool = True,
                     draft_scale: float = 1.0) -> float:
-        """One speculative step (SGLang's EAGLE worker), from its parts: ``steps`` draft steps
-        (each a draft forward of batch x topk rows plus ``draft_step_overhead_ms``: drafting
-        costs by depth, not by tokens), one target verify over batch x draft_tokens tokens
-        (priced by the roofline), one draft extend over the verified tokens, the fixed
-        ``spec_step_overhead_ms`` and ``spec_token_overhead_us`` per verified draft token.
-        steps == 0 (SGLang's zero-step path: k = 0, an adaptive depth-0 tier, a threshold's
-        upper tier) verifies 1 token per request through the same path and runs the draft
-        extend unless skipped: a decode's pass plus the extend and the fixed cost."""
+        """One speculative step (SGLang's EAGLE worker), from its parts: ``steps`` draft
+        forwards of batch x topk rows (drafting costs by depth, not by tokens), one target
+        verify over batch x draft_tokens tokens (priced by the roofline), one draft extend
+        over the verified tokens, the drafting step's fixed ``spec_step_overhead_ms`` and
+        ``spec_token_overhead_us`` per verified draft token (a verify's tokens beyond each
+        request's first, which a decode samples too). steps == 0 (SGLang's zero-step path:
+        k = 0, an adaptive depth-0 tier, a threshold's upper tier) verifies 1 token per
+        request through the verify graph, runs the draft extend unless skipped, and pays
+        ``zero_step_overhead_ms`` instead: no draft loop, no tree, no draft token."""
         eff = self.hw.efficiency
         verify_tokens = batch * (draft_tokens if steps > 0 else 1)
         t = self.target_pass_s(verify_tokens, kv_tokens, graph,
                                attn_ctx=kv_tokens / batch if batch else 0.0)
-        if steps > 0:
-            # Each of the topk branches is its own draft-decode row reading the whole prefix
-            # (flashinfer_backend.py FlashInferMultiStepDraftBackend.common_template:
-            # bs = topk x num_seqs): the draft's KV reads grow with topk.
-            width = max(1, topk)
-            draft = self.draft_pass_s(batch * width, kv_tokens * width, graph)
-            t += steps * (draft + eff.draft_step_overhead_ms * 1e-3) * draft_scale
-            t += self.tree_overhead_s(steps, topk, draft_scale)
         if draft_extend:
             t += self.draft_pass_s(verify_tokens, kv_tokens, graph) * draft_scale
+        if steps <= 0:
+            return t + eff.zero_step_overhead_ms * 1e-3
+        # Each of the topk branches is its own draft-decode row reading the whole prefix
+        # (flashinfer_backend.py FlashInferMultiStepDraftBackend.common_template:
+        # bs = topk x num_seqs): the draft's KV reads grow with topk.
+        width = max(1, topk)
+        t += steps * self.draft_pass_s(batch * width, kv_tokens * width, graph) * draft_scale
+        t += self.tree_overhead_s(steps, topk, draft_scale)
         return (t + eff.spec_step_overhead_ms * 1e-3
                 + (verify_tokens - batch) * eff.spec_token_overhead_us * 1e-6)
 

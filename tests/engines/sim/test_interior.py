@@ -32,8 +32,8 @@ def test_the_stored_interior_was_computed_on_the_shipped_fit():
     # the refit at the assumed acceptance lands on the shipped factors (4 seeds there, 2 here)
     assert today["factors"]["spec_token_overhead_us"] == pytest.approx(
         shipped["spec_token_overhead_us"], rel=0.02)
-    assert today["factors"]["draft_step_overhead_ms"] == pytest.approx(
-        shipped["draft_step_overhead_ms"], rel=0.05)
+    assert today["factors"]["spec_step_overhead_ms"] == pytest.approx(
+        shipped["spec_step_overhead_ms"], rel=0.05)
     assert doc["loads"] == list(LOADS) and doc["measured_loads"] == [1, 64]
     kept = [c["crossover"] for c in doc["cases"] if c["meets_anchor"]]
     assert doc["crossover_range"] == [min(kept), max(kept)]
@@ -45,7 +45,7 @@ def test_the_default_pair_has_an_assumed_interior_and_other_pairs_none():
     assert found.measured_loads == (1.0, 64.0)
     assert found.crossover[0] <= found.crossover[1]
     assert found.kept[0].startswith("excess per verified draft token, accept length ")
-    assert found.excluded[0].startswith("excess per draft step (misses the anchor's")
+    assert found.excluded[0].startswith("excess per speculative step (misses the anchor's")
     assert assumed(load_profile("default", "h100", "llama3.1-8b")) is None
 
 

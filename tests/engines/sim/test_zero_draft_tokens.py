@@ -62,11 +62,11 @@ def test_the_step_is_a_decode_plus_the_draft_extend_and_the_fixed_speculative_co
     plain = SimEngine(resolve(["--max-running-requests", "64"], env={}))
     skip = SimEngine(resolve(FLAGS, env={"SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND": "1"}))
     kv = batch * 1024.0
-    fixed = zero.roofline.hw.efficiency.spec_step_overhead_ms * 1e-3
+    fixed = zero.roofline.hw.efficiency.zero_step_overhead_ms * 1e-3
     step = zero.model.spec_step_s(batch, 0, 1, kv)
     # the trivial verify reads what a decode step reads; the draft head extends every request
-    # by its one verified token; no draft step runs and no draft token is verified, so neither
-    # the per-draft-step nor the per-draft-token cost applies
+    # by its one verified token; no draft step runs and no draft token is verified: the
+    # zero-step path's own fixed cost stands for the drafting step's and the per-token one
     assert step == pytest.approx(plain.model.decode_s(batch, kv) + fixed
                                  + zero.roofline.draft_pass_s(batch, kv))
     assert skip.core.skip_zero_step_extend
@@ -79,8 +79,8 @@ def test_the_default_nodes_zero_step_by_hand() -> None:
     # the draft extend reads the 1.0 B-parameter head in bf16 over 8 GPUs (0.25 GB) and its one
     # layer's MLA latents (1,024 x 70,272 / 61 bytes = 1.18 MB, replicated) at 1,792 GB/s x
     # 0.5005 = 0.2800 ms, runs 2 NCCL all-reduces of 7,168 x 2 bytes (35 us + 2 x 7/8 x 14,336 B
-    # / 22 GB/s = 36.1 us each) and its 0.2 ms fixed cost: 0.5523 ms; the fixed speculative
-    # cost adds 0.4 ms.
+    # / 22 GB/s = 36.1 us each) and its 0.2 ms fixed cost: 0.5523 ms; the zero-step path's
+    # fixed cost adds 0.4 ms.
     zero = SimEngine(resolve(FLAGS, env={}))
     plain = SimEngine(resolve(["--max-running-requests", "64"], env={}))
     extra = zero.model.spec_step_s(1, 0, 1, 1024.0) - plain.model.decode_s(1, 1024.0)

@@ -27,10 +27,10 @@ per GPU of a tensor-parallel group of ``tp`` GPUs, where
 The few fitted numbers are efficiency factors (``Efficiency``): the fraction of peak bandwidth
 and compute that the kernels reach, the fixed per-pass overhead, and the speculative path's
 cost per drafting step and per verified draft token outside the forward passes (the zero-step
-path's own fixed cost is set from published zero-draft figures, not fitted). A tree (topk > 1) adds the
-kernels SGLang's tree path launches on top of a chain's, counted from its source (TREE_*,
-``Roofline.tree_overhead_s``), at an assumed ``tree_kernel_us`` each. Everything else is a
-datasheet or config.json number (docs/simulator.md).
+path's own fixed cost is set from published zero-draft figures, not fitted). A tree
+(topk > 1) adds the kernels SGLang's tree path launches on top of a chain's, counted from its
+source (TREE_*, ``Roofline.tree_overhead_s``), at an assumed ``tree_kernel_us`` each.
+Everything else is a datasheet or config.json number (docs/simulator.md).
 """
 
 from __future__ import annotations

@@ -115,8 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
           " | SIMULATION tok/s | error | published / baseline | SIMULATION / baseline |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     base: dict[tuple[str, str, int, int], tuple[float, float]] = {}
+    steps: dict[Row, tuple[float, float]] = {}
     for row in ROWS:
         got = simulate(row, ns.reps, ns.tree_kernel_us)
+        # a step's duration as the tok/s give it: batch x accept length / tok/s
+        steps[row] = (row.batch * row.accept / row.tok_s, row.batch * row.accept / got)
         key = (row.source, row.model, row.tp, row.batch)
         if row.shape is None:
             base[key] = (row.tok_s, got)
@@ -126,7 +129,28 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{row.hardware}, {row.model}, {row.tp} | {row.batch} | {shape} | "
               f"{row.accept:g} | {row.tok_s:g} | {got:.1f} | {got / row.tok_s - 1:+.1%} | "
               f"{row.tok_s / pub0:.2f}x | {got / sim0:.2f}x |")
+    tree_vs_chain(steps)
     return 0
+
+
+def tree_vs_chain(steps: dict[Row, tuple[float, float]]) -> None:
+    """A tree's step against the chain's of the same depth, where a source has both at one
+    batch: (batch x accept length / tok/s) of each, published and SIMULATION."""
+    print("\n| source | batch | tree / chain | published step ratio | SIMULATION | error |")
+    print("|---|---|---|---|---|---|")
+    for tree, (pub_t, sim_t) in steps.items():
+        if tree.shape is None or tree.shape[1] == 1:
+            continue
+        for chain, (pub_c, sim_c) in steps.items():
+            if (chain.shape is not None and chain.shape[1] == 1
+                    and chain.shape[0] == tree.shape[0] and chain.batch == tree.batch
+                    and (chain.source, chain.model, chain.tp) ==
+                    (tree.source, tree.model, tree.tp)):
+                pub, sim = pub_t / pub_c, sim_t / sim_c
+                print(f"| {tree.source.rsplit('/', 3)[-3]} #{tree.source.rsplit('/', 1)[-1]} | "
+                      f"{tree.batch} | {'/'.join(map(str, tree.shape))} / "
+                      f"{'/'.join(map(str, chain.shape))} | {pub:.3f} | {sim:.3f} | "
+                      f"{sim / pub - 1:+.1%} |")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ class AssumedInterior:
     crossover: tuple[float, float]
     """The lowest and highest crossover concurrency over the assumptions kept."""
     kept: tuple[str, ...]
-    """The assumptions that meet the anchor, in words (`excess per verified token, accept
+    """The assumptions that meet the anchor, in words (`excess per verified draft token, accept
     length 2.36-3.12`)."""
     excluded: tuple[str, ...]
     """The assumptions tried that do not meet the anchor, each with by how much."""

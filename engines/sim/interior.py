@@ -6,8 +6,8 @@ streams, and four efficiency factors meet its four figures exactly; what the sim
 between c=1 and c=64 (the crossover, the threshold) is set by two assumptions the anchor cannot
 check:
 
-- the *form* of the speculative path's excess cost (``Form``): charged per verified token
-  (``spec_token_overhead_us``, the shipped fit) or per speculative step
+- the *form* of the speculative path's excess cost (``Form``): charged per verified draft
+  token (``spec_token_overhead_us``, the shipped fit) or per speculative step
   (``spec_step_overhead_ms`` alone);
 - the drafter's accept length on the anchor's prompts (the model profile's acceptance table,
   "Assumed, not measured"), scaled by ``ACCEPT_SCALES``.
@@ -72,7 +72,7 @@ class Form:
 
 FORMS = (
     Form("token", ("spec_step_overhead_ms", "spec_token_overhead_us"), {},
-         "per verified token"),
+         "per verified draft token"),
     Form("step", ("spec_step_overhead_ms",), {"spec_token_overhead_us": 0.0},
          "per speculative step"),
 )

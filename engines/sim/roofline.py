@@ -26,10 +26,11 @@ per GPU of a tensor-parallel group of ``tp`` GPUs, where
 
 The few fitted numbers are efficiency factors (``Efficiency``): the fraction of peak bandwidth
 and compute that the kernels reach, the fixed per-pass overhead, and the speculative path's
-cost per step and per verified token outside the forward passes. A tree (topk > 1) adds the
-kernels SGLang's tree path launches on top of a chain's, counted from its source (TREE_*,
-``Roofline.tree_overhead_s``), at an assumed ``tree_kernel_us`` each. Everything else is a
-datasheet or config.json number (docs/simulator.md).
+cost per drafting step and per verified draft token outside the forward passes (the zero-step
+path's own fixed cost is set from published zero-draft figures, not fitted). A tree
+(topk > 1) adds the kernels SGLang's tree path launches on top of a chain's, counted from its
+source (TREE_*, ``Roofline.tree_overhead_s``), at an assumed ``tree_kernel_us`` each.
+Everything else is a datasheet or config.json number (docs/simulator.md).
 """
 
 from __future__ import annotations
@@ -86,12 +87,21 @@ class Efficiency:
     pass_overhead_ms: float = 1.0
     """Fixed cost of one forward pass with CUDA graphs: graph replay, sampling, scheduling."""
     spec_step_overhead_ms: float = 2.0
-    """CPU-side cost of one speculative step (tree build, verify bookkeeping), not overlapped."""
+    """Fixed cost of one drafting step of the speculative path beyond its forwards (scheduling
+    the draft loop, building the verify input and tree, the verify's accept sampling and
+    bookkeeping), whatever its depth or batch."""
+    zero_step_overhead_ms: float = 0.1
+    """Fixed cost of a step of SGLang's zero-step path (k = 0, a depth-0 tier, a threshold's
+    upper tier) beyond a plain decode's: it builds a trivial verify input and skips the draft
+    loop, the tree and the accept sampling. Set from the zero-draft reports (docs/simulator.md
+    "The speculative step from its parts"), not fitted."""
     draft_pass_overhead_ms: float = 0.2
-    """Fixed cost of one draft-head forward (its multi-step draft is one captured graph)."""
+    """Fixed cost of one draft-head forward, a draft step's or the extend's (its multi-step
+    draft is one captured graph)."""
     spec_token_overhead_us: float = 0.0
-    """Speculative-path cost per verified token outside the target forward (verification
-    sampling over the vocabulary, logits gathered across TP, per-request accept bookkeeping)."""
+    """Speculative-path cost per verified draft token (a verify's tokens beyond each request's
+    first, which a plain decode also samples) outside the target forward: verification
+    sampling over the vocabulary, logits gathered across TP, per-token accept bookkeeping."""
     eager_layer_overhead_us: float = 60.0
     """Extra kernel-launch cost per layer when the pass runs without a CUDA graph."""
     tree_kernel_us: float = 5.0
@@ -318,26 +328,31 @@ class Roofline:
     def spec_step_s(self, batch: int, steps: int, draft_tokens: int, kv_tokens: float,
                     topk: int = 1, draft_extend: bool = True, graph: bool = True,
                     draft_scale: float = 1.0) -> float:
-        """One speculative step (SGLang's EAGLE worker): ``steps`` draft forwards of batch x
-        topk tokens, one target verify over batch x draft_tokens tokens, one draft extend over
-        the verified tokens, plus the CPU-side step overhead. steps == 0 (adaptive "no
-        drafting") still verifies 1 token per request through the same path and runs the draft
-        extend unless skipped."""
+        """One speculative step (SGLang's EAGLE worker), from its parts: ``steps`` draft
+        forwards of batch x topk rows (drafting costs by depth, not by tokens), one target
+        verify over batch x draft_tokens tokens (priced by the roofline), one draft extend
+        over the verified tokens, the drafting step's fixed ``spec_step_overhead_ms`` and
+        ``spec_token_overhead_us`` per verified draft token (a verify's tokens beyond each
+        request's first, which a decode samples too). steps == 0 (SGLang's zero-step path:
+        k = 0, an adaptive depth-0 tier, a threshold's upper tier) verifies 1 token per
+        request through the verify graph, runs the draft extend unless skipped, and pays
+        ``zero_step_overhead_ms`` instead: no draft loop, no tree, no draft token."""
         eff = self.hw.efficiency
         verify_tokens = batch * (draft_tokens if steps > 0 else 1)
         t = self.target_pass_s(verify_tokens, kv_tokens, graph,
                                attn_ctx=kv_tokens / batch if batch else 0.0)
-        if steps > 0:
-            # Each of the topk branches is its own draft-decode row reading the whole prefix
-            # (flashinfer_backend.py FlashInferMultiStepDraftBackend.common_template:
-            # bs = topk x num_seqs): the draft's KV reads grow with topk.
-            width = max(1, topk)
-            t += steps * self.draft_pass_s(batch * width, kv_tokens * width, graph) * draft_scale
-            t += self.tree_overhead_s(steps, topk, draft_scale)
         if draft_extend:
             t += self.draft_pass_s(verify_tokens, kv_tokens, graph) * draft_scale
+        if steps <= 0:
+            return t + eff.zero_step_overhead_ms * 1e-3
+        # Each of the topk branches is its own draft-decode row reading the whole prefix
+        # (flashinfer_backend.py FlashInferMultiStepDraftBackend.common_template:
+        # bs = topk x num_seqs): the draft's KV reads grow with topk.
+        width = max(1, topk)
+        t += steps * self.draft_pass_s(batch * width, kv_tokens * width, graph) * draft_scale
+        t += self.tree_overhead_s(steps, topk, draft_scale)
         return (t + eff.spec_step_overhead_ms * 1e-3
-                + verify_tokens * eff.spec_token_overhead_us * 1e-6)
+                + (verify_tokens - batch) * eff.spec_token_overhead_us * 1e-6)
 
     def tree_overhead_s(self, steps: int, topk: int, draft_scale: float = 1.0) -> float:
         """What one speculative step of a tree (topk > 1) launches on top of a chain of the

@@ -44,7 +44,7 @@ def test_the_default_pair_has_an_assumed_interior_and_other_pairs_none():
     assert found is not None
     assert found.measured_loads == (1.0, 64.0)
     assert found.crossover[0] <= found.crossover[1]
-    assert found.kept[0].startswith("excess per verified token, accept length ")
+    assert found.kept[0].startswith("excess per verified draft token, accept length ")
     assert found.excluded[0].startswith("excess per speculative step (misses the anchor's")
     assert assumed(load_profile("default", "h100", "llama3.1-8b")) is None
 

@@ -16,7 +16,8 @@ def tiny(draft_params_b: float = 0.0) -> Roofline:
     per layer in bf16), 1000 GB/s at full efficiency and compute so fast it never binds."""
     hw = Hardware(name="t", hbm_gbs=1000.0, memory_gib=80.0, peak_tflops={"bf16": 1e9},
                   interconnect=Interconnect(),
-                  efficiency=Efficiency(bandwidth=1.0, compute=1.0, tree_kernel_us=5.0))
+                  efficiency=Efficiency(bandwidth=1.0, compute=1.0, tree_kernel_us=5.0,
+                                        spec_token_overhead_us=10.0))
     model = Model(name="t", layers=2, hidden=128, heads=1, kv_heads=1, head_dim=128,
                   dense_params_b=0.001, draft_params_b=draft_params_b, draft_layers=1)
     return Roofline(hw, model)
@@ -26,11 +27,12 @@ def test_a_chain_costs_what_it_did() -> None:
     rl = tiny(draft_params_b=0.001)
     assert rl.tree_overhead_s(3, 1) == 0.0
     # the chain's step, recomposed from the passes it is made of (4 requests, 3 steps, 4 draft
-    # tokens each, 4000 cached tokens): unchanged to the float
+    # tokens each, 4000 cached tokens; 12 of the 16 verified tokens are drafts): unchanged to
+    # the float
     eff = rl.hw.efficiency
     chain = (rl.target_pass_s(16, 4000, attn_ctx=1000.0) + 3 * rl.draft_pass_s(4, 4000)
              + rl.draft_pass_s(16, 4000) + eff.spec_step_overhead_ms * 1e-3
-             + 16 * eff.spec_token_overhead_us * 1e-6)
+             + 12 * eff.spec_token_overhead_us * 1e-6)
     assert rl.spec_step_s(4, 3, 4, 4000, topk=1) == chain
 
 
@@ -40,8 +42,8 @@ def test_a_tree_adds_its_kernels() -> None:
     # layer of the 2 draft-decode forwards (8 + 8), 6 expansion kernels per draft forward (12),
     # 11 per step for the tree build: 39 kernels x 5 us
     assert rl.tree_overhead_s(3, 4) == pytest.approx(195e-6)
-    # no draft head (draft_params_b 0): the draft passes cost nothing, so the step differs
-    # from the chain's by exactly that
+    # no draft head (draft_params_b 0): the draft passes cost nothing; with the same 8 tokens
+    # verified (7 drafts each), the step differs from the chain's by exactly the tree's kernels
     assert rl.spec_step_s(4, 3, 8, 4000, topk=4) - rl.spec_step_s(4, 3, 8, 4000, topk=1) == \
         pytest.approx(195e-6)
     # a CPU drafter (NGRAM, draft_scale 0) keeps only the target verify's 8 kernels

@@ -98,8 +98,5 @@ class SGLang(Engine):
         cuda_graph_max_bs."""
         return semantics.schedule_setting(self.name, request, None)
 
-    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
-        return semantics.adaptive_problem(variant)
-
 
 ENGINE = SGLang()

@@ -94,9 +94,6 @@ class Sim(Engine):
         return semantics.schedule_setting(self.name, request,
                                           _memory_mib(str(hardware) if hardware else None))
 
-    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
-        return semantics.adaptive_problem(variant)
-
 
 ENGINE = Sim()
 

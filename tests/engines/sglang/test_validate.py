@@ -176,7 +176,7 @@ def test_steps_for_batch_matches_sglang_router(python: str | None, tmp_path: Pat
     import subprocess
 
     from engines.sglang import adaptive
-    from tests.engines.sglang.test_adaptive import SGLANG_DEFAULT
+    from tests.engines.sglang.test_adaptive import SGLANG_DEFAULT, _config_file
 
     if python is None:
         pytest.skip("SPECGRID_SGLANG_PYTHON is not set")
@@ -184,7 +184,7 @@ def test_steps_for_batch_matches_sglang_router(python: str | None, tmp_path: Pat
                adaptive.threshold_config(5, 63), SGLANG_DEFAULT]
     batches = [1, 2, 7, 8, 9, 10, 11, 13, 16, 17, 31, 32, 48, 63, 64, 65, 100, 512]
     cases = [
-        {"path": str(adaptive.write_config(cfg, tmp_path)), "initial": initial,
+        {"path": str(_config_file(cfg, tmp_path)), "initial": initial,
          "graphs": graphs, "batches": batches}
         for cfg in configs for initial in (1, 3, 5)
         for graphs in (None, [1, 2, 4, 8, 12, 16, 24, 32, 48, 64])

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engines.depth import DepthTiers
-from engines.launch import FILES_DIR, LaunchSpec
+from engines.launch import FILES_DIR, LaunchSpec, env_value
 from engines.sglang import adaptive, depth
 from engines.sglang.flags import flag_name, server_args_to_argv
 from engines.sglang.logphases import SGLANG_LOG_PHASES, SGLANG_STARTUP_TIMINGS
@@ -58,24 +58,6 @@ RESERVED_FIELDS: dict[str, str] = {
     "enable_metrics": "specgrid (always on)",
 }
 """Variant args that specgrid sets itself; a variant giving one is a FlagError."""
-
-def merged_env(node_env: Mapping[str, str], variant_env: Mapping[str, Any]) -> dict[str, str]:
-    """The environment a server process gets: the node's, with the variant's on top. Values
-    become strings (`True`/`False` -> "1"/"0"); a `None` value removes the variable."""
-    env = dict(node_env)
-    for key, value in variant_env.items():
-        if value is None:
-            env.pop(str(key), None)
-        else:
-            env[str(key)] = env_value(value)
-    return env
-
-
-def env_value(value: Any) -> str:
-    """A variant env value as the process sees it: bools as "1"/"0", the rest `str()`."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value)
 
 
 def concurrency_warnings(max_running_requests: int, concurrencies: Iterable[int]) -> list[str]:
@@ -329,7 +311,6 @@ __all__ = [
     "build_sim_launch",
     "concurrency_warnings",
     "flag_name",
-    "merged_env",
     "server_args",
     "threshold_warnings",
 ]

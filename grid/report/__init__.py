@@ -8,24 +8,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from grid.analysis import Slo
-from grid.analysis.forced import unforced
 from grid.cli.runrecord import record_report_settings
 from grid.questions import traced
 from grid.report import alignment, breakeven, forced, lossless, plots, startup
 from grid.report.agentic import findings
-from grid.report.data import DECISION_FILE, load_run, run_decision, used_settings
+from grid.report.data import DECISION_FILE, load_run, used_settings
 from grid.report.html import compare_html, run_html
-from grid.report.operator import operator_view
 from grid.report.rundata import RunData
 from grid.report.text import domain_acceptance, summary_table, summary_text
 from grid.store.files import make_dirs, write_atomic
 
-__all__ = ["Report", "domain_acceptance", "load_run", "main", "run_summary", "summary_table",
+__all__ = ["Report", "domain_acceptance", "load_run", "main", "summary_table",
            "write_report"]
 
 
@@ -106,23 +103,6 @@ def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baselin
     if data.search:  # e.g. a depth search's setting, to paste
         traced(data.search).write_files(run_dir, data.search)
     return Report(text, run_dir / "report.html", run_dir / DECISION_FILE, paths)
-
-
-def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
-                slo: Slo | None = None) -> str:
-    """The text summary (of only `cell_ids` if given)."""
-    data = load_run(Path(run_dir), slo)
-    if cell_ids is not None:
-        keep = set(cell_ids)
-        data.cells = data.cells[data.cells.cell_id.isin(keep)]
-        data.stats.table = data.stats.table[data.stats.table.cell_id.isin(keep)]
-        data.requests = data.requests[data.requests.cell_id.isin(keep)]
-        data.turns = data.turns[data.turns.cell_id.isin(keep)]
-        data.decision = run_decision(unforced(data.stats, data.cells), data.baseline,
-                                     data.search)
-        data.operator = operator_view(data.stats, data.cells, data.energy, data.gpu_hour_usd)
-        data.lossless = lossless.load_table(Path(run_dir), data.cells, data.baseline)
-    return summary_text(data)
 
 
 def write_comparison(a: Path, b: Path, out: Path, slo: Slo | None = None,

@@ -1,4 +1,4 @@
-"""Command building for SGLang (both version families) and the simulator; merged env."""
+"""Command building for SGLang (both version families) and the simulator; the server's env."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ from engines.sglang.command import (
     build_sglang_launch,
     build_sim_launch,
     concurrency_warnings,
-    merged_env,
     sim_flags,
     threshold_warnings,
 )
@@ -169,12 +168,10 @@ def test_sim_flags() -> None:
         "--sim-accept-rate", "0.7", "--sim-seed", "1"]
 
 
-def test_merged_env() -> None:
-    env = merged_env({"PATH": "/bin", "NCCL_ALGO": "Ring", "HF_TOKEN": "hf_x"},
-                     {"NCCL_ALGO": "Tree", "NCCL_PROTO": None, "CUDA_LAUNCH_BLOCKING": False})
-    assert env == {"PATH": "/bin", "NCCL_ALGO": "Tree", "HF_TOKEN": "hf_x",
-                   "CUDA_LAUNCH_BLOCKING": "0"}
-    assert merged_env({"A": "1"}, {"A": None}) == {}
+def test_the_variants_env_as_the_server_sees_it(tmp_path: Path) -> None:
+    spec = build(tmp_path, EAGLE3, env={"NCCL_ALGO": "Tree", "NCCL_PROTO": None,
+                                        "CUDA_LAUNCH_BLOCKING": False, "X": True, "N": 8})
+    assert spec.env == {"NCCL_ALGO": "Tree", "CUDA_LAUNCH_BLOCKING": "0", "X": "1", "N": "8"}
 
 
 def test_warnings() -> None:

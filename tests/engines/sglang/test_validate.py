@@ -22,7 +22,6 @@ from engines.sglang.validate import (
     named_flag,
     server_flags,
     sglang_available,
-    validate_argv,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -58,7 +57,7 @@ def test_python_without_sglang() -> None:
     if sglang_available(sys.executable) is not None:
         pytest.skip("the test Python has SGLang itself")
     with pytest.raises(ValidationUnavailable):
-        validate_argv(["--model-path", "m"], python=sys.executable)
+        check_batch({"m": ["--model-path", "m"]}, python=sys.executable)
     assert sglang_available("/nonexistent/python") is None
 
 

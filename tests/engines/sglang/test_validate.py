@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from engines.launch import ServerRequest
 from engines.sglang.command import build_sglang_launch
 from engines.sglang.validate import (
     FlagProblem,
@@ -87,13 +88,11 @@ def _model() -> dict[str, Any]:
 def _launch(python: str, version: str, run_dir: Path, args: dict[str, Any],
             disable_above_batch: int | None = None, tp_size: int = 8) -> list[str]:
     model = _model()
-    return build_sglang_launch(
-        args=args, env={}, model_path=model["model_path"],
+    return build_sglang_launch(ServerRequest(
+        args={"max_running_requests": 64, **args}, env={}, model_path=model["model_path"],
         draft_model_path=model["draft_model_path"],
         served_model_name=model["served_model_name"], tp_size=tp_size, version=version,
-        launcher="serve", python=python, ready_timeout_s=1800,
-        disable_above_batch=disable_above_batch, default_max_running_requests=64,
-        api_key="sk-test").argv
+        python=python, disable_above_batch=disable_above_batch, api_key="sk-test")).argv
 
 
 @pytest.fixture(scope="module", params=PYTHONS or [None])

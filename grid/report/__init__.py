@@ -75,7 +75,7 @@ def decision_json(data: RunData) -> dict:
         # of drafters (its curve and held-out check, no forced fields).
         **({"breakeven": b} if (b := breakeven.decision(data)) else {}),
         # An adaptive search (grid.search.kind): every step, why, and why it stopped, and the
-        # question's own entries (a depth search: the schedule and the setting to paste).
+        # question's own entries (the speculation question: its recommendation and settings).
         **({"search": data.search, **traced(data.search).decision(data.search)}
            if data.search else {}),
     }
@@ -84,8 +84,7 @@ def decision_json(data: RunData) -> dict:
 def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
                  data: RunData | None = None, gpu_hour_usd: float | None = None) -> Report:
     """Everything into the run folder (each file replaced atomically); `gpu_hour_usd`: the
-    price of one GPU-hour for the dollar figures, `drafter_run`: an earlier run's drafter
-    placed on the break-even curve (both default to those the last report used)."""
+    price of one GPU-hour for the dollar figures (default: the one the last report used)."""
     run_dir = Path(run_dir)
     data = data or load_run(run_dir, slo, baseline, gpu_hour_usd=gpu_hour_usd)
     text = summary_text(data)
@@ -100,7 +99,7 @@ def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baselin
     _atomic_write(run_dir / DECISION_FILE, json.dumps(decision_json(data), indent=2))
     record_report_settings(run_dir, used_settings(data))  # what a re-render keeps
     _atomic_write(run_dir / "report.html", run_html(data, figures))
-    if data.search:  # e.g. a depth search's setting, to paste
+    if data.search:  # e.g. the speculation question's settings files, to paste
         traced(data.search).write_files(run_dir, data.search)
     return Report(text, run_dir / "report.html", run_dir / DECISION_FILE, paths)
 

@@ -315,39 +315,3 @@ def cpu_available(seconds: float = 1.0) -> float:
     while time.perf_counter() - t0 < seconds:
         pass
     return (time.process_time() - c0) / (time.perf_counter() - t0)
-
-
-def jitter_probe(seconds: float = 3.0) -> dict[str, float]:
-    """Spin on this CPU reading the clock: gaps between consecutive reads are stalls that no
-    program on this machine can avoid (preemption, hypervisor). The floor under any p99."""
-    t_end = time.perf_counter() + seconds
-    prev = time.perf_counter()
-    gaps: list[float] = []
-    while prev <= t_end:
-        t = time.perf_counter()
-        if t - prev > 0.0002:
-            gaps.append(t - prev)
-        prev = t
-    return {"seconds": seconds, "stalls_over_0.2ms": len(gaps),
-            "stalls_over_1ms": sum(g > 0.001 for g in gaps),
-            "worst_stall_ms": 1e3 * max(gaps, default=0.0)}
-
-
-def machine_busy_s() -> float:
-    """CPU seconds all CPUs spent busy since boot (neither idle nor waiting for I/O; Linux)."""
-    t = psutil.cpu_times()
-    return t.user + t.nice + t.system + t.irq + t.softirq + t.steal
-
-
-def wait_quiet(max_s: float, idle: float = 0.9) -> None:
-    """Wait (up to max_s) until other processes leave the CPUs `idle` (share of all CPUs idle
-    over 2 s)."""
-    deadline = time.monotonic() + max_s
-    while time.monotonic() < deadline:
-        t = psutil.cpu_times_percent(interval=2.0)
-        f = (t.idle + t.iowait) / 100
-        if f >= idle:
-            print(f"machine quiet: {f:.0%} idle")
-            return
-        print(f"waiting for a quiet machine: {f:.0%} idle", flush=True)
-    print("machine still busy: numbers will be noisy")

@@ -21,8 +21,7 @@ written; version detection and validation run a subprocess of the engine's own P
   starts (`check_options`), and what follows from them: a server's URL when someone else runs
   it (`server_url`) and what besides its flags makes its numbers (`version_label`);
 - a speculative depth schedule in its own words (`depth_setting`: what an operator pastes, and
-  the depth each running batch gets as the engine routes it), and whether it can adapt the
-  depth at run time (`adaptive_refusal`).
+  the depth each running batch gets as the engine routes it).
 
 An engine whose numbers are modelled (the simulator) answers more through a second interface,
 engines/modelling.py (`engines.modeller(name)`): its envelope, estimates, twins and predictions.
@@ -151,8 +150,3 @@ class Engine:
         the depth each running batch gets; None when the engine cannot set a depth by batch
         size. ValueError (one line) for a variant the schedule cannot run on."""
         return None
-
-    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
-        """Why this engine cannot adapt the speculative depth at run time for `variant`
-        (its config: `args`, ...), as one line; None when it can."""
-        return f"{self.label} has no runtime adaptation of the speculative depth"

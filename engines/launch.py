@@ -172,6 +172,11 @@ class LaunchSpec:
         return replace(self, argv=[*self.argv, self.start_seed_flag, str(seed)])
 
 
+def env_value(value: Any) -> str:
+    """A variant env value as the server process sees it: bools as "1"/"0", the rest `str()`."""
+    return ("1" if value else "0") if isinstance(value, bool) else str(value)
+
+
 def binds_beyond_loopback(host: str) -> bool:
     """Whether binding to `host` (an IPv4 address) reaches beyond the node itself."""
     return not ipaddress.IPv4Address(host).is_loopback

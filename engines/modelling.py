@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from engines.planning import CellWork, EnvelopeFinding, Scenario
-from engines.twin_data import MeasuredCell, SpeedupQuestion
+from engines.twin_data import MeasuredCell
 
 
 @dataclass(frozen=True)
@@ -94,12 +94,6 @@ class Modeller(ABC):
         bootstrap's; `holdout` loads and `holdout_workloads` workloads held out as a split of
         their own (fitted on the other cells, predicted). ValueError (one line) when the cells
         cannot be fitted."""
-
-    @abstractmethod
-    def predict_speedups(self, profile: str, question: SpeedupQuestion) -> tuple[float, ...]:
-        """The speedup (variant / baseline - 1 in output tok/s) at each of `question.loads`
-        as the model with the fitted `profile` (a twin's file, `fit_twin`) predicts it.
-        ValueError (one line) for a profile it cannot read."""
 
     def assumed_interior(self, options: Mapping[str, Any]) -> AssumedInterior | None:
         """The crossover range the model's assumptions allow between the loads its anchor

@@ -1,35 +1,11 @@
-"""What a twin is fitted from (`MeasuredCell`, one committed cell of a run) and what it is asked
-(`SpeedupQuestion`, a search's prior), as plain values: the driver reads them out of a run
-folder or a plan, the engine that models servers answers them (engines/modelling.py,
-docs/twin.md)."""
+"""What a twin is fitted from (`MeasuredCell`, one committed cell of a run), as plain values:
+the driver reads them out of a run folder, the engine that models servers fits them
+(engines/modelling.py, docs/twin.md)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-
-@dataclass(frozen=True)
-class SpeedupQuestion:
-    """What a search asks a model of the server before measuring (`grid.search.prior`): the
-    speedup of one speculative variant over the baseline at each load, on one workload, as
-    plain values from the plan."""
-
-    baseline: Mapping[str, Any]
-    """The baseline cell's resolved config (`engine`, `variant`, `workload`, `load`)."""
-    variant: Mapping[str, Any]
-    """The speculative variant's cell's resolved config."""
-    tp_size: int
-    loads: tuple[int, ...]
-    """Closed-loop concurrencies to predict."""
-    prompt_tokens: float
-    """Mean estimated prompt tokens of the workload's prompts."""
-    domains: Mapping[str, float]
-    """The workload's prompt domain labels and the share of its prompts each holds."""
-    requests_per_stream: float
-    """Requests each stream sends in a cell (the cell's requests / its concurrency)."""
-
 
 
 @dataclass(frozen=True)

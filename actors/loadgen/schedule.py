@@ -69,13 +69,6 @@ def arrival_offsets(
         yield t
 
 
-def schedule(
-    n: int, rate: float, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
-) -> list[float]:
-    """The first n absolute arrival offsets (see :func:`arrival_offsets`)."""
-    return list(itertools.islice(arrival_offsets(rate, arrival, burstiness, seed), n))
-
-
 def assignment(weights: Sequence[int]) -> Iterator[int]:
     """Endless sequence of client indices by smooth weighted round-robin: over any window of
     Σweights consecutive indices client j appears weights[j] times; equal weights give

@@ -50,12 +50,9 @@ the simulator (`engines.sim`) uses to decide how many draft steps a batch gets.
 from __future__ import annotations
 
 import bisect
-import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from engines.sglang.versions import ZERO_STEP_SINCE, at_least
@@ -292,28 +289,6 @@ def threshold_notes(variant_name: str, variant: Mapping[str, Any]) -> list[str]:
 def config_json(config: Mapping[str, Any]) -> str:
     """Canonical JSON text (sorted keys, compact): identical configs give identical text."""
     return json.dumps(config, sort_keys=True, separators=(",", ":"))
-
-
-def write_config(config: Mapping[str, Any], directory: str | os.PathLike[str]) -> Path:
-    """Write `config` (validated) as `adaptive-<sha256[:16]>.json` in `directory` (created);
-    identical configs share one file. Atomic (temp file + rename); an existing file with the
-    same name is left alone. Returns the absolute path."""
-    load_tiers(config)
-    text = config_json(config)
-    directory = Path(directory).absolute()
-    path = directory / f"adaptive-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
-    if path.exists():
-        return path
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".adaptive-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
 
 
 def check_threshold_args(

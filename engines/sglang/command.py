@@ -14,8 +14,8 @@ What every SGLang server gets, and why:
   command holds a secret;
 - `--max-running-requests` always explicit, on baseline and speculative servers alike: without
   it SGLang silently caps EAGLE/EAGLE3/NEXTN/STANDALONE servers at 48 running requests, which
-  makes a comparison at high concurrency unfair. It comes from the variant's args, else from
-  `default_max_running_requests`; with neither, FlagError;
+  makes a comparison at high concurrency unfair. It comes from the variant's args; without it,
+  FlagError;
 - `--speculative-draft-model-path` from the model config only for algorithms that take a draft
   model (EAGLE, EAGLE3, STANDALONE); a variant may override it in its args;
 - `--enable-metrics` (the telemetry scrapes /metrics);
@@ -28,11 +28,12 @@ consumed by `sglang serve` itself, not by ServerArgs).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
 from engines.depth import DepthTiers
-from engines.launch import FILES_DIR, LaunchSpec
+from engines.launch import FILES_DIR, LaunchSpec, ServerRequest, env_value
 from engines.sglang import adaptive, depth
 from engines.sglang.flags import flag_name, server_args_to_argv
 from engines.sglang.logphases import SGLANG_LOG_PHASES, SGLANG_STARTUP_TIMINGS
@@ -58,24 +59,6 @@ RESERVED_FIELDS: dict[str, str] = {
     "enable_metrics": "specgrid (always on)",
 }
 """Variant args that specgrid sets itself; a variant giving one is a FlagError."""
-
-def merged_env(node_env: Mapping[str, str], variant_env: Mapping[str, Any]) -> dict[str, str]:
-    """The environment a server process gets: the node's, with the variant's on top. Values
-    become strings (`True`/`False` -> "1"/"0"); a `None` value removes the variable."""
-    env = dict(node_env)
-    for key, value in variant_env.items():
-        if value is None:
-            env.pop(str(key), None)
-        else:
-            env[str(key)] = env_value(value)
-    return env
-
-
-def env_value(value: Any) -> str:
-    """A variant env value as the process sees it: bools as "1"/"0", the rest `str()`."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    return str(value)
 
 
 def concurrency_warnings(max_running_requests: int, concurrencies: Iterable[int]) -> list[str]:
@@ -104,65 +87,52 @@ def speculation_on(args: Mapping[str, Any]) -> bool:
     return args.get("speculative_algorithm") not in (None, "", "NONE", "none")
 
 
-def server_args(
-    *,
-    args: Mapping[str, Any],
-    model_path: str,
-    draft_model_path: str | None,
-    served_model_name: str | None,
-    tp_size: int,
-    disable_above_batch: int | None,
-    version: str | None,
-    default_max_running_requests: int | None = None,
-    host: str = "127.0.0.1",
-    revision: str | None = None,
-    draft_revision: str | None = None,
-    depth_schedule: DepthTiers | None = None,
-    adaptive_on: bool = False,
-    adaptive_config: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """All ServerArgs fields of one server: the variant's args plus what specgrid sets
-    (module docstring). A threshold, a depth schedule or an adaptive config names its file
-    under FILES_DIR (`speculation_setting`)."""
+def server_args(request: ServerRequest, adaptive_config: Mapping[str, Any] | None = None
+                ) -> dict[str, Any]:
+    """All ServerArgs fields of one server: the variant's args (`request.args`) plus what
+    specgrid sets (module docstring), spelled for `request.version` (None = as given). A
+    threshold, a depth schedule or an adaptive config (`adaptive_config`, read by
+    `read_adaptive`) names its file under FILES_DIR (`speculation_setting`)."""
+    args, version, tp_size = request.args, request.version, request.tp_size
     for field, owner in RESERVED_FIELDS.items():
         if field in args:
             raise FlagError(f"{field} is set by {owner}, not by a variant's args", field=field,
                             version=version)
-    mrr = args.get("max_running_requests", default_max_running_requests)
+    mrr = args.get("max_running_requests")
     if not isinstance(mrr, int) or isinstance(mrr, bool) or mrr < 1:
         raise FlagError(
-            "max_running_requests must be explicit (an int >= 1, in the variant's args or as "
-            "the grid's default): SGLang silently caps speculative servers at 48 without it, "
-            f"got {mrr!r}", field="max_running_requests", version=version)
+            "max_running_requests must be explicit (an int >= 1, in the variant's args): "
+            f"SGLang silently caps speculative servers at 48 without it, got {mrr!r}",
+            field="max_running_requests", version=version)
     if not isinstance(tp_size, int) or isinstance(tp_size, bool) or tp_size < 1:
         raise FlagError(f"tp_size must be an int >= 1, got {tp_size!r}", field="tp_size",
                         version=version)
     out: dict[str, Any] = {
-        "model_path": model_path,
-        "served_model_name": served_model_name,
+        "model_path": request.model_path,
+        "served_model_name": request.served_model_name,
         "tp_size": tp_size,
         "base_gpu_id": 0,
-        "host": host,
+        "host": request.host,
         "enable_metrics": True,
-        "revision": revision,
+        "revision": request.revision,
         **{str(k): v for k, v in args.items()},
         "max_running_requests": mrr,
     }
     algo = args.get("speculative_algorithm")
     if speculation_on(args) and str(algo).upper() in DRAFT_MODEL_ALGORITHMS:
-        draft = args.get("speculative_draft_model_path", draft_model_path)
+        draft = args.get("speculative_draft_model_path", request.draft_model_path)
         if not draft:
             raise FlagError(f"speculative_algorithm {algo} needs a draft model: set the model "
                             "config's draft_model_path", field="speculative_draft_model_path",
                             version=version)
         out["speculative_draft_model_path"] = draft
-        if draft_revision and "speculative_draft_model_revision" not in args:
-            out["speculative_draft_model_revision"] = draft_revision
+        if request.draft_revision and "speculative_draft_model_revision" not in args:
+            out["speculative_draft_model_revision"] = request.draft_revision
     elif not speculation_on(args) and args.get("speculative_draft_model_path"):
         raise FlagError("speculative_draft_model_path given without speculative_algorithm",
                         field="speculative_draft_model_path", version=version)
-    extra, _ = speculation_setting(out, disable_above_batch, depth_schedule, adaptive_on,
-                                   adaptive_config, version)
+    extra, _ = speculation_setting(out, request.disable_above_batch, request.depth_schedule,
+                                   request.adaptive, adaptive_config, version)
     out.update(extra)
     return out
 
@@ -213,67 +183,46 @@ def sglang_program(python: str, launcher: Launcher) -> list[str]:
     return [script, "serve", "--model-type", "llm"]
 
 
-def build_sglang_launch(
-    *,
-    args: Mapping[str, Any],
-    env: Mapping[str, Any],
-    model_path: str,
-    draft_model_path: str | None,
-    served_model_name: str | None,
-    tp_size: int,
-    version: str | None,
-    launcher: Launcher,
-    python: str,
-    ready_timeout_s: float,
-    disable_above_batch: int | None,
-    default_max_running_requests: int | None = None,
-    host: str = "127.0.0.1",
-    api_key: str | None = None,
-    stop_timeout_s: float = 20.0,
-    revision: str | None = None,
-    draft_revision: str | None = None,
-    depth_schedule: DepthTiers | None = None,
-    adaptive_on: bool = False,
-    adaptive_config: Mapping[str, Any] | None = None,
-) -> LaunchSpec:
-    """The LaunchSpec of one real SGLang server (module docstring for what it always gets).
-    `args` are ServerArgs field names of the variant, `env` its environment over the node's,
-    `version` the SGLang version the flags are spelled for (None = as given). Raises FlagError
-    for args the version lacks, reserved fields, a missing max_running_requests or a threshold
+def read_adaptive(request: ServerRequest) -> Mapping[str, Any] | None:
+    """The variant's adaptive config file (`request.adaptive_config`), read and checked at plan
+    time; None for SGLang's default tiers or no adaptation."""
+    config = depth.read_config(request.adaptive_config) if request.adaptive_config else None
+    if config is not None and not request.adaptive:
+        raise ValueError("speculative_adaptive_config is given without speculative_adaptive")
+    return config
+
+
+def build_sglang_launch(request: ServerRequest, launcher: Launcher = "serve") -> LaunchSpec:
+    """The LaunchSpec of one real SGLang server (module docstring for what it always gets):
+    `request.args` are ServerArgs field names of the variant, `request.env` its environment
+    over the node's, spelled for `request.version` (None = as given). Raises FlagError for
+    args the version lacks, reserved fields, a missing max_running_requests or a threshold
     the variant cannot have (`engines.sglang.adaptive.check_threshold_args`)."""
-    return _launch(
-        sglang_program(python, launcher), [], "/health_generate", ("--nccl-port",), env=env,
-        ready_timeout_s=ready_timeout_s, stop_timeout_s=stop_timeout_s, api_key=api_key,
-        args=args, model_path=model_path, draft_model_path=draft_model_path,
-        served_model_name=served_model_name, tp_size=tp_size,
-        disable_above_batch=disable_above_batch, version=version,
-        default_max_running_requests=default_max_running_requests, host=host,
-        revision=revision, draft_revision=draft_revision, depth_schedule=depth_schedule,
-        adaptive_on=adaptive_on, adaptive_config=adaptive_config)
+    return _launch(request, sglang_program(request.python, launcher), [], "/health_generate",
+                   ("--nccl-port",))
 
 
-def _launch(program: list[str], tail: list[str], health_path: str,
-            extra_port_flags: tuple[str, ...], *, env: Mapping[str, Any],
-            ready_timeout_s: float, stop_timeout_s: float, api_key: str | None,
-            **server: Any) -> LaunchSpec:
-    """The LaunchSpec of `program` with the server's flags (`server_args(**server)`, spelled
-    for its version) and `tail`; its files are those of `speculation_setting`."""
-    fields, version = server_args(**server), server["version"]
-    _, files = speculation_setting(server["args"], server["disable_above_batch"],
-                                   server["depth_schedule"], server["adaptive_on"],
-                                   server["adaptive_config"], version)
+def _launch(request: ServerRequest, program: list[str], tail: list[str], health_path: str,
+            extra_port_flags: tuple[str, ...]) -> LaunchSpec:
+    """The LaunchSpec of `program` with the server's flags (`server_args`) and `tail`; its
+    files are those of `speculation_setting`."""
+    config = read_adaptive(request)
+    fields = server_args(request, config)
+    _, files = speculation_setting(request.args, request.disable_above_batch,
+                                   request.depth_schedule, request.adaptive, config,
+                                   request.version)
     return LaunchSpec(
-        argv=program + server_args_to_argv(fields, version) + tail,
-        env={str(k): env_value(v) for k, v in env.items() if v is not None},
+        argv=program + server_args_to_argv(fields, request.version) + tail,
+        env={str(k): env_value(v) for k, v in request.env.items() if v is not None},
         port_flag="--port",
         extra_port_flags=extra_port_flags,
         health_path=health_path,
-        ready_timeout_s=float(ready_timeout_s),
-        stop_timeout_s=float(stop_timeout_s),
+        ready_timeout_s=float(request.ready_timeout_s),
+        stop_timeout_s=float(request.stop_timeout_s),
         log_phases=SGLANG_LOG_PHASES,
         startup_timings=SGLANG_STARTUP_TIMINGS,
-        host=server["host"],
-        api_key=api_key,
+        host=request.host,
+        api_key=request.api_key,
         files=files,
     )
 
@@ -288,40 +237,12 @@ def sim_flags(sim_options: Mapping[str, Any]) -> list[str]:
     return server_args_to_argv(named, None)
 
 
-def build_sim_launch(
-    *,
-    args: Mapping[str, Any],
-    env: Mapping[str, Any],
-    model_path: str,
-    draft_model_path: str | None,
-    served_model_name: str | None,
-    tp_size: int,
-    python: str,
-    ready_timeout_s: float,
-    disable_above_batch: int | None,
-    sim_options: Mapping[str, Any],
-    default_max_running_requests: int | None = None,
-    host: str = "127.0.0.1",
-    api_key: str | None = None,
-    stop_timeout_s: float = 5.0,
-    revision: str | None = None,
-    draft_revision: str | None = None,
-    depth_schedule: DepthTiers | None = None,
-    adaptive_on: bool = False,
-    adaptive_config: Mapping[str, Any] | None = None,
-) -> LaunchSpec:
+def build_sim_launch(request: ServerRequest, sim_options: Mapping[str, Any]) -> LaunchSpec:
     """The LaunchSpec of the simulator: `python -m engines.sim` with the same SGLang flags a
     real server would get (spelled as given: the simulator has no version), then the
     `--sim-*` flags from `sim_options`. Readiness is `GET /health`; no NCCL port."""
-    return _launch(
-        [python, "-m", "engines.sim"], sim_flags(sim_options), "/health", (), env=env,
-        ready_timeout_s=ready_timeout_s, stop_timeout_s=stop_timeout_s, api_key=api_key,
-        args=args, model_path=model_path, draft_model_path=draft_model_path,
-        served_model_name=served_model_name, tp_size=tp_size,
-        disable_above_batch=disable_above_batch, version=None,
-        default_max_running_requests=default_max_running_requests, host=host,
-        revision=revision, draft_revision=draft_revision, depth_schedule=depth_schedule,
-        adaptive_on=adaptive_on, adaptive_config=adaptive_config)
+    return _launch(replace(request, version=None), [request.python, "-m", "engines.sim"],
+                   sim_flags(sim_options), "/health", ())
 
 
 __all__ = [
@@ -329,7 +250,6 @@ __all__ = [
     "build_sim_launch",
     "concurrency_warnings",
     "flag_name",
-    "merged_env",
     "server_args",
     "threshold_warnings",
 ]

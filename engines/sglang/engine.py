@@ -58,16 +58,8 @@ class SGLang(Engine):
             args = {**CPU_DEFAULTS, **args}
         refuse_raw_env(request.env)
         env = {**request.env, **(forced_env(request.forced) if request.forced else {})}
-        spec = build_sglang_launch(
-            args=args, env=env, model_path=request.model_path,
-            draft_model_path=request.draft_model_path,
-            served_model_name=request.served_model_name, tp_size=request.tp_size,
-            version=request.version, launcher=request.options.get("launcher") or "serve",
-            python=request.python, ready_timeout_s=request.ready_timeout_s,
-            disable_above_batch=request.disable_above_batch, host=request.host,
-            api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
-            revision=request.revision, draft_revision=request.draft_revision,
-            **semantics.speculation_kwargs(request))
+        spec = build_sglang_launch(replace(request, args=args, env=env),
+                                   request.options.get("launcher") or "serve")
         return replace(spec, endpoints=self.endpoints)
 
     def detect_version(self, python: str) -> str | None:
@@ -97,9 +89,6 @@ class SGLang(Engine):
         routing is SGLang's for an unknown GPU (max_bs 160) unless the variant sets
         cuda_graph_max_bs."""
         return semantics.schedule_setting(self.name, request, None)
-
-    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
-        return semantics.adaptive_problem(variant)
 
 
 ENGINE = SGLang()

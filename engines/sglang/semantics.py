@@ -7,8 +7,8 @@ The routing (`load_tiers`, `route`, `candidate_steps`, `decode_capture_sizes`,
 `default_decode_max_bs`) is engines/sglang/adaptive.py's and the command line
 (`build_sim_launch`, `speculation_on`) engines/sglang/command.py's, the forced acceptance's
 environment (`forced_env`, `refuse_raw_env`) engines/sglang/forced.py's; what both engines answer
-from them (their plan warnings, the depth-by-batch setting, the thresholds they tell apart, why
-adaptation is refused, the speculation settings of a launch) is defined here.
+from them (their plan warnings, the depth-by-batch setting, the thresholds they tell apart) is
+defined here.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from engines.sglang.command import (
 )
 from engines.sglang.flags import server_args_to_argv
 from engines.sglang.forced import forced_env, refuse_raw_env
-from engines.validation import FlagError
 
 SPEC_DETAILS: Mapping[str, Any] = {"return_spec_tokens_details": True}
 """What a chat request adds to get its speculative counts: SGLang 0.5.23 sends them (with
@@ -43,10 +42,10 @@ the body asks (`python/sglang/srt/entrypoints/openai/protocol.py` ChatCompletion
 `return_spec_tokens_details`, `serving_chat.py`); the native /generate always sends them."""
 
 __all__ = [
-    "SPEC_DETAILS", "adaptive_problem", "build_sim_launch", "candidate_steps",
+    "SPEC_DETAILS", "build_sim_launch", "candidate_steps",
     "decode_capture_sizes", "default_decode_max_bs", "forced_env", "load_tiers",
     "refuse_raw_env", "route",
-    "schedule_setting", "sglang_warnings", "speculation_kwargs", "speculation_on",
+    "schedule_setting", "sglang_warnings", "speculation_on",
     "threshold_values",
 ]
 
@@ -63,16 +62,6 @@ def sglang_warnings(variant: Mapping[str, Any], concurrencies: Sequence[int]) ->
             out += [f"{name}: {w}" for w in threshold_warnings(
                 variant["speculative_disable_above_batch"], cap)]
     return out + adaptive.threshold_notes(name, variant) + depth.depth_notes(name, variant)
-
-
-def speculation_kwargs(request: ServerRequest) -> dict[str, Any]:
-    """The depth-by-batch settings of a request as the command builders take them (the
-    adaptive config file read and checked here, at plan time)."""
-    config = depth.read_config(request.adaptive_config) if request.adaptive_config else None
-    if config is not None and not request.adaptive:
-        raise ValueError("speculative_adaptive_config is given without speculative_adaptive")
-    return {"depth_schedule": request.depth_schedule, "adaptive_on": request.adaptive,
-            "adaptive_config": config}
 
 
 def schedule_setting(engine: str, request: ServerRequest, gpu_memory_mib: float | None
@@ -93,15 +82,6 @@ def schedule_setting(engine: str, request: ServerRequest, gpu_memory_mib: float 
                                    fields["speculative_num_steps"])
     return DepthSetting(engine, tuple(server_args_to_argv(fields, request.version)),
                         {name: text}, tuple(routed))
-
-
-def adaptive_problem(variant: Mapping[str, Any]) -> str | None:
-    """Why SGLang would not run its adaptive speculation for `variant` (None: it would)."""
-    try:
-        depth.check_adaptive_args(variant.get("args") or {}, None, None)
-    except FlagError as e:
-        return str(e)
-    return None
 
 
 def threshold_values(args: Mapping[str, Any], gpu_memory_mib: float | None = None

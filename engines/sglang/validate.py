@@ -80,23 +80,5 @@ def check_batch(
     return run_checker(_CHECKER, flags, python, "SGLang", timeout_s)
 
 
-def validate_argv(
-    argv_flags: Mapping[str, Sequence[str]] | Sequence[str],
-    python: str = sys.executable,
-    *,
-    label: str = "",
-    timeout_s: float = 300.0,
-) -> list[FlagProblem]:
-    """Problems SGLang's own parser finds in one command line (`label` names it) or in a
-    mapping label -> command line (all in one subprocess). A command line may be the full
-    LaunchSpec argv or just its flags (`server_flags` cuts the program head). Empty list =
-    all accepted. Raises ValidationUnavailable if `python` cannot run SGLang's parser."""
-    if isinstance(argv_flags, Mapping):
-        batch = {str(k): list(v) for k, v in argv_flags.items()}
-    else:
-        batch = {label: list(argv_flags)}
-    return check_batch(batch, python, timeout_s)[2]
-
-
 __all__ = ["FlagProblem", "ValidationUnavailable", "check_batch", "named_flag",
-           "server_flags", "sglang_available", "validate_argv"]
+           "server_flags", "sglang_available"]

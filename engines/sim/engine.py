@@ -44,16 +44,8 @@ class Sim(Engine):
         profile = str(options.get("profile") or "")
         if profile.endswith(".json") or "/" in profile:  # a file: the server's cwd may differ
             options["profile"] = str(Path(profile).resolve())
-        spec = semantics.build_sim_launch(
-            args=request.args, env=forced_sim_env(request), model_path=request.model_path,
-            draft_model_path=request.draft_model_path,
-            served_model_name=request.served_model_name, tp_size=request.tp_size,
-            python=request.python, ready_timeout_s=request.ready_timeout_s,
-            disable_above_batch=request.disable_above_batch,
-            sim_options=options, host=request.host,
-            api_key=request.api_key, stop_timeout_s=request.stop_timeout_s,
-            revision=request.revision, draft_revision=request.draft_revision,
-            **semantics.speculation_kwargs(request))
+        spec = semantics.build_sim_launch(replace(request, env=forced_sim_env(request)),
+                                          options)
         return replace(spec, endpoints=self.endpoints, start_seed_flag="--sim-start-seed")
 
     def check_options(self, options: Mapping[str, Any]) -> None:
@@ -93,9 +85,6 @@ class Sim(Engine):
         hardware = request.options.get("hardware")
         return semantics.schedule_setting(self.name, request,
                                           _memory_mib(str(hardware) if hardware else None))
-
-    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
-        return semantics.adaptive_problem(variant)
 
 
 ENGINE = Sim()

@@ -17,7 +17,7 @@ from engines.sim.envelope import envelope
 from engines.sim.estimate import load_seconds
 from engines.sim.memory import memory_fit
 from engines.sim.profile import twin_of
-from engines.twin_data import MeasuredCell, SpeedupQuestion
+from engines.twin_data import MeasuredCell
 
 
 class SimModeller(Modeller):
@@ -81,11 +81,6 @@ class SimModeller(Modeller):
         return build(cells, run_id=run_id, hardware=hardware, model=model, start=start,
                      seed=seed, replicates=replicates, holdout=holdout,
                      holdout_workloads=holdout_workloads)
-
-    def predict_speedups(self, profile: str, question: SpeedupQuestion) -> tuple[float, ...]:
-        from engines.sim.twin.prior import speedups
-
-        return speedups(profile, question)
 
     def twin_summary(self, document: Mapping[str, Any], path: str, skipped: Sequence[str]
                      ) -> str:

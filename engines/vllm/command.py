@@ -50,7 +50,14 @@ from typing import Any
 
 from engines.depth import DepthSetting, DepthTiers, depth_schedule
 from engines.forced import ForcedAcceptance
-from engines.launch import FILES_DIR, SPEC_METHODS, Endpoints, LaunchSpec, ServerRequest
+from engines.launch import (
+    FILES_DIR,
+    SPEC_METHODS,
+    Endpoints,
+    LaunchSpec,
+    ServerRequest,
+    env_value,
+)
 from engines.vllm.logphases import VLLM_LOG_PHASES, VLLM_STARTUP_TIMINGS
 
 MODULE = "vllm.entrypoints.openai.api_server"
@@ -303,7 +310,7 @@ def build_vllm_launch(request: ServerRequest) -> LaunchSpec:
     readiness on GET /health (200 once the engine serves), the cache flush on
     /reset_prefix_cache."""
     env = launch_env(request.device)
-    env.update({str(k): _env_value(v) for k, v in request.env.items() if v is not None})
+    env.update({str(k): env_value(v) for k, v in request.env.items() if v is not None})
     return LaunchSpec(
         argv=[request.python, "-m", MODULE, *to_argv(server_fields(request))],
         env=env,
@@ -319,7 +326,3 @@ def build_vllm_launch(request: ServerRequest) -> LaunchSpec:
         endpoints=Endpoints(flush_cache="/reset_prefix_cache", server_info="/server_info",
                             native_generate=False),
     )
-
-
-def _env_value(value: Any) -> str:
-    return ("1" if value else "0") if isinstance(value, bool) else str(value)

@@ -82,9 +82,5 @@ class VLLM(Engine):
         (command.py `batch_ranges`), looked up by the number of scheduled requests."""
         return schedule_setting(request)
 
-    def adaptive_refusal(self, variant: Mapping[str, Any]) -> str | None:
-        return ("vLLM 0.32.0 has no runtime adaptation of the speculative depth (only a fixed "
-                "schedule by batch size)")
-
 
 ENGINE = VLLM()

@@ -196,13 +196,6 @@ def level(config: str, workload: str, load: float, xs: Sequence[Length], spec: S
     return lv
 
 
-def predicted_level(config: str, workload: str, load: float, lengths: Sequence[float],
-                    ratios: Sequence[float]) -> Level:
-    """The break-even length at one load from predicted ratios (the interval: the point)."""
-    point = crossing(lengths, ratios)
-    return _level(config, workload, load, lengths, ratios, [point], point.value, point.value)
-
-
 Key = tuple[str, str, str, float]
 """(kind, configuration, workload, load)."""
 

@@ -1,5 +1,5 @@
 """The plan side every adaptive search shares (`grid.search`, docs/questions.md): the checks, the
-space, the cells a question may choose (ordinary cells) and the twin asked first."""
+space and the cells a question may choose (ordinary cells)."""
 
 from __future__ import annotations
 

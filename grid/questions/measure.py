@@ -17,8 +17,6 @@ from grid.plan.cells import Cell
 from grid.store.loader import load_cells, load_requests
 
 K = TypeVar("K")
-Compared = tuple[Throughput, Throughput]
-"""A point's two cells: (the baseline's, the variant's) or (lower threshold's, higher's)."""
 
 
 def done_analysed(run_dir: Path, ids: Iterable[str] | None, slo: Slo,
@@ -65,12 +63,3 @@ def point_throughputs(run_dir: Path, points: Mapping[K, Cell], slo: Slo) -> dict
     """The points whose cell is committed as done with a throughput (`cell_throughputs`)."""
     value = cell_throughputs(run_dir, points.values(), slo)
     return {p: value[c.cell_id] for p, c in points.items() if c.cell_id in value}
-
-
-def compared_points(run_dir: Path, points: Mapping[K, tuple[Cell, Cell]], slo: Slo
-                    ) -> dict[K, Compared]:
-    """The points whose two cells are committed as done with a throughput."""
-    value = cell_throughputs(run_dir, (c for cells in points.values() for c in cells), slo)
-    return {point: (value[base.cell_id], value[var.cell_id])
-            for point, (base, var) in points.items()
-            if base.cell_id in value and var.cell_id in value}

@@ -51,12 +51,6 @@ def fit(points: Sequence[P], room: int, why: str, spent: str, stop: str = "budge
     return tuple(points[:room]), why, None
 
 
-def first_step_line(why: str, cells: int) -> str:
-    """What the plan says of the first step (its cells are listed below it)."""
-    return f"  step 1: {why} -> {cells} cells (listed below); later steps follow from the " \
-           "committed cells"
-
-
 def step_lines(steps: Sequence[Mapping[str, Any]], describe: Callable[[Any], str],
                phases: bool = False) -> list[str]:
     """`  step N: why -> measures P1, P2` (`step N (phase): ...` with `phases`)."""

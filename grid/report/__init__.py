@@ -8,24 +8,21 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from grid.analysis import Slo
-from grid.analysis.forced import unforced
 from grid.cli.runrecord import record_report_settings
 from grid.questions import traced
 from grid.report import alignment, breakeven, forced, lossless, plots, startup
 from grid.report.agentic import findings
-from grid.report.data import DECISION_FILE, load_run, run_decision, used_settings
+from grid.report.data import DECISION_FILE, load_run, used_settings
 from grid.report.html import compare_html, run_html
-from grid.report.operator import operator_view
 from grid.report.rundata import RunData
 from grid.report.text import domain_acceptance, summary_table, summary_text
 from grid.store.files import make_dirs, write_atomic
 
-__all__ = ["Report", "domain_acceptance", "load_run", "main", "run_summary", "summary_table",
+__all__ = ["Report", "domain_acceptance", "load_run", "main", "summary_table",
            "write_report"]
 
 
@@ -78,7 +75,7 @@ def decision_json(data: RunData) -> dict:
         # of drafters (its curve and held-out check, no forced fields).
         **({"breakeven": b} if (b := breakeven.decision(data)) else {}),
         # An adaptive search (grid.search.kind): every step, why, and why it stopped, and the
-        # question's own entries (a depth search: the schedule and the setting to paste).
+        # question's own entries (the speculation question: its recommendation and settings).
         **({"search": data.search, **traced(data.search).decision(data.search)}
            if data.search else {}),
     }
@@ -87,8 +84,7 @@ def decision_json(data: RunData) -> dict:
 def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
                  data: RunData | None = None, gpu_hour_usd: float | None = None) -> Report:
     """Everything into the run folder (each file replaced atomically); `gpu_hour_usd`: the
-    price of one GPU-hour for the dollar figures, `drafter_run`: an earlier run's drafter
-    placed on the break-even curve (both default to those the last report used)."""
+    price of one GPU-hour for the dollar figures (default: the one the last report used)."""
     run_dir = Path(run_dir)
     data = data or load_run(run_dir, slo, baseline, gpu_hour_usd=gpu_hour_usd)
     text = summary_text(data)
@@ -103,26 +99,9 @@ def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baselin
     _atomic_write(run_dir / DECISION_FILE, json.dumps(decision_json(data), indent=2))
     record_report_settings(run_dir, used_settings(data))  # what a re-render keeps
     _atomic_write(run_dir / "report.html", run_html(data, figures))
-    if data.search:  # e.g. a depth search's setting, to paste
+    if data.search:  # e.g. the speculation question's settings files, to paste
         traced(data.search).write_files(run_dir, data.search)
     return Report(text, run_dir / "report.html", run_dir / DECISION_FILE, paths)
-
-
-def run_summary(run_dir: Path, cell_ids: Iterable[str] | None = None,
-                slo: Slo | None = None) -> str:
-    """The text summary (of only `cell_ids` if given)."""
-    data = load_run(Path(run_dir), slo)
-    if cell_ids is not None:
-        keep = set(cell_ids)
-        data.cells = data.cells[data.cells.cell_id.isin(keep)]
-        data.stats.table = data.stats.table[data.stats.table.cell_id.isin(keep)]
-        data.requests = data.requests[data.requests.cell_id.isin(keep)]
-        data.turns = data.turns[data.turns.cell_id.isin(keep)]
-        data.decision = run_decision(unforced(data.stats, data.cells), data.baseline,
-                                     data.search)
-        data.operator = operator_view(data.stats, data.cells, data.energy, data.gpu_hour_usd)
-        data.lossless = lossless.load_table(Path(run_dir), data.cells, data.baseline)
-    return summary_text(data)
 
 
 def write_comparison(a: Path, b: Path, out: Path, slo: Slo | None = None,

@@ -69,7 +69,7 @@ def _clause(decision: Decision, rec: dict) -> str:
     threshold = rec.get("speculative_disable_above_batch")
     paying = rows[rows.verdict == FASTER]
     assumed: dict = rec.get("assumed") or {}  # a simulated run: its assumed interior decides
-    if rec.get("undetermined") and rec.get("source") is None and (assumed or len(rows)):
+    if rec.get("undetermined") and (assumed or len(rows)):
         return _undetermined(decision, rec, rows)
     if threshold is None:
         shown = _evidence(rows.iloc[0]) if len(rows) else "see below"
@@ -90,7 +90,7 @@ def _clause(decision: Decision, rec: dict) -> str:
                 f"keep speculation off: speculative_disable_above_batch={threshold} "
                 f"({assumed['text']}; measure c={assumed['measure']} on your node to check it)")
     top = (rec.get("plausible_range") or [threshold, threshold])[1]
-    if top == threshold or rec.get("source") is not None:
+    if top == threshold:
         return (f"{variant} pays up to concurrency {threshold} on {workload}{shown}; above it, "
                 f"keep speculation off: speculative_disable_above_batch={threshold}")
     above = rows[rows.load > threshold]

@@ -11,7 +11,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from grid.analysis.breakeven import Level, curves, held_out
-from grid.analysis.breakeven_cells import configuration, depth_of, ladder_refusals
+from grid.analysis.breakeven_cells import ladder_refusals
 from grid.analysis.breakeven_drafter import Drafter, drafters
 from grid.analysis.forced import FORCED_LABEL, TOLERANCE, forced_mask, honoured
 from grid.report.rundata import RunData
@@ -49,15 +49,6 @@ def view(data: RunData) -> View | None:
         return None
     placed = drafters(levels, data.requests, data.cells) if len(data.requests) else []
     return View(levels, placed, honoured(data.cells), refusals)
-
-
-def forced_configurations(cells: pd.DataFrame) -> list[tuple[str, int | None]]:
-    """The configurations of a run's forced cells with their depth (None: not recorded)."""
-    if cells.empty:
-        return []
-    forced = cells[forced_mask(cells)]
-    configs = forced.variant.astype(str).map(configuration)
-    return [(c, depth_of(forced[configs == c])) for c in sorted(set(configs))]
 
 
 def _title(data: RunData, v: View) -> str:

@@ -126,22 +126,12 @@ def load_run(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
 
 
 def run_decision(stats: CellStats, baseline: str, trace: dict | None) -> Decision:
-    """The decision over the cells, its recommendations as the run's question changes them (a
-    question's confirmed value in place of the crossover rule's)."""
+    """The decision over the cells, its recommendations as the run's question changes them (the
+    speculation question's own in place of the crossover rule's)."""
     decision = decide(stats, baseline)
     if trace:
-        decision.recommendations = [
-            _searched(r) for r in traced(trace).recommendations(decision.recommendations, trace)]
+        decision.recommendations = traced(trace).recommendations(decision.recommendations, trace)
     return decision
-
-
-def _searched(rec: dict) -> dict:
-    """A recommendation a question replaced (`source`): its verdict is the question's, so the
-    dense rule's `undetermined` range and cost (grid/analysis/verdict.py) go with it."""
-    if rec.get("source") is None:
-        return rec
-    return {**{k: v for k, v in rec.items() if k not in ("undetermined", "settle")},
-            "verdict": str(rec["source"])}
 
 
 def damage_lines(run_dir: Path, unreadable: list[DamagedFileError],

@@ -128,10 +128,9 @@ def latency(data: RunData) -> Figure | None:
 def speedup(data: RunData) -> Figure | None:
     """Speedup over the baseline against load with its interval, one line per variant (each
     over its own setup's baseline, labelled with the setup when the run has several engines,
-    models or hardware); each crossover marked (dotted, its interval
-    shaded), the recommended speculative_disable_above_batch (dash-dot; "confirmed" when a
-    threshold search measured it) and each variant's capacity under the SLOs (a star on its
-    line; the baseline's: a dashed grey line)."""
+    models or hardware); each crossover marked (dotted, its interval shaded), the recommended
+    speculative_disable_above_batch (dash-dot) and each variant's capacity under the SLOs (a
+    star on its line; the baseline's: a dashed grey line)."""
     table = data.decision.speedups
     if table.empty:
         return None
@@ -166,9 +165,8 @@ def speedup(data: RunData) -> Figure | None:
                 n = r.get("speculative_disable_above_batch")
                 if (r["variant"], r["workload"]) == (variant, workload) and n:
                     ax.axvline(n, color=line.get_color(), linestyle="-.", linewidth=0.9)
-                    ax.annotate(f"set off_above={n}" + (" (confirmed)" if r.get("source")
-                                                         else ""), (n, 0), fontsize=7,
-                                xytext=(4, -22), textcoords="offset points")
+                    ax.annotate(f"set off_above={n}", (n, 0), fontsize=7, xytext=(4, -22),
+                                textcoords="offset points")
             cap = view.capacity(str(variant), str(workload), kind) if view else None
             if cap is not None and cap.served:
                 here = group[group.load == cap.capacity]

@@ -1,5 +1,5 @@
-"""Files the report leaves in a run folder beside report.html (the settings a depth search
-found, in the engine's own form): only under the run folder, each replaced atomically by the
+"""Files the report leaves in a run folder beside report.html (the settings a question
+recommends, in the engine's own form): only under the run folder, each replaced atomically by the
 store's writer (grid/store/files.py), so a reader sees the old file or the new one, never half.
 Not fsynced: like the report, they are made again from the committed cells."""
 

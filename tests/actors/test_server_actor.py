@@ -14,7 +14,7 @@ import ray
 
 from actors._process import port_is_free
 from actors.server import PortLostError, ServerActor
-from engines.launch import FILES_DIR, LaunchSpec, LogPhase, StartupTiming
+from engines.launch import FILES_DIR, LaunchSpec, LogPhase, ServerRequest, StartupTiming
 from engines.sglang.command import build_sim_launch
 
 FAKE = str(Path(__file__).with_name("fake_engine.py"))
@@ -231,11 +231,10 @@ def test_a_server_bound_beyond_loopback_needs_its_key_and_is_ready_with_it():
     """engine.host=0.0.0.0: the simulator gets the run's key on its command line, readiness
     and the actor's own calls send it, a request without it is refused as SGLang refuses it
     (401), and clients reach the server at the node's address."""
-    spec = build_sim_launch(
-        args={}, env={}, model_path="specgrid/sim-model", draft_model_path=None,
-        served_model_name=None, tp_size=1, python=sys.executable, ready_timeout_s=60,
-        disable_above_batch=None, sim_options={"time_scale": 0}, default_max_running_requests=8,
-        host="0.0.0.0").with_run_key("sk-run-key-123")
+    spec = build_sim_launch(ServerRequest(
+        args={"max_running_requests": 8}, env={}, model_path="specgrid/sim-model",
+        python=sys.executable, ready_timeout_s=60, stop_timeout_s=5.0, host="0.0.0.0"),
+        {"time_scale": 0}).with_run_key("sk-run-key-123")
     actor = ServerActor.options(num_gpus=1, num_cpus=0).remote(spec)
     info = ray.get(actor.start.remote())
     try:

@@ -78,14 +78,6 @@ def fit(space: Space, observed: Sequence[Observed],
     return best
 
 
-def strata(observed: Sequence[Observed]) -> dict[str, list[int]]:
-    """Cell indices by variant."""
-    out: dict[str, list[int]] = {}
-    for i, o in enumerate(observed):
-        out.setdefault(o.cell.variant, []).append(i)
-    return out
-
-
 def log_errors(setup: Setup, observed: Sequence[Observed]
                ) -> list[tuple[dict[str, float], tuple[float, ...]]]:
     """Per cell: log(measured / predicted) of each figure, and of each position's share."""

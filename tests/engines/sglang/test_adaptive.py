@@ -79,17 +79,6 @@ def test_load_tiers_is_robust(tmp_path: Path) -> None:
         adaptive.load_tiers(path)
 
 
-def test_write_config_content_addressed(tmp_path: Path) -> None:
-    a = adaptive.write_config(adaptive.threshold_config(3, 16), tmp_path / "adaptive")
-    b = adaptive.write_config({"17": {"candidate_steps": [0]}, "1": {"candidate_steps": [3]}},
-                              tmp_path / "adaptive")
-    c = adaptive.write_config(adaptive.threshold_config(3, 32), tmp_path / "adaptive")
-    assert a == b != c
-    assert a.name.startswith("adaptive-") and a.suffix == ".json" and a.is_absolute()
-    assert json.loads(a.read_text()) == adaptive.threshold_config(3, 16)
-    assert sorted(p.name for p in (tmp_path / "adaptive").iterdir()) == sorted({a.name, c.name})
-
-
 @pytest.mark.parametrize(("override", "field"), [
     ({"speculative_algorithm": "NGRAM"}, "speculative_algorithm"),
     ({"speculative_algorithm": None}, "speculative_algorithm"),
@@ -147,6 +136,14 @@ print(json.dumps(out))
 """
 
 
+def _config_file(config: dict, folder: Path) -> Path:
+    """`config` as an adaptive-config file SGLang reads, one per distinct config."""
+    text = json.dumps(config, sort_keys=True)
+    path = folder / f"adaptive-{abs(hash(text))}.json"
+    path.write_text(text)
+    return path
+
+
 def _sglang(request: dict[str, object]) -> dict[str, object]:
     proc = subprocess.run([SGLANG_PYTHON, "-c", _SGLANG_PROBE], input=json.dumps(request),
                           capture_output=True, text=True, timeout=300, check=False)
@@ -167,8 +164,8 @@ def test_capture_lists_and_threshold_routing_match_sglang(tmp_path: Path) -> Non
     routes = {}
     thresholds = (*SHIPPED_THRESHOLDS, 6, 9, 10, 20, 30, 33, 100)
     for n in thresholds:
-        path = adaptive.write_config(adaptive.threshold_config(3, n), tmp_path)
-        routes[str(n)] = (str(path), graphs, 600)
+        routes[str(n)] = (str(_config_file(adaptive.threshold_config(3, n), tmp_path)),
+                          graphs, 600)
     got = _sglang({"lists": lists, "routes": routes})
     for key, (max_bs, spec, nopad) in lists.items():
         assert adaptive.decode_capture_sizes(max_bs, speculative=spec,
@@ -221,7 +218,7 @@ def test_honoured_thresholds_are_the_distinct_behaviours_of_sglang(tmp_path: Pat
     # drafts as asked (one per distinct drafting set), captured sizes up to 48, every
     # integer past it (a batch larger than max_bs is not padded).
     graphs = adaptive.decode_capture_sizes(48, speculative=True)
-    routes = {str(n): (str(adaptive.write_config(adaptive.threshold_config(3, n), tmp_path)),
+    routes = {str(n): (str(_config_file(adaptive.threshold_config(3, n), tmp_path)),
                        graphs, 100) for n in range(1, 100)}
     got = _sglang({"lists": {}, "routes": routes})["routes"]
     drafting = {n: tuple(b for b in range(1, 101) if got[str(n)][b - 1] == 3)

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from engines.launch import FILES_DIR
+from engines.launch import FILES_DIR, ServerRequest
 from engines.sglang import adaptive
 from engines.sglang.command import (
+    Launcher,
     build_sglang_launch,
     build_sim_launch,
     concurrency_warnings,
-    merged_env,
     sim_flags,
     threshold_warnings,
 )
@@ -29,14 +29,13 @@ EAGLE3 = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
           "max_running_requests": 64}
 
 
-def build(tmp_path: Path, args: dict[str, Any], **kw: Any):
+def build(tmp_path: Path, args: dict[str, Any], launcher: Launcher = "serve", **kw: Any):
     base: dict[str, Any] = dict(
         args=args, env={}, model_path=MODEL, draft_model_path=DRAFT,
-        served_model_name="llama3.1-8b", tp_size=8, version="0.5.23", launcher="serve",
-        python="/opt/sglang/bin/python", ready_timeout_s=1800,
-        disable_above_batch=None)
+        served_model_name="llama3.1-8b", tp_size=8, version="0.5.23",
+        python="/opt/sglang/bin/python", ready_timeout_s=1800)
     base.update(kw)
-    return build_sglang_launch(**base)
+    return build_sglang_launch(ServerRequest(**base), launcher)
 
 
 def test_eagle3_serve_0_5_23(tmp_path: Path) -> None:
@@ -71,11 +70,8 @@ def test_serve_without_directory_uses_path_lookup(tmp_path: Path) -> None:
 
 
 def test_baseline_gets_no_draft_and_explicit_cap(tmp_path: Path) -> None:
-    spec = build(tmp_path, {}, default_max_running_requests=64)
+    spec = build(tmp_path, {"max_running_requests": 32})
     assert "--speculative-draft-model-path" not in spec.argv
-    assert spec.argv[spec.argv.index("--max-running-requests") + 1] == "64"
-    # the variant's own value wins over the grid's default
-    spec = build(tmp_path, {"max_running_requests": 32}, default_max_running_requests=64)
     assert spec.argv[spec.argv.index("--max-running-requests") + 1] == "32"
 
 
@@ -149,12 +145,11 @@ def test_bind_host_and_the_run_key(tmp_path: Path) -> None:
 
 
 def test_sim_launch(tmp_path: Path) -> None:
-    spec = build_sim_launch(
+    spec = build_sim_launch(ServerRequest(
         args={**EAGLE3, "cuda_graph_max_bs": 64}, env={"X": "1"}, model_path="specgrid/sim-model",
         draft_model_path="specgrid/sim-eagle3-draft", served_model_name="sim-model", tp_size=1,
-        python="/venv/bin/python", ready_timeout_s=60,
-        disable_above_batch=16, sim_options={"profile": "default", "seed": 0, "sim_fast": True,
-                                          "off": False})
+        python="/venv/bin/python", ready_timeout_s=60, disable_above_batch=16, version="0.5.23"),
+        {"profile": "default", "seed": 0, "sim_fast": True, "off": False})
     assert spec.argv[:3] == ["/venv/bin/python", "-m", "engines.sim"]
     assert spec.argv[3:5] == ["--model-path", "specgrid/sim-model"]
     assert spec.argv[-5:] == ["--sim-fast", "--sim-profile", "default", "--sim-seed", "0"]
@@ -167,14 +162,6 @@ def test_sim_launch(tmp_path: Path) -> None:
 def test_sim_flags() -> None:
     assert sim_flags({"sim-seed": 1, "accept_rate": 0.7}) == [
         "--sim-accept-rate", "0.7", "--sim-seed", "1"]
-
-
-def test_merged_env() -> None:
-    env = merged_env({"PATH": "/bin", "NCCL_ALGO": "Ring", "HF_TOKEN": "hf_x"},
-                     {"NCCL_ALGO": "Tree", "NCCL_PROTO": None, "CUDA_LAUNCH_BLOCKING": False})
-    assert env == {"PATH": "/bin", "NCCL_ALGO": "Tree", "HF_TOKEN": "hf_x",
-                   "CUDA_LAUNCH_BLOCKING": "0"}
-    assert merged_env({"A": "1"}, {"A": None}) == {}
 
 
 def test_warnings() -> None:

@@ -10,9 +10,11 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from engines.launch import ServerRequest
 from engines.sglang import adaptive, depth
 from engines.sglang.command import server_args
 from engines.validation import FlagError
@@ -22,6 +24,10 @@ EAGLE3 = {"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
           "max_running_requests": 64}
 SCHEDULE = ((1, 5), (9, 3), (33, 1), (65, 0))
 GRAPHS_64 = adaptive.decode_capture_sizes(64, speculative=True)
+
+
+def request(args: dict[str, Any] = EAGLE3, **kw: Any) -> ServerRequest:
+    return ServerRequest(args=args, env={}, model_path="m", draft_model_path="d", **kw)
 """A speculative server with max_bs 64 pads to 1..8, 10..32 step 2, 40..64 step 4."""
 
 # The depth SGLang gives each running batch 1..100 under SCHEDULE, by hand from its routing
@@ -35,9 +41,7 @@ def test_each_tier_is_one_candidate_and_the_server_drafts_the_largest_depth() ->
     assert depth.schedule_config(SCHEDULE) == {
         "1": {"candidate_steps": [5]}, "9": {"candidate_steps": [3]},
         "33": {"candidate_steps": [1]}, "65": {"candidate_steps": [0]}}
-    fields = server_args(args=EAGLE3, model_path="m", draft_model_path="d",
-                         served_model_name=None, tp_size=1, disable_above_batch=None,
-                         version="0.5.23", depth_schedule=SCHEDULE)
+    fields = server_args(request(version="0.5.23", depth_schedule=SCHEDULE))
     name, text = depth.schedule_file(EAGLE3, SCHEDULE, "0.5.23")
     # SGLang requires --speculative-num-steps in the union of candidates (0, 1, 3, 5) and
     # resolves draft tokens to steps + 1 with topk 1.
@@ -89,15 +93,12 @@ def test_a_schedule_sglang_would_drop_or_refuse_is_refused(override: dict, versi
 
 def test_one_setting_of_the_depth_by_batch_at_a_time() -> None:
     with pytest.raises(FlagError, match="speculative_disable_above_batch and speculative_depth"):
-        server_args(args=EAGLE3, model_path="m", draft_model_path="d", served_model_name=None,
-                    tp_size=1, disable_above_batch=16, version=None, depth_schedule=SCHEDULE)
+        server_args(request(disable_above_batch=16, depth_schedule=SCHEDULE))
 
 
 def test_runtime_adaptation_needs_eagle_topk1_and_steps_among_the_candidates(tmp_path: Path
                                                                            ) -> None:
-    fields = server_args(args=EAGLE3, model_path="m", draft_model_path="d",
-                         served_model_name=None, tp_size=1, disable_above_batch=None,
-                         version=None, adaptive_on=True)
+    fields = server_args(request(adaptive=True))
     assert fields["speculative_adaptive"] is True
     assert "speculative_adaptive_config" not in fields  # SGLang's default tiers
     # SGLang's default union is {0, 1, 3, 5, 7}: 2 steps would make SGLang refuse to start.
@@ -111,10 +112,7 @@ def test_runtime_adaptation_needs_eagle_topk1_and_steps_among_the_candidates(tmp
     own = tmp_path / "tiers.json"
     own.write_text(json.dumps({"1": {"candidate_steps": [2, 4]}, "ema_alpha": 0.5}))
     config = depth.read_config(str(own))
-    fields = server_args(args={**EAGLE3, "speculative_num_steps": 2}, model_path="m",
-                         draft_model_path="d", served_model_name=None, tp_size=1,
-                         disable_above_batch=None, version=None, adaptive_on=True,
-                         adaptive_config=config)
+    fields = server_args(request({**EAGLE3, "speculative_num_steps": 2}, adaptive=True), config)
     assert fields["speculative_adaptive_config"].startswith("{files}/adaptive-")
     own.write_text(json.dumps({"1": {"candidate_steps": []}}))
     with pytest.raises(ValueError, match="tiers.json"):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from engines.launch import ServerRequest
 from engines.sglang.command import build_sglang_launch
 from engines.sglang.validate import (
     FlagProblem,
@@ -22,7 +23,6 @@ from engines.sglang.validate import (
     named_flag,
     server_flags,
     sglang_available,
-    validate_argv,
 )
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -58,7 +58,7 @@ def test_python_without_sglang() -> None:
     if sglang_available(sys.executable) is not None:
         pytest.skip("the test Python has SGLang itself")
     with pytest.raises(ValidationUnavailable):
-        validate_argv(["--model-path", "m"], python=sys.executable)
+        check_batch({"m": ["--model-path", "m"]}, python=sys.executable)
     assert sglang_available("/nonexistent/python") is None
 
 
@@ -88,13 +88,11 @@ def _model() -> dict[str, Any]:
 def _launch(python: str, version: str, run_dir: Path, args: dict[str, Any],
             disable_above_batch: int | None = None, tp_size: int = 8) -> list[str]:
     model = _model()
-    return build_sglang_launch(
-        args=args, env={}, model_path=model["model_path"],
+    return build_sglang_launch(ServerRequest(
+        args={"max_running_requests": 64, **args}, env={}, model_path=model["model_path"],
         draft_model_path=model["draft_model_path"],
         served_model_name=model["served_model_name"], tp_size=tp_size, version=version,
-        launcher="serve", python=python, ready_timeout_s=1800,
-        disable_above_batch=disable_above_batch, default_max_running_requests=64,
-        api_key="sk-test").argv
+        python=python, disable_above_batch=disable_above_batch, api_key="sk-test")).argv
 
 
 @pytest.fixture(scope="module", params=PYTHONS or [None])
@@ -176,7 +174,7 @@ def test_steps_for_batch_matches_sglang_router(python: str | None, tmp_path: Pat
     import subprocess
 
     from engines.sglang import adaptive
-    from tests.engines.sglang.test_adaptive import SGLANG_DEFAULT
+    from tests.engines.sglang.test_adaptive import SGLANG_DEFAULT, _config_file
 
     if python is None:
         pytest.skip("SPECGRID_SGLANG_PYTHON is not set")
@@ -184,7 +182,7 @@ def test_steps_for_batch_matches_sglang_router(python: str | None, tmp_path: Pat
                adaptive.threshold_config(5, 63), SGLANG_DEFAULT]
     batches = [1, 2, 7, 8, 9, 10, 11, 13, 16, 17, 31, 32, 48, 63, 64, 65, 100, 512]
     cases = [
-        {"path": str(adaptive.write_config(cfg, tmp_path)), "initial": initial,
+        {"path": str(_config_file(cfg, tmp_path)), "initial": initial,
          "graphs": graphs, "batches": batches}
         for cfg in configs for initial in (1, 3, 5)
         for graphs in (None, [1, 2, 4, 8, 12, 16, 24, 32, 48, 64])

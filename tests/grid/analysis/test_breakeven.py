@@ -174,16 +174,6 @@ def test_the_draft_part_of_a_label_is_not_the_configuration():
     assert configuration("eagle3__draft-noise-0.20__temperature-0.5") == "eagle3__temperature-0.5"
 
 
-def test_a_predicted_level_is_the_crossing_of_its_ratios_without_an_interval():
-    from grid.analysis.breakeven import predicted_level
-
-    # ratios 0.9, 1.2, 1.5 at 1.5, 2.5, 3.5: a* = 1.5 + 0.1 / 0.3 = 1.8333, the interval the point
-    lv = predicted_level("eagle3", "coding", 4.0, LENGTHS, [0.9, 1.2, 1.5])
-    assert (lv.value, lv.where) == (pytest.approx(1.5 + 0.1 / 0.3), "inside")
-    assert lv.lo == lv.hi == lv.value and lv.load == 4.0
-    assert predicted_level("eagle3", "coding", 64.0, LENGTHS, [0.5, 0.6, 0.9]).where == "above"
-
-
 def test_beyond_the_lengths_measured_the_verdict_is_unknown():
     # c=1 already pays at the shortest length (1.05 at 1.5): a* <= 1.5; c=8 loses at the
     # longest (0.95 at 3.5): a* >= 3.5

@@ -14,7 +14,8 @@ import pytest
 from engines.sim.profile import PROFILE_DIR
 from grid.loader import load_cells
 from grid.plan.cells import make_cell
-from grid.report import run_summary
+from grid.report.data import load_run
+from grid.report.text import summary_text
 from grid.run import make_plan, run
 from grid.status import format_status
 from tests.grid.plan.test_cells import _config
@@ -118,7 +119,7 @@ def test_new_engine_version_runs_new_cells_and_keeps_the_old(tmp_path):
     assert set(cells.cell_id) == set(first.cell_ids) | set(second.cell_ids)
     assert cells.engine_version.nunique() == 2 and (cells.status == "done").all()
     versions = sorted(cells.engine_version.unique())
-    report = run_summary(first.run_dir)
+    report = summary_text(load_run(first.run_dir))
     status = format_status(first.run_dir)
     for version in versions:
         assert report.count(f"[{version}]") >= 2

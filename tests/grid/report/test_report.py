@@ -160,12 +160,3 @@ def test_open_loop_cells_are_compared_by_rate(tmp_path):
     (row,) = decision.speedups.itertuples()
     assert row.load_kind == "rate" and row.load == 2.0 and row.verdict == "faster"
     assert decision.recommendations == []  # a threshold is a batch size: closed loop only
-
-
-def test_run_summary_of_some_cells(run_dir):
-    from grid.report import run_summary
-
-    text = run_summary(run_dir, ["baseline-c1", "eagle3-c1"])
-    table = text[text.index("variant "):text.index("window = ")]
-    assert "c=1" in table and "c=4" not in table and "c=16" not in table
-    assert "eagle3 vs baseline on coding: c=1 " in text and "c=16 " not in text

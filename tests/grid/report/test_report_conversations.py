@@ -155,12 +155,3 @@ def test_a_run_without_conversations_has_no_section(tmp_path):
     assert "<h2>Conversations</h2>" not in report.html.read_text()
     assert "conversations" not in json.loads(report.decision.read_text())
     assert "cache hit" not in report.summary
-
-
-def test_summary_of_some_cells_keeps_only_their_rounds(conv_run):
-    from grid.report import run_summary
-
-    text = run_summary(conv_run, ["eagle3-conv-c1"])
-    section = text[text.index("conversations (turns dataset)"):]
-    assert "eagle3: prefix-cache hit rate 46% over 5 rounds" in section
-    assert "baseline" not in section.replace("vs baseline", "")

@@ -5,7 +5,6 @@ profile (rtx-pro-6000 / kimi-k2.5-class factors and chains)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from engines.sim.profile import HARDWARE_DIR, MODEL_DIR, load_profile
 from engines.sim.twin.analytic import Setup
@@ -30,18 +29,3 @@ def truth() -> Setup:
 
 def start() -> Setup:
     return starting_setup("h200", "llama3.1-8b", "default")[1]
-
-
-def write_twin(folder: Path, run_id: str = "RUN") -> Path:
-    """A twin of the generating profile written as `folder/twin.json`: fitted to noise-free
-    cells of its closed form at c = 1, 8, 64, 256 (baseline and EAGLE-3 3/1/4), starting from
-    the default profile's factors, without bootstrap replicates (a second)."""
-    import engines
-    from engines.sim.twin import synthetic
-
-    cells = synthetic.cells(truth(), [1, 8, 64, 256], noise=0.0)
-    doc = engines.twin_modeller().fit_twin(cells, run_id=run_id, hardware="h200",
-                                      model="llama3.1-8b", start="default", replicates=0)
-    path = folder / "twin.json"
-    path.write_text(json.dumps(doc))
-    return path

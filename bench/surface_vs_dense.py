@@ -116,7 +116,8 @@ def question_run(args: argparse.Namespace) -> float:
 
 
 def surface_run(args: argparse.Namespace) -> float:
-    return grid_run(args, ["+sweep=speculation", f"grid.search.max_cells={args.max_cells}",
+    return grid_run(args, ["+sweep=speculation", "grid.search.forced=true",
+                           f"grid.search.max_cells={args.max_cells}",
                            f"grid.search.profile={args.results / 'profile-coding.json'}"],
                     "surface")
 

@@ -67,9 +67,11 @@ def surface_space(cfg: DictConfig) -> SurfaceSpace:
                        for r in rates) or len(set(rates)) != len(rates)):
         raise SearchError("grid.search.rates must be distinct forced acceptance rates in "
                           f"(0, 1] (the surface's first, the length check's after); got {rates}")
+    if not isinstance(s.forced, bool):
+        raise SearchError(f"grid.search.forced must be true or false, got {s.forced}")
     return SurfaceSpace(base.lattice, base.coarse, tuple(depths[1:]),
                         tuple(float(r) for r in rates), base.max_cells, float(s.min_effect),
-                        s.profile is None and s.surface is None)
+                        s.profile is None and s.surface is None, s.forced)
 
 
 def earlier_run(path: str) -> tuple[Path, dict[str, Any]]:
@@ -79,7 +81,8 @@ def earlier_run(path: str) -> tuple[Path, dict[str, Any]]:
         trace = json.loads((folder / TRACE_FILE).read_text())
     except (OSError, ValueError):
         trace = None
-    if not isinstance(trace, dict) or trace.get("kind") != "speculation":
+    if (not isinstance(trace, dict) or trace.get("kind") != "speculation"
+            or not isinstance(trace.get("forced"), bool)):
         raise SearchError(f"grid.search.surface={path}: not a speculation run folder (no "
                           f"{TRACE_FILE} of kind speculation)")
     return folder, trace
@@ -110,6 +113,7 @@ def planned_space(cfg: DictConfig) -> SurfaceSpace:
     _, trace = earlier_run(str(cfg.grid.search.surface))
     return dataclasses.replace(space, lattice=tuple(trace["lattice"]),
                                coarse=tuple(trace["coarse"]), depths=tuple(trace["depths"]),
-                               rates=tuple(trace["rates"]), profile=False)
+                               rates=tuple(trace["rates"]), profile=False,
+                               forced=trace["forced"])
 
 

@@ -68,13 +68,21 @@ def engine_forms(template: Cell) -> dict[str, Form]:
     return {name: form(name) for name in names}
 
 
-def surface_json(read: Read, lattice: tuple[int, ...], depths: tuple[int, ...],
-                 acceptance: float | None) -> dict[str, Any]:
-    """The surface, its decomposition, Leviathan beside it and the length checks."""
-    measured = read.costs
+def surface_json(read: Read, measured: Mapping[tuple[int, int], Cost], source: str,
+                 others: Mapping[tuple[int, int], str], lattice: tuple[int, ...],
+                 depths: tuple[int, ...], acceptance: float | None) -> dict[str, Any]:
+    """The surface (its fitted points `measured`, each from `source`: `own` or `forced`), its
+    decomposition, Leviathan beside it, the length checks; and the drafter's own cells'
+    points not fitted (`others`: (load, depth) -> `own` or `confirm`)."""
     full = interpolated(measured, lattice, depths)
     table = [{"load": b, "depth": k, "cost": _r(c.value), "interval": _pair(c.interval),
-              "measured": (b, k) in measured} for (b, k), c in sorted(full.items())]
+              "measured": (b, k) in measured,
+              "source": source if (b, k) in measured else None}
+             for (b, k), c in sorted(full.items())]
+    own = read.own_costs
+    points = [{"load": b, "depth": k, "cost": _r(own[(b, k)].value),
+               "interval": _pair(own[(b, k)].interval), "source": where}
+              for (b, k), where in sorted(others.items())]
     parts = decompose(measured)
     decomposition = {str(b): None if d is None else {
         "fixed": _r(d.fixed), "fixed_interval": _pair(d.fixed_interval), "draft": _r(d.draft),
@@ -90,7 +98,8 @@ def surface_json(read: Read, lattice: tuple[int, ...], depths: tuple[int, ...],
     checks = [{"load": c.load, "depth": c.depth, "lengths": [_r(x) for x in c.lengths],
                "difference": _r(c.difference), "interval": [_r(c.lo), _r(c.hi)],
                "agrees": c.agrees} for c in read.length_checks]
-    return {"table": table, "decomposition": decomposition,
+    return {"points_from": source, "table": table, "points": points,
+            "decomposition": decomposition,
             "leviathan": {"load": low, "acceptance": a, "assumed": acceptance is None,
                           "rows": beside},
             "length_checks": checks}

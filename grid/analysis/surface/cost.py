@@ -245,7 +245,8 @@ def forced_points(stats: CellStats, cells: pd.DataFrame, metric: str = "output_t
     each load (its own setup's: grid/analysis/setups.py): each honoured forced point at its
     measured decode length, paired replicates included (grid/analysis/breakeven_cells.py);
     with `own`, each unforced speculative point (the drafter's own acceptance) at its measured
-    decode length instead: c = L T_b / T_v is the same step cost whatever set the length.
+    decode length instead: c = L T_b / T_v is the same step cost whatever set the length (at
+    depth 0, speculation configured with no drafts, L = 1: c(B, 0) = T_b / T_0).
     Closed-loop points only, a point without a recorded depth or length left out."""
     curve = CurveCells.of(stats, cells)
     pts = [p for p in points(stats, (metric,)) if p.load_kind == "concurrency"]
@@ -257,8 +258,9 @@ def forced_points(stats: CellStats, cells: pd.DataFrame, metric: str = "output_t
             continue
         taken = (not curve.is_forced(p) if own else
                  curve.is_forced(p) and not curve.not_honoured(p))
-        length = curve.length(p) if taken else None
         depth = curve.depth(p.cell_ids)
+        # k = 0 (speculation configured, no drafts): every step yields one token, exactly
+        length = ((1.0, None) if own and depth == 0 else curve.length(p)) if taken else None
         if b is None or length is None or depth is None:
             continue
         forced, baselines = out.setdefault((configuration(p.variant), p.workload), ([], {}))

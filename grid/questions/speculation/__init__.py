@@ -19,6 +19,7 @@ at `load.concurrency=B`: the id a dense grid of those factors gives."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from omegaconf import DictConfig
@@ -43,6 +44,7 @@ from grid.questions.speculation.plan import (
     planned_space,
     surface_space,
     takes_rates,
+    takes_zero,
 )
 from grid.questions.speculation.planned import SpeculationPlanned
 from grid.questions.speculation.report import (
@@ -92,8 +94,9 @@ class Speculation(Question):
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
         """The baseline's cells as they are; each of the speculative variant's unforced at
-        every depth (the surface's points by default, its profile, the confirmation) and, with
-        `grid.search.forced`, once per depth and forced rate; the context:
+        every depth (the surface's points by default, its profile, the confirmation), at depth 0
+        where its engine runs it, and, with `grid.search.forced`, once per depth and forced
+        rate; the context:
         the space and the variant's own cell at the lowest load. SearchError for a grid that
         is not the baseline and one speculative variant on one workload, or a variant that
         sets the acceptance or the depth by batch itself."""
@@ -113,6 +116,7 @@ class Speculation(Question):
         if cfg.grid.search.surface is not None:  # predicts only: nothing is measured
             return list(cells), (space, template)
         out = [c for c in cells if c.config["variant"]["name"] == BASELINE]
+        space = dataclasses.replace(space, zero=takes_zero(template))
         chained = space.forced and takes_rates(template)
         for cell in own:
             settings = [{STEPS_KEY: k, **({RATES_KEY: list(space.chain(k, r))} if chained else
@@ -121,6 +125,8 @@ class Speculation(Question):
             if space.profile or not space.forced:  # the drafter's own cells: the surface's
                 # points (unforced), its profile, the confirmation
                 settings += [{STEPS_KEY: k} for k in space.depths]
+            # depth 0 where the engine runs it (speculation configured, no drafts)
+            settings += [{STEPS_KEY: 0}] if space.zero else []
             for setting in settings:
                 twin = with_settings(cell, setting)
                 if cell.cell_id in workloads.alignments:

@@ -49,6 +49,16 @@ def takes_rates(template: Cell) -> bool:
     return True
 
 
+def takes_zero(template: Cell) -> bool:
+    """Whether the variant's engine runs depth 0, speculation configured with no drafts (SGLang
+    and the simulator do; vLLM refuses zero speculative tokens): its own refusal decides."""
+    try:
+        launch_spec(with_settings(template, {STEPS_KEY: 0}).config, template.engine_version)
+    except ValueError:
+        return False
+    return True
+
+
 def surface_space(cfg: DictConfig) -> SurfaceSpace:
     """The lattice, depths, rates and budget; SearchError (one line) for depths that are not
     [0, d1, d2, ...] ascending with two speculative depths or more, rates outside (0, 1]."""
@@ -82,7 +92,8 @@ def earlier_run(path: str) -> tuple[Path, dict[str, Any]]:
     except (OSError, ValueError):
         trace = None
     if (not isinstance(trace, dict) or trace.get("kind") != "speculation"
-            or not isinstance(trace.get("forced"), bool)):
+            or not isinstance(trace.get("forced"), bool)
+            or not isinstance(trace.get("zero"), bool)):
         raise SearchError(f"grid.search.surface={path}: not a speculation run folder (no "
                           f"{TRACE_FILE} of kind speculation)")
     return folder, trace
@@ -114,6 +125,6 @@ def planned_space(cfg: DictConfig) -> SurfaceSpace:
     return dataclasses.replace(space, lattice=tuple(trace["lattice"]),
                                coarse=tuple(trace["coarse"]), depths=tuple(trace["depths"]),
                                rates=tuple(trace["rates"]), profile=False,
-                               forced=trace["forced"])
+                               forced=trace["forced"], zero=trace["zero"])
 
 

@@ -31,6 +31,8 @@ from grid.questions.speculation.predict import (
     mean_acceptance,
     prediction_json,
     surface_json,
+    zero_json,
+    zero_speedups,
 )
 from grid.questions.speculation.read import Read, own_profile, read_run
 from grid.questions.speculation.recommend import recommendation, threshold_part
@@ -117,7 +119,7 @@ class SpeculationPlanned(Planned):
         self.fitted = {(b, k) for b, k, r in chosen if k > 0 and r == self.space.rate}
         if steps[-1].stop is None or not self.space.profile:
             return steps, measured
-        self.profiled = {self.points[p].cell_id for p in chosen if p[2] == OWN}
+        self.profiled = {self.points[p].cell_id for p in chosen if p[2] == OWN and p[1] > 0}
         self.own = self._own_speedups(run_dir, slo)
         confirmation = self._confirmation(steps, len(chosen))
         self.confirming = {(b, k) for s in confirmation for b, k, _ in s.points} - {
@@ -129,7 +131,7 @@ class SpeculationPlanned(Planned):
         profile given, else the drafter's own from the first step's own cells (all done);
         None without one."""
         profile = self.profile
-        first = {p for p in coarse_points(self.space) if p[2] == OWN}
+        first = {p for p in coarse_points(self.space) if p[2] == OWN and p[1] > 0}
         if profile is None and first and first <= measured and self.read.table is not None:
             ids = {self.points[p].cell_id for p in first}
             profile = own_profile(run_dir, self.read.table[self.read.table.cell_id.isin(ids)],
@@ -148,7 +150,7 @@ class SpeculationPlanned(Planned):
     def _own_speedups(self, run_dir: Path, slo: Slo) -> dict[tuple[int, int], Est]:
         """Each done own cell's speedup over the baseline at its load, 95 % (replicates
         paired by index)."""
-        own = {p: c for p, c in self.points.items() if p[2] == OWN}
+        own = {p: c for p, c in self.points.items() if p[2] == OWN and p[1] > 0}
         out = {}
         for (b, k, _), t in point_throughputs(run_dir, own, slo).items():
             base = self.read.baselines.get(b)
@@ -189,9 +191,10 @@ class SpeculationPlanned(Planned):
                 table = table[table.cell_id.isin(self.profiled)]
             profile = own_profile(self.run_dir, table, str(self.run_dir))
         fitted = {k: c for k, c in self.read.costs.items()
-                  if self.fitted is None or k in self.fitted}
+                  if k[1] > 0 and (self.fitted is None or k in self.fitted)}
         out = surface_json(self.read, fitted, *self.sources(), self.space.lattice,
                            self.space.depths, mean_acceptance(profile))
+        out["zero"] = zero_json(self.read.own_costs, self.space.lattice)
         costs, widening = widened(interpolated(fitted, self.space.lattice, self.space.depths),
                                   self.read.length_checks)
         out["prediction"] = (None if profile is None or not costs else
@@ -209,7 +212,7 @@ class SpeculationPlanned(Planned):
         fitted = (set(self.read.costs) if self.fitted is None else self.fitted
                   ) if not self.space.forced else set()
         out = {(b, k): "confirm" if (b, k) in self.confirming else "own"
-               for b, k in self.read.own_costs if (b, k) not in fitted}
+               for b, k in self.read.own_costs if k > 0 and (b, k) not in fitted}
         return "forced" if self.space.forced else "own", out
 
     def recommendations(self, prediction: dict[str, Any] | None,
@@ -222,6 +225,7 @@ class SpeculationPlanned(Planned):
         off = list(last.disagree) if last is not None and last.stop else []
         asked = [(b, k) for s in confirming[:1] for b, k, _ in s.points if (b, k) in self.own]
         forms = engine_forms(self.template)
+        zero = zero_speedups(self.read.own_costs, self.space.lattice)
         out = []
         for i, (name, dom) in enumerate(prediction["domains"].items()):
             best = {int(b): int(k) for b, k in dom["best"].items()}
@@ -230,7 +234,7 @@ class SpeculationPlanned(Planned):
             near = crossover_neighbours((dom["crossover"] or {}).get("crossover"),
                                         self.space.lattice)
             part = threshold_part(dom["crossover"], own, near if conf else (), bad)
-            out.append(recommendation(settled, part, forms, name))
+            out.append(recommendation(settled, part, forms, name, zero))
         return out
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:
@@ -255,7 +259,8 @@ class SpeculationPlanned(Planned):
         res = {"recommendation": recs[0] if recs else None, "recommendations": recs, **res}
         if self.earlier is not None:
             res["from"] = str(self.earlier)
-        return {"kind": "speculation", "forced": space.forced, "baseline": BASELINE,
+        return {"kind": "speculation", "forced": space.forced, "zero": space.zero,
+                "baseline": BASELINE,
                 "variant": self.variant,
                 "workload": self.workload, "load_kind": "concurrency",
                 "engine": str(self.template.config["engine"]["name"]), "depth": self.depth,

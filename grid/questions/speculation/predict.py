@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import engines
+from grid.analysis.bootstrap import interval
 from grid.analysis.surface import (
     Cost,
     Profile,
@@ -25,6 +26,7 @@ from grid.analysis.surface import (
     interpolated,
     predict,
 )
+from grid.analysis.verdict import verdict_of
 from grid.plan.cells import Cell
 from grid.plan.search import with_settings
 from grid.plan.specs import server_request
@@ -103,6 +105,32 @@ def surface_json(read: Read, measured: Mapping[tuple[int, int], Cost], source: s
             "leviathan": {"load": low, "acceptance": a, "assumed": acceptance is None,
                           "rows": beside},
             "length_checks": checks}
+
+
+def zero_speedups(costs: Mapping[tuple[int, int], Cost], lattice: tuple[int, ...]
+                  ) -> dict[int, tuple[float, float, float]]:
+    """Depth 0 (speculation configured, no drafts) against the baseline at every lattice load
+    inside the span measured: 1 / c(B, 0), 95 % (c(B, 0) linear in log B between the loads
+    measured, replicate by replicate)."""
+    zero = {(b, k): c for (b, k), c in costs.items() if k == 0}
+    out = {}
+    for (b, _), c in sorted(interpolated(zero, lattice, (0,)).items()):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lo, hi = interval(1.0 / c.reps)
+        out[b] = (1.0 / c.value, lo, hi)
+    return out
+
+
+def zero_json(costs: Mapping[tuple[int, int], Cost], lattice: tuple[int, ...]
+              ) -> list[dict[str, Any]]:
+    """Depth 0 per lattice load: c(B, 0), whether measured there, its speedup over the
+    baseline with the verdict (grid/analysis/verdict.py)."""
+    zero = {b: c for (b, k), c in costs.items() if k == 0}
+    full = interpolated({(b, 0): c for b, c in zero.items()}, lattice, (0,))
+    return [{"load": b, "cost": _r(full[(b, 0)].value), "interval": _pair(full[(b, 0)].interval),
+             "measured": b in zero, "speedup": _r(s), "speedup_interval": [_r(lo), _r(hi)],
+             "verdict": verdict_of(lo - 1.0, hi - 1.0)}
+            for b, (s, lo, hi) in zero_speedups(costs, lattice).items()]
 
 
 def mean_acceptance(profile: Profile | None) -> float | None:

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from engines.forced import speculative_steps
 from grid.analysis import Slo
-from grid.analysis.breakeven_cells import depth_of
+from grid.analysis.breakeven_cells import depth_of, server_args
 from grid.analysis.cellstats import CellStats
 from grid.analysis.forced import forced_length, forced_mask
 from grid.analysis.setups import is_baseline
@@ -107,12 +108,14 @@ def read_run(run_dir: Path, slo: Slo, rates: Sequence[float], ids: Iterable[str]
 
 
 def own_profile(run_dir: Path, table: pd.DataFrame | None, source: str) -> Profile | None:
-    """The drafter's profile from the run's done unforced speculative cells: their requests'
-    acceptance histograms (by prompt domain), else the cells' per-position counter (by
-    workload); None when neither is recorded."""
+    """The drafter's profile from the run's done unforced speculative cells that draft (not
+    depth 0): their requests' acceptance histograms (by prompt domain), else the cells'
+    per-position counter (by workload); None when neither is recorded."""
     if table is None or table.empty:
         return None
-    own = table[~forced_mask(table) & ~table.variant.astype(str).map(is_baseline)]
+    drafts = (table.server_args.map(lambda v: speculative_steps(server_args(v)) != 0)
+              if "server_args" in table else True)  # depth 0 drafts nothing: no acceptance
+    own = table[~forced_mask(table) & ~table.variant.astype(str).map(is_baseline) & drafts]
     if own.empty:
         return None
     requests = load_requests(run_dir, columns=PROFILE_COLUMNS,

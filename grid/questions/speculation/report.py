@@ -82,6 +82,12 @@ def surface_lines(res: dict[str, Any]) -> list[str]:
             lines.append(f"    c={b}: fixed {_cell(d['fixed'], d['fixed_interval'])}, draft "
                          f"{_cell(d['draft'], d['draft_interval'])} per depth; verify excess "
                          f"{excess}")
+    if res.get("zero"):
+        lines.append("  depth 0 (speculation configured, no drafts: a depth-0 tier, a threshold's "
+                     "upper tier) against the baseline, 1 / c(B, 0), 95 % (* measured): "
+                     + "; ".join(f"c={z['load']} {_cell(z['speedup'], z['speedup_interval'], 'x')}"
+                                 + ("*" if z["measured"] else "") + f" {z['verdict']}"
+                                 for z in res["zero"]))
     lev = res["leviathan"]
     if lev["rows"]:
         source = "assumed" if lev["assumed"] else "the profile's mean conditional rate"
@@ -212,7 +218,7 @@ def speculation_decision(trace: dict) -> dict:
     the prediction, the confirmation and the budget."""
     res = trace["result"]
     keys = ("recommendation", "recommendations", "stop", "surface_stop", "cells", "starts",
-            "dense_cells", "dense_starts", "design", "points_from", "table", "points",
+            "dense_cells", "dense_starts", "design", "points_from", "table", "points", "zero",
             "decomposition", "leviathan",
             "length_checks", "prediction", "confirmation")
     return {"speculation": {**{k: res.get(k) for k in keys}, "files_in": FOLDER}}

@@ -88,6 +88,9 @@ class SurfaceSpace:
     forced: bool = True
     """The surface from forced cells at rates[0] (`grid.search.forced=true`); else from the
     drafter's own cells, unforced (c = L T_b / T_v at their measured length)."""
+    zero: bool = False
+    """The engine runs depth 0 (speculation configured, no drafts): measure c(B, 0), the step
+    a threshold's upper tier and a depth-0 tier run, at `check_loads` (point (B, 0, OWN))."""
 
     @property
     def rate(self) -> int:
@@ -243,6 +246,7 @@ def coarse_points(space: SurfaceSpace) -> list[Point]:
     check and the drafter's own acceptance, each server's loads ascending."""
     points: list[Point] = [(b, 0, 0) for b in space.coarse]
     points += [(b, k, space.rate) for k in space.coarse_depths for b in space.coarse]
+    points += [(b, 0, OWN) for b in space.check_loads if space.zero]
     if not space.forced:  # the rectangle is the drafter's own: its profile, no forced length
         return points
     points += [(b, space.check_depth, r) for r in range(1, len(space.rates))
@@ -253,16 +257,18 @@ def coarse_points(space: SurfaceSpace) -> list[Point]:
 
 
 def coarse_why(space: SurfaceSpace) -> str:
+    zero = (f"; depth 0 (speculation configured, no drafts) at loads "
+            f"{' '.join(map(str, space.check_loads))}" if space.zero else "")
     if not space.forced:
         return (f"coarse: the drafter's own cells at loads {' '.join(map(str, space.coarse))} "
-                f"x depths {' '.join(map(str, space.coarse_depths))} and the baseline")
+                f"x depths {' '.join(map(str, space.coarse_depths))} and the baseline" + zero)
     check = ", ".join(f"{space.rates[r]:g}" for r in range(1, len(space.rates)))
     own = (f"; the drafter's own acceptance at depth {space.depths[-1]}, c={space.lattice[0]}"
            if space.profile else "")
     return (f"coarse: loads {' '.join(map(str, space.coarse))} x depths "
             f"{' '.join(map(str, space.coarse_depths))} and the baseline"
             + (f"; the length check at depth {space.check_depth}, a={check}, loads "
-               f"{' '.join(map(str, space.check_loads))}" if check else "") + own)
+               f"{' '.join(map(str, space.check_loads))}" if check else "") + own + zero)
 
 
 def _rectangle(chosen: set[Point], rate: int) -> tuple[list[int], list[int]]:

@@ -154,3 +154,28 @@ def test_a_surface_that_runs_high_is_caught_and_the_answer_rests_on_the_drafters
     rec = recommendation(settled, part, {}, "coding")
     assert rec["schedule"] == [[1, 2], [4, 0]]
     assert [t["status"] for t in rec["tiers"]] == ["predicted", "measured"]
+
+
+def test_a_depth_zero_tier_is_judged_against_depth_zero_measured():
+    settled = {1: (2, "confirmed"), 2: (2, "predicted"), 4: (0, "predicted"),
+               8: (0, "predicted")}
+    part = {"speculative_disable_above_batch": 2, "depth": 2, "status": "predicted",
+            "statement": ""}
+    # depth 0 against the baseline: 0.95x at c=4 (holds 1), 0.87x [0.85, 0.89] at c=8
+    zero = {1: (0.97, 0.95, 0.99), 4: (0.95, 0.9, 1.01), 8: (0.87, 0.85, 0.89)}
+    rec = recommendation(settled, part, {}, "coding", zero)
+    # the tier from 4 runs depth 0 at 4 and 8: judged at its lowest, c=8, surely slower
+    assert rec["tiers"][1]["depth_zero"] == {"load": 8, "speedup": 0.87,
+                                             "interval": [0.85, 0.89], "verdict": "slower"}
+    assert "depth_zero" not in rec["tiers"][0]
+    assert rec["threshold"]["depth_zero"]["load"] == 8  # above the threshold 2: c=4 and 8
+    assert rec["text"] == ("for coding: set speculative_disable_above_batch=2 at depth 2 "
+                           "(predicted; speculation configured above it runs depth 0: 0.87x "
+                           "[0.85, 0.89] of the baseline at c=8, slower); by batch size: "
+                           "depth 2 from batch 1 (predicted), baseline from batch 4 (predicted; "
+                           "speculation configured there runs depth 0: 0.87x [0.85, 0.89] of "
+                           "the baseline at c=8, slower)")
+    # a schedule that never drafts is the baseline server itself: nothing to judge
+    off = recommendation({1: (0, "predicted")}, {**part, "speculative_disable_above_batch": None,
+                                                 "statement": "none"}, {}, "coding", zero)
+    assert "depth_zero" not in off["tiers"][0]

@@ -35,6 +35,8 @@ TRACE = {
         "stop": "fits", "stop_meaning": "every cell agrees", "cells": 4, "starts": 4,
         "dense_cells": 10, "dense_starts": 5, "design": {"loads": [1, 64], "depths": [1, 2]},
         "checks": [], "points_from": "forced",
+        "zero": [{"load": 1, "cost": 1.25, "interval": [1.2, 1.3], "measured": True,
+                  "speedup": 0.8, "speedup_interval": [0.77, 0.83], "verdict": "slower"}],
         "points": [{"load": 1, "depth": 2, "cost": 1.8, "interval": [1.7, 1.9], "source": "own"},
                    {"load": 64, "depth": 2, "cost": 4.4, "interval": [4.2, 4.6],
                     "source": "confirm"}],
@@ -80,6 +82,8 @@ def test_the_lines_lead_with_the_recommendation_and_mark_what_is_known_how():
     assert "1.50 [1.40,1.60]*" in text and "3.00 [2.90,3.10] " in text  # interpolated: no *
     assert "4 cells on 4 server(s): baseline, k=1, k=2, k=2 a=0.9" in text
     assert "(* measured: forced cells (forced acceptance" in text
+    assert "against the baseline, 1 / c(B, 0), 95 % (* measured): c=1 0.80x [0.77,0.83]* slower" \
+        in text
     # the drafter's own cells are points of the surface too, each saying where it came from
     assert ("c=1 k=2 1.80 [1.70,1.90] (own); c=64 k=2 4.40 [4.20,4.60] (confirm)" in text)
     own = {**TRACE, "result": {**TRACE["result"], "points_from": "own", "points": []}}
@@ -101,6 +105,7 @@ def test_decision_and_files(tmp_path):
     assert next(iter(entry)) == "recommendation"  # first in decision.json's entry
     assert entry["table"] == TRACE["result"]["table"] and entry["files_in"] == "speculation"
     assert entry["points_from"] == "forced" and entry["points"] == TRACE["result"]["points"]
+    assert entry["zero"] == TRACE["result"]["zero"]
     write_settings(tmp_path, TRACE)
     # the domain made path-safe; an engine that refused writes nothing
     folder = tmp_path / "speculation" / "coding_x"

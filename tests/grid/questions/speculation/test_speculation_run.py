@@ -41,11 +41,15 @@ def test_the_question_costs_its_forced_cells_predicts_and_replays(tmp_path):
     run_dir = first.run_dir
     trace = json.loads((run_dir / "search.json").read_text())
     res = trace["result"]
-    # 2 loads x (the baseline, k=1 and k=2 forced): 6 cells on 3 servers; no
-    # cell has a neighbour on both sides, so no check: the search stops at once.
+    # 2 loads x (the baseline, k=1 and k=2 forced, k=0 unforced: the simulator runs depth 0):
+    # 8 cells on 4 servers; no cell has a neighbour on both sides, so no check: the search
+    # stops at once.
     assert trace["kind"] == "speculation" and res["stop"] == "fits"  # a profile given: no
     assert res["confirmation"]["cells"] == 0  # confirmation (not the run's drafter)
-    assert (res["cells"], res["starts"], len(served_starts(run_dir))) == (6, 3, 3)
+    assert (res["cells"], res["starts"], len(served_starts(run_dir))) == (8, 4, 4)
+    # depth 0 at each load: one token a step, c(B, 0) = T_baseline / T_0
+    zero = {z["load"]: z for z in res["zero"]}
+    assert set(zero) == {1, 2} and all(z["measured"] for z in zero.values())
     assert (res["dense_cells"], res["dense_starts"]) == (6, 3)
 
     data = load_run(run_dir)
@@ -66,6 +70,9 @@ def test_the_question_costs_its_forced_cells_predicts_and_replays(tmp_path):
         assert cell["accept_length"] == pytest.approx(al)
         assert cell["break_even"] == pytest.approx(cost[(cell["load"], cell["depth"])], abs=1e-4)
         assert cell["speedup"] == pytest.approx(al / cell["break_even"], rel=1e-3)
+    for b, z in zero.items():
+        expected = tput[("baseline", b)] / tput[("eagle3__speculative_num_steps-0", b)]
+        assert z["cost"] == pytest.approx(expected, abs=1e-4)
     decision = json.loads((run_dir / "decision.json").read_text())
     assert decision["speculation"]["table"] == res["table"]
     assert decision["speculation"]["recommendation"] == res["recommendation"]

@@ -21,8 +21,9 @@ LATTICE = (1, 2, 4, 8, 16, 32, 64)
 
 
 def space(coarse=(1, 8, 64), depths=(1, 2, 3, 4, 5, 6, 7), max_cells=60, profile=True,
-          forced=True):
-    return SurfaceSpace(LATTICE, coarse, depths, (0.5, 0.9), max_cells, 0.05, profile, forced)
+          forced=True, zero=False):
+    return SurfaceSpace(LATTICE, coarse, depths, (0.5, 0.9), max_cells, 0.05, profile, forced,
+                        zero)
 
 
 def est(value, half=0.05):
@@ -190,3 +191,16 @@ def test_the_replay_asks_the_best_depth_of_the_cells_each_step_saw():
     assert seen[0] == {(b, k) for b in (1, 8, 64) for k in (1, 4, 7)}
     assert set(steps[1].points) == set(second)
     assert set(steps[2].points) == {(4, 0, 0), *((4, k, OWN) for k in (1, 2, 4, 7))}
+
+
+def test_depth_zero_is_measured_where_the_engine_runs_it():
+    # speculation configured with no drafts at the coarse loads' ends and middle: one server
+    step = next_step(space(forced=False, zero=True), set(), {})
+    assert {(1, 0, OWN), (8, 0, OWN), (64, 0, OWN)} <= set(step.points)
+    assert len(step.points) == 12 + 3 and step.starts == 5
+    assert "depth 0 (speculation configured, no drafts) at loads 1 8 64" in step.why
+    # not a point of the fit: the flat rectangle still fits with c(B, 0) far off its line
+    own = space(forced=False, zero=True)
+    flat = {key: est(1.0 + 0.1 * key[1]) for key in BENT}
+    flat.update({(b, 0): est(3.0) for b in (1, 8, 64)})
+    assert next_step(own, set(coarse_points(own)), flat, 2).stop == FITS

@@ -89,17 +89,15 @@ def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, 
     tiers = depth_schedule({b: k for b, (k, _) in settled.items()})
     status = {b: s for b, (_, s) in settled.items()}
     starts = sorted(settled)
-    tier_status = []
+    drafts = any(d > 0 for _, d in tiers)
+    tier_status: list[dict[str, Any]] = []
     for i, (start, depth) in enumerate(tiers):
         end = tiers[i + 1][0] if i + 1 < len(tiers) else None
         loads = [b for b in starts if b >= start and (end is None or b < end)]
         tier_status.append({"from": start, "depth": depth,
-                            "status": worst([status[b] for b in loads]), "loads": loads})
-    drafts = any(d > 0 for _, d in tiers)
-    for t in tier_status:
-        loads = t.pop("loads")
-        if t["depth"] == 0 and drafts:
-            t["depth_zero"] = depth_zero(zero or {}, loads)
+                            "status": worst([status[b] for b in loads])})
+        if depth == 0 and drafts:
+            tier_status[-1]["depth_zero"] = depth_zero(zero or {}, loads)
     settings = {n: f(tiers) for n, f in forms.items()} if drafts else {}
     words = ", ".join(f"{'baseline' if t['depth'] == 0 else 'depth ' + str(t['depth'])} from "
                       f"batch {t['from']} ({t['status']}{_zero_words(t.get('depth_zero'))})"

@@ -85,7 +85,7 @@ class SpeculationPlanned(Planned):
     def describe(self, point: Sequence[int]) -> str:
         load, depth, rate = point
         if depth == 0:
-            return f"c={load} {BASELINE}"
+            return f"c={load} k=0 no drafts" if rate == OWN else f"c={load} {BASELINE}"
         if rate == OWN:
             return f"c={load} k={depth} own acceptance"
         return f"c={load} k={depth} length {self.space.length(depth, rate):g}"

@@ -6,8 +6,8 @@
    coding prompts, the same on encyclopedic prompts, and a drafter whose acceptance barely
    decays over positions (engines/sim/profiles/model/kimi-k2.5-class-flat.json: the same node
    and step costs) on coding prompts.
-2. The surface search (`+sweep=speculation`, grid.search.profile = the coding profile, so
-   no cell of its own drafter) over c = 1..64 x k = 1..7, forced acceptance.
+2. The surface search (`+sweep=speculation grid.search.forced=true`, grid.search.profile = the
+   coding profile) over c = 1..64 x k = 1..7, forced acceptance.
 3. Held out, per drafter: the dense real-acceptance grid, the baseline and EAGLE-3 unforced at
    every k = 1..7 and c = 1, 2, 4, ..., 64 (its own server per depth).
 4. Compared: the predicted speedup AL(k) / c(B, k) (the surface interpolated where it measured
@@ -116,7 +116,8 @@ def question_run(args: argparse.Namespace) -> float:
 
 
 def surface_run(args: argparse.Namespace) -> float:
-    return grid_run(args, ["+sweep=speculation", f"grid.search.max_cells={args.max_cells}",
+    return grid_run(args, ["+sweep=speculation", "grid.search.forced=true",
+                           f"grid.search.max_cells={args.max_cells}",
                            f"grid.search.profile={args.results / 'profile-coding.json'}"],
                     "surface")
 

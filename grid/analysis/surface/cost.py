@@ -65,7 +65,8 @@ class Throughput:
 
 @dataclass(frozen=True)
 class ForcedPoint:
-    """One forced measurement: a speculative server at load B, depth k, accept length L."""
+    """One measured point of the surface: a speculative server at load B, depth k, accept
+    length L (forced, or the drafter's own: `forced_points`)."""
 
     load: int
     """B: the concurrency (closed loop)."""
@@ -237,20 +238,29 @@ def beside_leviathan(costs: Mapping[Key, Cost], parts: Decomposition, acceptance
     return out
 
 
-def forced_points(stats: CellStats, cells: pd.DataFrame, metric: str = "output_tok_s"
+def forced_points(stats: CellStats, cells: pd.DataFrame, metric: str = "output_tok_s",
+                  own: bool = False
                   ) -> dict[tuple[str, str], tuple[list[ForcedPoint], dict[int, Throughput]]]:
     """A run's forced points by (configuration, workload) with the baseline's throughput at
     each load (its own setup's: grid/analysis/setups.py): each honoured forced point at its
     measured decode length, paired replicates included (grid/analysis/breakeven_cells.py);
-    closed-loop points only, a point without a recorded depth left out."""
+    with `own`, each unforced speculative point (the drafter's own acceptance) at its measured
+    decode length instead: c = L T_b / T_v is the same step cost whatever set the length (at
+    depth 0, speculation configured with no drafts, L = 1: c(B, 0) = T_b / T_0).
+    Closed-loop points only, a point without a recorded depth or length left out."""
     curve = CurveCells.of(stats, cells)
     pts = [p for p in points(stats, (metric,)) if p.load_kind == "concurrency"]
     base = {(p.variant, p.workload, int(p.load)): p for p in pts if is_baseline(p.variant)}
     out: dict[tuple[str, str], tuple[list[ForcedPoint], dict[int, Throughput]]] = {}
     for p in pts:
         b = base.get((baseline_of(p.variant), p.workload, int(p.load)))
-        length = curve.length(p) if curve.is_forced(p) and not curve.not_honoured(p) else None
+        if is_baseline(p.variant):
+            continue
+        taken = (not curve.is_forced(p) if own else
+                 curve.is_forced(p) and not curve.not_honoured(p))
         depth = curve.depth(p.cell_ids)
+        # k = 0 (speculation configured, no drafts): every step yields one token, exactly
+        length = ((1.0, None) if own and depth == 0 else curve.length(p)) if taken else None
         if b is None or length is None or depth is None:
             continue
         forced, baselines = out.setdefault((configuration(p.variant), p.workload), ([], {}))

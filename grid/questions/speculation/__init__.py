@@ -1,23 +1,25 @@
 """How should I configure speculation on this server for my traffic? (`grid.search.kind=
-speculation`, docs/questions.md): on or off at each batch size, how deep at each, and whether
-the drafter pays. One model of the node, the relative step cost surface c(B, k) from forced
-cells over a rectangle of loads x depths, refined only where a measured cell disagrees with
-the surface its neighbours give (steps.py, pure); one model of the drafter, its per-position
-acceptance profile (`grid.search.profile`: a file or a run folder; else the run's own drafter
-in one unforced cell). Every answer is a view of the two, computed once (predict.py,
-answers.py): the speedup and the break-even length at every (B, k) with the drafter placed on
-it, the configured depth's crossover and threshold, the best depth per load and the schedule.
-Then the drafter's own cells confirm the prediction where it decides (confirm.py), and one
-recommendation in the engine's words leads the report (recommend.py, report.py). With
-`grid.search.surface=results/RUN` it measures nothing and predicts from that run's surface.
-Plan: plan.py; the planned question: planned.py; what it reads of a run: read.py.
+speculation`, docs/questions.md): on or off at each batch size, how deep at each, and whether the
+drafter pays. One model of the node, the relative step cost surface c(B, k) over a rectangle of
+loads x depths, its points the drafter's own cells (c = L T_b / T_v at each cell's measured
+accept length; forced cells with `grid.search.forced=true`), refined where a measured cell
+disagrees with the surface its neighbours give or where the best depth changes (steps.py, pure);
+one model of the drafter, its per-position acceptance profile (`grid.search.profile`: a file or a
+run folder; else the run's own drafter, from its cells). Every answer is a view of the two,
+computed once (predict.py, answers.py): the speedup and the break-even length at every (B, k)
+with the drafter placed on it, the configured depth's crossover and threshold, the best depth per
+load and the schedule. Then the drafter's own cells confirm the prediction where it decides
+(confirm.py), and one recommendation in the engine's words leads the report (recommend.py,
+report.py). With `grid.search.surface=results/RUN` it measures nothing and predicts from that
+run's surface. Plan: plan.py; the planned question: planned.py; what it reads of a run: read.py.
 
-A cell is an ordinary cell: the baseline's at a load, else the grid's speculative variant
-composed with `variant.args.speculative_num_steps=k` and `variant.forced_acceptance.length=L`
-(or unforced) at `load.concurrency=B`: the id a dense grid of those factors gives."""
+A cell is an ordinary cell: the baseline's at a load, else the grid's speculative variant composed
+with `variant.args.speculative_num_steps=k` and `variant.forced_acceptance.length=L` (or unforced)
+at `load.concurrency=B`: the id a dense grid of those factors gives."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from omegaconf import DictConfig
@@ -42,6 +44,7 @@ from grid.questions.speculation.plan import (
     planned_space,
     surface_space,
     takes_rates,
+    takes_zero,
 )
 from grid.questions.speculation.planned import SpeculationPlanned
 from grid.questions.speculation.report import (
@@ -90,9 +93,10 @@ class Speculation(Question):
 
     def universe(self, cfg: DictConfig, cells: list[Cell], workloads: WorkloadPlan
                  ) -> tuple[list[Cell], Any]:
-        """The baseline's cells as they are; each of the speculative variant's once per depth
-        and forced rate, and (measuring the run's own drafter) unforced at every depth; the
-        context:
+        """The baseline's cells as they are; each of the speculative variant's unforced at
+        every depth (the surface's points by default, its profile, the confirmation), at depth 0
+        where its engine runs it, and, with `grid.search.forced`, once per depth and forced
+        rate; the context:
         the space and the variant's own cell at the lowest load. SearchError for a grid that
         is not the baseline and one speculative variant on one workload, or a variant that
         sets the acceptance or the depth by batch itself."""
@@ -112,13 +116,17 @@ class Speculation(Question):
         if cfg.grid.search.surface is not None:  # predicts only: nothing is measured
             return list(cells), (space, template)
         out = [c for c in cells if c.config["variant"]["name"] == BASELINE]
-        chained = takes_rates(template)
+        space = dataclasses.replace(space, zero=takes_zero(template))
+        chained = space.forced and takes_rates(template)
         for cell in own:
             settings = [{STEPS_KEY: k, **({RATES_KEY: list(space.chain(k, r))} if chained else
                                           {LENGTH_KEY: space.length(k, r)})}
-                        for k in space.depths for r in range(len(space.rates))]
-            if space.profile:  # the drafter's own cells: its profile and the confirmation
+                        for k in space.depths for r in range(len(space.rates)) if space.forced]
+            if space.profile or not space.forced:  # the drafter's own cells: the surface's
+                # points (unforced), its profile, the confirmation
                 settings += [{STEPS_KEY: k} for k in space.depths]
+            # depth 0 where the engine runs it (speculation configured, no drafts)
+            settings += [{STEPS_KEY: 0}] if space.zero else []
             for setting in settings:
                 twin = with_settings(cell, setting)
                 if cell.cell_id in workloads.alignments:

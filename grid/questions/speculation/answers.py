@@ -34,7 +34,8 @@ def _finite(x: float) -> float | None:
 def configured_curve(predictions: Mapping[tuple[int, int], Prediction], depth: int,
                      variant: str, workload: str) -> pd.DataFrame:
     """The configured depth's predicted speedup over load as the dense grid's speedup table
-    holds a measured one (speedup - 1, its replicates, its verdict)."""
+    holds a measured one (speedup - 1, its replicates, its verdict; one repeat: a prediction's
+    interval is its cells' within-run intervals)."""
     rows = []
     for (b, k), p in sorted(predictions.items()):
         if k != depth:
@@ -43,7 +44,8 @@ def configured_curve(predictions: Mapping[tuple[int, int], Prediction], depth: i
         lo, hi = p.interval
         rows.append({"variant": variant, "workload": workload, "load_kind": "concurrency",
                      "load": float(b), "speedup": p.speedup - 1.0, "lo": lo - 1.0,
-                     "hi": hi - 1.0, "verdict": verdict, "_reps": np.asarray(p.reps) - 1.0})
+                     "hi": hi - 1.0, "verdict": verdict, "repeats": 1,
+                     "_reps": np.asarray(p.reps) - 1.0})
     return pd.DataFrame(rows)
 
 

@@ -15,6 +15,10 @@ class SpeculationKeys:
     """The forced acceptance per draft a of an i.i.d. chain (depth k forced to the
     per-position rates a, a^2, ..., a^k; a mean length 1 + a + ... + a^k where the engine
     takes a length only), the surface's first, the length check's after."""
+    forced: bool = False
+    """Measure the surface from forced cells (i.i.d. chains at `rates`, a length check at the
+    others, the drafter profiled in one cell); False: from the drafter's own cells, unforced,
+    each a cost point c = L T_baseline / T_variant at its measured accept length."""
     profile: str | None = None
     """A drafter's acceptance profile whose speedup the surface predicts: a profile file
     (`python -m grid.profile RUN > p.json`) or a run folder (its drafter's own cells); None:

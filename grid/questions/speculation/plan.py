@@ -49,6 +49,16 @@ def takes_rates(template: Cell) -> bool:
     return True
 
 
+def takes_zero(template: Cell) -> bool:
+    """Whether the variant's engine runs depth 0, speculation configured with no drafts (SGLang
+    and the simulator do; vLLM refuses zero speculative tokens): its own refusal decides."""
+    try:
+        launch_spec(with_settings(template, {STEPS_KEY: 0}).config, template.engine_version)
+    except ValueError:
+        return False
+    return True
+
+
 def surface_space(cfg: DictConfig) -> SurfaceSpace:
     """The lattice, depths, rates and budget; SearchError (one line) for depths that are not
     [0, d1, d2, ...] ascending with two speculative depths or more, rates outside (0, 1]."""
@@ -67,9 +77,11 @@ def surface_space(cfg: DictConfig) -> SurfaceSpace:
                        for r in rates) or len(set(rates)) != len(rates)):
         raise SearchError("grid.search.rates must be distinct forced acceptance rates in "
                           f"(0, 1] (the surface's first, the length check's after); got {rates}")
+    if not isinstance(s.forced, bool):
+        raise SearchError(f"grid.search.forced must be true or false, got {s.forced}")
     return SurfaceSpace(base.lattice, base.coarse, tuple(depths[1:]),
                         tuple(float(r) for r in rates), base.max_cells, float(s.min_effect),
-                        s.profile is None and s.surface is None)
+                        s.profile is None and s.surface is None, s.forced)
 
 
 def earlier_run(path: str) -> tuple[Path, dict[str, Any]]:
@@ -79,7 +91,9 @@ def earlier_run(path: str) -> tuple[Path, dict[str, Any]]:
         trace = json.loads((folder / TRACE_FILE).read_text())
     except (OSError, ValueError):
         trace = None
-    if not isinstance(trace, dict) or trace.get("kind") != "speculation":
+    if (not isinstance(trace, dict) or trace.get("kind") != "speculation"
+            or not isinstance(trace.get("forced"), bool)
+            or not isinstance(trace.get("zero"), bool)):
         raise SearchError(f"grid.search.surface={path}: not a speculation run folder (no "
                           f"{TRACE_FILE} of kind speculation)")
     return folder, trace
@@ -110,6 +124,7 @@ def planned_space(cfg: DictConfig) -> SurfaceSpace:
     _, trace = earlier_run(str(cfg.grid.search.surface))
     return dataclasses.replace(space, lattice=tuple(trace["lattice"]),
                                coarse=tuple(trace["coarse"]), depths=tuple(trace["depths"]),
-                               rates=tuple(trace["rates"]), profile=False)
+                               rates=tuple(trace["rates"]), profile=False,
+                               forced=trace["forced"], zero=trace["zero"])
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import engines
 from grid.analysis import Slo
 from grid.analysis.bootstrap import interval
-from grid.analysis.surface import Profile, interpolated, widened
+from grid.analysis.surface import Profile, best_depths, interpolated, predict, widened
 from grid.plan.cells import Cell
 from grid.plan.search import BASELINE
 from grid.questions import Planned
@@ -31,12 +31,15 @@ from grid.questions.speculation.predict import (
     mean_acceptance,
     prediction_json,
     surface_json,
+    zero_json,
+    zero_speedups,
 )
 from grid.questions.speculation.read import Read, own_profile, read_run
 from grid.questions.speculation.recommend import recommendation, threshold_part
 from grid.questions.speculation.report import plan_lines
 from grid.questions.speculation.steps import (
     OWN,
+    BestOf,
     Point,
     SurfaceSpace,
     SurfaceStep,
@@ -68,6 +71,12 @@ class SpeculationPlanned(Planned):
         cells confirm, they do not move the prediction they confirm)."""
         self.own: dict[tuple[int, int], Est] = {}
         """The drafter's own cells' speedups over the baseline, by (load, depth)."""
+        self.fitted: set[tuple[int, int]] | None = None
+        """The (load, depth)s the surface's steps measured at its rate: its fitted points (the
+        confirmation's cells are points of the surface too, reported, not fitted); None: every
+        one read (an earlier run's surface)."""
+        self.confirming: set[tuple[int, int]] = set()
+        """The (load, depth)s of the drafter's own cells the confirmation chose."""
 
     @property
     def variant_cell(self) -> Cell:
@@ -76,7 +85,7 @@ class SpeculationPlanned(Planned):
     def describe(self, point: Sequence[int]) -> str:
         load, depth, rate = point
         if depth == 0:
-            return f"c={load} {BASELINE}"
+            return f"c={load} k=0 no drafts" if rate == OWN else f"c={load} {BASELINE}"
         if rate == OWN:
             return f"c={load} k={depth} own acceptance"
         return f"c={load} k={depth} length {self.space.length(depth, rate):g}"
@@ -96,25 +105,52 @@ class SpeculationPlanned(Planned):
         """The surface's steps from the committed cells' costs (read.py: the report's
         analysis), then, once it stops, the confirmation's."""
         if self.earlier is not None:
-            self.run_dir, self.read = self.earlier, read_run(self.earlier, slo, self.space.rates)
+            self.run_dir = self.earlier
+            self.read = read_run(self.earlier, slo, self.space.rates, rate=self.space.rate)
             return [SurfaceStep(1, f"the surface of {self.earlier}", (), 0, GIVEN)], set()
         self.run_dir = run_dir
         ids = {c.cell_id: p for p, c in self.points.items()}
-        self.read = read_run(run_dir, slo, self.space.rates, ids)
+        self.read = read_run(run_dir, slo, self.space.rates, ids, self.space.rate)
         measured = {ids[i] for i in self.read.done}
         costs = {key: (c.value, *c.interval) for key, c in self.read.costs.items()}
-        steps: list[Any] = list(steps_of(self.space, measured, costs))
+        steps: list[Any] = list(steps_of(self.space, measured, costs,
+                                         self._best_of(run_dir, measured)))
+        chosen = {p for s in steps for p in s.points}
+        self.fitted = {(b, k) for b, k, r in chosen if k > 0 and r == self.space.rate}
         if steps[-1].stop is None or not self.space.profile:
             return steps, measured
-        chosen = {p for s in steps for p in s.points}
-        self.profiled = {self.points[p].cell_id for p in chosen if p[2] == OWN}
+        self.profiled = {self.points[p].cell_id for p in chosen if p[2] == OWN and p[1] > 0}
         self.own = self._own_speedups(run_dir, slo)
-        return [*steps, *self._confirmation(steps, len(chosen))], measured
+        confirmation = self._confirmation(steps, len(chosen))
+        self.confirming = {(b, k) for s in confirmation for b, k, _ in s.points} - {
+            (b, k) for b, k, r in chosen if r == OWN}
+        return [*steps, *confirmation], measured
+
+    def _best_of(self, run_dir: Path, measured: set[Point]) -> BestOf | None:
+        """The best depth per load a surface of measured (load, depth)s predicts for the
+        profile given, else the drafter's own from the first step's own cells (all done);
+        None without one."""
+        profile = self.profile
+        first = {p for p in coarse_points(self.space) if p[2] == OWN and p[1] > 0}
+        if profile is None and first and first <= measured and self.read.table is not None:
+            ids = {self.points[p].cell_id for p in first}
+            profile = own_profile(run_dir, self.read.table[self.read.table.cell_id.isin(ids)],
+                                  str(run_dir))
+        if profile is None or not profile.domains:
+            return None
+        domain = next(iter(profile.domains.values()))
+        every = self.read.costs
+
+        def best_of(keys: set[tuple[int, int]]) -> dict[int, int]:
+            costs = interpolated({k: c for k, c in every.items() if k in keys},
+                                 self.space.lattice, self.space.depths)
+            return best_depths(predict(costs, domain))
+        return best_of
 
     def _own_speedups(self, run_dir: Path, slo: Slo) -> dict[tuple[int, int], Est]:
         """Each done own cell's speedup over the baseline at its load, 95 % (replicates
         paired by index)."""
-        own = {p: c for p, c in self.points.items() if p[2] == OWN}
+        own = {p: c for p, c in self.points.items() if p[2] == OWN and p[1] > 0}
         out = {}
         for (b, k, _), t in point_throughputs(run_dir, own, slo).items():
             base = self.read.baselines.get(b)
@@ -154,17 +190,30 @@ class SpeculationPlanned(Planned):
             if table is not None and self.profiled is not None:
                 table = table[table.cell_id.isin(self.profiled)]
             profile = own_profile(self.run_dir, table, str(self.run_dir))
-        out = surface_json(self.read, self.space.lattice, self.space.depths,
-                           mean_acceptance(profile))
-        costs, widening = widened(
-            interpolated(self.read.costs, self.space.lattice, self.space.depths),
-            self.read.length_checks)
+        fitted = {k: c for k, c in self.read.costs.items()
+                  if k[1] > 0 and (self.fitted is None or k in self.fitted)}
+        out = surface_json(self.read, fitted, *self.sources(), self.space.lattice,
+                           self.space.depths, mean_acceptance(profile))
+        out["zero"] = zero_json(self.read.own_costs, self.space.lattice)
+        costs, widening = widened(interpolated(fitted, self.space.lattice, self.space.depths),
+                                  self.read.length_checks)
         out["prediction"] = (None if profile is None or not costs else
                              prediction_json(costs, profile, engine_forms(self.template),
                                              self.depth, self.variant, self.workload))
         if out["prediction"] is not None:
             out["prediction"]["widened"] = {str(b): round(r, 4) for b, r in widening.items()}
         return out
+
+    def sources(self) -> tuple[str, dict[tuple[int, int], str]]:
+        """Where the measured points of the surface came from: the fitted ones `forced` or
+        `own` (the drafter's own cells the surface's steps measured); the rest of the
+        drafter's own cells, points of the surface too but not fitted (the confirmation's
+        confirm the prediction, they do not move it), `own` or `confirm`, by (load, depth)."""
+        fitted = (set(self.read.costs) if self.fitted is None else self.fitted
+                  ) if not self.space.forced else set()
+        out = {(b, k): "confirm" if (b, k) in self.confirming else "own"
+               for b, k in self.read.own_costs if k > 0 and (b, k) not in fitted}
+        return "forced" if self.space.forced else "own", out
 
     def recommendations(self, prediction: dict[str, Any] | None,
                         confirming: Sequence[ConfirmStep]) -> list[dict[str, Any]]:
@@ -176,6 +225,7 @@ class SpeculationPlanned(Planned):
         off = list(last.disagree) if last is not None and last.stop else []
         asked = [(b, k) for s in confirming[:1] for b, k, _ in s.points if (b, k) in self.own]
         forms = engine_forms(self.template)
+        zero = zero_speedups(self.read.own_costs, self.space.lattice)
         out = []
         for i, (name, dom) in enumerate(prediction["domains"].items()):
             best = {int(b): int(k) for b, k in dom["best"].items()}
@@ -184,7 +234,7 @@ class SpeculationPlanned(Planned):
             near = crossover_neighbours((dom["crossover"] or {}).get("crossover"),
                                         self.space.lattice)
             part = threshold_part(dom["crossover"], own, near if conf else (), bad)
-            out.append(recommendation(settled, part, forms, name))
+            out.append(recommendation(settled, part, forms, name, zero))
         return out
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:
@@ -209,7 +259,9 @@ class SpeculationPlanned(Planned):
         res = {"recommendation": recs[0] if recs else None, "recommendations": recs, **res}
         if self.earlier is not None:
             res["from"] = str(self.earlier)
-        return {"kind": "speculation", "baseline": BASELINE, "variant": self.variant,
+        return {"kind": "speculation", "forced": space.forced, "zero": space.zero,
+                "baseline": BASELINE,
+                "variant": self.variant,
                 "workload": self.workload, "load_kind": "concurrency",
                 "engine": str(self.template.config["engine"]["name"]), "depth": self.depth,
                 "lattice": list(space.lattice), "coarse": list(space.coarse),

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import engines
+from grid.analysis.bootstrap import interval
 from grid.analysis.surface import (
     Cost,
     Profile,
@@ -25,6 +26,7 @@ from grid.analysis.surface import (
     interpolated,
     predict,
 )
+from grid.analysis.verdict import verdict_of
 from grid.plan.cells import Cell
 from grid.plan.search import with_settings
 from grid.plan.specs import server_request
@@ -68,13 +70,21 @@ def engine_forms(template: Cell) -> dict[str, Form]:
     return {name: form(name) for name in names}
 
 
-def surface_json(read: Read, lattice: tuple[int, ...], depths: tuple[int, ...],
-                 acceptance: float | None) -> dict[str, Any]:
-    """The surface, its decomposition, Leviathan beside it and the length checks."""
-    measured = read.costs
+def surface_json(read: Read, measured: Mapping[tuple[int, int], Cost], source: str,
+                 others: Mapping[tuple[int, int], str], lattice: tuple[int, ...],
+                 depths: tuple[int, ...], acceptance: float | None) -> dict[str, Any]:
+    """The surface (its fitted points `measured`, each from `source`: `own` or `forced`), its
+    decomposition, Leviathan beside it, the length checks; and the drafter's own cells'
+    points not fitted (`others`: (load, depth) -> `own` or `confirm`)."""
     full = interpolated(measured, lattice, depths)
     table = [{"load": b, "depth": k, "cost": _r(c.value), "interval": _pair(c.interval),
-              "measured": (b, k) in measured} for (b, k), c in sorted(full.items())]
+              "measured": (b, k) in measured,
+              "source": source if (b, k) in measured else None}
+             for (b, k), c in sorted(full.items())]
+    own = read.own_costs
+    points = [{"load": b, "depth": k, "cost": _r(own[(b, k)].value),
+               "interval": _pair(own[(b, k)].interval), "source": where}
+              for (b, k), where in sorted(others.items())]
     parts = decompose(measured)
     decomposition = {str(b): None if d is None else {
         "fixed": _r(d.fixed), "fixed_interval": _pair(d.fixed_interval), "draft": _r(d.draft),
@@ -90,10 +100,37 @@ def surface_json(read: Read, lattice: tuple[int, ...], depths: tuple[int, ...],
     checks = [{"load": c.load, "depth": c.depth, "lengths": [_r(x) for x in c.lengths],
                "difference": _r(c.difference), "interval": [_r(c.lo), _r(c.hi)],
                "agrees": c.agrees} for c in read.length_checks]
-    return {"table": table, "decomposition": decomposition,
+    return {"points_from": source, "table": table, "points": points,
+            "decomposition": decomposition,
             "leviathan": {"load": low, "acceptance": a, "assumed": acceptance is None,
                           "rows": beside},
             "length_checks": checks}
+
+
+def zero_speedups(costs: Mapping[tuple[int, int], Cost], lattice: tuple[int, ...]
+                  ) -> dict[int, tuple[float, float, float]]:
+    """Depth 0 (speculation configured, no drafts) against the baseline at every lattice load
+    inside the span measured: 1 / c(B, 0), 95 % (c(B, 0) linear in log B between the loads
+    measured, replicate by replicate)."""
+    zero = {(b, k): c for (b, k), c in costs.items() if k == 0}
+    out = {}
+    for (b, _), c in sorted(interpolated(zero, lattice, (0,)).items()):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lo, hi = interval(1.0 / c.reps)
+        out[b] = (1.0 / c.value, lo, hi)
+    return out
+
+
+def zero_json(costs: Mapping[tuple[int, int], Cost], lattice: tuple[int, ...]
+              ) -> list[dict[str, Any]]:
+    """Depth 0 per lattice load: c(B, 0), whether measured there, its speedup over the
+    baseline with the verdict (grid/analysis/verdict.py)."""
+    zero = {b: c for (b, k), c in costs.items() if k == 0}
+    full = interpolated({(b, 0): c for b, c in zero.items()}, lattice, (0,))
+    return [{"load": b, "cost": _r(full[(b, 0)].value), "interval": _pair(full[(b, 0)].interval),
+             "measured": b in zero, "speedup": _r(s), "speedup_interval": [_r(lo), _r(hi)],
+             "verdict": verdict_of(lo - 1.0, hi - 1.0)}
+            for b, (s, lo, hi) in zero_speedups(costs, lattice).items()]
 
 
 def mean_acceptance(profile: Profile | None) -> float | None:

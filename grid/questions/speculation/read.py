@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from engines.forced import speculative_steps
 from grid.analysis import Slo
-from grid.analysis.breakeven_cells import depth_of
+from grid.analysis.breakeven_cells import depth_of, server_args
 from grid.analysis.cellstats import CellStats
 from grid.analysis.forced import forced_length, forced_mask
 from grid.analysis.setups import is_baseline
@@ -31,7 +32,7 @@ from grid.analysis.surface import (
     surface,
 )
 from grid.questions.measure import done_analysed
-from grid.questions.speculation.steps import chain_length
+from grid.questions.speculation.steps import OWN, chain_length
 from grid.store.loader import load_cells, load_requests
 
 PROFILE_COLUMNS = ["cell_id", "status", "domain", "accept_histogram"]
@@ -43,7 +44,9 @@ class Read:
     """A run's forced cells as the surface reads them."""
 
     forced: dict[int, list[ForcedPoint]] = field(default_factory=dict)
-    """Rate index -> its honoured forced points."""
+    """Rate index -> its honoured forced points; OWN -> the drafter's own (unforced) points."""
+    rate: int = 0
+    """The surface's rate index: 0 (forced at rates[0]) or OWN (the drafter's own cells)."""
     baselines: dict[int, Throughput] = field(default_factory=dict)
     """Load -> the baseline's throughput."""
     done: set[str] = field(default_factory=set)
@@ -53,14 +56,19 @@ class Read:
 
     @property
     def costs(self) -> dict[tuple[int, int], Cost]:
-        """c(B, k) at the surface's rate (rates[0])."""
-        return surface(self.forced.get(0, []), self.baselines)
+        """c(B, k) at the surface's rate (`rate`)."""
+        return surface(self.forced.get(self.rate, []), self.baselines)
+
+    @property
+    def own_costs(self) -> dict[tuple[int, int], Cost]:
+        """c(B, k) of every done cell of the drafter's own (c = L T_b / T_v)."""
+        return surface(self.forced.get(OWN, []), self.baselines)
 
     @property
     def length_checks(self) -> list[LengthCheck]:
         """Each (B, k) forced at two rates or more (grid/analysis/surface/cost.py)."""
-        return length_checks([p for points in self.forced.values() for p in points],
-                             self.baselines)
+        return length_checks([p for r, points in self.forced.items() if r != OWN
+                              for p in points], self.baselines)
 
 
 def rate_index(length: float | None, depth: int | None, rates: Sequence[float]) -> int | None:
@@ -71,10 +79,11 @@ def rate_index(length: float | None, depth: int | None, rates: Sequence[float]) 
     return found[0] if found else None
 
 
-def read_run(run_dir: Path, slo: Slo, rates: Sequence[float], ids: Iterable[str] | None = None
-             ) -> Read:
+def read_run(run_dir: Path, slo: Slo, rates: Sequence[float], ids: Iterable[str] | None = None,
+             rate: int = 0) -> Read:
     """The done cells among `ids` (every cell when None): each forced cell under the rate that
-    forced it, the baselines' throughputs by load."""
+    forced it, each unforced speculative cell under OWN, the baselines' throughputs by load;
+    `rate`: the surface's."""
     found = done_analysed(Path(run_dir), ids, slo)
     if found is None:
         return Read()
@@ -82,26 +91,31 @@ def read_run(run_dir: Path, slo: Slo, rates: Sequence[float], ids: Iterable[str]
     forced = forced_mask(table)
     index = [rate_index(forced_length(v), depth_of(table.iloc[[i]]), rates) if f else None
              for i, (v, f) in enumerate(zip(table.forced_acceptance, forced, strict=True))]
-    out = Read(done=set(table.cell_id.astype(str)), table=table)
+    out = Read(done=set(table.cell_id.astype(str)), table=table, rate=rate)
     base = table.variant.astype(str).map(is_baseline)
-    for r in range(len(rates)):
-        mask = base | pd.Series([i == r for i in index], index=table.index)
+    for r in [*range(len(rates)), OWN]:
+        wanted = [f if r != OWN else not f for f in forced]
+        mask = base | pd.Series([w and (r == OWN or i == r) for w, i in zip(wanted, index,
+                                                                          strict=True)],
+                                index=table.index)
         ids_r = set(table.cell_id[mask])
         sub = CellStats(stats.table[stats.table.cell_id.isin(ids_r)].reset_index(drop=True),
                         stats.replicates, stats.slo, stats.n_replicates)
-        for points, baselines in forced_points(sub, table[mask]).values():
+        for points, baselines in forced_points(sub, table[mask], own=r == OWN).values():
             out.forced.setdefault(r, []).extend(points)
             out.baselines.update(baselines)
     return out
 
 
 def own_profile(run_dir: Path, table: pd.DataFrame | None, source: str) -> Profile | None:
-    """The drafter's profile from the run's done unforced speculative cells: their requests'
-    acceptance histograms (by prompt domain), else the cells' per-position counter (by
-    workload); None when neither is recorded."""
+    """The drafter's profile from the run's done unforced speculative cells that draft (not
+    depth 0): their requests' acceptance histograms (by prompt domain), else the cells'
+    per-position counter (by workload); None when neither is recorded."""
     if table is None or table.empty:
         return None
-    own = table[~forced_mask(table) & ~table.variant.astype(str).map(is_baseline)]
+    drafts = (table.server_args.map(lambda v: speculative_steps(server_args(v)) != 0)
+              if "server_args" in table else True)  # depth 0 drafts nothing: no acceptance
+    own = table[~forced_mask(table) & ~table.variant.astype(str).map(is_baseline) & drafts]
     if own.empty:
         return None
     requests = load_requests(run_dir, columns=PROFILE_COLUMNS,

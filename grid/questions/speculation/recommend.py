@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from grid.analysis.surface import depth_schedule, schedule_text
+from grid.analysis.verdict import verdict_of
 from grid.questions.speculation.confirm import CONFIRMS, MEASURED, PREDICTED, Est
 
 Form = Callable[[Any], dict[str, Any] | None]
@@ -58,26 +59,56 @@ def threshold_part(cross: dict[str, Any] | None, own: Mapping[tuple[int, int], E
             "crossover": cross["crossover"], "interval": cross["interval"]}
 
 
+def depth_zero(zero: Mapping[int, Est], loads: list[int]) -> dict[str, Any] | None:
+    """What speculation configured with no drafts (depth 0: a depth-0 tier, a threshold's upper
+    tier) runs at against the baseline over `loads`: the load where its speedup is lowest, with
+    its interval and verdict (grid/analysis/verdict.py); None where depth 0 is not known there."""
+    known = [b for b in loads if b in zero]
+    if not known:
+        return None
+    b = min(known, key=lambda x: zero[x][0])
+    value, lo, hi = zero[b]
+    return {"load": b, "speedup": round(value, 4), "interval": [round(lo, 4), round(hi, 4)],
+            "verdict": verdict_of(lo - 1.0, hi - 1.0)}
+
+
+def _zero_words(k0: dict[str, Any] | None, where: str = "there") -> str:
+    if k0 is None:
+        return ""
+    lo, hi = k0["interval"]
+    return (f"; speculation configured {where} runs depth 0: {k0['speedup']:.2f}x [{lo:.2f}, "
+            f"{hi:.2f}] of the baseline at c={k0['load']}, {k0['verdict']}")
+
+
 def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, Any],
-                   forms: Mapping[str, Form], domain: str) -> dict[str, Any]:
-    """The recommendation for one domain of the drafter's profile."""
+                   forms: Mapping[str, Form], domain: str,
+                   zero: Mapping[int, Est] | None = None) -> dict[str, Any]:
+    """The recommendation for one domain of the drafter's profile; each depth-0 tier of a
+    schedule that drafts, and the loads above the threshold, judged against depth 0 measured
+    (`zero`: load -> its speedup over the baseline), not taken as the baseline."""
     tiers = depth_schedule({b: k for b, (k, _) in settled.items()})
     status = {b: s for b, (_, s) in settled.items()}
     starts = sorted(settled)
-    tier_status = []
+    drafts = any(d > 0 for _, d in tiers)
+    tier_status: list[dict[str, Any]] = []
     for i, (start, depth) in enumerate(tiers):
         end = tiers[i + 1][0] if i + 1 < len(tiers) else None
         loads = [b for b in starts if b >= start and (end is None or b < end)]
         tier_status.append({"from": start, "depth": depth,
                             "status": worst([status[b] for b in loads])})
-    drafts = any(d > 0 for _, d in tiers)
+        if depth == 0 and drafts:
+            tier_status[-1]["depth_zero"] = depth_zero(zero or {}, loads)
     settings = {n: f(tiers) for n, f in forms.items()} if drafts else {}
     words = ", ".join(f"{'baseline' if t['depth'] == 0 else 'depth ' + str(t['depth'])} from "
-                      f"batch {t['from']} ({t['status']})" for t in tier_status)
+                      f"batch {t['from']} ({t['status']}{_zero_words(t.get('depth_zero'))})"
+                      for t in tier_status)
     off = threshold.get("speculative_disable_above_batch")
+    above = None if off is None else depth_zero(zero or {}, [b for b in starts if b > off])
+    threshold = {**threshold, "depth_zero": above}
     text = (f"for {domain}: " + (f"set speculative_disable_above_batch={off} at depth "
-                                 f"{threshold.get('depth')} ({threshold['status']})"
-                                 if off is not None else threshold["statement"])
+                                 f"{threshold.get('depth')} ({threshold['status']}"
+                                 + _zero_words(above, "above it")
+                                 + ")" if off is not None else threshold["statement"])
             + f"; by batch size: {words or 'none'}"
             + ("" if drafts else " (speculation pays at no load: serve the baseline)"))
     return {"domain": domain, "text": text, "threshold": threshold,

@@ -66,9 +66,14 @@ def _step(step: dict[str, Any], rates: Sequence[float]) -> str:
 def surface_lines(res: dict[str, Any]) -> list[str]:
     """The surface table, the decomposition, Leviathan beside it, the length checks."""
     lines = ["  c(B, k), a speculative step's cost in plain decode steps, 95 % interval "
-             "(* measured, the rest interpolated):"]
+             f"(* measured: {_FROM[res['points_from']]}; the rest interpolated):"]
     lines += _grid(res["table"], lambda r: _cell(r["cost"], r["interval"])
                    + ("*" if r["measured"] else ""))
+    if res["points"]:
+        lines.append("  the drafter's other own cells as points of the surface, c = L x T_b / "
+                     "T_v (not fitted: own = its profile's, confirm = the confirmation's): "
+                     + "; ".join(f"c={p['load']} k={p['depth']} {_cell(p['cost'], p['interval'])}"
+                                 f" ({p['source']})" for p in res["points"]))
     lines.append("  per load, c = (1 + fixed) + draft x k + verify excess (least squares over "
                  "the depths measured):")
     for b, d in res["decomposition"].items():
@@ -77,6 +82,12 @@ def surface_lines(res: dict[str, Any]) -> list[str]:
             lines.append(f"    c={b}: fixed {_cell(d['fixed'], d['fixed_interval'])}, draft "
                          f"{_cell(d['draft'], d['draft_interval'])} per depth; verify excess "
                          f"{excess}")
+    if res.get("zero"):
+        lines.append("  depth 0 (speculation configured, no drafts: a depth-0 tier, a threshold's "
+                     "upper tier) against the baseline, 1 / c(B, 0), 95 % (* measured): "
+                     + "; ".join(f"c={z['load']} {_cell(z['speedup'], z['speedup_interval'], 'x')}"
+                                 + ("*" if z["measured"] else "") + f" {z['verdict']}"
+                                 for z in res["zero"]))
     lev = res["leviathan"]
     if lev["rows"]:
         source = "assumed" if lev["assumed"] else "the profile's mean conditional rate"
@@ -90,6 +101,11 @@ def surface_lines(res: dict[str, Any]) -> list[str]:
                      f"vs {c['lengths'][1]:.2f}): {_v(c['difference'], '+.3f')} "
                      f"[{_v(c['interval'][0], '+.3f')}, {_v(c['interval'][1], '+.3f')}]: {word}")
     return lines
+
+
+_FROM = {"own": "the drafter's own cells, unforced, c = L x T_b / T_v at their measured "
+                "accept length L", "forced": f"forced cells ({FORCED_LABEL})"}
+"""Where the fitted points of the surface came from (`grid.search.forced`)."""
 
 
 def setting_line(name: str, setting: dict[str, Any] | None, domain: str) -> str:
@@ -153,7 +169,7 @@ def trace_lines(trace: dict) -> list[str]:
     the confirmation, the prediction."""
     res = trace["result"]
     lines = [f"search: speculation of {trace['variant']} vs {trace['baseline']} on "
-             f"{trace['workload']}: the step cost surface ({FORCED_LABEL}), c="
+             f"{trace['workload']}: the step cost surface ({_FROM[res['points_from']]}), c="
              f"{trace['lattice'][0]}..{trace['lattice'][-1]} x k={trace['depths'][0]}.."
              f"{trace['depths'][-1]}: {res['cells']} cells, {res['starts']} server starts (the "
              f"dense grid of these loads, depths and {len(trace['rates'])} forced rates: "
@@ -187,7 +203,8 @@ def answer_sentence(trace: dict) -> str | None:
         "profile to predict from)"))
     return (head + f"; the speculation question's surface took {res['cells']} cells and "
             f"{res['starts']} server starts against the dense grid's {res['dense_cells']} and "
-            f"{res['dense_starts']} ({FORCED_LABEL})")
+            f"{res['dense_starts']} (" + ("the drafter's own cells" if res["points_from"] == "own"
+                                          else FORCED_LABEL) + ")")
 
 
 def trace_section(trace: dict) -> str:
@@ -201,7 +218,8 @@ def speculation_decision(trace: dict) -> dict:
     the prediction, the confirmation and the budget."""
     res = trace["result"]
     keys = ("recommendation", "recommendations", "stop", "surface_stop", "cells", "starts",
-            "dense_cells", "dense_starts", "design", "table", "decomposition", "leviathan",
+            "dense_cells", "dense_starts", "design", "points_from", "table", "points", "zero",
+            "decomposition", "leviathan",
             "length_checks", "prediction", "confirmation")
     return {"speculation": {**{k: res.get(k) for k in keys}, "files_in": FOLDER}}
 
@@ -224,7 +242,8 @@ def plan_lines(planned: Any, prediction: dict[str, Any] | None, start: float = 0
     against the dense grid's, the starts' time; from an earlier surface, the prediction."""
     space = planned.space
     head = (f"search: speculation of {planned.variant} vs baseline on {planned.workload}: the "
-            f"step cost surface ({FORCED_LABEL}), concurrency {space.lattice[0]}.."
+            f"step cost surface ({_FROM['forced' if space.forced else 'own']}), concurrency "
+            f"{space.lattice[0]}.."
             f"{space.lattice[-1]} x depths {space.depths[0]}..{space.depths[-1]}")
     if planned.earlier is not None:
         if prediction is None:
@@ -237,10 +256,11 @@ def plan_lines(planned: Any, prediction: dict[str, Any] | None, start: float = 0
     return [
         head,
         f"  lattice ({len(space.lattice)}): {' '.join(map(str, space.lattice))}; depths "
-        f"{' '.join(map(str, space.depths))}; forced rates "
-        f"{' '.join(f'{r:g}' for r in space.rates)} (each draft accepted with that "
-        "probability: depth k forced to the rates a, a^2 .. a^k; the first the surface's, "
-        "the rest the length check's)",
+        f"{' '.join(map(str, space.depths))}" + (
+            f"; forced rates {' '.join(f'{r:g}' for r in space.rates)} (each draft accepted "
+            "with that probability: depth k forced to the rates a, a^2 .. a^k; the first the "
+            "surface's, the rest the length check's)" if space.forced else
+            "; the drafter's own cells, unforced (grid.search.forced=true: forced cells)"),
         f"  budget: grid.search.max_cells={space.max_cells} (the dense grid of these loads, "
         f"depths and rates with the baseline: {space.dense_cells} cells, "
         f"{space.dense_starts} server starts)"

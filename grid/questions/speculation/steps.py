@@ -1,5 +1,9 @@
-"""The surface search's steps (pure): which forced cells measure the node's step cost surface
-c(B, k) (docs/questions.md) with few cells and few server starts.
+"""The surface search's steps (pure): which cells measure the node's step cost surface
+c(B, k) (docs/questions.md) with few cells and few server starts: by default the drafter's
+own cells, unforced (rate index OWN: each a point c = L T_b / T_v at its measured accept
+length, its profile besides), with `grid.search.forced=true` forced cells at rates[0]
+(`SurfaceSpace.rate`, the surface's rate index; the length check and the profiling cell only
+then).
 
 A **point** is (load B, depth k, rate index r): the speculative variant at
 `speculative_num_steps = k`, its acceptance forced to the chain of an i.i.d. drafter whose
@@ -12,7 +16,7 @@ engine forces a mean length only (SGLang), the chain's mean length is forced ins
 so a step asks for whole servers: each serves all its loads of the step once, and a step's
 starts are its servers.
 
-The surface's cells form a rectangle, its loads x its depths at rates[0]:
+The surface's cells form a rectangle, its loads x its depths at the surface's rate:
 
 1. **coarse**: the coarse loads (`grid.search.coarse_levels` of the lattice, its ends among
    them) x the depths' ends and middle; the baseline at those loads; the length check (the
@@ -26,9 +30,12 @@ The surface's cells form a rectangle, its loads x its depths at rates[0]:
 3. **refine** where a cell disagrees: the depth (load) nearest the middle of each gap beside
    it that holds one, measured over the whole rectangle: a new depth is one server at every
    load of the rectangle; a new load is a cell at it for the baseline and every depth (one
-   start each, the reason a load costs more than a depth);
-4. stop: `fits` (every check agrees), `resolution` (cells disagree but no depth or load is
-   left between them: the surface there is the cells themselves) or `budget` (the next step
+   start each, the reason a load costs more than a depth); and where the best depth the
+   surface so far predicts (`best`) rests on no measured depth (that depth) or changes between
+   two neighbouring measured loads (the load between: `best_changes`);
+4. stop: `fits` (every check agrees and the best depth asks for nothing), `resolution`
+   (cells disagree but no depth or load is left between them: the surface there is the cells
+   themselves) or `budget` (the next step
    does not fit `max_cells`; a step that does not fit whole runs the new depths that fit, those
    with the largest disagreement first).
 
@@ -37,7 +44,7 @@ Nothing but the measured costs carries the state: `steps_of` rebuilds every step
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,6 +85,17 @@ class SurfaceSpace:
     """Relative difference a disagreeing cell exceeds besides its interval (min_effect)."""
     profile: bool = True
     """Measure the drafter's own acceptance (no profile file given)."""
+    forced: bool = True
+    """The surface from forced cells at rates[0] (`grid.search.forced=true`); else from the
+    drafter's own cells, unforced (c = L T_b / T_v at their measured length)."""
+    zero: bool = False
+    """The engine runs depth 0 (speculation configured, no drafts): measure c(B, 0), the step
+    a threshold's upper tier and a depth-0 tier run, at `check_loads` (point (B, 0, OWN))."""
+
+    @property
+    def rate(self) -> int:
+        """The surface's rate index: 0 (forced at rates[0]) or OWN (the drafter's own)."""
+        return 0 if self.forced else OWN
 
     @property
     def coarse_depths(self) -> tuple[int, ...]:
@@ -101,12 +119,13 @@ class SurfaceSpace:
 
     @property
     def dense_cells(self) -> int:
-        """The dense grid of the lattice, depths and rates, the baseline at every load."""
-        return len(self.lattice) * (1 + len(self.depths) * len(self.rates))
+        """The dense grid of the lattice and depths (forced: at every rate), the baseline at
+        every load."""
+        return len(self.lattice) * self.dense_starts
 
     @property
     def dense_starts(self) -> int:
-        return 1 + len(self.depths) * len(self.rates)
+        return 1 + len(self.depths) * (len(self.rates) if self.forced else 1)
 
 
 def chain(a: float, depth: int) -> tuple[float, ...]:
@@ -223,10 +242,13 @@ class SurfaceStep:
 
 
 def coarse_points(space: SurfaceSpace) -> list[Point]:
-    """Step 1 (module docstring): the baseline, the coarse rectangle, the length check and the
-    drafter's own acceptance, each server's loads ascending."""
+    """Step 1 (module docstring): the baseline, the coarse rectangle, and (forced) the length
+    check and the drafter's own acceptance, each server's loads ascending."""
     points: list[Point] = [(b, 0, 0) for b in space.coarse]
-    points += [(b, k, 0) for k in space.coarse_depths for b in space.coarse]
+    points += [(b, k, space.rate) for k in space.coarse_depths for b in space.coarse]
+    points += [(b, 0, OWN) for b in space.check_loads if space.zero]
+    if not space.forced:  # the rectangle is the drafter's own: its profile, no forced length
+        return points
     points += [(b, space.check_depth, r) for r in range(1, len(space.rates))
                for b in space.check_loads]
     if space.profile:
@@ -235,51 +257,75 @@ def coarse_points(space: SurfaceSpace) -> list[Point]:
 
 
 def coarse_why(space: SurfaceSpace) -> str:
+    zero = (f"; depth 0 (speculation configured, no drafts) at loads "
+            f"{' '.join(map(str, space.check_loads))}" if space.zero else "")
+    if not space.forced:
+        return (f"coarse: the drafter's own cells at loads {' '.join(map(str, space.coarse))} "
+                f"x depths {' '.join(map(str, space.coarse_depths))} and the baseline" + zero)
     check = ", ".join(f"{space.rates[r]:g}" for r in range(1, len(space.rates)))
     own = (f"; the drafter's own acceptance at depth {space.depths[-1]}, c={space.lattice[0]}"
            if space.profile else "")
     return (f"coarse: loads {' '.join(map(str, space.coarse))} x depths "
             f"{' '.join(map(str, space.coarse_depths))} and the baseline"
             + (f"; the length check at depth {space.check_depth}, a={check}, loads "
-               f"{' '.join(map(str, space.check_loads))}" if check else "") + own)
+               f"{' '.join(map(str, space.check_loads))}" if check else "") + own + zero)
 
 
-def _rectangle(chosen: set[Point]) -> tuple[list[int], list[int]]:
-    forced = [(b, k) for b, k, r in chosen if k > 0 and r == 0]
+def _rectangle(chosen: set[Point], rate: int) -> tuple[list[int], list[int]]:
+    forced = [(b, k) for b, k, r in chosen if k > 0 and r == rate]
     return sorted({b for b, _ in forced}), sorted({k for _, k in forced})
 
 
+def best_changes(space: SurfaceSpace, loads: Sequence[int], depths: Sequence[int],
+                 best: Mapping[int, int]) -> tuple[list[int], list[int]]:
+    """Where the best depth (load -> the depth the surface so far predicts best) asks for
+    more: each best depth not measured (the choice rests on an interpolated cost), and the
+    load between each two neighbouring measured loads whose best depths differ (where the
+    schedule changes tier). (new depths, new loads)."""
+    new_k = sorted({k for k in best.values() if k > 0 and k not in depths})
+    gaps = [(a, b) for a, b in zip(loads, loads[1:], strict=False)
+            if a in best and b in best and best[a] != best[b]]
+    return new_k, _split(loads, space.lattice, gaps, log=True)
+
+
 def next_step(space: SurfaceSpace, chosen: set[Point], costs: Mapping[tuple[int, int], Est],
-              number: int = 1) -> SurfaceStep:
-    """The step after the points `chosen` so far, from their measured costs at rates[0]."""
+              number: int = 1, best: Mapping[int, int] | None = None) -> SurfaceStep:
+    """The step after the points `chosen` so far, from their measured costs at the surface's
+    rate and (`best`) the best depth per load the surface so far predicts."""
     n = len(chosen)
     if not chosen:
         return SurfaceStep(number, coarse_why(space), tuple(coarse_points(space)), 0)
-    loads, depths = _rectangle(chosen)
+    loads, depths = _rectangle(chosen, space.rate)
     seen = checks({key: v for key, v in costs.items()
                    if key[0] in loads and key[1] in depths}, space.tolerance)
     bad = sorted((c for c in seen if not c.agrees), key=lambda c: -abs(c.fit - c.value))
-    if not bad:
-        return SurfaceStep(number, f"all {len(seen)} checks agree", (), n, FITS, tuple(seen))
     gap: dict[str, list[tuple[int, int]]] = {"depth": [], "load": []}
     for c in bad:  # the largest disagreement first
         x = c.depth if c.axis == "depth" else c.load
         gap[c.axis] += [(c.between[0], x), (x, c.between[1])]
     new_k = _split(depths, space.depths, gap["depth"], log=False)
-    new_b = sorted(_split(loads, space.lattice, gap["load"], log=True))
+    new_b = _split(loads, space.lattice, gap["load"], log=True)
+    best_k, best_b = best_changes(space, loads, depths, best or {})
+    new_k += [k for k in best_k if k not in new_k]
+    new_b = sorted({*new_b, *best_b})
     where = "; ".join(f"c={c.load} k={c.depth} ({c.axis})" for c in bad[:4]) + (
         f"; {len(bad) - 4} more" if len(bad) > 4 else "")
+    if not bad and not best_k and not best_b:
+        return SurfaceStep(number, f"all {len(seen)} checks agree", (), n, FITS, tuple(seen))
     if not new_k and not new_b:
         return SurfaceStep(number, f"{len(bad)} cell(s) disagree ({where}) with nothing "
                            "left between", (), n, RESOLUTION, tuple(seen))
-    points = [(b, k, 0) for b in new_b for k in (0, *depths)]
-    points += [(b, k, 0) for k in new_k for b in sorted({*loads, *new_b})]
-    why = f"{len(bad)} cell(s) disagree ({where}): " + ", ".join(
-        [f"depth {k}" for k in sorted(new_k)] + [f"load c={b}" for b in new_b])
+    r = space.rate
+    points = [(b, k, r if k else 0) for b in new_b for k in (0, *depths)]
+    points += [(b, k, r) for k in new_k for b in sorted({*loads, *new_b})]
+    why = ((f"{len(bad)} cell(s) disagree ({where})" if bad else "every check agrees")
+           + ("; the best depth changes or rests on no measured cell"
+              if best_k or best_b else "") + ": " + ", ".join(
+        [f"depth {k}" for k in sorted(new_k)] + [f"load c={b}" for b in new_b]))
     room = space.max_cells - n
     if len(points) > room:  # the new depths that fit, each a whole server at every load
         fit_k = new_k[:room // len(loads)]
-        points = [(b, k, 0) for k in fit_k for b in loads]
+        points = [(b, k, r) for k in fit_k for b in loads]
         if not points:
             return SurfaceStep(number, f"{why}: does not fit the budget ({room} cell(s) "
                                "left)", (), n, BUDGET, tuple(seen))
@@ -288,13 +334,20 @@ def next_step(space: SurfaceSpace, chosen: set[Point], costs: Mapping[tuple[int,
                        n, None, tuple(seen))
 
 
-def steps_of(space: SurfaceSpace, measured: set[Point], costs: Mapping[tuple[int, int], Est]
-             ) -> list[SurfaceStep]:
-    """Every step given the points measured and their costs (at rates[0]); each step sees
-    only the costs of the points its predecessors chose."""
+BestOf = Callable[[set[tuple[int, int]]], Mapping[int, int] | None]
+"""The best depth per load the surface of the measured (load, depth)s predicts (None: none
+yet, e.g. no profile)."""
+
+
+def steps_of(space: SurfaceSpace, measured: set[Point], costs: Mapping[tuple[int, int], Est],
+             best_of: BestOf | None = None) -> list[SurfaceStep]:
+    """Every step given the points measured and their costs (at the surface's rate); each step
+    sees only the costs of the points its predecessors chose, and (`best_of`) the best depth
+    per load they predict."""
     def after(chosen: set, number: int) -> SurfaceStep:
-        return next_step(space, chosen, {(b, k): v for (b, k), v in costs.items()
-                                         if (b, k, 0) in chosen}, number)
+        seen = {(b, k): v for (b, k), v in costs.items() if (b, k, space.rate) in chosen}
+        best = best_of(set(seen)) if best_of is not None and seen else None
+        return next_step(space, chosen, seen, number, best)
     return replay(after, measured)
 
 
@@ -305,7 +358,7 @@ def result(space: SurfaceSpace, steps: Sequence[SurfaceStep]) -> dict[str, Any]:
     last = steps[-1]
     done = [s for s in steps if s.stop is not None or s is not last]
     chosen = {p for s in done for p in s.points}
-    loads, depths = _rectangle(chosen)
+    loads, depths = _rectangle(chosen, space.rate)
     return {"stop": last.stop, "stop_meaning": STOPS.get(last.stop or "", ""),
             "cells": len(chosen), "starts": sum(s.starts for s in done),
             "max_cells": space.max_cells, "dense_cells": space.dense_cells,

@@ -14,8 +14,9 @@ from grid.run import make_plan
 from grid.store.record import RunRecord
 
 SMALL = ["+sweep=speculation", "grid.search.concurrency=[1,2]", "grid.search.depths=[0,1,2]",
-         "grid.search.rates=[0.7]"]
-"""Loads 1 2, depths 1 2 forced to the chain of 0.7 (lengths 1.7 and 2.19), no length check."""
+         "grid.search.rates=[0.7]", "grid.search.forced=true"]
+"""Loads 1 2, depths 1 2 forced to the chain of 0.7 (lengths 1.7 and 2.19), no length check;
+depth 0 (no drafts) at both loads, the simulator runs it."""
 
 
 def test_a_step_that_commits_nothing_pauses_the_search(tmp_path):
@@ -36,11 +37,13 @@ def test_a_step_that_commits_nothing_pauses_the_search(tmp_path):
     finally:
         record.close()
     assert outcome.code == EXIT_FAILED_CELLS
-    # Step 1 (the baseline and depths 1, 2 at c=1 and c=2, the drafter's own) is asked once.
-    assert len(asked) == 1 and len(asked[0]) == 7
+    # Step 1 (the baseline, depth 0 and depths 1, 2 at c=1 and c=2, the drafter's own) is
+    # asked once.
+    assert len(asked) == 1 and len(asked[0]) == 9
+    # in the step's order: the baseline, the rectangle, depth 0, the drafter's own
     note = ("search paused: cells at c=1 baseline, c=2 baseline, c=1 k=1 length 1.7, c=2 k=1 "
-            "length 1.7, c=1 k=2 length 2.19, c=2 k=2 length 2.19, c=1 k=2 own acceptance did "
-            "not complete; fix and run again")
+            "length 1.7, c=1 k=2 length 2.19, c=2 k=2 length 2.19, c=1 k=0 no drafts, c=2 k=0 "
+            "no drafts, c=1 k=2 own acceptance did not complete; fix and run again")
     assert lines[-1] == note
     trace = json.loads((run_dir / "search.json").read_text())
     assert trace["kind"] == "speculation"

@@ -43,20 +43,21 @@ def test_bad_search_is_one_line_before_anything_starts(overrides, message, tmp_p
 
 def test_plan_shows_the_first_step_and_the_budget(tmp_path):
     lines: list[str] = []
-    outcome = run([*SEARCH, "grid.search.concurrency=[1,4]", "plan=true",
-                   f"results_dir={tmp_path}"], echo=lines.append)
+    outcome = run([*SEARCH, "grid.search.concurrency=[1,4]", "grid.search.forced=true",
+                   "plan=true", f"results_dir={tmp_path}"], echo=lines.append)
     text = "\n".join(lines)
     assert outcome.exit_code == 0, text
     # [1, 4] in steps of 2: 1 2 4, every one coarse; depths 1..7: the coarse ones 1 4 7 (ends
     # and middle); the dense grid: 3 loads x (the baseline + 7 depths x 2 rates) = 45 cells on
     # 1 + 14 servers. Step 1: 3 baselines + 3 x 3 forced + the length check (depth 4, a=0.9)
-    # at 1 2 4 + the drafter's own at depth 7, c=1 = 16 cells on 6 servers.
+    # at 1 2 4 + the drafter's own at depth 7, c=1 + depth 0 (the simulator runs it) at 1 2 4
+    # = 19 cells on 7 servers.
     assert "lattice (3): 1 2 4; depths 1 2 3 4 5 6 7" in text
     assert ("the dense grid of these loads, depths and rates with the baseline: 45 cells, 15 "
             "server starts") in text
     assert ("step 1: coarse: loads 1 2 4 x depths 1 4 7 and the baseline; the length check at "
-            "depth 4, a=0.9, loads 1 2 4; the drafter's own acceptance at depth 7, c=1 -> 16 "
-            "cells on 6 servers") in text
-    assert len(outcome.cell_ids) == 16
+            "depth 4, a=0.9, loads 1 2 4; the drafter's own acceptance at depth 7, c=1; depth 0 "
+            "(speculation configured, no drafts) at loads 1 2 4 -> 19 cells on 7 servers") in text
+    assert len(outcome.cell_ids) == 19
     assert not any(tmp_path.iterdir())  # planning writes nothing
 

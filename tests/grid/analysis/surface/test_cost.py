@@ -130,6 +130,40 @@ def test_forced_points_from_a_run_pair_each_honoured_cell_with_its_baseline():
     assert (check.load, check.difference) == (1, pytest.approx(0.0))
 
 
+def test_own_points_cost_the_drafters_unforced_cells_at_their_measured_length():
+    args = json.dumps({"speculative_algorithm": "EAGLE3", "speculative_num_steps": 3})
+    rows = [{"cell_id": cid, "variant": v, "workload": "coding", "concurrency": c,
+             "rate": np.nan, "status": "done", "output_tok_s": t, "forced_acceptance": forced,
+             "server_args": None if v == "baseline" else args.replace("3", "0" if cid == "z4"
+                                                                      else "3"),
+             "accept_length_decode": length}
+            for cid, v, c, t, forced, length in [
+                ("b1", "baseline", 1, 100.0, None, None),
+                ("o1", "eagle3__speculative_num_steps-3", 1, 150.0, None, 2.7),
+                ("f1", "eagle3__forced_len-3.0", 1, 240.0,
+                 json.dumps({"length": 3.0, "mean_length": 3.0}), 3.0),
+                ("b4", "baseline", 4, 200.0, None, None),
+                # no length measured: no point
+                ("o4", "eagle3__speculative_num_steps-3", 4, 210.0, None, None),
+                # depth 0 (no drafts): one token a step, L = 1 whatever is recorded
+                ("z4", "eagle3__speculative_num_steps-0", 4, 160.0, None, None)]]
+    cells = pd.DataFrame(rows)
+    reps = {r["cell_id"]: {"output_tok_s": np.array([r["output_tok_s"]] * 2)} for r in rows}
+    stats = CellStats(cells.drop(columns="forced_acceptance"), reps)
+    own, baselines = [], {}
+    for points, base in forced_points(stats, cells, own=True).values():
+        own += points
+        baselines.update(base)
+    # only the unforced cell with its length: c = 2.7 x 100 / 150 = 1.8 (the forced cell at
+    # c=1 left to forced_points without `own`)
+    assert sorted((p.load, p.depth, p.length) for p in own) == [(1, 3, 2.7), (4, 0, 1.0)]
+    # c(4, 0) = 1 x 200 / 160 = 1.25
+    assert {k: c.value for k, c in surface(own, baselines).items()} == pytest.approx(
+        {(1, 3): 1.8, (4, 0): 1.25})
+    ((_, (forced, _)),) = forced_points(stats, cells).items()
+    assert [(p.load, p.length) for p in forced] == [(1, 3.0)]
+
+
 def test_a_length_that_matters_widens_the_intervals_of_the_loads_nearest_its_check():
     from grid.analysis.surface import Cost, LengthCheck, widened
 

@@ -25,6 +25,16 @@ def test_the_configured_depths_crossover_and_threshold():
     assert crossover_threshold(preds, 5, "eagle3", "coding") is None  # no load at depth 5
 
 
+def test_an_unsure_lowest_load_leaves_the_threshold_undetermined():
+    # c=1: 1.05 [0.95, 1.15] holds 1 (undetermined), c=2: 0.8 [0.75, 0.85] slower
+    preds = {(1, 3): pred(1, 3, 1.05, 0.1), (2, 3): pred(2, 3, 0.8, 0.05)}
+    found = crossover_threshold(preds, 3, "eagle3", "coding")
+    assert found is not None and found["verdict"] == "undetermined"
+    assert found["speculative_disable_above_batch"] is None
+    assert found["statement"].startswith("undetermined: speculation is not significantly "
+                                         "faster at the lowest tested concurrency (c=1 +5 %")
+
+
 def test_the_drafter_is_placed_by_its_interval():
     assert placed(pred(1, 3, 1.2, 0.1)) == "pays"
     assert placed(pred(1, 3, 0.8, 0.1)) == "loses"

@@ -1,6 +1,10 @@
 """The confirmation (grid/questions/speculation/confirm.py) and the recommendation it settles
-(recommend.py), on hand-made speedups."""
+(recommend.py), on hand-made speedups; and on a surface deliberately off (the drafter's own
+cells 15 % slower than the forced chain predicts)."""
 
+import numpy as np
+
+from grid.analysis.surface import Cost, DomainProfile, best_depths, depth_schedule, predict
 from grid.questions.speculation.confirm import (
     CONFIRMED,
     agrees,
@@ -105,3 +109,73 @@ def test_one_recommendation_marks_each_part():
                            "depth 1 from batch 4 (confirmed), baseline from batch 16 "
                            "(measured)")
     assert rec["settings"] == {"sim": {"tiers": ((1, 3), (4, 1), (16, 0))}}
+
+
+def test_a_surface_that_runs_high_is_caught_and_the_answer_rests_on_the_drafters_cells():
+    # The forced chain's surface c(B, k) at c = 1, 2, 4, each cost's replicates spread +-2 %;
+    # the drafter a = (0.8, 0.5, 0.5): AL = 1.8, 2.2, 2.4 at k = 1, 2, 3.
+    spread = np.linspace(0.98, 1.02, 41)
+    surface = {(1, 1): 1.2, (1, 2): 1.4, (1, 3): 1.6, (2, 1): 1.5, (2, 2): 1.8, (2, 3): 2.1,
+               (4, 1): 1.7, (4, 2): 2.1, (4, 3): 2.5}
+    costs = {key: Cost(*key, c, c * spread) for key, c in surface.items()}
+    drafter = DomainProfile("coding", (0.8, 0.5, 0.5), (0.8, 0.4, 0.2))
+    preds = predict(costs, drafter)
+    # predicted: c=1 1.5, 1.571, 1.5; c=2 1.2, 1.222, 1.143; c=4 1.059, 1.048, 0.96 (each
+    # interval +-2 %: at c=4 k=1 about [1.04, 1.08], above 1) -> depth 2, 2, 1
+    best = best_depths(preds)
+    assert best == {1: 2, 2: 2, 4: 1}
+    tiers = depth_schedule(best)
+    assert tiers == ((1, 2), (4, 1))
+    predicted = {key: (p.speedup, *p.interval) for key, p in preds.items()}
+
+    # The drafter's own cells run 15 % slower than the forced chain predicts (its acceptance
+    # spreads unlike the chain's): measured = 0.85 x predicted, +-3 %.
+    def measured(keys):
+        return {k: (0.85 * predicted[k][0], 0.85 * predicted[k][0] * 0.97,
+                    0.85 * predicted[k][0] * 1.03) for k in keys}
+    wanted = targets(tiers, (), 2, (1, 2, 4))
+    assert wanted == [(1, 2), (4, 1)]
+    own = measured(wanted)
+    # (1, 2): 1.336 [1.296, 1.376] against [1.54, 1.60]; (4, 1): 0.900 [0.873, 0.927]
+    # against [1.04, 1.08]: neither overlaps -> the other depths at c = 1 and 4
+    steps = confirm_steps(3, 30, wanted, own, predicted, (1, 2, 3), 12, decided=best)
+    assert steps[1].disagree == ((1, 2), (4, 1))
+    assert set(steps[1].points) == {(1, 1, -1), (1, 3, -1), (4, 2, -1), (4, 3, -1)}
+    own.update(measured([(1, 1), (1, 3), (4, 2), (4, 3)]))
+    last = confirm_steps(3, 30, wanted, own, predicted, (1, 2, 3), 12, decided=best)[-1]
+    assert last.stop == CONFIRMED and last.disagree == ((1, 2), (4, 1))
+    settled = settle(best, own, wanted, last.disagree)
+    # c=1: measured 1.275, 1.336, 1.275, all above 1 -> depth 2, measured; c=2: no confirming
+    # cell, the prediction's depth 2; c=4: measured 0.900, 0.891, 0.816 -> the baseline,
+    # where the surface alone chose depth 1
+    assert settled == {1: (2, "measured"), 2: (2, "predicted"), 4: (0, "measured")}
+    part = {"speculative_disable_above_batch": None, "status": "predicted",
+            "statement": "no crossover"}
+    rec = recommendation(settled, part, {}, "coding")
+    assert rec["schedule"] == [[1, 2], [4, 0]]
+    assert [t["status"] for t in rec["tiers"]] == ["predicted", "measured"]
+
+
+def test_a_depth_zero_tier_is_judged_against_depth_zero_measured():
+    settled = {1: (2, "confirmed"), 2: (2, "predicted"), 4: (0, "predicted"),
+               8: (0, "predicted")}
+    part = {"speculative_disable_above_batch": 2, "depth": 2, "status": "predicted",
+            "statement": ""}
+    # depth 0 against the baseline: 0.95x at c=4 (holds 1), 0.87x [0.85, 0.89] at c=8
+    zero = {1: (0.97, 0.95, 0.99), 4: (0.95, 0.9, 1.01), 8: (0.87, 0.85, 0.89)}
+    rec = recommendation(settled, part, {}, "coding", zero)
+    # the tier from 4 runs depth 0 at 4 and 8: judged at its lowest, c=8, surely slower
+    assert rec["tiers"][1]["depth_zero"] == {"load": 8, "speedup": 0.87,
+                                             "interval": [0.85, 0.89], "verdict": "slower"}
+    assert "depth_zero" not in rec["tiers"][0]
+    assert rec["threshold"]["depth_zero"]["load"] == 8  # above the threshold 2: c=4 and 8
+    assert rec["text"] == ("for coding: set speculative_disable_above_batch=2 at depth 2 "
+                           "(predicted; speculation configured above it runs depth 0: 0.87x "
+                           "[0.85, 0.89] of the baseline at c=8, slower); by batch size: "
+                           "depth 2 from batch 1 (predicted), baseline from batch 4 (predicted; "
+                           "speculation configured there runs depth 0: 0.87x [0.85, 0.89] of "
+                           "the baseline at c=8, slower)")
+    # a schedule that never drafts is the baseline server itself: nothing to judge
+    off = recommendation({1: (0, "predicted")}, {**part, "speculative_disable_above_batch": None,
+                                                 "statement": "none"}, {}, "coding", zero)
+    assert "depth_zero" not in off["tiers"][0]

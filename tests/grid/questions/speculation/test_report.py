@@ -34,7 +34,12 @@ TRACE = {
     "result": {
         "stop": "fits", "stop_meaning": "every cell agrees", "cells": 4, "starts": 4,
         "dense_cells": 10, "dense_starts": 5, "design": {"loads": [1, 64], "depths": [1, 2]},
-        "checks": [],
+        "checks": [], "points_from": "forced",
+        "zero": [{"load": 1, "cost": 1.25, "interval": [1.2, 1.3], "measured": True,
+                  "speedup": 0.8, "speedup_interval": [0.77, 0.83], "verdict": "slower"}],
+        "points": [{"load": 1, "depth": 2, "cost": 1.8, "interval": [1.7, 1.9], "source": "own"},
+                   {"load": 64, "depth": 2, "cost": 4.4, "interval": [4.2, 4.6],
+                    "source": "confirm"}],
         "table": [row(1, 1, 1.5), row(1, 2, 2.0), row(64, 1, 3.0, False), row(64, 2, 4.0)],
         "decomposition": {"1": {"fixed": 0.0, "fixed_interval": [-0.1, 0.1], "draft": 0.5,
                                 "draft_interval": [0.4, 0.6],
@@ -64,7 +69,7 @@ def test_the_answer_is_the_recommendation_and_the_budget():
     assert text.startswith("eagle3 on coding: for coding/x: set speculative_disable_above_batch"
                            "=8 at depth 2 (confirmed); by batch size: depth 2 from batch 1 "
                            "(confirmed), baseline from batch 64 (measured) (measured)")
-    assert "4 cells and 4 server starts against the dense grid's 10 and 5" in text
+    assert "4 cells and 4 server starts against the dense grid's 10 and 5 (forced" in text
     unfinished = {**TRACE, "result": {**TRACE["result"], "stop": None}}
     assert answer_sentence(unfinished) is None
 
@@ -76,6 +81,14 @@ def test_the_lines_lead_with_the_recommendation_and_mark_what_is_known_how():
     text = "\n".join(lines)
     assert "1.50 [1.40,1.60]*" in text and "3.00 [2.90,3.10] " in text  # interpolated: no *
     assert "4 cells on 4 server(s): baseline, k=1, k=2, k=2 a=0.9" in text
+    assert "(* measured: forced cells (forced acceptance" in text
+    assert "against the baseline, 1 / c(B, 0), 95 % (* measured): c=1 0.80x [0.77,0.83]* slower" \
+        in text
+    # the drafter's own cells are points of the surface too, each saying where it came from
+    assert ("c=1 k=2 1.80 [1.70,1.90] (own); c=64 k=2 4.40 [4.20,4.60] (confirm)" in text)
+    own = {**TRACE, "result": {**TRACE["result"], "points_from": "own", "points": []}}
+    assert "(* measured: the drafter's own cells, unforced, c = L x T_b / T_v" in \
+        "\n".join(trace_lines(own))
     assert "the cost DEPENDS on the length" in text
     assert "(i.i.d. acceptance 0.800, assumed" in text
     assert "vllm: no" in text and "set on sim: --x a.json" in text
@@ -91,6 +104,8 @@ def test_decision_and_files(tmp_path):
     entry = speculation_decision(TRACE)["speculation"]
     assert next(iter(entry)) == "recommendation"  # first in decision.json's entry
     assert entry["table"] == TRACE["result"]["table"] and entry["files_in"] == "speculation"
+    assert entry["points_from"] == "forced" and entry["points"] == TRACE["result"]["points"]
+    assert entry["zero"] == TRACE["result"]["zero"]
     write_settings(tmp_path, TRACE)
     # the domain made path-safe; an engine that refused writes nothing
     folder = tmp_path / "speculation" / "coding_x"

@@ -1,11 +1,11 @@
-"""A tiny speculation question end to end on the simulator, through the real run loop
-(grid/run.py -> grid/execute/search.py -> the controller -> Ray actors -> simulator
-processes -> Parquet):
-2 loads x 2 depths, forced acceptance, the drafter's profile given. The surface in search.json
-is each forced cell's L x T_baseline / T_forced as the report's analysis reads them, the
-prediction is the profile's AL(k) over it; the same command again measures nothing new and
-writes the same trace; a plan from its surface predicts before any server starts. Without a
-profile, the run's own drafter profiles itself and confirms the prediction where it decides."""
+"""A tiny speculation question end to end on the simulator, through the real run loop (grid/run.py
+-> grid/execute/search.py -> the controller -> Ray actors -> simulator processes -> Parquet): 2
+loads x 2 depths, forced acceptance (`grid.search.forced=true`), the drafter's profile given. The
+surface in search.json is each forced cell's L x T_baseline / T_forced as the report's analysis
+reads them, the prediction is the profile's AL(k) over it; the same command again measures
+nothing new and writes the same trace; a plan from its surface predicts before any server starts.
+Without a profile, by default, the run's own drafter's cells are the surface's points, its
+profile and its confirmation."""
 
 from __future__ import annotations
 
@@ -33,18 +33,23 @@ PROFILE = {"format": "specgrid.acceptance_profile/1", "source": "hand", "unit": 
 def test_the_question_costs_its_forced_cells_predicts_and_replays(tmp_path):
     profile = tmp_path / "profile.json"
     profile.write_text(json.dumps(PROFILE))
-    command = [*SEARCH, f"grid.search.profile={profile}", f"results_dir={tmp_path}"]
+    command = [*SEARCH, "grid.search.forced=true", f"grid.search.profile={profile}",
+               f"results_dir={tmp_path}"]
     lines: list[str] = []
     first = run(command, echo=lines.append)
     assert first.exit_code == 0, "\n".join(lines)
     run_dir = first.run_dir
     trace = json.loads((run_dir / "search.json").read_text())
     res = trace["result"]
-    # 2 loads x (the baseline, k=1 and k=2 forced): 6 cells on 3 servers; no
-    # cell has a neighbour on both sides, so no check: the search stops at once.
+    # 2 loads x (the baseline, k=1 and k=2 forced, k=0 unforced: the simulator runs depth 0):
+    # 8 cells on 4 servers; no cell has a neighbour on both sides, so no check: the search
+    # stops at once.
     assert trace["kind"] == "speculation" and res["stop"] == "fits"  # a profile given: no
     assert res["confirmation"]["cells"] == 0  # confirmation (not the run's drafter)
-    assert (res["cells"], res["starts"], len(served_starts(run_dir))) == (6, 3, 3)
+    assert (res["cells"], res["starts"], len(served_starts(run_dir))) == (8, 4, 4)
+    # depth 0 at each load: one token a step, c(B, 0) = T_baseline / T_0
+    zero = {z["load"]: z for z in res["zero"]}
+    assert set(zero) == {1, 2} and all(z["measured"] for z in zero.values())
     assert (res["dense_cells"], res["dense_starts"]) == (6, 3)
 
     data = load_run(run_dir)
@@ -65,6 +70,9 @@ def test_the_question_costs_its_forced_cells_predicts_and_replays(tmp_path):
         assert cell["accept_length"] == pytest.approx(al)
         assert cell["break_even"] == pytest.approx(cost[(cell["load"], cell["depth"])], abs=1e-4)
         assert cell["speedup"] == pytest.approx(al / cell["break_even"], rel=1e-3)
+    for b, z in zero.items():
+        expected = tput[("baseline", b)] / tput[("eagle3__speculative_num_steps-0", b)]
+        assert z["cost"] == pytest.approx(expected, abs=1e-4)
     decision = json.loads((run_dir / "decision.json").read_text())
     assert decision["speculation"]["table"] == res["table"]
     assert decision["speculation"]["recommendation"] == res["recommendation"]
@@ -78,7 +86,8 @@ def test_the_question_costs_its_forced_cells_predicts_and_replays(tmp_path):
     assert json.loads((run_dir / "search.json").read_text()) == trace
 
     shown: list[str] = []
-    plan = run([*SEARCH, f"grid.search.surface={run_dir}", f"grid.search.profile={profile}",
+    plan = run([*SEARCH, "grid.search.forced=true", f"grid.search.surface={run_dir}",
+                f"grid.search.profile={profile}",
                 "plan=true", f"results_dir={tmp_path}"], echo=shown.append)
     text = "\n".join(shown)
     assert plan.exit_code == 0 and plan.cell_ids == [], text
@@ -88,8 +97,9 @@ def test_the_question_costs_its_forced_cells_predicts_and_replays(tmp_path):
 
 
 def test_the_runs_own_drafter_confirms_the_prediction_where_it_decides(tmp_path):
-    # depths 1 and 3 at c=1, 2; the drafter's own at depth 3, c=1 profiles it; the
-    # confirmation measures its own cells where the prediction decides
+    # depths 1 and 3 at c=1, 2, the drafter's own cells (nothing forced): the surface's points
+    # (c = L x T_b / T_v at their measured length), its profile; the confirmation measures its
+    # own cells where the prediction decides
     command = [*SEARCH[:3], "grid.search.depths=[0,1,3]", *SEARCH[4:],
                f"results_dir={tmp_path}"]
     lines: list[str] = []
@@ -105,10 +115,17 @@ def test_the_runs_own_drafter_confirms_the_prediction_where_it_decides(tmp_path)
     data = load_run(run_dir)
     tput = data.stats.table.set_index(["variant", "concurrency"]).output_tok_s
     own = {(o["load"], o["depth"]): o for o in res["confirmation"]["own"]}
-    assert (1, 3) in own  # the profiling cell
+    assert {(1, 1), (1, 3), (2, 1), (2, 3)} <= set(own)  # the surface's cells
+    length = data.cells.set_index(["variant", "concurrency"]).accept_length_decode
+    assert res["points_from"] == "own" and trace["forced"] is False
     for (b, k), o in own.items():
-        expected = tput[(f"eagle3__speculative_num_steps-{k}", b)] / tput[("baseline", b)]
+        name = f"eagle3__speculative_num_steps-{k}"
+        expected = tput[(name, b)] / tput[("baseline", b)]
         assert o["speedup"] == pytest.approx(expected, abs=1e-4)
+        if (b, k) in ((1, 1), (1, 3), (2, 1), (2, 3)):
+            row = next(r for r in res["table"] if (r["load"], r["depth"]) == (b, k))
+            assert row["measured"] and row["source"] == "own"
+            assert row["cost"] == pytest.approx(length[(name, b)] / expected, abs=1e-3)
     rec = res["recommendation"]
     assert rec is not None and rec["status"] in ("predicted", "confirmed", "measured")
     assert {t["status"] for t in rec["tiers"]} <= {"predicted", "confirmed", "measured"}

@@ -20,8 +20,10 @@ from grid.questions.speculation.steps import (
 LATTICE = (1, 2, 4, 8, 16, 32, 64)
 
 
-def space(coarse=(1, 8, 64), depths=(1, 2, 3, 4, 5, 6, 7), max_cells=60, profile=True):
-    return SurfaceSpace(LATTICE, coarse, depths, (0.5, 0.9), max_cells, 0.05, profile)
+def space(coarse=(1, 8, 64), depths=(1, 2, 3, 4, 5, 6, 7), max_cells=60, profile=True,
+          forced=True, zero=False):
+    return SurfaceSpace(LATTICE, coarse, depths, (0.5, 0.9), max_cells, 0.05, profile, forced,
+                        zero)
 
 
 def est(value, half=0.05):
@@ -140,3 +142,65 @@ def test_the_replay_rebuilds_every_step_and_counts_cells_and_starts():
     assert (res["cells"], res["starts"]) == (16 + 6, 6 + 2)  # step 3 not measured yet
     assert (res["dense_cells"], res["dense_starts"]) == (7 * (1 + 7 * 2), 1 + 7 * 2)
     assert res["design"] == {"loads": [1, 8, 64], "depths": [1, 2, 4, 5, 7]}
+
+
+def test_by_default_the_coarse_step_is_the_drafters_own_cells():
+    own = space(forced=False)
+    step = next_step(own, set(), {})
+    # the baseline and the drafter's own at depths 1, 4, 7 at c = 1, 8, 64: no forced cell,
+    # no length check, no profiling cell of its own (the rectangle profiles the drafter)
+    assert set(step.points) == ({(b, 0, 0) for b in (1, 8, 64)}
+                                | {(b, k, OWN) for b in (1, 8, 64) for k in (1, 4, 7)})
+    assert step.starts == 4 and "the drafter's own cells" in step.why
+    # the dense grid: the baseline and 7 depths unforced at 7 loads, 8 servers
+    assert (own.dense_cells, own.dense_starts) == (7 * 8, 8)
+    # a disagreement opens depths of the drafter's own cells
+    bent = next_step(own, set(step.points), BENT, 2)
+    assert set(bent.points) == {(b, k, OWN) for k in (2, 5) for b in (1, 8, 64)}
+
+
+def test_the_best_depth_refines_where_it_rests_on_no_cell_and_where_it_changes():
+    own = space(forced=False)
+    chosen = set(coarse_points(own))
+    flat = {key: est(1.0 + 0.1 * key[1]) for key in BENT}  # every check agrees
+    assert next_step(own, chosen, flat, 2, {1: 1, 8: 1, 64: 0}).stop is None
+    step = next_step(own, chosen, flat, 2, {1: 2, 8: 0, 64: 0})
+    # depth 2 is best at c=1 but only interpolated (1, 4, 7 measured): depth 2 at every
+    # load; the best changes between c=1 and c=8: the load between, 2 (2 and 4 equally near
+    # sqrt(8) in log, the lower), with the baseline and every depth there
+    assert set(step.points) == ({(2, 0, 0)} | {(2, k, OWN) for k in (1, 2, 4, 7)}
+                                | {(b, 2, OWN) for b in (1, 8, 64)})
+    assert step.starts == 5 and "the best depth changes or rests on no measured cell" in step.why
+    # the same best everywhere, every depth chosen measured: fits
+    assert next_step(own, chosen, flat, 2, {1: 4, 8: 4, 64: 4}).stop == FITS
+
+
+def test_the_replay_asks_the_best_depth_of_the_cells_each_step_saw():
+    own = space(forced=False)
+    first = coarse_points(own)
+    second = [(2, 0, 0), *((2, k, OWN) for k in (1, 2, 4, 7)), *((b, 2, OWN) for b in (1, 8, 64))]
+    costs = {(b, k): est(1.0 + 0.1 * k) for b in (1, 2, 8, 64) for k in (1, 2, 4, 7)}
+    seen = []
+
+    def best_of(keys):  # depth 2 pays up to c=2, the baseline above
+        seen.append(frozenset(keys))
+        return {b: 2 if b <= 2 else 0 for b in sorted({b for b, _ in keys})}
+    steps = steps_of(own, {*first, *second}, costs, best_of)
+    # step 2 saw the coarse rectangle (1, 8, 64 x 1, 4, 7); step 3 also c=2 and depth 2: the
+    # best changes between c=2 and c=8, so the load between (4) is measured, at every depth
+    assert seen[0] == {(b, k) for b in (1, 8, 64) for k in (1, 4, 7)}
+    assert set(steps[1].points) == set(second)
+    assert set(steps[2].points) == {(4, 0, 0), *((4, k, OWN) for k in (1, 2, 4, 7))}
+
+
+def test_depth_zero_is_measured_where_the_engine_runs_it():
+    # speculation configured with no drafts at the coarse loads' ends and middle: one server
+    step = next_step(space(forced=False, zero=True), set(), {})
+    assert {(1, 0, OWN), (8, 0, OWN), (64, 0, OWN)} <= set(step.points)
+    assert len(step.points) == 12 + 3 and step.starts == 5
+    assert "depth 0 (speculation configured, no drafts) at loads 1 8 64" in step.why
+    # not a point of the fit: the flat rectangle still fits with c(B, 0) far off its line
+    own = space(forced=False, zero=True)
+    flat = {key: est(1.0 + 0.1 * key[1]) for key in BENT}
+    flat.update({(b, 0): est(3.0) for b in (1, 8, 64)})
+    assert next_step(own, set(coarse_points(own)), flat, 2).stop == FITS

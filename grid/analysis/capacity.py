@@ -32,10 +32,9 @@ import pandas as pd
 
 from grid.analysis.bootstrap import LEVEL, excludes_zero, interval
 from grid.analysis.cellstats import CellStats
-from grid.analysis.decision import NO_DIFFERENCE
 from grid.analysis.pareto import point_energy, point_gpus, usd_per_million_tokens
 from grid.analysis.points import Point, points
-from grid.analysis.winners import win_share
+from grid.analysis.winners import NO_DIFFERENCE, win_share
 
 ATTAINMENT = 0.9
 """Share of requests that must meet the SLOs at a load for the load to count as served."""

@@ -13,10 +13,9 @@ import numpy as np
 import pandas as pd
 
 from grid.analysis.bootstrap import excludes_zero, interval
-from grid.analysis.decision import NO_DIFFERENCE
 from grid.analysis.points import points, repeat_lines
 from grid.analysis.verdict import UNDETERMINED
-from grid.analysis.winners import best_share
+from grid.analysis.winners import NO_DIFFERENCE, best_share
 from grid.questions import traced
 from grid.report import alignment, breakeven, lossless, startup
 from grid.report.agentic import (

@@ -2,7 +2,8 @@
 predicted speedups on it (grid/analysis/surface/predict.py `predict`): the break-even length
 at every (B, k) with the drafter placed on it, and the crossover and threshold of the
 configured depth through the dense grid's own functions (grid/analysis/decision.py
-`crossovers`, `recommend_threshold`: one way to read a crossover from a curve)."""
+`crossovers`, grid/analysis/verdict.py `recommend_threshold`: one way to read a crossover from
+a curve)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from grid.analysis.decision import crossovers, recommend_threshold
+from grid.analysis.decision import crossovers
 from grid.analysis.surface import Prediction
-from grid.analysis.verdict import FASTER, SLOWER, UNDETERMINED
+from grid.analysis.verdict import FASTER, SLOWER, UNDETERMINED, recommend_threshold
 
 PAYS, LOSES, UNSURE = "pays", "loses", "unsure"
 

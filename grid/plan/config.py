@@ -381,7 +381,7 @@ class SpecgridConfig:
     """Print the plan (cells, servers, commands, GPUs, estimate) and exit."""
 
 
-def register_configs(keys: Sequence[type] = ()) -> None:
+def register_configs(keys: Sequence[type]) -> None:
     """The root schema; config.yaml lists it first, so every group merged into it is typed;
     `grid.search` takes the questions' own keys besides SearchConfig's (`keys`: one dataclass
     per question, grid/questions `schema_keys`).

@@ -66,8 +66,10 @@ def _variants() -> dict[str, dict[str, Any]]:
     from omegaconf import OmegaConf
 
     from grid.plan.config import register_configs
+    from grid.questions import schema_keys
 
-    register_configs()  # the variants' `${tiny_model:NAME}` / `${trained_model:NAME}` resolvers
+    # the variants' `${tiny_model:NAME}` / `${trained_model:NAME}` resolvers
+    register_configs(schema_keys())
     out = {}
     for path in sorted((ROOT / "conf" / "variant").glob("*.yaml")):
         cfg = OmegaConf.to_container(OmegaConf.load(path), resolve=True)

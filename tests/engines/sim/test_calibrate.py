@@ -21,11 +21,12 @@ from engines.sim.calibrate import (
 from engines.sim.profile import load_profile
 from grid.cli.flags import CONFIG_NAME
 from grid.plan.config import register_configs
+from grid.questions import schema_keys
 from grid.run import CONF_DIR
 
 
 def _default_sweep(variant: str) -> dict[str, Any]:
-    register_configs()
+    register_configs(schema_keys())
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name="t"):
         cfg = compose(CONFIG_NAME, ["+sweep=concurrency", f"variant={variant}"])
     out = OmegaConf.to_container(cfg, resolve=True)

@@ -14,6 +14,7 @@ from grid.cli.flags import CONFIG_NAME
 from grid.plan.cells import expand_axes
 from grid.plan.compose import split_overrides, with_values
 from grid.plan.config import register_configs
+from grid.questions import schema_keys
 from grid.run import CONF_DIR
 
 SWEEPS = [pytest.param(p.stem, marks=() if p.stem in ("smoke", "concurrency") else pytest.mark.slow)
@@ -24,7 +25,7 @@ with the slow tests (~0.6 s each)."""
 
 @pytest.fixture(scope="module")
 def hydra_conf() -> Iterator[None]:
-    register_configs()
+    register_configs(schema_keys())
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name="t"):
         yield
 

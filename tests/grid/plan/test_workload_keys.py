@@ -15,6 +15,7 @@ from grid.cli.flags import CONFIG_NAME
 from grid.plan.cells import axis_overrides, expand_axes
 from grid.plan.config import ConfigError, register_configs
 from grid.plan.workload_keys import KIND_KEYS, check_workload_keys
+from grid.questions import schema_keys
 from grid.run import CONF_DIR
 from tests.grid.plan.bad_input import assert_bad_input
 
@@ -42,7 +43,7 @@ def test_a_mixed_grid_may_set_a_key_for_its_workloads_of_one_kind():
 
 @contextmanager
 def _configs() -> Iterator[None]:
-    register_configs()
+    register_configs(schema_keys())
     with initialize_config_dir(version_base="1.3", config_dir=str(CONF_DIR), job_name="t"):
         yield
 

@@ -7,12 +7,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-
-def _schema(fields: list[tuple[str, pa.DataType]]) -> pa.Schema:
-    return pa.schema(fields)
-
-
-PARTITION_SCHEMA = _schema([("variant", pa.string()), ("workload", pa.string())])
+PARTITION_SCHEMA = pa.schema([("variant", pa.string()), ("workload", pa.string())])
 
 _STREAM_FIELDS: list[tuple[str, pa.DataType]] = [
     ("ttft_s", pa.float64()),
@@ -38,7 +33,7 @@ _CELL_CONTEXT_FIELDS: list[tuple[str, pa.DataType]] = [
 """Which run, cell and attempt a streamed request or conversation round belongs to, and the
 load it ran under: the leading columns of request rows and conversation rounds."""
 
-REQUEST_FIELDS = _schema([
+REQUEST_FIELDS = pa.schema([
     *_CELL_CONTEXT_FIELDS,
     ("request_id", pa.string()),
     ("prompt_id", pa.string()),
@@ -77,7 +72,7 @@ REQUEST_FIELDS = _schema([
     ("output_text", pa.string()),
 ])
 
-CELL_FIELDS = _schema([
+CELL_FIELDS = pa.schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("server_key", pa.string()),
@@ -178,7 +173,7 @@ CELL_FIELDS = _schema([
     ("files", pa.string()),
 ])
 
-SERVER_METRIC_FIELDS = _schema([
+SERVER_METRIC_FIELDS = pa.schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("attempt", pa.int64()),
@@ -190,7 +185,7 @@ SERVER_METRIC_FIELDS = _schema([
 """Long format: one row per Prometheus sample per scrape (the first scrape is just before the
 load, the last just after; counters' deltas between them belong to the cell)."""
 
-TELEMETRY_FIELDS = _schema([
+TELEMETRY_FIELDS = pa.schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("attempt", pa.int64()),
@@ -206,7 +201,7 @@ TELEMETRY_FIELDS = _schema([
 metric `unavailable`, gpu -1, no value and the reason in `note`."""
 
 
-TURN_FIELDS = _schema([
+TURN_FIELDS = pa.schema([
     *_CELL_CONTEXT_FIELDS,
     # actors/loadgen/conversation_plan.py ROW_KEYS, in order (docs/agentic.md)
     ("conversation_id", pa.string()),

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-PARTITION_SCHEMA = pa.schema([("variant", pa.string()), ("workload", pa.string())])
+
+def _schema(fields: list[tuple[str, pa.DataType]]) -> pa.Schema:
+    return pa.schema(fields)
+
+
+PARTITION_SCHEMA = _schema([("variant", pa.string()), ("workload", pa.string())])
 
 _STREAM_FIELDS: list[tuple[str, pa.DataType]] = [
     ("ttft_s", pa.float64()),
@@ -33,7 +38,7 @@ _CELL_CONTEXT_FIELDS: list[tuple[str, pa.DataType]] = [
 """Which run, cell and attempt a streamed request or conversation round belongs to, and the
 load it ran under: the leading columns of request rows and conversation rounds."""
 
-REQUEST_FIELDS = pa.schema([
+REQUEST_FIELDS = _schema([
     *_CELL_CONTEXT_FIELDS,
     ("request_id", pa.string()),
     ("prompt_id", pa.string()),
@@ -72,7 +77,7 @@ REQUEST_FIELDS = pa.schema([
     ("output_text", pa.string()),
 ])
 
-CELL_FIELDS = pa.schema([
+CELL_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("server_key", pa.string()),
@@ -173,7 +178,7 @@ CELL_FIELDS = pa.schema([
     ("files", pa.string()),
 ])
 
-SERVER_METRIC_FIELDS = pa.schema([
+SERVER_METRIC_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("attempt", pa.int64()),
@@ -185,7 +190,7 @@ SERVER_METRIC_FIELDS = pa.schema([
 """Long format: one row per Prometheus sample per scrape (the first scrape is just before the
 load, the last just after; counters' deltas between them belong to the cell)."""
 
-TELEMETRY_FIELDS = pa.schema([
+TELEMETRY_FIELDS = _schema([
     ("run_id", pa.string()),
     ("cell_id", pa.string()),
     ("attempt", pa.int64()),
@@ -201,7 +206,7 @@ TELEMETRY_FIELDS = pa.schema([
 metric `unavailable`, gpu -1, no value and the reason in `note`."""
 
 
-TURN_FIELDS = pa.schema([
+TURN_FIELDS = _schema([
     *_CELL_CONTEXT_FIELDS,
     # actors/loadgen/conversation_plan.py ROW_KEYS, in order (docs/agentic.md)
     ("conversation_id", pa.string()),

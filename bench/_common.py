@@ -38,25 +38,19 @@ more (1-3 tokens each) every 20 ms."""
 
 
 # -- grid and twin runs ---------------------------------------------------------------------
-def run_grid(overrides: list[str], folder: Path, run_id: str, reuse: bool = False,
-             check: bool = True) -> tuple[float, Path, int]:
+def run_grid(overrides: list[str], folder: Path, run_id: str) -> tuple[float, Path, int]:
     """One `python -m grid.run` into `folder/run_id`: (wall seconds, run folder, exit code);
-    its output is kept as `folder/<run_id>.log`, its wall seconds as `folder/<run_id>.wall`.
-    With `reuse`, a run that `folder` already holds (its `.wall` written) is not made again;
-    with `check`, a run that fails exits the bench."""
-    timing = folder / f"{run_id}.wall"
-    if reuse and timing.exists():
-        return float(timing.read_text()), folder / run_id, 0
+    its output is kept as `folder/<run_id>.log`, its wall seconds as `folder/<run_id>.wall`;
+    a run that fails exits the bench."""
     start = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "grid.run", *overrides,
                            f"results_dir={folder.resolve()}", f"run.id={run_id}"],
                           capture_output=True, text=True, cwd=ROOT)
     wall = time.monotonic() - start
     (folder / f"{run_id}.log").write_text(proc.stdout + proc.stderr)
-    if proc.returncode == 0:
-        timing.write_text(f"{wall:.1f}")
-    elif check:
+    if proc.returncode != 0:
         raise SystemExit(f"{run_id}: grid.run exited {proc.returncode} (see {folder / run_id}.log)")
+    (folder / f"{run_id}.wall").write_text(f"{wall:.1f}")
     return wall, folder / run_id, proc.returncode
 
 
@@ -158,19 +152,18 @@ def finish_client(proc: subprocess.Popen[str], out: Path, name: str) -> None:
         raise RuntimeError(f"{name} failed ({proc.returncode}): {log[-3000:]}")
 
 
-def client_spec(cfg: dict[str, Any], texts: Sequence[str] | None = None) -> Any:
+def client_spec(cfg: dict[str, Any]) -> Any:
     """specgrid's client in a worker: the LoadSpec of `cfg` (url, concurrency, requests,
     tokens; warmup (default one request per stream), rate, transport, timeout_s, root: the
-    checkout whose actors/ to import). Prompts: `texts`, code-like ones (``code``: for the
-    simulator), or distinct ids (the server's stamp keys); each prompt's id is its text."""
+    checkout whose actors/ to import). Prompts: code-like ones (``code``: for the simulator),
+    or distinct ids (the server's stamp keys); each prompt's id is its text."""
     if cfg.get("root"):
         sys.path.insert(0, cfg["root"])
     from actors.loadgen.spec import LoadSpec, Prompt
 
     n, warm = cfg["requests"], cfg.get("warmup", cfg["concurrency"])
-    if texts is None:
-        texts = [f"def f{i}(x):\n    return x * {i}\n" * 20 if cfg.get("code")
-                 else f"p{i}-{time.time_ns()}" for i in range(n + warm)]
+    texts = [f"def f{i}(x):\n    return x * {i}\n" * 20 if cfg.get("code")
+             else f"p{i}-{time.time_ns()}" for i in range(n + warm)]
     domain = "coding" if cfg.get("code") else "bench"
     return LoadSpec(url=cfg["url"], prompts=tuple(Prompt(t, t, domain) for t in texts),
                     concurrency=cfg["concurrency"], rate=cfg.get("rate"), num_requests=n,

@@ -259,27 +259,16 @@ class _GcFreeze:
             self.engaged = False
 
 
-def run_load_sync(
-    spec: LoadSpec,
-    transport_factory: Callable[[], httpx.AsyncBaseTransport] | None = None,
-    use_uvloop: bool = True,
-) -> LoadResult:
-    """Run :func:`run_load` on a fresh event loop (uvloop when installed and asked for) in the
-    calling thread, which must have no running loop."""
-
-    async def main() -> LoadResult:
-        return await run_load(spec, transport_factory() if transport_factory else None)
-
-    return new_event_loop_runner(use_uvloop)(main())
+def run_load_sync(spec: LoadSpec) -> LoadResult:
+    """Run :func:`run_load` on a fresh event loop (uvloop when installed) in the calling
+    thread, which must have no running loop."""
+    return new_event_loop_runner()(run_load(spec))
 
 
-def new_event_loop_runner(use_uvloop: bool = True) -> Callable[[Any], Any]:
-    """``uvloop.run`` when uvloop is installed and asked for, else ``asyncio.run``."""
-    if use_uvloop:
-        try:
-            import uvloop
-        except ImportError:
-            pass
-        else:
-            return uvloop.run
-    return asyncio.run
+def new_event_loop_runner() -> Callable[[Any], Any]:
+    """``uvloop.run`` when uvloop is installed, else ``asyncio.run``."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run
+    return uvloop.run

@@ -24,8 +24,6 @@ from typing import Any
 
 import pandas as pd
 
-CELL_COLUMNS = ["variant", "server_key", "server_started_at", "server_startup_s",
-                "server_startup_phases", "source"]
 TABLE_COLUMNS = ["variant", "source", "starts", "startup_s", "startup_s_min", "startup_s_max",
                  "phases"]
 

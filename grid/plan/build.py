@@ -378,7 +378,7 @@ def estimate_run(plan: Plan) -> RunEstimate:
     return RunEstimate(RUN_OVERHEAD_S + max(slots) if any_known else None, unknown, measured)
 
 
-def format_plan(plan: Plan, ordered_cells: Sequence[Cell] | None = None) -> str:
+def format_plan(plan: Plan) -> str:
     lines = [f"run {plan.run_id} -> {plan.run_dir}",
              f"{len(plan.cells)} cells in {len(plan.groups)} server groups; cluster GPUs: "
              f"{plan.cluster_gpus if plan.cluster_gpus is not None else 'not checked here'}",

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from grid.analysis.decision import Decision
-from grid.analysis.points import REPEAT_OVERRIDE
+from grid.analysis.points import REPEAT_OVERRIDE, fmt_load
 from grid.analysis.setups import split
 from grid.analysis.verdict import FASTER, RULE, SLOWER, UNDETERMINED, cost_text, pct
 from grid.questions import traced
@@ -27,14 +27,10 @@ MOST = 3
 """Clauses the sentence holds; more are counted, and the decision below lists them all."""
 
 
-def _load(kind: str, load: float) -> str:
-    return f"c={load:g}" if kind == "concurrency" else f"{load:g}/s"
-
-
 def _evidence(row: Any) -> str:
     """`c=1 +8 % [+3 %, +12 %]` (`, undetermined` when the interval holds zero)."""
     tag = f", {UNDETERMINED}" if row.verdict == UNDETERMINED else ""
-    return (f"{_load(row.load_kind, row.load)} {pct(row.speedup)} "
+    return (f"{fmt_load(row.load_kind, row.load)} {pct(row.speedup)} "
             f"[{pct(row.lo)}, {pct(row.hi)}]{tag}")
 
 
@@ -44,7 +40,7 @@ def _rows(decision: Decision, variant: str, workload: str) -> pd.DataFrame:
              & (t.load_kind == "concurrency")].sort_values("load")
 
 
-def _undetermined(decision: Decision, rec: dict, rows: pd.DataFrame) -> str:
+def _undetermined(rec: dict, rows: pd.DataFrame) -> str:
     variant, workload = rec["variant"], rec["workload"]
     assumed: dict = rec.get("assumed") or {}
     low, high = rec["undetermined"]
@@ -54,11 +50,11 @@ def _undetermined(decision: Decision, rec: dict, rows: pd.DataFrame) -> str:
                 f"c={assumed['measure']} on your node to settle it")
     first = rows.iloc[0]
     losing = rows[rows.verdict == SLOWER]
-    bound = (f"; slower from {_load('concurrency', float(losing.load.min()))}, so "
+    bound = (f"; slower from {fmt_load('concurrency', float(losing.load.min()))}, so "
              f"speculative_disable_above_batch={high} at most" if high is not None
              and len(losing) else "")
     return (f"{variant} on {workload}: undetermined whether speculation pays "
-            f"({_load(first.load_kind, first.load)} {pct(first.speedup)} [{pct(first.lo)}, "
+            f"({fmt_load(first.load_kind, first.load)} {pct(first.speedup)} [{pct(first.lo)}, "
             f"{pct(first.hi)}]: {cost_text(first.speedup, first.lo, first.hi, int(first.repeats))})"
             f"{bound}; not evidence to turn it off")
 
@@ -70,7 +66,7 @@ def _clause(decision: Decision, rec: dict) -> str:
     paying = rows[rows.verdict == FASTER]
     assumed: dict = rec.get("assumed") or {}  # a simulated run: its assumed interior decides
     if rec.get("undetermined") and (assumed or len(rows)):
-        return _undetermined(decision, rec, rows)
+        return _undetermined(rec, rows)
     if threshold is None:
         shown = _evidence(rows.iloc[0]) if len(rows) else "see below"
         top = f"{rows.load.max():g}" if len(rows) else "the highest tested"
@@ -79,7 +75,7 @@ def _clause(decision: Decision, rec: dict) -> str:
     if threshold == 0:
         shown = _evidence(rows.iloc[0]) if len(rows) else "no significant gain"
         losing = rows[rows.verdict == SLOWER]
-        loses = (f", slower from {_load('concurrency', float(losing.load.min()))}"
+        loses = (f", slower from {fmt_load('concurrency', float(losing.load.min()))}"
                  if len(losing) else "")
         return (f"{variant} does not pay on {workload} ({shown}{loses}): keep speculation "
                 f"off, speculative_disable_above_batch=0")
@@ -95,7 +91,7 @@ def _clause(decision: Decision, rec: dict) -> str:
                 f"keep speculation off: speculative_disable_above_batch={threshold}")
     above = rows[rows.load > threshold]
     open_ = above[above.verdict == UNDETERMINED]
-    settle = (f": undetermined at {', '.join(_load('concurrency', c) for c in open_.load)}, "
+    settle = (f": undetermined at {', '.join(fmt_load('concurrency', c) for c in open_.load)}, "
               f"{_repeats(open_.iloc[0])}" if len(open_) else "")
     return (f"{variant} pays up to concurrency {threshold} on {workload}{shown}: "
             f"speculative_disable_above_batch={threshold}, plausible range {threshold} to "

@@ -38,7 +38,6 @@ from grid.analysis.surface.profile import (
     check,
     conditional_of,
     histogram_counts,
-    length_of_rate,
     marginal_of,
     profile_from_cells,
     profile_from_counts,
@@ -53,7 +52,7 @@ __all__ = [
     "acceptance_rate",
     "beside_leviathan", "best_depths", "check", "conditional_of", "decompose", "depth_plan",
     "depth_schedule", "forced_points", "histogram_counts", "interpolated", "length_checks",
-    "length_of_rate", "leviathan_speedup", "marginal_of", "predict", "profile_from_cells",
+    "leviathan_speedup", "marginal_of", "predict", "profile_from_cells",
     "profile_from_counts", "profile_from_requests", "read_profile", "step_cost", "surface",
     "profile_text", "schedule_text", "widened",
 ]

@@ -81,11 +81,6 @@ def acceptance_rate(length: float, depth: int) -> float:
     return (length - 1.0) / depth
 
 
-def length_of_rate(rate: float, depth: int) -> float:
-    """The accept length of an acceptance rate (accepted / drafted) at depth k: 1 + rate k."""
-    return 1.0 + rate * depth
-
-
 def accepted_per_step(length: float) -> float:
     """Accepted draft tokens per verify step: AL - 1 (the bonus token not counted)."""
     return length - 1.0

@@ -13,7 +13,6 @@ from grid.analysis.surface import (
     check,
     conditional_of,
     histogram_counts,
-    length_of_rate,
     marginal_of,
     profile_from_cells,
     profile_from_counts,
@@ -44,7 +43,6 @@ def test_the_three_conventions():
     # AL 2.2 at depth 2: 1.2 accepted per step of 2 drafted
     assert accepted_per_step(2.2) == pytest.approx(1.2)
     assert acceptance_rate(2.2, 2) == pytest.approx(0.6)
-    assert length_of_rate(0.6, 2) == pytest.approx(2.2)
 
 
 def test_check_names_each_inconsistency():

@@ -43,6 +43,7 @@ from grid.questions.speculation.plan import (
     given_profile,
     planned_space,
     surface_space,
+    switch_settings,
     takes_rates,
     takes_zero,
 )
@@ -87,6 +88,11 @@ class Speculation(Question):
         confirm = cfg.grid.search.confirm_cells
         if not isinstance(confirm, int) or confirm < 0:
             raise SearchError(f"grid.search.confirm_cells must be >= 0, got {confirm}")
+        spread = cfg.grid.search.repeat_spread
+        if spread is not None and (not isinstance(spread, int | float) or isinstance(
+                spread, bool) or not 0 <= spread < 1):
+            raise SearchError(f"grid.search.repeat_spread must be a relative spread within "
+                              f"[0, 1) (0.06: 6 % between repeats) or null, got {spread}")
         given_profile(cfg.grid.search.profile)
         if cfg.grid.search.surface is not None:
             earlier_run(str(cfg.grid.search.surface))
@@ -95,8 +101,9 @@ class Speculation(Question):
                  ) -> tuple[list[Cell], Any]:
         """The baseline's cells as they are; each of the speculative variant's unforced at
         every depth (the surface's points by default, its profile, the confirmation), at depth 0
-        where its engine runs it, and, with `grid.search.forced`, once per depth and forced
-        rate; the context:
+        where its engine runs it, at the configured depth with each threshold its confirmation
+        may apply there (where the engine takes it), and, with `grid.search.forced`, once per
+        depth and forced rate; the context:
         the space and the variant's own cell at the lowest load. SearchError for a grid that
         is not the baseline and one speculative variant on one workload, or a variant that
         sets the acceptance or the depth by batch itself."""
@@ -118,6 +125,9 @@ class Speculation(Question):
         out = [c for c in cells if c.config["variant"]["name"] == BASELINE]
         space = dataclasses.replace(space, zero=takes_zero(template))
         chained = space.forced and takes_rates(template)
+        depth = int(variant["args"]["speculative_num_steps"])
+        switches = switch_settings(template, space.lattice, depth if depth in space.depths
+                                   else space.depths[-1]) if space.profile else {}
         for cell in own:
             settings = [{STEPS_KEY: k, **({RATES_KEY: list(space.chain(k, r))} if chained else
                                           {LENGTH_KEY: space.length(k, r)})}
@@ -127,6 +137,8 @@ class Speculation(Question):
                 settings += [{STEPS_KEY: k} for k in space.depths]
             # depth 0 where the engine runs it (speculation configured, no drafts)
             settings += [{STEPS_KEY: 0}] if space.zero else []
+            # the threshold's confirmation: the switch applied (confirm.py `switch_loads`)
+            settings += switches.get(int(cell.concurrency or 0), [])
             for setting in settings:
                 twin = with_settings(cell, setting)
                 if cell.cell_id in workloads.alignments:
@@ -143,7 +155,12 @@ class Speculation(Question):
         return SpeculationPlanned(space, cells, template,
                                   given_profile(cfg.grid.search.profile),
                                   None if earlier is None else earlier_run(str(earlier))[0],
-                                  int(cfg.grid.search.confirm_cells))
+                                  int(cfg.grid.search.confirm_cells),
+                                  _spread(cfg.grid.search.repeat_spread))
+
+
+def _spread(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 QUESTION = Speculation()

@@ -143,7 +143,7 @@ class SpeculationPlanned(Planned):
             if (t := switched(r)) is not None}
         self.switch = None
         confirmation = self._confirmation(steps, len(chosen), measured, chosen)
-        self.confirming = {(b, k) for s in confirmation for b, k, _ in s.points} - {
+        self.confirming = {(b, k) for s in confirmation for b, k, r in s.points if r == OWN} - {
             (b, k) for b, k, r in chosen if r == OWN}
         return [*steps, *confirmation], measured
 

@@ -93,8 +93,8 @@ def _threshold_words(threshold: dict[str, Any], above: dict[str, Any] | None,
     within = (f"{WITHIN_ONLY}: one repeat per cell and no grid.search.repeat_spread stated, so "
               "no sign counts; the within-run intervals alone ")
     if off is None:
-        always = spread is None and threshold.get("verdict") == "always"
-        return f"{within}say: {threshold['statement']}" if always else str(threshold["statement"])
+        return (str(threshold["statement"]) if spread is not None
+                else f"{within}say: {threshold['statement']}")
     switched = f"; {switch['text']}" if switch else ""
     words = (f"speculative_disable_above_batch={off} at depth {threshold.get('depth')} "
              f"({threshold['status']}{_zero_words(above, 'above it')}{switched})")
@@ -112,7 +112,8 @@ def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, 
     (`zero`: load -> its speedup over the baseline), not taken as the baseline; `switch`: the
     threshold confirmed with the switch applied (confirm.py `switch_verdict`). `spread`: the
     stated spread between repeats (grid.search.repeat_spread); None: the threshold is
-    undetermined (within-run noise only), its within-run value kept as `within_run`."""
+    undetermined (within-run noise only), its within-run value and verdict kept as `within_run`
+    and `within_run_verdict`."""
     tiers = depth_schedule({b: k for b, (k, _) in settled.items()})
     status = {b: s for b, (_, s) in settled.items()}
     starts = sorted(settled)
@@ -135,8 +136,9 @@ def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, 
             + f"; by batch size: {words or 'none'}"
             + ("" if drafts else " (speculation pays at no load: serve the baseline)"))
     threshold = {**threshold, "depth_zero": above, "switch": switch}
-    if spread is None and off is not None:
+    if spread is None:
         threshold.update({"speculative_disable_above_batch": None, "within_run": off,
+                          "within_run_verdict": threshold.get("verdict"),
                           "verdict": WITHIN_ONLY})
     return {"domain": domain, "text": text, "threshold": threshold,
             "repeat_spread": spread, "schedule": [list(t) for t in tiers],

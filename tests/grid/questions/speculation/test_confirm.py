@@ -246,6 +246,15 @@ def test_without_a_spread_between_repeats_the_threshold_is_not_stated_as_an_answ
     rec = recommendation(settled, part, {}, "coding", {}, None, switch)
     assert rec["threshold"]["speculative_disable_above_batch"] is None
     assert rec["threshold"]["within_run"] == 4
+    # an undetermined threshold's reasons are signs too: the caveat comes first
+    none = recommendation(settled, {"speculative_disable_above_batch": None, "status":
+                                    "predicted", "statement": "undetermined: slower at c=2",
+                                    "verdict": "undetermined"}, {}, "coding", {}, None)
+    assert none["text"].startswith("for coding: undetermined (within-run noise only): one "
+                                   "repeat per cell and no grid.search.repeat_spread stated, so "
+                                   "no sign counts; the within-run intervals alone say: "
+                                   "undetermined: slower at c=2; by batch size")
+    assert none["threshold"]["within_run_verdict"] == "undetermined"
     assert rec["threshold"]["verdict"] == "undetermined (within-run noise only)"
     assert rec["text"].startswith(
         "for coding: undetermined (within-run noise only): one repeat per cell and no "

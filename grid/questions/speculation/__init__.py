@@ -42,6 +42,7 @@ from grid.questions.speculation.plan import (
     earlier_run,
     given_profile,
     planned_space,
+    point_of,
     surface_space,
     switch_settings,
     takes_rates,
@@ -55,6 +56,7 @@ from grid.questions.speculation.report import (
     trace_section,
     write_settings,
 )
+from grid.questions.speculation.steps import OWN, SurfaceSpace
 
 OWN_KEYS = ("speculative_disable_above_batch", "speculative_depth", "speculative_adaptive")
 """Variant keys that vary the depth by batch: a surface cell drafts one depth."""
@@ -101,9 +103,8 @@ class Speculation(Question):
                  ) -> tuple[list[Cell], Any]:
         """The baseline's cells as they are; each of the speculative variant's unforced at
         every depth (the surface's points by default, its profile, the confirmation), at depth 0
-        where its engine runs it, at the configured depth with each threshold its confirmation
-        may apply there (where the engine takes it), and, with `grid.search.forced`, once per
-        depth and forced rate; the context:
+        where its engine runs it, and, with `grid.search.forced`, once per depth and forced
+        rate; the context:
         the space and the variant's own cell at the lowest load. SearchError for a grid that
         is not the baseline and one speculative variant on one workload, or a variant that
         sets the acceptance or the depth by batch itself."""
@@ -125,9 +126,6 @@ class Speculation(Question):
         out = [c for c in cells if c.config["variant"]["name"] == BASELINE]
         space = dataclasses.replace(space, zero=takes_zero(template))
         chained = space.forced and takes_rates(template)
-        depth = int(variant["args"]["speculative_num_steps"])
-        switches = switch_settings(template, space.lattice, depth if depth in space.depths
-                                   else space.depths[-1]) if space.profile else {}
         for cell in own:
             settings = [{STEPS_KEY: k, **({RATES_KEY: list(space.chain(k, r))} if chained else
                                           {LENGTH_KEY: space.length(k, r)})}
@@ -137,8 +135,6 @@ class Speculation(Question):
                 settings += [{STEPS_KEY: k} for k in space.depths]
             # depth 0 where the engine runs it (speculation configured, no drafts)
             settings += [{STEPS_KEY: 0}] if space.zero else []
-            # the threshold's confirmation: the switch applied (confirm.py `switch_loads`)
-            settings += switches.get(int(cell.concurrency or 0), [])
             for setting in settings:
                 twin = with_settings(cell, setting)
                 if cell.cell_id in workloads.alignments:
@@ -152,11 +148,28 @@ class Speculation(Question):
         speculative = next(c for c in cells if c.config["variant"]["name"] != BASELINE)
         template = template.with_engine_version(speculative.engine_version)
         earlier = cfg.grid.search.surface
-        return SpeculationPlanned(space, cells, template,
+        return SpeculationPlanned(space, [*cells, *switched_cells(space, cells, template)],
+                                  template,
                                   given_profile(cfg.grid.search.profile),
                                   None if earlier is None else earlier_run(str(earlier))[0],
                                   int(cfg.grid.search.confirm_cells),
                                   _spread(cfg.grid.search.repeat_spread))
+
+
+def switched_cells(space: SurfaceSpace, cells: list[Cell], template: Cell) -> list[Cell]:
+    """The threshold's confirmation's cells (confirm.py `switch_loads`): the drafter's own at
+    the configured depth (the deepest where it is not searched) with each threshold applied
+    that the engine takes, at the load at it and the one above. Not among the run's planned
+    cells: a step that chooses them plans them then (grid/execute/search.py `plan_step`), so
+    the plan and its warnings hold only cells the search may run without a threshold."""
+    if not space.profile:
+        return []
+    depth = int(template.config["variant"]["args"]["speculative_num_steps"])
+    depth = depth if depth in space.depths else space.depths[-1]
+    settings = switch_settings(template, space.lattice, depth)
+    own = {point_of(c, space)[0]: c for c in cells if point_of(c, space)[1:] == (depth, OWN)}
+    return [with_settings(own[b], setting) for b, found in sorted(settings.items())
+            if b in own for setting in found]
 
 
 def _spread(value: Any) -> float | None:

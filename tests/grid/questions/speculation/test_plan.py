@@ -1,6 +1,7 @@
 """The speculation question's plan (grid/questions/speculation/plan.py) on the simulator: the
 threshold's confirmation has a cell for every threshold it may confirm, the switch applied, at
-the load at it and just above it; each maps back to its point."""
+the load at it and just above it; each maps back to its point; none is a planned cell until a
+step chooses it."""
 
 from __future__ import annotations
 
@@ -21,3 +22,7 @@ def test_the_universe_holds_the_switched_cells_of_every_threshold_it_may_confirm
         variant = cell.config["variant"]
         assert variant["speculative_disable_above_batch"] == SWITCH - rate
         assert variant["args"]["speculative_num_steps"] == k and cell.concurrency == load
+    # not among the run's planned cells (a step that chooses them plans them): the plan's
+    # warnings hold no threshold the user did not ask for
+    assert not any(c.config["variant"].get("speculative_disable_above_batch") is not None
+                   for c in planned.plan.cells)

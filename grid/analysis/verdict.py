@@ -25,6 +25,10 @@ import pandas as pd
 from grid.analysis.points import fmt_load
 
 FASTER, SLOWER, UNDETERMINED = "faster", "slower", "undetermined"
+WITHIN_ONLY = "undetermined (within-run noise only)"
+"""The verdict of a comparison whose interval covers within-run noise alone (one repeat per
+cell and no stated spread between repeats): its sign does not count, whatever the interval."""
+Z95 = 1.959963984540054
 MOST_REPEATS = 100
 """Past this many repeats the cost is given as "over 100" (an effect that small is not worth
 settling by repeats)."""
@@ -40,6 +44,25 @@ def verdict_of(lo: float, hi: float) -> str:
         if hi < 0:
             return SLOWER
     return UNDETERMINED
+
+
+def between_runs(value: float, lo: float, hi: float, spread: float) -> tuple[float, float]:
+    """A ratio of two cells' throughputs measured once each (its 95 % interval [lo, hi] from
+    within-run noise), widened by the spread between repeats: each cell's throughput varies from
+    run to run with relative standard deviation `spread`, so the ratio by spread x sqrt(2),
+    95 %: z x spread x sqrt(2) x value, added to each side of the interval in quadrature."""
+    extra = Z95 * spread * math.sqrt(2) * value
+    return value - math.hypot(value - lo, extra), value + math.hypot(hi - value, extra)
+
+
+def judged(value: float, lo: float, hi: float, spread: float | None) -> tuple[str, float, float]:
+    """A speedup ratio's verdict against 1 with the interval it rests on: widened by a stated
+    spread between repeats (`between_runs`), or, with none (None), WITHIN_ONLY and the
+    within-run interval as measured."""
+    if spread is None:
+        return WITHIN_ONLY, lo, hi
+    lo, hi = between_runs(value, lo, hi, spread)
+    return verdict_of(lo - 1.0, hi - 1.0), lo, hi
 
 
 def p_value(replicates: np.ndarray) -> float:

@@ -41,6 +41,9 @@ def _found(trace: dict) -> str:
         head = f"serves at least c={cap} within the SLOs, the highest searched (not bracketed)"
     else:
         head = f"serves up to c={cap} within the SLOs"
+    if res.get("point_estimate") and not res.get("undetermined"):
+        head += (f" by its point estimate alone (c={cap} is undecided; shown to meet them up "
+                 f"to c={low})")
     notes = [f"undecided at {', '.join(_c(x) for x in res['undecided'])}"] if res[
         "undecided"] else []
     if res["unmeasured"]:
@@ -76,12 +79,21 @@ def trace_lines(trace: dict) -> list[str]:
 
 
 def answer_sentence(trace: dict) -> str | None:
-    """The run's first sentence: the capacity, with its interval and cliff."""
+    """The run's first sentence: the capacity, with its interval and cliff; where the budget ran
+    out before the boundary was bracketed, undetermined, with what it has so far. One repeat
+    per load: the attainment's interval is the steady window's requests, within-run noise
+    only (said)."""
     res = trace["result"]
-    if not res.get("stop") or res["stop"] == "budget":
+    if not res.get("stop"):
         return None
-    return (f"{trace['variant']} on {trace['workload']} {_found(trace)} (the capacity search, "
-            f"{res['cells']} of {res['dense_cells']} cells)")
+    tail = (f" (the capacity search, {res['cells']} of {res['dense_cells']} cells, one repeat "
+            "per load: within-run noise only)")
+    if res["stop"] == "budget":
+        return (f"{trace['variant']} on {trace['workload']} has an undetermined capacity: "
+                f"grid.search.max_cells={res['max_cells']} ran out before the boundary was "
+                f"bracketed (a larger one continues the search); so far it {_found(trace)}"
+                + tail)
+    return f"{trace['variant']} on {trace['workload']} {_found(trace)}{tail}"
 
 
 class CapacityPlanned(Planned):

@@ -92,6 +92,8 @@ def result(steps: Sequence[CapacityStep], measured: Mapping[int, Attainment],
     return {"stop": steps[-1].stop, "cells": len(chosen), "capacity": cap,
             # loads held by their point estimates, none shown to meet: not a capacity to claim
             "undetermined": low is None and cap is not None,
+            # the capacity held by its point estimate alone (undecided there): said so
+            "point_estimate": cap is not None and chosen[cap].verdict(target) != MEETS,
             "interval": [low, top], "first_miss": miss, "undecided": undecided,
             "unmeasured": sum(x not in chosen for x in inside),
             "bracketed": steps[-1].stop == "bracketed", "cliff": steep,

@@ -42,7 +42,9 @@ from grid.questions.speculation.plan import (
     earlier_run,
     given_profile,
     planned_space,
+    point_of,
     surface_space,
+    switch_settings,
     takes_rates,
     takes_zero,
 )
@@ -54,6 +56,7 @@ from grid.questions.speculation.report import (
     trace_section,
     write_settings,
 )
+from grid.questions.speculation.steps import OWN, SurfaceSpace
 
 OWN_KEYS = ("speculative_disable_above_batch", "speculative_depth", "speculative_adaptive")
 """Variant keys that vary the depth by batch: a surface cell drafts one depth."""
@@ -87,6 +90,11 @@ class Speculation(Question):
         confirm = cfg.grid.search.confirm_cells
         if not isinstance(confirm, int) or confirm < 0:
             raise SearchError(f"grid.search.confirm_cells must be >= 0, got {confirm}")
+        spread = cfg.grid.search.repeat_spread
+        if spread is not None and (not isinstance(spread, int | float) or isinstance(
+                spread, bool) or not 0 <= spread < 1):
+            raise SearchError(f"grid.search.repeat_spread must be a relative spread within "
+                              f"[0, 1) (0.06: 6 % between repeats) or null, got {spread}")
         given_profile(cfg.grid.search.profile)
         if cfg.grid.search.surface is not None:
             earlier_run(str(cfg.grid.search.surface))
@@ -140,10 +148,32 @@ class Speculation(Question):
         speculative = next(c for c in cells if c.config["variant"]["name"] != BASELINE)
         template = template.with_engine_version(speculative.engine_version)
         earlier = cfg.grid.search.surface
-        return SpeculationPlanned(space, cells, template,
+        return SpeculationPlanned(space, [*cells, *switched_cells(space, cells, template)],
+                                  template,
                                   given_profile(cfg.grid.search.profile),
                                   None if earlier is None else earlier_run(str(earlier))[0],
-                                  int(cfg.grid.search.confirm_cells))
+                                  int(cfg.grid.search.confirm_cells),
+                                  _spread(cfg.grid.search.repeat_spread))
+
+
+def switched_cells(space: SurfaceSpace, cells: list[Cell], template: Cell) -> list[Cell]:
+    """The threshold's confirmation's cells (confirm.py `switch_loads`): the drafter's own at
+    the configured depth (the deepest where it is not searched) with each threshold applied
+    that the engine takes, at the load at it and the one above. Not among the run's planned
+    cells: a step that chooses them plans them then (grid/execute/search.py `plan_step`), so
+    the plan and its warnings hold only cells the search may run without a threshold."""
+    if not space.profile:
+        return []
+    depth = int(template.config["variant"]["args"]["speculative_num_steps"])
+    depth = depth if depth in space.depths else space.depths[-1]
+    settings = switch_settings(template, space.lattice, depth)
+    own = {point_of(c, space)[0]: c for c in cells if point_of(c, space)[1:] == (depth, OWN)}
+    return [with_settings(own[b], setting) for b, found in sorted(settings.items())
+            if b in own for setting in found]
+
+
+def _spread(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 QUESTION = Speculation()

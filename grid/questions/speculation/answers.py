@@ -16,7 +16,7 @@ import pandas as pd
 
 from grid.analysis.decision import crossovers
 from grid.analysis.surface import Prediction
-from grid.analysis.verdict import FASTER, SLOWER, UNDETERMINED, recommend_threshold
+from grid.analysis.verdict import between_runs, recommend_threshold, verdict_of
 
 PAYS, LOSES, UNSURE = "pays", "loses", "unsure"
 
@@ -33,16 +33,19 @@ def _finite(x: float) -> float | None:
 
 
 def configured_curve(predictions: Mapping[tuple[int, int], Prediction], depth: int,
-                     variant: str, workload: str) -> pd.DataFrame:
+                     variant: str, workload: str, spread: float | None) -> pd.DataFrame:
     """The configured depth's predicted speedup over load as the dense grid's speedup table
     holds a measured one (speedup - 1, its replicates, its verdict; one repeat: a prediction's
-    interval is its cells' within-run intervals)."""
+    interval is its cells' within-run intervals, widened by `spread`, the stated spread
+    between repeats, where one is given: grid/analysis/verdict.py `between_runs`)."""
     rows = []
     for (b, k), p in sorted(predictions.items()):
         if k != depth:
             continue
-        verdict = {PAYS: FASTER, LOSES: SLOWER, UNSURE: UNDETERMINED}[placed(p)]
         lo, hi = p.interval
+        if spread is not None:
+            lo, hi = between_runs(p.speedup, lo, hi, spread)
+        verdict = verdict_of(lo - 1.0, hi - 1.0)
         rows.append({"variant": variant, "workload": workload, "load_kind": "concurrency",
                      "load": float(b), "speedup": p.speedup - 1.0, "lo": lo - 1.0,
                      "hi": hi - 1.0, "verdict": verdict, "repeats": 1,
@@ -51,10 +54,12 @@ def configured_curve(predictions: Mapping[tuple[int, int], Prediction], depth: i
 
 
 def crossover_threshold(predictions: Mapping[tuple[int, int], Prediction], depth: int,
-                        variant: str, workload: str) -> dict[str, Any] | None:
+                        variant: str, workload: str, spread: float | None
+                        ) -> dict[str, Any] | None:
     """The configured depth's crossover (where its predicted speedup crosses 1, 95 %) and the
-    speculative_disable_above_batch it makes; None with fewer than two loads at that depth."""
-    table = configured_curve(predictions, depth, variant, workload)
+    speculative_disable_above_batch it makes (its verdicts on intervals widened by `spread`
+    where one is given); None with fewer than two loads at that depth."""
+    table = configured_curve(predictions, depth, variant, workload, spread)
     found = crossovers(table) if len(table) >= 2 else []
     if not found:
         return None

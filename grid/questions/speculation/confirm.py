@@ -2,17 +2,22 @@
 unforced, at the decision points its prediction rests on (each schedule tier's first load, the
 configured depth beside the predicted crossover); where a confirming cell's speedup interval
 and the predicted one do not overlap, the drafter's own cells at the other depths of that load,
-and the answer there rests on them (`settle`). A point is (load, depth, OWN), as the surface's
-(grid/questions/speculation/steps.py)."""
+and the answer there rests on them (`settle`); then the threshold T the answer sets, with the
+switch applied (speculative_disable_above_batch = T: the switch in use, where a real one may
+thrash as the running batch crosses T), at T and the load just above it, against the baseline
+(`switch_steps`, `switch_verdict`). A point is (load, depth, OWN), as the surface's
+(grid/questions/speculation/steps.py), or (load, depth, SWITCH - T) for a switched one."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from grid.analysis.surface import Schedule
+from grid.analysis.verdict import FASTER, SLOWER, UNDETERMINED, WITHIN_ONLY, judged
 from grid.questions import steps as shared
 
 OWN = -1
@@ -148,3 +153,93 @@ def settle(best: Mapping[int, int], own: Mapping[tuple[int, int], Est],
         else:
             out[b] = (k, CONFIRMS if b in seen else PREDICTED)
     return out
+
+
+SWITCH = -2
+"""The rate index of the threshold's confirmation: point (load, depth, SWITCH - T) is the
+drafter's own cell at `depth`, unforced, with speculative_disable_above_batch = T applied."""
+CONTRADICTED = "contradicted"
+ABOUT = "about the baseline"
+"""Above the threshold: within min_effect of the baseline or faster (the switch switches off)."""
+
+
+def switch_point(load: int, depth: int, threshold: int) -> tuple[int, int, int]:
+    return (load, depth, SWITCH - threshold)
+
+
+def switched(rate: int) -> int | None:
+    """The threshold a point's rate index applies (None: not a switch's point)."""
+    return SWITCH - rate if rate <= SWITCH else None
+
+
+def switch_loads(threshold: int | None, lattice: Sequence[int]) -> tuple[int, ...]:
+    """Where the threshold T is confirmed: the lattice load at T (the highest at or below it:
+    speculating, and where a real switch may thrash as the running batch crosses T) and the
+    one just above it (switched off); () for no threshold, 0 (speculation off) or one at or
+    above the lattice's top (nothing above it to switch off)."""
+    if threshold is None or threshold < lattice[0] or threshold >= lattice[-1]:
+        return ()
+    return (max(b for b in lattice if b <= threshold), min(b for b in lattice if b > threshold))
+
+
+def _ends(est: Est) -> str:
+    return f"{est[0]:.2f}x [{est[1]:.2f}, {est[2]:.2f}]"
+
+
+def switch_verdict(threshold: int, at: tuple[int, Est], above: tuple[int, Est],
+                   tolerance: float, spread: float | None) -> dict[str, Any]:
+    """The threshold T confirmed with the switch applied, from the switched server's speedups
+    over the baseline (load, (value, 95 % low, high)) at T and just above it. At T it
+    speculates: `faster` confirms, `slower` contradicts. Above T it runs switched off and
+    should run at about the baseline: the interval's low end at or above 1 - `tolerance`
+    (min_effect) confirms, its top below 1 - tolerance contradicts (the switch costs more than
+    min_effect there). `confirmed` where both confirm, `contradicted` where either
+    contradicts, else `undetermined`. Each interval widened by the stated spread between
+    repeats (grid/analysis/verdict.py `judged`); with none, no sign counts and the verdict is
+    `undetermined (within-run noise only)`, the within-run readings given beside it."""
+    (b_at, e_at), (b_up, e_up) = at, above
+    v_at, lo_at, hi_at = judged(*e_at, spread if spread is not None else 0.0)
+    _, lo_up, hi_up = judged(*e_up, spread if spread is not None else 0.0)
+    floor = 1.0 - tolerance
+    up = ABOUT if lo_up >= floor else SLOWER if hi_up < floor else UNDETERMINED
+    if v_at == SLOWER or up == SLOWER:
+        verdict = CONTRADICTED
+    elif v_at == FASTER and up != UNDETERMINED:
+        verdict = CONFIRMED
+    else:
+        verdict = UNDETERMINED
+    if spread is None:
+        verdict = WITHIN_ONLY
+    said = {ABOUT: f"within {100 * tolerance:.0f} % of it",
+            SLOWER: f"more than {100 * tolerance:.0f} % slower", UNDETERMINED: UNDETERMINED}[up]
+    words = (f"with speculative_disable_above_batch={threshold} applied: {_ends(e_at)} of the "
+             f"baseline at c={b_at} ({v_at}), {_ends(e_up)} at c={b_up} above it ({said})")
+    return {"threshold": threshold, "verdict": verdict, "tolerance": tolerance,
+            "at": {"load": b_at, "speedup": round(e_at[0], 4),
+                   "interval": [round(lo_at, 4), round(hi_at, 4)], "verdict": v_at},
+            "above": {"load": b_up, "speedup": round(e_up[0], 4),
+                      "interval": [round(lo_up, 4), round(hi_up, 4)], "verdict": up},
+            "text": f"{verdict} {words}"}
+
+
+def switch_steps(last: ConfirmStep, points: Sequence[tuple[int, int, int]],
+                 measured: Container[tuple[int, int, int]], room: int, threshold: int
+                 ) -> list[ConfirmStep]:
+    """The threshold's confirmation after the confirmation's last step (`last`, stopped
+    `confirmed`): the switched server's `points` (with the baseline's where the surface has
+    none) within `room` cells (grid.search.confirm_cells left), then `last` again after it;
+    `last` alone, saying so, when they do not all fit (half of them confirm nothing)."""
+    if not points:
+        return [last]
+    if len(points) > room:
+        return [dataclasses.replace(last, why=f"{last.why}; the threshold's confirmation with "
+                                    f"the switch applied ({len(points)} cells) does not fit "
+                                    f"grid.search.confirm_cells ({room} left)")]
+    loads = sorted({b for b, _, _ in points})
+    step = ConfirmStep(last.number, f"confirm speculative_disable_above_batch={threshold} with "
+                       f"the switch applied, at c={' and c='.join(map(str, loads))}",
+                       tuple(points), last.cells_before)
+    if any(p not in measured for p in points):
+        return [step]
+    return [step, dataclasses.replace(last, number=last.number + 1,
+                                      cells_before=last.cells_before + len(points))]

@@ -30,6 +30,15 @@ class SpeculationKeys:
     """Cells beyond max_cells: the drafter's own, unforced, where the prediction decides
     (each schedule tier's first load, the configured depth beside the crossover), and at the
     other depths of a load where one disagrees with it."""
+    repeat_spread: float | None = None
+    """The spread of a cell's throughput between repeats (relative standard deviation, e.g.
+    0.058 for the 5.8 % two runs of real vLLM cells spread on a quiet CPU, docs/lesson.md),
+    stated by the user: the question measures each cell once, so its intervals cover
+    within-run noise only. With it every verdict the recommendation states (the threshold, the
+    threshold's confirmation, depth 0 against the baseline) rests on intervals widened by it
+    (grid/analysis/verdict.py `between_runs`); None: no sign counts, each of those verdicts reads
+    "undetermined (within-run noise only)" and the threshold is given as what the within-run
+    intervals alone would set."""
     surface: str | None = None
     """An earlier speculation run's folder: predict from its surface, measure nothing (with
     plan=true, before any server starts)."""

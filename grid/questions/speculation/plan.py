@@ -16,11 +16,13 @@ from grid.plan.cells import Cell
 from grid.plan.search import BASELINE, SearchError, search_space, with_settings
 from grid.plan.specs import launch_spec
 from grid.questions import TRACE_FILE
+from grid.questions.speculation.confirm import switch_loads, switch_point
 from grid.questions.speculation.read import rate_index, run_profile
 from grid.questions.speculation.steps import OWN, Point, SurfaceSpace
 
 STEPS_KEY = "variant.args.speculative_num_steps"
 RATES_KEY = "variant.forced_acceptance.rates"
+SWITCH_KEY = "variant.speculative_disable_above_batch"
 
 
 def point_of(cell: Cell, space: SurfaceSpace) -> Point:
@@ -30,6 +32,8 @@ def point_of(cell: Cell, space: SurfaceSpace) -> Point:
     if variant["name"] == BASELINE:
         return (load, 0, 0)
     depth = int(variant["args"]["speculative_num_steps"])
+    if variant.get(SWITCH_KEY.removeprefix("variant.")) is not None:
+        return switch_point(load, depth, int(variant[SWITCH_KEY.removeprefix("variant.")]))
     forced = forced_acceptance(variant.get("forced_acceptance"), variant["args"])
     if forced is None:
         return (load, depth, OWN)
@@ -57,6 +61,23 @@ def takes_zero(template: Cell) -> bool:
     except ValueError:
         return False
     return True
+
+
+def switch_settings(template: Cell, lattice: tuple[int, ...], depth: int
+                    ) -> dict[int, list[dict[str, Any]]]:
+    """Load -> the settings of the threshold's confirmation there (the variant at `depth` with
+    speculative_disable_above_batch = T, for every T whose confirmation measures that load,
+    confirm.py `switch_loads`) that the variant's engine takes: its own refusal decides."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    for threshold in lattice:
+        setting = {STEPS_KEY: depth, SWITCH_KEY: threshold}
+        try:
+            launch_spec(with_settings(template, setting).config, template.engine_version)
+        except ValueError:
+            continue
+        for b in switch_loads(threshold, lattice):
+            out.setdefault(b, []).append(setting)
+    return out
 
 
 def surface_space(cfg: DictConfig) -> SurfaceSpace:

@@ -12,17 +12,24 @@ import engines
 from grid.analysis import Slo
 from grid.analysis.bootstrap import interval
 from grid.analysis.surface import Profile, best_depths, interpolated, predict, widened
+from grid.analysis.verdict import between_runs
 from grid.plan.cells import Cell
 from grid.plan.search import BASELINE
 from grid.questions import Planned
 from grid.questions.measure import point_throughputs
 from grid.questions.speculation.confirm import (
     CONFIRM_STOPS,
+    CONFIRMED,
     ConfirmStep,
     Est,
     confirm_steps,
     crossover_neighbours,
     settle,
+    switch_loads,
+    switch_point,
+    switch_steps,
+    switch_verdict,
+    switched,
     targets,
 )
 from grid.questions.speculation.plan import point_of
@@ -56,7 +63,8 @@ class SpeculationPlanned(Planned):
     """The question planned for one run: its space and the cell of every point."""
 
     def __init__(self, space: SurfaceSpace, cells: Sequence[Cell], template: Cell,
-                 profile: Profile | None, earlier: Path | None, confirm_cells: int) -> None:
+                 profile: Profile | None, earlier: Path | None, confirm_cells: int,
+                 spread: float | None) -> None:
         self.space, self.max_cells, self.template = space, space.max_cells, template
         self.profile, self.earlier, self.confirm_cells = profile, earlier, confirm_cells
         self.points: dict[Point, Cell] = {point_of(c, space): c for c in cells}
@@ -77,6 +85,13 @@ class SpeculationPlanned(Planned):
         one read (an earlier run's surface)."""
         self.confirming: set[tuple[int, int]] = set()
         """The (load, depth)s of the drafter's own cells the confirmation chose."""
+        self.spread = spread
+        """The stated spread between repeats (grid.search.repeat_spread); None: none."""
+        self.switched: dict[tuple[int, int], Est] = {}
+        """The switched server's speedups over the baseline, by (load, threshold)."""
+        self.switch: dict[str, Any] | None = None
+        """The threshold's confirmation with the switch applied (confirm.py
+        `switch_verdict`), once measured."""
 
     @property
     def variant_cell(self) -> Cell:
@@ -86,6 +101,8 @@ class SpeculationPlanned(Planned):
         load, depth, rate = point
         if depth == 0:
             return f"c={load} k=0 no drafts" if rate == OWN else f"c={load} {BASELINE}"
+        if switched(rate) is not None:
+            return f"c={load} k={depth} speculative_disable_above_batch={switched(rate)}"
         if rate == OWN:
             return f"c={load} k={depth} own acceptance"
         return f"c={load} k={depth} length {self.space.length(depth, rate):g}"
@@ -121,8 +138,12 @@ class SpeculationPlanned(Planned):
             return steps, measured
         self.profiled = {self.points[p].cell_id for p in chosen if p[2] == OWN and p[1] > 0}
         self.own = self._own_speedups(run_dir, slo)
-        confirmation = self._confirmation(steps, len(chosen))
-        self.confirming = {(b, k) for s in confirmation for b, k, _ in s.points} - {
+        self.switched = {(b, t): e for (b, _, r), e in self._speedups(run_dir, slo, {
+            p: c for p, c in self.points.items() if switched(p[2]) is not None}).items()
+            if (t := switched(r)) is not None}
+        self.switch = None
+        confirmation = self._confirmation(steps, len(chosen), measured, chosen)
+        self.confirming = {(b, k) for s in confirmation for b, k, r in s.points if r == OWN} - {
             (b, k) for b, k, r in chosen if r == OWN}
         return [*steps, *confirmation], measured
 
@@ -152,11 +173,20 @@ class SpeculationPlanned(Planned):
         paired by index)."""
         own = {p: c for p, c in self.points.items() if p[2] == OWN and p[1] > 0}
         out = {}
-        for (b, k, _), t in point_throughputs(run_dir, own, slo).items():
-            base = self.read.baselines.get(b)
+        for (b, k, _), (value, lo, hi) in self._speedups(run_dir, slo, own).items():
+            out[(b, k)] = (value, *(between_runs(value, lo, hi, self.spread)
+                                    if self.spread is not None else (lo, hi)))
+        return out
+
+    def _speedups(self, run_dir: Path, slo: Slo, points: dict[Point, Cell]
+                  ) -> dict[Point, Est]:
+        """Each done point's speedup over the baseline at its load, 95 % within-run (the
+        replicates paired by index)."""
+        out = {}
+        for p, t in point_throughputs(run_dir, points, slo).items():
+            base = self.read.baselines.get(p[0])
             if base is not None:
-                reps = t.reps / base.reps
-                out[(b, k)] = (t.value / base.value, *interval(reps))
+                out[p] = (t.value / base.value, *interval(t.reps / base.reps))
         return out
 
     def _domain(self) -> tuple[str, dict[str, Any]] | None:
@@ -165,7 +195,8 @@ class SpeculationPlanned(Planned):
             return None
         return next(iter(prediction["domains"].items()))
 
-    def _confirmation(self, steps: Sequence[Any], cells: int) -> list[ConfirmStep]:
+    def _confirmation(self, steps: Sequence[Any], cells: int, measured: set[Point],
+                      chosen: set[Point]) -> list[ConfirmStep]:
         found = self._domain()
         if found is None:
             return []
@@ -178,8 +209,34 @@ class SpeculationPlanned(Planned):
         predicted = {(c["load"], c["depth"]): (c["speedup"], *c["interval"])
                      for c in dom["cells"] if c["speedup"] is not None}
         decided = {int(b): int(k) for b, k in dom["best"].items()}
-        return confirm_steps(len(steps) + 1, cells, wanted, self.own, predicted,
-                             self.space.coarse_depths, self.confirm_cells, decided)
+        out = confirm_steps(len(steps) + 1, cells, wanted, self.own, predicted,
+                            self.space.coarse_depths, self.confirm_cells, decided)
+        if out[-1].stop != CONFIRMED:
+            return out
+        part = self._threshold(dom, out)
+        threshold, k = part["speculative_disable_above_batch"], part.get("depth")
+        loads = switch_loads(threshold, self.space.lattice)
+        points = [switch_point(b, k, threshold) for b in loads if k is not None]
+        points += [(b, 0, 0) for b in loads if points and (b, 0, 0) not in chosen]
+        if any(p not in self.points for p in points):  # the engine refuses the switch there
+            return out
+        used = sum(len(s.points) for s in out)
+        more = switch_steps(out[-1], points, measured, self.confirm_cells - used, threshold)
+        if len(more) == 2 and all((b, threshold) in self.switched for b in loads):
+            at, up = ((b, self.switched[(b, threshold)]) for b in loads)
+            self.switch = switch_verdict(threshold, at, up, self.space.tolerance, self.spread)
+        return [*out[:-1], *more]
+
+    def _threshold(self, dom: dict[str, Any], confirming: Sequence[ConfirmStep]
+                   ) -> dict[str, Any]:
+        """The threshold part of the first domain's recommendation (recommend.py
+        `threshold_part`), from the confirmation's evidence."""
+        last = confirming[-1] if confirming else None
+        off = list(last.disagree) if last is not None and last.stop else []
+        asked = [(b, k) for s in confirming[:1] for b, k, _ in s.points if (b, k) in self.own]
+        near = crossover_neighbours((dom["crossover"] or {}).get("crossover"),
+                                    self.space.lattice)
+        return threshold_part(dom["crossover"], self.own, near if asked else (), off)
 
     def answers(self) -> dict[str, Any]:
         """The surface and the prediction from what `replay` read (search.json `result`):
@@ -194,12 +251,13 @@ class SpeculationPlanned(Planned):
                   if k[1] > 0 and (self.fitted is None or k in self.fitted)}
         out = surface_json(self.read, fitted, *self.sources(), self.space.lattice,
                            self.space.depths, mean_acceptance(profile))
-        out["zero"] = zero_json(self.read.own_costs, self.space.lattice)
+        out["zero"] = zero_json(self.read.own_costs, self.space.lattice, self.spread)
         costs, widening = widened(interpolated(fitted, self.space.lattice, self.space.depths),
                                   self.read.length_checks)
         out["prediction"] = (None if profile is None or not costs else
                              prediction_json(costs, profile, engine_forms(self.template),
-                                             self.depth, self.variant, self.workload))
+                                             self.depth, self.variant, self.workload,
+                                             self.spread))
         if out["prediction"] is not None:
             out["prediction"]["widened"] = {str(b): round(r, 4) for b, r in widening.items()}
         return out
@@ -218,7 +276,8 @@ class SpeculationPlanned(Planned):
     def recommendations(self, prediction: dict[str, Any] | None,
                         confirming: Sequence[ConfirmStep]) -> list[dict[str, Any]]:
         """One recommendation per domain of the profile; the first domain's with the
-        confirmation's evidence (the only one the drafter's own cells confirm)."""
+        confirmation's evidence (the only one the drafter's own cells confirm) and the
+        threshold's confirmation with the switch applied."""
         if not prediction:
             return []
         last = confirming[-1] if confirming else None
@@ -229,12 +288,12 @@ class SpeculationPlanned(Planned):
         out = []
         for i, (name, dom) in enumerate(prediction["domains"].items()):
             best = {int(b): int(k) for b, k in dom["best"].items()}
-            own, conf, bad = (self.own, asked, off) if i == 0 and confirming else ({}, [], [])
-            settled = settle(best, own, conf, bad)
-            near = crossover_neighbours((dom["crossover"] or {}).get("crossover"),
-                                        self.space.lattice)
-            part = threshold_part(dom["crossover"], own, near if conf else (), bad)
-            out.append(recommendation(settled, part, forms, name, zero))
+            first = i == 0 and bool(confirming)
+            settled = settle(best, *((self.own, asked, off) if first else ({}, [], [])))
+            part = (self._threshold(dom, confirming) if first
+                    else threshold_part(dom["crossover"], {}, (), []))
+            out.append(recommendation(settled, part, forms, name, zero, self.spread,
+                                      self.switch if first else None))
         return out
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:
@@ -253,6 +312,7 @@ class SpeculationPlanned(Planned):
                      "interval": [round(e[1], 4), round(e[2], 4)]}
                     for (b, k), e in sorted(self.own.items())],
             "disagree": [list(d) for d in (confirming[-1].disagree if confirming else ())],
+            "switch": self.switch,
             "stop": confirming[-1].stop if confirming else None}
         recs = (self.recommendations(answers["prediction"], confirming)
                 if res["stop"] is not None else [])

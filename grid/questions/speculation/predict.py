@@ -26,7 +26,7 @@ from grid.analysis.surface import (
     interpolated,
     predict,
 )
-from grid.analysis.verdict import verdict_of
+from grid.analysis.verdict import judged
 from grid.plan.cells import Cell
 from grid.plan.search import with_settings
 from grid.plan.specs import server_request
@@ -121,15 +121,16 @@ def zero_speedups(costs: Mapping[tuple[int, int], Cost], lattice: tuple[int, ...
     return out
 
 
-def zero_json(costs: Mapping[tuple[int, int], Cost], lattice: tuple[int, ...]
-              ) -> list[dict[str, Any]]:
+def zero_json(costs: Mapping[tuple[int, int], Cost], lattice: tuple[int, ...],
+              spread: float | None) -> list[dict[str, Any]]:
     """Depth 0 per lattice load: c(B, 0), whether measured there, its speedup over the
-    baseline with the verdict (grid/analysis/verdict.py)."""
+    baseline with the verdict (grid/analysis/verdict.py `judged`: on the interval widened by
+    the stated spread between repeats; none stated, undetermined (within-run noise only))."""
     zero = {b: c for (b, k), c in costs.items() if k == 0}
     full = interpolated({(b, 0): c for b, c in zero.items()}, lattice, (0,))
     return [{"load": b, "cost": _r(full[(b, 0)].value), "interval": _pair(full[(b, 0)].interval),
              "measured": b in zero, "speedup": _r(s), "speedup_interval": [_r(lo), _r(hi)],
-             "verdict": verdict_of(lo - 1.0, hi - 1.0)}
+             "verdict": judged(s, lo, hi, spread)[0]}
             for b, (s, lo, hi) in zero_speedups(costs, lattice).items()]
 
 
@@ -143,12 +144,13 @@ def mean_acceptance(profile: Profile | None) -> float | None:
 
 
 def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
-                    forms: Mapping[str, Form], depth: int, variant: str, workload: str
-                    ) -> dict[str, Any]:
+                    forms: Mapping[str, Form], depth: int, variant: str, workload: str,
+                    spread: float | None) -> dict[str, Any]:
     """Per domain of the profile: AL(k), the prediction at every (B, k) (speedup with its
     interval, break-even length, the drafter placed on it), the configured depth's crossover
     and threshold, the best depth per load and the schedule (`forms`: kept for the
-    recommendation, which words the schedule it settles on)."""
+    recommendation, which words the schedule it settles on); the threshold's verdicts on
+    intervals widened by `spread` (grid.search.repeat_spread) where one is given."""
     out: dict[str, Any] = {"source": profile.source, "unit": profile.unit, "domains": {}}
     for name, dom in profile.domains.items():
         preds = predict(costs, dom)
@@ -160,6 +162,6 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
                        "break_even": _r(p.break_even), "speedup": _r(p.speedup),
                        "interval": _pair(p.interval), "placed": placed(p)}
                       for p in preds.values()],
-            "crossover": crossover_threshold(preds, depth, variant, workload),
+            "crossover": crossover_threshold(preds, depth, variant, workload, spread),
             "best": plan["best"], "schedule": plan["schedule"], "text": plan["text"]}
     return out

@@ -71,6 +71,15 @@ class Read:
                               for p in points], self.baselines)
 
 
+def switched_mask(table: pd.DataFrame) -> pd.Series:
+    """The cells run with a threshold applied (speculative_disable_above_batch: the threshold's
+    confirmation): neither points of the surface nor the drafter's profile (their steps mix
+    depths)."""
+    if "speculative_disable_above_batch" not in table:
+        return pd.Series(False, index=table.index)
+    return table.speculative_disable_above_batch.notna()
+
+
 def rate_index(length: float | None, depth: int | None, rates: Sequence[float]) -> int | None:
     """Which rate's chain forced the mean `length` at `depth`; None: none."""
     if length is None or depth is None:
@@ -93,8 +102,9 @@ def read_run(run_dir: Path, slo: Slo, rates: Sequence[float], ids: Iterable[str]
              for i, (v, f) in enumerate(zip(table.forced_acceptance, forced, strict=True))]
     out = Read(done=set(table.cell_id.astype(str)), table=table, rate=rate)
     base = table.variant.astype(str).map(is_baseline)
+    switch = switched_mask(table)
     for r in [*range(len(rates)), OWN]:
-        wanted = [f if r != OWN else not f for f in forced]
+        wanted = [f if r != OWN else not (f or s) for f, s in zip(forced, switch, strict=True)]
         mask = base | pd.Series([w and (r == OWN or i == r) for w, i in zip(wanted, index,
                                                                           strict=True)],
                                 index=table.index)
@@ -115,7 +125,8 @@ def own_profile(run_dir: Path, table: pd.DataFrame | None, source: str) -> Profi
         return None
     drafts = (table.server_args.map(lambda v: speculative_steps(server_args(v)) != 0)
               if "server_args" in table else True)  # depth 0 drafts nothing: no acceptance
-    own = table[~forced_mask(table) & ~table.variant.astype(str).map(is_baseline) & drafts]
+    own = table[~forced_mask(table) & ~table.variant.astype(str).map(is_baseline) & drafts
+                & ~switched_mask(table)]
     if own.empty:
         return None
     requests = load_requests(run_dir, columns=PROFILE_COLUMNS,

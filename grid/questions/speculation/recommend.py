@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from grid.analysis.surface import depth_schedule, schedule_text
-from grid.analysis.verdict import verdict_of
+from grid.analysis.verdict import WITHIN_ONLY, judged
 from grid.questions.speculation.confirm import CONFIRMS, MEASURED, PREDICTED, Est
 
 Form = Callable[[Any], dict[str, Any] | None]
@@ -59,17 +59,21 @@ def threshold_part(cross: dict[str, Any] | None, own: Mapping[tuple[int, int], E
             "crossover": cross["crossover"], "interval": cross["interval"]}
 
 
-def depth_zero(zero: Mapping[int, Est], loads: list[int]) -> dict[str, Any] | None:
+def depth_zero(zero: Mapping[int, Est], loads: list[int], spread: float | None
+               ) -> dict[str, Any] | None:
     """What speculation configured with no drafts (depth 0: a depth-0 tier, a threshold's upper
     tier) runs at against the baseline over `loads`: the load where its speedup is lowest, with
-    its interval and verdict (grid/analysis/verdict.py); None where depth 0 is not known there."""
+    its interval and verdict (grid/analysis/verdict.py `judged`: widened by the stated spread
+    between repeats; none stated, undetermined (within-run noise only)); None where depth 0 is
+    not known there."""
     known = [b for b in loads if b in zero]
     if not known:
         return None
     b = min(known, key=lambda x: zero[x][0])
     value, lo, hi = zero[b]
+    verdict, lo, hi = judged(value, lo, hi, spread)
     return {"load": b, "speedup": round(value, 4), "interval": [round(lo, 4), round(hi, 4)],
-            "verdict": verdict_of(lo - 1.0, hi - 1.0)}
+            "verdict": verdict}
 
 
 def _zero_words(k0: dict[str, Any] | None, where: str = "there") -> str:
@@ -80,12 +84,36 @@ def _zero_words(k0: dict[str, Any] | None, where: str = "there") -> str:
             f"{hi:.2f}] of the baseline at c={k0['load']}, {k0['verdict']}")
 
 
+def _threshold_words(threshold: dict[str, Any], above: dict[str, Any] | None,
+                     switch: dict[str, Any] | None, spread: float | None) -> str:
+    """The threshold part of the recommendation's text: set it, with how it is known, what
+    runs above it and its confirmation with the switch applied; with no spread between
+    repeats stated, undetermined (within-run noise only), the within-run value named."""
+    off = threshold.get("speculative_disable_above_batch")
+    within = (f"{WITHIN_ONLY}: one repeat per cell and no grid.search.repeat_spread stated, so "
+              "no sign counts; the within-run intervals alone ")
+    if off is None:
+        return (str(threshold["statement"]) if spread is not None
+                else f"{within}say: {threshold['statement']}")
+    switched = f"; {switch['text']}" if switch else ""
+    words = (f"speculative_disable_above_batch={off} at depth {threshold.get('depth')} "
+             f"({threshold['status']}{_zero_words(above, 'above it')}{switched})")
+    if spread is None:
+        return f"{within}give {words}"
+    return f"set {words}"
+
+
 def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, Any],
-                   forms: Mapping[str, Form], domain: str,
-                   zero: Mapping[int, Est] | None = None) -> dict[str, Any]:
+                   forms: Mapping[str, Form], domain: str, zero: Mapping[int, Est],
+                   spread: float | None, switch: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
     """The recommendation for one domain of the drafter's profile; each depth-0 tier of a
     schedule that drafts, and the loads above the threshold, judged against depth 0 measured
-    (`zero`: load -> its speedup over the baseline), not taken as the baseline."""
+    (`zero`: load -> its speedup over the baseline), not taken as the baseline; `switch`: the
+    threshold confirmed with the switch applied (confirm.py `switch_verdict`). `spread`: the
+    stated spread between repeats (grid.search.repeat_spread); None: the threshold is
+    undetermined (within-run noise only), its within-run value and verdict kept as `within_run`
+    and `within_run_verdict`."""
     tiers = depth_schedule({b: k for b, (k, _) in settled.items()})
     status = {b: s for b, (_, s) in settled.items()}
     starts = sorted(settled)
@@ -97,21 +125,22 @@ def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, 
         tier_status.append({"from": start, "depth": depth,
                             "status": worst([status[b] for b in loads])})
         if depth == 0 and drafts:
-            tier_status[-1]["depth_zero"] = depth_zero(zero or {}, loads)
+            tier_status[-1]["depth_zero"] = depth_zero(zero, loads, spread)
     settings = {n: f(tiers) for n, f in forms.items()} if drafts else {}
     words = ", ".join(f"{'baseline' if t['depth'] == 0 else 'depth ' + str(t['depth'])} from "
                       f"batch {t['from']} ({t['status']}{_zero_words(t.get('depth_zero'))})"
                       for t in tier_status)
     off = threshold.get("speculative_disable_above_batch")
-    above = None if off is None else depth_zero(zero or {}, [b for b in starts if b > off])
-    threshold = {**threshold, "depth_zero": above}
-    text = (f"for {domain}: " + (f"set speculative_disable_above_batch={off} at depth "
-                                 f"{threshold.get('depth')} ({threshold['status']}"
-                                 + _zero_words(above, "above it")
-                                 + ")" if off is not None else threshold["statement"])
+    above = None if off is None else depth_zero(zero, [b for b in starts if b > off], spread)
+    text = (f"for {domain}: {_threshold_words(threshold, above, switch, spread)}"
             + f"; by batch size: {words or 'none'}"
             + ("" if drafts else " (speculation pays at no load: serve the baseline)"))
+    threshold = {**threshold, "depth_zero": above, "switch": switch}
+    if spread is None:
+        threshold.update({"speculative_disable_above_batch": None, "within_run": off,
+                          "within_run_verdict": threshold.get("verdict"),
+                          "verdict": WITHIN_ONLY})
     return {"domain": domain, "text": text, "threshold": threshold,
-            "schedule": [list(t) for t in tiers], "schedule_text": schedule_text(tiers),
-            "tiers": tier_status, "settings": settings,
+            "repeat_spread": spread, "schedule": [list(t) for t in tiers],
+            "schedule_text": schedule_text(tiers), "tiers": tier_status, "settings": settings,
             "status": worst([str(threshold["status"]), *(str(t["status"]) for t in tier_status)])}

@@ -158,10 +158,12 @@ def confirmation_lines(res: dict[str, Any]) -> list[str]:
     if not conf.get("own"):
         return []
     off = {tuple(d) for d in conf["disagree"]}
+    switch = conf.get("switch")
     return ["  the drafter's own cells (unforced), speedup over the baseline, 95 %: " + "; ".join(
         f"c={o['load']} k={o['depth']} {_cell(o['speedup'], o['interval'], 'x')}"
         + (" DISAGREES with the prediction" if (o["load"], o["depth"]) in off else "")
-        for o in conf["own"]) + f" ({conf['cells']} of {conf['max_cells']} confirming cells)"]
+        for o in conf["own"]) + f" ({conf['cells']} of {conf['max_cells']} confirming cells)",
+        *([f"  the threshold with the switch applied: {switch['text']}"] if switch else [])]
 
 
 def trace_lines(trace: dict) -> list[str]:

@@ -12,9 +12,12 @@ import pytest
 
 from grid.analysis.decision import Crossover
 from grid.analysis.verdict import (
+    WITHIN_ONLY,
+    between_runs,
     cost_text,
     half_width,
     holm,
+    judged,
     p_value,
     recommend_threshold,
     repeats_to_resolve,
@@ -137,3 +140,18 @@ def test_bootstrap_p_value_by_hand():
     assert p_value(np.array([-1.0, 1, 2, 3, 4, 5, 6, 7, 8])) == pytest.approx(0.4)
     assert p_value(np.array([1.0, 1, 2, 3, 4, 5, 6, 7, 8, np.nan])) == pytest.approx(0.2)
     assert p_value(np.array([np.nan])) == 1.0
+
+
+def test_a_stated_spread_between_repeats_widens_a_ratio_in_quadrature():
+    # 1.10 [1.07, 1.14] from one repeat each; 3 % between repeats: the ratio's own spread is
+    # 0.03 x sqrt(2) = 4.243 %, 95 %: 1.96 x 4.243 % x 1.10 = 0.0915; each side in quadrature:
+    # low 1.10 - sqrt(0.03^2 + 0.0915^2) = 1.10 - 0.0963 = 1.0037, high 1.10 + sqrt(0.04^2 +
+    # 0.0915^2) = 1.10 + 0.0998 = 1.1998
+    lo, hi = between_runs(1.10, 1.07, 1.14, 0.03)
+    assert (lo, hi) == (pytest.approx(1.0037, abs=1e-4), pytest.approx(1.1998, abs=1e-4))
+    assert judged(1.10, 1.07, 1.14, 0.03)[0] == "faster"
+    # 4 %: 0.1220 beside 0.03: low 1.10 - 0.1256 = 0.974: holds 1
+    assert judged(1.10, 1.07, 1.14, 0.04)[0] == "undetermined"
+    # no spread stated: no sign counts, the within-run interval kept as measured
+    assert judged(1.10, 1.07, 1.14, None) == (WITHIN_ONLY, 1.07, 1.14)
+    assert judged(1.10, 1.07, 1.14, 0.0) == ("faster", 1.07, 1.14)

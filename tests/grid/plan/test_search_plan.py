@@ -27,6 +27,9 @@ BAD = [
     (["grid.search.profile=/no/such/profile.json"], "grid.search.profile=/no/such/profile.json"),
     (["grid.search.min_effect=2"], "grid.search.min_effect must be within [0, 1], got 2.0"),
     (["grid.search.confirm_cells=-1"], "grid.search.confirm_cells must be >= 0, got -1"),
+    (["grid.search.repeat_spread=1.5"], "grid.search.repeat_spread must be a relative spread "
+                                        "within [0, 1) (0.06: 6 % between repeats) or null, "
+                                        "got 1.5"),
     (["load.concurrency=1,2"], "drop the grid axis concurrency"),
     (["+grid.axes.repeat=[0,1]"], "drop the grid axis repeat"),
     (["load.rate=5"], "searches closed-loop concurrency; unset load.rate"),

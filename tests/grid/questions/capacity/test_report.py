@@ -31,11 +31,14 @@ def test_undecided_loads_and_the_unmeasured_are_said():
     assert lines[-2] == ("  attainment (95 % interval, steady-window requests): c=1 100% "
                          "[91%, 100%] of 40 meets; c=8 100% [69%, 100%] of 10 undecided; "
                          "c=16 0% [0%, 98%] of 1 undecided; c=64 0% [0%, 9%] of 40 misses")
-    found = ("serves up to c=8 within the SLOs (interval c=1 .. c=32, undecided at c=8, c=16, "
+    # c=8 holds by its point estimate (10 of 10) but is undecided: said, not claimed
+    assert trace["result"]["point_estimate"] is True
+    found = ("serves up to c=8 within the SLOs by its point estimate alone (c=8 is undecided; "
+             "shown to meet them up to c=1) (interval c=1 .. c=32, undecided at c=8, c=16, "
              "3 of its loads not measured; c=64 misses them)")
     assert lines[-1] == f"  stopped: bracketed; eagle3 {found}"
     assert answer_sentence(trace) == (f"eagle3 on coding {found} (the capacity search, 4 of 7 "
-                                      "cells)")
+                                      "cells, one repeat per load: within-run noise only)")
 
 
 def test_a_cliff_is_named_with_the_next_loads_attainment():
@@ -53,10 +56,17 @@ def test_no_answer_until_it_stops_and_the_budget_says_what_it_has():
     assert trace_lines(waiting)[-1] == "  not finished: the last step is still to run"
     spent = _trace({1: Attainment(40, 40), 8: Attainment(40, 40), 64: Attainment(0, 40)},
                    max_cells=3)
-    assert answer_sentence(spent) is None
     assert trace_lines(spent)[-1] == (
         "  stopped: budget; so far eagle3 serves up to c=8 within the SLOs (interval c=8 .. "
         "c=32, 2 of its loads not measured; c=64 misses them)")
+    # the budget ran out with the boundary unbracketed: not a plain answer
+    assert spent["result"]["point_estimate"] is False  # c=8 meets (40 of 40)
+    assert answer_sentence(spent) == (
+        "eagle3 on coding has an undetermined capacity: grid.search.max_cells=3 ran out before "
+        "the boundary was bracketed (a larger one continues the search); so far it serves up "
+        "to c=8 within the SLOs (interval c=8 .. c=32, 2 of its loads not measured; c=64 "
+        "misses them) (the capacity search, 3 of 7 cells, one repeat per load: within-run "
+        "noise only)")
 
 
 def test_a_capacity_no_load_is_shown_to_meet_is_undetermined():

@@ -3,14 +3,20 @@
 cells 15 % slower than the forced chain predicts)."""
 
 import numpy as np
+import pytest
 
 from grid.analysis.surface import Cost, DomainProfile, best_depths, depth_schedule, predict
 from grid.questions.speculation.confirm import (
     CONFIRMED,
+    ConfirmStep,
     agrees,
     confirm_steps,
     crossover_neighbours,
     settle,
+    switch_loads,
+    switch_point,
+    switch_steps,
+    switch_verdict,
     targets,
 )
 from grid.questions.speculation.recommend import measured_threshold, recommendation, threshold_part
@@ -99,7 +105,8 @@ def test_one_recommendation_marks_each_part():
                16: (0, "measured")}
     part = {"speculative_disable_above_batch": 4, "depth": 3, "status": "confirmed",
             "statement": ""}
-    rec = recommendation(settled, part, {"sim": lambda tiers: {"tiers": tiers}}, "coding")
+    rec = recommendation(settled, part, {"sim": lambda tiers: {"tiers": tiers}}, "coding",
+                         {}, 0.0)
     assert rec["schedule"] == [[1, 3], [4, 1], [16, 0]]
     # the first tier rests on c=1 (confirmed) and c=2 (predicted): predicted
     assert [t["status"] for t in rec["tiers"]] == ["predicted", "confirmed", "measured"]
@@ -151,7 +158,7 @@ def test_a_surface_that_runs_high_is_caught_and_the_answer_rests_on_the_drafters
     assert settled == {1: (2, "measured"), 2: (2, "predicted"), 4: (0, "measured")}
     part = {"speculative_disable_above_batch": None, "status": "predicted",
             "statement": "no crossover"}
-    rec = recommendation(settled, part, {}, "coding")
+    rec = recommendation(settled, part, {}, "coding", {}, 0.0)
     assert rec["schedule"] == [[1, 2], [4, 0]]
     assert [t["status"] for t in rec["tiers"]] == ["predicted", "measured"]
 
@@ -163,7 +170,7 @@ def test_a_depth_zero_tier_is_judged_against_depth_zero_measured():
             "statement": ""}
     # depth 0 against the baseline: 0.95x at c=4 (holds 1), 0.87x [0.85, 0.89] at c=8
     zero = {1: (0.97, 0.95, 0.99), 4: (0.95, 0.9, 1.01), 8: (0.87, 0.85, 0.89)}
-    rec = recommendation(settled, part, {}, "coding", zero)
+    rec = recommendation(settled, part, {}, "coding", zero, 0.0)
     # the tier from 4 runs depth 0 at 4 and 8: judged at its lowest, c=8, surely slower
     assert rec["tiers"][1]["depth_zero"] == {"load": 8, "speedup": 0.87,
                                              "interval": [0.85, 0.89], "verdict": "slower"}
@@ -177,5 +184,83 @@ def test_a_depth_zero_tier_is_judged_against_depth_zero_measured():
                            "the baseline at c=8, slower)")
     # a schedule that never drafts is the baseline server itself: nothing to judge
     off = recommendation({1: (0, "predicted")}, {**part, "speculative_disable_above_batch": None,
-                                                 "statement": "none"}, {}, "coding", zero)
+                                                 "statement": "none"}, {}, "coding", zero, 0.0)
     assert "depth_zero" not in off["tiers"][0]
+
+
+def test_the_threshold_is_confirmed_at_it_and_just_above_it_with_the_switch_applied():
+    assert switch_loads(4, LATTICE) == (4, 8) == switch_loads(5, LATTICE)
+    # no threshold, speculation off (0), or nothing above it on the lattice: nothing to confirm
+    assert switch_loads(None, LATTICE) == switch_loads(0, LATTICE) == switch_loads(16, LATTICE)
+    assert switch_loads(16, LATTICE) == ()
+    at = (4, (1.20, 1.12, 1.28))
+    # the simulator's switch: 0.96 of the baseline above it, the interval's low end 0.955 at or
+    # above 1 - 5 % (min_effect): it switches off -> confirmed
+    found = switch_verdict(4, at, (8, (0.96, 0.955, 0.965)), 0.05, 0.0)
+    assert (found["verdict"], found["at"]["verdict"], found["above"]["verdict"]) == (
+        "confirmed", "faster", "about the baseline")
+    assert found["text"] == ("confirmed with speculative_disable_above_batch=4 applied: 1.20x "
+                             "[1.12, 1.28] of the baseline at c=4 (faster), 0.96x [0.95, 0.96] "
+                             "at c=8 above it (within 5 % of it)")
+    # a switch that does not switch off (0.64 [0.62, 0.66] above it): contradicted
+    assert switch_verdict(4, at, (8, (0.64, 0.62, 0.66)), 0.05, 0.0)["verdict"] == "contradicted"
+    # slower at T itself (where a real switch may thrash): contradicted
+    assert switch_verdict(4, (4, (0.9, 0.85, 0.95)), (8, (1.0, 0.98, 1.02)), 0.05, 0.0)[
+        "verdict"] == "contradicted"
+    # 2 % between repeats: above it 0.96 - sqrt(0.005^2 + (1.96 x 0.02 x sqrt(2) x 0.96)^2) =
+    # 0.96 - 0.0534 = 0.9066, below 0.95: it may cost more than 5 % -> undetermined; at c=4
+    # 1.20 - sqrt(0.08^2 + 0.0665^2) = 1.096, still faster
+    found = switch_verdict(4, at, (8, (0.96, 0.955, 0.965)), 0.05, 0.02)
+    assert (found["verdict"], found["at"]["verdict"], found["above"]["verdict"]) == (
+        "undetermined", "faster", "undetermined")
+    assert found["above"]["interval"][0] == pytest.approx(0.9066, abs=1e-4)
+    # no spread between repeats stated: no sign counts, the within-run readings beside it
+    found = switch_verdict(4, at, (8, (0.96, 0.955, 0.965)), 0.05, None)
+    assert found["verdict"] == "undetermined (within-run noise only)"
+    assert found["above"]["verdict"] == "about the baseline"
+
+
+def test_the_switch_is_measured_within_the_confirmations_budget_before_it_stops():
+    last = ConfirmStep(7, "2 of 2 confirming cell(s) agree with the prediction", (), 43,
+                       CONFIRMED)
+    points = [switch_point(4, 3, 4), switch_point(8, 3, 4)]
+    assert points == [(4, 3, -6), (8, 3, -6)]
+    first = switch_steps(last, points, set(), 5, 4)
+    assert len(first) == 1 and first[0].stop is None and first[0].points == tuple(points)
+    assert first[0].why == ("confirm speculative_disable_above_batch=4 with the switch applied, "
+                            "at c=4 and c=8")
+    done = switch_steps(last, points, set(points), 5, 4)
+    assert [(s.number, s.stop, s.cells_before) for s in done] == [(7, None, 43),
+                                                                  (8, CONFIRMED, 45)]
+    # one cell left: half a confirmation confirms nothing; the stop says so
+    cut = switch_steps(last, points, set(), 1, 4)
+    assert len(cut) == 1 and cut[0].stop == CONFIRMED and cut[0].points == ()
+    assert cut[0].why.endswith("does not fit grid.search.confirm_cells (1 left)")
+
+
+def test_without_a_spread_between_repeats_the_threshold_is_not_stated_as_an_answer():
+    settled = {1: (3, "confirmed"), 4: (3, "confirmed"), 8: (0, "predicted")}
+    part = {"speculative_disable_above_batch": 4, "depth": 3, "status": "confirmed",
+            "statement": ""}
+    switch = {"text": "confirmed with ..."}
+    rec = recommendation(settled, part, {}, "coding", {}, None, switch)
+    assert rec["threshold"]["speculative_disable_above_batch"] is None
+    assert rec["threshold"]["within_run"] == 4
+    # an undetermined threshold's reasons are signs too: the caveat comes first
+    none = recommendation(settled, {"speculative_disable_above_batch": None, "status":
+                                    "predicted", "statement": "undetermined: slower at c=2",
+                                    "verdict": "undetermined"}, {}, "coding", {}, None)
+    assert none["text"].startswith("for coding: undetermined (within-run noise only): one "
+                                   "repeat per cell and no grid.search.repeat_spread stated, so "
+                                   "no sign counts; the within-run intervals alone say: "
+                                   "undetermined: slower at c=2; by batch size")
+    assert none["threshold"]["within_run_verdict"] == "undetermined"
+    assert rec["threshold"]["verdict"] == "undetermined (within-run noise only)"
+    assert rec["text"].startswith(
+        "for coding: undetermined (within-run noise only): one repeat per cell and no "
+        "grid.search.repeat_spread stated, so no sign counts; the within-run intervals alone "
+        "give speculative_disable_above_batch=4 at depth 3 (confirmed; confirmed with ...)")
+    stated = recommendation(settled, part, {}, "coding", {}, 0.06, switch)
+    assert stated["threshold"]["speculative_disable_above_batch"] == 4
+    assert stated["text"].startswith("for coding: set speculative_disable_above_batch=4 at "
+                                     "depth 3 (confirmed; confirmed with ...)")

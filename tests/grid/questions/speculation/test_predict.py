@@ -21,6 +21,9 @@ def test_depth_zero_is_one_over_its_cost_interpolated_in_log_load():
     assert found[1] == pytest.approx((0.8, 0.8, 0.8))
     assert found[2][0] == pytest.approx(1 / 1.425)
     assert found[4][0] == pytest.approx(0.625)
-    rows = {r["load"]: r for r in zero_json(costs, (1, 2, 4, 8))}
+    rows = {r["load"]: r for r in zero_json(costs, (1, 2, 4, 8), 0.0)}
     assert rows[2]["cost"] == pytest.approx(1.425) and not rows[2]["measured"]
     assert rows[1]["measured"] and rows[1]["verdict"] == "slower"
+    # no spread between repeats stated: its sign does not count
+    within = {r["load"]: r for r in zero_json(costs, (1, 2, 4, 8), None)}
+    assert within[1]["verdict"] == "undetermined (within-run noise only)"

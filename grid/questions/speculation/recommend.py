@@ -90,8 +90,9 @@ def _threshold_words(threshold: dict[str, Any], above: dict[str, Any] | None,
     runs above it and its confirmation with the switch applied; with no spread between
     repeats stated, undetermined (within-run noise only), the within-run value named."""
     off = threshold.get("speculative_disable_above_batch")
-    within = (f"{WITHIN_ONLY}: one repeat per cell and no grid.search.repeat_spread stated, so "
-              "no sign counts; the within-run intervals alone ")
+    within = (f"{WITHIN_ONLY}: one repeat per cell and no grid.search.repeat_spread stated "
+              "(the between-repeat sd a run on this node with grid.axes.repeat=[0,1,2] "
+              "prints), so no sign counts; the within-run intervals alone ")
     if off is None:
         return (str(threshold["statement"]) if spread is not None
                 else f"{within}say: {threshold['statement']}")

@@ -251,8 +251,10 @@ def test_without_a_spread_between_repeats_the_threshold_is_not_stated_as_an_answ
                                     "predicted", "statement": "undetermined: slower at c=2",
                                     "verdict": "undetermined"}, {}, "coding", {}, None)
     assert none["text"].startswith("for coding: undetermined (within-run noise only): one "
-                                   "repeat per cell and no grid.search.repeat_spread stated, so "
-                                   "no sign counts; the within-run intervals alone say: "
+                                   "repeat per cell and no grid.search.repeat_spread stated "
+                                   "(the between-repeat sd a run on this node with "
+                                   "grid.axes.repeat=[0,1,2] prints), so no sign counts; the "
+                                   "within-run intervals alone say: "
                                    "undetermined: slower at c=2; by batch size")
     assert none["threshold"]["within_run_verdict"] == "undetermined"
     assert rec["threshold"]["verdict"] == "undetermined (within-run noise only)"

@@ -260,7 +260,8 @@ def test_without_a_spread_between_repeats_the_threshold_is_not_stated_as_an_answ
     assert rec["threshold"]["verdict"] == "undetermined (within-run noise only)"
     assert rec["text"].startswith(
         "for coding: undetermined (within-run noise only): one repeat per cell and no "
-        "grid.search.repeat_spread stated, so no sign counts; the within-run intervals alone "
+        "grid.search.repeat_spread stated (the between-repeat sd a run on this node with "
+        "grid.axes.repeat=[0,1,2] prints), so no sign counts; the within-run intervals alone "
         "give speculative_disable_above_batch=4 at depth 3 (confirmed; confirmed with ...)")
     stated = recommendation(settled, part, {}, "coding", {}, 0.06, switch)
     assert stated["threshold"]["speculative_disable_above_batch"] == 4

@@ -1,28 +1,31 @@
 """One surface, every drafter, on a real engine: the draft-model ladder's rungs as drafters
-(`+sweep=cpu_breakeven`, real vLLM 0.32.0 on the CPU, the trained target with noise 0, 0.1,
-0.2, 0.35, 0.6 on every weight as draft models, 4 drafts per step, c = 1, 2, 4, two repeats;
-docs/lesson.md "A ladder of drafters"). Every rung has the target's shape, so every rung's
-speculative step costs the same k = 4 draft passes and one verify of 5 tokens: the node's
-surface c(B, 4) (grid/analysis/surface/cost.py) from two rungs, the target rung (every draft
-accepted) and one other, predicts every other rung's speedup from its acceptance profile
-alone (vLLM's per-position counter at c = 1, grid/analysis/surface/profile.py):
+(`+sweep=cpu_breakeven`, the speculation question on real vLLM 0.32.0 on the CPU: the trained
+target with noise 0.2 as its own drafter, 0, 0.1, 0.35, 0.6 as `grid.search.drafters`, 4 drafts
+per step, c = 1, 2, 4; docs/lesson.md "A ladder of drafters"; or a dense ladder of the same
+rungs with repeats). Every rung has the target's shape, so every rung's speculative step costs
+the same k = 4 draft passes and one verify of 5 tokens: the node's surface c(B, 4)
+(grid/analysis/surface/cost.py) from two rungs, the target rung (every draft accepted) and one
+other, predicts every other rung's speedup from its acceptance profile alone (vLLM's
+per-position counter at c = 1, grid/analysis/surface/profile.py):
 
     speedup(B) = AL(4) / c(B, 4)
 
 Out of sample: the predicted rungs' throughputs never enter the surface. Each prediction is
-held to max(10 %, the rung's repeat spread at that load: (max - min) / mean of its two
-repeats' tok/s). Each choice of the second rung gives its own surface; all four are shown,
-and the two rungs' costs set side by side per load say how far the step cost depends on the
-acceptance (it should not, if a step costs the same whatever is accepted).
+held to max(10 %, the rung's repeat spread at that load: (max - min) / mean of its repeats'
+tok/s; 0 with one repeat, as the question measures). Each choice of the second rung gives its
+own surface; all are shown, and the two rungs' costs set side by side per load say how far
+the step cost depends on the acceptance (it should not, if a step costs the same whatever is
+accepted). A rung is named by its draft model's folder (the cells' `server_args`).
 
 Numbers: real engine, CPU, tiny trained models (the cells of the runs given); nothing runs.
 
-    python bench/surface_ladder.py /tmp/ladder/A /tmp/ladder/B
+    python bench/surface_ladder.py results/RUN [results/RUN2 ...]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -48,35 +51,42 @@ GOAL = 0.10
 """Held to max(10 %, the repeat spread), as the twin on a real engine (docs/twin.md)."""
 
 
-def rung(variant: str) -> str:
-    """`tiny_trained_draft__draft-noise-0.20` -> `noise-0.20`."""
-    return variant.split("__draft-")[-1]
+def named(cells: pd.DataFrame) -> pd.DataFrame:
+    """The cells with `variant` the rung's name: `baseline`, else its draft model's folder
+    (`server_args`' speculative_draft_model_path, `.../ladder/noise-0.20` -> `noise-0.20`)."""
+    def name(variant: str, args: object) -> str:
+        if variant == "baseline":
+            return variant
+        path = json.loads(str(args)).get("speculative_draft_model_path") if args else None
+        return str(path).rstrip("/").rsplit("/", 1)[-1] if path else variant
+    return cells.assign(variant=[name(str(v), a) for v, a in zip(cells.variant,
+                                                                 cells.server_args,
+                                                                 strict=True)])
 
 
 def measured(run_dir: Path) -> tuple[dict[tuple[str, int], Throughput], pd.DataFrame,
                                      dict[tuple[str, int], float]]:
     """(rung or `baseline`, load) -> tok/s over its repeats with replicates; the cells; and
     each rung's repeat spread per load."""
-    cells = load_cells(run_dir)
+    cells = named(load_cells(run_dir))
     requests = load_requests(run_dir)
     stats = analyse_cells(cells, requests, Slo(), replicates=1000, seed=0)
     out = {}
     for p in points(stats, ("output_tok_s",)):
-        name = "baseline" if p.variant == "baseline" else rung(p.variant)
-        out[(name, int(p.load))] = Throughput(p.values["output_tok_s"],
+        out[(p.variant, int(p.load))] = Throughput(p.values["output_tok_s"],
                                               p.replicates["output_tok_s"])
     spread = {}
     for (variant, load), group in cells[cells.status == "done"].groupby(["variant",
                                                                         "concurrency"]):
         tok = group.output_tok_s.astype(float)
-        spread[(rung(str(variant)), int(str(load)))] = float((tok.max() - tok.min()) / tok.mean())
+        spread[(str(variant), int(str(load)))] = float((tok.max() - tok.min()) / tok.mean())
     return out, cells, spread
 
 
 def lengths(cells: pd.DataFrame) -> dict[tuple[str, int], float]:
     """(rung, load) -> its decode accept length as vLLM counted it (tokens per verify step)."""
     spec = cells[(cells.status == "done") & (cells.variant != "baseline")]
-    return {(rung(str(v)), int(str(c))): float(g.accept_length_decode.mean())
+    return {(str(v), int(str(c))): float(g.accept_length_decode.mean())
             for (v, c), g in spec.groupby(["variant", "concurrency"])}
 
 
@@ -87,7 +97,7 @@ def evaluate(run_dir: Path) -> list[str]:
     rungs = sorted({name for name, _ in tok if name != "baseline"})
     base = {b: tok[("baseline", b)] for b in loads}
     first = cells[(cells.variant != "baseline") & (cells.concurrency == min(loads))]
-    profiles = profile_from_cells(first.assign(rung=first.variant.map(rung)), by="rung").domains
+    profiles = profile_from_cells(first.assign(rung=first.variant), by="rung").domains
     lines = [f"{run_dir}: loads {loads}, rungs {', '.join(rungs)} (k = {DEPTH})", ""]
     lines.append("cost c(B, 4) of each rung alone (AL x T_base / T_rung), by load:")
     for name in rungs:
@@ -144,7 +154,8 @@ def along(one: Cost, two: Cost, length: float) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("runs", nargs="+", type=Path, help="+sweep=cpu_breakeven run folders")
+    ap.add_argument("runs", nargs="+", type=Path,
+                    help="+sweep=cpu_breakeven run folders (or dense ladders)")
     ns = ap.parse_args()
     for run_dir in ns.runs:
         print("\n".join(evaluate(run_dir)))

@@ -25,8 +25,8 @@ FILES_DIR = "{files}"
 DRAFT_SHAPE_KEYS = ("num_hidden_layers", "hidden_size", "intermediate_size",
                     "num_attention_heads", "num_key_value_heads", "vocab_size")
 """What in a draft model's config.json sets its cost per pass: drafters that agree on these
-differ in acceptance only (the twin of known acceptance, engines/sim/twin/node.py, and the
-break-even ladder, grid/analysis/breakeven_cells.py, both require it)."""
+differ in acceptance only (the twin of known acceptance, engines/sim/twin/node.py, requires
+it)."""
 SPEC_METHODS: dict[str, str] = {"EAGLE3": "eagle3", "EAGLE": "eagle",
                                 "STANDALONE": "draft_model", "NGRAM": "ngram"}
 """A speculative algorithm in the variants' vocabulary (SGLang's speculative_algorithm) -> vLLM's

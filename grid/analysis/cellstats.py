@@ -80,7 +80,7 @@ def decode_replicates(arrays: RequestArrays, replicates: int, seed: int) -> np.n
     gives 4.85, each request's last step cut short); the curve multiplies it by this factor.
     From the same draw as the cell's other replicates (`cell_intervals` draws
     `Resample.draw(n, replicates, seed)`): replicate j of it and of the throughput resample
-    the same requests (the break-even curve pairs them, grid/analysis/breakeven.py). None
+    the same requests (the surface pairs them, grid/analysis/surface/cells.py). None
     without verify steps."""
     verify, out = arrays.verify, arrays.output_tokens
     if verify is None:

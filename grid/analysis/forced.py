@@ -5,7 +5,7 @@ A forced cell measures the system's side of speculation at a known acceptance: "
 acceptance: performance only". Its outputs are not the model's, its acceptance not the
 drafter's, so it never enters the losslessness check (grid/analysis/lossless.py) or the
 speculation recommendation for a workload (grid/analysis/decision.py, through `unforced`);
-the break-even curve (grid/analysis/breakeven.py) is where it speaks.
+the step cost surface (grid/analysis/surface/cost.py) is where it speaks.
 
 **Honoured.** A forced cell's decode accept length (tokens per verify step: the cell's
 `accept_length_decode`, from the engine's own per-request counts or counter deltas) is compared

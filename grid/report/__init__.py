@@ -14,7 +14,7 @@ from pathlib import Path
 from grid.analysis import Slo
 from grid.cli.runrecord import record_report_settings
 from grid.questions import traced
-from grid.report import alignment, breakeven, forced, lossless, plots, startup
+from grid.report import alignment, forced, lossless, plots, startup
 from grid.report.agentic import findings
 from grid.report.data import DECISION_FILE, load_run, used_settings
 from grid.report.html import compare_html, run_html
@@ -71,9 +71,6 @@ def decision_json(data: RunData) -> dict:
         # Greedy outputs against the baseline's (grid/report/lossless.py), start-up per variant
         **({"lossless": rows} if (rows := lossless.decision(data)) else {}),
         **({"startup": rows} if (rows := startup.decision(data)) else {}),
-        # The break-even curve: forced cells (the drafter on it, honoured or not) or a ladder
-        # of drafters (its curve and held-out check, no forced fields).
-        **({"breakeven": b} if (b := breakeven.decision(data)) else {}),
         # An adaptive search (grid.search.kind): every step, why, and why it stopped, and the
         # question's own entries (the speculation question: its recommendation and settings).
         **({"search": data.search, **traced(data.search).decision(data.search)}

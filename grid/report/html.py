@@ -17,7 +17,7 @@ from grid.analysis.points import points, repeat_lines
 from grid.analysis.verdict import UNDETERMINED
 from grid.analysis.winners import NO_DIFFERENCE, best_share
 from grid.questions import traced
-from grid.report import alignment, breakeven, lossless, startup
+from grid.report import alignment, lossless, startup
 from grid.report.agentic import (
     BIN_EDGES,
     cache_hit_by_variant,
@@ -325,14 +325,9 @@ def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     accept = domain_acceptance(data.requests, forced_variants(data.cells))
     first, *rest = answers(data.decision, data.label, data.search, data.provisional)
     # The question the run asked leads: its answer (the lead), its section, then the
-    # per-variant sentence; a run that measured a break-even curve leads with the curve; any
-    # other with that sentence and its decision.
-    curve = None if rest else breakeven.answer(data)
+    # per-variant sentence; any other run with that sentence and its decision.
     search = "" if data.search is None else traced(data.search).section(data.search)
-    if curve:
-        first, rest = curve + (f" [{data.label}]" if data.label else ""), [first]
-    body = ([search] if rest and not curve else []) + (
-        [breakeven.html_section(data)] if curve else []) + [
+    body = ([search] if rest else []) + [
         *(f'<p class="answer">{esc(r)}</p>' for r in rest), decision_section(data),
         validity_section(data), "" if rest else search,
         operator_section(data, figures), "<h2>Plots</h2>"]
@@ -345,8 +340,7 @@ def run_html(data: RunData, figures: dict[str, bytes]) -> str:
     if lesson:
         body.append("<h2>Acceptance against alignment with the drafter's training data</h2>"
                     f"<pre>{esc(lesson)}</pre>")
-    body += [lossless.html_section(data), startup.html_section(data),
-             "" if curve else breakeven.html_section(data)]  # empty when nothing
+    body += [lossless.html_section(data), startup.html_section(data)]  # empty when nothing
     body += [conversation_section(data, figures),
              f"<p>Goodput SLO: {esc(data.slo.describe())} (SGLang's rule: a request counts "
              f"when it succeeded and met every SLO set).</p>", cells_section(data),

@@ -16,7 +16,7 @@ from grid.analysis.bootstrap import interval
 from grid.analysis.forced import forced_mask
 from grid.analysis.points import points
 from grid.analysis.setups import SEP, is_baseline
-from grid.report import alignment, breakeven, operator_plots, serverplots
+from grid.report import alignment, operator_plots, serverplots
 from grid.report.agentic import (
     bin_order,
     conversation_cells,
@@ -371,7 +371,7 @@ PLOTS = {"throughput": throughput, "latency": latency, "speedup": speedup,
          "frontier": operator_plots.frontier, "acceptance": acceptance,
          "server_metrics": serverplots.server_metrics, "telemetry": telemetry,
          "conversation_load": conversation_load, "conversation_context": conversation_context,
-         "alignment": alignment.figure, "breakeven": breakeven.figure}
+         "alignment": alignment.figure}
 """Name -> plot function, in report order."""
 CONVERSATION_PLOTS = ("conversation_load", "conversation_context")
 """The plots the report shows in its conversation section (the rest under Plots)."""

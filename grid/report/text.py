@@ -15,7 +15,7 @@ import pandas as pd
 from grid.analysis.domains import distribution_summary
 from grid.analysis.forced import forced_length, forced_mask
 from grid.questions import traced
-from grid.report import alignment, breakeven, lossless, startup
+from grid.report import alignment, lossless, startup
 from grid.report.agentic import agentic_summary
 from grid.report.answer import answers
 from grid.report.forced import tagged
@@ -100,14 +100,10 @@ def domain_acceptance(requests: pd.DataFrame, forced: Collection[str] = ()) -> l
 
 def summary_text(data: RunData) -> str:
     first, *rest = answers(data.decision, data.label, data.search, data.provisional)
-    curve = None if rest else breakeven.answer(data)
     parts = [first]
     if rest:  # the question the run asked: its answer, its steps, then the generic sentence
         search = data.search or {}
         parts += ["\n" + "\n".join(traced(search).lines(search)), "", *rest]
-    elif curve:  # a run that measured a break-even curve leads with it
-        tag = f" [{data.label}]" if data.label else ""
-        parts = [curve + tag, "\n" + breakeven.section(data), "", first]
     lines = data.decision.lines()
     if lines:
         parts.append("\n" + "\n".join(lines))
@@ -133,8 +129,8 @@ def summary_text(data: RunData) -> str:
     lesson = alignment.section(data)
     if lesson:
         parts.append("\n" + lesson)
-    parts += [f"\n{block}" for block in (lossless.section(data), startup.section(data),
-                                         "" if curve else breakeven.section(data)) if block]
+    parts += [f"\n{block}" for block in (lossless.section(data), startup.section(data))
+              if block]
     agentic = agentic_summary(data.turns, data.stats.table, data.baseline)  # conversation cells
     if agentic:
         parts.append("\n" + "\n".join(agentic))

@@ -45,11 +45,10 @@ import numpy as np
 import pandas as pd
 
 from grid.analysis.bootstrap import interval
-from grid.analysis.breakeven import configuration
-from grid.analysis.breakeven_cells import CurveCells
 from grid.analysis.cellstats import CellStats
 from grid.analysis.points import points
 from grid.analysis.setups import baseline_of, is_baseline
+from grid.analysis.surface.cells import CurveCells, configuration
 
 Key = tuple[int, int]
 """(load B, depth k)."""
@@ -243,7 +242,7 @@ def forced_points(stats: CellStats, cells: pd.DataFrame, metric: str = "output_t
                   ) -> dict[tuple[str, str], tuple[list[ForcedPoint], dict[int, Throughput]]]:
     """A run's forced points by (configuration, workload) with the baseline's throughput at
     each load (its own setup's: grid/analysis/setups.py): each honoured forced point at its
-    measured decode length, paired replicates included (grid/analysis/breakeven_cells.py);
+    measured decode length, paired replicates included (cells.py);
     with `own`, each unforced speculative point (the drafter's own acceptance) at its measured
     decode length instead: c = L T_b / T_v is the same step cost whatever set the length (at
     depth 0, speculation configured with no drafts, L = 1: c(B, 0) = T_b / T_0).

@@ -37,6 +37,7 @@ from grid.plan.workloads import WorkloadPlan
 from grid.questions import Planned, Question
 from grid.questions.speculation.keys import SpeculationKeys
 from grid.questions.speculation.plan import (
+    DRAFT_KEY,
     RATES_KEY,
     STEPS_KEY,
     earlier_run,
@@ -103,8 +104,8 @@ class Speculation(Question):
                  ) -> tuple[list[Cell], Any]:
         """The baseline's cells as they are; each of the speculative variant's unforced at
         every depth (the surface's points by default, its profile, the confirmation), at depth 0
-        where its engine runs it, and, with `grid.search.forced`, once per depth and forced
-        rate; the context:
+        where its engine runs it, with each of `grid.search.drafters` at every depth, and, with
+        `grid.search.forced`, once per depth and forced rate; the context:
         the space and the variant's own cell at the lowest load. SearchError for a grid that
         is not the baseline and one speculative variant on one workload, or a variant that
         sets the acceptance or the depth by batch itself."""
@@ -135,6 +136,8 @@ class Speculation(Question):
                 settings += [{STEPS_KEY: k} for k in space.depths]
             # depth 0 where the engine runs it (speculation configured, no drafts)
             settings += [{STEPS_KEY: 0}] if space.zero else []
+            settings += [{STEPS_KEY: k, DRAFT_KEY: d} for d in space.drafters
+                         for k in space.depths]  # the other drafters, unforced
             for setting in settings:
                 twin = with_settings(cell, setting)
                 if cell.cell_id in workloads.alignments:

@@ -19,8 +19,8 @@ from typing import Any
 from grid.analysis.surface import Schedule
 from grid.analysis.verdict import FASTER, SLOWER, UNDETERMINED, WITHIN_ONLY, judged
 from grid.questions import steps as shared
+from grid.questions.speculation.steps import OWN, SWITCH
 
-OWN = -1
 Est = tuple[float, float, float]
 """A speedup over the baseline at one (load, depth): (value, 95 % low, high)."""
 CONFIRMED, CONFIRM_BUDGET = "confirmed", "confirm_budget"
@@ -155,9 +155,6 @@ def settle(best: Mapping[int, int], own: Mapping[tuple[int, int], Est],
     return out
 
 
-SWITCH = -2
-"""The rate index of the threshold's confirmation: point (load, depth, SWITCH - T) is the
-drafter's own cell at `depth`, unforced, with speculative_disable_above_batch = T applied."""
 CONTRADICTED = "contradicted"
 ABOUT = "about the baseline"
 """Above the threshold: within min_effect of the baseline or faster (the switch switches off)."""

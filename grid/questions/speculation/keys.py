@@ -39,6 +39,13 @@ class SpeculationKeys:
     (grid/analysis/verdict.py `between_runs`); None: no sign counts, each of those verdicts reads
     "undetermined (within-run noise only)" and the threshold is given as what the within-run
     intervals alone would set."""
+    drafters: list[str] = field(default_factory=list)
+    """Other draft models of the variant's cost per pass (a ladder of graded quality,
+    docs/lesson.md), each measured unforced at the first step's loads x depths: points
+    c = L T_baseline / T_rung at their measured accept lengths, labelled by drafter, beside the
+    surface and compared by its length check (on an engine that cannot force acceptance they
+    give the lengths at one depth that forced chains give elsewhere); not fitted, not profiled:
+    the variant's own drafter is the one the question answers for and confirms."""
     surface: str | None = None
     """An earlier speculation run's folder: predict from its surface, measure nothing (with
     plan=true, before any server starts)."""

@@ -18,11 +18,12 @@ from grid.plan.specs import launch_spec
 from grid.questions import TRACE_FILE
 from grid.questions.speculation.confirm import switch_loads, switch_point
 from grid.questions.speculation.read import rate_index, run_profile
-from grid.questions.speculation.steps import OWN, Point, SurfaceSpace
+from grid.questions.speculation.steps import OWN, Point, SurfaceSpace, rung
 
 STEPS_KEY = "variant.args.speculative_num_steps"
 RATES_KEY = "variant.forced_acceptance.rates"
 SWITCH_KEY = "variant.speculative_disable_above_batch"
+DRAFT_KEY = "variant.args.speculative_draft_model_path"
 
 
 def point_of(cell: Cell, space: SurfaceSpace) -> Point:
@@ -35,6 +36,9 @@ def point_of(cell: Cell, space: SurfaceSpace) -> Point:
     if variant.get(SWITCH_KEY.removeprefix("variant.")) is not None:
         return switch_point(load, depth, int(variant[SWITCH_KEY.removeprefix("variant.")]))
     forced = forced_acceptance(variant.get("forced_acceptance"), variant["args"])
+    draft = variant["args"].get("speculative_draft_model_path")
+    if forced is None and draft is not None and str(draft) in space.drafters:
+        return (load, depth, rung(space.drafters.index(str(draft))))
     if forced is None:
         return (load, depth, OWN)
     rate = rate_index(forced.mean_length, depth, space.rates)
@@ -82,16 +86,22 @@ def switch_settings(template: Cell, lattice: tuple[int, ...], depth: int
 
 def surface_space(cfg: DictConfig) -> SurfaceSpace:
     """The lattice, depths, rates and budget; SearchError (one line) for depths that are not
-    [0, d1, d2, ...] ascending with two speculative depths or more, rates outside (0, 1]."""
+    [0, d1, ...] ascending with one speculative depth or more, rates outside (0, 1], drafters
+    that are not distinct paths."""
     s = cfg.grid.search
     base = search_space(cfg)
     depths = OmegaConf.to_container(s.depths, resolve=True)
     rates = OmegaConf.to_container(s.rates, resolve=True)
-    if (not isinstance(depths, list) or len(depths) < 3 or depths[0] != 0
+    drafters = OmegaConf.to_container(s.drafters, resolve=True)
+    if (not isinstance(drafters, list) or len(set(map(str, drafters))) != len(drafters)
+            or not all(isinstance(d, str) and d for d in drafters)):
+        raise SearchError("grid.search.drafters must be distinct draft model paths (other "
+                          f"drafters of the same cost per pass), got {drafters}")
+    if (not isinstance(depths, list) or len(depths) < 2 or depths[0] != 0
             or not all(isinstance(d, int) and not isinstance(d, bool) for d in depths)
             or depths != sorted(set(depths))):
         raise SearchError("grid.search.depths must be ascending whole depths from 0 (the "
-                          "baseline) with two speculative depths or more, e.g. [0, 1, 2, 3, 4, "
+                          "baseline) with one speculative depth or more, e.g. [0, 1, 2, 3, 4, "
                           f"5, 6, 7]; got {depths}")
     if (not isinstance(rates, list) or not rates
             or not all(isinstance(r, int | float) and not isinstance(r, bool) and 0 < r <= 1
@@ -102,7 +112,8 @@ def surface_space(cfg: DictConfig) -> SurfaceSpace:
         raise SearchError(f"grid.search.forced must be true or false, got {s.forced}")
     return SurfaceSpace(base.lattice, base.coarse, tuple(depths[1:]),
                         tuple(float(r) for r in rates), base.max_cells, float(s.min_effect),
-                        s.profile is None and s.surface is None, s.forced)
+                        s.profile is None and s.surface is None, s.forced,
+                        drafters=tuple(drafters))
 
 
 def earlier_run(path: str) -> tuple[Path, dict[str, Any]]:

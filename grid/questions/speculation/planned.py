@@ -51,6 +51,8 @@ from grid.questions.speculation.steps import (
     SurfaceSpace,
     SurfaceStep,
     coarse_points,
+    drafter_name,
+    is_rung,
     result,
     steps_of,
 )
@@ -105,6 +107,8 @@ class SpeculationPlanned(Planned):
             return f"c={load} k={depth} speculative_disable_above_batch={switched(rate)}"
         if rate == OWN:
             return f"c={load} k={depth} own acceptance"
+        if rate < OWN:
+            return f"c={load} k={depth} drafter {drafter_name(self.space, rate)}"
         return f"c={load} k={depth} length {self.space.length(depth, rate):g}"
 
     def cells_of(self, points: Sequence[Any], first: str | None = None) -> list[Cell]:
@@ -127,7 +131,8 @@ class SpeculationPlanned(Planned):
             return [SurfaceStep(1, f"the surface of {self.earlier}", (), 0, GIVEN)], set()
         self.run_dir = run_dir
         ids = {c.cell_id: p for p, c in self.points.items()}
-        self.read = read_run(run_dir, slo, self.space.rates, ids, self.space.rate)
+        self.read = read_run(run_dir, slo, self.space.rates, ids, self.space.rate,
+                             {i: p[2] for i, p in ids.items() if is_rung(p[2])})
         measured = {ids[i] for i in self.read.done}
         costs = {key: (c.value, *c.interval) for key, c in self.read.costs.items()}
         steps: list[Any] = list(steps_of(self.space, measured, costs,
@@ -250,7 +255,8 @@ class SpeculationPlanned(Planned):
         fitted = {k: c for k, c in self.read.costs.items()
                   if k[1] > 0 and (self.fitted is None or k in self.fitted)}
         out = surface_json(self.read, fitted, *self.sources(), self.space.lattice,
-                           self.space.depths, mean_acceptance(profile))
+                           self.space.depths, mean_acceptance(profile),
+                           {r: drafter_name(self.space, r) for r in self.read.rungs})
         out["zero"] = zero_json(self.read.own_costs, self.space.lattice, self.spread)
         costs, widening = widened(interpolated(fitted, self.space.lattice, self.space.depths),
                                   self.read.length_checks)

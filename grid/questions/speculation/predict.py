@@ -72,10 +72,12 @@ def engine_forms(template: Cell) -> dict[str, Form]:
 
 def surface_json(read: Read, measured: Mapping[tuple[int, int], Cost], source: str,
                  others: Mapping[tuple[int, int], str], lattice: tuple[int, ...],
-                 depths: tuple[int, ...], acceptance: float | None) -> dict[str, Any]:
+                 depths: tuple[int, ...], acceptance: float | None,
+                 drafters: Mapping[int, str] | None = None) -> dict[str, Any]:
     """The surface (its fitted points `measured`, each from `source`: `own` or `forced`), its
-    decomposition, Leviathan beside it, the length checks; and the drafter's own cells'
-    points not fitted (`others`: (load, depth) -> `own` or `confirm`)."""
+    decomposition, Leviathan beside it, the length checks; and the points not fitted: the
+    drafter's own cells' (`others`: (load, depth) -> `own` or `confirm`), then each other
+    drafter's (`drafters`: rate index -> name; source `drafter`, at its measured length)."""
     full = interpolated(measured, lattice, depths)
     table = [{"load": b, "depth": k, "cost": _r(c.value), "interval": _pair(c.interval),
               "measured": (b, k) in measured,
@@ -85,6 +87,10 @@ def surface_json(read: Read, measured: Mapping[tuple[int, int], Cost], source: s
     points = [{"load": b, "depth": k, "cost": _r(own[(b, k)].value),
                "interval": _pair(own[(b, k)].interval), "source": where}
               for (b, k), where in sorted(others.items())]
+    points += [{"load": b, "depth": k, "cost": _r(c.value), "interval": _pair(c.interval),
+                "source": "drafter", "drafter": name, "length": _r(c.lengths[0])}
+               for r, name in sorted((drafters or {}).items(), reverse=True)  # listed order
+               for (b, k), c in sorted(read.rungs.get(r, {}).items())]
     parts = decompose(measured)
     decomposition = {str(b): None if d is None else {
         "fixed": _r(d.fixed), "fixed_interval": _pair(d.fixed_interval), "draft": _r(d.draft),

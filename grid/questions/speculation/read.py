@@ -7,7 +7,7 @@ per request from the acceptance histograms, else per cell from vLLM's per-positi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +15,6 @@ import pandas as pd
 
 from engines.forced import speculative_steps
 from grid.analysis import Slo
-from grid.analysis.breakeven_cells import depth_of, server_args
 from grid.analysis.cellstats import CellStats
 from grid.analysis.forced import forced_length, forced_mask
 from grid.analysis.setups import is_baseline
@@ -31,8 +30,9 @@ from grid.analysis.surface import (
     profile_from_requests,
     surface,
 )
+from grid.analysis.surface.cells import DRAFT_PART, depth_of, server_args
 from grid.questions.measure import done_analysed
-from grid.questions.speculation.steps import OWN, chain_length
+from grid.questions.speculation.steps import OWN, chain_length, is_rung
 from grid.store.loader import load_cells, load_requests
 
 PROFILE_COLUMNS = ["cell_id", "status", "domain", "accept_histogram"]
@@ -65,8 +65,15 @@ class Read:
         return surface(self.forced.get(OWN, []), self.baselines)
 
     @property
+    def rungs(self) -> dict[int, dict[tuple[int, int], Cost]]:
+        """Rate index -> c(B, k) of each other drafter's cells (`grid.search.drafters`)."""
+        return {r: surface(points, self.baselines) for r, points in sorted(self.forced.items())
+                if is_rung(r)}
+
+    @property
     def length_checks(self) -> list[LengthCheck]:
-        """Each (B, k) forced at two rates or more (grid/analysis/surface/cost.py)."""
+        """Each (B, k) at two lengths or more, forced or the other drafters'
+        (grid/analysis/surface/cost.py)."""
         return length_checks([p for r, points in self.forced.items() if r != OWN
                               for p in points], self.baselines)
 
@@ -89,10 +96,12 @@ def rate_index(length: float | None, depth: int | None, rates: Sequence[float]) 
 
 
 def read_run(run_dir: Path, slo: Slo, rates: Sequence[float], ids: Iterable[str] | None = None,
-             rate: int = 0) -> Read:
+             rate: int = 0, rungs: Mapping[str, int] | None = None) -> Read:
     """The done cells among `ids` (every cell when None): each forced cell under the rate that
-    forced it, each unforced speculative cell under OWN, the baselines' throughputs by load;
-    `rate`: the surface's."""
+    forced it, each unforced speculative cell under OWN or, another drafter's (`rungs`: cell id
+    -> its rate index), under its own index; the baselines' throughputs by load; `rate`: the
+    surface's."""
+    rungs = rungs or {}
     found = done_analysed(Path(run_dir), ids, slo)
     if found is None:
         return Read()
@@ -103,15 +112,17 @@ def read_run(run_dir: Path, slo: Slo, rates: Sequence[float], ids: Iterable[str]
     out = Read(done=set(table.cell_id.astype(str)), table=table, rate=rate)
     base = table.variant.astype(str).map(is_baseline)
     switch = switched_mask(table)
-    for r in [*range(len(rates)), OWN]:
-        wanted = [f if r != OWN else not (f or s) for f, s in zip(forced, switch, strict=True)]
-        mask = base | pd.Series([w and (r == OWN or i == r) for w, i in zip(wanted, index,
-                                                                          strict=True)],
+    other = [rungs.get(str(c)) for c in table.cell_id]
+    for r in [*range(len(rates)), OWN, *sorted(set(rungs.values()))]:
+        wanted = [(not f and o == r) if r < OWN else (not (f or s) and o is None) if r == OWN
+                  else f for f, o, s in zip(forced, other, switch, strict=True)]
+        mask = base | pd.Series([w and (r <= OWN or i == r) for w, i in zip(wanted, index,
+                                                                           strict=True)],
                                 index=table.index)
         ids_r = set(table.cell_id[mask])
         sub = CellStats(stats.table[stats.table.cell_id.isin(ids_r)].reset_index(drop=True),
                         stats.replicates, stats.slo, stats.n_replicates)
-        for points, baselines in forced_points(sub, table[mask], own=r == OWN).values():
+        for points, baselines in forced_points(sub, table[mask], own=r <= OWN).values():
             out.forced.setdefault(r, []).extend(points)
             out.baselines.update(baselines)
     return out
@@ -119,13 +130,16 @@ def read_run(run_dir: Path, slo: Slo, rates: Sequence[float], ids: Iterable[str]
 
 def own_profile(run_dir: Path, table: pd.DataFrame | None, source: str) -> Profile | None:
     """The drafter's profile from the run's done unforced speculative cells that draft (not
-    depth 0): their requests' acceptance histograms (by prompt domain), else the cells'
-    per-position counter (by workload); None when neither is recorded."""
+    depth 0) with its own draft model (not `grid.search.drafters`): their requests'
+    acceptance histograms (by prompt domain), else the cells' per-position counter (by
+    workload); None when neither is recorded."""
     if table is None or table.empty:
         return None
     drafts = (table.server_args.map(lambda v: speculative_steps(server_args(v)) != 0)
               if "server_args" in table else True)  # depth 0 drafts nothing: no acceptance
-    own = table[~forced_mask(table) & ~table.variant.astype(str).map(is_baseline) & drafts
+    variants = table.variant.astype(str)
+    rungs = variants.map(lambda v: DRAFT_PART.search(v) is not None)  # grid.search.drafters'
+    own = table[~forced_mask(table) & ~variants.map(is_baseline) & drafts & ~rungs
                 & ~switched_mask(table)]
     if own.empty:
         return None

@@ -70,10 +70,13 @@ def surface_lines(res: dict[str, Any]) -> list[str]:
     lines += _grid(res["table"], lambda r: _cell(r["cost"], r["interval"])
                    + ("*" if r["measured"] else ""))
     if res["points"]:
-        lines.append("  the drafter's other own cells as points of the surface, c = L x T_b / "
-                     "T_v (not fitted: own = its profile's, confirm = the confirmation's): "
+        lines.append("  other cells as points of the surface, c = L x T_b / T_v (not fitted: "
+                     "own = the drafter's profile's, confirm = the confirmation's, drafter = "
+                     "another drafter of grid.search.drafters at its measured L): "
                      + "; ".join(f"c={p['load']} k={p['depth']} {_cell(p['cost'], p['interval'])}"
-                                 f" ({p['source']})" for p in res["points"]))
+                                 f" ({p['source']}" + (f" {p['drafter']} L={p['length']:.2f}"
+                                                       if p.get("drafter") else "") + ")"
+                                 for p in res["points"]))
     lines.append("  per load, c = (1 + fixed) + draft x k + verify excess (least squares over "
                  "the depths measured):")
     for b, d in res["decomposition"].items():

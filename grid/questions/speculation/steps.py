@@ -57,6 +57,11 @@ Est = tuple[float, float, float]
 """A measured cost: (value, interval low, interval high)."""
 OWN = -1
 """The rate index of the drafter's own acceptance (nothing forced)."""
+SWITCH = -1_000_000
+"""The rate index of the threshold's confirmation: point (load, depth, SWITCH - T) is the
+drafter's own cell at `depth`, unforced, with speculative_disable_above_batch = T applied
+(confirm.py). Far below the other drafters' indices (`rung`: OWN - 1 - i), so the two never
+meet."""
 FITS, RESOLUTION, BUDGET = "fits", "resolution", "budget"
 STOPS = {
     FITS: "every measured cell agrees with the surface its neighbours give (within its 95 % "
@@ -91,6 +96,9 @@ class SurfaceSpace:
     zero: bool = False
     """The engine runs depth 0 (speculation configured, no drafts): measure c(B, 0), the step
     a threshold's upper tier and a depth-0 tier run, at `check_loads` (point (B, 0, OWN))."""
+    drafters: tuple[str, ...] = ()
+    """Other draft models (`grid.search.drafters`), each measured unforced at the coarse loads
+    x depths: drafter i is the rate index `rung(i)`, named by `drafter_name`."""
 
     @property
     def rate(self) -> int:
@@ -125,7 +133,23 @@ class SurfaceSpace:
 
     @property
     def dense_starts(self) -> int:
-        return 1 + len(self.depths) * (len(self.rates) if self.forced else 1)
+        return 1 + len(self.depths) * ((len(self.rates) if self.forced else 1)
+                                       + len(self.drafters))
+
+
+def rung(i: int) -> int:
+    """The rate index of the i-th of `grid.search.drafters` (below OWN)."""
+    return OWN - 1 - i
+
+
+def is_rung(rate: int) -> bool:
+    """Whether a rate index is one of `grid.search.drafters`' (not a switched point's)."""
+    return SWITCH < rate < OWN
+
+
+def drafter_name(space: SurfaceSpace, rate: int) -> str:
+    """The other drafter at a rate index below OWN: its folder's name."""
+    return space.drafters[OWN - 1 - rate].rstrip("/").rsplit("/", 1)[-1]
 
 
 def chain(a: float, depth: int) -> tuple[float, ...]:
@@ -247,6 +271,8 @@ def coarse_points(space: SurfaceSpace) -> list[Point]:
     points: list[Point] = [(b, 0, 0) for b in space.coarse]
     points += [(b, k, space.rate) for k in space.coarse_depths for b in space.coarse]
     points += [(b, 0, OWN) for b in space.check_loads if space.zero]
+    points += [(b, k, rung(i)) for i in range(len(space.drafters)) for k in space.coarse_depths
+               for b in space.coarse]
     if not space.forced:  # the rectangle is the drafter's own: its profile, no forced length
         return points
     points += [(b, space.check_depth, r) for r in range(1, len(space.rates))
@@ -258,7 +284,9 @@ def coarse_points(space: SurfaceSpace) -> list[Point]:
 
 def coarse_why(space: SurfaceSpace) -> str:
     zero = (f"; depth 0 (speculation configured, no drafts) at loads "
-            f"{' '.join(map(str, space.check_loads))}" if space.zero else "")
+            f"{' '.join(map(str, space.check_loads))}" if space.zero else "") + (
+        f"; {len(space.drafters)} other drafter(s) at the same loads x depths"
+        if space.drafters else "")
     if not space.forced:
         return (f"coarse: the drafter's own cells at loads {' '.join(map(str, space.coarse))} "
                 f"x depths {' '.join(map(str, space.coarse_depths))} and the baseline" + zero)

@@ -103,24 +103,3 @@ def write_run(run_dir, speeds: dict[str, dict[int, float]], telemetry=None, cell
                    telemetry=(telemetry or {}).get(cell["cell_id"], ()),
                    server_metrics=(server_metrics or {}).get(cell["cell_id"], ()))
 
-
-def write_speculative_cells(run_dir, cells: dict[str, tuple[str, float | None,
-                                                           list[tuple[str, int, int]]]],
-                            workload: str = "coding", cell_fields=None) -> None:
-    """cell id -> (variant, forced length or None, [(prompt domain, output tokens, verify
-    steps) per request]): done cells written through the real results writer with the columns
-    the drafter's accept length reads (grid/analysis/breakeven_drafter.py); `cell_fields`: cell row
-    columns set on every cell (e.g. the `server_args` that record its depth)."""
-    from grid.store.results import write_cell
-
-    for cell_id, (variant, length, requests) in cells.items():
-        forced = None if length is None else json.dumps({"length": length,
-                                                         "mean_length": length})
-        rows = [{"run_id": run_dir.name, "cell_id": cell_id, "attempt": 1, "status": "ok",
-                 "request_id": f"{cell_id}-{i}", "domain": domain, "output_tokens": tokens,
-                 "spec_verify_ct": steps} for i, (domain, tokens, steps) in enumerate(requests)]
-        write_cell(run_dir, variant=variant, workload=workload, cell_id=cell_id, attempt=1,
-                   requests=rows, cell_row={"run_id": run_dir.name, "cell_id": cell_id,
-                                            "attempt": 1, "status": "done",
-                                            "concurrency": 1, "forced_acceptance": forced,
-                                            **(cell_fields or {})})

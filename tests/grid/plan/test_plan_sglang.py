@@ -69,10 +69,11 @@ def test_cpu_twin_sweep_passes_vllms_own_parser(tmp_path):
 @pytest.mark.skipif(not os.environ.get("SPECGRID_VLLM_PYTHON"),
                     reason="SPECGRID_VLLM_PYTHON is not set (no vLLM parser here)")
 def test_cpu_breakeven_sweep_passes_vllms_own_parser(tmp_path):
-    # the baseline and five rungs of the ladder, each its own draft model folder
+    # the speculation question: the baseline, its own drafter (the 0.20 rung) and the four
+    # other rungs (grid.search.drafters), each its own draft model folder, at loads 1 2 4
     plan = make_plan(["+sweep=cpu_breakeven", f"results_dir={tmp_path}"]).plan
     assert "vLLM 0.32.0's own parser (6 commands)" in plan.validation, plan.validation
-    assert len(plan.cells) == 36
+    assert len(plan.cells) == 3 * 6
     drafts = sorted(json.loads(spec.argv[spec.argv.index("--speculative-config") + 1])["model"]
                     .rsplit("/", 1)[-1] for spec in plan.launches.values()
                     if "--speculative-config" in spec.argv)

@@ -25,6 +25,8 @@ BAD = [
     (["grid.search.rates=[0.7,1.5]"], "grid.search.rates must be distinct forced acceptance "
                                       "rates in (0, 1]"),
     (["grid.search.profile=/no/such/profile.json"], "grid.search.profile=/no/such/profile.json"),
+    (["grid.search.drafters=[/d/noise-0.1,/d/noise-0.1]"], "grid.search.drafters must be "
+                                                            "distinct draft model paths"),
     (["grid.search.min_effect=2"], "grid.search.min_effect must be within [0, 1], got 2.0"),
     (["grid.search.confirm_cells=-1"], "grid.search.confirm_cells must be >= 0, got -1"),
     (["grid.search.repeat_spread=1.5"], "grid.search.repeat_spread must be a relative spread "

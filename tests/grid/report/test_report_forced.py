@@ -49,8 +49,8 @@ def forced_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def ladder_run(tmp_path_factory):
-    """Two drafters of the same configuration, nothing forced (a ladder: break-even curve from
-    their measured accept lengths 1.5 and 3.5)."""
+    """Two drafters of the same configuration, nothing forced (a ladder at its measured accept
+    lengths 1.5 and 3.5)."""
     run = tmp_path_factory.mktemp("ladder") / "ladder"
     write_run(run, {"baseline": {1: 100.0, 4: 50.0}}, jitter=0.0)
     for rung, length, speeds in (("noise-0.30", 1.5, {1: 80.0, 4: 30.0}),
@@ -103,8 +103,6 @@ def test_forced_cells_are_labelled_in_decision_json(forced_run):
     decision = json.loads((forced_run / "decision.json").read_text())
     assert decision["cells"] == {"total": 8, "done": 8, "forced": 4,
                                  "forced_label": FORCED_LABEL}
-    assert decision["breakeven"]["label"] == FORCED_LABEL
-    assert len(decision["breakeven"]["honoured"]) == 4
 
 
 def test_forced_series_have_their_own_style_and_legend_entry(forced_run):
@@ -143,12 +141,6 @@ def test_a_run_without_forced_cells_shows_no_label(ladder_run):
         assert FORCED_LABEL not in (ladder_run / name).read_text()
     decision = json.loads((ladder_run / "decision.json").read_text())
     assert decision["cells"] == {"total": 6, "done": 6}
-    breakeven = decision["breakeven"]
-    # its curve stays: ratios at c=1 0.8 and 1.2 -> 1.5 + 0.2 / 0.4 x 2 = 2.5; at c=4 0.6
-    # and 1.1 -> 1.5 + 0.4 / 0.5 x 2 = 3.1
-    assert not {"label", "rule", "tolerance", "honoured", "drafter"} & set(breakeven)
-    assert [(c["kind"], c["load"], round(c["break_even_length"], 6))
-            for c in breakeven["curves"]] == [("ladder", 1.0, 2.5), ("ladder", 4.0, 3.1)]
     data = load_run(ladder_run)
     for name in ("throughput", "latency", "acceptance"):
         for ax in _axes(name, data):

@@ -17,9 +17,11 @@ from grid.questions.speculation.confirm import (
     switch_point,
     switch_steps,
     switch_verdict,
+    switched,
     targets,
 )
 from grid.questions.speculation.recommend import measured_threshold, recommendation, threshold_part
+from grid.questions.speculation.steps import is_rung, rung
 
 LATTICE = (1, 2, 4, 8, 16)
 
@@ -224,7 +226,8 @@ def test_the_switch_is_measured_within_the_confirmations_budget_before_it_stops(
     last = ConfirmStep(7, "2 of 2 confirming cell(s) agree with the prediction", (), 43,
                        CONFIRMED)
     points = [switch_point(4, 3, 4), switch_point(8, 3, 4)]
-    assert points == [(4, 3, -6), (8, 3, -6)]
+    # SWITCH - 4, below every other drafter's index
+    assert points == [(4, 3, -1_000_004), (8, 3, -1_000_004)]
     first = switch_steps(last, points, set(), 5, 4)
     assert len(first) == 1 and first[0].stop is None and first[0].points == tuple(points)
     assert first[0].why == ("confirm speculative_disable_above_batch=4 with the switch applied, "
@@ -267,3 +270,14 @@ def test_without_a_spread_between_repeats_the_threshold_is_not_stated_as_an_answ
     assert stated["threshold"]["speculative_disable_above_batch"] == 4
     assert stated["text"].startswith("for coding: set speculative_disable_above_batch=4 at "
                                      "depth 3 (confirmed; confirmed with ...)")
+
+
+def test_a_switched_point_is_never_read_as_another_drafters_and_back():
+    # the other drafters take OWN - 1 - i (-2, -3, ...); a switched point SWITCH - T: with 3
+    # drafters and thresholds 1..64 the two sets of indices share nothing
+    drafters = [rung(i) for i in range(3)]
+    switches = [switch_point(1, 3, t)[2] for t in (1, 2, 4, 64)]
+    assert drafters == [-2, -3, -4]
+    assert all(is_rung(r) and switched(r) is None for r in drafters)
+    assert [switched(r) for r in switches] == [1, 2, 4, 64]
+    assert not any(is_rung(r) for r in switches)

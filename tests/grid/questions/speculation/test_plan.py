@@ -5,7 +5,7 @@ step chooses it."""
 
 from __future__ import annotations
 
-from grid.questions.speculation.confirm import SWITCH
+from grid.questions.speculation.steps import SWITCH
 from grid.run import make_plan
 
 

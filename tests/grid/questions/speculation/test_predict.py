@@ -1,11 +1,14 @@
 """Depth 0 (speculation configured, no drafts) against the baseline over the lattice
-(grid/questions/speculation/predict.py `zero_speedups`, `zero_json`), on hand-made costs."""
+(grid/questions/speculation/predict.py `zero_speedups`, `zero_json`), and other drafters as
+points beside the surface (`surface_json`), on hand-made costs."""
 
 import numpy as np
 import pytest
 
-from grid.analysis.surface import Cost
-from grid.questions.speculation.predict import zero_json, zero_speedups
+from grid.analysis.surface import Cost, ForcedPoint, Throughput
+from grid.questions.speculation.predict import surface_json, zero_json, zero_speedups
+from grid.questions.speculation.read import Read
+from grid.questions.speculation.steps import OWN
 
 
 def cost(b, k, value):
@@ -27,3 +30,27 @@ def test_depth_zero_is_one_over_its_cost_interpolated_in_log_load():
     # no spread between repeats stated: its sign does not count
     within = {r["load"]: r for r in zero_json(costs, (1, 2, 4, 8), None)}
     assert within[1]["verdict"] == "undetermined (within-run noise only)"
+
+
+def test_other_drafters_are_points_beside_the_surface_and_the_length_check_compares_them():
+    base = {1: Throughput(100.0, np.full(5, 100.0))}
+
+    def point(length, tok):
+        return ForcedPoint(1, 4, length, Throughput(tok, np.full(5, tok)))
+    # own: 2.8 x 100 / 80 = 3.5; noise-0.00 (index -2): 5.0 x 100 / 100 = 5.0; noise-0.60
+    # (index -3): 1.2 x 100 / 30 = 4.0
+    read = Read(forced={OWN: [point(2.8, 80.0)], -2: [point(5.0, 100.0)],
+                        -3: [point(1.2, 30.0)]}, rate=OWN, baselines=base)
+    out = surface_json(read, read.costs, "own", {}, (1,), (4,), None,
+                       {-2: "noise-0.00", -3: "noise-0.60"})
+    assert [r["cost"] for r in out["table"]] == [3.5]  # the surface: the own cell alone
+    assert out["points"] == [
+        {"load": 1, "depth": 4, "cost": 5.0, "interval": [5.0, 5.0], "source": "drafter",
+         "drafter": "noise-0.00", "length": 5.0},
+        {"load": 1, "depth": 4, "cost": 4.0, "interval": [4.0, 4.0], "source": "drafter",
+         "drafter": "noise-0.60", "length": 1.2}]
+    # the length check: the longest length's cost minus the shortest's, 5.0 - 4.0 = 1.0, its
+    # interval (no spread) [1, 1] without 0: the cost depends on the length
+    assert out["length_checks"] == [{"load": 1, "depth": 4, "lengths": [1.2, 5.0],
+                                     "difference": 1.0, "interval": [1.0, 1.0],
+                                     "agrees": False}]

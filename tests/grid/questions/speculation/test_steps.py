@@ -12,8 +12,10 @@ from grid.questions.speculation.steps import (
     SurfaceSpace,
     checks,
     coarse_points,
+    drafter_name,
     next_step,
     result,
+    rung,
     steps_of,
 )
 
@@ -204,3 +206,24 @@ def test_depth_zero_is_measured_where_the_engine_runs_it():
     flat = {key: est(1.0 + 0.1 * key[1]) for key in BENT}
     flat.update({(b, 0): est(3.0) for b in (1, 8, 64)})
     assert next_step(own, set(coarse_points(own)), flat, 2).stop == FITS
+
+
+def test_other_drafters_are_measured_on_the_coarse_rectangle_each_on_its_own_server():
+    sp = SurfaceSpace(LATTICE, (1, 8, 64), (4,), (0.7,), 60, 0.05, True, False,
+                      drafters=("/cache/ladder/noise-0.00", "/cache/ladder/noise-0.60/"))
+    step = next_step(sp, set(), {})
+    # the baseline and the drafter's own at 3 loads, depth 4 (the only one); then each other
+    # drafter at the same 3 loads: rate index -2 for the first listed, -3 for the second
+    assert set(step.points) == {(b, k, r) for b in (1, 8, 64)
+                                for k, r in ((0, 0), (4, OWN), (4, -2), (4, -3))}
+    assert step.starts == 4  # baseline, own, two drafters
+    assert (rung(0), rung(1)) == (-2, -3)
+    assert [drafter_name(sp, r) for r in (-2, -3)] == ["noise-0.00", "noise-0.60"]
+    # the dense grid: 7 loads x (the baseline + own + 2 drafters at depth 4)
+    assert (sp.dense_starts, sp.dense_cells) == (4, 28)
+    # the drafters' cells never move the surface's rectangle: the surface (own cells, all
+    # agreeing along load: 1, 2, 3 at c=1, 8, 64 is linear in log B) fits
+    costs = {(1, 4): est(1.0), (8, 4): est(2.0), (64, 4): est(3.0)}
+    after = next_step(sp, set(step.points), costs, 2)
+    assert after.stop == FITS and result(sp, [step, after])["design"] == {
+        "loads": [1, 8, 64], "depths": [4]}

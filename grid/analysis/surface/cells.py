@@ -1,7 +1,6 @@
-"""What the break-even curve (grid/analysis/breakeven.py) reads from a run's cells: each
-point's configuration and decode accept length with its replicates, which forced cells the
-engine honoured (grid/analysis/forced.py), the depth a configuration was served at, and the
-ladders whose rungs differ in cost per draft pass (the draft folders' config.json)."""
+"""What the surface reads from a run's cells (cost.py `forced_points`): each point's
+configuration and decode accept length with its replicates, which forced cells the engine
+honoured (grid/analysis/forced.py), and the depth a configuration was served at."""
 
 from __future__ import annotations
 
@@ -9,14 +8,12 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from engines.forced import speculative_steps
-from engines.launch import DRAFT_SHAPE_KEYS
 from grid.analysis.cellstats import DECODE_FACTOR, CellStats
 from grid.analysis.forced import forced_mask, honoured
 from grid.analysis.points import Point
@@ -25,8 +22,6 @@ FORCED_PART = re.compile(r"__forced_(?:len|rates)-[0-9.]+(?:_[0-9.]+)*")
 """The part grid/plan/cells.py adds to a variant label for a forced-acceptance axis."""
 DRAFT_PART = re.compile(r"__draft-.+?(?=__|$)")
 """... and for an axis over the draft model (`__draft-noise-0.20`)."""
-DRAFT_KEY = "speculative_draft_model_path"
-"""The variant arg naming a draft model's folder (the ladder's axis)."""
 Length = tuple[float, np.ndarray]
 """A point's measured decode accept length and its replicates (paired with the throughput's)."""
 
@@ -55,44 +50,9 @@ def depth_of(cells: pd.DataFrame) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
-def draft_shape(folder: str) -> tuple[Any, ...] | None:
-    """The DRAFT_SHAPE_KEYS of a draft model folder's config.json; None where it cannot be read on
-    this machine."""
-    try:
-        config = json.loads((Path(folder).expanduser() / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return tuple(config.get(k) for k in DRAFT_SHAPE_KEYS) if isinstance(config, dict) else None
-
-
-def ladder_refusals(cells: pd.DataFrame) -> dict[str, str]:
-    """Ladder configuration -> one line, where its rungs draft with models of different shapes:
-    they differ in cost per pass, not only in acceptance, so the curve would mix the two. The
-    folders that cannot be read on this machine are not compared."""
-    if cells.empty or "server_args" not in cells:
-        return {}
-    variants = cells.variant.astype(str)
-    rung = variants.str.contains("__draft-", regex=False) & ~forced_mask(cells)
-    shapes: dict[str, dict[tuple[Any, ...], str]] = {}
-    for variant, raw in sorted(zip(variants[rung], cells.server_args[rung], strict=True)):
-        folder = server_args(raw).get(DRAFT_KEY)
-        shape = draft_shape(str(folder)) if folder else None
-        if shape is not None:
-            shapes.setdefault(configuration(variant), {}).setdefault(shape, variant)
-    out = {}
-    for config, found in sorted(shapes.items()):
-        if len(found) > 1:
-            named = "; ".join(f"{v}: " + ", ".join(f"{k}={s}" for k, s in zip(
-                DRAFT_SHAPE_KEYS, shape, strict=True)) for shape, v in sorted(
-                found.items(), key=lambda kv: kv[1]))
-            out[config] = (f"ladder {config} not drawn: its rungs' draft models differ in shape "
-                           f"({named}); a ladder needs drafters of one cost per pass")
-    return out
-
-
 @dataclass
 class CurveCells:
-    """A run's cells as the curve reads them."""
+    """A run's cells as the surface reads them."""
 
     stats: CellStats
     measured: dict[str, float]
@@ -114,10 +74,6 @@ class CurveCells:
 
     def is_forced(self, p: Point) -> bool:
         return p.cell_ids[0] in self.forced
-
-    def kind(self, p: Point) -> str | None:
-        """The curve a point is on: `forced`, `ladder` (a draft-model axis), or None."""
-        return "forced" if self.is_forced(p) else "ladder" if DRAFT_PART.search(p.variant) else None
 
     def not_honoured(self, p: Point) -> list[str]:
         """The statements of the point's forced cells the engine did not honour (a cell

@@ -185,10 +185,14 @@ def compare_question(args: argparse.Namespace, question: str = "question",
     cells = res["cells"] + res["confirmation"]["cells"]
     used, dense_starts = starts(args.results / question), starts(args.results / dense_run)
     conf = res["confirmation"]
-    print(f"\n{question} (forced {trace['forced']}): confirmation flagged "
-          + (", ".join(f"c={b} k={k}" for b, k in conf["disagree"]) or "nothing")
-          + "; its cells " + ", ".join(f"c={o['load']} k={o['depth']} {o['speedup']:.3f} "
-                                        f"{o['interval']}" for o in conf["own"]))
+    (dom, *_) = res["prediction"]["domains"].values()
+    pred = {(c["load"], c["depth"]): c for c in dom["cells"]}
+    print(f"\n{question} (forced {trace.get('forced')}): the confirmation flagged "
+          + (", ".join(f"c={b} k={k}" for b, k in conf["disagree"]) or "nothing"))
+    for o in conf["own"]:
+        p = pred.get((o["load"], o["depth"]), {})
+        print(f"  own c={o['load']} k={o['depth']}: {o['speedup']:.3f} {o['interval']}, "
+              f"predicted {p.get('speedup')} {p.get('interval')}")
     print(f"{question}: {cells} cells ({res['cells']} surface + {res['confirmation']['cells']} "
           f"confirming) = {cells / dense:.0%} of the dense grid's {dense}; {used} server starts "
           f"against the dense grid's {dense_starts}; stop {res['stop']}")

@@ -212,8 +212,11 @@ def compare_question(args: argparse.Namespace, question: str = "question",
              "_reps": meas[(b, depth)][3] - 1.0} for b in LATTICE]
     (cross,) = crossovers(pd.DataFrame(rows))
     threshold = rec["threshold"].get("speculative_disable_above_batch")
-    inside = threshold is not None and (cross.lo <= max(threshold, 1) <= cross.hi
-                                        or threshold == 0 and cross.point == -np.inf)
+    off = threshold in (None, 0) and not any(k for _, k in rec["schedule"])
+    if threshold is None and off:  # no threshold: the baseline at every load
+        threshold = "none (the baseline at every load)"
+    inside = (off and cross.point == -np.inf) or (
+        isinstance(threshold, int) and cross.lo <= max(threshold, 1) <= cross.hi)
     print(f"  best depth agrees at {agree} of {len(LATTICE)} loads; threshold {threshold} "
           f"(depth {depth}) against the dense {cross.describe()}: "
           f"{'inside' if inside else 'OUTSIDE'}")

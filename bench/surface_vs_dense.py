@@ -189,7 +189,9 @@ def compare_question(args: argparse.Namespace, question: str = "question",
     pred = {(c["load"], c["depth"]): c for c in dom["cells"]}
     print(f"\n{question} (forced {trace.get('forced')}): the confirmation flagged "
           + (", ".join(f"c={b} k={k}" for b, k in conf["disagree"]) or "nothing"))
-    for o in conf["own"]:
+    asked = {(b, k) for s in trace["steps"] if s.get("phase") == "confirm" for b, k, _ in
+             s["points"]}
+    for o in (o for o in conf["own"] if (o["load"], o["depth"]) in asked):
         p = pred.get((o["load"], o["depth"]), {})
         print(f"  own c={o['load']} k={o['depth']}: {o['speedup']:.3f} {o['interval']}, "
               f"predicted {p.get('speedup')} {p.get('interval')}")

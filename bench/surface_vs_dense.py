@@ -28,6 +28,15 @@
    configured depth.
 
     python bench/surface_vs_dense.py --results /tmp/q-bench --phases question,dense128
+
+6. A wrong surface caught (`--phases wrong`): the simulator's drafting step made 15 % costlier
+   for the drafter's own (unforced) cells only (`engine.options.unforced_spec_cost_scale=1.15`,
+   `--unforced-scale`), so a surface from forced cells predicts the drafter too fast; the
+   question with `grid.search.forced=true` (as in 5) against the dense grid of 5 with the same
+   option: whether its confirming cells flag the disagreement, and its recommendation against
+   the dense grid's as in 5.
+
+    python bench/surface_vs_dense.py --results /tmp/q-bench --phases wrong
 """
 
 from __future__ import annotations
@@ -99,20 +108,30 @@ def dense_run(args: argparse.Namespace, name: str) -> float:
                     f"dense-{name}")
 
 
-def dense128_run(args: argparse.Namespace) -> float:
+def dense128_run(args: argparse.Namespace, extra: tuple[str, ...] = (), run_id: str = "dense128"
+                 ) -> float:
     steps = ",".join(map(str, DEPTHS))
     return grid_run(args, ["variant=baseline,eagle3", "workload=coding",
                            f"variant.args.speculative_num_steps={steps}",
                            "load.concurrency=" + ",".join(map(str, LATTICE)),
                            "grid.exclude=[{variant:baseline,variant.args.speculative_num_steps:["
-                           + ",".join(map(str, DEPTHS[1:])) + "]}]"], "dense128")
+                           + ",".join(map(str, DEPTHS[1:])) + "]}]", *extra], run_id)
 
 
-def question_run(args: argparse.Namespace) -> float:
+def question_run(args: argparse.Namespace, extra: tuple[str, ...] = (), run_id: str = "question"
+                 ) -> float:
     return grid_run(args, ["+sweep=speculation", "grid.search.concurrency=[1,128]",
                            "grid.search.resolution=1.4142135623730951",
                            f"grid.search.max_cells={args.question_cells}",
-                           f"grid.search.confirm_cells={args.confirm_cells}"], "question")
+                           f"grid.search.confirm_cells={args.confirm_cells}", *extra], run_id)
+
+
+def wrong_runs(args: argparse.Namespace) -> dict[str, float]:
+    """Item 6: the forced question and the dense grid, the drafter's own steps made costlier."""
+    scale = f"engine.options.unforced_spec_cost_scale={args.unforced_scale}"
+    return {"wrong-question": question_run(args, ("grid.search.forced=true", scale),
+                                           "wrong-question"),
+            "wrong-dense128": dense128_run(args, (scale,), "wrong-dense128")}
 
 
 def surface_run(args: argparse.Namespace) -> float:
@@ -151,20 +170,32 @@ def depth_at(tiers: list, load: int) -> int:
     return [d for start, d in tiers if start <= load][-1]
 
 
-def compare_question(args: argparse.Namespace) -> None:
-    """The question's recommendation against the dense grid of c = 1..128 (item 5 above)."""
+def compare_question(args: argparse.Namespace, question: str = "question",
+                     dense_run: str = "dense128") -> None:
+    """The question's recommendation against the dense grid of c = 1..128 (items 5, 6 above)."""
     import pandas as pd
 
     from grid.analysis.decision import crossovers
 
-    trace = json.loads((args.results / "question" / "search.json").read_text())
+    trace = json.loads((args.results / question / "search.json").read_text())
     res, depth = trace["result"], int(trace["depth"])
     rec = res["recommendation"]
-    meas = measured_speedups(args.results / "dense128", with_reps=True)
+    meas = measured_speedups(args.results / dense_run, with_reps=True)
     dense = len(LATTICE) * (1 + len(DEPTHS))
     cells = res["cells"] + res["confirmation"]["cells"]
-    used, dense_starts = starts(args.results / "question"), starts(args.results / "dense128")
-    print(f"\nquestion: {cells} cells ({res['cells']} surface + {res['confirmation']['cells']} "
+    used, dense_starts = starts(args.results / question), starts(args.results / dense_run)
+    conf = res["confirmation"]
+    (dom, *_) = res["prediction"]["domains"].values()
+    pred = {(c["load"], c["depth"]): c for c in dom["cells"]}
+    print(f"\n{question} (forced {trace.get('forced')}): the confirmation flagged "
+          + (", ".join(f"c={b} k={k}" for b, k in conf["disagree"]) or "nothing"))
+    asked = {(b, k) for s in trace["steps"] if s.get("phase") == "confirm" for b, k, _ in
+             s["points"]}
+    for o in (o for o in conf["own"] if (o["load"], o["depth"]) in asked):
+        p = pred.get((o["load"], o["depth"]), {})
+        print(f"  own c={o['load']} k={o['depth']}: {o['speedup']:.3f} {o['interval']}, "
+              f"predicted {p.get('speedup')} {p.get('interval')}")
+    print(f"{question}: {cells} cells ({res['cells']} surface + {res['confirmation']['cells']} "
           f"confirming) = {cells / dense:.0%} of the dense grid's {dense}; {used} server starts "
           f"against the dense grid's {dense_starts}; stop {res['stop']}")
     print(f"  recommendation ({rec['status']}): {rec['text']}")
@@ -183,8 +214,11 @@ def compare_question(args: argparse.Namespace) -> None:
              "_reps": meas[(b, depth)][3] - 1.0} for b in LATTICE]
     (cross,) = crossovers(pd.DataFrame(rows))
     threshold = rec["threshold"].get("speculative_disable_above_batch")
-    inside = threshold is not None and (cross.lo <= max(threshold, 1) <= cross.hi
-                                        or threshold == 0 and cross.point == -np.inf)
+    off = threshold in (None, 0) and not any(k for _, k in rec["schedule"])
+    if threshold is None and off:  # no threshold: the baseline at every load
+        threshold = "none (the baseline at every load)"
+    inside = (off and cross.point == -np.inf) or (
+        isinstance(threshold, int) and cross.lo <= max(threshold, 1) <= cross.hi)
     print(f"  best depth agrees at {agree} of {len(LATTICE)} loads; threshold {threshold} "
           f"(depth {depth}) against the dense {cross.describe()}: "
           f"{'inside' if inside else 'OUTSIDE'}")
@@ -235,6 +269,8 @@ def main() -> int:
                     help="the question's grid.search.max_cells (with --confirm-cells: 35 %% of "
                          "the dense 112 at most)")
     ap.add_argument("--confirm-cells", type=int, default=7)
+    ap.add_argument("--unforced-scale", type=float, default=1.15,
+                    help="engine.options.unforced_spec_cost_scale of --phases wrong")
     ap.add_argument("--phases", default="profile,surface,dense",
                     help="which runs to make before comparing (none: compare the runs made)")
     args = ap.parse_args()
@@ -252,8 +288,14 @@ def main() -> int:
         wall["question"] = question_run(args)
     if "dense128" in phases:
         wall["dense128"] = dense128_run(args)
-    if (args.results / "question").is_dir() and (args.results / "dense128").is_dir():
-        compare_question(args)
+    if "wrong" in phases:
+        wall.update(wrong_runs(args))
+    for question, dense in (("question", "dense128"), ("wrong-question", "wrong-dense128")):
+        if (args.results / question).is_dir() and (args.results / dense).is_dir():
+            compare_question(args, question, dense)
+    if wall:
+        print("wall (s): " + ", ".join(f"{k} {v:.0f}" for k, v in wall.items())
+              + f"; total {sum(wall.values()):.0f}")
     if not (args.results / "surface").is_dir():
         return 0
     trace = json.loads((args.results / "surface" / "search.json").read_text())
@@ -273,9 +315,6 @@ def main() -> int:
     print("\nsummary: " + "; ".join(
         f"{n}: {s['within']}/{s['cells']} within, best depth {s['best_agree']}/{s['loads']}"
         for n, s in summary.items()))
-    if wall:
-        print("wall (s): " + ", ".join(f"{k} {v:.0f}" for k, v in wall.items())
-              + f"; total {sum(wall.values()):.0f}")
     return 0
 
 

@@ -111,6 +111,9 @@ def build_parser() -> argparse.ArgumentParser:
       help="with speculation, fraction of prompts whose output gets a different token right "
       "after the first accepted draft (a deliberately lossy drafter, to test the "
       "losslessness check); 0 = lossless: the same greedy text as without speculation")
+    a("--sim-unforced-spec-cost-scale", type=float, default=1.0,
+      help="multiplies a drafting step's cost where the drafter's own acceptance runs (no "
+      "forced acceptance): a surface measured on forced cells made wrong on purpose; > 0")
     a("--sim-seed", type=int, default=None, help="seed (default: --random-seed, else 0)")
     a("--sim-time-scale", type=float, default=1.0,
       help="multiplies every modelled duration; 0 = no step cost (throughput benchmarks)")
@@ -215,6 +218,8 @@ def _check_rates(ns: argparse.Namespace) -> None:
         raise SimArgError("--sim-time-scale must be >= 0")
     if not 0.0 <= ns.sim_speed_jitter < 1.0:
         raise SimArgError("--sim-speed-jitter must be within [0, 1)")
+    if not ns.sim_unforced_spec_cost_scale > 0:
+        raise SimArgError("--sim-unforced-spec-cost-scale must be > 0")
 
 
 def _resolve_speculation(ns: argparse.Namespace, profile: Profile, args: dict[str, Any],
@@ -367,6 +372,7 @@ def _sim_settings(ns: argparse.Namespace, extra: Mapping[str, Any], profile: Pro
         "error_rate": ns.sim_error_rate,
         "malformed_rate": ns.sim_malformed_rate,
         "lossy_rate": ns.sim_lossy_rate,
+        "unforced_spec_cost_scale": ns.sim_unforced_spec_cost_scale,
         "seed": seed,
         "time_scale": ns.sim_time_scale,
         "speed_jitter": ns.sim_speed_jitter,

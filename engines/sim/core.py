@@ -114,6 +114,7 @@ class SimEngine:
             simulate_acc_len=float(sim_acc) if sim_acc and float(sim_acc) > 0 else None,
             simulate_acc_rates=tuple(float(r) for r in forced.split(","))
             if (forced := cfg.env.get(FORCED_RATES_ENV)) else None,
+            unforced_spec_cost_scale=a["sim"]["unforced_spec_cost_scale"],
             cold_draft_steps=int(srv.get("cold_draft_steps", 3)),
             cold_draft_factor=float(srv.get("cold_draft_factor", 0.6)),
             time_scale=self.time_scale,

@@ -46,6 +46,9 @@ OPTIONS: dict[str, Option] = {
     "malformed_rate": Option("fraction of streams with a broken SSE event", range="[0, 1]"),
     "lossy_rate": Option("fraction of prompts whose greedy output changes after their first "
                          "accepted draft (a deliberately lossy drafter)", range="[0, 1]"),
+    "unforced_spec_cost_scale": Option("multiplies a drafting step's cost where the drafter's "
+                                       "own acceptance runs, not under a forced acceptance (a "
+                                       "forced surface made wrong on purpose)", range="> 0"),
     "speed_jitter": Option("each server start draws a speed factor uniformly in [1 - j, 1 + j] "
                            "that multiplies every modelled duration (0 = none)",
                            range="[0, 1]", parse=_below_one),

@@ -154,6 +154,12 @@ class BatchCore:
     simulate_acc_len: float | None = None
     simulate_acc_rates: tuple[float, ...] | None = None
     """Forced per-position unconditional rates (engines/sim/model.py FORCED_RATES_ENV)."""
+    unforced_spec_cost_scale: float = 1.0
+    """Multiplies a drafting step's cost (steps > 0) where the drafter's own acceptance runs,
+    neither forced rates nor a forced length: a surface measured on forced cells then
+    predicts the drafter's own cells wrong by this factor, on purpose
+    (`--sim-unforced-spec-cost-scale`, docs/simulator.md). The zero-step path, which drafts
+    nothing, and forced servers pay the modelled cost."""
     cold_draft_steps: int = 3
     cold_draft_factor: float = 0.6
     time_scale: float = 1.0
@@ -301,6 +307,8 @@ class BatchCore:
             steps, ndt = self.spec.steps, self.spec.draft_tokens
         skip_extend = steps == 0 and self.skip_zero_step_extend
         dur = self.model.spec_step_s(b, steps, ndt, kv_tokens, draft_extend=not skip_extend)
+        if steps > 0 and self.simulate_acc_rates is None and self.simulate_acc_len is None:
+            dur *= self.unforced_spec_cost_scale
         accepts = [1] * b
         if steps > 0:
             max_len = min(steps + 1, ndt)

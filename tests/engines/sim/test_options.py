@@ -27,6 +27,7 @@ def test_the_options_are_the_sim_flags():
                                          "found; known: default"),
     ({"drafter_train_mix": "{"}, "drafter_train_mix: --sim-drafter-train-mix is not JSON"),
     ({"error_rate": 2}, "error_rate must be within [0, 1], got 2"),
+    ({"unforced_spec_cost_scale": 0}, "unforced_spec_cost_scale must be > 0, got 0"),
 ])
 def test_a_bad_option_names_its_key(options, message):
     with pytest.raises(OptionError) as e:

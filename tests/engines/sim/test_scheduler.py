@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from engines.sim.calibrate import anchor, coding_prompt, published_targets, results
-from engines.sim.cli import resolve
+from engines.sim.cli import SimArgError, resolve
 from engines.sim.core import RequestError, SimEngine
+from engines.sim.model import FORCED_RATES_ENV
 from engines.sim.scheduler import BatchCore, SimRequest
 from engines.sim.spec_fields import spec_meta
 
@@ -315,3 +316,40 @@ def test_the_simulator_engine_spells_forced_acceptance_as_sglang_or_its_own_rate
     assert env({"rates": [0.8, 0.6, 0.4]})["SPECGRID_SIM_ACC_RATES"] == "0.8,0.6,0.4"
     with pytest.raises(ValueError, match="variant.env.SPECGRID_SIM_ACC_RATES"):
         env({}, {"SPECGRID_SIM_ACC_RATES": "0.5"})
+
+
+def first_decode(e: SimEngine, batch: int = 4) -> float:
+    """The modelled seconds of `e`'s first decode step over `batch` coding requests."""
+    for i in range(batch):
+        e.core.submit(req(e, i, n=20))
+    step = e.core.plan()
+    assert step is not None and step.kind == "prefill"
+    e.core.commit(step, 0.0)
+    step = e.core.plan()
+    assert step is not None and step.kind == "decode" and len(step.reqs) == batch
+    return step.duration_s
+
+
+def test_the_unforced_drafting_step_alone_pays_the_cost_scale(tmp_path: Path) -> None:
+    scaled = ["--sim-unforced-spec-cost-scale", "1.15"]
+    plain = first_decode(engine(*EAGLE3))
+    own = first_decode(engine(*EAGLE3, *scaled))
+    forced_len = first_decode(engine(*EAGLE3, *scaled, env={"SGLANG_SIMULATE_ACC_LEN": "2.5"}))
+    forced_rates = first_decode(engine(*EAGLE3, *scaled,
+                                       env={FORCED_RATES_ENV: "0.7,0.49,0.343"}))
+    # the same depth 3, batch 4 and context: the drafter's own step 15 % costlier, a forced
+    # one (a length or per-position rates) at the modelled cost
+    assert own / forced_len == pytest.approx(1.15, rel=1e-12)
+    assert forced_len == forced_rates == plain
+    # the zero-step path drafts nothing: no scale (a threshold's upper tier from batch 3)
+    cfg = tmp_path / "t.json"
+    cfg.write_text(json.dumps({"1": {"candidate_steps": [3]}, "3": {"candidate_steps": [0]}}))
+    zero = ["--speculative-adaptive", "--speculative-adaptive-config", str(cfg)]
+    assert first_decode(engine(*EAGLE3, *zero, *scaled)) == first_decode(engine(*EAGLE3, *zero))
+    assert first_decode(engine(*EAGLE3, *zero, *scaled), 2) == pytest.approx(
+        1.15 * first_decode(engine(*EAGLE3, *zero), 2), rel=1e-12)  # batch 2: depth 3
+
+
+def test_a_cost_scale_that_is_not_positive_is_refused() -> None:
+    with pytest.raises(SimArgError, match=r"^--sim-unforced-spec-cost-scale must be > 0$"):
+        resolve([*EAGLE3, "--sim-unforced-spec-cost-scale", "0"])

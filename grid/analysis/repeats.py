@@ -113,8 +113,8 @@ def by_variant(groups: Mapping[str, Sequence[Values]]) -> dict[str, RepeatNoise]
     """Each variant's between-repeat noise (`groups`: variant -> its points' repeats' values):
     the run's pooled, or the variant's own pooled where its variance is above the pooled of the
     run's other variants by more than F's 95 % point (`above`): a server configuration whose
-    starts vary more (a drafter's acceptance, a start's memory layout) is not hidden by the
-    others, and one that varies less keeps the run's figure (never narrower)."""
+    starts vary more is not hidden by the others, and one that varies less keeps the run's
+    figure (never narrower)."""
     run = pooled([v for values in groups.values() for v in values])
     out = {}
     for name, values in groups.items():

@@ -32,10 +32,10 @@ before: the range from the crossover's interval); the capacity's range from the 
 shown to meet the SLOs to the load below the first shown to miss them (an `undetermined`
 capacity claims nothing and is counted apart; before: its interval), and, apart, whether the
 capacity named is the true one (before: named whether or not a load was shown to meet).
-"Before" is the same cells through the analysis as it was: the pooled degrees of freedom at
-every point, the threshold read from the point crossover (0 when no load was significantly
-faster), the repeats' attainments pooled as one binomial sample and a capacity claimed with no
-load shown to meet.
+"Before" is the same cells through the analysis as it was: one pool of between-repeat noise
+for the run's variants, the pooled degrees of freedom at every point, the threshold read from
+the point crossover (0 when no load was significantly faster), the repeats' attainments pooled
+as one binomial sample and a capacity claimed with no load shown to meet.
 
     python bench/coverage_answers.py                  # 100 trials x 2 models, ~5-8 min, 2 cores
     python bench/coverage_answers.py --trials 10      # a quick look
@@ -57,6 +57,7 @@ from _common import ROOT
 from scipy.stats import binomtest
 
 import grid.analysis.capacity as capacity_mod
+import grid.analysis.points as points_mod
 import grid.analysis.repeats as repeats_mod
 from engines.sim.calibrate import closed_loop_tok_s, default_cases, make_engine, workload_prompts
 from engines.sim.profile import load_profile
@@ -159,9 +160,13 @@ def frames(pool: dict[tuple[str, int], list[pd.DataFrame]],
 
 @contextlib.contextmanager
 def before() -> Iterator[None]:
-    """The analysis as it was: the pooled degrees of freedom at every point, and a load's
-    repeats pooled as one binomial sample."""
-    scale, pooled = repeats_mod.scale_of, capacity_mod.pooled
+    """The analysis as it was: one pool for the run's variants, the pooled degrees of freedom
+    at every point, and a load's repeats pooled as one binomial sample."""
+    scale, pooled, noise = repeats_mod.scale_of, capacity_mod.pooled, points_mod.by_variant
+
+    def one_pool(groups):  # type: ignore[no-untyped-def]
+        run = repeats_mod.pooled([v for values in groups.values() for v in values])
+        return dict.fromkeys(groups, run)
 
     def old_scale(values, noise):  # type: ignore[no-untyped-def]
         return max(noise.variance, repeats_mod.own_variance(values)), noise.dof
@@ -169,11 +174,12 @@ def before() -> Iterator[None]:
     def old_pooled(parts):  # type: ignore[no-untyped-def]
         return Attainment(sum(a.good for a in parts), sum(a.requests for a in parts),
                           any(a.over_saturated for a in parts))
-    repeats_mod.scale_of, capacity_mod.pooled = old_scale, old_pooled
+    repeats_mod.scale_of, capacity_mod.pooled, points_mod.by_variant = (old_scale, old_pooled,
+                                                                         one_pool)
     try:
         yield
     finally:
-        repeats_mod.scale_of, capacity_mod.pooled = scale, pooled
+        repeats_mod.scale_of, capacity_mod.pooled, points_mod.by_variant = scale, pooled, noise
 
 
 def _tested_below(x: float) -> int:

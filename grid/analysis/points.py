@@ -15,7 +15,15 @@ import pandas as pd
 from grid.analysis.bootstrap import interval
 from grid.analysis.cellstats import CellStats, repeat_of
 from grid.analysis.jsonsafe import json_safe
-from grid.analysis.repeats import NO_NOISE, RepeatMethod, combine, disagree, pooled
+from grid.analysis.repeats import (
+    NO_NOISE,
+    RepeatMethod,
+    RepeatNoise,
+    by_variant,
+    combine,
+    disagree,
+    pooled,
+)
 
 REPEAT_OVERRIDE = "grid.axes.repeat=[0,1,2]"
 """The override that measures every cell three times."""
@@ -57,13 +65,20 @@ def _groups(stats: CellStats) -> list[pd.DataFrame]:
                                        dropna=False, sort=True)]
 
 
+def _noise(groups: list[pd.DataFrame], metric: str) -> dict[str, RepeatNoise]:
+    """Each variant's between-repeat noise of `metric` (grid/analysis/repeats.py `by_variant`)."""
+    values: dict[str, list[np.ndarray]] = {}
+    for g in groups:
+        values.setdefault(str(g.variant.iloc[0]), []).append(g[metric].to_numpy(dtype=float))
+    return by_variant(values)
+
+
 def points(stats: CellStats, metrics: tuple[str, ...] = ("output_tok_s", "goodput_tok_s"),
            repeats: RepeatMethod = "pooled_t") -> list[Point]:
     """Done cells with rows, grouped over repeats into points (`repeats`: how the repeats'
     replicates combine, grid/analysis/repeats.py)."""
     groups = _groups(stats)
-    noise = {m: pooled([g[m].to_numpy(dtype=float) for g in groups]) if repeats == "pooled_t"
-             else NO_NOISE for m in metrics}
+    noise = {m: _noise(groups, m) if repeats == "pooled_t" else {} for m in metrics}
     out = []
     for group in groups:
         first = group.iloc[0]
@@ -76,7 +91,9 @@ def points(stats: CellStats, metrics: tuple[str, ...] = ("output_tok_s", "goodpu
             measured = group[metric].to_numpy(dtype=float)
             own = [stats.replicates[c][metric] for c in group.cell_id]
             values[metric] = float(measured.mean())
-            reps[metric] = combine(measured, own, repeats, noise[metric], f"{key}|{metric}")
+            reps[metric] = combine(measured, own, repeats,
+                                   noise[metric].get(str(first.variant), NO_NOISE),
+                                   f"{key}|{metric}")
             by_repeat[metric] = dict(zip(index, (float(v) for v in measured), strict=True))
             disagrees[metric] = disagree([interval(r) for r in own])
         saturated = "stop_reason" in group and bool((group.stop_reason == "over_saturated").any())
@@ -97,12 +114,18 @@ def repeat_ratios(p: Point, b: Point, metric: str) -> list[float]:
 
 def repeats_summary(pts: list[Point], metric: str = "output_tok_s") -> dict:
     """What the intervals cover: `most` repeats of any point, the pooled between-repeat
-    standard deviation (relative) and its degrees of freedom, and each point whose repeats'
-    own intervals do not overlap, with its per-repeat values."""
+    standard deviation (relative) and its degrees of freedom, each variant whose repeats spread
+    more than the others' (its own, grid/analysis/repeats.py `by_variant`), and each point whose
+    repeats' own intervals do not overlap, with its per-repeat values."""
     noise = pooled([list(p.by_repeat.get(metric, {}).values()) for p in pts])
+    values: dict[str, list[list[float]]] = {}
+    for p in pts:
+        values.setdefault(p.variant, []).append(list(p.by_repeat.get(metric, {}).values()))
+    own = {v: n for v, n in by_variant(values).items() if n.dof < noise.dof}  # its own pool
     return json_safe({
         "most": max((p.repeats for p in pts), default=0),
         "pooled_sd": noise.sd if noise.dof else None, "dof": noise.dof,
+        "own_noise": [{"variant": v, "sd": n.sd, "dof": n.dof} for v, n in own.items()],
         "disagreeing": [{"variant": p.variant, "workload": p.workload,
                          "load_kind": p.load_kind, "load": p.load,
                          "by_repeat": {str(r): v for r, v in p.by_repeat[metric].items()}}
@@ -110,13 +133,17 @@ def repeats_summary(pts: list[Point], metric: str = "output_tok_s") -> dict:
 
 
 def repeat_lines(summary: dict) -> list[str]:
-    """One line on what the intervals cover; one naming each point whose repeats disagree."""
+    """One line on what the intervals cover; one naming each variant with its own noise and
+    each point whose repeats disagree."""
     if summary["most"] < 2:
         return [f"intervals cover within-run noise only (one repeat per cell); to cover what "
                 f"varies from run to run, add repeats: {REPEAT_OVERRIDE}"]
     out = [f"intervals cover the spread between repeats (up to {summary['most']} per cell; "
            f"between-repeat sd {100 * (summary['pooled_sd'] or 0):.1f} %, pooled, "
            f"{summary['dof']} degrees of freedom)"]
+    for o in summary.get("own_noise", []):
+        out.append(f"{o['variant']}'s repeats spread more than the other variants': its own "
+                   f"between-repeat sd {100 * o['sd']:.1f} % ({o['dof']} degrees of freedom)")
     for d in summary["disagreeing"]:
         values = ", ".join(f"{v:.4g}" for v in d["by_repeat"].values())
         out.append(f"repeats disagree beyond their own intervals: {d['variant']} on "

@@ -18,10 +18,12 @@ replicates w_r):
   drawn from Student's t with the pooled degrees of freedom, scaled by the between-repeat
   relative standard deviation over sqrt(R). The standard deviation is pooled over every point
   of the run with two or more repeats (relative deviations from each point's mean: a run's
-  repeats share one noise process, and two or three repeats alone estimate it poorly), or the
-  point's own where its repeats spread more (a cell whose repeats disagree is not hidden by
-  the others), with its own degrees of freedom (R - 1) where it is above the pooled by more
-  than F's 95 % point (`scale_of`). This is the
+  repeats share one noise process, and two or three repeats alone estimate it poorly), a
+  variant's own pool where its spread is above the other variants' by more than F's 95 % point
+  (`by_variant`: a configuration whose starts vary more is not read with the run's narrower
+  spread at the run's degrees of freedom), and the point's own where its repeats spread more
+  (a cell whose repeats disagree is not hidden by the others), with its own degrees of freedom
+  (R - 1) where it is above the pooled by more than F's 95 % point (`scale_of`). This is the
   small-sample interval of a mean (t, not the normal) carried into replicates, so every
   figure computed from replicates (ratios, crossovers, thresholds, capacity, break-even)
   inherits it. Deviations and the draw are in log space (a factor, as
@@ -35,7 +37,7 @@ report says its intervals cover within-run noise only (grid/analysis/decision.py
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -98,6 +100,30 @@ def own_variance(values: Values) -> float:
     return float(np.sum(d ** 2) / (d.size - 1)) if d.size >= 2 else 0.0
 
 
+def above(variance: float, dof: int, noise: RepeatNoise) -> bool:
+    """A variance estimated with `dof` degrees of freedom is above `noise`'s by more than F's
+    95 % point at (dof, noise.dof): more than chance makes it."""
+    if dof < 1 or not noise.dof or variance <= noise.variance:
+        return False
+    from scipy.stats import f as fisher  # here: scipy.stats adds ~0.7 s to a CLI start
+    return variance > noise.variance * float(fisher.ppf(0.95, dof, noise.dof))
+
+
+def by_variant(groups: Mapping[str, Sequence[Values]]) -> dict[str, RepeatNoise]:
+    """Each variant's between-repeat noise (`groups`: variant -> its points' repeats' values):
+    the run's pooled, or the variant's own pooled where its variance is above the pooled of the
+    run's other variants by more than F's 95 % point (`above`): a server configuration whose
+    starts vary more is not hidden by the others, and one that varies less keeps the run's
+    figure (never narrower)."""
+    run = pooled([v for values in groups.values() for v in values])
+    out = {}
+    for name, values in groups.items():
+        mine = pooled(values)
+        rest = pooled([v for other, vs in groups.items() if other != name for v in vs])
+        out[name] = mine if above(mine.variance, mine.dof, rest) else run
+    return out
+
+
 def scale_of(values: Values, noise: RepeatNoise) -> tuple[float, int]:
     """The variance and degrees of freedom one point's pooled-t draw uses: the larger of the
     pooled variance and the point's own (a cell whose repeats disagree is not hidden by the
@@ -110,12 +136,9 @@ def scale_of(values: Values, noise: RepeatNoise) -> tuple[float, int]:
     noise the pooled estimate already holds."""
     own = own_variance(values)
     dof = len(relative_deviations(values)) - 1
-    if dof >= 1 and noise.dof and own > noise.variance:
-        from scipy.stats import f as fisher  # here: scipy.stats adds ~0.7 s to a CLI start
-        if own > noise.variance * float(fisher.ppf(0.95, dof, noise.dof)):
-            return own, dof
-        return own, noise.dof
-    return noise.variance, noise.dof
+    if above(own, dof, noise):
+        return own, dof
+    return max(own, noise.variance), noise.dof
 
 
 def combine(values: Values, replicates: Sequence[np.ndarray], method: RepeatMethod,

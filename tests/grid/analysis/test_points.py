@@ -90,3 +90,32 @@ def test_three_agreeing_repeats_widen_little():
     assert row.verdict == "faster" and 0.12 < row.lo < 0.2 < row.hi < 0.28
     assert decision.repeats["disagreeing"] == []
     assert decision.repeats["dof"] == 4
+
+
+def test_a_variant_whose_repeats_vary_more_gets_its_own_noise():
+    # The baseline's repeats agree exactly (100 x 3 at c=1, 200 x 3 at c=2); EAGLE-3's sit at
+    # logs -0.1, 0, +0.1 around each: squares 0.02 a point, 2 degrees: its pool 0.04 / 4 = 0.01
+    # at 4 degrees, above the baseline's 0 by more than any F point: its own. The baseline keeps
+    # the run's, 0.04 / 8 = 0.005 at 8 degrees. Constant replicates (no within noise): the log
+    # of a replicate over the point is sqrt(variance / 3) times Student's t: EAGLE-3 at 4
+    # degrees, ±2.776 x sqrt(0.01 / 3) = ±0.1603 (one pool for the run gave it 0.01 at 8
+    # degrees: ±2.306 x 0.0577 = ±0.1331); the baseline at 8, ±2.306 x sqrt(0.005 / 3) = ±0.0941.
+    b = 40000
+    rows, reps = [], {}
+    for c, scale in ((1, 100.0), (2, 200.0)):
+        for r, log in enumerate((-0.1, 0.0, 0.1)):
+            for variant, tok in (("baseline", scale), ("eagle3", scale * math.exp(log))):
+                cell = f"{variant}-{c}-{r}"
+                rows.append({"cell_id": cell, "variant": variant, "workload": "agentic",
+                             "concurrency": c, "rate": np.nan, "status": "done", "repeat": r,
+                             "output_tok_s": tok, "goodput_tok_s": tok, "accept_length": (
+                                 2.0 if variant == "eagle3" else np.nan)})
+                reps[cell] = {m: np.full(b, tok) for m in ("output_tok_s", "goodput_tok_s")}
+    stats = CellStats(pd.DataFrame(rows), reps)
+    got = {(p.variant, p.load): p for p in points(stats, ("output_tok_s",))}
+    for (variant, half) in (("eagle3", 0.1603), ("baseline", 0.0941)):
+        p = got[variant, 1]
+        logs = np.log(p.replicates["output_tok_s"] / p.values["output_tok_s"])
+        assert np.percentile(logs, [2.5, 97.5]) == pytest.approx((-half, half), abs=0.006)
+    assert ("eagle3's repeats spread more than the other variants': its own between-repeat sd "
+            "10.0 % (4 degrees of freedom)") in decide(stats).lines()

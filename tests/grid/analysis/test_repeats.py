@@ -11,6 +11,7 @@ import pytest
 from grid.analysis.repeats import (
     NO_NOISE,
     RepeatNoise,
+    by_variant,
     combine,
     disagree,
     own_variance,
@@ -101,3 +102,23 @@ def test_repeats_disagree_when_their_intervals_do_not_overlap():
     assert disagree([(1, 2), (1.5, 3), (2.5, 4)])      # the first and the last do not
     assert not disagree([(1, 2)])                      # one repeat: nothing to disagree with
     assert not disagree([(1, 2), (math.nan, math.nan)])
+
+
+def test_a_variant_whose_repeats_spread_more_than_the_others_gets_its_own_pool():
+    # The baseline's two points: logs 0 and 0.02, 0.01 either side of their mean: squares
+    # 0.0002 each, 1 degree each: pooled 0.0002 at 2 degrees. The draft's: logs 0 and 0.4:
+    # 0.08 each: pooled 0.08 at 2 degrees. 0.08 / 0.0002 = 400, above F's 95 % point at (2, 2),
+    # 19.0: the draft keeps its own (0.08, 2). The baseline is below the draft's, so it keeps
+    # the run's pool: (0.0004 + 0.16) / 4 = 0.0411 at 4 degrees (never narrower than that).
+    tight, wide = [100.0, 100 * E ** 0.02], [100.0, 100 * E ** 0.4]
+    noise = by_variant({"baseline": [tight, tight], "draft": [wide, wide]})
+    assert noise["draft"].dof == 2 and noise["draft"].variance == pytest.approx(0.08)
+    assert noise["baseline"].dof == 4 and noise["baseline"].variance == pytest.approx(0.1604 / 4)
+    # Above by chance only: logs 0 and 0.04 -> 0.0008, 4 x the baseline's, under 19.0: both
+    # keep the run's pool, (0.0004 + 0.0016) / 4 = 0.0005 at 4 degrees.
+    near = [100.0, 100 * E ** 0.04]
+    same = by_variant({"baseline": [tight, tight], "draft": [near, near]})
+    assert same["draft"] == same["baseline"] == RepeatNoise(pytest.approx(0.0005), 4)
+    # One variant with repeats: nothing to compare with, the run's pool.
+    assert by_variant({"draft": [wide], "baseline": [[100.0]]})["draft"] == RepeatNoise(
+        pytest.approx(0.08), 1)

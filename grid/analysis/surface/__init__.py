@@ -25,6 +25,7 @@ from grid.analysis.surface.predict import (
     best_depths,
     depth_plan,
     depth_schedule,
+    plausible_depths,
     predict,
     schedule_text,
 )
@@ -52,7 +53,7 @@ __all__ = [
     "acceptance_rate",
     "beside_leviathan", "best_depths", "check", "conditional_of", "decompose", "depth_plan",
     "depth_schedule", "forced_points", "histogram_counts", "interpolated", "length_checks",
-    "leviathan_speedup", "marginal_of", "predict", "profile_from_cells",
+    "leviathan_speedup", "marginal_of", "plausible_depths", "predict", "profile_from_cells",
     "profile_from_counts", "profile_from_requests", "read_profile", "step_cost", "surface",
     "profile_text", "schedule_text", "widened",
 ]

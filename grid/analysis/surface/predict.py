@@ -13,10 +13,13 @@ propagates both uncertainties.
 The best depth at a load is the depth of the highest predicted speedup among depth 0 (the
 baseline, speedup 1: speculation off) and the depths whose whole interval lies above 1 (a
 depth whose interval spans the baseline's is not chosen over it on a prediction), the smaller
-on a tie; a depth beyond the profile's positions is not predicted. The schedule (`depth_schedule`):
-each load's best depth from that load up to the next one's, the first from batch 1, equal
-neighbours merged; an engine's words for it come from the engine (`Engine.depth_setting`,
-which the plan reaches: pass it as `setting`)."""
+on a tie; a depth beyond the profile's positions is not predicted. Beside it, the depths the
+prediction does not rule out (`plausible_depths`): every depth, the baseline's 0 included, whose
+speedup interval reaches the best one's (its high end at or above the best's low end; the
+baseline's interval is the point 1), the best among them: a point choice, its uncertainty said.
+The schedule (`depth_schedule`): each load's best depth from that load up to the next one's,
+the first from batch 1, equal neighbours merged; an engine's words for it come from the engine
+(`Engine.depth_setting`, which the plan reaches: pass it as `setting`)."""
 
 from __future__ import annotations
 
@@ -94,6 +97,22 @@ def best_depths(predictions: Mapping[Key, Prediction]) -> dict[int, int]:
     return out
 
 
+def plausible_depths(predictions: Mapping[Key, Prediction]) -> dict[int, tuple[int, ...]]:
+    """Load -> the depths not ruled out beside the best (`best_depths`), ascending: every depth,
+    0 (the baseline) included, whose speedup interval reaches the best one's, its high end at
+    or above the best's low end. The baseline's interval is the point 1 (so is the best's where
+    the best is the baseline); a depth whose interval is not finite is left out. The best is
+    always in; the baseline is in exactly where it is the best (a drafting best's interval lies
+    above 1), and then with every depth whose interval reaches 1."""
+    out = {}
+    for b, best in best_depths(predictions).items():
+        ends = {0: (1.0, 1.0), **{k: p.interval for (load, k), p in predictions.items()
+                                  if load == b}}
+        floor = ends[best][0]
+        out[b] = tuple(k for k in sorted(ends) if ends[k][1] >= floor)
+    return out
+
+
 def depth_schedule(best: Mapping[int, int]) -> Schedule:
     """Each load's best depth from that load up to the next one's, the first from batch 1,
     equal neighbours merged (as vLLM's tune_speculative_k builds its ranges)."""
@@ -113,13 +132,16 @@ def schedule_text(tiers: Schedule) -> str:
 def depth_plan(predictions: Mapping[Key, Prediction],
                setting: Callable[[Schedule], Mapping[str, Any] | None] | None = None
                ) -> dict[str, Any]:
-    """The best depth per load, the schedule (tiers and in words), the `speculative_depth`
+    """The best depth per load, the depths not ruled out beside it (`plausible_depths`), the
+    schedule (tiers and in words), the `speculative_depth`
     value a variant takes (None where it never drafts: serve the baseline) and, with
     `setting`, the engine's words for it (`Engine.depth_setting` as the plan calls it)."""
     best = best_depths(predictions)
     tiers = depth_schedule(best)
     drafts = any(d > 0 for _, d in tiers)
     return {"best": {str(b): d for b, d in best.items()},
+            "plausible_depths": {str(b): list(ks) for b, ks in
+                                 plausible_depths(predictions).items()},
             "schedule": [list(t) for t in tiers], "text": schedule_text(tiers),
             "speculative_depth": [list(t) for t in tiers] if drafts else None,
             "engine": setting(tiers) if setting is not None and drafts else None}

@@ -1,9 +1,10 @@
-"""A drafter on the surface: speedup and its interval, break-even, best depth, schedule."""
+"""A drafter on the surface: speedup and its interval, break-even, best depth and the depths not
+ruled out beside it, schedule."""
 
 import numpy as np
 import pytest
 
-from grid.analysis.surface import Cost, DomainProfile, depth_plan, predict
+from grid.analysis.surface import Cost, DomainProfile, depth_plan, plausible_depths, predict
 
 PROFILE = DomainProfile("chat", (0.8, 0.5), (0.8, 0.4))
 """AL(1) = 1.8, AL(2) = 2.2."""
@@ -63,3 +64,36 @@ def test_a_depth_whose_interval_spans_the_baseline_is_not_chosen_over_it():
     # the same point with its whole interval above 1 (cost 1.75 [1.7, 1.78]) -> depth 1
     costs = {(1, 1): Cost(1, 1, 1.75, np.array([1.7, 1.75, 1.78]))}
     assert depth_plan(predict(costs, PROFILE))["best"] == {"1": 1}
+
+
+THREE = DomainProfile("chat", (0.8, 0.5, 0.5), (0.8, 0.4, 0.2))
+"""AL(1) = 1.8, AL(2) = 2.2, AL(3) = 2.4."""
+
+
+def spread_cost(b, k, value, lo, hi):
+    """A cost whose 95 % interval is exactly [lo, hi]: 41 replicates, the 2.5th and 97.5th
+    percentiles at the 2nd and 40th sorted (so the speedup's is [AL / hi, AL / lo])."""
+    return Cost(b, k, value, np.array([lo, lo, *[value] * 37, hi, hi]))
+
+
+def test_the_depths_not_ruled_out_beside_the_best():
+    costs = {key: spread_cost(*key, *c) for key, c in {
+        # c=1, a three-way near-tie: k=1 1.8 / 1.5 = 1.2 [1.8/1.6, 1.8/1.4] = [1.125, 1.286];
+        # k=2 2.2 / 1.76 = 1.25 [1.158, 1.375]; k=3 2.4 / 2.0 = 1.2 [1.091, 1.333]. All above
+        # 1, k=2 the highest point: the best; every high end reaches its low end 1.158, the
+        # baseline's 1 does not -> 1, 2, 3
+        (1, 1): (1.5, 1.4, 1.6), (1, 2): (1.76, 1.6, 1.9), (1, 3): (2.0, 1.8, 2.2),
+        # c=8, a clear winner: k=1 1.5 [1.475, 1.525]; k=2 1.1 [1.048, 1.158]; k=3 1.0
+        # [0.96, 1.043]: no other high end reaches 1.475 -> 1 alone
+        (8, 1): (1.2, 1.18, 1.22), (8, 2): (2.0, 1.9, 2.1), (8, 3): (2.4, 2.3, 2.5),
+        # c=64, the baseline best: k=1 1.059 [0.947, 1.2] spans 1 (not chosen over it); k=2
+        # 0.917 [0.88, 1.0] reaches the baseline's 1 exactly (at or above: in); k=3 0.923
+        # [0.889, 0.96] below it -> 0, 1, 2
+        (64, 1): (1.7, 1.5, 1.9), (64, 2): (2.4, 2.2, 2.5), (64, 3): (2.6, 2.5, 2.7)}.items()}
+    preds = predict(costs, THREE)
+    assert preds[(1, 2)].interval == pytest.approx((2.2 / 1.9, 2.2 / 1.6))
+    assert plausible_depths(preds) == {1: (1, 2, 3), 8: (1,), 64: (0, 1, 2)}
+    plan = depth_plan(preds)
+    assert plan["best"] == {"1": 2, "8": 1, "64": 0}  # the point choice stays
+    assert plan["plausible_depths"] == {"1": [1, 2, 3], "8": [1], "64": [0, 1, 2]}
+    assert plan["text"] == "depth 2 from batch 1, depth 1 from batch 8, baseline from batch 64"

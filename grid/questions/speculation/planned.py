@@ -298,8 +298,9 @@ class SpeculationPlanned(Planned):
             settled = settle(best, *((self.own, asked, off) if first else ({}, [], [])))
             part = (self._threshold(dom, confirming) if first
                     else threshold_part(dom["crossover"], {}, (), []))
+            plausible = {int(b): ks for b, ks in dom["plausible_depths"].items()}
             out.append(recommendation(settled, part, forms, name, zero, self.spread,
-                                      self.switch if first else None))
+                                      self.switch if first else None, plausible))
         return out
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:

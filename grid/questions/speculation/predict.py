@@ -154,7 +154,8 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
                     spread: float | None) -> dict[str, Any]:
     """Per domain of the profile: AL(k), the prediction at every (B, k) (speedup with its
     interval, break-even length, the drafter placed on it), the configured depth's crossover
-    and threshold, the best depth per load and the schedule (`forms`: kept for the
+    and threshold, the best depth per load with the depths not ruled out beside it
+    (`plausible_depths`) and the schedule (`forms`: kept for the
     recommendation, which words the schedule it settles on); the threshold's verdicts on
     intervals widened by `spread` (grid.search.repeat_spread) where one is given."""
     out: dict[str, Any] = {"source": profile.source, "unit": profile.unit, "domains": {}}
@@ -169,5 +170,6 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
                        "interval": _pair(p.interval), "placed": placed(p)}
                       for p in preds.values()],
             "crossover": crossover_threshold(preds, depth, variant, workload, spread),
-            "best": plan["best"], "schedule": plan["schedule"], "text": plan["text"]}
+            "best": plan["best"], "plausible_depths": plan["plausible_depths"],
+            "schedule": plan["schedule"], "text": plan["text"]}
     return out

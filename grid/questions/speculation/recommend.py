@@ -2,11 +2,13 @@
 the report's section and in decision.json): the configured depth's threshold
 (speculative_disable_above_batch) and the depth by batch size in each engine's words
 (`Engine.depth_setting`: SGLang's adaptive file, vLLM's num_speculative_tokens_per_batch_size),
-each part marked predicted, confirmed or measured (grid/questions/speculation/confirm.py)."""
+each part marked predicted, confirmed or measured (grid/questions/speculation/confirm.py); a
+tier at whose loads the prediction rules out neither the baseline nor a drafting depth (predict.py
+`plausible_depths`) says it is undetermined between them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from grid.analysis.surface import depth_schedule, schedule_text
@@ -76,6 +78,28 @@ def depth_zero(zero: Mapping[int, Est], loads: list[int], spread: float | None
             "verdict": verdict}
 
 
+def undetermined(loads: list[int], plausible: Mapping[int, Sequence[int]],
+                 status: Mapping[int, str]) -> dict[str, list[int]] | None:
+    """The loads of a tier where the prediction rules out neither the baseline nor drafting:
+    its depths not ruled out (predict.py `plausible_depths`) hold both 0 and a drafting depth;
+    those loads and the drafting depths, None where there is none. A load answered by the
+    drafter's own cells (`measured`) does not rest on the prediction: left out."""
+    at = [b for b in loads if status[b] != MEASURED and 0 in plausible.get(b, ())
+          and max(plausible[b]) > 0]
+    if not at:
+        return None
+    return {"loads": at, "depths": sorted({k for b in at for k in plausible[b] if k > 0})}
+
+
+def _undetermined_words(found: dict[str, list[int]] | None) -> str:
+    if found is None:
+        return ""
+    *first, last = [str(k) for k in found["depths"]]
+    depths = f"{', '.join(first)} or {last}" if first else last
+    return (f"; undetermined between baseline and depth {depths} at "
+            + ", ".join(f"c={b}" for b in found["loads"]))
+
+
 def _zero_words(k0: dict[str, Any] | None, where: str = "there") -> str:
     if k0 is None:
         return ""
@@ -106,15 +130,17 @@ def _threshold_words(threshold: dict[str, Any], above: dict[str, Any] | None,
 
 def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, Any],
                    forms: Mapping[str, Form], domain: str, zero: Mapping[int, Est],
-                   spread: float | None, switch: dict[str, Any] | None = None
-                   ) -> dict[str, Any]:
+                   spread: float | None, switch: dict[str, Any] | None = None,
+                   plausible: Mapping[int, Sequence[int]] | None = None) -> dict[str, Any]:
     """The recommendation for one domain of the drafter's profile; each depth-0 tier of a
     schedule that drafts, and the loads above the threshold, judged against depth 0 measured
     (`zero`: load -> its speedup over the baseline), not taken as the baseline; `switch`: the
     threshold confirmed with the switch applied (confirm.py `switch_verdict`). `spread`: the
     stated spread between repeats (grid.search.repeat_spread); None: the threshold is
     undetermined (within-run noise only), its within-run value and verdict kept as `within_run`
-    and `within_run_verdict`."""
+    and `within_run_verdict`. `plausible`: load -> the depths the prediction does not rule out
+    (predict.py `plausible_depths`); a tier with loads where they hold both the baseline and a
+    drafting depth says so (`undetermined`), its depth still the best's."""
     tiers = depth_schedule({b: k for b, (k, _) in settled.items()})
     status = {b: s for b, (_, s) in settled.items()}
     starts = sorted(settled)
@@ -125,17 +151,23 @@ def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, 
         loads = [b for b in starts if b >= start and (end is None or b < end)]
         tier_status.append({"from": start, "depth": depth,
                             "status": worst([status[b] for b in loads])})
+        found = undetermined(loads, plausible or {}, status)
+        if found:
+            tier_status[-1]["undetermined"] = found
         if depth == 0 and drafts:
             tier_status[-1]["depth_zero"] = depth_zero(zero, loads, spread)
     settings = {n: f(tiers) for n, f in forms.items()} if drafts else {}
     words = ", ".join(f"{'baseline' if t['depth'] == 0 else 'depth ' + str(t['depth'])} from "
-                      f"batch {t['from']} ({t['status']}{_zero_words(t.get('depth_zero'))})"
-                      for t in tier_status)
+                      f"batch {t['from']} ({t['status']}"
+                      f"{_undetermined_words(t.get('undetermined'))}"
+                      f"{_zero_words(t.get('depth_zero'))})" for t in tier_status)
+    unsure = any("undetermined" in t for t in tier_status)
     off = threshold.get("speculative_disable_above_batch")
     above = None if off is None else depth_zero(zero, [b for b in starts if b > off], spread)
     text = (f"for {domain}: {_threshold_words(threshold, above, switch, spread)}"
             + f"; by batch size: {words or 'none'}"
-            + ("" if drafts else " (speculation pays at no load: serve the baseline)"))
+            + ("" if drafts else f" (speculation {'shown to pay' if unsure else 'pays'} at "
+                                 "no load: serve the baseline)"))
     threshold = {**threshold, "depth_zero": above, "switch": switch}
     if spread is None:
         threshold.update({"speculative_disable_above_batch": None, "within_run": off,

@@ -3,8 +3,9 @@ each part marked predicted, confirmed or measured; the steps, the surface c(B, k
 intervals (measured cells marked), its decomposition per load, Leviathan's closed form beside
 it, the length checks; per domain of the drafter's profile the predicted speedup at every
 (B, k) with the drafter placed on each break-even length, the configured depth's crossover
-and threshold, the best depth per load; the confirmation; the recommended settings in each
-engine's words, written beside the report (`speculation/<domain>/<engine>/`)."""
+and threshold, the best depth per load with the depths not ruled out beside it; the
+confirmation; the recommended settings in each engine's words, written beside the report
+(`speculation/<domain>/<engine>/`)."""
 
 from __future__ import annotations
 
@@ -120,9 +121,16 @@ def setting_line(name: str, setting: dict[str, Any] | None, domain: str) -> str:
     return f"    set on {name}: {setting['command']}{files}"
 
 
+def _not_ruled_out(best: int, plausible: Sequence[int]) -> str:
+    """` (not ruled out: baseline, 3)`: the depths beside the best the prediction does not rule
+    out; nothing where the best stands alone."""
+    others = ["baseline" if k == 0 else str(k) for k in plausible if k != best]
+    return f" (not ruled out: {', '.join(others)})" if others else ""
+
+
 def prediction_lines(prediction: dict[str, Any]) -> list[str]:
-    """Per domain: AL(k), the speedup table, the best depth per load, the schedule and its
-    settings."""
+    """Per domain: AL(k), the speedup table, the best depth per load with the depths not ruled
+    out beside it, the schedule and its settings."""
     lines = []
     if prediction.get("widened"):
         lines.append("  the length checks say the cost depends on the accepted length: every "
@@ -137,13 +145,14 @@ def prediction_lines(prediction: dict[str, Any]) -> list[str]:
                        + {"pays": "+", "loses": "-"}.get(r.get("placed", ""), "?"))
         lines.append("    (+ pays: the drafter's accept length above the break-even length "
                      "c(B, k) by the whole interval; - loses; ? the interval holds 1)")
-        cross = d.get("crossover")
+        cross, plausible = d.get("crossover"), d.get("plausible_depths") or {}
         if cross:
             lines.append(f"    configured depth {cross['depth']}: {cross['text']}; "
                          f"{cross['statement']}")
         lines.append("    best depth (a depth whose interval holds 1 is not chosen over the "
-                     "baseline): " + ", ".join(f"c={b} {k}" for b, k in d["best"].items())
-                     + f"; {d['text']}")
+                     "baseline; not ruled out: each depth whose interval reaches the best's): "
+                     + ", ".join(f"c={b} {k}{_not_ruled_out(k, plausible.get(b, ()))}"
+                                 for b, k in d["best"].items()) + f"; {d['text']}")
     return lines
 
 

@@ -1,12 +1,18 @@
 """Depth 0 (speculation configured, no drafts) against the baseline over the lattice
-(grid/questions/speculation/predict.py `zero_speedups`, `zero_json`), and other drafters as
-points beside the surface (`surface_json`), on hand-made costs."""
+(grid/questions/speculation/predict.py `zero_speedups`, `zero_json`), other drafters as
+points beside the surface (`surface_json`), and the depths not ruled out beside the best
+(`prediction_json`), on hand-made costs."""
 
 import numpy as np
 import pytest
 
-from grid.analysis.surface import Cost, ForcedPoint, Throughput
-from grid.questions.speculation.predict import surface_json, zero_json, zero_speedups
+from grid.analysis.surface import Cost, DomainProfile, ForcedPoint, Profile, Throughput
+from grid.questions.speculation.predict import (
+    prediction_json,
+    surface_json,
+    zero_json,
+    zero_speedups,
+)
 from grid.questions.speculation.read import Read
 from grid.questions.speculation.steps import OWN
 
@@ -54,3 +60,17 @@ def test_other_drafters_are_points_beside_the_surface_and_the_length_check_compa
     assert out["length_checks"] == [{"load": 1, "depth": 4, "lengths": [1.2, 5.0],
                                      "difference": 1.0, "interval": [1.0, 1.0],
                                      "agrees": False}]
+
+
+def test_the_prediction_carries_the_depths_not_ruled_out_beside_the_best():
+    def spread(b, k, value, lo, hi):  # 41 replicates: the 95 % interval exactly [lo, hi]
+        return Cost(b, k, value, np.array([lo, lo, *[value] * 37, hi, hi]))
+    # AL(1) = 1.8, AL(2) = 2.2. c=1: k=1 1.8 / 1.5 = 1.2 [1.125, 1.286], k=2 2.2 / 1.76 = 1.25
+    # [1.158, 1.375]: depth 2, and 1 reaches its low end; c=2: k=1 1.059 [0.947, 1.2] spans 1,
+    # k=2 0.917 [0.88, 0.957]: the baseline, and depth 1 reaches its 1
+    costs = {(1, 1): spread(1, 1, 1.5, 1.4, 1.6), (1, 2): spread(1, 2, 1.76, 1.6, 1.9),
+             (2, 1): spread(2, 1, 1.7, 1.5, 1.9), (2, 2): spread(2, 2, 2.4, 2.3, 2.5)}
+    profile = Profile({"chat": DomainProfile("chat", (0.8, 0.5), (0.8, 0.4))}, "hand")
+    dom = prediction_json(costs, profile, {}, 1, "eagle3", "chat", None)["domains"]["chat"]
+    assert dom["best"] == {"1": 2, "2": 0}
+    assert dom["plausible_depths"] == {"1": [1, 2], "2": [0, 1]}

@@ -56,7 +56,8 @@ TRACE = {
                        "placed": "pays"}],
             "crossover": {"depth": 2, "text": "crossover at concurrency 11.3",
                           "statement": "set speculative_disable_above_batch=8"},
-            "best": {"1": 2, "64": 0}, "schedule": [[1, 2], [64, 0]],
+            "best": {"1": 2, "64": 0}, "plausible_depths": {"1": [2], "64": [0, 1, 2]},
+            "schedule": [[1, 2], [64, 0]],
             "text": "depth 2 from batch 1, baseline from batch 64"}}},
         "confirmation": {"cells": 1, "max_cells": 12, "disagree": [[64, 2]],
                          "own": [{"load": 64, "depth": 2, "speedup": 0.9,
@@ -96,6 +97,8 @@ def test_the_lines_lead_with_the_recommendation_and_mark_what_is_known_how():
     assert "c=64 k=2 0.90x [0.85,0.95] DISAGREES with the prediction" in text
     assert "configured depth 2: crossover at concurrency 11.3; set speculative_disable" in text
     assert "every prediction's interval widened by it, c=1 ±10%" in text
+    # the best depth per load with the depths not ruled out beside it (none beside c=1's 2)
+    assert "reaches the best's): c=1 2, c=64 0 (not ruled out: 1, 2); depth 2 from" in text
     html = trace_section(TRACE)
     assert html.startswith("<h2>Speculation</h2>") and "1.50 [1.40,1.60]*" in html
 
@@ -106,6 +109,8 @@ def test_decision_and_files(tmp_path):
     assert entry["table"] == TRACE["result"]["table"] and entry["files_in"] == "speculation"
     assert entry["points_from"] == "forced" and entry["points"] == TRACE["result"]["points"]
     assert entry["zero"] == TRACE["result"]["zero"]
+    assert entry["prediction"]["domains"]["coding/x"]["plausible_depths"] == {
+        "1": [2], "64": [0, 1, 2]}
     write_settings(tmp_path, TRACE)
     # the domain made path-safe; an engine that refused writes nothing
     folder = tmp_path / "speculation" / "coding_x"

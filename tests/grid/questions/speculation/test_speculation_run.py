@@ -73,7 +73,17 @@ def test_the_question_costs_its_forced_cells_predicts_and_replays(tmp_path):
     for b, z in zero.items():
         expected = tput[("baseline", b)] / tput[("eagle3__speculative_num_steps-0", b)]
         assert z["cost"] == pytest.approx(expected, abs=1e-4)
+    # beside each load's best depth, the depths whose interval reaches the best's (the
+    # baseline's: the point 1), as decision.json carries them
+    for b, best in predicted["best"].items():
+        floor = 1.0 if best == 0 else next(c["interval"][0] for c in predicted["cells"]
+                                           if (str(c["load"]), c["depth"]) == (b, best))
+        reach = [c["depth"] for c in predicted["cells"]
+                 if str(c["load"]) == b and c["interval"][1] >= floor]
+        assert predicted["plausible_depths"][b] == sorted([0] * (floor <= 1.0) + reach)
     decision = json.loads((run_dir / "decision.json").read_text())
+    assert decision["speculation"]["prediction"]["domains"]["coding"]["plausible_depths"] == \
+        predicted["plausible_depths"]
     assert decision["speculation"]["table"] == res["table"]
     assert decision["speculation"]["recommendation"] == res["recommendation"]
     assert "search: speculation of eagle3 vs baseline on coding" in \

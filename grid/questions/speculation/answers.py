@@ -3,7 +3,8 @@ predicted speedups on it (grid/analysis/surface/predict.py `predict`): the break
 at every (B, k) with the drafter placed on it, and the crossover and threshold of the
 configured depth through the dense grid's own functions (grid/analysis/decision.py
 `crossovers`, grid/analysis/verdict.py `recommend_threshold`: one way to read a crossover from
-a curve)."""
+a curve); and the best single depth, for a server that cannot change its depth with the batch
+size."""
 
 from __future__ import annotations
 
@@ -71,3 +72,37 @@ def crossover_threshold(predictions: Mapping[tuple[int, int], Prediction], depth
             "speculative_disable_above_batch": threshold["speculative_disable_above_batch"],
             "verdict": threshold["verdict"], "plausible_range": threshold["plausible_range"],
             "statement": threshold["statement"]}
+
+
+def single_depth(predictions: Mapping[tuple[int, int], Prediction],
+                 zero: Mapping[int, float] | None = None) -> dict[str, Any] | None:
+    """The one depth for a server that drafts a fixed depth (SGLang's speculative_num_steps,
+    switched off above where it stops paying): per drafting depth, the loads from the lowest up
+    to the last where every one pays (`placed`: its interval above 1; `last`), each load's
+    speedup there and above it what the switched-off server runs, depth 0 (`zero`: load -> its
+    speedup over the baseline, measured; 1 where not known), the loads weighing alike in log
+    load (the lattice's steps): the depth of the highest mean log speedup, the smaller on a
+    tie; `next` the load just above `last` (None at the lattice's top). None where no depth
+    pays at the lowest load."""
+    loads = sorted({b for b, _ in predictions})
+    idle = {b: math.log(z) for b, z in (zero or {}).items() if math.isfinite(z) and z > 0}
+    off = sum(idle.get(b, 0.0) for b in loads)
+    best: tuple[float, int, int] | None = None
+    for k in sorted({k for _, k in predictions}):
+        last = None
+        for b in loads:
+            if (b, k) not in predictions or placed(predictions[(b, k)]) != PAYS:
+                break
+            last = b
+        if last is None:
+            continue
+        score = (off + sum(math.log(predictions[(b, k)].speedup) - idle.get(b, 0.0)
+                           for b in loads if b <= last)) / len(loads)
+        if best is None or score > best[0] + 1e-12:
+            best = (score, k, last)
+    if best is None:
+        return None
+    _, k, last = best
+    above = [b for b in loads if b > last]
+    return {"depth": k, "last": last, "next": above[0] if above else None,
+            "mean_speedup": round(math.exp(best[0]), 4)}

@@ -160,6 +160,28 @@ ABOUT = "about the baseline"
 """Above the threshold: within min_effect of the baseline or faster (the switch switches off)."""
 
 
+def single_cells(single: Mapping[str, Any] | None) -> list[tuple[int, int]]:
+    """Where the best single depth (answers.py `single_depth`) decides: its depth at the last
+    load where it pays and the one just above it, where it stops."""
+    if not single:
+        return []
+    loads = [single["last"]] + ([single["next"]] if single["next"] is not None else [])
+    return [(int(b), int(single["depth"])) for b in loads]
+
+
+def single_status(single: Mapping[str, Any] | None, asked: Container[tuple[int, int]],
+                  off: Sequence[tuple[int, int]]) -> dict[str, Any] | None:
+    """The best single depth with how it is known: `contradicted` where a cell of its
+    (`single_cells`) disagreed with the prediction (`off`), `confirmed` where each was a
+    confirming cell measured (`asked`) and agreed, else `predicted`."""
+    if not single:
+        return None
+    cells = single_cells(single)
+    status = (CONTRADICTED if any(c in off for c in cells)
+              else CONFIRMS if all(c in asked for c in cells) else PREDICTED)
+    return {**single, "status": status}
+
+
 def switch_point(load: int, depth: int, threshold: int) -> tuple[int, int, int]:
     return (load, depth, SWITCH - threshold)
 

@@ -25,6 +25,8 @@ from grid.questions.speculation.confirm import (
     confirm_steps,
     crossover_neighbours,
     settle,
+    single_cells,
+    single_status,
     switch_loads,
     switch_point,
     switch_steps,
@@ -210,7 +212,8 @@ class SpeculationPlanned(Planned):
         near = crossover_neighbours(cross.get("crossover"), self.space.lattice)
         depth = self.depth if self.depth in self.space.depths else self.space.depths[-1]
         tiers = tuple((int(b), int(k)) for b, k in dom["schedule"])
-        wanted = targets(tiers, near, depth, self.space.lattice)
+        wanted = list(dict.fromkeys(targets(tiers, near, depth, self.space.lattice)
+                                    + single_cells(dom.get("single"))))
         predicted = {(c["load"], c["depth"]): (c["speedup"], *c["interval"])
                      for c in dom["cells"] if c["speedup"] is not None}
         decided = {int(b): int(k) for b, k in dom["best"].items()}
@@ -260,10 +263,11 @@ class SpeculationPlanned(Planned):
         out["zero"] = zero_json(self.read.own_costs, self.space.lattice, self.spread)
         costs, widening = widened(interpolated(fitted, self.space.lattice, self.space.depths),
                                   self.read.length_checks)
+        zero = zero_speedups(self.read.own_costs, self.space.lattice)
         out["prediction"] = (None if profile is None or not costs else
                              prediction_json(costs, profile, engine_forms(self.template),
                                              self.depth, self.variant, self.workload,
-                                             self.spread))
+                                             self.spread, {b: e[0] for b, e in zero.items()}))
         if out["prediction"] is not None:
             out["prediction"]["widened"] = {str(b): round(r, 4) for b, r in widening.items()}
         return out
@@ -299,8 +303,9 @@ class SpeculationPlanned(Planned):
             part = (self._threshold(dom, confirming) if first
                     else threshold_part(dom["crossover"], {}, (), []))
             plausible = {int(b): ks for b, ks in dom["plausible_depths"].items()}
+            single = single_status(dom.get("single"), asked if first else [], off if first else [])
             out.append(recommendation(settled, part, forms, name, zero, self.spread,
-                                      self.switch if first else None, plausible))
+                                      self.switch if first else None, plausible, single))
         return out
 
     def trace(self, steps: Sequence[Any], note: str | None) -> dict:

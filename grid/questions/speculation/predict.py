@@ -30,7 +30,7 @@ from grid.analysis.verdict import judged
 from grid.plan.cells import Cell
 from grid.plan.search import with_settings
 from grid.plan.specs import server_request
-from grid.questions.speculation.answers import crossover_threshold, placed
+from grid.questions.speculation.answers import crossover_threshold, placed, single_depth
 from grid.questions.speculation.read import Read
 
 FORMS = ("vllm", "sglang")
@@ -151,11 +151,14 @@ def mean_acceptance(profile: Profile | None) -> float | None:
 
 def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
                     forms: Mapping[str, Form], depth: int, variant: str, workload: str,
-                    spread: float | None) -> dict[str, Any]:
+                    spread: float | None, zero: Mapping[int, float] | None = None
+                    ) -> dict[str, Any]:
     """Per domain of the profile: AL(k), the prediction at every (B, k) (speedup with its
     interval, break-even length, the drafter placed on it), the configured depth's crossover
     and threshold, the best depth per load with the depths not ruled out beside it
-    (`plausible_depths`) and the schedule (`forms`: kept for the
+    (`plausible_depths`), the schedule, the best single depth (answers.py `single_depth`,
+    `zero`: depth 0's speedup over the baseline by load, what it runs above its threshold)
+    (`forms`: kept for the
     recommendation, which words the schedule it settles on); the threshold's verdicts on
     intervals widened by `spread` (grid.search.repeat_spread) where one is given."""
     out: dict[str, Any] = {"source": profile.source, "unit": profile.unit, "domains": {}}
@@ -171,5 +174,6 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
                       for p in preds.values()],
             "crossover": crossover_threshold(preds, depth, variant, workload, spread),
             "best": plan["best"], "plausible_depths": plan["plausible_depths"],
-            "schedule": plan["schedule"], "text": plan["text"]}
+            "schedule": plan["schedule"], "text": plan["text"],
+            "single": single_depth(preds, zero)}
     return out

@@ -128,14 +128,23 @@ def _threshold_words(threshold: dict[str, Any], above: dict[str, Any] | None,
     return f"set {words}"
 
 
+def _single_words(single: dict[str, Any] | None) -> str:
+    if single is None:
+        return ""
+    return (f"; at one depth for every batch size: depth {single['depth']}, paying up to batch "
+            f"{single['last']} ({single['status']})")
+
+
 def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, Any],
                    forms: Mapping[str, Form], domain: str, zero: Mapping[int, Est],
                    spread: float | None, switch: dict[str, Any] | None = None,
-                   plausible: Mapping[int, Sequence[int]] | None = None) -> dict[str, Any]:
+                   plausible: Mapping[int, Sequence[int]] | None = None,
+                   single: dict[str, Any] | None = None) -> dict[str, Any]:
     """The recommendation for one domain of the drafter's profile; each depth-0 tier of a
     schedule that drafts, and the loads above the threshold, judged against depth 0 measured
     (`zero`: load -> its speedup over the baseline), not taken as the baseline; `switch`: the
-    threshold confirmed with the switch applied (confirm.py `switch_verdict`). `spread`: the
+    threshold confirmed with the switch applied (confirm.py `switch_verdict`); `single`: the
+    best single depth with its status (confirm.py `single_status`). `spread`: the
     stated spread between repeats (grid.search.repeat_spread); None: the threshold is
     undetermined (within-run noise only), its within-run value and verdict kept as `within_run`
     and `within_run_verdict`. `plausible`: load -> the depths the prediction does not rule out
@@ -167,7 +176,8 @@ def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, 
     text = (f"for {domain}: {_threshold_words(threshold, above, switch, spread)}"
             + f"; by batch size: {words or 'none'}"
             + ("" if drafts else f" (speculation {'shown to pay' if unsure else 'pays'} at "
-                                 "no load: serve the baseline)"))
+                                 "no load: serve the baseline)")
+            + _single_words(single))
     threshold = {**threshold, "depth_zero": above, "switch": switch}
     if spread is None:
         threshold.update({"speculative_disable_above_batch": None, "within_run": off,
@@ -176,4 +186,5 @@ def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, 
     return {"domain": domain, "text": text, "threshold": threshold,
             "repeat_spread": spread, "schedule": [list(t) for t in tiers],
             "schedule_text": schedule_text(tiers), "tiers": tier_status, "settings": settings,
+            "single": single,
             "status": worst([str(threshold["status"]), *(str(t["status"]) for t in tier_status)])}

@@ -1,12 +1,12 @@
 """The configured depth's crossover and threshold from the predicted speedups, through the
 dense grid's own functions, and the drafter placed on each break-even length
-(grid/questions/speculation/answers.py)."""
+(grid/questions/speculation/answers.py); the best single depth."""
 
 import numpy as np
 import pytest
 
 from grid.analysis.surface import Prediction
-from grid.questions.speculation.answers import crossover_threshold, placed
+from grid.questions.speculation.answers import crossover_threshold, placed, single_depth
 
 
 def pred(b, k, speedup, spread=0.0):
@@ -50,3 +50,34 @@ def test_the_drafter_is_placed_by_its_interval():
     assert placed(pred(1, 3, 1.2, 0.1)) == "pays"
     assert placed(pred(1, 3, 0.8, 0.1)) == "loses"
     assert placed(pred(1, 3, 1.05, 0.1)) == "unsure"
+
+
+def test_the_best_single_depth_pays_longest_in_log_load():
+    # depth 1 pays at c = 1, 2, 4, 8: 1.3, 1.2, 1.1, 1.05 -> the geometric mean over the 4
+    # loads (1.3 x 1.2 x 1.1 x 1.05) ** (1/4) = 1.8018 ** 0.25 = 1.1586x; depth 3: 1.8, 1.4,
+    # then 1.05 [0.95, 1.15] holds 1: it stops at c=2, switched off above (1 there, even at
+    # c=8 where it pays nothing) -> (1.8 x 1.4) ** (1/4) = 2.52 ** 0.25 = 1.2599x: depth 3,
+    # paying up to c = 2, deciding between 2 and 4
+    preds = {(b, 1): pred(b, 1, s) for b, s in ((1, 1.3), (2, 1.2), (4, 1.1), (8, 1.05))}
+    preds.update({(1, 3): pred(1, 3, 1.8), (2, 3): pred(2, 3, 1.4),
+                  (4, 3): pred(4, 3, 1.05, 0.1), (8, 3): pred(8, 3, 0.9)})
+    assert single_depth(preds) == {"depth": 3, "last": 2, "next": 4, "mean_speedup": 1.2599}
+    # depth 3 at c=2 down to 1.1: 1.98 ** 0.25 = 1.1862x, still first
+    preds[(2, 3)] = pred(2, 3, 1.1)
+    assert single_depth(preds)["depth"] == 3
+    # ... and at 1.0 it stops at c = 1: 1.8 ** 0.25 = 1.1583x < 1.1586x: depth 1,
+    # paying at every load (nothing above it)
+    preds[(2, 3)] = pred(2, 3, 1.0)
+    assert single_depth(preds) == {"depth": 1, "last": 8, "next": None, "mean_speedup": 1.1586}
+    # above its threshold the server runs depth 0 (speculation configured, no drafts): with
+    # depth 0 measured at 0.8x of the baseline at c = 4 and 8, depth 3 at 1.1 at c=2 (1.8,
+    # 1.1, then 0.8, 0.8) runs (1.98 x 0.64) ** 0.25 = 1.0610x, below depth 1 everywhere
+    # (1.1586x, it never switches off): depth 1, where taking depth 0 as the baseline chose 3
+    preds[(2, 3)] = pred(2, 3, 1.1)
+    one = {"depth": 1, "last": 8, "next": None, "mean_speedup": 1.1586}
+    assert single_depth(preds, {4: 0.8, 8: 0.8}) == one
+    assert single_depth(preds, {4: 0.8, 8: 0.8, 16: float("nan")}) == one
+    # depth 0 at 0.8x at c = 1 and 2 only, where both depths draft: no change, depth 3 1.1862x
+    assert single_depth(preds, {1: 0.8, 2: 0.8})["mean_speedup"] == 1.1862
+    # nothing pays at the lowest load: no single depth
+    assert single_depth({(1, 2): pred(1, 2, 0.9), (2, 2): pred(2, 2, 1.2)}) is None

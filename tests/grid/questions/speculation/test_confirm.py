@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from grid.analysis.surface import Cost, DomainProfile, best_depths, depth_schedule, predict
+from grid.questions.speculation.answers import single_depth
 from grid.questions.speculation.confirm import (
     CONFIRMED,
     ConfirmStep,
@@ -13,6 +14,8 @@ from grid.questions.speculation.confirm import (
     confirm_steps,
     crossover_neighbours,
     settle,
+    single_cells,
+    single_status,
     switch_loads,
     switch_point,
     switch_steps,
@@ -281,3 +284,57 @@ def test_a_switched_point_is_never_read_as_another_drafters_and_back():
     assert all(is_rung(r) and switched(r) is None for r in drafters)
     assert [switched(r) for r in switches] == [1, 2, 4, 64]
     assert not any(is_rung(r) for r in switches)
+
+
+def test_the_best_single_depth_is_confirmed_where_it_stops_paying():
+    # The forced chain's surface at c = 1, 2, 4, 8, replicates +-2 %; a = (0.8, 0.5, 0.5):
+    # AL = 1.8, 2.2 at k = 1, 2. k=1: 1.5, 1.2, 1.059, 1.029 [1.008, 1.049] (pays at all four);
+    # k=2: 1.571, 1.222, 1.048 [1.027, 1.069], 0.957 (stops after c=4); k=3 stops after c=2.
+    # One depth for every load: k=2's (1.571 x 1.222 x 1.048) = 2.2 ** 3 / (1.4 x 1.8 x 2.1)
+    # = 2.0121 -> ** (1/4) = 1.191x against k=1's 1.8 ** 4 / (1.2 x 1.5 x 1.7 x 1.75) =
+    # 1.9604 -> 1.183x: depth 2, deciding at c = 4 (pays) and c = 8 (stops)
+    spread = np.linspace(0.98, 1.02, 41)
+    surface = {(1, 1): 1.2, (1, 2): 1.4, (1, 3): 1.6, (2, 1): 1.5, (2, 2): 1.8, (2, 3): 2.1,
+               (4, 1): 1.7, (4, 2): 2.1, (4, 3): 2.5, (8, 1): 1.75, (8, 2): 2.3, (8, 3): 2.8}
+    costs = {key: Cost(*key, c, c * spread) for key, c in surface.items()}
+    preds = predict(costs, DomainProfile("coding", (0.8, 0.5, 0.5), (0.8, 0.4, 0.2)))
+    single = single_depth(preds)
+    assert single is not None and (single["depth"], single["last"], single["next"]) == (2, 4, 8)
+    assert single["mean_speedup"] == pytest.approx(1.191, abs=1e-3)
+    assert single_cells(single) == [(4, 2), (8, 2)]
+    assert single_cells(None) == []
+    best = best_depths(preds)
+    assert best == {1: 2, 2: 2, 4: 1, 8: 1}  # the schedule's: depth 2, then 1 from c=4
+    wanted = list(dict.fromkeys(targets(depth_schedule(best), (), 2, (1, 2, 4, 8))
+                                + single_cells(single)))
+    assert wanted == [(1, 2), (4, 1), (4, 2), (8, 2)]
+    predicted = {key: (p.speedup, *p.interval) for key, p in preds.items()}
+    # its cells measured beside the prediction (4, 2: 1.04 [1.01, 1.07]; 8, 2: 0.95 [0.93,
+    # 0.97] against 0.957 [0.938, 0.976]) agree: confirmed
+    own = {(1, 2): (1.56, 1.52, 1.60), (4, 1): (1.06, 1.04, 1.08), (4, 2): (1.04, 1.01, 1.07),
+           (8, 2): (0.95, 0.93, 0.97)}
+    last = confirm_steps(3, 30, wanted, own, predicted, (1, 2, 3), 12, decided=best)[-1]
+    assert last.stop == CONFIRMED and last.disagree == ()
+    assert single_status(single, wanted, last.disagree)["status"] == "confirmed"
+    # the drafter's own cell at c=4 k=2 at 0.89 [0.86, 0.92], below the predicted [1.03, 1.07]:
+    # it disagrees, the own cells at c=4 are measured, and the single depth is contradicted
+    own[(4, 2)] = (0.89, 0.86, 0.92)
+    steps = confirm_steps(3, 30, wanted, own, predicted, (1, 2, 3), 12, decided=best)
+    assert steps[1].points == ((4, 3, -1),) and steps[1].disagree == ((4, 2),)
+    own[(4, 3)] = (0.8, 0.78, 0.82)
+    last = confirm_steps(3, 30, wanted, own, predicted, (1, 2, 3), 12, decided=best)[-1]
+    status = single_status(single, wanted, last.disagree)
+    assert status == {**single, "status": "contradicted"}
+    # with two cells of budget the schedule's decision points come first: the single depth's
+    # are not measured, so it stays predicted
+    first = confirm_steps(3, 30, wanted, own, predicted, (1, 2, 3), 2, decided=best)[0]
+    asked = [(b, k) for b, k, _ in first.points]
+    assert asked == [(1, 2), (4, 1)] and "only 2 of 4" in first.why
+    assert single_status(single, asked, ())["status"] == "predicted"
+    part = {"speculative_disable_above_batch": None, "status": "predicted",
+            "statement": "no crossover"}
+    rec = recommendation({1: (2, "confirmed"), 4: (1, "confirmed")}, part, {}, "coding", {},
+                         0.0, None, single=status)
+    assert rec["single"]["status"] == "contradicted"
+    assert rec["text"].endswith("; at one depth for every batch size: depth 2, paying up to "
+                                "batch 4 (contradicted)")

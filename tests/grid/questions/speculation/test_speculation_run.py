@@ -139,6 +139,9 @@ def test_the_runs_own_drafter_confirms_the_prediction_where_it_decides(tmp_path)
     rec = res["recommendation"]
     assert rec is not None and rec["status"] in ("predicted", "confirmed", "measured")
     assert {t["status"] for t in rec["tiers"]} <= {"predicted", "confirmed", "measured"}
+    # a single depth exactly where a depth pays at the lowest load (the prediction's best there)
+    dom = next(iter(res["prediction"]["domains"].values()))
+    assert (rec["single"] is None) == (dom["best"][str(min(map(int, dom["best"])))] == 0)
     assert (run_dir / "report.md").read_text().count("recommendation (") >= 1
     starts = len(served_starts(run_dir))
     assert run(command, echo=lambda _: None).exit_code == 0

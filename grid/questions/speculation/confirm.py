@@ -97,25 +97,32 @@ def _where(keys: Sequence[tuple[int, int]]) -> str:
 
 def confirm_steps(number: int, cells_before: int, wanted: Sequence[tuple[int, int]],
                   own: Mapping[tuple[int, int], Est], predicted: Mapping[tuple[int, int], Est],
-                  depths: Sequence[int], budget: int, decided: Mapping[int, int] | None = None
-                  ) -> list[ConfirmStep]:
-    """The confirmation's steps after the surface's last (`number` on): the wanted points,
-    then the drafter's own cells at `depths` of each load where one disagrees with the
-    prediction beyond both intervals or contradicts the decision there (`decided`: load ->
-    the predicted best depth), then the stop; `budget` cells at most
-    (grid.search.confirm_cells)."""
-    first = [(b, k, OWN) for b, k in wanted]
-    why = f"confirm the prediction on the drafter's own cells at {_where(wanted)}"
+                  depths: Sequence[int], budget: int, decided: Mapping[int, int] | None = None,
+                  baselines: Container[int] | None = None) -> list[ConfirmStep]:
+    """The confirmation's steps after the surface's last (`number` on): the wanted points
+    (with the baseline at each of their loads not in `baselines`, the loads whose baseline the
+    surface chose; None: every load's: a speedup needs both; from what was chosen, not what is
+    measured, so that a replay gives the same steps), then the drafter's own cells at
+    `depths` of each load where one disagrees with the prediction beyond both intervals or
+    contradicts the decision there (`decided`: load -> the predicted best depth), then the
+    stop; `budget` cells at most (grid.search.confirm_cells)."""
+    first: list[tuple[int, int, int]] = [(b, k, OWN) for b, k in wanted]
+    missing = [b for b in dict.fromkeys(b for b, _ in wanted)
+               if baselines is not None and b not in baselines]
+    first += [(b, 0, 0) for b in missing]
+    why = (f"confirm the prediction on the drafter's own cells at {_where(wanted)}"
+           + (f" (and the baseline at {', '.join(f'c={b}' for b in missing)})" if missing
+              else ""))
     points, why, stop = shared.fit(first, budget, why, "grid.search.confirm_cells is spent",
                                    CONFIRM_BUDGET, "cell(s)", "grid.search.confirm_cells")
     out = [ConfirmStep(number, why, points, cells_before, stop)]
-    if stop or any((b, k) not in own for b, k, _ in points):
+    asked = {(b, k) for b, k, r in points if r == OWN}
+    if stop or any(key not in own for key in asked):
         return out
-    off = tuple(key for key in dict.fromkeys((b, k) for b, k, _ in points)
+    off = tuple(key for key in dict.fromkeys((b, k) for b, k, r in points if r == OWN)
                 if (key in predicted and not agrees(own[key], predicted[key]))
                 or contradicts(key, own[key], decided or {}))
     loads = sorted({b for b, _ in off})
-    asked = {(b, k) for b, k, _ in points}
     more = [(b, k, OWN) for b in loads for k in depths if (b, k) not in asked]
     used = len(points)
     if more:
@@ -128,8 +135,8 @@ def confirm_steps(number: int, cells_before: int, wanted: Sequence[tuple[int, in
         used += len(extra)
         if stop or any((b, k) not in own for b, k, _ in extra):
             return out
-    agree = len(points) - len(off)
-    out.append(ConfirmStep(number + len(out), f"{agree} of {len(points)} confirming cell(s) "
+    agree = len(asked) - len(off)
+    out.append(ConfirmStep(number + len(out), f"{agree} of {len(asked)} confirming cell(s) "
                            "agree with the prediction" + (f"; {_where(off)} rest(s) on the "
                                                          "drafter's own cells" if off else ""),
                            (), cells_before + used, CONFIRMED, off))

@@ -218,7 +218,8 @@ class SpeculationPlanned(Planned):
                      for c in dom["cells"] if c["speedup"] is not None}
         decided = {int(b): int(k) for b, k in dom["best"].items()}
         out = confirm_steps(len(steps) + 1, cells, wanted, self.own, predicted,
-                            self.space.coarse_depths, self.confirm_cells, decided)
+                            self.space.coarse_depths, self.confirm_cells, decided,
+                            {b for b, k, r in chosen if k == 0 and r == 0})
         if out[-1].stop != CONFIRMED:
             return out
         part = self._threshold(dom, out)

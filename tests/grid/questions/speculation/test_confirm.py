@@ -93,6 +93,23 @@ CROSS = {"depth": 3, "crossover": 5.3, "interval": [4.5, 6.0], "text": "crossove
          "statement": "set speculative_disable_above_batch=4"}
 
 
+def test_a_confirming_load_without_a_measured_baseline_measures_it_too():
+    # c=3 k=3 is wanted (where a single depth stops paying) but the surface measured the
+    # baseline at c=1 and 2 only: its speedup needs one, so the step asks for (3, 0, 0) too
+    wanted = [(1, 3), (3, 3)]
+    first = confirm_steps(5, 40, wanted, {}, PREDICTED, (1, 3), 12, baselines={1, 2})
+    assert first[0].points == ((1, 3, -1), (3, 3, -1), (3, 0, 0))
+    assert first[0].why.endswith("(and the baseline at c=3)")
+    # both own cells measured (the baseline at c=3 with them): 2 of 2 agree, 3 cells spent;
+    # the same steps on the replay (the surface chose the baselines at 1 and 2 only)
+    own = {(1, 3): (1.5, 1.45, 1.55), (3, 3): (0.90, 0.85, 0.95)}  # (1, 3) as predicted
+    steps = confirm_steps(5, 40, wanted, own, PREDICTED, (1, 3), 12, baselines={1, 2})
+    assert steps[0] == first[0]
+    last = steps[-1]
+    assert last.stop == CONFIRMED and last.why.startswith("2 of 2 confirming cell(s) agree")
+    assert last.cells_before == 43
+
+
 def test_the_threshold_is_confirmed_or_rests_on_the_drafters_cells():
     own = {(4, 3): (1.1, 1.05, 1.15), (8, 3): (0.9, 0.85, 0.95)}
     part = threshold_part(CROSS, own, (4, 8), [])

@@ -214,6 +214,8 @@ def compare_question(args: argparse.Namespace, question: str = "question",
              "_reps": meas[(b, depth)][3] - 1.0} for b in LATTICE]
     (cross,) = crossovers(pd.DataFrame(rows))
     threshold = rec["threshold"].get("speculative_disable_above_batch")
+    if threshold is None:  # no spread between repeats stated: what the within-run intervals set
+        threshold = rec["threshold"].get("within_run")
     off = threshold in (None, 0) and not any(k for _, k in rec["schedule"])
     if threshold is None and off:  # no threshold: the baseline at every load
         threshold = "none (the baseline at every load)"

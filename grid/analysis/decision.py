@@ -186,9 +186,11 @@ def crossovers(table: pd.DataFrame) -> list[Crossover]:
         point = crossover_of(loads, group.speedup.to_numpy(dtype=float))
         reps = np.stack(list(group._reps), axis=1)  # (replicates, levels)
         values = np.array([crossover_of(loads, r) for r in reps])
+        values = values[~np.isnan(values)]  # a replicate with a non-finite level, as interval()
         tail = (1 - LEVEL) / 2 * 100
-        lo, hi = (float(v) for v in np.percentile(values, [tail, 100 - tail],
-                                                   method="inverted_cdf"))
+        lo, hi = ((float(v) for v in np.percentile(values, [tail, 100 - tail],
+                                                    method="inverted_cdf"))
+                  if len(values) else (math.nan, math.nan))
         out.append(Crossover(str(variant), str(workload), str(kind), list(loads), point, lo, hi))
     return out
 

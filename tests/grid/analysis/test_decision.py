@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from grid.analysis import analyse_cells, decide
-from grid.analysis.decision import NO_DIFFERENCE, Decision, crossover_of
+from grid.analysis.decision import NO_DIFFERENCE, Decision, crossover_of, crossovers
 from tests.grid.analysis.synthetic import grid
 
 LEVELS = (1, 2, 4, 8, 16)
@@ -106,3 +107,17 @@ def test_the_significance_list_is_held_over_its_comparisons_and_dropped_replicat
                         "+30%]")
     assert lines[2] == ("significant alone, not over the comparisons (Holm's step-down over the "
                         "2 comparisons): eagle3 beats baseline at c=8 by +5% [+0%, +10%]")
+
+
+def test_a_replicate_with_a_non_finite_level_is_left_out_of_the_crossovers_interval():
+    # two levels, c=1 and c=4; replicate 0 crosses at c=2 (+10 % then -10 %: the midpoint in
+    # log2), replicate 1 at c=2 too, replicate 2 has an infinite level (a zero baseline
+    # replicate): it is left out, not a nan interval
+    table = pd.DataFrame([
+        {"variant": "eagle3", "workload": "coding", "load_kind": "concurrency", "load": 1.0,
+         "speedup": 0.1, "_reps": np.array([0.1, 0.1, np.inf])},
+        {"variant": "eagle3", "workload": "coding", "load_kind": "concurrency", "load": 4.0,
+         "speedup": -0.1, "_reps": np.array([-0.1, -0.1, -0.1])}])
+    (cross,) = crossovers(table)
+    assert cross.point == pytest.approx(2.0)
+    assert (cross.lo, cross.hi) == (pytest.approx(2.0), pytest.approx(2.0))

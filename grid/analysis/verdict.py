@@ -46,11 +46,15 @@ def verdict_of(lo: float, hi: float) -> str:
     return UNDETERMINED
 
 
-def between_runs(value: float, lo: float, hi: float, spread: float) -> tuple[float, float]:
+def between_runs(value: float, lo: float, hi: float, spread: float | None
+                 ) -> tuple[float, float]:
     """A ratio of two cells' throughputs measured once each (its 95 % interval [lo, hi] from
     within-run noise), widened by the spread between repeats: each cell's throughput varies from
     run to run with relative standard deviation `spread`, so the ratio by spread x sqrt(2),
-    95 %: z x spread x sqrt(2) x value, added to each side of the interval in quadrature."""
+    95 %: z x spread x sqrt(2) x value, added to each side of the interval in quadrature.
+    None (no spread stated): the interval as measured."""
+    if spread is None:
+        return lo, hi
     extra = Z95 * spread * math.sqrt(2) * value
     return value - math.hypot(value - lo, extra), value + math.hypot(hi - value, extra)
 

@@ -43,9 +43,7 @@ def configured_curve(predictions: Mapping[tuple[int, int], Prediction], depth: i
     for (b, k), p in sorted(predictions.items()):
         if k != depth:
             continue
-        lo, hi = p.interval
-        if spread is not None:
-            lo, hi = between_runs(p.speedup, lo, hi, spread)
+        lo, hi = between_runs(p.speedup, *p.interval, spread)
         verdict = verdict_of(lo - 1.0, hi - 1.0)
         rows.append({"variant": variant, "workload": workload, "load_kind": "concurrency",
                      "load": float(b), "speedup": p.speedup - 1.0, "lo": lo - 1.0,

@@ -181,8 +181,7 @@ class SpeculationPlanned(Planned):
         own = {p: c for p, c in self.points.items() if p[2] == OWN and p[1] > 0}
         out = {}
         for (b, k, _), (value, lo, hi) in self._speedups(run_dir, slo, own).items():
-            out[(b, k)] = (value, *(between_runs(value, lo, hi, self.spread)
-                                    if self.spread is not None else (lo, hi)))
+            out[(b, k)] = (value, *between_runs(value, lo, hi, self.spread))
         return out
 
     def _speedups(self, run_dir: Path, slo: Slo, points: dict[Point, Cell]

@@ -28,6 +28,8 @@
    configured depth.
 
     python bench/surface_vs_dense.py --results /tmp/q-bench --phases question,dense128
+    python bench/surface_vs_dense.py --results /tmp/q-h200 --phases question,dense128 \
+        --node h200/llama3.1-8b                              # another node, the same comparison
 
 6. A wrong surface caught (`--phases wrong`): the simulator's drafting step made 15 % costlier
    for the drafter's own (unforced) cells only (`engine.options.unforced_spec_cost_scale=1.15`,
@@ -80,7 +82,10 @@ def grid_run(args: argparse.Namespace, overrides: list[str], run_id: str) -> flo
     """One `python -m grid.run` with the bench's settings into `--results/run_id` (its output
     in `run_id.log` there); its wall seconds."""
     print(f"grid.run {' '.join(overrides)} -> {args.results / run_id}", flush=True)
-    wall, _, _ = run_grid([*overrides, f"engine.options.time_scale={args.time_scale}",
+    node = [f"engine.options.{k}={v}" for k, v in zip(("hardware", "model"),
+                                                      args.node.split("/"), strict=True)
+            ] if args.node else []
+    wall, _, _ = run_grid([*overrides, *node, f"engine.options.time_scale={args.time_scale}",
                            f"workload.max_new_tokens={args.max_new_tokens}",
                            f"load.requests_per_stream={args.requests_per_stream}"],
                           args.results, run_id)
@@ -273,6 +278,9 @@ def main() -> int:
     ap.add_argument("--confirm-cells", type=int, default=7)
     ap.add_argument("--unforced-scale", type=float, default=1.15,
                     help="engine.options.unforced_spec_cost_scale of --phases wrong")
+    ap.add_argument("--node", default="",
+                    help="HARDWARE/MODEL simulator profiles for every run (e.g. h200/llama3.1-8b; "
+                         "default: the default node)")
     ap.add_argument("--phases", default="profile,surface,dense",
                     help="which runs to make before comparing (none: compare the runs made)")
     args = ap.parse_args()

@@ -199,7 +199,8 @@ def compare_question(args: argparse.Namespace, question: str = "question",
     for o in (o for o in conf["own"] if (o["load"], o["depth"]) in asked):
         p = pred.get((o["load"], o["depth"]), {})
         print(f"  own c={o['load']} k={o['depth']}: {o['speedup']:.3f} {o['interval']}, "
-              f"predicted {p.get('speedup')} {p.get('interval')}")
+              f"predicted {p.get('speedup')} {p.get('interval')}"
+              + (f" (the fit alone {p['fit_interval']})" if "fit_interval" in p else ""))
     print(f"{question}: {cells} cells ({res['cells']} surface + {res['confirmation']['cells']} "
           f"confirming) = {cells / dense:.0%} of the dense grid's {dense}; {used} server starts "
           f"against the dense grid's {dense_starts}; stop {res['stop']}")

@@ -213,7 +213,10 @@ class SpeculationPlanned(Planned):
         tiers = tuple((int(b), int(k)) for b, k in dom["schedule"])
         wanted = list(dict.fromkeys(targets(tiers, near, depth, self.space.lattice)
                                     + single_cells(dom.get("single"))))
-        predicted = {(c["load"], c["depth"]): (c["speedup"], *c["interval"])
+        # A confirming cell measures the drafter at its own length, which the length checks'
+        # widening allows for: it is compared with the fit's own interval (before widening).
+        predicted = {(c["load"], c["depth"]): (c["speedup"], *c.get("fit_interval",
+                                                                    c["interval"]))
                      for c in dom["cells"] if c["speedup"] is not None}
         decided = {int(b): int(k) for b, k in dom["best"].items()}
         out = confirm_steps(len(steps) + 1, cells, wanted, self.own, predicted,
@@ -261,13 +264,14 @@ class SpeculationPlanned(Planned):
                            self.space.depths, mean_acceptance(profile),
                            {r: drafter_name(self.space, r) for r in self.read.rungs})
         out["zero"] = zero_json(self.read.own_costs, self.space.lattice, self.spread)
-        costs, widening = widened(interpolated(fitted, self.space.lattice, self.space.depths),
-                                  self.read.length_checks)
+        surface = interpolated(fitted, self.space.lattice, self.space.depths)
+        costs, widening = widened(surface, self.read.length_checks)
         zero = zero_speedups(self.read.own_costs, self.space.lattice)
         out["prediction"] = (None if profile is None or not costs else
                              prediction_json(costs, profile, engine_forms(self.template),
                                              self.depth, self.variant, self.workload,
-                                             self.spread, {b: e[0] for b, e in zero.items()}))
+                                             self.spread, {b: e[0] for b, e in zero.items()},
+                                             surface if widening else None))
         if out["prediction"] is not None:
             out["prediction"]["widened"] = {str(b): round(r, 4) for b, r in widening.items()}
         return out

@@ -151,8 +151,8 @@ def mean_acceptance(profile: Profile | None) -> float | None:
 
 def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
                     forms: Mapping[str, Form], depth: int, variant: str, workload: str,
-                    spread: float | None, zero: Mapping[int, float] | None = None
-                    ) -> dict[str, Any]:
+                    spread: float | None, zero: Mapping[int, float] | None = None,
+                    fit: Mapping[tuple[int, int], Cost] | None = None) -> dict[str, Any]:
     """Per domain of the profile: AL(k), the prediction at every (B, k) (speedup with its
     interval, break-even length, the drafter placed on it), the configured depth's crossover
     and threshold, the best depth per load with the depths not ruled out beside it
@@ -160,18 +160,24 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
     `zero`: depth 0's speedup over the baseline by load, what it runs above its threshold)
     (`forms`: kept for the
     recommendation, which words the schedule it settles on); the threshold's verdicts on
-    intervals widened by `spread` (grid.search.repeat_spread) where one is given."""
+    intervals widened by `spread` (grid.search.repeat_spread) where one is given. With `fit`
+    (the surface before the length checks widened it), each cell also carries `fit_interval`,
+    the interval the fit alone gives: what a confirming cell, measured at the drafter's own
+    length, is compared with (confirm.py)."""
     out: dict[str, Any] = {"source": profile.source, "unit": profile.unit, "domains": {}}
     for name, dom in profile.domains.items():
         preds = predict(costs, dom)
+        fitted = predict(fit, dom) if fit is not None else {}
         plan = depth_plan(preds)
         out["domains"][name] = {
             "samples": dom.samples,
             "accept_length": [_r(dom.accept_length(k)) for k in range(1, dom.positions + 1)],
             "cells": [{**p.as_json(), "accept_length": _r(p.accept_length),
                        "break_even": _r(p.break_even), "speedup": _r(p.speedup),
-                       "interval": _pair(p.interval), "placed": placed(p)}
-                      for p in preds.values()],
+                       "interval": _pair(p.interval), "placed": placed(p),
+                       **({"fit_interval": _pair(fitted[key].interval)} if key in fitted
+                          else {})}
+                      for key, p in preds.items()],
             "crossover": crossover_threshold(preds, depth, variant, workload, spread),
             "best": plan["best"], "plausible_depths": plan["plausible_depths"],
             "schedule": plan["schedule"], "text": plan["text"],

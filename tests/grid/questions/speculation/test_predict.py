@@ -74,3 +74,23 @@ def test_the_prediction_carries_the_depths_not_ruled_out_beside_the_best():
     dom = prediction_json(costs, profile, {}, 1, "eagle3", "chat", None)["domains"]["chat"]
     assert dom["best"] == {"1": 2, "2": 0}
     assert dom["plausible_depths"] == {"1": [1, 2], "2": [0, 1]}
+
+
+def test_each_cell_carries_the_fits_own_interval_beside_the_widened_one():
+    # AL(1) = 1.8 (a profile of one position: no spread over units); the fit c(1, 1) = 1.5 at
+    # every replicate: 1.2 [1.2, 1.2]; widened to replicates 1.35 and 1.65: 1.8 / 1.65 =
+    # 1.0909 .. 1.8 / 1.35 = 1.3333, whose 2.5 / 97.5 % points over the five replicates
+    # (linear between order statistics, at positions 0.1 and 3.9) are 1.0909 + 0.1 x 0.1091 =
+    # 1.1018 and 1.2 + 0.9 x 0.1333 = 1.32
+    fit = {(1, 1): cost(1, 1, 1.5)}
+    wide = {(1, 1): Cost(1, 1, 1.5, np.array([1.35, 1.5, 1.5, 1.5, 1.65]))}
+    profile = Profile({"chat": DomainProfile("chat", (0.8,), (0.8,))}, "hand")
+    (cell,) = prediction_json(wide, profile, {}, 1, "eagle3", "chat", None,
+                              fit=fit)["domains"]["chat"]["cells"]
+    assert cell["speedup"] == pytest.approx(1.2)
+    assert cell["fit_interval"] == pytest.approx([1.2, 1.2])
+    assert cell["interval"] == pytest.approx([1.1018, 1.32], abs=1e-4)
+    # no fit given (nothing widened): no second interval
+    (plain,) = prediction_json(fit, profile, {}, 1, "eagle3", "chat", None)["domains"]["chat"][
+        "cells"]
+    assert "fit_interval" not in plain

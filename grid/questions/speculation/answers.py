@@ -72,29 +72,30 @@ def crossover_threshold(predictions: Mapping[tuple[int, int], Prediction], depth
             "statement": threshold["statement"]}
 
 
-def single_depth(predictions: Mapping[tuple[int, int], Prediction],
+def single_depth(speedups: Mapping[tuple[int, int], tuple[float, float, float]],
                  zero: Mapping[int, float] | None = None) -> dict[str, Any] | None:
     """The one depth for a server that drafts a fixed depth (SGLang's speculative_num_steps,
-    switched off above where it stops paying): per drafting depth, the loads from the lowest up
-    to the last where every one pays (`placed`: its interval above 1; `last`), each load's
+    switched off above where it stops paying), from the speedup (value, 95 % low, high) at each
+    (load, depth), predicted or measured: per drafting depth, the loads from the lowest up
+    to the last where every one pays (its interval above 1, as `placed`; `last`), each load's
     speedup there and above it what the switched-off server runs, depth 0 (`zero`: load -> its
     speedup over the baseline, measured; 1 where not known), the loads weighing alike in log
     load (the lattice's steps): the depth of the highest mean log speedup, the smaller on a
     tie; `next` the load just above `last` (None at the lattice's top). None where no depth
     pays at the lowest load."""
-    loads = sorted({b for b, _ in predictions})
+    loads = sorted({b for b, _ in speedups})
     idle = {b: math.log(z) for b, z in (zero or {}).items() if math.isfinite(z) and z > 0}
     off = sum(idle.get(b, 0.0) for b in loads)
     best: tuple[float, int, int] | None = None
-    for k in sorted({k for _, k in predictions}):
+    for k in sorted({k for _, k in speedups if k > 0}):
         last = None
         for b in loads:
-            if (b, k) not in predictions or placed(predictions[(b, k)]) != PAYS:
+            if (b, k) not in speedups or speedups[(b, k)][1] <= 1.0:
                 break
             last = b
         if last is None:
             continue
-        score = (off + sum(math.log(predictions[(b, k)].speedup) - idle.get(b, 0.0)
+        score = (off + sum(math.log(speedups[(b, k)][0]) - idle.get(b, 0.0)
                            for b in loads if b <= last)) / len(loads)
         if best is None or score > best[0] + 1e-12:
             best = (score, k, last)

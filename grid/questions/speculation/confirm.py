@@ -19,6 +19,7 @@ from typing import Any
 from grid.analysis.surface import Schedule
 from grid.analysis.verdict import FASTER, SLOWER, UNDETERMINED, WITHIN_ONLY, judged
 from grid.questions import steps as shared
+from grid.questions.speculation.answers import single_depth
 from grid.questions.speculation.steps import OWN, SWITCH
 
 Est = tuple[float, float, float]
@@ -187,6 +188,18 @@ def single_status(single: Mapping[str, Any] | None, asked: Container[tuple[int, 
     status = (CONTRADICTED if any(c in off for c in cells)
               else CONFIRMS if all(c in asked for c in cells) else PREDICTED)
     return {**single, "status": status}
+
+
+def rechosen(single: Mapping[str, Any], predicted: Mapping[tuple[int, int], Est],
+             own: Mapping[tuple[int, int], Est], zero: Mapping[int, float]) -> dict[str, Any]:
+    """A contradicted single depth chosen again (answers.py `single_depth`) with the drafter's
+    own cells in place of the prediction wherever they were measured: `measured`, the
+    contradicted depth beside it (`instead_of`); depth None where no depth then pays at the
+    lowest load."""
+    again = single_depth({**predicted, **{key: e for key, e in own.items() if key[1] > 0}},
+                         zero)
+    found = again or {"depth": None, "last": None, "next": None, "mean_speedup": None}
+    return {**found, "status": MEASURED, "instead_of": single["depth"]}
 
 
 def switch_point(load: int, depth: int, threshold: int) -> tuple[int, int, int]:

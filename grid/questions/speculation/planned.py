@@ -20,10 +20,12 @@ from grid.questions.measure import point_throughputs
 from grid.questions.speculation.confirm import (
     CONFIRM_STOPS,
     CONFIRMED,
+    CONTRADICTED,
     ConfirmStep,
     Est,
     confirm_steps,
     crossover_neighbours,
+    rechosen,
     settle,
     single_cells,
     single_status,
@@ -308,6 +310,10 @@ class SpeculationPlanned(Planned):
                     else threshold_part(dom["crossover"], {}, (), []))
             plausible = {int(b): ks for b, ks in dom["plausible_depths"].items()}
             single = single_status(dom.get("single"), asked if first else [], off if first else [])
+            if single is not None and single["status"] == CONTRADICTED:
+                predicted = {(c["load"], c["depth"]): (c["speedup"], *c["interval"])
+                             for c in dom["cells"] if c["speedup"] is not None}
+                single = rechosen(single, predicted, self.own, {b: e[0] for b, e in zero.items()})
             out.append(recommendation(settled, part, forms, name, zero, self.spread,
                                       self.switch if first else None, plausible, single))
         return out

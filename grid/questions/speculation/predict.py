@@ -181,5 +181,6 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
             "crossover": crossover_threshold(preds, depth, variant, workload, spread),
             "best": plan["best"], "plausible_depths": plan["plausible_depths"],
             "schedule": plan["schedule"], "text": plan["text"],
-            "single": single_depth(preds, zero)}
+            "single": single_depth({key: (p.speedup, *p.interval) for key, p in preds.items()},
+                                   zero)}
     return out

@@ -131,8 +131,12 @@ def _threshold_words(threshold: dict[str, Any], above: dict[str, Any] | None,
 def _single_words(single: dict[str, Any] | None) -> str:
     if single is None:
         return ""
+    instead = (f"; depth {single['instead_of']} as predicted was contradicted"
+               if "instead_of" in single else "")
+    if single["depth"] is None:
+        return f"; at one depth for every batch size: none pays ({single['status']}{instead})"
     return (f"; at one depth for every batch size: depth {single['depth']}, paying up to batch "
-            f"{single['last']} ({single['status']})")
+            f"{single['last']} ({single['status']}{instead})")
 
 
 def recommendation(settled: Mapping[int, tuple[int, str]], threshold: dict[str, Any],

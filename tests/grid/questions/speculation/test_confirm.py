@@ -13,6 +13,7 @@ from grid.questions.speculation.confirm import (
     agrees,
     confirm_steps,
     crossover_neighbours,
+    rechosen,
     settle,
     single_cells,
     single_status,
@@ -315,7 +316,7 @@ def test_the_best_single_depth_is_confirmed_where_it_stops_paying():
                (4, 1): 1.7, (4, 2): 2.1, (4, 3): 2.5, (8, 1): 1.75, (8, 2): 2.3, (8, 3): 2.8}
     costs = {key: Cost(*key, c, c * spread) for key, c in surface.items()}
     preds = predict(costs, DomainProfile("coding", (0.8, 0.5, 0.5), (0.8, 0.4, 0.2)))
-    single = single_depth(preds)
+    single = single_depth({key: (p.speedup, *p.interval) for key, p in preds.items()})
     assert single is not None and (single["depth"], single["last"], single["next"]) == (2, 4, 8)
     assert single["mean_speedup"] == pytest.approx(1.191, abs=1e-3)
     assert single_cells(single) == [(4, 2), (8, 2)]
@@ -342,6 +343,16 @@ def test_the_best_single_depth_is_confirmed_where_it_stops_paying():
     last = confirm_steps(3, 30, wanted, own, predicted, (1, 2, 3), 12, decided=best)[-1]
     status = single_status(single, wanted, last.disagree)
     assert status == {**single, "status": "contradicted"}
+    # chosen again with the drafter's own cells where measured: k=1 1.5, 1.2 (predicted), 1.06
+    # (own), 1.0286 (predicted, 1.8 / 1.75): ln sum 0.405465 + 0.182322 + 0.058269 + 0.028171
+    # = 0.674227 -> exp(/4) = 1.1836x to c=8; k=2 stops at c=2 (own 0.89 at c=4): 1.56 (own)
+    # x 1.2222 -> exp(0.645392 / 4) = 1.1751x; k=3 (AL 2.4): 1.5 x 1.1429 -> 1.1441x: depth 1
+    again = rechosen(status, predicted, own, {})
+    assert again == {"depth": 1, "last": 8, "next": None, "mean_speedup": 1.1836,
+                     "status": "measured", "instead_of": 2}
+    # every depth measured below 1 at the lowest load: no single depth pays
+    slow = {(1, k): (0.9, 0.88, 0.92) for k in (1, 2, 3)}
+    assert rechosen(status, predicted, slow, {})["depth"] is None
     # with two cells of budget the schedule's decision points come first: the single depth's
     # are not measured, so it stays predicted
     first = confirm_steps(3, 30, wanted, own, predicted, (1, 2, 3), 2, decided=best)[0]
@@ -355,3 +366,7 @@ def test_the_best_single_depth_is_confirmed_where_it_stops_paying():
     assert rec["single"]["status"] == "contradicted"
     assert rec["text"].endswith("; at one depth for every batch size: depth 2, paying up to "
                                 "batch 4 (contradicted)")
+    rec = recommendation({1: (2, "confirmed"), 4: (1, "confirmed")}, part, {}, "coding", {},
+                         0.0, None, single=again)
+    assert rec["text"].endswith("depth 1, paying up to batch 8 (measured; depth 2 as predicted "
+                                "was contradicted)")

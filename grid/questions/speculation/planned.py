@@ -311,7 +311,8 @@ class SpeculationPlanned(Planned):
             plausible = {int(b): ks for b, ks in dom["plausible_depths"].items()}
             single = single_status(dom.get("single"), asked if first else [], off if first else [])
             if single is not None and single["status"] == CONTRADICTED:
-                predicted = {(c["load"], c["depth"]): (c["speedup"], *c["interval"])
+                predicted = {(c["load"], c["depth"]): (c["speedup"], *between_runs(
+                                 c["speedup"], *c["interval"], self.spread))
                              for c in dom["cells"] if c["speedup"] is not None}
                 single = rechosen(single, predicted, self.own, {b: e[0] for b, e in zero.items()})
             out.append(recommendation(settled, part, forms, name, zero, self.spread,

@@ -8,6 +8,8 @@ SGLang's adaptive file)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -18,6 +20,7 @@ import engines
 from grid.analysis.bootstrap import interval
 from grid.analysis.surface import (
     Cost,
+    Prediction,
     Profile,
     Schedule,
     beside_leviathan,
@@ -149,6 +152,20 @@ def mean_acceptance(profile: Profile | None) -> float | None:
     return float(np.mean(first.conditional)) if first.conditional else None
 
 
+def with_spread(preds: Mapping[tuple[int, int], Prediction], spread: float | None, seed: int = 0
+                ) -> dict[tuple[int, int], Prediction]:
+    """The predictions with each replicate moved by one draw of what varies between runs (a
+    ratio of two once-measured cells: relative sd `spread` x sqrt(2), normal, seeded), so the
+    best depth, the depths not ruled out and the single depth decide on run-to-run noise too,
+    as the verdicts do (grid/analysis/verdict.py `between_runs`); None: as they are."""
+    if spread is None:
+        return dict(preds)
+    rng = np.random.default_rng(seed)
+    return {key: dataclasses.replace(p, reps=p.reps + rng.normal(
+                0.0, spread * math.sqrt(2.0) * p.speedup, len(p.reps)))
+            for key, p in preds.items()}
+
+
 def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
                     forms: Mapping[str, Form], depth: int, variant: str, workload: str,
                     spread: float | None, zero: Mapping[int, float] | None = None,
@@ -159,8 +176,10 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
     (`plausible_depths`), the schedule, the best single depth (answers.py `single_depth`,
     `zero`: depth 0's speedup over the baseline by load, what it runs above its threshold)
     (`forms`: kept for the
-    recommendation, which words the schedule it settles on); the threshold's verdicts on
-    intervals widened by `spread` (grid.search.repeat_spread) where one is given. With `fit`
+    recommendation, which words the schedule it settles on); the threshold's verdicts, the
+    best depth, the depths not ruled out and the single depth on intervals widened by `spread`
+    (grid.search.repeat_spread, `with_spread`) where one is given; the cells' own intervals as
+    the fit gives them. With `fit`
     (the surface before the length checks widened it), each cell also carries `fit_interval`,
     the interval the fit alone gives: what a confirming cell, measured at the drafter's own
     length, is compared with (confirm.py)."""
@@ -168,7 +187,8 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
     for name, dom in profile.domains.items():
         preds = predict(costs, dom)
         fitted = predict(fit, dom) if fit is not None else {}
-        plan = depth_plan(preds)
+        decide = with_spread(preds, spread)
+        plan = depth_plan(decide)
         out["domains"][name] = {
             "samples": dom.samples,
             "accept_length": [_r(dom.accept_length(k)) for k in range(1, dom.positions + 1)],
@@ -181,6 +201,6 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
             "crossover": crossover_threshold(preds, depth, variant, workload, spread),
             "best": plan["best"], "plausible_depths": plan["plausible_depths"],
             "schedule": plan["schedule"], "text": plan["text"],
-            "single": single_depth({key: (p.speedup, *p.interval) for key, p in preds.items()},
+            "single": single_depth({key: (p.speedup, *p.interval) for key, p in decide.items()},
                                    zero)}
     return out

@@ -6,10 +6,11 @@ points beside the surface (`surface_json`), and the depths not ruled out beside 
 import numpy as np
 import pytest
 
-from grid.analysis.surface import Cost, DomainProfile, ForcedPoint, Profile, Throughput
+from grid.analysis.surface import Cost, DomainProfile, ForcedPoint, Profile, Throughput, predict
 from grid.questions.speculation.predict import (
     prediction_json,
     surface_json,
+    with_spread,
     zero_json,
     zero_speedups,
 )
@@ -94,3 +95,21 @@ def test_each_cell_carries_the_fits_own_interval_beside_the_widened_one():
     (plain,) = prediction_json(fit, profile, {}, 1, "eagle3", "chat", None)["domains"]["chat"][
         "cells"]
     assert "fit_interval" not in plain
+
+
+def test_a_stated_spread_between_repeats_widens_the_best_depths_choice():
+    # AL(1) = 1.8 over c(1, 1) = 1.6667 at every replicate: 1.08x [1.08, 1.08], chosen over the
+    # baseline on the within-run interval. 5 % between repeats: each replicate moved by a
+    # normal draw of sd 0.05 x sqrt(2) x 1.08 = 0.0764, so the 95 % interval is about
+    # 1.08 +- 1.96 x 0.0764 = [0.93, 1.23]: it holds 1, the baseline, with depth 1 not ruled out
+    costs = {(1, 1): Cost(1, 1, 1.8 / 1.08, np.full(2000, 1.8 / 1.08))}
+    profile = Profile({"chat": DomainProfile("chat", (0.8,), (0.8,))}, "hand")
+    within = prediction_json(costs, profile, {}, 1, "eagle3", "chat", None)["domains"]["chat"]
+    assert within["best"] == {"1": 1} and within["single"]["depth"] == 1
+    spread = prediction_json(costs, profile, {}, 1, "eagle3", "chat", 0.05)["domains"]["chat"]
+    assert spread["best"] == {"1": 0} and spread["plausible_depths"] == {"1": [0, 1]}
+    assert spread["single"] is None
+    # the cells keep the fit's interval (what a confirming cell is compared with)
+    assert spread["cells"][0]["interval"] == pytest.approx([1.08, 1.08])
+    lo, hi = with_spread(predict(costs, profile.domains["chat"]), 0.05)[(1, 1)].interval
+    assert lo == pytest.approx(0.93, abs=0.01) and hi == pytest.approx(1.23, abs=0.01)

@@ -9,7 +9,6 @@ when Python runs a script); the repository's packages come from the project's en
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import resource
@@ -174,8 +173,8 @@ def client_spec(cfg: dict[str, Any]) -> Any:
 
 def client_worker(cfg: dict[str, Any]) -> None:
     """specgrid's client in a process of its own (`worker_cmd`): `run_load` on
-    `client_spec(cfg)`, on uvloop unless cfg's ``loop`` is asyncio, under cProfile into
-    ``profile`` when given, its reads counted with ``count_reads`` (the wrapper costs CPU).
+    `client_spec(cfg)`, on uvloop unless cfg's ``loop`` is asyncio, its reads counted with
+    ``count_reads`` (the wrapper costs CPU).
     Written to ``out``: its rows (send and due times on the server's perf_counter clock), its
     stats, its reads and its process CPU."""
     spec = client_spec(cfg)  # first: it imports actors/ from cfg's root
@@ -191,15 +190,7 @@ def client_worker(cfg: dict[str, Any]) -> None:
             received(self, data)
 
         h1.H1Connection.data_received = counted  # type: ignore[method-assign]
-    run = functools.partial(run_on, cfg.get("loop", "uvloop"), run_load(spec))
-    if cfg.get("profile"):
-        import cProfile
-
-        prof = cProfile.Profile()
-        res = prof.runcall(run)
-        prof.dump_stats(cfg["profile"])
-    else:
-        res = run()
+    res = run_on(cfg.get("loop", "uvloop"), run_load(spec))
     off = res.stats["clock_offset_s"]
     use = resource.getrusage(resource.RUSAGE_SELF)
     Path(cfg["out"]).write_text(json.dumps({

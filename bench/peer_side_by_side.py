@@ -321,43 +321,32 @@ def _report(rows: list[dict[str, Any]]) -> None:
     keys = sorted({(r["mode"], r["concurrency"]) for r in rows})
     for mode, conc in keys:
         sel = [r for r in rows if r["mode"] == mode and r["concurrency"] == conc]
+        # the headline: chunks/s per client core where the client is the limit, else tok/s
+        head, key = (("chunks/s per client core", "chunks_s_per_client_core")
+                     if mode in ("capped", "paced") else ("output tok/s", "tok_s"))
         print(f"\n{mode}, concurrency {conc}")
-        if mode in ("capped", "paced"):
-            print("| client | chunks/s per client core (runs) | chunks/s | client CPU "
-                  "| µs/chunk (user + sys) | server CPU |")
-            print("|---|---|---|---|---|---|")
-        elif mode == "throughput":
-            print("| client | output tok/s (runs) | chunks/s | client CPU "
-                  "| µs/chunk (user + sys) | server CPU |")
-            print("|---|---|---|---|---|---|")
-        else:
+        if mode == "timing":
             print("| client | TTFT err p50 / p99 ms | ITL err p50 / p99 ms | client CPU |")
             print("|---|---|---|---|")
+        else:
+            print(f"| client | {head} (runs) | chunks/s | client CPU | µs/chunk (user + sys) "
+                  "| server CPU |\n|---|---|---|---|---|---|")
         for name in dict.fromkeys(r["client"] for r in sel):
             rs = [r for r in sel if r["client"] == name]
 
             def med(k: str, rs: list[dict[str, Any]] = rs) -> float:
                 return pct([r[k] for r in rs], 50)
 
-            def us() -> str:
-                return (f"{med('client_cpu_us_per_chunk'):.1f} "
-                        f"({med('client_user_us_per_chunk'):.1f} + "
-                        f"{med('client_sys_us_per_chunk'):.1f})")
-
-            if mode in ("capped", "paced"):
-                runs = ", ".join(f"{r['chunks_s_per_client_core'] / 1e3:.0f}k" for r in rs)
-                print(f"| {name} | {med('chunks_s_per_client_core') / 1e3:.0f}k ({runs}) "
-                      f"| {med('chunks_s'):,.0f} | {med('client_cpu_percent'):.0f}% "
-                      f"| {us()} | {med('server_cpu_percent'):.0f}% |")
-            elif mode == "throughput":
-                runs = ", ".join(f"{r['tok_s'] / 1e3:.0f}k" for r in rs)
-                print(f"| {name} | {med('tok_s') / 1e3:.0f}k ({runs}) | {med('chunks_s'):,.0f} "
-                      f"| {med('client_cpu_percent'):.0f}% | {us()}"
-                      f" | {med('server_cpu_percent'):.0f}% |")
-            else:
+            if mode == "timing":
                 print(f"| {name} | {med('ttft_err_p50_ms'):.2f} / {med('ttft_err_p99_ms'):.2f} "
                       f"| {med('itl_err_p50_ms'):.3f} / {med('itl_err_p99_ms'):.3f} "
                       f"| {med('client_cpu_percent'):.0f}% |")
+                continue
+            runs = ", ".join(f"{r[key] / 1e3:.0f}k" for r in rs)
+            print(f"| {name} | {med(key) / 1e3:.0f}k ({runs}) | {med('chunks_s'):,.0f} "
+                  f"| {med('client_cpu_percent'):.0f}% | {med('client_cpu_us_per_chunk'):.1f} "
+                  f"({med('client_user_us_per_chunk'):.1f} + "
+                  f"{med('client_sys_us_per_chunk'):.1f}) | {med('server_cpu_percent'):.0f}% |")
 
 
 if __name__ == "__main__":

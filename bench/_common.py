@@ -232,27 +232,6 @@ def window(stamps: Iterable[dict[str, Any]]) -> tuple[float, float, int, int]:
             sum(len(s["sent"]) for s in ss), sum(sum(s["tokens"]) for s in ss))
 
 
-def ttft_split(requests: Iterable[tuple[str, float, float | None]],
-               stamps: dict[str, Any]) -> dict[str, list[float]]:
-    """Requests (stamp key, client send time, client TTFT) against the server's stamps, which
-    share CLOCK_MONOTONIC (``perf_counter``) with the client: each one's ``client`` and
-    ``server`` TTFT, ``error`` (client - server), and its two parts: ``delivery`` (server
-    received - client sent: loopback and the server's loop) and ``first_chunk_delay`` (client
-    stamped the first chunk - server wrote it: the client's loop). Unmatched ones are left out."""
-    out: dict[str, list[float]] = {k: [] for k in ("client", "server", "error", "delivery",
-                                                   "first_chunk_delay")}
-    for key, sent, ttft in requests:
-        st = stamps.get(key)
-        if st is None or ttft is None:
-            continue
-        server = st["sent"][0] - st["recv"]
-        for k, v in (("client", ttft), ("server", server), ("error", ttft - server),
-                     ("delivery", st["recv"] - sent),
-                     ("first_chunk_delay", sent + ttft - st["sent"][0])):
-            out[k].append(v)
-    return out
-
-
 class CpuSampler(threading.Thread):
     """(perf_counter, CPU seconds, user CPU seconds) of one process every ``period_s`` from
     now on, while it lives (or until ``stopped`` is set)."""

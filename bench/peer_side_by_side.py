@@ -9,13 +9,9 @@ one sitting (the order reversed every other round). Four modes, each at concurre
 * **capped** (throughput per client core): throughput's stream with the client held to
   ``--client-share`` of its core (default 0.1) by a cgroup CPU quota (cpu.max, or cgroup v1
   ``cpu.cfs_quota_us``; needs root) from its first connection to the server on (its start-up
-  runs uncapped), 1000 requests. The client is now the bottleneck (the
-  server's CPU column shows it idle most of the time; at a share of 0.4 it was not, see
-  docs/loadgen.md), reads whatever has piled up in its sockets, and ``chunks/s per client
-  core`` = chunks/s / the client's CPU share is what one core of that client sustains. In
-  throughput mode the server core is the bottleneck instead: a client that is quicker per read
-  goes back to epoll sooner and reads fewer events per read, so CPU per chunk there mixes the
-  client's own cost with how the server paced it;
+  runs uncapped), 1000 requests: the client is the bottleneck, and ``chunks/s per client
+  core`` = chunks/s / the client's CPU share is what one core of that client sustains (why
+  throughput mode cannot say it: docs/loadgen.md "Throughput per client core: three regimes");
 * **paced**: one event per read for every client (``/sched/0/1`` at 64 streams, ``/sched/0/4``
   at 256: 64k chunks/s, below the server core's limit), 1000 requests x 256 tokens: the cost
   of a read, kernel included;
@@ -87,7 +83,6 @@ from _common import (
     pct,
     start_client,
     stopping,
-    ttft_split,
     window,
     worker_cmd,
 )
@@ -260,12 +255,18 @@ def _own_figures(ours: dict[str, Any], ok: list[dict[str, Any]], stamps: dict[st
     if ours["reads"]:
         chunks = sum(r["chunks"] for r in ours["rows"]) * sent / len(ours["rows"])
         out["events_per_read"] = chunks / ours["reads"]
-    if mode == "timing":
-        split = ttft_split([(r["prompt_id"], r["sent"], r["ttft_s"]) for r in ok], stamps)
-        split["request_error"] = [abs(e) for e in split.pop("error")]
-        for key in ("request_error", "delivery", "first_chunk_delay"):
+    if mode == "timing":  # by prompt; the stamps share CLOCK_MONOTONIC with the client's
+        split: dict[str, list[float]] = {"request_error": [], "delivery": [],
+                                         "first_chunk_delay": []}
+        for r in ok:
+            st = stamps.get(r["prompt_id"])
+            if st is not None and r["ttft_s"] is not None:
+                split["request_error"].append(abs(r["ttft_s"] - (st["sent"][0] - st["recv"])))
+                split["delivery"].append(st["recv"] - r["sent"])
+                split["first_chunk_delay"].append(r["sent"] + r["ttft_s"] - st["sent"][0])
+        for key, xs in split.items():
             for q in (50, 99):
-                out[f"{key}_p{q}_ms"] = 1e3 * pct(split[key], q)
+                out[f"{key}_p{q}_ms"] = 1e3 * pct(xs, q)
     return out
 
 

@@ -9,7 +9,6 @@ when Python runs a script); the repository's packages come from the project's en
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import resource
@@ -174,8 +173,8 @@ def client_spec(cfg: dict[str, Any]) -> Any:
 
 def client_worker(cfg: dict[str, Any]) -> None:
     """specgrid's client in a process of its own (`worker_cmd`): `run_load` on
-    `client_spec(cfg)`, on uvloop unless cfg's ``loop`` is asyncio, under cProfile into
-    ``profile`` when given, its reads counted with ``count_reads`` (the wrapper costs CPU).
+    `client_spec(cfg)`, on uvloop unless cfg's ``loop`` is asyncio, its reads counted with
+    ``count_reads`` (the wrapper costs CPU).
     Written to ``out``: its rows (send and due times on the server's perf_counter clock), its
     stats, its reads and its process CPU."""
     spec = client_spec(cfg)  # first: it imports actors/ from cfg's root
@@ -191,15 +190,7 @@ def client_worker(cfg: dict[str, Any]) -> None:
             received(self, data)
 
         h1.H1Connection.data_received = counted  # type: ignore[method-assign]
-    run = functools.partial(run_on, cfg.get("loop", "uvloop"), run_load(spec))
-    if cfg.get("profile"):
-        import cProfile
-
-        prof = cProfile.Profile()
-        res = prof.runcall(run)
-        prof.dump_stats(cfg["profile"])
-    else:
-        res = run()
+    res = run_on(cfg.get("loop", "uvloop"), run_load(spec))
     off = res.stats["clock_offset_s"]
     use = resource.getrusage(resource.RUSAGE_SELF)
     Path(cfg["out"]).write_text(json.dumps({
@@ -239,27 +230,6 @@ def window(stamps: Iterable[dict[str, Any]]) -> tuple[float, float, int, int]:
     ss = list(stamps)
     return (min(s["recv"] for s in ss), max(s["sent"][-1] for s in ss),
             sum(len(s["sent"]) for s in ss), sum(sum(s["tokens"]) for s in ss))
-
-
-def ttft_split(requests: Iterable[tuple[str, float, float | None]],
-               stamps: dict[str, Any]) -> dict[str, list[float]]:
-    """Requests (stamp key, client send time, client TTFT) against the server's stamps, which
-    share CLOCK_MONOTONIC (``perf_counter``) with the client: each one's ``client`` and
-    ``server`` TTFT, ``error`` (client - server), and its two parts: ``delivery`` (server
-    received - client sent: loopback and the server's loop) and ``first_chunk_delay`` (client
-    stamped the first chunk - server wrote it: the client's loop). Unmatched ones are left out."""
-    out: dict[str, list[float]] = {k: [] for k in ("client", "server", "error", "delivery",
-                                                   "first_chunk_delay")}
-    for key, sent, ttft in requests:
-        st = stamps.get(key)
-        if st is None or ttft is None:
-            continue
-        server = st["sent"][0] - st["recv"]
-        for k, v in (("client", ttft), ("server", server), ("error", ttft - server),
-                     ("delivery", st["recv"] - sent),
-                     ("first_chunk_delay", sent + ttft - st["sent"][0])):
-            out[k].append(v)
-    return out
 
 
 class CpuSampler(threading.Thread):

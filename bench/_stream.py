@@ -52,8 +52,9 @@ def frames(plan: list[int], n_prompt: int, chat: bool, continuous: bool, spec: b
     return out
 
 
-def native_event(done: int, prompt_tokens: int, final: bool, n_chunks: int, spec: bool,
-                 abort: bool) -> bytes:
+@functools.lru_cache(maxsize=1 << 16)
+def _native_frame(done: int, prompt_tokens: int, final: bool, n_chunks: int, spec: bool,
+                  abort: bool) -> bytes:
     """SGLang-native event: cumulative text and completion_tokens; the finish reason and the
     speculation counters (one verify step per chunk) on the final one."""
     meta: dict[str, Any] = {"id": "0", "finish_reason": None, "prompt_tokens": prompt_tokens,
@@ -64,13 +65,7 @@ def native_event(done: int, prompt_tokens: int, final: bool, n_chunks: int, spec
         if spec:
             meta["spec_verify_ct"] = n_chunks
             meta["spec_accept_length"] = done / n_chunks
-    return _sse({"text": TOKEN * done, "meta_info": meta})
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _native_frame(done: int, prompt_tokens: int, final: bool, n_chunks: int, spec: bool,
-                  abort: bool) -> bytes:
-    payload = native_event(done, prompt_tokens, final, n_chunks, spec, abort)
+    payload = _sse({"text": TOKEN * done, "meta_info": meta})
     return _http_chunk(payload + b"data: [DONE]\n\n" if final else payload, final)
 
 

@@ -62,7 +62,7 @@ SIM = ["--model-path", "specgrid/sim-model", "--served-model-name", "sim-model",
 
 def _command(client: str, args: argparse.Namespace, url: str, n: int, tok_dir: str,
              out: Path) -> list[str]:
-    root = args.before_root if client == "specgrid before" else args.root
+    root = args.before_root if client == "specgrid before" else str(ROOT)
     if client.startswith("specgrid"):
         return worker_cmd(__file__, {
             "url": url, "concurrency": args.concurrency, "requests": n, "tokens": args.tokens,
@@ -166,9 +166,6 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=64)
     ap.add_argument("--clients", nargs="+", default=list(CLIENTS[:2]), choices=CLIENTS)
     ap.add_argument("--sglang-python", default=str(ROOT / ".venv-engines/bin/python"))
-    ap.add_argument("--root", default=str(ROOT),
-                    help="the source tree specgrid's client runs from (another checkout, built "
-                         "with `setup.py build_ext --inplace`, to compare commits)")
     ap.add_argument("--before-root",
                     help="the checkout the client named 'specgrid before' runs from")
     ap.add_argument("--against-sim", action="store_true",

@@ -20,10 +20,10 @@ goal; exit 1 otherwise).
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from _common import run_grid
 
 from grid.analysis import Slo
 from grid.plan.search import search_space
@@ -50,11 +50,10 @@ def main() -> int:
     lattice = search_space(planned.cfg).lattice
     run_dir = args.run or args.results / "dense"
     if args.run is None:
-        start = time.monotonic()
-        subprocess.run([sys.executable, "-m", "grid.run", SWEEP, "grid.search.kind=null",
-                        "load.concurrency=" + ",".join(map(str, lattice)), *args.overrides,
-                        f"results_dir={args.results}", "run.id=dense"], check=False)
-        print(f"dense grid: {len(lattice)} cells in {time.monotonic() - start:.0f} s")
+        wall, _, _ = run_grid([SWEEP, "grid.search.kind=null", "load.concurrency="
+                               + ",".join(map(str, lattice)), *args.overrides], args.results,
+                              "dense")
+        print(f"dense grid: {len(lattice)} cells in {wall:.0f} s (log {args.results}/dense.log)")
     assert planned.search is not None
     slo = Slo(planned.cfg.slo.ttft_ms, planned.cfg.slo.tpot_ms, planned.cfg.slo.e2e_ms)
     steps, _ = planned.search.replay(run_dir, slo)

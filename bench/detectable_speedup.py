@@ -18,6 +18,7 @@ import numpy as np
 
 from grid.analysis.bootstrap import interval
 from grid.analysis.repeats import NO_NOISE, RepeatNoise, combine
+from grid.analysis.verdict import half_width as verdicts_half_width
 
 POINTS = 14
 WITHIN = 0.05 / 1.96
@@ -41,8 +42,7 @@ def half_width(s: float, repeats: int, seed: int) -> float:
     for side in ("a", "b"):
         own = [v * np.exp(rng.normal(0, WITHIN, B)) for v in values]
         reps.append(combine(values, own, "pooled_t", noise, f"{seed}:{side}"))
-    lo, hi = interval(reps[0] / reps[1] - 1)
-    return (hi - lo) / 2
+    return verdicts_half_width(*interval(reps[0] / reps[1] - 1))
 
 
 def main() -> None:

@@ -9,13 +9,9 @@ one sitting (the order reversed every other round). Four modes, each at concurre
 * **capped** (throughput per client core): throughput's stream with the client held to
   ``--client-share`` of its core (default 0.1) by a cgroup CPU quota (cpu.max, or cgroup v1
   ``cpu.cfs_quota_us``; needs root) from its first connection to the server on (its start-up
-  runs uncapped), 1000 requests. The client is now the bottleneck (the
-  server's CPU column shows it idle most of the time; at a share of 0.4 it was not, see
-  docs/loadgen.md), reads whatever has piled up in its sockets, and ``chunks/s per client
-  core`` = chunks/s / the client's CPU share is what one core of that client sustains. In
-  throughput mode the server core is the bottleneck instead: a client that is quicker per read
-  goes back to epoll sooner and reads fewer events per read, so CPU per chunk there mixes the
-  client's own cost with how the server paced it;
+  runs uncapped), 1000 requests: the client is the bottleneck, and ``chunks/s per client
+  core`` = chunks/s / the client's CPU share is what one core of that client sustains (why
+  throughput mode cannot say it: docs/loadgen.md "Throughput per client core: three regimes");
 * **paced**: one event per read for every client (``/sched/0/1`` at 64 streams, ``/sched/0/4``
   at 256: 64k chunks/s, below the server core's limit), 1000 requests x 256 tokens: the cost
   of a read, kernel included;
@@ -41,9 +37,22 @@ is built), reach the prefixed URL with ``--base-url``, skip the ``/v1/models`` r
 Event-loop policy: SGLang's Python client runs ``asyncio.run`` (plain asyncio); it is run a
 second time with uvloop installed as the policy, and specgrid on both.
 
+specgrid's clients say more of their own (run alone, e.g. ``--clients "specgrid raw"``, they
+need no SGLang environment): with ``--count-reads`` their reads are counted (a wrapper around
+``H1Connection.data_received``, whose CPU spoils the CPU figures) and ``events_per_read`` is the
+run's chunks (warm-up included) over its reads; in timing mode each request's TTFT error is
+matched to the server's stamps by prompt and split into ``delivery`` (server received - client
+sent: loopback and the server's loop) and ``first_chunk_delay`` (client stamped the first chunk
+- server wrote it: the client's loop). ``--root`` runs them from another checkout (``git archive
+<commit> | tar -x -C /tmp/before``, built with ``python setup.py build_ext --inplace``) for a
+before/after; ``--warmup N`` gives them N warm-up requests instead of one per stream;
+``--closed`` runs timing mode closed loop.
+
     python bench/peer_side_by_side.py --sglang-python .venv-sglang-bench/bin/python \\
         [--rounds 2] [--only throughput capped paced timing] [--client-share 0.1] \\
         [--json out.json]
+    python bench/peer_side_by_side.py --clients "specgrid raw (uvloop)" --only throughput \\
+        [--count-reads] [--root DIR] [--concurrency 64 256] [--rounds 3]
 """
 
 from __future__ import annotations
@@ -103,11 +112,11 @@ SGLANG_UVLOOP = ("import runpy, sys, uvloop; uvloop.install(); sys.argv[0] = 'se
                  "runpy.run_module('sglang.benchmark.serving', run_name='__main__')")
 
 
-def _rate(mode: str, conc: int) -> float | None:
+def _rate(mode: str, conc: int, closed: bool) -> float | None:
     """Timing mode arrives open loop (Poisson) at 90 % of what keeps ``conc`` streams busy, so
     requests do not arrive in one burst (whose queueing in the server would dominate TTFT) and
-    the cap rarely binds; throughput mode is closed loop."""
-    return 0.9 * conc / TIMING_REQUEST_S if mode == "timing" else None
+    the cap rarely binds (``closed``: closed loop); the other modes are closed loop."""
+    return 0.9 * conc / TIMING_REQUEST_S if mode == "timing" and not closed else None
 
 
 def _server_timing(stamps: dict[str, Any]) -> tuple[list[float], list[float]]:
@@ -182,13 +191,15 @@ def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: s
     m = MODES[mode]
     url = server + (m["path"][conc] if isinstance(m["path"], dict) else m["path"])
     n = m["requests"][conc]
-    rate = _rate(mode, conc)
+    rate = _rate(mode, conc, args.closed)
+    warm = conc if args.warmup is None else args.warmup
     out = work / f"{kind}-{flag or 'py'}-{loop}-{mode}-{conc}-{time.time_ns()}.json"
     cmd = (_sglang_cmd(args.sglang_python, flag, loop, url, conc, n, m["tokens"], rate, tok_dir,
                        out) if kind == "sglang" else
            worker_cmd(__file__, {"url": url, "concurrency": conc, "requests": n, "rate": rate,
                                  "tokens": m["tokens"], "transport": flag, "loop": loop,
-                                 "out": str(out)}))
+                                 "out": str(out), "warmup": warm, "root": args.root,
+                                 "count_reads": args.count_reads}))
     get_json(server + "/stamps")  # clear
     proc = start_client(cmd, cwd=work)
     if mode == "capped":  # once it talks to the server: its start-up (imports) runs uncapped
@@ -198,6 +209,7 @@ def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: s
     finish_client(proc, out, name)
     server_cpu.stopped = True
     stamps = get_json(server + "/stamps")
+    own: dict[str, Any] = {}
     if kind == "sglang":
         res = json.loads(out.read_text().splitlines()[-1])
         keep = sorted(stamps, key=lambda p: stamps[p]["recv"])[-len(res["ttfts"]):]  # no warm-up
@@ -209,6 +221,7 @@ def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: s
                "saturated": ours["stats"]["saturation_reason"]}
         keep = [r["prompt_id"] for r in ok if r["prompt_id"] in stamps]
         errors = len(ours["rows"]) - len(ok)
+        own = _own_figures(ours, ok, stamps, mode, n + warm)
     measured = {p: stamps[p] for p in keep}
     start, end, chunks, tokens = window(measured.values())
     window_s = end - start
@@ -223,6 +236,7 @@ def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: s
         "client_user_us_per_chunk": 1e6 * c_user / chunks,
         "client_sys_us_per_chunk": 1e6 * (c_cpu - c_user) / chunks,
         "server_cpu_percent": 100 * s_cpu / window_s, "saturated": res.get("saturated"),
+        **own,
     }
     s_ttft, s_itl = _server_timing(measured)
     c_ttft = [t for t in res["ttfts"] if t]
@@ -231,6 +245,29 @@ def run_one(args: argparse.Namespace, client: tuple[str, str, str, str], mode: s
         row[f"ttft_err_p{q}_ms"] = 1e3 * abs(pct(c_ttft, q) - pct(s_ttft, q))
         row[f"itl_err_p{q}_ms"] = 1e3 * abs(pct(c_itl, q) - pct(s_itl, q))
     return row
+
+
+def _own_figures(ours: dict[str, Any], ok: list[dict[str, Any]], stamps: dict[str, Any],
+                 mode: str, sent: int) -> dict[str, float]:
+    """specgrid's own: events per read (its rows' chunks scaled to the ``sent`` requests the
+    reads include, warm-up too), and in timing mode each request's TTFT error and its split."""
+    out: dict[str, float] = {}
+    if ours["reads"]:
+        chunks = sum(r["chunks"] for r in ours["rows"]) * sent / len(ours["rows"])
+        out["events_per_read"] = chunks / ours["reads"]
+    if mode == "timing":  # by prompt; the stamps share CLOCK_MONOTONIC with the client's
+        split: dict[str, list[float]] = {"request_error": [], "delivery": [],
+                                         "first_chunk_delay": []}
+        for r in ok:
+            st = stamps.get(r["prompt_id"])
+            if st is not None and r["ttft_s"] is not None:
+                split["request_error"].append(abs(r["ttft_s"] - (st["sent"][0] - st["recv"])))
+                split["delivery"].append(st["recv"] - r["sent"])
+                split["first_chunk_delay"].append(r["sent"] + r["ttft_s"] - st["sent"][0])
+        for key, xs in split.items():
+            for q in (50, 99):
+                out[f"{key}_p{q}_ms"] = 1e3 * pct(xs, q)
+    return out
 
 
 def main() -> None:
@@ -242,15 +279,23 @@ def main() -> None:
     ap.add_argument("--clients", nargs="+", help="substrings of client names to run")
     ap.add_argument("--client-share", type=float, default=0.1,
                     help="capped mode: the client's CPU quota, a fraction of one core")
+    ap.add_argument("--root", default=str(ROOT), help="checkout whose actors/ specgrid imports")
+    ap.add_argument("--count-reads", action="store_true",
+                    help="count specgrid's reads (costs CPU: not for the CPU figures)")
+    ap.add_argument("--warmup", type=int, help="specgrid's warm-up requests (default: one per "
+                    "stream; the grid's load.warmup_requests default is 2)")
+    ap.add_argument("--closed", action="store_true", help="timing mode closed loop")
     ap.add_argument("--json")
     args = ap.parse_args()
+    args.root = str(Path(args.root).resolve())
     modes = args.only or list(MODES)
     args.cap = CpuCap(args.client_share) if "capped" in modes else None
     work = Path(tempfile.mkdtemp(prefix="specgrid-peer-"))
     tok_dir = str(work / "tokenizer")
-    subprocess.run([args.sglang_python, "-c", TOKENIZER, tok_dir], check=True)
-    srv, server = fixed_schedule_server.launch(SERVER_CPU)
     clients = [c for c in CLIENTS if not args.clients or any(s in c[0] for s in args.clients)]
+    if any(kind == "sglang" for _, kind, _, _ in clients):
+        subprocess.run([args.sglang_python, "-c", TOKENIZER, tok_dir], check=True)
+    srv, server = fixed_schedule_server.launch(SERVER_CPU)
     rows: list[dict[str, Any]] = []
     try:
         with stopping(srv):
@@ -277,43 +322,32 @@ def _report(rows: list[dict[str, Any]]) -> None:
     keys = sorted({(r["mode"], r["concurrency"]) for r in rows})
     for mode, conc in keys:
         sel = [r for r in rows if r["mode"] == mode and r["concurrency"] == conc]
+        # the headline: chunks/s per client core where the client is the limit, else tok/s
+        head, key = (("chunks/s per client core", "chunks_s_per_client_core")
+                     if mode in ("capped", "paced") else ("output tok/s", "tok_s"))
         print(f"\n{mode}, concurrency {conc}")
-        if mode in ("capped", "paced"):
-            print("| client | chunks/s per client core (runs) | chunks/s | client CPU "
-                  "| µs/chunk (user + sys) | server CPU |")
-            print("|---|---|---|---|---|---|")
-        elif mode == "throughput":
-            print("| client | output tok/s (runs) | chunks/s | client CPU "
-                  "| µs/chunk (user + sys) | server CPU |")
-            print("|---|---|---|---|---|---|")
-        else:
+        if mode == "timing":
             print("| client | TTFT err p50 / p99 ms | ITL err p50 / p99 ms | client CPU |")
             print("|---|---|---|---|")
+        else:
+            print(f"| client | {head} (runs) | chunks/s | client CPU | µs/chunk (user + sys) "
+                  "| server CPU |\n|---|---|---|---|---|---|")
         for name in dict.fromkeys(r["client"] for r in sel):
             rs = [r for r in sel if r["client"] == name]
 
             def med(k: str, rs: list[dict[str, Any]] = rs) -> float:
                 return pct([r[k] for r in rs], 50)
 
-            def us() -> str:
-                return (f"{med('client_cpu_us_per_chunk'):.1f} "
-                        f"({med('client_user_us_per_chunk'):.1f} + "
-                        f"{med('client_sys_us_per_chunk'):.1f})")
-
-            if mode in ("capped", "paced"):
-                runs = ", ".join(f"{r['chunks_s_per_client_core'] / 1e3:.0f}k" for r in rs)
-                print(f"| {name} | {med('chunks_s_per_client_core') / 1e3:.0f}k ({runs}) "
-                      f"| {med('chunks_s'):,.0f} | {med('client_cpu_percent'):.0f}% "
-                      f"| {us()} | {med('server_cpu_percent'):.0f}% |")
-            elif mode == "throughput":
-                runs = ", ".join(f"{r['tok_s'] / 1e3:.0f}k" for r in rs)
-                print(f"| {name} | {med('tok_s') / 1e3:.0f}k ({runs}) | {med('chunks_s'):,.0f} "
-                      f"| {med('client_cpu_percent'):.0f}% | {us()}"
-                      f" | {med('server_cpu_percent'):.0f}% |")
-            else:
+            if mode == "timing":
                 print(f"| {name} | {med('ttft_err_p50_ms'):.2f} / {med('ttft_err_p99_ms'):.2f} "
                       f"| {med('itl_err_p50_ms'):.3f} / {med('itl_err_p99_ms'):.3f} "
                       f"| {med('client_cpu_percent'):.0f}% |")
+                continue
+            runs = ", ".join(f"{r[key] / 1e3:.0f}k" for r in rs)
+            print(f"| {name} | {med(key) / 1e3:.0f}k ({runs}) | {med('chunks_s'):,.0f} "
+                  f"| {med('client_cpu_percent'):.0f}% | {med('client_cpu_us_per_chunk'):.1f} "
+                  f"({med('client_user_us_per_chunk'):.1f} + "
+                  f"{med('client_sys_us_per_chunk'):.1f}) | {med('server_cpu_percent'):.0f}% |")
 
 
 if __name__ == "__main__":

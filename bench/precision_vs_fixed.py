@@ -18,28 +18,43 @@ stopped and why. `--offline RUN_DIR...` runs only the over-saturation detector o
 rows of existing run folders, as the load generator would have seen them every 0.5 s, and
 prints the cells it would have flagged (false positives on closed-loop cells below capacity).
 
+`--check-cost` measures what those mid-cell checks (actors/loadgen/stopping.py) cost the client:
+the same cell with and without them against one simulator process (default profile, modelled
+time), alternating, `--rounds` times. "with" runs a target that is never reached (±0.01 %), so
+the checks run until the cell's count, plus the over-saturation check; "without" runs neither.
+Per run: the event loop's latency p50 / p99 (the self-check's probe), the event-loop thread's
+CPU over the steady window, the dispatch lag p99, the process's CPU per request (both
+threads), and for "with" the checks made, their CPU in all and the longest.
+
     python bench/precision_vs_fixed.py --out /tmp/precision
     python bench/precision_vs_fixed.py --open-loop 15 --out /tmp/precision
     python bench/precision_vs_fixed.py --offline results/concurrency-sim-...
     python bench/precision_vs_fixed.py --queues
+    python bench/precision_vs_fixed.py --check-cost --rounds 2
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import resource
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from statistics import median
 
 import numpy as np
-from _common import run_grid
+from _common import ROOT, launch_sim, run_grid, stopping
 
+from actors.loadgen.runner import run_load_sync
+from actors.loadgen.spec import LoadSpec, Prompt
 from grid.analysis.cellstats import REQUEST_COLUMNS, analyse_cells
 from grid.loader import load_cells, load_requests
 from specgrid_metrics import saturation
+from specgrid_metrics.precision import parse_targets
 
 CHECK_EVERY_S = 0.5
+UNREACHABLE = parse_targets({"metric": "output_tok_s", "half_width": 0.0001})
 
 
 def cell_table(run_dir: Path) -> list[dict]:
@@ -151,6 +166,56 @@ def queues() -> int:
     return 0
 
 
+def checked_cell(url: str, concurrency: int, requests: int, checks: bool) -> dict[str, float]:
+    """One cell of `--check-cost` through the load generator, with the checks or without."""
+    rows = [json.loads(line) for line in
+            (ROOT / "workloads" / "prompts" / "coding.jsonl").read_text().splitlines() if line]
+    spec = LoadSpec(url=url, prompts=tuple(Prompt(r["prompt_id"], r["text"],
+                                                  r.get("domain", "coding")) for r in rows),
+                    concurrency=concurrency, num_requests=requests, warmup_requests=2,
+                    max_new_tokens=96, targets=UNREACHABLE if checks else (), min_requests=8,
+                    stop_over_saturated=checks, check_interval_s=0.5)
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    result = run_load_sync(spec)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    s = result.stats
+    return {"loop_p50_ms": 1e3 * (s["loop_lag_p50_s"] or 0), "loop_p99_ms":
+            1e3 * (s["loop_lag_p99_s"] or 0), "loop_cpu_pct": s["client_cpu_percent"],
+            "dispatch_p99_ms": 1e3 * (s["client_dispatch_lag_p99_s"] or 0),
+            "cpu_ms_per_request": 1e3 * cpu / max(1, len(result.rows)),
+            "checks": s["precision_checks"], "check_cpu_s": s["check_cpu_s"],
+            "check_max_ms": 1e3 * s["check_max_s"], "stop": s["stop_reason"]}
+
+
+def check_cost(ns: argparse.Namespace) -> int:
+    server, url = launch_sim(["--sim-time-scale", str(ns.time_scale),
+                              "--max-running-requests", "64"])
+    with stopping(server):
+        checked_cell(url, 4, 8, False)  # the server's first requests, not measured
+        print("| c | requests | checks | loop latency p50 / p99 ms | loop thread CPU % | "
+              "dispatch lag p99 ms | process CPU ms per request | checks made, CPU s, "
+              "longest ms |\n|---|---|---|---|---|---|---|---|")
+        for c in ns.concurrency:
+            n = ns.per_stream * c
+            runs: dict[bool, list[dict[str, float]]] = {False: [], True: []}
+            for r in range(ns.rounds):
+                for checks in ((False, True) if r % 2 == 0 else (True, False)):
+                    runs[checks].append(checked_cell(url, c, n, checks))
+            for checks, rs in sorted(runs.items()):
+                def med(key: str, rs: list[dict[str, float]] = rs) -> float:
+                    return median(x[key] for x in rs)
+
+                each = ", ".join(f"{x['loop_p99_ms']:.3f}" for x in rs)
+                made = (f"{med('checks'):.0f}, {med('check_cpu_s'):.2f}, "
+                        f"{med('check_max_ms'):.1f}" if checks else "-")
+                print(f"| {c} | {n} | {'with' if checks else 'without'} | "
+                      f"{med('loop_p50_ms'):.3f} / {med('loop_p99_ms'):.3f} ({each}) | "
+                      f"{med('loop_cpu_pct'):.1f} | {med('dispatch_p99_ms'):.2f} | "
+                      f"{med('cpu_ms_per_request'):.2f} | {made} |", flush=True)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench/precision_vs_fixed.py")
     ap.add_argument("--half-width", type=float, default=0.05)
@@ -162,9 +227,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--queues", action="store_true",
                     help="the detector on constructed queues only (no server)")
     ap.add_argument("--out", type=Path, default=None, help="keep the run folders here")
+    ap.add_argument("--check-cost", action="store_true",
+                    help="what the mid-cell checks cost the client only (one simulator)")
+    ap.add_argument("--rounds", type=int, default=2, help="--check-cost: runs of each")
+    ap.add_argument("--concurrency", type=int, nargs="+", default=[8, 64])
+    ap.add_argument("--per-stream", type=int, default=6, help="--check-cost: requests")
     ns = ap.parse_args(argv)
     if ns.queues:
         return queues()
+    if ns.check_cost:
+        return check_cost(ns)
     if ns.offline:
         return offline(ns.offline)
     folder = ns.out or Path(tempfile.mkdtemp(prefix="precision-vs-fixed-"))

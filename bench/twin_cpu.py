@@ -4,11 +4,12 @@ lengths, 16 cells), then `python -m grid.twin RUN --holdout 2,8`: the simulator 
 cells at loads 1 and 4 (starting from the `cpu` hardware profile and the model's own
 config.json) predicts the cells at loads 2 and 8 it never saw. Each step as a user runs it.
 
-Prints every held-out cell's output tok/s, measured and predicted, and every held-out speedup:
-measured (with its 95 % interval from the run's decision.json) and predicted, and whether the
-predicted sign agrees where the measured interval excludes zero. Then a split by output length
-(--holdout-workloads: fit on one output length's cells, predict the other's), and the twin's
-leave-one-load-out error.
+Prints `grid.twin`'s own printout (every held-out cell measured and predicted, the twin's
+leave-one-load-out error, its factors), then how many held-out output tok/s lie within ±10 %
+and every held-out speedup: measured (with its 95 % interval from the run's decision.json) and
+predicted, and whether the predicted sign agrees where the measured interval excludes zero.
+Then a split by output length (--holdout-workloads: fit on one output length's cells, predict
+the other's), `grid.twin`'s printout again.
 
 Numbers: measured ones are real engine, CPU, tiny trained models; predicted ones SIMULATION
 (twin of the run).
@@ -46,8 +47,9 @@ def fit(run_dir: Path, holdout: str, replicates: int, flag: str = "--holdout"
     # --saturated: on a 2-core machine the load generator shares the cores with the engine and
     # flags most cells of a tiny model (chunks merged into one read); the twin then models
     # the server as this client measures it
-    run_twin(run_dir, [flag, holdout, "--replicates", str(replicates), "--saturated"],
-             run_dir.parent / f"twin-{holdout}.log")
+    log = run_dir.parent / f"twin-{holdout}.log"
+    run_twin(run_dir, [flag, holdout, "--replicates", str(replicates), "--saturated"], log)
+    print(log.read_text())
     doc = json.loads((run_dir / "twin.json").read_text())
     (run_dir.parent / f"twin-{holdout}.json").write_text(json.dumps(doc, indent=1))
     return doc
@@ -56,14 +58,7 @@ def fit(run_dir: Path, holdout: str, replicates: int, flag: str = "--holdout"
 def report(doc: dict[str, Any], speedups: dict[tuple[str, int], dict[str, Any]],
            workloads: dict[str, str]) -> None:
     split = doc["twin"]["holdout_split"]
-    print(f"\nfitted on loads {split['fitted_on']}, held out {split['held_out']} "
-          "(measured: real engine, CPU, tiny trained models; predicted: SIMULATION)")
-    print(f"{'variant':<20}{'c':>3}{'tokens':>8}{'measured':>11}{'predicted':>11}{'error':>9}")
     tok = [r for r in split["cells"] if r["metric"] == "output_tok_s"]
-    for r in sorted(tok, key=lambda r: (r["variant"], r["workload"], r["concurrency"])):
-        mark = "  extrapolation" if r["extrapolation"] else ""
-        print(f"{r['variant']:<20}{r['concurrency']:>3}{workloads[r['workload']]:>8}"
-              f"{r['measured']:>11.1f}{r['predicted']:>11.1f}{r['error_pct']:>+8.1f}%{mark}")
     within = sum(abs(r["error_pct"]) <= 10.0 for r in tok)
     print(f"output tok/s within +-10 %: {within} of {len(tok)}; largest |error| "
           f"{max(abs(r['error_pct']) for r in tok):.1f} %")
@@ -116,21 +111,7 @@ def main() -> int:
     print("\nby output length: fitted on every load of one, the other predicted "
           "(extrapolation in output length)")
     for workload in sorted(workloads):
-        other = fit(run_dir, workload, 0, "--holdout-workloads")["twin"]["holdout_split"]
-        tok = [r for r in other["cells"] if r["metric"] == "output_tok_s"]
-        m = other["metrics"]
-        print(f"  {workloads[workload]:>3} tokens predicted: output tok/s mean |error| "
-              f"{m['output_tok_s']['mae_pct']:.1f} %, largest {m['output_tok_s']['max_pct']:.1f}"
-              f" %, within +-10 %: {sum(abs(r['error_pct']) <= 10 for r in tok)} of "
-              f"{len(tok)}; speedup mean |error| {m['speedup']['mae_pct']:.1f} %")
-    loo = doc["twin"]["holdout"]["metrics"]
-    print("\nleave-one-load-out (every load predicted from the others), mean |error|:")
-    for metric, m in loo.items():
-        print(f"  {metric:<14} {m['mae_pct']:5.1f} % [{m['lo']:.1f}, {m['hi']:.1f}], "
-              f"max {m['max_pct']:.1f} %")
-    print("\nfitted factors:")
-    for name, f in doc["twin"]["factors"].items():
-        print(f"  {name:<26} {f['value']:.4g} [{f['lo']:.4g}, {f['hi']:.4g}]")
+        fit(run_dir, workload, 0, "--holdout-workloads")
     return 0
 
 

@@ -2,24 +2,11 @@
 
 Each conversation replays round by round: round k's request carries the whole history
 (:class:`workloads.conversations.render.History`), is streamed and timed like any single
-request, and its reply (recorded or live) joins the history before round k+1 is due. Per-round
-rows (:data:`actors.loadgen.conversation_plan.ROW_KEYS`) carry the server's ``prompt_tokens``
-and ``cached_tokens`` next to TTFT, ITL and accept length. A round that fails ends its
-conversation: its finished rounds keep their rows, the failed one is ``error`` and the rest are
-``skipped``; rounds left when the load window ends are ``not_run``.
-
-Requests go through the load generator's own stream code (:func:`actors.loadgen.streams.
-stream_into` with a :class:`~actors.loadgen.streams.Timeline`), over the transport
-:func:`actors.loadgen.transport.make_transport` builds. The stream sinks are subclassed here
-only to keep what a conversation needs beyond a single request's timing: the reply text (for
-``replay="live"``) and the prefix-cache hit.
-
-``cached_tokens`` sources (SGLang): native ``/generate`` - ``meta_info.cached_tokens`` of the
-final event; OpenAI chat - ``usage.prompt_tokens_details.cached_tokens``, which SGLang sends
-when the count is > 0 or the server runs with ``--enable-cache-report``
-(sgl-project/sglang python/sglang/srt/entrypoints/openai/usage_processor.py,
-``_details_if_cached``); absent there means 0 only under ``--enable-cache-report``, so it is
-recorded as None.
+request, and its reply (recorded or live) joins the history before round k+1 is due. The stream
+sinks are subclassed here only to keep the reply text (for ``replay="live"``) and the server's
+``cached_tokens`` (absent in a chat stream means 0 only under SGLang's
+``--enable-cache-report``, so it is recorded as None). The load shapes, the per-round rows and
+what ends a conversation: docs/agentic.md.
 """
 
 from __future__ import annotations

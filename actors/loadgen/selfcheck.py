@@ -126,7 +126,7 @@ def verdict(
     merged_reads: int = 0,
     chunk_gaps: int = 0,
 ) -> dict[str, Any]:
-    """The self-check stats and the saturation verdict (see the module doc for the thresholds).
+    """The self-check stats and the saturation verdict (the thresholds: docs/loadgen.md).
 
     ``dispatch_lags``: sent - scheduled per request (reported); ``client_lags``: what the
     dispatch check looks at (:func:`stalls`); ``loop_lags``: loop latency probes;

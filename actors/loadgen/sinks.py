@@ -3,27 +3,11 @@ the read's stamp), then ``finish()``; each fills a :class:`~actors.loadgen.timel
 and raises :class:`~actors.loadgen.timeline.StreamError` on an error or malformed event.
 
 * SGLang native ``POST /generate`` (:class:`NativeSink`, ``stream: true``): every event carries
-  cumulative ``text`` and cumulative ``meta_info.completion_tokens``. Intermediate events are
-  NOT ``json.loads``-ed (their cumulative text makes that O(n²) per request): the last
-  ``"completion_tokens":`` key of each event line is found searching back from the line's end
-  (a JSON string value cannot contain an unescaped ``"`` so the match is always the key) and
-  its integer read in place, by a small C scan for the common shape (``_native_scan.c``) and in
-  Python for the rest; an event without the key, or not shaped like a JSON object, is parsed
-  fully (error events, malformed events -> error). The final event is parsed fully for
-  ``prompt_tokens``, ``completion_tokens``, ``finish_reason`` and speculation counters
-  (``spec_verify_ct``; older servers' ``spec_accept_length`` is converted back) and
-  ``spec_correct_drafts_histogram``, SGLang 0.5.23's acceptance histogram of the request
-  (``accept_histogram``: [n] = verify steps that accepted exactly n draft tokens, the bonus
-  token not counted; srt/managers/tokenizer_manager.py ``_calculate_spec_decoding_metrics``).
-  A server with zero draft tokens sends the histogram alone: its sum is the verify count.
-* OpenAI ``POST /v1/chat/completions`` (:class:`ChatSink`) with ``stream_options =
-  {include_usage, continuous_usage_stats}``: small events, parsed with ``json.loads``. A chunk
-  carries Δ``usage.completion_tokens`` tokens when the server sends per-chunk usage, else one
-  per delta that has a ``content`` key (even ``""``), reasoning or tool calls, never the
-  role-only opening chunk; the final usage chunk gives prompt/completion tokens. Chunks with
-  ``choices: []`` carry the request's speculative counts: vLLM 0.32.0's
-  ``metrics.speculative_decoding`` and SGLang 0.5.23's ``sglext.spec_tokens_details`` (sent
-  when the body asks ``return_spec_tokens_details: true``), both with the same histogram.
+  cumulative ``text`` and ``meta_info.completion_tokens``; intermediate events are scanned for
+  the count in place, never ``json.loads``-ed (docs/loadgen.md, "Client CPU per chunk"); the
+  final event is parsed fully (tokens, ``finish_reason``, ``spec_verify_ct`` and the acceptance
+  histogram ``spec_correct_drafts_histogram``: docs/loadgen.md, "Accept length").
+* OpenAI ``POST /v1/chat/completions`` (:class:`ChatSink`): small events, ``json.loads``-ed.
 """
 
 from __future__ import annotations

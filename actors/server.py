@@ -69,16 +69,6 @@ def _check_program(program: str) -> None:
         raise ServerStartError(f"{program} is not on the PATH of node {socket.gethostname()}")
 
 
-def _read_log(path: Path) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - LOG_LIMIT_BYTES))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
-
-
 @ray.remote(max_restarts=0, max_concurrency=4)  # type: ignore[call-overload]
 class ServerActor:
     def __init__(self, spec: LaunchSpec, access: probe.ServerAccess | None = None) -> None:
@@ -217,7 +207,8 @@ class ServerActor:
         ready answer (to within a poll, 0.1 s); `phases`, the seconds the engine's own log
         gives its start-up phases (engines/launch.py `startup_timings`), read on this node."""
         return {"ready_s": self._ready_s,
-                "phases": startup_timings(_read_log(self.log_path), self.spec.startup_timings)}
+                "phases": startup_timings(_process.log_end(self.log_path, LOG_LIMIT_BYTES),
+                                          self.spec.startup_timings)}
 
     def exit_code(self) -> int | None:
         """None while the process runs."""
@@ -250,7 +241,7 @@ class ServerActor:
             ports_free = _process.wait_ports_free(ours, timeout_s=30, host=self.host)
             self.proc = None
             self.phase = "stopped"
-            log = self._hide(_read_log(self.log_path))
+            log = self._hide(_process.log_end(self.log_path, LOG_LIMIT_BYTES))
             if self.files_dir is not None:
                 shutil.rmtree(self.files_dir, ignore_errors=True)
                 self.files_dir = None

@@ -4,23 +4,13 @@ Ray sets CUDA_VISIBLE_DEVICES for an actor created with num_gpus=N; the process 
 (SGLang then runs with --base-gpu-id 0 among the visible devices). The process leads its own
 process group and dies with the actor's worker; stop() kills the whole tree and waits until
 its ports are free. Never restarted by Ray (max_restarts=0): a silently restarted server would
-corrupt a cell.
+corrupt a cell. The server binds to `spec.host`; clients on the node reach it there, or at the
+node's address when it binds to every interface (0.0.0.0).
 
-Nothing depends on a shared file system: files the command needs (SGLang's adaptive
-speculation config) arrive as content in the LaunchSpec, and the server's log is written on the
-node; both live in a temporary folder the actor owns, removed when the server stops. stop()
-returns the whole log (the driver writes it into the run folder) and log_tail() its end.
-
-The interpreter the command names (engine.python) is checked on the node before launching: a
-path that does not exist there is a clear start error for the group's cells.
-
-The server binds to `spec.host`; clients on the node reach it there, or at the node's address
-when it binds to every interface (0.0.0.0). Its API key (`spec.api_key`, given or generated for
-the run, arrives through Ray with the spec) is appended to the command here and sent with every
-request the actor makes (through one `probe.ServerAccess`: that key, and the TLS settings
-the driver passes, used only should the URL be https); everything the actor hands out
-(command, log, log tail, errors) has it replaced by `***`: SGLang logs its server_args,
-api_key included, at start (python/sglang/srt/entrypoints/engine.py, `server_args=...`)."""
+Nothing depends on a shared file system (the spec's files and the server's log live in a
+temporary folder the actor owns), `engine.python` is checked on the node before launching, and
+the API key is appended to the command and replaced by `***` in everything the actor hands
+out: docs/cluster.md."""
 
 from __future__ import annotations
 

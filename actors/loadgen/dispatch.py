@@ -145,14 +145,9 @@ async def closed_loop(
     may write a while after the last event; the connection cannot carry the next request
     before it), else the last read of its body (``Timeline.end``).
 
-    On the raw transport a slot is refilled inside the read that freed it: the stream's
-    ``then`` hook writes the slot's next request (its bytes built before the window) on the
-    same connection the moment the previous body ended, and the worker collects its answer
-    when it has wound the finished request down. When the simulator ends 64 streams in one
-    step, their 64 successors go out in the loop turn that read the ends (a write each), not
-    after 64 coroutine wake-ups, tear-downs and starts one after another (docs/loadgen.md,
-    "Burst dispatch"). Other transports, a first wave and a request that failed start the
-    next one from the worker, through the start gate."""
+    On the raw transport a slot is refilled inside the read that freed it (the stream's
+    ``then`` hook); other transports, a first wave and a request that failed start the next one
+    from the worker, through the start gate (docs/loadgen.md, "Burst dispatch")."""
     spec = plan.spec
     it = iter(positions)
     start = perf_counter()

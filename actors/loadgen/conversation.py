@@ -92,16 +92,6 @@ class ChatReplySink(ChatSink):
         return "".join(self.parts)
 
 
-async def send_round(send: Any, request: httpx.Request, endpoint: str, tl: Timeline,
-                     timeout_s: float) -> NativeReplySink | ChatReplySink:
-    """Stream one round into ``tl`` under ``timeout_s``; a failure ends in ``tl.error``
-    (:func:`actors.loadgen.streams.run_into`)."""
-    sink: NativeReplySink | ChatReplySink = (NativeReplySink(tl) if endpoint == "generate"
-                                             else ChatReplySink(tl))
-    await run_into(send, request, tl, sink, timeout_s)
-    return sink
-
-
 class _Client:
     """Builds each round's request (:class:`actors.loadgen.streams.Poster`, like the load
     generator's prompt requests) and sends it straight to the transport."""
@@ -173,8 +163,9 @@ async def run_conversation(cl: _Client, conv: Conversation, index: int, due: flo
         tl = Timeline(due)
         if counter is not None:
             counter.begin(tl)
-        sink = await send_round(cl.send, cl.request(body), spec.endpoint, tl,
-                                spec.request_timeout_s)
+        sink: NativeReplySink | ChatReplySink = (
+            NativeReplySink(tl) if spec.endpoint == "generate" else ChatReplySink(tl))
+        await run_into(cl.send, cl.request(body), tl, sink, spec.request_timeout_s)
         if counter is not None:
             counter.end(tl)
         source = history.reply(k, sink.text) if tl.error is None else None

@@ -177,9 +177,6 @@ class H1Connection(asyncio.Protocol):
         ):
             self._wake()
 
-    def eof_received(self) -> bool | None:
-        return False
-
     # -- llhttp callbacks -----------------------------------------------------------------------
     def on_message_begin(self) -> None:
         if self.eof:

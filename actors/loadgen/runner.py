@@ -10,12 +10,9 @@ Times: every interval is measured with ``time.perf_counter()``; epoch values in 
 so all of a run's timestamps share one precise clock. The load window runs from the start of the
 measured phase to the end of its last request.
 
-Precision (each measured in bench/README_loadgen.md): requests are built once per prompt and
-handed straight to the client's transport (no ``AsyncClient.send`` machinery per request); the
-default transport parses every read inside ``data_received`` where it is stamped; a closed loop
-refills a slot from inside the read that freed it, other starts go through a gate that allows a
-few per event-loop iteration; the cyclic garbage collector is kept out of the window. Run it on
-uvloop where possible (``run_load_sync``).
+What keeps the stamps precise (requests built before the window, stamping and parsing in
+``data_received``, burst refills, the start gate, the collector kept out of the window, uvloop:
+``run_load_sync``): docs/loadgen.md, measured in bench/README_loadgen.md.
 """
 
 from __future__ import annotations
@@ -82,17 +79,12 @@ class LoadRun:
         self.results: list[tuple[int, int, Timeline]] = []
         """Measured requests sent so far (appended as they start)."""
         self.tally = Tally()
-        """Live counts of this client's requests, warm-up included (:meth:`progress`)."""
+        """Live counts of this client's requests, warm-up included, read from another thread while
+        the load runs (actors/loadgen/tally.py)."""
         self.freeze = _GcFreeze(spec.gc_freeze)
         self.prepared = False
         self.preconnected = 0
         """Connections opened ahead of the window by :meth:`prepare` (beyond the warm-up's)."""
-
-    def progress(self) -> dict[str, int]:
-        """Measured requests finished so far, their output tokens, how many failed, and the
-        activity (chunks and completions, warm-up included) the driver's stall watch follows:
-        read from another thread while the load runs (actors/loadgen/tally.py)."""
-        return self.tally.progress()
 
     async def prepare(self) -> dict[str, Any]:
         """Warm-up (this client's share of ``warmup_requests``, closed loop, all completed) and

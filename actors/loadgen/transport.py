@@ -220,11 +220,8 @@ class StampingTransport(httpx.AsyncBaseTransport):
     async def preconnect(self, url: str, n: int, timeout: float | None = None) -> int:
         """Open connections to ``url``'s origin until ``n`` wait idle in the pool, at most
         ``PRECONNECT_BATCH`` connects in flight (a burst of hundreds overflows a server's
-        listen backlog: dropped SYNs are retried after a second). Returns how many it opened.
-
-        Why: a request that finds no idle connection opens one, and its TTFT includes the TCP
-        (and TLS) handshake and the server's accept; a cell whose warm-up sent fewer requests
-        than it has streams would pay that in every first-wave request."""
+        listen backlog: dropped SYNs are retried after a second). Returns how many it opened
+        (why: docs/loadgen.md, "Connections before the window")."""
         key = _origin(httpx.URL(url))
         idle = self._idle.setdefault(key, deque())
         for conn in [c for c in idle if c.closed]:

@@ -149,10 +149,11 @@ class H1Connection(asyncio.Protocol):
         try:
             parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._fail("unexpected protocol upgrade")
+            self._fail(httpx.RemoteProtocolError("unexpected protocol upgrade"))
         except httptools.HttpParserError as exc:
             if not self.eof:  # after the end = data beyond the response (on_message_begin)
-                self._fail(f"malformed HTTP response: {exc.__context__ or exc}")
+                self._fail(httpx.RemoteProtocolError(
+                    f"malformed HTTP response: {exc.__context__ or exc}"))
             self.keep_alive = False
         pieces = self._pieces
         if pieces:
@@ -165,7 +166,8 @@ class H1Connection(asyncio.Protocol):
                 try:
                     sink(body, t)
                 except Exception as exc:  # a malformed event: end this response, not the loop
-                    self._sink_failed(exc)
+                    self.sink = None
+                    self._fail(exc)
         if self.eof and self.on_end is not None:
             on_end, self.on_end = self.on_end, None
             if self.reusable:
@@ -223,15 +225,8 @@ class H1Connection(asyncio.Protocol):
         self.eof = True
 
     # -- helpers --------------------------------------------------------------------------------
-    def _fail(self, msg: str) -> None:
-        self.error = httpx.RemoteProtocolError(msg)
-        self.keep_alive = False
-        if self.transport is not None:
-            self.transport.close()
-
-    def _sink_failed(self, exc: Exception) -> None:
-        self.sink = None
-        self.error = exc
+    def _fail(self, error: Exception) -> None:
+        self.error = error
         self.keep_alive = False
         if self.transport is not None:
             self.transport.close()

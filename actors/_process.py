@@ -212,15 +212,19 @@ def same_process(pid: int, recorded: float) -> bool:
     return now is not None and abs(now - recorded) < 0.05
 
 
-def log_tail(path: Path, lines: int = 40) -> str:
+def log_end(path: Path, limit_bytes: int) -> str:
+    """The last `limit_bytes` of a log ("" when it cannot be read)."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 64 * 1024))
-            text = f.read().decode(errors="replace")
+            f.seek(max(0, f.tell() - limit_bytes))
+            return f.read().decode(errors="replace")
     except OSError:
         return ""
-    return "\n".join(text.splitlines()[-lines:])
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(log_end(path, 64 * 1024).splitlines()[-lines:])
 
 
 def last_lines(text: str, lines: int = 5, chars: int = 800) -> str:

@@ -4,23 +4,13 @@ Ray sets CUDA_VISIBLE_DEVICES for an actor created with num_gpus=N; the process 
 (SGLang then runs with --base-gpu-id 0 among the visible devices). The process leads its own
 process group and dies with the actor's worker; stop() kills the whole tree and waits until
 its ports are free. Never restarted by Ray (max_restarts=0): a silently restarted server would
-corrupt a cell.
+corrupt a cell. The server binds to `spec.host`; clients on the node reach it there, or at the
+node's address when it binds to every interface (0.0.0.0).
 
-Nothing depends on a shared file system: files the command needs (SGLang's adaptive
-speculation config) arrive as content in the LaunchSpec, and the server's log is written on the
-node; both live in a temporary folder the actor owns, removed when the server stops. stop()
-returns the whole log (the driver writes it into the run folder) and log_tail() its end.
-
-The interpreter the command names (engine.python) is checked on the node before launching: a
-path that does not exist there is a clear start error for the group's cells.
-
-The server binds to `spec.host`; clients on the node reach it there, or at the node's address
-when it binds to every interface (0.0.0.0). Its API key (`spec.api_key`, given or generated for
-the run, arrives through Ray with the spec) is appended to the command here and sent with every
-request the actor makes (through one `probe.ServerAccess`: that key, and the TLS settings
-the driver passes, used only should the URL be https); everything the actor hands out
-(command, log, log tail, errors) has it replaced by `***`: SGLang logs its server_args,
-api_key included, at start (python/sglang/srt/entrypoints/engine.py, `server_args=...`)."""
+Nothing depends on a shared file system (the spec's files and the server's log live in a
+temporary folder the actor owns), `engine.python` is checked on the node before launching, and
+the API key is appended to the command and replaced by `***` in everything the actor hands
+out: docs/cluster.md."""
 
 from __future__ import annotations
 
@@ -67,16 +57,6 @@ def _check_program(program: str) -> None:
                                    "(engine.python must name an interpreter on every GPU node)")
     elif shutil.which(program) is None:
         raise ServerStartError(f"{program} is not on the PATH of node {socket.gethostname()}")
-
-
-def _read_log(path: Path) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - LOG_LIMIT_BYTES))
-            return f.read().decode(errors="replace")
-    except OSError:
-        return ""
 
 
 @ray.remote(max_restarts=0, max_concurrency=4)  # type: ignore[call-overload]
@@ -217,7 +197,8 @@ class ServerActor:
         ready answer (to within a poll, 0.1 s); `phases`, the seconds the engine's own log
         gives its start-up phases (engines/launch.py `startup_timings`), read on this node."""
         return {"ready_s": self._ready_s,
-                "phases": startup_timings(_read_log(self.log_path), self.spec.startup_timings)}
+                "phases": startup_timings(_process.log_end(self.log_path, LOG_LIMIT_BYTES),
+                                          self.spec.startup_timings)}
 
     def exit_code(self) -> int | None:
         """None while the process runs."""
@@ -250,7 +231,7 @@ class ServerActor:
             ports_free = _process.wait_ports_free(ours, timeout_s=30, host=self.host)
             self.proc = None
             self.phase = "stopped"
-            log = self._hide(_read_log(self.log_path))
+            log = self._hide(_process.log_end(self.log_path, LOG_LIMIT_BYTES))
             if self.files_dir is not None:
                 shutil.rmtree(self.files_dir, ignore_errors=True)
                 self.files_dir = None

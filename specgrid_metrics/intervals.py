@@ -1,7 +1,7 @@
 """One cell's metrics over its steady-state window, each with its seeded bootstrap interval over
 the cell's requests: the one implementation behind the report's per-cell table
 (grid/analysis/cellstats.py) and the load generator's precision check
-(actors/loadgen/precision.py), so that a cell stops when the interval the report will show is
+(specgrid_metrics/precision.py), so that a cell stops when the interval the report will show is
 tight enough, by the same computation.
 
 Pure numpy; the arrays are one entry per measured request (errors included: an error occupies

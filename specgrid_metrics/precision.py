@@ -21,7 +21,7 @@ from specgrid_metrics.intervals import (
     percentile_of,
     relative_half_width,
 )
-from specgrid_metrics.window import Window, inside
+from specgrid_metrics.window import Window, inside, steady_window
 
 MIN_WINDOW_REQUESTS = 10
 """A throughput interval over fewer requests living inside the window is not believed (the
@@ -110,20 +110,19 @@ def as_if_stopped(req: RequestArrays, tokens_so_far: np.ndarray, now: float,
     sent = np.asarray(req.sent, dtype=float)
     if sent.size == 0 or (closed_loop and sent.size < int(concurrency or 1)):
         return None
-    order = np.sort(sent)
-    k = int(concurrency or 1) if closed_loop else 1
-    start, stop = float(order[k - 1]), float(order[-1])
-    if stop <= start:
+    # the steady window of the sends alone (no end known: nothing drains after the last send)
+    win = steady_window(sent, np.full(sent.size, np.nan), concurrency, closed_loop)
+    if not win.steady:
         return None
     running = ~np.isfinite(req.e2e)
     # strictly after the window's end, so that no running request counts as ended inside it
-    virtual_end = max(now, np.nextafter(stop, np.inf))
+    virtual_end = max(now, np.nextafter(win.end, np.inf))
     e2e = np.where(running, virtual_end - sent, req.e2e)
     tokens = np.where(running, np.asarray(tokens_so_far, dtype=float), req.output_tokens)
     ok = np.asarray(req.ok, dtype=bool) | running
     tpot = np.where(running, np.nan, req.tpot)
     snapshot = RequestArrays(sent, req.ttft, tpot, e2e, tokens, ok, req.verify)
-    return snapshot, Window(start, stop, True, start - float(order[0]), 0.0)
+    return snapshot, win
 
 
 @dataclass(frozen=True)

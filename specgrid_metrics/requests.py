@@ -1,23 +1,7 @@
-"""Metric math for specgrid: pure functions, no Ray, no sockets, no numpy.
-
-Definitions (docs/architecture.md, "Metric definitions"), stated once here and repeated in each
-function:
-
-* **TTFT** = arrival time of the first content token - the time the request was sent.
-* **ITL** = per-token gaps. A chunk that carries k tokens contributes its gap to the previous
-  content chunk split over k, i.e. k entries of gap/k. k comes from the Δ of cumulative
-  ``completion_tokens`` between chunks on SGLang's native stream, from per-chunk usage (else one
-  token per content delta) on the OpenAI stream. Tokens of the first content chunk have no gap
-  (they define TTFT), so ``len(itl) = output tokens - tokens of the first chunk``.
-* **E2E** = end of the response (stream end) - the time the request was sent.
-* **TPOT** = (E2E - TTFT) / (output_tokens - 1); undefined (None) for fewer than 2 tokens.
-* **accept length** of a request = completion_tokens / spec_verify_ct from that request's own final
-  meta_info; of a cell = Σ completion_tokens / Σ spec_verify_ct over its completed requests that
-  report spec_verify_ct > 0 — never the server's lifetime average (``/server_info``).
-* **dispatch lag** = sent_at - scheduled_at (includes any wait for a concurrency-cap slot).
-* **throughput** = output tokens of completed (``status == "ok"``) requests / load-window wall time.
-
-Percentiles use linear interpolation between closest ranks (numpy's default ``"linear"``).
+"""Metric math for specgrid: pure functions, no Ray, no sockets, no numpy. The definitions
+(TTFT, ITL, E2E, TPOT, accept length, dispatch lag, throughput) are docs/architecture.md's
+("Metric definitions"), repeated in each function. Percentiles use linear interpolation between
+closest ranks (numpy's default ``"linear"``).
 """
 
 from __future__ import annotations

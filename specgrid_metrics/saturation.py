@@ -1,55 +1,10 @@
 """Over-saturation: a load the server cannot keep up with, told from the client's own
 timestamps. Pure: functions of arrays of times, no clocks, no sockets.
 
-A server that keeps up reaches a steady state: at a fixed concurrency (closed loop) the time a
-request waits before its first token settles, and at an arrival rate it can serve (open loop)
-the requests in the system fluctuate around a level. One that cannot keep up queues: in closed
-loop TTFT keeps rising with time while throughput stays flat (the requests wait inside the
-server; closed loop bounds the queue by the concurrency, but the numbers are not a steady
-state while it fills), in open loop the backlog (requests arrived and not finished: in flight
-plus those waiting for a ``max_in_flight`` slot) grows without bound.
-
-The rule, over a sliding window at the end of what has been measured (``SaturationRule``):
-
-* **signal**: closed loop, each request's TTFT against its send time (requests sent after the
-  steady window opened, i.e. after the c-th send, so the first wave's ramp is left out); open
-  loop, the backlog sampled at ``BACKLOG_SAMPLES`` evenly spaced times, from the fill on: the
-  time within which 9 in 10 of the requests arrived so far lived (an unfinished one counted
-  with its age), since an empty system fills for about one request's life before it is steady
-  (Little's law), and past the time that 9 in 10 requests live, what is still filling grows by
-  less than a tenth of the arrivals, below the materiality floor below;
-* **window**: the last ``window_s`` (closed loop: at least ``e2e_windows`` x the median
-  request's E2E, so that a trend is not the period of waves of equal requests), at least
-  ``min_window_s`` long (closed loop: at least half of the above) and ``min_points`` samples;
-* **slope**: the Theil-Sen slope (``scipy.stats.theilslopes``: the median of pairwise slopes,
-  robust to outliers); the rise is the slope x the window's length;
-* **rising, significantly**: closed loop, the lower end of the slope's 95 % confidence interval
-  is above 0; open loop, the rise is at least ``z`` standard deviations of the backlog's change
-  over the window if arrivals and completions were independent Poisson counts, sqrt(arrivals +
-  completions), the arrivals' part scaled by the squared CV of their gaps where it is above 1
-  (bursty schedules) (the backlog's samples are strongly autocorrelated, so the slope's own
-  interval, which assumes independent points, is far too narrow there: on a stable M/M/4
-  queue at 80 % load it flagged 3 of 10 one-minute cells);
-* **rising, materially**: closed loop, the rise is at least ``rise_fraction`` of the TTFT's
-  median in the window and at least ``min_rise_s``; open loop, at least ``min_rise_requests``
-  requests and ``min_growth_fraction`` of the window's arrivals (the server falls behind the
-  offered rate by a tenth or more). Not against the backlog's level: a backlog that grows
-  without bound grows linearly, so its rise over a window of fixed length is a shrinking
-  share of its level (at 2x capacity the rise over the last 10 s falls below half the
-  window's median backlog 25 s after the first arrival), and a rule that asked for it would
-  let go of a saturated loop after its first few windows;
-* **throughput flat** (closed loop): the output tokens of requests that finished in the
-  window's later half are at most ``flat_tolerance`` above those of its earlier half (TTFT
-  that rises while throughput rises too is a server still ramping up, not one that queues);
-  with no finished request in the earlier half, throughput is not known and nothing is
-  flagged. Not in open loop, where the fill (above) keeps an empty system's ramp out of the
-  window: a saturated server finishes requests at its capacity, but its halves differ by
-  chance (Poisson counts of 40 a half, sd 9: above 1.1 at about 3 checks in 10) and by waves
-  of equal requests started together (up to 4x between 5 s halves, 64 servers x 8 s), so that
-  test let go of 2x overloads at a third of their checks.
-
-All must hold. Its false positives on constructed stable queues and on the shipped sweeps'
-request rows are counted in docs/loadgen.md ("Over-saturation")."""
+The rule (``SaturationRule``: signal, window, Theil-Sen slope, rising significantly and
+materially, throughput flat in closed loop; all must hold), why each part is as it is, and its
+false positives on constructed queues and the shipped sweeps: docs/loadgen.md
+("Over-saturation")."""
 
 from __future__ import annotations
 
@@ -67,6 +22,13 @@ quadratic, 400 points ~80k pairwise slopes, a few ms)."""
 
 @dataclass(frozen=True)
 class SaturationRule:
+    """The window is the last ``window_s`` (closed loop: at least ``e2e_windows`` median
+    E2Es), at least ``min_window_s`` (closed loop: half the above) and ``min_points`` samples;
+    material: closed loop a rise of ``rise_fraction`` of the TTFT's median and ``min_rise_s``,
+    open loop ``min_rise_requests`` and ``min_growth_fraction`` of the window's arrivals;
+    significant: the slope's ``confidence`` interval above 0 (closed), ``z`` count standard
+    deviations (open); flat: the later half's throughput at most ``flat_tolerance`` above."""
+
     window_s: float = 10.0
     e2e_windows: float = 4.0
     min_window_s: float = 5.0

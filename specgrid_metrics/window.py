@@ -1,20 +1,7 @@
 """The steady-state window of a cell: the part of its load window in which the server saw the
-full offered load, so that throughput and latency are not diluted by ramp-up and drain.
-
-Definition (closed loop, ``concurrency`` c streams): the window opens when the c-th measured
-request is sent (every stream is busy from then on) and closes when the last measured request
-is sent (after it no stream is refilled: the server drains). Open loop (a rate): the window
-runs from the first to the last arrival; what follows the last arrival is drain. A cell whose
-requests all went out in one wave has no steady part: its window is then the whole span (first
-send to last end), flagged ``steady=False``.
-
-Within the window:
-* throughput counts the output tokens produced inside it, each request's first token at its
-  TTFT and the rest spread evenly over [first token, end] (the per-token gaps are not needed);
-* latency percentiles use the requests that lived entirely inside it (sent and finished there).
-
-Pure numpy; arrays are one entry per measured request of the cell (errors included: an error
-occupies its stream while it lasts)."""
+full offered load, so that throughput and latency are not diluted by ramp-up and drain
+(docs/report.md, "How the numbers are made"). Pure numpy; arrays are one entry per measured
+request of the cell (errors included: an error occupies its stream while it lasts)."""
 
 from __future__ import annotations
 

@@ -3,28 +3,11 @@
 The load runs on an event loop of its own (uvloop when installed: about half the client CPU of
 Ray's plain asyncio loop at 256 streams, bench/README_loadgen.md) in a thread of its own, so the
 actor's loop stays free to answer. Per-token data stays inside the actor; one batch of rows per
-cell crosses Ray.
-
-How the driver runs one cell on N actors (the barrier that keeps the clients of a cell from
-starting while others still warm up)::
-
-    ray.get([a.prepare.remote(spec_i) for a, spec_i in zip(actors, specs)])  # all warmed up
-    start_at = time.time() + START_MARGIN_S                                  # one shared origin
-    results = ray.get([a.run.remote(start_at) for a in actors])              # LoadResult each
-
-``prepare`` takes a prompt load (``LoadSpec``) or a conversation load
-(``ConversationLoadSpec``) alike: it builds the requests, opens connections and runs the
-client's warm-up requests (all completed; a conversation load has none). ``run`` waits until
-``start_at`` (epoch s) and runs the measured window; a ``start_at`` already past when ``run``
-starts re-anchors at that moment (no backlog of arrivals fired at once;
-``stats["start_late_s"]`` says by how much). ``run`` closes the connections; a
-``prepare`` not followed by ``run`` is closed by the next ``prepare`` or ``close``.
-
-``cancel`` ends a cell's load at once, whichever call runs it (the driver's stall watch calls it
-when the cell's bound passed, grid/execute/stall.py): every task on the load's loop - the
-prepare or run, each request in flight, the window's watchers - is cancelled, the connections
-closed, and the ``prepare`` or ``run`` call ends with ``LoadCancelled``. The actor stays: it
-runs the group's next cell.
+cell crosses Ray. ``prepare`` (a ``LoadSpec`` or a ``ConversationLoadSpec``: requests built,
+connections opened, warm-up run) then ``run(start_at)`` (the measured window; it closes the
+connections); ``cancel`` ends a cell's load at once with ``LoadCancelled``, and the actor runs
+the group's next cell. The start barrier and the cancel: docs/loadgen.md ("One cell, several
+clients: the start barrier").
 """
 
 from __future__ import annotations

@@ -2,30 +2,16 @@
 
 Each conversation replays round by round: round k's request carries the whole history
 (:class:`workloads.conversations.render.History`), is streamed and timed like any single
-request, and its reply (recorded or live) joins the history before round k+1 is due. Per-round
-rows (:data:`actors.loadgen.conversation_plan.ROW_KEYS`) carry the server's ``prompt_tokens``
-and ``cached_tokens`` next to TTFT, ITL and accept length. A round that fails ends its
-conversation: its finished rounds keep their rows, the failed one is ``error`` and the rest are
-``skipped``; rounds left when the load window ends are ``not_run``.
-
-Requests go through the load generator's own stream code (:func:`actors.loadgen.streams.
-stream_into` with a :class:`~actors.loadgen.streams.Timeline`), over the transport
-:func:`actors.loadgen.transport.make_transport` builds. The stream sinks are subclassed here
-only to keep what a conversation needs beyond a single request's timing: the reply text (for
-``replay="live"``) and the prefix-cache hit.
-
-``cached_tokens`` sources (SGLang): native ``/generate`` - ``meta_info.cached_tokens`` of the
-final event; OpenAI chat - ``usage.prompt_tokens_details.cached_tokens``, which SGLang sends
-when the count is > 0 or the server runs with ``--enable-cache-report``
-(sgl-project/sglang python/sglang/srt/entrypoints/openai/usage_processor.py,
-``_details_if_cached``); absent there means 0 only under ``--enable-cache-report``, so it is
-recorded as None.
+request, and its reply (recorded or live) joins the history before round k+1 is due. The stream
+sinks are subclassed here only to keep the reply text (for ``replay="live"``) and the server's
+``cached_tokens`` (absent in a chat stream means 0 only under SGLang's
+``--enable-cache-report``, so it is recorded as None). The load shapes, the per-round rows and
+what ends a conversation: docs/agentic.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from time import perf_counter, process_time
@@ -45,13 +31,15 @@ from actors.loadgen.spec import LoadResult
 from actors.loadgen.streams import (
     ChatSink,
     NativeSink,
+    Poster,
     Timeline,
-    generate_body,
+    open_client,
+    preconnect,
+    request_body,
     run_into,
 )
 from actors.loadgen.tally import Tally
 from actors.loadgen.timeline import Clock
-from actors.loadgen.transport import StampingTransport, make_transport
 from specgrid_metrics.requests import accept_length, percentile, request_timing
 from workloads.conversations.model import Conversation
 from workloads.conversations.render import History
@@ -104,35 +92,17 @@ class ChatReplySink(ChatSink):
         return "".join(self.parts)
 
 
-async def send_round(send: Any, request: httpx.Request, endpoint: str, tl: Timeline,
-                     timeout_s: float) -> NativeReplySink | ChatReplySink:
-    """Stream one round into ``tl`` under ``timeout_s``; a failure ends in ``tl.error``
-    (:func:`actors.loadgen.streams.run_into`)."""
-    sink: NativeReplySink | ChatReplySink = (NativeReplySink(tl) if endpoint == "generate"
-                                             else ChatReplySink(tl))
-    await run_into(send, request, tl, sink, timeout_s)
-    return sink
-
-
 class _Client:
-    """Builds each round's request (URL, headers and timeouts merged once, like the load
+    """Builds each round's request (:class:`actors.loadgen.streams.Poster`, like the load
     generator's prompt requests) and sends it straight to the transport."""
 
     def __init__(self, spec: ConversationLoadSpec, client: httpx.AsyncClient,
                  transport: httpx.AsyncBaseTransport) -> None:
         self.spec = spec
         self.send = transport.handle_async_request
-        path = "/generate" if spec.endpoint == "generate" else "/v1/chat/completions"
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
-                   "Accept-Encoding": "identity"}
-        if spec.api_key:
-            headers["Authorization"] = f"Bearer {spec.api_key}"
-        tmpl = client.build_request("POST", spec.url.rstrip("/") + path, content=b"{}",
-                                    headers=headers)
+        self.poster = Poster(spec, client)
+        self.request = self.poster.request
         self._templates: dict[int, tuple[bytes, bytes]] = {}
-        self.url = tmpl.url
-        self.extensions = dict(tmpl.extensions)
-        self.raw_headers = [(k, v) for k, v in tmpl.headers.raw if k.lower() != b"content-length"]
 
     def body(self, history: History, max_new_tokens: int) -> bytes:
         """The round's body: a template of the endpoint's body with a placeholder where the
@@ -140,32 +110,14 @@ class _Client:
         :mod:`workloads.conversations.render`)."""
         parts = self._templates.get(max_new_tokens)
         if parts is None:
-            parts = self._templates[max_new_tokens] = self._template(max_new_tokens)
+            body = request_body(self.spec, _PLACEHOLDER, max_new_tokens)
+            pre, sep, post = body.partition(json.dumps(_PLACEHOLDER).encode())
+            assert sep, "placeholder not found in the body template"
+            parts = self._templates[max_new_tokens] = (pre, post)
         pre, post = parts
         value = (history.prompt_json() if self.spec.endpoint == "generate"
                  else history.messages_json())
         return b"".join((pre, value, post))
-
-    def _template(self, max_new_tokens: int) -> tuple[bytes, bytes]:
-        s = self.spec
-        if s.endpoint == "generate":
-            body = generate_body(_PLACEHOLDER, max_new_tokens, s.temperature, s.ignore_eos)
-        else:
-            obj: dict[str, Any] = {
-                "model": s.model, "messages": _PLACEHOLDER, "max_tokens": max_new_tokens,
-                "temperature": s.temperature, "stream": True,
-                "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-            }
-            if s.ignore_eos:
-                obj["ignore_eos"] = True  # SGLang / vLLM extension
-            body = json.dumps(obj).encode()
-        pre, sep, post = body.partition(json.dumps(_PLACEHOLDER).encode())
-        assert sep, "placeholder not found in the body template"
-        return pre, post
-
-    def request(self, body: bytes) -> httpx.Request:
-        return httpx.Request("POST", self.url, content=body, extensions=dict(self.extensions),
-                             headers=[*self.raw_headers, (b"Content-Length", b"%d" % len(body))])
 
 
 def _row(conv: Conversation, k: int, n: int, tl: Timeline, sink: NativeReplySink | ChatReplySink,
@@ -211,8 +163,9 @@ async def run_conversation(cl: _Client, conv: Conversation, index: int, due: flo
         tl = Timeline(due)
         if counter is not None:
             counter.begin(tl)
-        sink = await send_round(cl.send, cl.request(body), spec.endpoint, tl,
-                                spec.request_timeout_s)
+        sink: NativeReplySink | ChatReplySink = (
+            NativeReplySink(tl) if spec.endpoint == "generate" else ChatReplySink(tl))
+        await run_into(cl.send, cl.request(body), tl, sink, spec.request_timeout_s)
         if counter is not None:
             counter.end(tl)
         source = history.reply(k, sink.text) if tl.error is None else None
@@ -239,19 +192,12 @@ class ConversationRun:
                  ) -> None:
         self.spec = spec
         self.tally = Tally()
-        self._tr = transport if transport is not None else make_transport(
-            spec.transport, tls_verify=spec.tls_verify, ca_bundle=spec.ca_bundle,
-            keepalive_s=spec.keepalive_s)
-        self._client = httpx.AsyncClient(
-            transport=self._tr,
-            timeout=httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s))
+        self._tr, self._client = open_client(spec, transport)
         self._cl = _Client(spec, self._client, self._tr)
 
     async def prepare(self) -> dict[str, Any]:
-        spec, tr = self.spec, self._tr
-        if spec.concurrency and isinstance(tr, StampingTransport):
-            with contextlib.suppress(httpx.TransportError):  # the rounds report a failure
-                await tr.preconnect(str(self._cl.url), spec.concurrency, spec.connect_timeout_s)
+        spec = self.spec
+        await preconnect(self._tr, self._cl.poster, spec.concurrency, spec.connect_timeout_s)
         return {"ready_at": time.time()}
 
     async def aclose(self) -> None:

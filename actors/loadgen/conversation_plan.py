@@ -1,19 +1,7 @@
 """What a conversation load is (``ConversationLoadSpec``), when each conversation and each of
-its rounds is due, and the per-round row - pure: no clocks, no sockets.
-
-Load shapes, with a conversation as the unit of load:
-
-* closed loop (``rate`` None, ``arrival`` not ``trace``): ``concurrency`` conversations in
-  flight; when one ends (all its rounds done, or failed) the next one starts.
-* open loop: conversations arrive on a schedule - ``rate`` conversations/s (``poisson``,
-  ``gamma``, ``constant``; :mod:`actors.loadgen.schedule`) or at the trace's own arrival times
-  (``arrival="trace"``, offsets from the first arrival multiplied by ``time_scale``);
-  ``concurrency`` optionally caps the conversations in flight.
-
-Inside a conversation, round k > 0 is due ``think`` seconds after round k-1 ended: the trace's
-think time (``think_time="trace"``; 0 when a round has none), none, a constant, or exponential
-with mean ``think_time_s`` (seeded per conversation and round). Dispatch lag of a round =
-sent - due.
+its rounds is due, and the per-round row - pure: no clocks, no sockets. The load shapes (a
+conversation as the unit of load, closed or open loop, the trace's own arrivals) and the think
+times between rounds: docs/agentic.md.
 """
 
 from __future__ import annotations

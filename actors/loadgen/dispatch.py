@@ -20,7 +20,7 @@ import httpx
 
 from actors.loadgen import schedule
 from actors.loadgen.spec import LoadSpec
-from actors.loadgen.streams import chat_body, generate_body, run_request
+from actors.loadgen.streams import Poster, request_body, run_request
 from actors.loadgen.tally import Tally
 from actors.loadgen.timeline import Timeline
 from actors.loadgen.transport import Follow, Send, StampingTransport
@@ -89,15 +89,12 @@ class SendGate:
 
 
 class RequestPlan:
-    """Prompt choice and requests for this client. Requests are built once per prompt with the
-    client's ``build_request`` (URL, headers, timeouts) and sent straight through its transport:
-    ``AsyncClient.send`` adds auth/redirect/cookie/event-hook machinery a benchmark request does
-    not use, at ~100 µs CPU per request (measured, see bench/README_loadgen.md)."""
+    """Prompt choice and requests for this client: built once per prompt
+    (:class:`actors.loadgen.streams.Poster`) and sent straight through its transport."""
 
     def __init__(self, spec: LoadSpec, client: httpx.AsyncClient,
                  transport: httpx.AsyncBaseTransport) -> None:
         self.spec = spec
-        self.client = client
         self.send: Send = transport.handle_async_request
         self._serialise = (transport.prepare if isinstance(transport, StampingTransport)
                            else None)
@@ -106,18 +103,8 @@ class RequestPlan:
         self.gate = SendGate()
         self.order = schedule.prompt_order(len(spec.prompts), spec.seed)
         self._requests: dict[int, httpx.Request] = {}
-        self._template: httpx.Request | None = None
-        self._raw_headers: list[tuple[bytes, bytes]] = []
-        base = spec.url.rstrip("/")
         self.kind = spec.endpoint
-        self.url = base + ("/generate" if spec.endpoint == "generate" else "/v1/chat/completions")
-        self.headers = {
-            "Content-Type": "application/json",
-            "Accept": "text/event-stream",
-            "Accept-Encoding": "identity",
-        }
-        if spec.api_key:
-            self.headers["Authorization"] = f"Bearer {spec.api_key}"
+        self.poster = Poster(spec, client)
 
     def prompt_index(self, position: int) -> int:
         return self.order[position % len(self.order)]
@@ -127,21 +114,8 @@ class RequestPlan:
         if req is None:
             s = self.spec
             text = s.prompts[pidx].text
-            if s.endpoint == "generate":
-                body = generate_body(text, s.max_new_tokens, s.temperature, s.ignore_eos,
-                                     s.extra_body)
-            else:
-                body = chat_body(text, s.model, s.max_new_tokens, s.temperature, s.ignore_eos,
-                                 s.extra_body)
-            if self._template is None:  # the client's URL/header/timeout merge, done once
-                self._template = self.client.build_request("POST", self.url, content=b"{}",
-                                                           headers=self.headers)
-                self._raw_headers = [(k, v) for k, v in self._template.headers.raw
-                                     if k.lower() != b"content-length"]
-            tmpl = self._template
-            req = httpx.Request("POST", tmpl.url, content=body, extensions=dict(tmpl.extensions),
-                                headers=[*self._raw_headers,
-                                         (b"Content-Length", b"%d" % len(body))])
+            content = text if s.endpoint == "generate" else [{"role": "user", "content": text}]
+            req = self.poster.request(request_body(s, content, s.max_new_tokens, s.extra_body))
             if self._serialise is not None:
                 self._serialise(req)
             self._requests[pidx] = req
@@ -171,14 +145,9 @@ async def closed_loop(
     may write a while after the last event; the connection cannot carry the next request
     before it), else the last read of its body (``Timeline.end``).
 
-    On the raw transport a slot is refilled inside the read that freed it: the stream's
-    ``then`` hook writes the slot's next request (its bytes built before the window) on the
-    same connection the moment the previous body ended, and the worker collects its answer
-    when it has wound the finished request down. When the simulator ends 64 streams in one
-    step, their 64 successors go out in the loop turn that read the ends (a write each), not
-    after 64 coroutine wake-ups, tear-downs and starts one after another (docs/loadgen.md,
-    "Burst dispatch"). Other transports, a first wave and a request that failed start the
-    next one from the worker, through the start gate."""
+    On the raw transport a slot is refilled inside the read that freed it (the stream's
+    ``then`` hook); other transports, a first wave and a request that failed start the next one
+    from the worker, through the start gate (docs/loadgen.md, "Burst dispatch")."""
     spec = plan.spec
     it = iter(positions)
     start = perf_counter()

@@ -1,26 +1,12 @@
 """One HTTP/1.1 client connection on ``asyncio.Protocol`` whose response parsing is llhttp
 (Node.js's parser, through ``httptools``), with a ``time.perf_counter()`` stamp per read.
 
-Why a protocol of our own around a maintained parser instead of a stock client: the stamp is
-taken in ``data_received``, and the body of every read is handed to a consumer (``sink``) from
-there too, so an arrival is timed when the socket delivered it, not when a coroutine got round
-to it (bench/README_loadgen.md measures the difference). Everything about the wire format
-(status line, versions, header syntax, duplicate/invalid ``Content-Length``, chunk framing and
-terminators, trailers, 1xx responses, keep-alive semantics) is llhttp's; this module only does
-what a parser cannot know:
-
-* a connection with no request in flight that becomes readable (a ``408``, a close notice) is
-  unusable: it is closed, never handed the next request;
-* bytes after the end of a response make the connection unusable (closed after it);
-* a response to ``HEAD`` has no body, whatever its ``Content-Length``; the connection is not
-  reused after one (the parser cannot be told to skip the body);
-* a body delimited by the connection's close (no length, not chunked) ends at EOF.
-
-Obsolete header folding is accepted and unfolded, as RFC 9112 §5.2 asks of a user agent and as
-h11 (httpx's default) does; so are bare-LF line ends and spaces after a chunk size (h11 too).
-Where llhttp is stricter than h11 and the RFC allows both (identical duplicate
-``Content-Length``; ``Content-Length`` with ``Transfer-Encoding``; an HTTP major version other
-than 1) the response is an error: tests/actors/test_h1_differential.py lists these.
+The wire format is llhttp's; this module only does what a parser cannot know (an idle
+connection that becomes readable is closed, bytes after a response retire the connection, a
+``HEAD`` reply has no body, a body delimited by the close ends at EOF), and accepts obsolete
+header folding, bare-LF line ends and spaces after a chunk size as h11 does. Why, and where
+llhttp is stricter than h11 (tests/actors/test_h1_differential.py): docs/loadgen.md ("HTTP
+clients").
 """
 
 from __future__ import annotations
@@ -163,10 +149,11 @@ class H1Connection(asyncio.Protocol):
         try:
             parser.feed_data(data)
         except httptools.HttpParserUpgrade:
-            self._fail("unexpected protocol upgrade")
+            self._fail(httpx.RemoteProtocolError("unexpected protocol upgrade"))
         except httptools.HttpParserError as exc:
             if not self.eof:  # after the end = data beyond the response (on_message_begin)
-                self._fail(f"malformed HTTP response: {exc.__context__ or exc}")
+                self._fail(httpx.RemoteProtocolError(
+                    f"malformed HTTP response: {exc.__context__ or exc}"))
             self.keep_alive = False
         pieces = self._pieces
         if pieces:
@@ -179,7 +166,8 @@ class H1Connection(asyncio.Protocol):
                 try:
                     sink(body, t)
                 except Exception as exc:  # a malformed event: end this response, not the loop
-                    self._sink_failed(exc)
+                    self.sink = None
+                    self._fail(exc)
         if self.eof and self.on_end is not None:
             on_end, self.on_end = self.on_end, None
             if self.reusable:
@@ -190,9 +178,6 @@ class H1Connection(asyncio.Protocol):
             self.sink is None or self.eof or self.error is not None or not self.head_done
         ):
             self._wake()
-
-    def eof_received(self) -> bool | None:
-        return False
 
     # -- llhttp callbacks -----------------------------------------------------------------------
     def on_message_begin(self) -> None:
@@ -240,15 +225,8 @@ class H1Connection(asyncio.Protocol):
         self.eof = True
 
     # -- helpers --------------------------------------------------------------------------------
-    def _fail(self, msg: str) -> None:
-        self.error = httpx.RemoteProtocolError(msg)
-        self.keep_alive = False
-        if self.transport is not None:
-            self.transport.close()
-
-    def _sink_failed(self, exc: Exception) -> None:
-        self.sink = None
-        self.error = exc
+    def _fail(self, error: Exception) -> None:
+        self.error = error
         self.keep_alive = False
         if self.transport is not None:
             self.transport.close()

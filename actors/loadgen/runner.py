@@ -10,12 +10,9 @@ Times: every interval is measured with ``time.perf_counter()``; epoch values in 
 so all of a run's timestamps share one precise clock. The load window runs from the start of the
 measured phase to the end of its last request.
 
-Precision (each measured in bench/README_loadgen.md): requests are built once per prompt and
-handed straight to the client's transport (no ``AsyncClient.send`` machinery per request); the
-default transport parses every read inside ``data_received`` where it is stamped; a closed loop
-refills a slot from inside the read that freed it, other starts go through a gate that allows a
-few per event-loop iteration; the cyclic garbage collector is kept out of the window. Run it on
-uvloop where possible (``run_load_sync``).
+What keeps the stamps precise (requests built before the window, stamping and parsing in
+``data_received``, burst refills, the start gate, the collector kept out of the window, uvloop:
+``run_load_sync``): docs/loadgen.md, measured in bench/README_loadgen.md.
 """
 
 from __future__ import annotations
@@ -41,9 +38,9 @@ from actors.loadgen.rows import rates, request_row
 from actors.loadgen.selfcheck import LoopLagMonitor, client_check
 from actors.loadgen.spec import LoadResult, LoadSpec, share
 from actors.loadgen.stopping import Stop, make_watch
+from actors.loadgen.streams import open_client, preconnect
 from actors.loadgen.tally import Tally
 from actors.loadgen.timeline import Clock, Timeline
-from actors.loadgen.transport import StampingTransport, make_transport
 
 WARMUP_OPEN_LOOP_CONCURRENCY = 8
 """Warmup concurrency of an uncapped open-loop cell (a capped one uses its cap)."""
@@ -75,28 +72,19 @@ class LoadRun:
         self.spec = spec
         self.offset = time.time() - perf_counter()
         self.weights = _weights(spec)
-        self.transport = transport if transport is not None else make_transport(
-            spec.transport, tls_verify=spec.tls_verify, ca_bundle=spec.ca_bundle,
-            keepalive_s=spec.keepalive_s)
+        self.transport, self.client = open_client(spec, transport)
         self.transport_name = spec.transport if transport is None else type(transport).__name__
-        timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
-        self.client = httpx.AsyncClient(transport=self.transport, timeout=timeout)
         self.plan = RequestPlan(spec, self.client, self.transport)
         self.warm_results: list[tuple[int, int, Timeline]] = []
         self.results: list[tuple[int, int, Timeline]] = []
         """Measured requests sent so far (appended as they start)."""
         self.tally = Tally()
-        """Live counts of this client's requests, warm-up included (:meth:`progress`)."""
+        """Live counts of this client's requests, warm-up included, read from another thread while
+        the load runs (actors/loadgen/tally.py)."""
         self.freeze = _GcFreeze(spec.gc_freeze)
         self.prepared = False
         self.preconnected = 0
         """Connections opened ahead of the window by :meth:`prepare` (beyond the warm-up's)."""
-
-    def progress(self) -> dict[str, int]:
-        """Measured requests finished so far, their output tokens, how many failed, and the
-        activity (chunks and completions, warm-up included) the driver's stall watch follows:
-        read from another thread while the load runs (actors/loadgen/tally.py)."""
-        return self.tally.progress()
 
     async def prepare(self) -> dict[str, Any]:
         """Warm-up (this client's share of ``warmup_requests``, closed loop, all completed) and
@@ -108,7 +96,10 @@ class LoadRun:
             wconc = spec.my_concurrency or min(len(warm_idx), WARMUP_OPEN_LOOP_CONCURRENCY)
             await closed_loop(self.plan, ((w, w) for w in warm_idx), wconc, None,
                                self.warm_results, self.tally, measured=False)
-        self.preconnected = await self._preconnect()
+        # one idle connection per stream (none for an uncapped open loop: no bound on its
+        # streams): a warm-up of fewer requests than streams leaves the rest to the window
+        self.preconnected = await preconnect(self.transport, self.plan.poster,
+                                             spec.my_concurrency, spec.connect_timeout_s)
         n_plan = spec.num_requests if spec.num_requests is not None else PREBUILD_LIMIT
         self.plan.prepare(spec.warmup_requests + n for n in schedule.client_indices(
             min(n_plan, PREBUILD_LIMIT), self.weights, spec.client_index))
@@ -117,22 +108,6 @@ class LoadRun:
         return {"warmup_requests": len(self.warm_results),
                 "warmup_errors": sum(1 for *_, tl in self.warm_results if tl.error is not None),
                 "ready_at": time.time()}
-
-    async def _preconnect(self) -> int:
-        """Top the pool up to one idle connection per stream of this client (its concurrency
-        share; none for an uncapped open loop, whose in-flight count has no bound), so that no
-        measured request's TTFT includes a connection set-up: a warm-up of fewer requests than
-        streams (``load.warmup_requests`` defaults to 2) leaves the first wave to connect
-        during the window otherwise. Only the raw transport can open connections without a
-        request; a failure here is left to the measured requests to report."""
-        want = self.spec.my_concurrency
-        if not want or not isinstance(self.transport, StampingTransport):
-            return 0
-        try:
-            return await self.transport.preconnect(self.plan.url, want,
-                                                   self.spec.connect_timeout_s)
-        except httpx.TransportError:
-            return 0
 
     async def measure(self, start_at: float | None = None) -> LoadResult:
         """The measured window. ``start_at`` (epoch s): when it opens; one already past

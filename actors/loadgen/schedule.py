@@ -12,6 +12,7 @@ single-client plan.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import random
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,49 +25,31 @@ def prompt_order(n_prompts: int, seed: int) -> list[int]:
     return order
 
 
-def interarrival_times(
-    rate: float, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
-) -> Iterator[float]:
-    """Endless seeded inter-arrival gaps (s) with mean 1/rate.
-
-    ``poisson``: exponential (CV 1); ``gamma``: shape ``burstiness``, scale 1/(rate*burstiness)
-    (CV = 1/sqrt(burstiness): < 1 burstier, > 1 smoother; 1 = Poisson); ``constant``: 1/rate.
-    """
-    if not rate > 0:
-        raise ValueError(f"rate must be > 0, got {rate}")
-    if arrival == "constant":
-        gap = 1.0 / rate
-        while True:
-            yield gap
-    rng = random.Random(f"specgrid-arrivals-{seed}")
-    if arrival == "poisson":
-        while True:
-            yield rng.expovariate(rate)
-    if arrival == "gamma":
-        if not burstiness > 0:
-            raise ValueError(f"burstiness must be > 0, got {burstiness}")
-        scale = 1.0 / (rate * burstiness)
-        while True:
-            yield rng.gammavariate(burstiness, scale)
-    raise ValueError(f"unknown arrival law {arrival!r}")
-
-
 def arrival_offsets(
     rate: float, arrival: str = "poisson", burstiness: float = 1.0, seed: int = 0
 ) -> Iterator[float]:
-    """Endless absolute arrival offsets (s from the phase start): the first request at 0, then
-    the running sum of :func:`interarrival_times` (``constant``: exactly n / rate)."""
+    """Endless seeded absolute arrival offsets (s from the phase start), mean gap 1/rate: the
+    first request at 0, then the running sum of the gaps. ``poisson``: exponential gaps (CV 1);
+    ``gamma``: shape ``burstiness``, scale 1/(rate*burstiness) (CV = 1/sqrt(burstiness): < 1
+    burstier, > 1 smoother; 1 = Poisson); ``constant``: exactly n / rate."""
+    if not rate > 0:
+        raise ValueError(f"rate must be > 0, got {rate}")
     if arrival == "constant":
-        if not rate > 0:
-            raise ValueError(f"rate must be > 0, got {rate}")
-        for n in itertools.count():
-            yield n / rate
+        yield from (n / rate for n in itertools.count())
         return
+    rng = random.Random(f"specgrid-arrivals-{seed}")
+    if arrival == "poisson":
+        draw = functools.partial(rng.expovariate, rate)
+    elif arrival == "gamma":
+        if not burstiness > 0:
+            raise ValueError(f"burstiness must be > 0, got {burstiness}")
+        draw = functools.partial(rng.gammavariate, burstiness, 1.0 / (rate * burstiness))
+    else:
+        raise ValueError(f"unknown arrival law {arrival!r}")
     t = 0.0
-    yield t
-    for gap in interarrival_times(rate, arrival, burstiness, seed):
-        t += gap
+    while True:
         yield t
+        t += draw()
 
 
 def assignment(weights: Sequence[int]) -> Iterator[int]:

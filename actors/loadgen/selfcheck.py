@@ -1,40 +1,10 @@
 """Is the load generator itself the bottleneck? Event-loop latency, dispatch stalls, merged
 reads, CPU of the event-loop thread.
 
-The thresholds follow from the precision specgrid states for its timestamps, ``PRECISION_S``
-(1 ms at p99, docs/loadgen.md). A cell is flagged ``client_saturated`` when the client fell
-behind for a reason of its own, with a reason that names the cause of every tripped check
-(``event-loop lag``, ``dispatch stall``, ``CPU``, ``merged reads``); a burst of requests that
-fall due together and go out one after another is no such reason. Flagged when any of:
-
-* **loop latency** p99 > ``PRECISION_S``: a probe that asks the loop for its next turn
-  (``call_soon``) waited longer; a socket that became readable meanwhile was stamped that late,
-  so the stated precision does not hold.
-* **dispatch stall** p99 > ``DISPATCH_LAG_P99_MAX_S`` (``PRECISION_S`` + the loop's 1 ms timer
-  resolution: an open-loop arrival is woken by a timer that libuv and asyncio round to whole
-  milliseconds, + ``OS_SCHEDULING_S`` for the operating system handing the client's thread a
-  core: on the 2-core CI machine, with Ray's own processes beside it, a healthy client of 8
-  requests showed a dispatch lag p99 of 4.9 ms). A request's dispatch lag runs from when it
-  fell due (closed loop: the *end of the previous request of the same slot*, not when the
-  worker resumed, which hides a slow loop; open loop: the scheduled arrival, or the moment a
-  concurrency-cap slot freed up when it had to wait for one: the configured cap at work) to
-  its send; its **stall** is the part of that lag no earlier send of the client accounts for,
-  ``sent - max(due, the client's previous send)`` (:func:`stalls`). Requests that fall due
-  together (a closed loop's first wave, a wave of requests the server ended in one step,
-  arrivals bunched by a Poisson schedule) go out one after another, each queued behind the
-  sends before it: a client that keeps sending through such a burst has small stalls however
-  long the burst takes, while a loop that sits blocked, or a thread the OS does not run, while
-  a request is due shows the whole wait in one stall. The dispatch lag itself is reported
-  (``dispatch_lag_p50_s``, ``dispatch_lag_p99_s``), the stall p99 as
-  ``client_dispatch_lag_p99_s``.
-* **merged reads** > ``MERGED_READ_FRACTION_MAX`` (1 %) of chunk gaps: several token events
-  arrived in one socket read, so they share one stamp (a gap of 0 and an inflated gap before
-  it). Above 1 % of gaps this reaches the p99 of ITL and chunk gaps.
-* **CPU** >= ``CPU_PERCENT_MAX`` (90 %) of one core, thread CPU time of the event loop over the
-  steady window (all of the cell's slots busy: from the end of the first wave to the last
-  dispatch; the whole window when that is too short): a loop that busy queues every event
-  behind the ones ahead of it. Averaging over the ramp and the drain tail would hide it.
-"""
+Every threshold follows from the stated timestamp precision, ``PRECISION_S``; a cell is
+flagged ``client_saturated`` with a reason naming every tripped check. The checks, their
+thresholds and why a burst of requests due together is no stall (:func:`stalls`):
+docs/loadgen.md ("Self-check")."""
 
 from __future__ import annotations
 
@@ -156,7 +126,7 @@ def verdict(
     merged_reads: int = 0,
     chunk_gaps: int = 0,
 ) -> dict[str, Any]:
-    """The self-check stats and the saturation verdict (see the module doc for the thresholds).
+    """The self-check stats and the saturation verdict (the thresholds: docs/loadgen.md).
 
     ``dispatch_lags``: sent - scheduled per request (reported); ``client_lags``: what the
     dispatch check looks at (:func:`stalls`); ``loop_lags``: loop latency probes;

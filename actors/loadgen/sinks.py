@@ -3,27 +3,11 @@ the read's stamp), then ``finish()``; each fills a :class:`~actors.loadgen.timel
 and raises :class:`~actors.loadgen.timeline.StreamError` on an error or malformed event.
 
 * SGLang native ``POST /generate`` (:class:`NativeSink`, ``stream: true``): every event carries
-  cumulative ``text`` and cumulative ``meta_info.completion_tokens``. Intermediate events are
-  NOT ``json.loads``-ed (their cumulative text makes that O(n²) per request): the last
-  ``"completion_tokens":`` key of each event line is found searching back from the line's end
-  (a JSON string value cannot contain an unescaped ``"`` so the match is always the key) and
-  its integer read in place, by a small C scan for the common shape (``_native_scan.c``) and in
-  Python for the rest; an event without the key, or not shaped like a JSON object, is parsed
-  fully (error events, malformed events -> error). The final event is parsed fully for
-  ``prompt_tokens``, ``completion_tokens``, ``finish_reason`` and speculation counters
-  (``spec_verify_ct``; older servers' ``spec_accept_length`` is converted back) and
-  ``spec_correct_drafts_histogram``, SGLang 0.5.23's acceptance histogram of the request
-  (``accept_histogram``: [n] = verify steps that accepted exactly n draft tokens, the bonus
-  token not counted; srt/managers/tokenizer_manager.py ``_calculate_spec_decoding_metrics``).
-  A server with zero draft tokens sends the histogram alone: its sum is the verify count.
-* OpenAI ``POST /v1/chat/completions`` (:class:`ChatSink`) with ``stream_options =
-  {include_usage, continuous_usage_stats}``: small events, parsed with ``json.loads``. A chunk
-  carries Δ``usage.completion_tokens`` tokens when the server sends per-chunk usage, else one
-  per delta that has a ``content`` key (even ``""``), reasoning or tool calls, never the
-  role-only opening chunk; the final usage chunk gives prompt/completion tokens. Chunks with
-  ``choices: []`` carry the request's speculative counts: vLLM 0.32.0's
-  ``metrics.speculative_decoding`` and SGLang 0.5.23's ``sglext.spec_tokens_details`` (sent
-  when the body asks ``return_spec_tokens_details: true``), both with the same histogram.
+  cumulative ``text`` and ``meta_info.completion_tokens``; intermediate events are scanned for
+  the count in place, never ``json.loads``-ed (docs/loadgen.md, "Client CPU per chunk"); the
+  final event is parsed fully (tokens, ``finish_reason``, ``spec_verify_ct`` and the acceptance
+  histogram ``spec_correct_drafts_histogram``: docs/loadgen.md, "Accept length").
+* OpenAI ``POST /v1/chat/completions`` (:class:`ChatSink`): small events, ``json.loads``-ed.
 """
 
 from __future__ import annotations
@@ -235,58 +219,14 @@ def _carries_token(delta: dict[str, Any]) -> bool:
 class ChatSink:
     """Parser of an OpenAI ``/v1/chat/completions`` stream (same interface as NativeSink).
 
-    The rule: **the first chunk that carries a generated token is the first token, whatever
-    its text** (TTFT is its arrival), and each chunk's token count is known without reading its
-    text:
-
-    * With per-chunk usage (``stream_options.continuous_usage_stats``, which ``chat_body``
-      asks for; vLLM 0.32.0 and SGLang 0.5.23 both honour it) a chunk carries
-      Δ``usage.completion_tokens`` tokens, exact: vLLM's role-only opening chunk (usage
-      completion_tokens 0) carries none; a chunk whose delta is empty (``"content": ""``,
-      ``{}``) but whose usage rose carries the rise; SGLang, which holds back the text of a
-      token that ends inside a UTF-8 character and merges it into the next chunk, gives that
-      chunk all of them (2 -> 6 in one chunk). Once a stream has shown per-chunk usage, a chunk
-      without it (SGLang's role and finish chunks) carries none: its tokens, if any, show in
-      the next rise.
-    * Without per-chunk usage a chunk carries one token when its delta has a ``content`` key
-      whose value is a string, ``""`` included (vLLM streams ``"content": ""`` for a token whose
-      text ends inside a UTF-8 character, and for the EOS token), non-null reasoning
-      (``reasoning_content``: SGLang, ``reasoning``: vLLM 0.32.0) or ``tool_calls`` -- except
-      the role-only opening chunk (delta with ``role`` and empty or no content, nothing else).
-      A server that merges several tokens into one chunk (SGLang) is undercounted here.
-    * The final usage-only chunk (``choices: []``) sets ``output_tokens``
-      (``usage.completion_tokens``) and ``input_tokens``; it carries no arrival. When the
-      server's total exceeds the tokens the chunks carried (SGLang drops the text of trailing
-      tokens that never completed a character, and sends no usage on its finish chunk; any
-      stream without per-chunk usage that merges tokens), ``output_tokens`` stays the server's
-      total and no arrival times are invented for the difference: Σ ``chunk_tokens`` <
-      ``output_tokens`` then, and a stream where no chunk carried a token has no TTFT.
-    * vLLM 0.32.0 started with ``--per-request-spec-decode-metrics`` puts the request's
-      speculative counts on that final chunk (``metrics.speculative_decoding``,
-      ``entrypoints/generate/base/protocol.py`` SpeculativeDecodingMetrics):
-      ``num_spec_steps`` is the request's verify steps, kept as ``spec_verify_ct`` -- the
-      per-request accept length SGLang's ``meta_info`` gives, on the OpenAI stream.
-    * The output text (``Timeline.output_text``, for the losslessness check): the deltas'
-      ``content`` joined, after any reasoning text the server split off.
-
-    The engines' own benchmark clients differ (checked in the installed versions):
-
-    * vLLM 0.32.0 ``vllm/benchmarks/lib/endpoint_request_func.py``,
-      ``async_request_openai_chat_completions``: TTFT at the first event whose ``choices`` is
-      non-empty -- whatever its delta, so vLLM's role-only opening chunk is its first token --
-      and one ITL entry per such event; output tokens from the final usage chunk (it asks for
-      ``include_usage`` only). specgrid skips the role chunk: it carries no token (usage 0).
-      vLLM 0.32.0 writes it on the request's first engine output, right before that output's
-      token chunk (``chat_completion/serving.py``, ``first_iteration``), so the two TTFTs
-      normally agree to one write; an output without a token (the "Chunked prefill case"
-      there) or another server that sends the role early would put vLLM's TTFT before any
-      token was made.
-    * SGLang 0.5.23 ``sglang/benchmark/serving.py`` (``python/sglang/bench_serving.py`` is now
-      an alias of it), ``async_request_openai_chat_completions``: TTFT and ITL only at events
-      whose ``reasoning_content``/``reasoning`` + ``content`` text is non-empty; output tokens
-      from the last ``usage`` seen. That is the defect this rule fixes: on vLLM's stream it
-      skips the ``"content": ""`` token chunks (a late TTFT, fewer ITL entries); SGLang's own
-      server never sends them. specgrid counts them and uses per-chunk usage for the count.
+    The rule: the first chunk that carries a generated token is the first token, whatever its
+    text; a chunk carries Δ``usage.completion_tokens`` tokens with per-chunk usage, else one
+    per delta that :func:`_carries_token`; the final usage-only chunk (``choices: []``) sets
+    the totals and vLLM's (``metrics.speculative_decoding``, ``num_spec_steps`` = verify
+    steps) or SGLang's (``sglext.spec_tokens_details``) speculative counts. The output text is
+    the reasoning text a server split off, then the deltas' ``content``. Why, with the engines'
+    own clients' rules beside it: docs/loadgen.md ("Which chunks of an OpenAI chat stream carry
+    tokens").
     """
 
     __slots__ = ("tl", "decoder", "counted", "usage_ct", "fr", "done", "t_last", "continuous",

@@ -20,15 +20,8 @@ Arrival = Literal["poisson", "gamma", "constant"]
 """Open-loop inter-arrival law: exponential, gamma with shape ``burstiness``, or fixed."""
 
 TransportName = Literal["raw", "aiohttp", "httpx"]
-"""Which httpx transport ``run_load`` builds when none is injected (recorded per cell):
-
-* ``raw`` (default): :class:`actors.loadgen.transport.StampingTransport`, HTTP/1.1 keep-alive
-  connections parsed by llhttp (``httptools``) that stamp and parse every read inside
-  ``data_received`` (most precise; ``http://`` and ``https://``, no proxies).
-* ``aiohttp``: ``httpx_aiohttp.AiohttpTransport`` over one unlimited ``aiohttp`` connector;
-  honours ``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY`` (``trust_env``).
-* ``httpx``: httpx's default transport (httpcore + h11; measured ~4x the client CPU per chunk).
-"""
+"""Which httpx transport ``run_load`` builds when none is injected (recorded per cell;
+actors/loadgen/transport.py ``make_transport``, docs/loadgen.md "HTTP clients")."""
 
 ENDPOINTS: tuple[str, ...] = get_args(Endpoint)
 ARRIVALS: tuple[str, ...] = get_args(Arrival)
@@ -305,17 +298,5 @@ ROW_KEYS: tuple[str, ...] = (
     "output_chars",
     "output_text",
 )
-"""Keys of every row, in order (grid.store.schema.REQUEST_FIELDS). ``accept_length`` is
-SGLang's completion / verify, ``accept_length_decode`` (completion - 1) / verify
-(specgrid_metrics.acceptance); ``accept_histogram``: the server's per-request acceptance
-histogram, [n] = the request's verify steps that accepted exactly n draft tokens (None where
-the server gives none; actors/loadgen/sinks.py);
-``chunk_offset_us`` / ``chunk_tokens``: each content event's arrival (whole microseconds after
-``sent_at``) and new tokens; ``itl_s`` splits each event's gap over its tokens (SGLang),
-``chunk_gap_s`` keeps one gap per event (vLLM); ``merged_reads``: events that arrived in the
-same socket read as the previous one (docs/loadgen.md); ``server_queue_s`` / ``server_ttft_s``:
-SGLang's own ``queue_time`` and ``first_token_latency`` from the final meta_info of a native
-stream (None elsewhere), to check the client's TTFT against the server's clock;
-``output_hash`` / ``output_chars``: blake2b-128 and length in characters of a completed
-request's output text, ``output_text`` that text (at most ``rows.OUTPUT_TEXT_CHARS``) at
-temperature 0 only, for the losslessness check."""
+"""Keys of every row, in order (grid.store.schema.REQUEST_FIELDS); what each holds:
+docs/architecture.md ("requests columns")."""

@@ -4,24 +4,11 @@
 ``Watch`` runs beside the load: every ``check_interval_s`` it copies this client's timelines
 and, in a worker thread (the bootstrap costs milliseconds to tens of milliseconds, which on the
 event loop would delay every stamp behind it; in the thread, numpy's work runs outside the
-GIL), evaluates
-
-* the precision targets (specgrid_metrics/precision.py: the report's bootstrap interval over
-  the part of the steady window the finished requests determine), once ``min_requests`` have
-  finished; all met -> stop, reason ``target``;
-* the over-saturation detector (specgrid_metrics/saturation.py): TTFT rising at a fixed
-  concurrency, a backlog growing at an arrival rate -> stop, reason ``over_saturated``.
-
-A check that took d seconds of CPU delays the next one to at least d / ``CHECK_DUTY``, so
-checking never takes more than ``CHECK_DUTY`` of a core whatever the cell's size.
-
-Several clients of one cell (``num_clients`` > 1) each check their own requests: a client
-holding the share f of the cell's streams (open loop: 1/N of its arrivals) stops when its own
-interval is at most half_width / sqrt(f) wide, since the pooled interval of shares that are
-alike and independent is sqrt(f) of one share's. The driver computes the cell's interval over
-all clients' requests when it records the cell (grid/store/stopping.py) and says when the
-pooled interval missed the target. Over-saturation stops the client that sees it; the cell is
-marked when any client was."""
+GIL), evaluates the precision targets (specgrid_metrics/precision.py) once ``min_requests``
+have finished, and the over-saturation detector (specgrid_metrics/saturation.py). A check that
+took d seconds of CPU delays the next one to at least d / ``CHECK_DUTY``. The rule, and how
+several clients of one cell each stop at half_width / sqrt(their share): docs/loadgen.md
+("Precision targets and over-saturation")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One streamed request per call, recorded as a ``Timeline``: the request bodies of the two
+"""One streamed request per call, recorded as a ``Timeline``: the requests and bodies of the two
 endpoints (SGLang native ``/generate``, OpenAI ``/v1/chat/completions``), and sending a request
 and parsing its stream (the parsers: actors/loadgen/sinks.py).
 
@@ -17,41 +17,88 @@ from typing import Any
 import httpx
 
 from actors.loadgen.sinks import ChatSink, NativeSink
+from actors.loadgen.spec import ClientSpec
 from actors.loadgen.timeline import StreamError, Timeline
-from actors.loadgen.transport import Follow, Send
+from actors.loadgen.transport import Follow, Send, StampingTransport, make_transport
 
 
-def generate_body(text: str, max_new_tokens: int, temperature: float, ignore_eos: bool,
-                  extra: dict[str, Any] | None = None) -> bytes:
-    body: dict[str, Any] = {
-        "text": text,
-        "sampling_params": {
-            "max_new_tokens": max_new_tokens,
-            "temperature": temperature,
-            "ignore_eos": ignore_eos,
-        },
-        "stream": True,
-    }
+def request_body(spec: ClientSpec, content: Any, max_new_tokens: int,
+                 extra: dict[str, Any] | None = None) -> bytes:
+    """The streamed body of ``spec``'s endpoint: ``content`` is the prompt text (``generate``)
+    or the messages (``chat``); ``extra``'s top-level keys are merged in last."""
+    body: dict[str, Any]
+    if spec.endpoint == "generate":
+        body = {
+            "text": content,
+            "sampling_params": {
+                "max_new_tokens": max_new_tokens,
+                "temperature": spec.temperature,
+                "ignore_eos": spec.ignore_eos,
+            },
+            "stream": True,
+        }
+    else:
+        body = {
+            "model": spec.model,
+            "messages": content,
+            "max_tokens": max_new_tokens,
+            "temperature": spec.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True},
+        }
+        if spec.ignore_eos:
+            body["ignore_eos"] = True  # SGLang / vLLM extension
     if extra:
         body.update(extra)
     return json.dumps(body).encode()
 
 
-def chat_body(text: str, model: str, max_new_tokens: int, temperature: float, ignore_eos: bool,
-              extra: dict[str, Any] | None = None) -> bytes:
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": [{"role": "user", "content": text}],
-        "max_tokens": max_new_tokens,
-        "temperature": temperature,
-        "stream": True,
-        "stream_options": {"include_usage": True, "continuous_usage_stats": True},
-    }
-    if ignore_eos:
-        body["ignore_eos"] = True  # SGLang / vLLM extension
-    if extra:
-        body.update(extra)
-    return json.dumps(body).encode()
+class Poster:
+    """POST requests to ``spec``'s endpoint, the client's URL/header/timeout merge
+    (``build_request``) done once. Each request is sent straight through the transport:
+    ``AsyncClient.send`` adds auth/redirect/cookie/event-hook machinery a benchmark request
+    does not use, at ~100 µs CPU per request (measured, see bench/README_loadgen.md)."""
+
+    def __init__(self, spec: ClientSpec, client: httpx.AsyncClient) -> None:
+        path = "/generate" if spec.endpoint == "generate" else "/v1/chat/completions"
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
+                   "Accept-Encoding": "identity"}
+        if spec.api_key:
+            headers["Authorization"] = f"Bearer {spec.api_key}"
+        tmpl = client.build_request("POST", spec.url.rstrip("/") + path, content=b"{}",
+                                    headers=headers)
+        self.url = tmpl.url
+        self._extensions = tmpl.extensions
+        self._headers = [(k, v) for k, v in tmpl.headers.raw if k.lower() != b"content-length"]
+
+    def request(self, body: bytes) -> httpx.Request:
+        return httpx.Request("POST", self.url, content=body, extensions=dict(self._extensions),
+                             headers=[*self._headers, (b"Content-Length", b"%d" % len(body))])
+
+
+def open_client(spec: ClientSpec, transport: httpx.AsyncBaseTransport | None
+                ) -> tuple[httpx.AsyncBaseTransport, httpx.AsyncClient]:
+    """``transport``, or the one ``spec.transport`` names, and an httpx client over it with
+    ``spec``'s timeouts."""
+    tr = transport if transport is not None else make_transport(
+        spec.transport, tls_verify=spec.tls_verify, ca_bundle=spec.ca_bundle,
+        keepalive_s=spec.keepalive_s)
+    timeout = httpx.Timeout(spec.request_timeout_s, connect=spec.connect_timeout_s)
+    return tr, httpx.AsyncClient(transport=tr, timeout=timeout)
+
+
+async def preconnect(transport: httpx.AsyncBaseTransport, poster: Poster, n: int | None,
+                     timeout: float) -> int:
+    """Top the pool up to ``n`` idle connections to the endpoint's origin ahead of a window, so
+    that no measured request's TTFT includes a connection set-up (docs/loadgen.md,
+    "Connections before the window"); how many it opened. Only the raw transport can open
+    connections without a request; a failure here is left to the requests to report."""
+    if not n or not isinstance(transport, StampingTransport):
+        return 0
+    try:
+        return await transport.preconnect(str(poster.url), n, timeout)
+    except httpx.TransportError:
+        return 0
 
 
 async def _fail_status(resp: httpx.Response) -> None:

@@ -1,32 +1,16 @@
-"""httpx transports for the load generator: ``make_transport(name, ...)`` builds one of
+"""httpx transports for the load generator: ``make_transport(name, ...)`` builds ``raw``
+(:class:`StampingTransport`: HTTP/1.1 keep-alive connections, :class:`actors.loadgen.h1.
+H1Connection`, whose every read is stamped and handed to the response's consumer inside
+``data_received``), ``aiohttp`` or ``httpx``, all with the same TLS and keep-alive settings;
+what each is, the connection handling of ``raw`` and why it is the default: docs/loadgen.md
+("HTTP clients").
 
-* ``raw`` (default): :class:`StampingTransport`, HTTP/1.1 keep-alive connections
-  (:class:`actors.loadgen.h1.H1Connection`, parsed by llhttp) whose every read is stamped and
-  handed to the response's consumer inside ``data_received``;
-* ``aiohttp``: ``httpx_aiohttp.AiohttpTransport`` over one unlimited aiohttp connector, with
-  proxies from the environment (``HTTP_PROXY``/``HTTPS_PROXY``/``NO_PROXY``, ``trust_env``);
-* ``httpx``: httpx's own transport (httpcore + h11).
-
-All three take the same TLS settings (verify on/off, a CA bundle) and keep-alive expiry.
-
-The response stream of ``raw`` (``response.extensions["specgrid_stream"]``, a ``StampedStream``)
-offers two ways to read a body: ``async for`` (standard httpx; ``stream.t`` is the stamp of the
-chunk just yielded) and ``await stream.consume(feed)``: ``feed(data, t)`` is called inside
-``data_received`` for every read, and the awaiting coroutine wakes once, at the end of the body
-(or on an error, including one raised by ``feed``). No task wake-up per read, and every read is
-parsed the moment it is stamped, so arrival times stay precise when hundreds of streams are
-readable in the same event-loop iteration.
-
-Pool: unlimited, per origin, last-in first-out. A connection leaves the pool for good when it
-became readable or was closed while idle (a ``408``, a close notice: see ``H1Connection``) or
-has been idle longer than ``keepalive_s``. A reused connection that the server closed before
-answering is retried once on a new one (the request never reached the application). Read
-timeouts are lazy (one timer per wait, re-armed from the last read): no timer work per read.
-``preconnect`` opens idle connections ahead of a load window (the runner tops the pool up to
-the client's concurrency after its warm-up). Scope: ``http://`` and ``https://``, no proxies
-(use ``aiohttp``), no HTTP/2. The request is serialised once per ``httpx.Request`` object and
-cached in its extensions (the runner reuses request objects); a streamed body is read and sent
-with chunked framing.
+The response stream of ``raw`` (``response.extensions["specgrid_stream"]``, a
+``StampedStream``) is read with ``async for`` (``stream.t``: the stamp of the chunk just
+yielded) or ``await stream.consume(feed)`` (``feed(data, t)`` inside ``data_received``, one
+wake-up at the end of the body). Pool: unlimited, per origin, last-in first-out; read timeouts
+are lazy (one timer per wait, re-armed from the last read). The request is serialised once per
+``httpx.Request`` object and cached in its extensions (the runner reuses request objects).
 """
 
 from __future__ import annotations
@@ -236,11 +220,8 @@ class StampingTransport(httpx.AsyncBaseTransport):
     async def preconnect(self, url: str, n: int, timeout: float | None = None) -> int:
         """Open connections to ``url``'s origin until ``n`` wait idle in the pool, at most
         ``PRECONNECT_BATCH`` connects in flight (a burst of hundreds overflows a server's
-        listen backlog: dropped SYNs are retried after a second). Returns how many it opened.
-
-        Why: a request that finds no idle connection opens one, and its TTFT includes the TCP
-        (and TLS) handshake and the server's accept; a cell whose warm-up sent fewer requests
-        than it has streams would pay that in every first-wave request."""
+        listen backlog: dropped SYNs are retried after a second). Returns how many it opened
+        (why: docs/loadgen.md, "Connections before the window")."""
         key = _origin(httpx.URL(url))
         idle = self._idle.setdefault(key, deque())
         for conn in [c for c in idle if c.closed]:

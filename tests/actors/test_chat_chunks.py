@@ -1,10 +1,10 @@
-"""Which chunks of an OpenAI chat stream carry tokens (actors/loadgen/streams.py ``ChatSink``).
+"""Which chunks of an OpenAI chat stream carry tokens (actors/loadgen/sinks.py ``ChatSink``).
 
 The fixtures are real streams, byte for byte, captured from the engines on the 2-core CPU
 machine with the tiny random model (``scripts/tiny_models.py``), greedy:
 
 * ``vllm-0.32.0-chat-usage.sse``: vLLM 0.32.0, ``max_tokens`` 8, ``stream_options:
-  {"include_usage": true, "continuous_usage_stats": true}`` (the body ``chat_body`` sends). A
+  {"include_usage": true, "continuous_usage_stats": true}`` (the body ``request_body`` sends). A
   role-only opening chunk with usage completion_tokens 0, then one chunk per token, three of
   them ``"content": ""`` (tokens that end inside a UTF-8 character), cumulative usage on each,
   then a ``choices: []`` usage chunk.

@@ -122,9 +122,9 @@ def test_progress_counts_finished_requests_while_the_window_runs() -> None:
         seen = []
         while not task.done():
             await asyncio.sleep(0.05)
-            seen.append(run.progress())
+            seen.append(run.tally.progress())
         result = await task
-        final = run.progress()
+        final = run.tally.progress()
         await run.aclose()
         return seen, result, final
 
@@ -150,14 +150,14 @@ def test_progress_counts_the_chunks_of_requests_in_flight_and_of_the_warmup() ->
         seen = {}
         task = asyncio.create_task(run.prepare())
         await asyncio.sleep(0.3)  # the warm-up request is streaming
-        seen["warming"] = run.progress()
+        seen["warming"] = run.tally.progress()
         await task
-        seen["warmed"] = run.progress()
+        seen["warmed"] = run.tally.progress()
         task = asyncio.create_task(run.measure())
         await asyncio.sleep(0.3)  # the measured request is streaming
-        seen["streaming"] = run.progress()
+        seen["streaming"] = run.tally.progress()
         await task
-        seen["final"] = run.progress()
+        seen["final"] = run.tally.progress()
         await run.aclose()
         return seen
 
@@ -181,7 +181,7 @@ def test_failed_requests_are_no_activity() -> None:
                       transport=httpx.MockTransport(refuse))
         await run.measure()
         await run.aclose()
-        return run.progress()
+        return run.tally.progress()
 
     # four requests ended, each with an error and no chunk: the server made no progress
     assert asyncio.run(go()) == {"done": 4, "tokens": 0, "errors": 4, "activity": 0}

@@ -46,7 +46,7 @@ def split_events(buf: bytes) -> tuple[list[bytes], bytes]:
     # ("data: {...}", SGLang's every event) is the bytes up to the first LF when the next byte
     # is LF too. Searching for the two-byte separator itself, or splitting on it, goes through
     # CPython's general substring search, several times slower per byte on the long
-    # cumulative-text events of a native stream (bench/loadgen_cpu_per_chunk.py).
+    # cumulative-text events of a native stream (bench/peer_side_by_side.py --count-reads).
     out: list[bytes] = []
     find = buf.find
     last = len(buf) - 1

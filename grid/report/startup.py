@@ -3,12 +3,12 @@ starts the run made, how long they took (median and range) and the engine's own 
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
 import pandas as pd
 
 from grid.analysis.startup import startup_table
+from grid.report.markup import esc
 from grid.report.rundata import RunData
 
 NOTE = ("total = seconds from the server process's start to its first ready answer (interpreter, "
@@ -49,7 +49,6 @@ def html_section(data: RunData) -> str:
     records = _records(data)
     if not records:
         return ""
-    esc = html.escape
     rows = "".join(
         f"<tr><td>{esc(r['variant'])}</td><td class=n>{r['starts']}</td>"
         f"<td class=n>{r['startup_s']:.1f}</td><td class=n>{r['startup_s_min']:.1f} – "

@@ -19,7 +19,7 @@ import pandas as pd
 from grid.analysis.bootstrap import LEVEL, excludes_zero, interval
 from grid.analysis.cellstats import CellStats
 from grid.analysis.pareto import point_energy, point_gpus, usd_per_million_tokens
-from grid.analysis.points import Point, points
+from grid.analysis.points import Point, fmt_load, points
 from grid.analysis.winners import NO_DIFFERENCE, win_share
 
 ATTAINMENT = 0.9
@@ -199,7 +199,7 @@ class Capacity:
     def load_text(self, x: float) -> str:
         if x == -math.inf:
             return f"none (below {min(self.loads):g})"
-        return f"c={x:g}" if self.load_kind == "concurrency" else f"{x:g}/s"
+        return fmt_load(self.load_kind, x)
 
     def _undecided(self, above: float) -> list[str]:
         top = math.inf if self.first_miss is None else self.first_miss

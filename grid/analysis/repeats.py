@@ -113,7 +113,7 @@ def scale_of(values: Values, noise: RepeatNoise) -> tuple[float, int]:
 def combine(values: Values, replicates: Sequence[np.ndarray], method: RepeatMethod,
             noise: RepeatNoise, key: str) -> np.ndarray:
     """The replicates of the mean over repeats (`values[r]` measured with `replicates[r]`),
-    by `method` (module docstring). `key` seeds the draws: the same point gets the same
+    by `method` (docs/report.md). `key` seeds the draws: the same point gets the same
     replicates in any order or run."""
     reps = np.stack([np.asarray(r, dtype=float) for r in replicates])  # (R, B)
     within = reps.mean(axis=0)

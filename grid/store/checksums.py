@@ -53,7 +53,7 @@ def _seal_offset(data: bytes) -> int | None:
 
 
 def write_sealed(table: pa.Table, path: Path) -> str:
-    """Write the cell row `table` to `path` carrying its own sha256 (module docstring)."""
+    """Write the cell row `table` to `path` carrying its own sha256 (docs/runs.md)."""
     meta = dict(table.schema.metadata or {})
     meta[DIGEST_KEY.encode()] = PLACEHOLDER
     pq.write_table(table.replace_schema_metadata(meta), path, write_page_checksum=True)

@@ -111,7 +111,7 @@ def write_cell(
     telemetry: Sequence[Mapping[str, Any]] = (),
     turns: Sequence[Mapping[str, Any]] = (),
 ) -> None:
-    """Commit one cell attempt (module docstring). Tables are built before anything is
+    """Commit one cell attempt (docs/runs.md). Tables are built before anything is
     written; ResultsWriteError if a file cannot be written (then nothing was committed)."""
     tables = {"requests": request_table(requests), "server_metrics": metrics_table(server_metrics),
               "telemetry": pa.Table.from_pylist([dict(r) for r in telemetry],

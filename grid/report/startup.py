@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pandas as pd
-
 from grid.analysis.startup import startup_table
 from grid.report.markup import esc
 from grid.report.rundata import RunData
@@ -16,12 +14,8 @@ NOTE = ("total = seconds from the server process's start to its first ready answ
         "them, named as the engine names them (they may overlap)")
 
 
-def table(data: RunData) -> pd.DataFrame:
-    return startup_table(data.cells)
-
-
 def _records(data: RunData) -> list[dict[str, Any]]:
-    return [{str(k): v for k, v in r.items()} for r in table(data).to_dict("records")]
+    return [{str(k): v for k, v in r.items()} for r in startup_table(data.cells).to_dict("records")]
 
 
 def _phases(phases: dict[str, float]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -102,7 +102,7 @@ def decision_section(data: RunData) -> str:
             key: Any = (r.variant, r.workload, r.load_kind, r.load)
             if good is not None and key in good.index:
                 g = good.loc[key]
-            load = fmt_load(r.load_kind, r.load)
+            load = fmt_load(str(r.load_kind), cast(float, r.load))
             rows.append(
                 f"<tr><td>{esc(r.variant)}</td><td>{esc(r.baseline)}</td>"
                 f"<td>{esc(r.workload)}</td><td>{load}</td>"
@@ -144,7 +144,7 @@ def setups_section(table: pd.DataFrame) -> str:
             "<th>load</th><th>tok/s ratio - 1</th><th>verdict</th></tr>"]
     for r in table.sort_values(["axis", "value", "same", "workload", "load_kind", "load"]
                                ).itertuples():
-        load = fmt_load(r.load_kind, r.load)
+        load = fmt_load(str(r.load_kind), cast(float, r.load))
         rows.append(f"<tr><td>{esc(r.axis)}</td><td>{esc(r.variant)}</td><td>{esc(r.baseline)}"
                     f"</td><td>{esc(r.same)}</td><td>{esc(r.workload)}</td><td>{load}</td>"
                     f"<td class=n>{num(r.speedup, '{:+.1%}')} <small>[{num(r.lo, '{:+.1%}')}, "
@@ -383,7 +383,7 @@ def compare_html(a: RunData, b: RunData, figures: dict[str, bytes]) -> str:
         rows = ["<tr><th>variant</th><th>workload</th><th>load</th><th>A</th><th>B</th>"
                 "<th>B / A − 1</th><th>verdict</th></tr>"]
         for r in table.itertuples():
-            load = fmt_load(r.load_kind, r.load)
+            load = fmt_load(str(r.load_kind), cast(float, r.load))
             rows.append(f"<tr><td>{esc(r.variant)}</td><td>{esc(r.workload)}</td><td>{load}"
                         f"</td><td class=n>{num(r.a)} <small>[{num(r.a_lo)}, {num(r.a_hi)}]</small>"
                         f"</td><td class=n>{num(r.b)} <small>[{num(r.b_lo)}, {num(r.b_hi)}]"

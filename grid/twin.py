@@ -1,18 +1,9 @@
-"""`python -m grid.twin RESULTS/RUN_ID [--hardware NAME] [--model NAME|FOLDER]
-[--start PROFILE] [--engine NAME] [--variants V1,V2] [--holdout LOADS]
-[--holdout-workloads W1,W2] [--known-acceptance] [--seed N] [--replicates N]`: a twin of the
-server a run measured, the simulator fitted to the run's committed closed-loop cells, written
-as `twin.json` into the run folder (docs/twin.md).
-
-What stays in the driver is reading the run folder: each cell's figures and server record from
-the cells table (through grid.loader), its prompt and output lengths and prompt domains from its
-ok requests, as plain `MeasuredCell`s (engines/twin_data.py), and writing the file. The model,
-the fit and the twin's printout are the simulator's (engines/sim/twin/), asked through the
-engine that models servers (`engines.twin_modeller()`), never by name.
-
-Bad input (no such run, no done cells, cells at one load only, a node with no shipped profile
-and no config.json, a held-out load or workload not measured) is one `specgrid: error: ...`
-line, exit 2."""
+"""`python -m grid.twin RESULTS/RUN_ID [options]` (`--help` lists them): a twin of the server
+a run measured, the simulator fitted to the run's committed closed-loop cells, written as
+`twin.json` into the run folder. This module only reads the run folder into plain
+`MeasuredCell`s (engines/twin_data.py) and writes the file; the model, the fit and the printout
+are asked of `engines.twin_modeller()` (docs/twin.md, "Where the code is"). Bad input is one
+`specgrid: error: ...` line, exit 2."""
 
 from __future__ import annotations
 

@@ -1,23 +1,9 @@
-"""The operator's view, part two: capacity under the SLOs (docs/report.md "Capacity under the
-SLOs"). Per variant, workload and load kind, the highest measured load whose requests meet the
-goodput SLOs (`slo.*`, grid/analysis/goodput.py), with its interval; what the variant serves
-(goodput tok/s, per GPU) and costs there; per workload, the variant that serves the most there.
-
-- A load's **attainment**: of its steady windows' requests (repeats pooled), the share that met
-  every SLO set, with its exact (Clopper-Pearson) 95 % interval: requests are the sampling unit,
-  and a window of few requests says little (one request: [2.5 %, 100 %]). Where repeats' shares
-  differ more than a binomial sample's, the counts are shrunk by that dispersion (`pooled`).
-- It **meets** the SLOs when that interval lies at or above `target` (0.9: DistServe's goodput
-  is the highest rate at which 90 % of requests meet their SLOs; 36 requests all within them are
-  the fewest that meet 0.9), **misses** them when it lies below (two that all miss, at the
-  fewest) or the load is over-saturated (grid/report/stopping.py: no steady state), and is
-  **undecided** otherwise.
-- The rule (`boundary`) reads a service that holds the SLOs up to some load and not beyond; a
-  load above the first miss does not count. **Interval**: from the highest load meeting below
-  the first miss to the load below the first miss (the highest tested when none misses: not
-  `bracketed`, the true capacity may be higher). **Capacity**: from the interval's low end up,
-  the last load whose point estimate reaches the target. The capacity search
-  (grid/questions/capacity/) reads its cells by this same rule."""
+"""The operator's view, part two: capacity under the SLOs. Per variant, workload and load kind,
+the highest measured load whose requests meet the goodput SLOs (`slo.*`,
+grid/analysis/goodput.py), with its interval; what the variant serves (goodput tok/s, per GPU)
+and costs there; per workload, the variant that serves the most there. Attainment, the
+meets/misses/undecided rule (`boundary`) and the interval: docs/report.md ("Capacity under the
+SLOs"). The capacity search (grid/questions/capacity/) reads its cells by this same rule."""
 
 from __future__ import annotations
 
@@ -33,7 +19,7 @@ import pandas as pd
 from grid.analysis.bootstrap import LEVEL, excludes_zero, interval
 from grid.analysis.cellstats import CellStats
 from grid.analysis.pareto import point_energy, point_gpus, usd_per_million_tokens
-from grid.analysis.points import Point, points
+from grid.analysis.points import Point, fmt_load, points
 from grid.analysis.winners import NO_DIFFERENCE, win_share
 
 ATTAINMENT = 0.9
@@ -213,7 +199,7 @@ class Capacity:
     def load_text(self, x: float) -> str:
         if x == -math.inf:
             return f"none (below {min(self.loads):g})"
-        return f"c={x:g}" if self.load_kind == "concurrency" else f"{x:g}/s"
+        return fmt_load(self.load_kind, x)
 
     def _undecided(self, above: float) -> list[str]:
         top = math.inf if self.first_miss is None else self.first_miss

@@ -1,18 +1,9 @@
-"""From analysed cells to decisions: the speedup of each variant over the baseline against
-load (with intervals and one of three verdicts: faster, slower, or undetermined with the
-smallest effect the run could have detected, grid/analysis/verdict.py), the crossover load
-where speculation stops paying (with its interval), the recommended
-`speculative_disable_above_batch` (from the verdicts, never from a point estimate), and —
-when threshold variants were swept — which one won at each load and overall, by throughput and
-by goodput, with the margin. A variant is compared
-only with the baseline of its own setup (engine, model, hardware: grid/analysis/setups.py);
-where the grid varies those, the setups are compared baseline to baseline on their own.
-
-Repeats of a cell (the `repeat` axis) are averaged: the point is the mean over repeats, and its
-bootstrap replicates carry the spread between repeats as well as the requests within each
-(grid/analysis/repeats.py: the between-repeat noise pooled over the run, Student's t). Each
-comparison keeps the range of its per-repeat ratios beside the interval, and a point whose
-repeats' own intervals do not overlap is named."""
+"""From analysed cells to decisions: the speedup of each variant over the baseline against load
+(with intervals and verdicts, grid/analysis/verdict.py), the crossover load where speculation
+stops paying (with its interval), the recommended `speculative_disable_above_batch`, and — when
+threshold variants were swept — which one won at each load and overall. A variant is compared
+only with the baseline of its own setup (grid/analysis/setups.py); repeats of a cell are
+combined by grid/analysis/repeats.py. What each part means: docs/report.md."""
 
 from __future__ import annotations
 

@@ -1,15 +1,6 @@
 """The report's view of the drafter's training distribution: accept length and speedup per
 prompt domain and per workload, and a plain statement for every speculative variant measured
-off the drafter's distribution (docs/workloads.md).
-
-Definitions (from committed Parquet, through grid/store/loader.py):
-- accept length of a group of requests: Σ output tokens / Σ spec_verify_ct (never a server
-  lifetime average);
-- per-domain speedup of a speculative variant: mean per-request output rate (output_tokens /
-  e2e_s) of its requests of that domain over its own setup's baseline's (same engine, model,
-  hardware: grid/analysis/setups.py), same workload and concurrency (at one stream this is
-  the single-stream speedup; under load it is each request's own rate);
-- per-workload speedup: the cells' output tok/s ratio, same setup, workload and concurrency.
+off the drafter's distribution. Definitions: docs/workloads.md (`distribution_summary`).
 Pure pandas: callable by the report and by notebooks."""
 
 from __future__ import annotations

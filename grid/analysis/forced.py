@@ -1,18 +1,7 @@
 """Forced-acceptance cells (the cells column `forced_acceptance`, engines/forced.py): which cells
-they are, and whether the engine honoured each one.
-
-A forced cell measures the system's side of speculation at a known acceptance: "forced
-acceptance: performance only". Its outputs are not the model's, its acceptance not the
-drafter's, so it never enters the losslessness check (grid/analysis/lossless.py) or the
-speculation recommendation for a workload (grid/analysis/decision.py, through `unforced`);
-the step cost surface (grid/analysis/surface/cost.py) is where it speaks.
-
-**Honoured.** A forced cell's decode accept length (tokens per verify step: the cell's
-`accept_length_decode`, from the engine's own per-request counts or counter deltas) is compared
-with the forced mean length; the cell is honoured within `TOLERANCE` of it (relative), else
-flagged with the difference; a cell without a decode length is not shown honoured (its
-`accept_length`, which counts the prefill token, is not used instead). The break-even curve
-leaves out the cells not honoured and takes the others at their measured length.
+they are, and whether the engine honoured each one (its decode accept length within `TOLERANCE`
+of the forced mean length). What they are left out of: docs/report.md; the speculation
+question's surface is where they speak (`unforced` keeps them out of the rest).
 
 The tolerance covers what moves an honoured engine's figure: the floor-or-ceil draws
 (SGLang's `match-expected` draws one length per step for the whole batch; 0.5 / sqrt(steps) at

@@ -1,12 +1,7 @@
-"""Goodput: the requests (and their tokens) that met every latency SLO, per second.
-
-The definition follows SGLang's serving benchmark (sglang/benchmark/goodput.py in SGLang
-0.5.23, `calculate_goodput`; vLLM's `benchmarks/serve.py` uses the same rule): a request is
-*good* when it succeeded and each SLO that is set holds as ``observed <= slo`` for TTFT, TPOT
-and E2E latency; a single-token response has no inter-token interval, its TPOT counts as 0.
-Goodput = good requests / duration; SLO attainment = good requests / all requests. specgrid
-also reports goodput in output tokens/s (the good requests' tokens) and takes the duration and
-the requests from the cell's steady-state window (specgrid_metrics/window.py)."""
+"""Goodput: the requests (and their tokens) that met every latency SLO, per second, by SGLang's
+rule (sglang/benchmark/goodput.py `calculate_goodput` in SGLang 0.5.23; docs/report.md,
+"Goodput"): a single-token response has no inter-token interval, its TPOT counts as 0. The
+duration and the requests are the cell's steady-state window's (specgrid_metrics/window.py)."""
 
 from __future__ import annotations
 

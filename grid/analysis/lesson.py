@@ -1,21 +1,8 @@
 """Does the alignment figure predict real acceptance? Per speculative variant and workload: the
-accept length measured per request (with its 95 % bootstrap interval), the workload's alignment
-with the drafter's training data, and across workloads their rank correlation (docs/lesson.md).
-
-Definitions (from committed Parquet, through grid/store/loader.py):
-- accept length of a group of requests: decode-only, Σ(output_tokens - 1) / Σ spec_verify_ct
-  over its completed requests (specgrid_metrics.acceptance: tokens per verify step during
-  decode; spec_verify_ct comes from SGLang's meta_info or vLLM's per-request
-  speculative_decoding metrics);
-- its interval: the seeded bootstrap over requests (grid/analysis/bootstrap.py), both sums
-  resampled together;
-- a workload's alignment: the cell's (the mean prompt alignment, workloads/alignment.py);
-- Spearman's rank correlation between alignment and accept length over the workloads of one
-  variant and temperature (scipy.stats.spearmanr; ties get mean ranks), with the number of
-  workloads and requests behind it; undefined below three workloads;
-- the gap: the most aligned workload's accept length against the least aligned one's, and
-  whether their intervals are apart.
-Pure pandas: callable by the report and by notebooks."""
+decode accept length measured per request (with its 95 % bootstrap interval), the workload's
+alignment with the drafter's training data, and across workloads their Spearman rank
+correlation and the most against the least aligned workload's gap (definitions:
+docs/lesson.md). Pure pandas: callable by the report and by notebooks."""
 
 from __future__ import annotations
 

@@ -1,30 +1,8 @@
 """Does a variant return the baseline's tokens at temperature 0? With greedy sampling,
 speculative decoding is meant to be lossless: a broken drafter config, a lossy acceptance mode
 or a numerics problem would otherwise show up as a speedup. Pure pandas, from committed
-request rows (actors/loadgen/rows.py `output_hash`, `output_chars`, `output_text`).
-
-Definitions, per variant x workload, against the baseline of the same setup (engine, model,
-hardware) and workload in the same run, over greedy cells (cell `temperature` 0) only, never
-forced-acceptance ones (grid/analysis/forced.py: their outputs are not the model's):
-- a prompt is its `prompt_id` within the workload (a workload's cells send the same prompts);
-- the reference cell is the baseline's cell at the lowest load (the least batching; its first
-  repeat on ties), and a prompt's reference output is that cell's first completed request of
-  the prompt (by `sent_at`);
-- a comparison: one completed request against its prompt's reference output; identical when
-  the hashes of the two whole texts are equal; otherwise its first divergence is the length of
-  the texts' common prefix in **characters** of the output text (0 = the first character
-  differs; texts are kept to 16384 characters, so a later divergence reads as 16384);
-- the noise floor: every other completed baseline request of the workload against the same
-  reference (the baseline's other loads and repeats, and repeated prompts within its cells).
-  Batching changes a real engine's numerics, so the baseline against itself across loads is
-  the honest floor; the simulator's is exactly 1;
-- the flag: the variant's fraction identical is below the floor's and a one-sided Fisher exact
-  test of (identical, diverged) against the floor's gives p < 0.05 (the variant diverges more
-  often than the baseline does against itself, beyond chance). With no floor measured (one
-  baseline cell whose prompts were each sent once), any divergence is flagged. The test treats
-  requests as independent; requests of one prompt are not (greedy outputs repeat), so p is on
-  the small side when prompts repeat.
-"""
+request rows. The reference, the noise floor and the flag: docs/report.md ("Losslessness at
+temperature 0"); forced-acceptance cells never enter (grid/analysis/forced.py)."""
 
 from __future__ import annotations
 

@@ -1,23 +1,8 @@
 """The operator's view, part one: output tok/s per user against output tok/s per GPU across
 loads (the view vLLM's `bench sweep plot_pareto` draws), the Pareto frontier of those points,
-and what a cell's output tokens cost in dollars and joules.
-
-- **Per user** = the cell's output tok/s / its concurrency: closed loop, every stream is one
-  user (vLLM's `tokens_per_user` is output throughput / max concurrency as well). Open-loop
-  cells have no fixed number of users and are left out of the frontier.
-- **Per GPU** = output tok/s / the GPUs that served the cell (given by the caller: the report
-  reads them from what each cell recorded, grid/report/operator.py).
-- Both divide the cell's output tok/s by a constant of the cell, so their 95 % intervals are
-  the output tok/s interval (bootstrap, grid/analysis/cellstats.py) divided by that constant.
-- **Frontier**: a point is on it when no other point of the same workload has at least its
-  per-user and its per-GPU speed and more of one (point estimates; the intervals say how firm
-  the ranking is). `frontier` is over every variant of the workload (the configurations an
-  operator picks from); `variant_frontier` over the variant's own loads.
-- **Cost**: dollars per million output tokens = GPUs x price per GPU-hour / 3600 s / output
-  tok/s x 1e6, with the price the user sets (`hardware.gpu_hour_usd`; none is shipped).
-  Its interval comes from the throughput interval (the faster end is the cheaper one).
-- **Energy**: joules per output token where the GPUs' power was read (computed by the report,
-  grid/report/data.py `energy_per_token`, and passed in per cell), averaged over repeats."""
+and what a cell's output tokens cost in dollars and joules. Definitions and intervals:
+docs/report.md ("The operator's view"). `frontier` is over every variant of a workload,
+`variant_frontier` over the variant's own loads."""
 
 from __future__ import annotations
 

@@ -1,38 +1,7 @@
 """Repeats of a cell (the `repeat` axis) combined into one estimate whose bootstrap replicates
 cover what varies between repeats, not only the requests within each. Pure: numpy and scipy.
-
-A cell's own replicates (grid/analysis/cellstats.py) resample its requests: they say how well
-the cell measured *its* server, not how much a fresh server start, another moment of the
-machine or the other variant's neighbour would move the figure. Averaging the repeats'
-replicates replicate by replicate (`within`) keeps only that within-cell noise: two repeats at
-380 and 707 tok/s came out as ±5 %. Three ways to combine R repeats (values v_1..v_R, each with
-replicates w_r):
-
-- `within`: replicate b = mean_r w_r[b]. Within-cell noise only (what specgrid did before).
-- `bootstrap`: the two-level bootstrap: replicate b draws R repeats with replacement, then
-  each drawn repeat's own replicate b, and averages. With R = 2 or 3 the draw cannot leave
-  [min, max] of the repeats, so it covers the true value less often than it claims (for
-  three draws of a symmetric noise, the mean lies inside [min, max] only 75 % of the time):
-  kept for comparison (bench/coverage_repeats.py), not the default.
-- `pooled_t` (the default): the within replicates, each multiplied by exp(e_b), where e_b is
-  drawn from Student's t with the pooled degrees of freedom, scaled by the between-repeat
-  relative standard deviation over sqrt(R). The standard deviation is pooled over every point
-  of the run with two or more repeats (relative deviations from each point's mean: a run's
-  repeats share one noise process, and two or three repeats alone estimate it poorly), a
-  variant's own pool where its spread is above the other variants' by more than F's 95 % point
-  (`by_variant`: a configuration whose starts vary more is not read with the run's narrower
-  spread at the run's degrees of freedom), and the point's own where its repeats spread more
-  (a cell whose repeats disagree is not hidden by the others), with its own degrees of freedom
-  (R - 1) where it is above the pooled by more than F's 95 % point (`scale_of`). This is the
-  small-sample interval of a mean (t, not the normal) carried into replicates, so every
-  figure computed from replicates (ratios, crossovers, thresholds, capacity, break-even)
-  inherits it. Deviations and the draw are in log space (a factor, as
-  a throughput varies: never below zero, and a ratio's interval symmetric in the factor). The
-  repeats' spread includes their within-cell noise, so adding the within replicates counts
-  that part twice: conservative by at most that part.
-
-With one repeat everywhere there is nothing to pool: the replicates are the cell's own and the
-report says its intervals cover within-run noise only (grid/analysis/decision.py)."""
+The three ways (`within`, `bootstrap`, `pooled_t`, the default), their pooling and degrees of
+freedom, and their coverage: docs/report.md (the repeats' table)."""
 
 from __future__ import annotations
 
@@ -144,7 +113,7 @@ def scale_of(values: Values, noise: RepeatNoise) -> tuple[float, int]:
 def combine(values: Values, replicates: Sequence[np.ndarray], method: RepeatMethod,
             noise: RepeatNoise, key: str) -> np.ndarray:
     """The replicates of the mean over repeats (`values[r]` measured with `replicates[r]`),
-    by `method` (module docstring). `key` seeds the draws: the same point gets the same
+    by `method` (docs/report.md). `key` seeds the draws: the same point gets the same
     replicates in any order or run."""
     reps = np.stack([np.asarray(r, dtype=float) for r in replicates])  # (R, B)
     within = reps.mean(axis=0)

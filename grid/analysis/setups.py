@@ -1,11 +1,7 @@
-"""Which cells a comparison may pair. A grid whose engine, model or hardware is an axis holds
-several setups; a speculative variant is compared only with the baseline of its own setup
-(same engine, model and hardware; the comparison itself matches the workload and load), and
-the setups are compared with each other baseline to baseline, in a section of their own.
-
-Every variant is labelled with the axis values that tell its setup apart, in AXES order
-(`vllm · llama3.1-8b · eagle3`; unchanged when no such axis varies), so each table, figure and
-line that names a variant names its setup too. Pure pandas."""
+"""Which cells a comparison may pair: a speculative variant only with the baseline of its own
+setup (engine, model, hardware), every variant labelled with the axis values that tell its
+setup apart, in AXES order (`vllm · llama3.1-8b · eagle3`), and the setups compared baseline
+to baseline (docs/report.md, "Which cells are compared"). Pure pandas."""
 
 from __future__ import annotations
 

@@ -1,21 +1,6 @@
 """Start-up cost per variant: what an operator choosing a variant for autoscaling pays each
-time a server of it starts. Pure pandas over the cell rows, which record the start of the
-server that served them (grid/store/rows.py ServerFacts: `server_started_at`,
-`server_startup_s`, `server_startup_phases`).
-
-Definitions:
-- a start is one (server_key, server_started_at) pair: the cells a server served share it, a
-  relaunch after a dead server is a new one;
-- its total is `server_startup_s`, seconds from the process's start to its first ready answer
-  (the ServerActor's clock, to within its 0.1 s poll), so it includes the interpreter's start,
-  the engine's phases and its warm-up;
-- its phases are the seconds the engine's own log gives them (engines/launch.py
-  `startup_timings`: SGLang's `Engine startup timings` line, vLLM's loading and engine-init
-  lines), named as the engine names them; they may overlap (vLLM's init_engine includes its
-  compilation);
-- per variant: the number of starts, the total's median and range, each phase's median over
-  the starts whose log gave it.
-"""
+time a server of it starts. Pure pandas over the cell rows (grid/store/rows.py ServerFacts).
+A start, its total and its phases: docs/report.md ("Start-up per variant")."""
 
 from __future__ import annotations
 

@@ -1,17 +1,8 @@
-"""Three verdicts, always, and what an undecided one would cost to settle. A comparison's 95 %
-interval gives `faster` (above zero), `slower` (below zero) or `undetermined` (it holds zero);
-an undetermined comparison is not evidence of no difference: it says the run could not detect
-an effect smaller than its interval's half-width, and how many repeats would resolve the effect
-its point estimate shows. The rule: an interval's half-width shrinks about as 1/sqrt(repeats)
-(the standard error of a mean of R repeats), so resolving an effect d with a half-width h at R
-repeats takes about R x (h / d)^2. It is a guide, not a promise: with one repeat the interval
-covers within-run noise only, and the first repeats add the noise between runs it left out.
-
-The threshold a run recommends (`recommend_threshold`) rests on these verdicts alone, never on a
-point estimate. Reading them from the lowest load up and stopping at the first that is not
-faster is a fixed-sequence test: the chance of any false "faster" in the run is held at 5 %
-without adjustment. The run's list of significant comparisons is not read in an order, so it
-is held to Holm's step-down over all of them (`holm`, on the bootstrap's `p_value`)."""
+"""Three verdicts, always (`faster`, `slower`, `undetermined`), what an undecided one would cost
+to settle (about R x (half-width / effect)^2 repeats), the threshold read from the verdicts alone
+(`recommend_threshold`, a fixed-sequence test) and Holm's step-down over the run's significant
+comparisons (`holm`, on the bootstrap's `p_value`): docs/report.md ("Three verdicts", "Many
+comparisons")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """`run.json` in a run folder, the run's one record of its settings: the command-line overrides
 that define the run's grid, written when execution starts (never by plan=true), so
 `python -m grid.run --resume RUN_DIR` composes the same grid again from the folder alone; and
-the settings its last report used (`report`: the SLO, the GPU price, the drafter run placed),
+the settings its last report used (`report`: the SLO and the GPU price),
 so a plain re-render keeps them.
 
 The folder itself is the run's name and place: `--resume` adds `results_dir=<parent>` and

@@ -1,17 +1,9 @@
-"""One cell, top to bottom, on a running server and its group's load generators.
-
-    flush the server's cache                              (server actor, bounded)
-    barrier: every client prepares (connects, warms up)   (stall watch: bounded by progress)
-    start the /metrics sampling and GPU telemetry         (server and telemetry actor, bounded)
-    every client runs from one shared start               (stall watch: bounded by progress)
-    end of the cell: samples, exit code, snapshot, log    (server actor: one call, bounded)
-    stop the telemetry                                    (telemetry actor, bounded)
-    rows, in one pass                                     (grid/store/rows.py)
-
-Everything the cell needs was decided by the plan (`PlannedCell`, grid/plan/work.py). Every wait
-is a step of the group's work (grid/execute/steps.py) with a bound: the load's is its
-progress (grid/execute/stall.py), every other call's `run.call_timeout_s`. A call past its
-bound fails this cell, naming the call; the controller's other groups never wait on it."""
+"""One cell, top to bottom, on a running server and its group's load generators: flush, barrier,
+sampling and telemetry, the shared start, the end of the cell, its rows (docs/architecture.md,
+"One cell"). Everything the cell needs was decided by the plan (`PlannedCell`,
+grid/plan/work.py). Every wait is a step of the group's work (grid/execute/steps.py) with a
+bound: the load's is its progress (grid/execute/stall.py), every other call's
+`run.call_timeout_s`. A call past its bound fails this cell, naming the call."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
 """The run controller: runs the server groups of a run (grid/execute/group.py), up to
-`grid.max_parallel_servers` at once, groups in grid order.
-
-Each group's work is a generator of steps, each yielding the Ray refs it waits for and how long
-at most (grid/execute/steps.py): a server start poll, the load of a cell, an actor call, its
-placement. The controller advances whichever group is ready, with one `ray.wait` over the
-running work of all groups (as Ray Tune's controller does with trials), and throws WaitTimeout
-into a step whose bound passed; the cells of one group stay in order on their server. Only an
-interruption of the driver (signal, Ctrl-C) or a results folder that cannot be written stops
-the run."""
+`grid.max_parallel_servers` at once, groups in grid order, with one `ray.wait` over the running
+work of all groups (docs/architecture.md, "Server groups"); it throws WaitTimeout into a step
+whose bound passed. Only an interruption of the driver (signal, Ctrl-C) or a results folder
+that cannot be written stops the run."""
 
 from __future__ import annotations
 

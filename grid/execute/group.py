@@ -1,15 +1,9 @@
 """One server group: its placement group (the server's GPUs and one CPU bundle per load
 generator, STRICT_PACK on one node), its server and load generators, its cells in order
-(grid/execute/cell.py runs each), and how it heals after a failed cell.
-
-Failure isolation, as Ray Tune's FailureConfig treats trials: any exception while running a
-cell (a dead or hung ServerActor, a dead LoadGenActor, a lost node, a Ray task error, an actor
-call past its bound) fails that cell with the reason and the server's log tail, never the run.
-After a failure the group heals itself: a dead load generator is replaced (the server is left
-alone), a dead or hung server is replaced for the group's next cell, and after
-`run.max_server_starts` consecutive failed starts the group's remaining cells fail with the
-reason. Every wait is a step of the group's work (grid/execute/steps.py), so a group waiting on
-a server that stopped answering never holds up the others."""
+(grid/execute/cell.py runs each), and how it heals after a failed cell: any exception while
+running a cell fails that cell, never the run, and what is replaced after each failure is in
+docs/runs.md. Every wait is a step of the group's work (grid/execute/steps.py), so a group
+waiting on a server that stopped answering never holds up the others."""
 
 from __future__ import annotations
 

@@ -1,38 +1,8 @@
-"""A running cell's bound: its progress, not a model of how long it should take.
-
-While a cell's load runs (its clients' warm-up and measured window), its load generators are
-asked every PROGRESS_INTERVAL_S for their counts (actors/loadgen/tally.py). The cell fails with
-LoadTimeout when none of them has streamed a chunk or completed a request for its stall bound,
-or when its load passes `run.cell_timeout_s` (optional; None = no overall cap).
-
-The stall bound is `load.request_timeout_s` + the longest wait of the cell's own schedule +
-STALL_MARGIN_S. Every request has its own timeout for its whole response (actors/loadgen/
-streams.py `run_into`), so a request in flight streams or completes within it, or fails; and
-once requests end, the cell's schedule sends its next one within its longest wait (the widest
-gap between an open loop's arrivals, a conversation's longest think time; 0 in a closed loop,
-where a finished request's slot takes the next at once). A load that gets no token and
-completes nothing for longer than both, plus the margin, is stuck: its server accepts requests
-and answers nothing, or a client hangs. Failed requests are not progress: a server that
-answers every request with an error, or lets every one time out, makes none.
-
-When a bound passes, the watch cancels the cell's load in its clients (LoadGenActor.cancel:
-every request in flight cancelled, connections closed) and waits up to CANCEL_TIMEOUT_S for
-them to confirm; the LoadTimeout names the clients that did not (`stuck`), which alone are
-replaced (grid/execute/group.py): a client that confirmed has nothing of the cell left running
-and runs the group's next cell.
-
-The LoadTimeout's line states the bound, where it comes from and when in the cell it was
-counted from (the load's last progress, or its start: what the cell spent before, on the
-server's start, the load generators', the warm-up and the load's progress, is not the stall's);
-the failed cell's record adds when it failed and how long the rest took (the cancel, the
-server's end of the cell: grid/execute/group.py). A cell's time is the sum of the parts its
-line states: a hung cell that "failed in 116.3 s" with a bound of 90 s says it stalled from
-19.3 s into the cell and took 6.9 s after failing.
-
-A client that does not answer a poll within PING_TIMEOUT_S is no news, not a stall by itself;
-one that never answers again leaves the bound to run out. Polls never block the controller:
-each is a Ray call whose answer is read at a later poll (grid/execute/controller.py drives many
-groups from one loop)."""
+"""A running cell's bound: its progress, not a model of how long it should take. The stall
+bound (`load.request_timeout_s` + the longest wait of the cell's own schedule +
+STALL_MARGIN_S), the overall cap `run.cell_timeout_s`, the cancel and the line a LoadTimeout
+states: docs/runs.md. Polls never block the controller: each is a Ray call whose answer is read
+at a later poll (grid/execute/controller.py drives many groups from one loop)."""
 
 from __future__ import annotations
 

@@ -143,8 +143,8 @@ class VariantConfig:
     default: 1 -> {1,3,5,7}, 8 -> {0,1,3}, 32 -> {0,1}, 64 -> {0})."""
     forced_acceptance: ForcedAcceptanceConfig = field(default_factory=ForcedAcceptanceConfig)
     """The acceptance forced by the engine (length or rates) instead of the drafter's: cells
-    for the system's cost of speculation at a known acceptance (the break-even curve,
-    docs/report.md); never judged for losslessness or recommended for a workload."""
+    for the system's cost of speculation at a known acceptance (the speculation question's
+    surface, docs/report.md); never judged for losslessness or recommended for a workload."""
 
 
 @dataclass

@@ -1,12 +1,7 @@
-"""What a command line's overrides ask for, read with Hydra's own override parser.
-
-Hydra's sweep syntax (`variant=baseline,eagle3`, `load.concurrency=1,8,64`, `range(1,5)`,
-`glob(*)` over a config group) defines grid axes, expanded inside one driver process
-(Hydra's multirun launcher would run each cell as an isolated job and restart the server for
-every one). Every other override is fixed: it applies to every cell. A fixed override of a key
-that is an axis of the grid would be overwritten cell by cell, so it is an error naming both.
-
-No Ray, no files: parsing only."""
+"""What a command line's overrides ask for, read with Hydra's own override parser: sweep syntax
+defines grid axes, expanded inside one driver process; every other override applies to every
+cell, and a fixed override of a key that is an axis of the grid is an error naming both
+(docs/architecture.md). No Ray, no files: parsing only."""
 
 from __future__ import annotations
 

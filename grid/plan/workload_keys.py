@@ -1,15 +1,8 @@
 """Which workload keys each workload kind reads, so that a key no workload of the grid reads is
-an error instead of silently ignored (`workload.kind=prompts workload.conversations=x`).
-
-Per kind, from what reads them: a prompt workload's keys are read by grid/plan/workloads.py
-(`load_workload`, `PROMPT_SET_FIELDS`), a conversation workload's by grid/plan/conversations.py
-(`load_conversation_set`, `conversation_specs`). name, kind, endpoint, max_new_tokens,
-temperature and ignore_eos are read by both.
-
-A key counts as set when its value differs from WorkloadConfig's default: every composed
-workload carries every key (the schema fills them in), and the shipped workload files repeat
-some defaults (`template: llama3`), which must not count. A grid that mixes both kinds may set
-a key for its workloads of one kind: only a key that no workload of the grid reads is refused."""
+an error instead of silently ignored (`workload.kind=prompts workload.conversations=x`;
+docs/checks.md). A key counts as set when its value differs from WorkloadConfig's default:
+every composed workload carries every key, and the shipped workload files repeat some defaults
+(`template: llama3`), which must not count."""
 
 from __future__ import annotations
 

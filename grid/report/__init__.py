@@ -34,11 +34,6 @@ class Report:
     plots: list[Path]
 
 
-def _atomic_write(path: Path, content: str | bytes) -> None:
-    # Not fsynced: a report lost in a power loss is made again from the committed cells.
-    write_atomic(path, content, fsync=False)
-
-
 def render_figures(data: RunData) -> dict[str, bytes]:
     out = {}
     for name, make in plots.PLOTS.items():
@@ -80,8 +75,9 @@ def decision_json(data: RunData) -> dict:
 
 def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baseline",
                  data: RunData | None = None, gpu_hour_usd: float | None = None) -> Report:
-    """Everything into the run folder (each file replaced atomically); `gpu_hour_usd`: the
-    price of one GPU-hour for the dollar figures (default: the one the last report used)."""
+    """Everything into the run folder (each file replaced atomically, not fsynced: a report lost
+    in a power loss is made again from the committed cells); `gpu_hour_usd`: the price of one
+    GPU-hour for the dollar figures (default: the one the last report used)."""
     run_dir = Path(run_dir)
     data = data or load_run(run_dir, slo, baseline, gpu_hour_usd=gpu_hour_usd)
     text = summary_text(data)
@@ -90,12 +86,13 @@ def write_report(run_dir: Path, slo: Slo | None = None, baseline: str = "baselin
     paths = []
     for name, png in figures.items():
         path = run_dir / "plots" / f"{name}.png"
-        _atomic_write(path, png)
+        write_atomic(path, png, fsync=False)
         paths.append(path)
-    _atomic_write(run_dir / "report.md", f"# specgrid run {run_dir.name}\n\n```\n{text}\n```\n")
-    _atomic_write(run_dir / DECISION_FILE, json.dumps(decision_json(data), indent=2))
+    write_atomic(run_dir / "report.md", f"# specgrid run {run_dir.name}\n\n```\n{text}\n```\n",
+                 fsync=False)
+    write_atomic(run_dir / DECISION_FILE, json.dumps(decision_json(data), indent=2), fsync=False)
     record_report_settings(run_dir, used_settings(data))  # what a re-render keeps
-    _atomic_write(run_dir / "report.html", run_html(data, figures))
+    write_atomic(run_dir / "report.html", run_html(data, figures), fsync=False)
     if data.search:  # e.g. the speculation question's settings files, to paste
         traced(data.search).write_files(run_dir, data.search)
     return Report(text, run_dir / "report.html", run_dir / DECISION_FILE, paths)
@@ -113,7 +110,7 @@ def write_comparison(a: Path, b: Path, out: Path, slo: Slo | None = None,
             f = plots.PLOTS[name](data)
             if f is not None:
                 figures[f"{name} ({tag})"] = plots.png(f)
-    _atomic_write(out, compare_html(da, db, figures))
+    write_atomic(out, compare_html(da, db, figures), fsync=False)
     text = (f"A = {a}\n{summary_text(da)}\n\nB = {b}\n{summary_text(db)}")
     return text, out
 

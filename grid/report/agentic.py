@@ -16,7 +16,9 @@ from typing import Any
 
 import pandas as pd
 
+from grid.analysis.jsonsafe import clean
 from grid.analysis.setups import is_baseline, split
+from grid.report.markup import dash
 
 BIN_EDGES = (0, 4096, 8192, 16384)
 """Lower edges of the context-length bins (tokens): 0-4k, 4-8k, 8-16k, 16k+."""
@@ -96,7 +98,7 @@ def crossover_points(table: pd.DataFrame, baseline: str = "baseline") -> list[di
     for (variant, conc), g in spec.groupby(["variant", "concurrency"], observed=True):
         losing = g[g.speedup < 1.0]
         first = losing.iloc[0] if len(losing) else None
-        out.append({"variant": str(variant), "concurrency": _plain(conc),
+        out.append({"variant": str(variant), "concurrency": clean(conc),
                     "stops_from": None if first is None else str(first.bin),
                     "speedup_there": None if first is None else float(first.speedup),
                     "speedup_min": float(g.speedup.min()),
@@ -151,9 +153,10 @@ def cell_lines(cells: pd.DataFrame, turns: pd.DataFrame, baseline: str = "baseli
     for r in conversation_cells(cells, turns, baseline).to_dict("records"):
         hit = None if pd.isna(r["cache_hit_rate"]) else 100 * r["cache_hit_rate"]
         lines.append(f"  {r['variant']:<12} {r['concurrency']:>3} "
-                     f"{_fmt(r['output_tok_s'], '.1f'):>8} {_fmt(r['vs_baseline'], '.2f', 'x'):>7} "
-                     f"{_fmt(_ms(r['ttft_p50_s']), '.1f', 'ms'):>9} "
-                     f"{_fmt(r['accept_length'], '.2f'):>6} {_fmt(hit, '.0f', '%'):>9}")
+                     f"{dash(r['output_tok_s'], '{:.1f}'):>8} "
+                     f"{dash(r['vs_baseline'], '{:.2f}x'):>7} "
+                     f"{dash(_ms(r['ttft_p50_s']), '{:.1f}ms'):>9} "
+                     f"{dash(r['accept_length'], '{:.2f}'):>6} {dash(hit, '{:.0f}%'):>9}")
     return lines
 
 
@@ -178,20 +181,9 @@ def findings(turns: pd.DataFrame, baseline: str = "baseline") -> dict[str, Any]:
     return {"context_bins_tokens": list(BIN_EDGES),
             "prefix_cache_hit_rate": {v: rate for v, (rate, _) in
                                       cache_hit_by_variant(turns).items()},
-            "by_context": [{k: _plain(v) for k, v in r.items()}
+            "by_context": [{k: clean(v) for k, v in r.items()}
                            for r in table.to_dict("records")],
             "stops_paying": crossover_points(table, baseline)}
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-ready scalar: numpy numbers as Python's, NaN as None."""
-    if value is None:
-        return None
-    if hasattr(value, "item"):
-        value = value.item()
-    if isinstance(value, float) and pd.isna(value):
-        return None
-    return value
 
 
 def _ms(seconds: Any) -> float | None:
@@ -217,13 +209,10 @@ def agentic_summary(turns: pd.DataFrame, cells: pd.DataFrame | None = None,
                  f"{'TTFT p50':>9} {'decode':>7} {'round':>7} {'speedup':>7}")
     for row in table.to_dict("records"):
         lines.append(f"  {row['variant']:<12} {row['concurrency']:>3} {row['bin']:>8} "
-                     f"{row['rounds']:>6} {_fmt(row['accept_length'], '.2f'):>6} "
-                     f"{row['ttft_p50_s'] * 1000:>7.1f}ms {_fmt(row['stream_tok_s'], '.1f'):>7} "
-                     f"{_fmt(row['round_tok_s'], '.1f'):>7} "
-                     f"{_fmt(row['speedup'], '.2f', 'x'):>7}")
+                     f"{row['rounds']:>6} {dash(row['accept_length'], '{:.2f}'):>6} "
+                     f"{row['ttft_p50_s'] * 1000:>7.1f}ms "
+                     f"{dash(row['stream_tok_s'], '{:.1f}'):>7} "
+                     f"{dash(row['round_tok_s'], '{:.1f}'):>7} "
+                     f"{dash(row['speedup'], '{:.2f}x'):>7}")
     lines += [f"  {line}" for line in crossover(table, baseline)]
     return lines
-
-
-def _fmt(value: Any, spec: str, unit: str = "") -> str:
-    return "-" if value is None or pd.isna(value) else f"{value:{spec}}{unit}"

@@ -1,15 +1,8 @@
 """The run's answer in one sentence, from its decision (grid/analysis/decision.py): the first
-line of the terminal summary and of report.html, before any table. Per speculative variant and
-workload with a recommendation: where speculation pays (with the speedup at the lowest tested
-concurrency and its 95 % interval) and the `speculative_disable_above_batch` to set; without
-one, the speedups themselves. A simulated run's recommendation follows its model's assumed
-interior (grid/report/assumed.py): its range is said, and an undetermined one names the loads to
-measure. A run that asked a question (an adaptive search, grid/questions/) leads with that
-question's answer, the per-variant sentence after it (`answers`). The verdicts are three
-(grid/analysis/verdict.py): an undetermined lowest load gives "undetermined whether
-speculation pays" with the repeats that would settle it, never "keep it off". Each sentence
-ends with its scope: one repeat (within-run noise only; on a real engine the recommendation is
-provisional) or the repeat count."""
+line of the terminal summary and of report.html, before any table (docs/report.md, "The
+answer"). A simulated run's recommendation follows its model's assumed interior
+(grid/report/assumed.py); a run that asked a question (grid/questions/) leads with that
+question's answer, the per-variant sentence after it (`answers`)."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Where a simulated run's curve is measured and where it is assumed. A modelled engine's anchor
-measured a few loads (the default profile: c=1 and c=64); between them the simulator's curve
-follows assumptions the anchor cannot check, and the engine states the crossover range over
-every assumption that still meets the anchor (`Modeller.assumed_interior`, engines/modelling.py).
-This module says so in the report, next to the SIMULATION banner, and makes each
-recommendation of the run's simulated speculative variants follow that range instead of the
-simulated cells' crossover (whose interval is only their sampling noise): a threshold when every
-kept assumption puts the crossover below the same tested load, else undetermined between two
-thresholds, with the loads a user would measure on their node to settle it."""
+"""Where a simulated run's curve is measured and where it is assumed (`Modeller.assumed_interior`,
+engines/modelling.py): the report's line under the SIMULATION banner, and each recommendation
+of the run's simulated speculative variants made to follow the assumed range instead of the
+simulated cells' crossover (docs/simulator.md, "The assumed interior")."""
 
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ def saved_price(run_dir: Path) -> float | None:
 
 
 def used_settings(data: RunData) -> dict[str, Any]:
-    """What run.json `report` records of this report's settings (the three above)."""
+    """What run.json `report` records of this report's settings (the two above)."""
     return {"slo": data.slo.as_dict(), "gpu_hour_usd": data.gpu_hour_usd}
 
 

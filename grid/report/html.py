@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 
 from grid.analysis.bootstrap import excludes_zero, interval
-from grid.analysis.points import points, repeat_lines
+from grid.analysis.points import fmt_load, points, repeat_lines
 from grid.analysis.verdict import UNDETERMINED
 from grid.analysis.winners import NO_DIFFERENCE, best_share
 from grid.questions import traced
@@ -102,7 +102,7 @@ def decision_section(data: RunData) -> str:
             key: Any = (r.variant, r.workload, r.load_kind, r.load)
             if good is not None and key in good.index:
                 g = good.loc[key]
-            load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
+            load = fmt_load(str(r.load_kind), cast(float, r.load))
             rows.append(
                 f"<tr><td>{esc(r.variant)}</td><td>{esc(r.baseline)}</td>"
                 f"<td>{esc(r.workload)}</td><td>{load}</td>"
@@ -122,8 +122,7 @@ def decision_section(data: RunData) -> str:
                 "</th><th>margin</th><th>best in (bootstrap)</th><th>verdict</th></tr>"]
         for w in thresholds["per_load"] + [dict(x, load="overall", load_kind="")
                                            for x in thresholds["overall"]]:
-            load = (w["load"] if isinstance(w["load"], str) else
-                    f"c={w['load']:g}" if w["load_kind"] == "concurrency" else f"{w['load']:g}/s")
+            load = w["load"] if isinstance(w["load"], str) else fmt_load(w["load_kind"], w["load"])
             rows.append(f"<tr><td>{esc(w['workload'])}</td><td>{esc(w['metric'])}</td>"
                         f"<td>{esc(load)}</td><td>{esc(w['winner'])}</td>"
                         f"<td>{esc(w['runner_up'])}</td><td class=n>{num(w['margin'], '{:+.1%}')}"
@@ -145,7 +144,7 @@ def setups_section(table: pd.DataFrame) -> str:
             "<th>load</th><th>tok/s ratio - 1</th><th>verdict</th></tr>"]
     for r in table.sort_values(["axis", "value", "same", "workload", "load_kind", "load"]
                                ).itertuples():
-        load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
+        load = fmt_load(str(r.load_kind), cast(float, r.load))
         rows.append(f"<tr><td>{esc(r.axis)}</td><td>{esc(r.variant)}</td><td>{esc(r.baseline)}"
                     f"</td><td>{esc(r.same)}</td><td>{esc(r.workload)}</td><td>{load}</td>"
                     f"<td class=n>{num(r.speedup, '{:+.1%}')} <small>[{num(r.lo, '{:+.1%}')}, "
@@ -163,7 +162,7 @@ OPERATOR_PLOTS = ("frontier",)
 def _load(kind: str, load: float) -> str:
     if not math.isfinite(load):
         return "none" if load < 0 else "–"
-    return f"c={load:g}" if kind == "concurrency" else f"{load:g}/s"
+    return fmt_load(kind, load)
 
 
 def operator_section(data: RunData, figures: dict[str, bytes]) -> str:
@@ -384,7 +383,7 @@ def compare_html(a: RunData, b: RunData, figures: dict[str, bytes]) -> str:
         rows = ["<tr><th>variant</th><th>workload</th><th>load</th><th>A</th><th>B</th>"
                 "<th>B / A − 1</th><th>verdict</th></tr>"]
         for r in table.itertuples():
-            load = f"c={r.load:g}" if r.load_kind == "concurrency" else f"{r.load:g}/s"
+            load = fmt_load(str(r.load_kind), cast(float, r.load))
             rows.append(f"<tr><td>{esc(r.variant)}</td><td>{esc(r.workload)}</td><td>{load}"
                         f"</td><td class=n>{num(r.a)} <small>[{num(r.a_lo)}, {num(r.a_hi)}]</small>"
                         f"</td><td class=n>{num(r.b)} <small>[{num(r.b_lo)}, {num(r.b_hi)}]"

@@ -5,7 +5,6 @@ its baseline on one workload."""
 
 from __future__ import annotations
 
-import html
 from pathlib import Path
 
 import pandas as pd
@@ -18,6 +17,7 @@ from grid.analysis.lossless import (
     lossless_table,
     statement,
 )
+from grid.report.markup import dash, esc, html_table
 from grid.report.rundata import RunData
 from grid.store.loader import DamagedFileError, load_requests
 
@@ -42,10 +42,6 @@ def load_table(run_dir: Path, cells: pd.DataFrame, baseline: str) -> pd.DataFram
     return lossless_table(requests, cells, baseline)
 
 
-def _num(value: object, fmt: str) -> str:
-    return "-" if value is None or pd.isna(value) else fmt.format(value)  # type: ignore[call-overload]
-
-
 def section(data: RunData) -> str:
     """The text block (empty without a greedy variant and baseline to compare)."""
     t = data.lossless
@@ -61,8 +57,8 @@ def section(data: RunData) -> str:
                  else "none")
         flag = "FLAGGED" if r.flagged else ("-" if r.flagged is None else "ok")
         lines.append(f"  {r.variant:<24} {r.workload:<{wide}} {r.compared:>8} "
-                     f"{_num(r.fraction_identical, '{:.0%}'):>9} "
-                     f"{_num(r.median_divergence_chars, '{:.0f}'):>18} {floor:>12}  {flag}")
+                     f"{dash(r.fraction_identical, '{:.0%}'):>9} "
+                     f"{dash(r.median_divergence_chars, '{:.0f}'):>18} {floor:>12}  {flag}")
     lines += [f"  {statement(r)}" for _, r in t.iterrows() if r.flagged]
     lines.append(f"  ({RULE})")
     return "\n".join(lines)
@@ -73,7 +69,6 @@ def html_section(data: RunData) -> str:
     t = data.lossless
     if t.empty:
         return ""
-    esc = html.escape
     head = ["variant", "baseline", "workload", "compared", "identical", "median divergence "
             "(chars)", "floor (baseline vs itself)", "floor median divergence", "p", "flag"]
     rows = []
@@ -84,13 +79,11 @@ def html_section(data: RunData) -> str:
                 else ("–" if r.flagged is None else "within the floor"))
         rows.append([esc(str(r.variant)), esc(str(r.baseline)), esc(str(r.workload)),
                      str(r.compared),
-                     f"{r.identical} ({_num(r.fraction_identical, '{:.0%}')})",
-                     _num(r.median_divergence_chars, "{:.0f}"), floor,
-                     _num(r.floor_median_divergence_chars, "{:.0f}"),
-                     _num(r.p_value, "{:.3g}"), flag])
-    table = ("<table><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr>" + "".join(
-        "<tr>" + "".join(f"<td class=n>{c}</td>" for c in row) + "</tr>" for row in rows)
-        + "</table>")
+                     f"{r.identical} ({dash(r.fraction_identical, '{:.0%}')})",
+                     dash(r.median_divergence_chars, "{:.0f}"), floor,
+                     dash(r.floor_median_divergence_chars, "{:.0f}"),
+                     dash(r.p_value, "{:.3g}"), flag])
+    table = html_table(head, rows)
     label = f" ({esc(data.label)})" if data.label else ""
     return (f"<h2>Losslessness at temperature 0{label}</h2><p>With greedy sampling a "
             "speculative variant must return the baseline's tokens; a lossy drafter or a "

@@ -28,6 +28,11 @@ def num(value: Any, fmt: str = "{:.1f}", scale: float = 1.0) -> str:
     return fmt.format(float(value) * scale)
 
 
+def dash(value: Any, fmt: str, scale: float = 1.0) -> str:
+    """`value` formatted for the text summary, or - where it is missing (None, NaN)."""
+    return "-" if value is None or pd.isna(value) else fmt.format(float(value) * scale)
+
+
 def ci(row: pd.Series, name: str, fmt: str = "{:.1f}", scale: float = 1.0) -> str:
     """The row's `name` with its 95 % interval (`name_lo`, `name_hi`) in small print."""
     return (f"{num(row.get(name), fmt, scale)} <small>[{num(row.get(name + '_lo'), fmt, scale)}"

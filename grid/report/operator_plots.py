@@ -1,12 +1,7 @@
 """The operator's figure: output tok/s per user against output tok/s per GPU, one line per
-variant (labelled with its setup when a run has several engines, models or hardware) across
-its concurrencies, the Pareto frontier of each workload drawn and its points ringed, each
-variant's capacity under the SLOs starred. Same approach as grid/report/plots.py (matplotlib
-on Agg, PNG embedded in the HTML).
-
-A point's 95 % interval is a segment along the ray from the origin: per user and per GPU are
-the same output tok/s divided by two constants of the cell (its concurrency and its GPUs), so
-they move together; the segment runs between the throughput interval's ends."""
+variant across its concurrencies, each workload's Pareto frontier and each variant's capacity
+(docs/report.md, `frontier`). A point's 95 % interval is a segment along the ray from the
+origin: per user and per GPU are the same output tok/s divided by two constants of the cell."""
 
 from __future__ import annotations
 

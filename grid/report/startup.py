@@ -3,12 +3,10 @@ starts the run made, how long they took (median and range) and the engine's own 
 
 from __future__ import annotations
 
-import html
 from typing import Any
 
-import pandas as pd
-
 from grid.analysis.startup import startup_table
+from grid.report.markup import esc
 from grid.report.rundata import RunData
 
 NOTE = ("total = seconds from the server process's start to its first ready answer (interpreter, "
@@ -16,12 +14,8 @@ NOTE = ("total = seconds from the server process's start to its first ready answ
         "them, named as the engine names them (they may overlap)")
 
 
-def table(data: RunData) -> pd.DataFrame:
-    return startup_table(data.cells)
-
-
 def _records(data: RunData) -> list[dict[str, Any]]:
-    return [{str(k): v for k, v in r.items()} for r in table(data).to_dict("records")]
+    return [{str(k): v for k, v in r.items()} for r in startup_table(data.cells).to_dict("records")]
 
 
 def _phases(phases: dict[str, float]) -> str:
@@ -49,7 +43,6 @@ def html_section(data: RunData) -> str:
     records = _records(data)
     if not records:
         return ""
-    esc = html.escape
     rows = "".join(
         f"<tr><td>{esc(r['variant'])}</td><td class=n>{r['starts']}</td>"
         f"<td class=n>{r['startup_s']:.1f}</td><td class=n>{r['startup_s_min']:.1f} – "

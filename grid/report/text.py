@@ -8,7 +8,6 @@ domain."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Any
 
 import pandas as pd
 
@@ -19,21 +18,16 @@ from grid.report import alignment, lossless, startup
 from grid.report.agentic import agentic_summary
 from grid.report.answer import answers
 from grid.report.forced import tagged
+from grid.report.markup import dash
 from grid.report.rundata import RunData
 from grid.report.validity import engine_versions
-
-
-def _num(value: Any, fmt: str, scale: float = 1.0) -> str:
-    if value is None or pd.isna(value):
-        return "-"
-    return fmt.format(float(value) * scale)
 
 
 def _ci(row: pd.Series, name: str, fmt: str = "{:.0f}") -> str:
     if pd.isna(row.get(name)):
         return "-"
-    return (f"{fmt.format(row[name])} [{_num(row.get(name + '_lo'), fmt)}, "
-            f"{_num(row.get(name + '_hi'), fmt)}]")
+    return (f"{fmt.format(row[name])} [{dash(row.get(name + '_lo'), fmt)}, "
+            f"{dash(row.get(name + '_hi'), fmt)}]")
 
 
 def summary_table(table: pd.DataFrame) -> str:
@@ -69,10 +63,10 @@ def summary_table(table: pd.DataFrame) -> str:
             f"{row.variant:<{named}} {row.workload:<{wide}} {load:>7}"
             f"{rep if repeats else ''} "
             f"{_ci(row, 'output_tok_s'):>20} {_ci(row, 'goodput_tok_s'):>20} "
-            f"{_num(row.get('ttft_p50_s'), '{:.0f} ms', 1e3):>9} "
-            f"{_num(row.get('tpot_p50_s'), '{:.1f} ms', 1e3):>9} "
-            f"{_num(row.get('accept_length'), '{:.2f}'):>6}"
-            + (f" {_num(row.get('cache_hit_rate'), '{:.0f}%', 100):>9}" if cache else "")
+            f"{dash(row.get('ttft_p50_s'), '{:.0f} ms', 1e3):>9} "
+            f"{dash(row.get('tpot_p50_s'), '{:.1f} ms', 1e3):>9} "
+            f"{dash(row.get('accept_length'), '{:.2f}'):>6}"
+            + (f" {dash(row.get('cache_hit_rate'), '{:.0f}%', 100):>9}" if cache else "")
             + f" {window:>10}  {status}"
             + (f"  [{row.get('engine_version') or 'unknown'}]" if several else ""))
     return "\n".join(lines)

@@ -1,16 +1,5 @@
-"""Checksums of committed files (grid/store/integrity.py checks them).
-
-Every attempt's checksums are recorded in its commit point, the cell row file (the ledger is
-derived state that reconciliation rebuilds from the files, so it cannot be the proof):
-
-- the cell row's `files` column is the attempt's manifest: for each data file (requests,
-  server_metrics, telemetry, turns) its size, sha256 over its bytes, and its mtime at commit;
-- the cell row file seals itself: its Parquet footer carries `specgrid.sha256`, the sha256 of
-  the file's bytes with that value's 64 characters set to `0` (written with that placeholder,
-  hashed, then the placeholder is overwritten in place: same length, so the file stays valid).
-
-Every data file is also written with Parquet page checksums (CRC32) that the loader verifies,
-so a damaged page is a read error rather than a silently wrong number."""
+"""Checksums of committed files (grid/store/integrity.py checks them): the cell row's `files`
+manifest and the row file's self-seal in its footer (`specgrid.sha256`), docs/runs.md."""
 
 from __future__ import annotations
 
@@ -64,7 +53,7 @@ def _seal_offset(data: bytes) -> int | None:
 
 
 def write_sealed(table: pa.Table, path: Path) -> str:
-    """Write the cell row `table` to `path` carrying its own sha256 (module docstring)."""
+    """Write the cell row `table` to `path` carrying its own sha256 (docs/runs.md)."""
     meta = dict(table.schema.metadata or {})
     meta[DIGEST_KEY.encode()] = PLACEHOLDER
     pq.write_table(table.replace_schema_metadata(meta), path, write_page_checksum=True)

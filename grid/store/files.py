@@ -1,19 +1,7 @@
-"""The one writer of a run folder's files: every file under `results/<run_id>/` (the Parquet
-attempts, run.json, search.json, the recorded workloads, the server logs, the report) is
-written, renamed or appended to here, and nowhere else in grid/ (tests/grid/store/
-test_files.py checks that).
-
-A file is replaced atomically: written under its hidden temporary name `.<name>.tmp` in the
-same folder (same file system, so the rename cannot turn into a copy; readers and Parquet
-dataset discovery skip names starting with `.`), then renamed over the final name with
-`os.replace`, which a reader sees as all-old or all-new. A write that fails removes its
-temporary file and leaves the old file as it was.
-
-`fsync=True` where the file must survive a power loss once the call returns: the file's bytes
-are fsynced before the rename, and the folder after it (the rename itself is an entry of the
-folder). The commit of a cell attempt, run.json and the recorded workloads take it; the
-report and the search trace, rebuilt from the committed cells by the next run or report, do
-not."""
+"""The one writer of a run folder's files: every file under `results/<run_id>/` is written,
+renamed or appended to here, and nowhere else in grid/ (tests/grid/store/test_files.py checks
+that). A file is replaced atomically (written as `.<name>.tmp` in its folder, then
+`os.replace`); `fsync=True` where it must survive a power loss (docs/architecture.md)."""
 
 from __future__ import annotations
 

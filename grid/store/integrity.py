@@ -1,11 +1,8 @@
 """The check that finds damaged attempts (bit rot, a bad copy between machines, a half-synced
 folder) by comparing the committed files with the checksums their commit recorded
-(grid/store/checksums.py).
-
-Cheap (every start): every cell row is read and its own checksum verified (cell rows are tiny),
-every data file's size is compared with its attempt's manifest, and a file whose mtime changed
-since the commit is hashed. Deep (`python -m grid.status RUN --verify`, and any start whose cheap
-check found a problem): every file is hashed."""
+(grid/store/checksums.py): cheap on every start, deep (every file hashed) on
+`python -m grid.status RUN --verify` and after a cheap check that found a problem
+(docs/runs.md, "Checksums and damaged files")."""
 
 from __future__ import annotations
 
@@ -63,7 +60,7 @@ def _manifest(path: Path) -> tuple[dict[str, dict[str, Any]] | None, str | None]
 
 def check(run_dir: Path, deep: bool = False, attempts: str = "latest") -> list[Damage]:
     """The damaged files of the run's committed attempts (each cell's latest, or with
-    attempts="all" every committed one): cheap unless `deep` (module docstring); a cheap
+    attempts="all" every committed one): cheap unless `deep` (docs/runs.md); a cheap
     check that finds anything goes on deep, since whatever damaged one file (a bad copy, a
     half sync) may have damaged others without changing their size."""
     run_dir = Path(run_dir)

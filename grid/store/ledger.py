@@ -1,12 +1,9 @@
 """The run ledger: one SQLite file (WAL) in the run folder that says, for every cell, whether it
 is pending, running, done, failed or interrupted, with attempts, timings, the error and the
 server log tail; and which server processes the run started, so a later start can find and
-kill the ones a killed driver left behind. The name starts with `_`, so Parquet dataset
-discovery never reads it.
-
-The committed Parquet files are the truth about done and failed cells (grid/store/results.py); the
-ledger follows them and is reconciled with them on every start (grid/store/record.py, the one
-writer of both)."""
+kill the ones a killed driver left behind. The committed Parquet files are the truth; the
+ledger follows them (docs/runs.md). The name starts with `_`, so Parquet dataset discovery
+never reads it."""
 
 from __future__ import annotations
 

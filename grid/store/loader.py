@@ -1,13 +1,8 @@
 """Read a run's results with the explicit schema (pandas alone takes the schema from one file
 and would drop columns missing there). Notebooks and the report read results through here.
-
-Only committed attempts are ever read (an attempt is committed by its cell row, see
-grid/store/results.py); by default only each cell's latest committed attempt, with attempts="all"
-every committed one (failed and superseded attempts included).
-
-A file that cannot be read (bit rot, a bad copy: Parquet's page checksums are verified) raises
-DamagedFileError, one line naming the file and its cell; given a list as `damaged`, the loaders
-leave such files out and append them to it instead."""
+Only committed attempts are read (by default each cell's latest; `attempts="all"` every one),
+and a damaged file raises DamagedFileError or, given a `damaged` list, is left out and listed
+there (docs/runs.md)."""
 
 from __future__ import annotations
 

@@ -1,27 +1,8 @@
 """The results store: each cell attempt's requests, server metrics and cell row, committed so
-that they become visible together or not at all. Only the driver writes.
-
-Layout (hive partitions, so `pd.read_parquet(run_dir / "requests")` works):
-
-    <dataset>/variant=<v>/workload=<w>/<cell_id>.a<attempt>.parquet     latest committed attempt
-    <dataset>/variant=<v>/workload=<w>/_<cell_id>.a<attempt>.parquet    superseded attempt
-
-for dataset in requests, server_metrics, telemetry, turns (conversation cells), cells. Readers
-(pyarrow, pandas, DuckDB) skip names starting with `_` or `.`, so a plain read sees one attempt
-per cell; `grid.store.loader` can read the superseded ones too.
-
-Commit protocol of one attempt: every file is written under a hidden temporary name and
-fsynced; then the data files are renamed into place, then the cell row (the commit point); the
-folders are fsynced; only then are earlier attempts of the cell renamed to their `_` names. The
-cell row file is the proof of commit: a request or metrics file without its cell row is an
-uncommitted attempt, which `grid.store.loader` never shows and `reconcile` deletes on the next start
-(a kill between the renames leaves the previous attempt in place and visible to the loader).
-
-The cell row records the checksums of its attempt (grid/store/checksums.py): its `files`
-column lists each data file's size and sha256, and the cell row carries its own sha256 in its
-footer. An attempt found damaged (grid/store/integrity.py) is set aside: its files are renamed
-to `_<cell_id>.a<attempt>.damaged.parquet`, which no reader and no reconciliation sees, so the
-cell is no longer committed and runs again."""
+that they become visible together or not at all. Only the driver writes. The layout (hive
+partitions; superseded attempts under `_` names that readers skip), the commit protocol (the
+cell row is the commit point; `reconcile` deletes uncommitted attempts) and damaged attempts
+set aside as `_<cell_id>.a<attempt>.damaged.parquet`: docs/runs.md."""
 
 from __future__ import annotations
 
@@ -130,7 +111,7 @@ def write_cell(
     telemetry: Sequence[Mapping[str, Any]] = (),
     turns: Sequence[Mapping[str, Any]] = (),
 ) -> None:
-    """Commit one cell attempt (module docstring). Tables are built before anything is
+    """Commit one cell attempt (docs/runs.md). Tables are built before anything is
     written; ResultsWriteError if a file cannot be written (then nothing was committed)."""
     tables = {"requests": request_table(requests), "server_metrics": metrics_table(server_metrics),
               "telemetry": pa.Table.from_pylist([dict(r) for r in telemetry],

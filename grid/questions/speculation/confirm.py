@@ -107,15 +107,25 @@ def confirm_steps(number: int, cells_before: int, wanted: Sequence[tuple[int, in
     `depths` of each load where one disagrees with the prediction beyond both intervals or
     contradicts the decision there (`decided`: load -> the predicted best depth), then the
     stop; `budget` cells at most (grid.search.confirm_cells)."""
-    first: list[tuple[int, int, int]] = [(b, k, OWN) for b, k in wanted]
-    missing = [b for b in dict.fromkeys(b for b, _ in wanted)
-               if baselines is not None and b not in baselines]
-    first += [(b, 0, 0) for b in missing]
-    why = (f"confirm the prediction on the drafter's own cells at {_where(wanted)}"
+    # Each wanted cell with the baseline its speedup needs (once per load), kept or cut
+    # together: an own cell whose baseline the budget cut could never be read.
+    units, seen = [], set()
+    for b, k in wanted:
+        units.append([(b, k, OWN)] + ([(b, 0, 0)] if baselines is not None
+                                      and b not in baselines and b not in seen else []))
+        seen.add(b)
+    kept = [u for i, u in enumerate(units) if sum(map(len, units[:i + 1])) <= budget]
+    first = [p for u in kept for p in u]
+    missing = [b for b, k, r in first if (k, r) == (0, 0)]
+    why = (f"confirm the prediction on the drafter's own cells at "
+           f"{_where([(b, k) for b, k, r in first if r == OWN] or wanted)}"
            + (f" (and the baseline at {', '.join(f'c={b}' for b in missing)})" if missing
               else ""))
-    points, why, stop = shared.fit(first, budget, why, "grid.search.confirm_cells is spent",
-                                   CONFIRM_BUDGET, "cell(s)", "grid.search.confirm_cells")
+    total = sum(map(len, units))
+    if 0 < len(first) < total:
+        why += f" (only {len(first)} of {total} cell(s) fit grid.search.confirm_cells)"
+    points, why, stop = shared.fit(first, budget if first else 0, why,
+                                   "grid.search.confirm_cells is spent", CONFIRM_BUDGET)
     out = [ConfirmStep(number, why, points, cells_before, stop)]
     asked = {(b, k) for b, k, r in points if r == OWN}
     if stop or any(key not in own for key in asked):

@@ -111,6 +111,23 @@ def test_a_confirming_load_without_a_measured_baseline_measures_it_too():
     assert last.cells_before == 43
 
 
+def test_the_budget_keeps_a_confirming_cell_and_its_baseline_together():
+    # three wanted cells, the baseline missing at c=16 and 91, 4 cells of budget: c=1 (1
+    # cell), c=16 with its baseline (2), and c=91 with its (2) would make 5: c=91 goes whole.
+    # Cut point by point (the 4 first of own, own, own, baseline), c=91's own cell would have
+    # been measured without the baseline its speedup needs, and the step asked again forever.
+    wanted = [(1, 3), (16, 3), (91, 3)]
+    (first,) = confirm_steps(5, 40, wanted, {}, PREDICTED, (1, 3), 4, baselines={1})
+    assert first.points == ((1, 3, -1), (16, 3, -1), (16, 0, 0))
+    assert first.stop is None
+    assert first.why == ("confirm the prediction on the drafter's own cells at c=1 k=3, c=16 "
+                         "k=3 (and the baseline at c=16) (only 3 of 5 cell(s) fit "
+                         "grid.search.confirm_cells)")
+    # not even the first cell fits: nothing measured, the budget stop
+    (none,) = confirm_steps(5, 40, [(16, 3)], {}, PREDICTED, (1, 3), 1, baselines={1})
+    assert none.points == () and none.stop == "confirm_budget"
+
+
 def test_the_threshold_is_confirmed_or_rests_on_the_drafters_cells():
     own = {(4, 3): (1.1, 1.05, 1.15), (8, 3): (0.9, 0.85, 0.95)}
     part = threshold_part(CROSS, own, (4, 8), [])

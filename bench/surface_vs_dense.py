@@ -205,6 +205,18 @@ def compare_question(args: argparse.Namespace, question: str = "question",
           f"confirming) = {cells / dense:.0%} of the dense grid's {dense}; {used} server starts "
           f"against the dense grid's {dense_starts}; stop {res['stop']}")
     print(f"  recommendation ({rec['status']}): {rec['text']}")
+    base = {}
+    for run in (question, dense_run):
+        table = load_run(args.results / run).stats.table
+        rows = table[table.variant.astype(str).str.startswith("baseline")]
+        base[run] = dict(zip(rows.concurrency.astype(int), rows.output_tok_s, strict=True))
+    ratio = {b: base[question][b] / base[dense_run][b] for b in base[question]
+             if b in base[dense_run]}
+    worst = max(ratio.values(), key=lambda r: abs(np.log(r))) if ratio else 1.0
+    print("  the baseline in both runs (the same cell measured twice), question / dense: "
+          + ", ".join(f"c={b} {r:.2f}" for b, r in sorted(ratio.items()))
+          + (f" -- {worst:.2f}: the runs differ by more than the answers compared"
+             if abs(worst - 1.0) > 0.15 else ""))
     agree = 0
     for b in LATTICE:
         options = {0: (1.0, 1.0, 1.0), **{k: meas[(b, k)][:3] for k in DEPTHS}}

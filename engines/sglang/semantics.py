@@ -20,6 +20,7 @@ from engines.depth import DepthSetting
 from engines.launch import ServerRequest
 from engines.sglang import adaptive, depth
 from engines.sglang.adaptive import (
+    DEFAULT_ADAPTIVE_CONFIG,
     candidate_steps,
     decode_capture_sizes,
     default_decode_max_bs,
@@ -42,7 +43,7 @@ the body asks (`python/sglang/srt/entrypoints/openai/protocol.py` ChatCompletion
 `return_spec_tokens_details`, `serving_chat.py`); the native /generate always sends them."""
 
 __all__ = [
-    "SPEC_DETAILS", "build_sim_launch", "candidate_steps",
+    "DEFAULT_ADAPTIVE_CONFIG", "SPEC_DETAILS", "build_sim_launch", "candidate_steps",
     "decode_capture_sizes", "default_decode_max_bs", "forced_env", "load_tiers",
     "refuse_raw_env", "route",
     "schedule_setting", "sglang_warnings", "speculation_on",

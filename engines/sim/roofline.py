@@ -1,36 +1,11 @@
 """Step cost from first principles: a hardware profile and a model profile give the time of one
-forward pass, and a decode, prefill or speculative step is a sum of forward passes.
-
-One forward pass over ``tokens`` new tokens that read ``kv_tokens`` cached tokens costs
-
-    max(bytes / (HBM bandwidth x bandwidth_efficiency), FLOPs / (peak x compute_efficiency))
-    + all_reduces x allreduce(tokens x hidden x 2 bytes)
-    + pass_overhead_ms (CUDA-graph replay and scheduling) [+ a per-layer launch cost if eager]
-
-per GPU of a tensor-parallel group of ``tp`` GPUs, where
-
-- bytes = dense weights / tp + the routed experts the batch touches / tp (an MoE layer reads
-  ``E x (1 - (1 - k/E)^tokens)`` of its E experts when each token picks k) + KV-cache reads
-  (``kv_tokens x kv_bytes_per_token``, split over tp for grouped-query heads, replicated for
-  MLA latents);
-- FLOPs = 2 x active parameters x tokens / tp + attention (4 x tokens x context x heads x
-  head_dim per layer / tp);
-- all-reduces: two per layer (attention output, MLP output) when tp > 1. Messages up to
-  ``custom_allreduce_max_bytes`` on a fully NVLink-connected group (or a PCIe group of two) use
-  SGLang's custom all-reduce (one latency + bytes / link bandwidth); anything else uses NCCL
-  (its latency + 2 (tp-1)/tp x bytes / bus bandwidth), and only the NCCL path is scaled by
-  the NCCL_* environment and flag multipliers of the hardware profile. SGLang disables custom
-  all-reduce on more than two PCIe-only GPUs (python/sglang/srt/distributed/
-  device_communicators/custom_all_reduce.py: "Custom allreduce is disabled because it's not
-  supported on more than two PCIe-only GPUs").
-
-The few fitted numbers are efficiency factors (``Efficiency``): the fraction of peak bandwidth
-and compute that the kernels reach, the fixed per-pass overhead, and the speculative path's
-cost per drafting step and per verified draft token outside the forward passes (the zero-step
-path's own fixed cost is set from published zero-draft figures, not fitted). A tree
-(topk > 1) adds the kernels SGLang's tree path launches on top of a chain's, counted from its
-source (TREE_*, ``Roofline.tree_overhead_s``), at an assumed ``tree_kernel_us`` each.
-Everything else is a datasheet or config.json number (docs/simulator.md).
+forward pass (a roofline of bytes and FLOPs per GPU of a tensor-parallel group, plus its
+all-reduces and a fixed overhead), and a decode, prefill or speculative step is a sum of
+forward passes. The formula, the all-reduce paths and what each term reads: docs/simulator.md
+"Step cost". The few fitted numbers are efficiency factors (``Efficiency``; docs/simulator.md
+"Fitted factors"); a tree (topk > 1) adds the kernels SGLang's tree path launches on top of a
+chain's, counted from its source (TREE_*, ``Roofline.tree_overhead_s``), at an assumed
+``tree_kernel_us`` each. Everything else is a datasheet or config.json number.
 """
 
 from __future__ import annotations

@@ -232,6 +232,13 @@ class Roofline:
     def with_efficiency(self, **kw: float) -> Roofline:
         return replace(self, hw=replace(self.hw, efficiency=replace(self.hw.efficiency, **kw)))
 
+    @property
+    def kv_split(self) -> int:
+        """GPUs one token's KV is split over: grouped-query heads split over tp, MLA latents
+        are replicated."""
+        m = self.model
+        return 1 if m.kv_replicated else min(self.tp, max(1, m.kv_heads))
+
     # ------------------------------------------------------------------ pieces
     def allreduce_s(self, nbytes: float) -> float:
         """One all-reduce of ``nbytes`` across the TP group."""
@@ -256,8 +263,7 @@ class Roofline:
         expert_bytes = (m.moe_layers * touched_experts(m.experts, m.experts_per_token, tokens)
                         * m.expert_params_m * 1e6 * m.expert_weight_bytes)
         weights = (m.dense_params_b * 1e9 * m.weight_bytes + expert_bytes) / tp
-        kv_split = 1 if m.kv_replicated else min(tp, max(1, m.kv_heads))
-        kv = kv_tokens * m.kv_token_bytes / kv_split
+        kv = kv_tokens * m.kv_token_bytes / self.kv_split
         mem_s = (weights + kv) / (hw.hbm_gbs * GB * eff.bandwidth)
         ctx = attn_ctx if attn_ctx is not None else (kv_tokens / tokens if tokens else 0.0)
         flops = (2.0 * m.active_params * tokens
@@ -276,7 +282,7 @@ class Roofline:
             return 0.0
         eff = hw.efficiency
         kv = kv_tokens * m.kv_token_bytes / max(1, m.layers) * m.draft_layers
-        kv /= 1 if m.kv_replicated else min(tp, max(1, m.kv_heads))
+        kv /= self.kv_split
         mem_s = (m.draft_params_b * 1e9 * 2.0 / tp + kv) / (hw.hbm_gbs * GB * eff.bandwidth)
         comp_s = 2.0 * m.draft_params_b * 1e9 * tokens / tp / (hw.peak("bf16") * eff.compute)
         ar = 2 * m.draft_layers * self.allreduce_s(tokens * m.hidden * ACT_BYTES)
@@ -354,13 +360,11 @@ class Roofline:
     def kv_capacity_tokens(self, mem_fraction_static: float) -> int:
         """KV tokens that fit: (memory x mem_fraction_static - weights per GPU) / KV bytes per
         token per GPU (SGLang's rule: mem_fraction_static covers weights plus the KV pool)."""
-        m, tp = self.model, self.tp
         per_gpu = self.hw.memory_gib * 2**30 * mem_fraction_static
-        kv_split = 1 if m.kv_replicated else min(tp, max(1, m.kv_heads))
         free = per_gpu - self.weight_bytes_per_gpu()
         if free <= 0:
             return 0
-        return int(free / (m.kv_token_bytes / kv_split))
+        return int(free / (self.model.kv_token_bytes / self.kv_split))
 
 
 def ms(seconds: float) -> float:

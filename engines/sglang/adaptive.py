@@ -246,18 +246,6 @@ def honoured_thresholds(args: Mapping[str, Any], gpu_memory_mib: float | None = 
     return [n for n in sorted(set(sizes) | set(range(max_bs + 1, cap))) if n < cap]
 
 
-def plan_lines(variant_name: str, num_steps: int, disable_above_batch: int,
-               max_bs: int) -> tuple[str, str | None]:
-    """One plan line for a threshold variant (where SGLang drafts), and its warning if any.
-    `max_bs` = the server's decode CUDA-graph max batch size (`default_decode_max_bs`)."""
-    sizes = decode_capture_sizes(max_bs, speculative=True)
-    ranges, warning = threshold_ranges(num_steps, disable_above_batch, sizes)
-    text = ", ".join(f"{lo}-{hi}" if lo != hi else str(lo) for lo, hi in ranges) or "none"
-    line = (f"{variant_name}: drafts {num_steps} steps at running batch {text}; "
-            f"no drafting above (speculative CUDA-graph sizes up to {max_bs})")
-    return line, (f"{variant_name}: {warning}" if warning else None)
-
-
 def threshold_notes(variant_name: str, variant: Mapping[str, Any]) -> list[str]:
     """Plan lines for a variant with `speculative_disable_above_batch` (grid/plan/build.py prints
     them with its warnings): where SGLang drafts on an unknown GPU (`capture_sizes`), and a
@@ -267,8 +255,12 @@ def threshold_notes(variant_name: str, variant: Mapping[str, Any]) -> list[str]:
     steps = args.get("speculative_num_steps")
     if n is None or not isinstance(steps, int) or not isinstance(n, int) or n < 1 or steps < 1:
         return []
-    line, warning = plan_lines(variant_name, steps, n, capture_sizes(args)[-1])
-    return [line] + ([warning] if warning else [])
+    sizes = capture_sizes(args)
+    ranges, warning = threshold_ranges(steps, n, sizes)
+    text = ", ".join(f"{lo}-{hi}" if lo != hi else str(lo) for lo, hi in ranges) or "none"
+    return [f"{variant_name}: drafts {steps} steps at running batch {text}; no drafting above "
+            f"(speculative CUDA-graph sizes up to {sizes[-1]})"] + (
+                [f"{variant_name}: {warning}"] if warning else [])
 
 
 def config_json(config: Mapping[str, Any]) -> str:

@@ -58,17 +58,6 @@ DEFAULT_CONTEXT_FLOOR = 0.13
 none (same fit)."""
 
 
-def context_factor(context_tokens: int, train_context_tokens: int | None, *,
-                   slope: float = DEFAULT_CONTEXT_DECAY_SLOPE,
-                   floor: float = DEFAULT_CONTEXT_FLOOR) -> float:
-    """Multiplier of every chain position for a request of ``context_tokens``: 1 up to the
-    drafter's training length, then ``1 - slope x (L / T - 1)``, never below ``floor``.
-    ``train_context_tokens`` None = a drafter without a short training length (factor 1)."""
-    if train_context_tokens is None or context_tokens <= train_context_tokens:
-        return 1.0
-    return max(floor, 1.0 - slope * (context_tokens / train_context_tokens - 1.0))
-
-
 @dataclass(frozen=True)
 class ContextDecay:
     """How the drafter's acceptance falls with context length (model profile, `drafter`)."""
@@ -98,8 +87,12 @@ class ContextDecay:
         return decay
 
     def factor(self, context_tokens: int) -> float:
-        return context_factor(context_tokens, self.train_context_tokens, slope=self.slope,
-                              floor=self.floor)
+        """Multiplier of every chain position for a request of ``context_tokens``: 1 up to the
+        training length, then ``1 - slope x (L / T - 1)``, never below ``floor``."""
+        if context_tokens <= self.train_context_tokens:
+            return 1.0
+        return max(self.floor, 1.0 - self.slope * (context_tokens / self.train_context_tokens
+                                                   - 1.0))
 
 
 def parse_mix(text: str | None) -> dict[str, float] | None:

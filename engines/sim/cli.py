@@ -227,7 +227,7 @@ def _resolve_speculation(ns: argparse.Namespace, profile: Profile, args: dict[st
             adaptive_cfg, steps = _adaptive_steps(ns.speculative_adaptive_config, steps)
             topk, ndt = 1, steps + 1
         else:
-            auto = auto_speculative_params(algo, profile.model.get("architectures", []))
+            auto = auto_speculative_params(algo, profile.model_data.get("architectures", []))
             steps, topk, ndt = _static_shape(algo, auto, (steps, topk, ndt), notes)
         args["speculative_adaptive"] = adaptive
         if steps < 0 or (ndt or 0) < 1:
@@ -314,7 +314,7 @@ def _resolve_memory(ns: argparse.Namespace, extra: Mapping[str, Any], profile: P
     args["max_prefill_tokens"] = int(extra.get("max_prefill_tokens",
                                                srv.get("max_prefill_tokens", 16384)))
     args["context_length"] = int(extra.get("context_length",
-                                           profile.model.get("context_length", 131072)))
+                                           profile.model_data.get("context_length", 131072)))
     args["mem_fraction_static"] = mem_fraction(profile, extra.get("mem_fraction_static"))
     # SGLang refuses to start when the weights leave no room for a KV cache; so does the
     # simulator, before it would serve with a pool of 0 tokens (engines/sim/memory.py).

@@ -76,7 +76,7 @@ def _internal_state(cfg: SimConfig, engine: SimEngine, args: dict[str, Any],
 def model_info(cfg: SimConfig) -> dict[str, Any]:
     """/model_info: SGLang 0.5.23 entrypoints/http_server.py model_info's fields, in its
     order."""
-    prof_model = cfg.profile.model
+    prof_model = cfg.profile.model_data
     return {
         "model_path": cfg.args["model_path"],
         "served_model_name": cfg.args["served_model_name"],

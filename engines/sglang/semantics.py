@@ -78,7 +78,7 @@ def schedule_setting(engine: str, request: ServerRequest, gpu_memory_mib: float 
     fields = depth.schedule_args({k: args[k] for k in (
         "speculative_algorithm", "speculative_eagle_topk") if k in args}, tiers,
         request.version, name)
-    graphs = depth.capture_sizes(args, gpu_memory_mib)
+    graphs = adaptive.capture_sizes(args, gpu_memory_mib)
     routed = depth.effective_tiers(depth.schedule_config(tiers), graphs,
                                    fields["speculative_num_steps"])
     return DepthSetting(engine, tuple(server_args_to_argv(fields, request.version)),

@@ -202,24 +202,38 @@ def decode_capture_sizes(max_bs: int, *, speculative: bool,
     return sizes
 
 
+def effective_tiers(config: Mapping[str, Any], capture_sizes: Sequence[int],
+                    initial_steps: int) -> list[tuple[int, int | None, int]]:
+    """What SGLang does with `config` for a server padding to `capture_sizes`: (first batch,
+    last batch or None = and above, starting depth) ranges, from SGLang's routing
+    (`steps_for_batch`); past the largest captured size a batch is not padded, so the
+    last range holds for every larger batch."""
+    graphs = sorted(capture_sizes)
+    keys = sorted(load_tiers(config))
+    top = max([*graphs, keys[-1]]) + 1
+    depths = [steps_for_batch(config, b, initial_steps=initial_steps, cuda_graph_bs=graphs)
+              for b in range(1, top + 1)]
+    out: list[tuple[int, int | None, int]] = []
+    for b, d in enumerate(depths, start=1):
+        if out and out[-1][2] == d:
+            out[-1] = (out[-1][0], b, d)
+        else:
+            out.append((b, b, d))
+    lo, _, d = out[-1]
+    out[-1] = (lo, None, d)
+    return out
+
+
 def threshold_ranges(num_steps: int, disable_above_batch: int,
                      capture_sizes: Sequence[int]) -> tuple[list[tuple[int, int]], str | None]:
     """Running-batch ranges in which SGLang drafts under a threshold config, and a warning
     when the threshold falls between captured sizes (so SGLang switches speculation off
     earlier than asked). Ranges are inclusive (lo, hi); the last one may end at the largest
     captured size (larger batches are not padded and route by their own size)."""
-    config = threshold_config(num_steps, disable_above_batch)
     graphs = sorted(capture_sizes)
-    keys = sorted(load_tiers(config))
-    top = max(graphs[-1] if graphs else 0, disable_above_batch + 1)
-    drafting = [b for b in range(1, top + 1) if route(keys, b, graphs) == 1]
-    ranges: list[tuple[int, int]] = []
-    for b in drafting:
-        if ranges and ranges[-1][1] == b - 1:
-            ranges[-1] = (ranges[-1][0], b)
-        else:
-            ranges.append((b, b))
-    last = drafting[-1] if drafting else 0
+    routed = effective_tiers(threshold_config(num_steps, disable_above_batch), graphs, num_steps)
+    ranges = [(lo, hi) for lo, hi, d in routed if d and hi is not None]
+    last = ranges[-1][1] if ranges else 0
     warning = None
     if last != disable_above_batch:
         below = max((g for g in graphs if g <= disable_above_batch), default=None)

@@ -4,9 +4,10 @@ speculative depth by batch size" and "SGLang's own runtime adaptation".
 
 A schedule (`engines.depth.DepthTiers`) becomes an adaptive config with ONE candidate per tier
 (`schedule_config`), so the depth is pinned per tier and the adaptive controller only routes;
-`effective_tiers` says what SGLang's routing (padding to the speculative capture list) does with
-it, and the plan prints that (`depth_notes`). `speculative_adaptive` is SGLang's own EMA-driven
-adaptation, refused in the plan where SGLang would drop it silently (`check_adaptive_args`).
+`adaptive.effective_tiers` says what SGLang's routing (padding to the speculative capture
+list) does with it, and the plan prints that (`depth_notes`). `speculative_adaptive` is
+SGLang's own EMA-driven adaptation, refused in the plan where SGLang would drop it silently
+(`check_adaptive_args`).
 """
 
 from __future__ import annotations
@@ -91,28 +92,6 @@ def check_adaptive_args(args: Mapping[str, Any], config: Mapping[str, Any] | Non
                         field="speculative_num_steps", version=version)
 
 
-def effective_tiers(config: Mapping[str, Any], capture_sizes: Sequence[int],
-                    initial_steps: int) -> list[tuple[int, int | None, int]]:
-    """What SGLang does with `config` for a server padding to `capture_sizes`: (first batch,
-    last batch or None = and above, starting depth) ranges, from SGLang's routing
-    (`adaptive.steps_for_batch`); past the largest captured size a batch is not padded, so the
-    last range holds for every larger batch."""
-    graphs = sorted(capture_sizes)
-    keys = sorted(adaptive.load_tiers(config))
-    top = max([*graphs, keys[-1]]) + 1
-    depths = [adaptive.steps_for_batch(config, b, initial_steps=initial_steps,
-                                       cuda_graph_bs=graphs) for b in range(1, top + 1)]
-    out: list[tuple[int, int | None, int]] = []
-    for b, d in enumerate(depths, start=1):
-        if out and out[-1][2] == d:
-            out[-1] = (out[-1][0], b, d)
-        else:
-            out.append((b, b, d))
-    lo, _, d = out[-1]
-    out[-1] = (lo, None, d)
-    return out
-
-
 def tiers_text(tiers: Sequence[tuple[int, int | None, int]]) -> str:
     """`1-8: 5, 9-32: 3, 33+: 0`."""
     def span(lo: int, hi: int | None) -> str:
@@ -144,7 +123,7 @@ def depth_notes(name: str, variant: Mapping[str, Any], gpu_memory_mib: float | N
         return []  # the launch spec reports it
     args = variant.get("args") or {}
     graphs = adaptive.capture_sizes(args, gpu_memory_mib)
-    routed = effective_tiers(schedule_config(tiers), graphs, max(d for _, d in tiers))
+    routed = adaptive.effective_tiers(schedule_config(tiers), graphs, max(d for _, d in tiers))
     out = [f"{name}: speculative depth by running batch as SGLang routes it: "
            f"{tiers_text(routed)} (speculative CUDA-graph sizes up to {graphs[-1]})"]
     starts = {lo for lo, _, _ in routed}

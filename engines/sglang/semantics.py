@@ -79,8 +79,8 @@ def schedule_setting(engine: str, request: ServerRequest, gpu_memory_mib: float 
         "speculative_algorithm", "speculative_eagle_topk") if k in args}, tiers,
         request.version, name)
     graphs = adaptive.capture_sizes(args, gpu_memory_mib)
-    routed = depth.effective_tiers(depth.schedule_config(tiers), graphs,
-                                   fields["speculative_num_steps"])
+    routed = adaptive.effective_tiers(depth.schedule_config(tiers), graphs,
+                                      fields["speculative_num_steps"])
     return DepthSetting(engine, tuple(server_args_to_argv(fields, request.version)),
                         {name: text}, tuple(routed))
 

@@ -61,11 +61,11 @@ def test_a_threshold_is_the_two_tier_schedule() -> None:
 
 
 def test_effective_tiers_follow_the_padding() -> None:
-    routed = depth.effective_tiers(depth.schedule_config(SCHEDULE), GRAPHS_64, 5)
+    routed = adaptive.effective_tiers(depth.schedule_config(SCHEDULE), GRAPHS_64, 5)
     assert routed == [(1, 8, 5), (9, 32, 3), (33, 64, 1), (65, None, 0)]
     # A tier from 10 takes batch 9 too (9 pads to 10), one from 16 takes 15 (15 pads to 16).
     moved = ((1, 5), (10, 3), (16, 1))
-    assert depth.effective_tiers(depth.schedule_config(moved), GRAPHS_64, 5) == [
+    assert adaptive.effective_tiers(depth.schedule_config(moved), GRAPHS_64, 5) == [
         (1, 8, 5), (9, 14, 3), (15, None, 1)]
     lines = depth.depth_notes("eagle3__depth", {"speculative_depth": [list(t) for t in moved],
                                                 "args": EAGLE3})

@@ -1,37 +1,11 @@
 """The engine interface: what every kind of inference server answers, behind one class.
 `engines/<name>/engine.py` implements it for each kind (`sim`, `sglang`, `vllm`, `external`);
 `engines.get(name)` finds it by that folder name, so adding an engine touches its folder and a
-config file (`conf/engine/<name>.yaml`), nothing in `grid/`.
-
-What an engine answers, all as pure functions of plain values (no Ray, no sockets, nothing
-written; version detection and validation run a subprocess of the engine's own Python):
-
-- the server's command line (`launch_spec`) from a variant and a model (a `ServerRequest`,
-  engines/launch.py), with its readiness, start-up log phases and endpoints (`Endpoints`, in
-  the LaunchSpec);
-- its version (`detect_version`) and a check of command lines by its own argument parser
-  (`validate`);
-- the names of its `/metrics` series (`metrics`, a `MetricNames` of engines/metrics.py):
-  throughput, queue, KV-cache use and the speculative counters, and how it reports acceptance
-  (the accept length a cell gets from their increases);
-- warnings a user should read in the plan (`plan_warnings`);
-- the `speculative_disable_above_batch` values it honours as distinct behaviours
-  (`threshold_values`: the settings a confirmation can tell apart, docs/questions.md);
-- its own settings (`options`, `engine.options.<key>` in the config), checked before anything
-  starts (`check_options`), and what follows from them: a server's URL when someone else runs
-  it (`server_url`) and what besides its flags makes its numbers (`version_label`);
-- a speculative depth schedule in its own words (`depth_setting`: what an operator pastes, and
-  the depth each running batch gets as the engine routes it).
-
-An engine whose numbers are modelled (the simulator) answers more through a second interface,
-engines/modelling.py (`engines.modeller(name)`): its envelope, estimates, twins and predictions.
-
-A depth schedule (`variant.speculative_depth`) is engine-neutral (engines/depth.py); each
-engine turns it into its own form.
-
-Variants speak one vocabulary, SGLang's ServerArgs field names (`max_running_requests`,
-`speculative_algorithm`, ...): the shipped variants mean the same thing on every engine, and an
-engine maps what it has an equivalent for (engines/vllm/command.py has vLLM's table).
+config file (`conf/engine/<name>.yaml`), nothing in `grid/`. Every answer is a pure function of
+plain values (version detection and validation run a subprocess of the engine's own Python);
+what each method answers and who asks: docs/engines.md. An engine whose numbers are modelled
+answers more through engines/modelling.py (`engines.modeller(name)`). Variants speak one
+vocabulary, SGLang's ServerArgs field names; an engine maps what it has an equivalent for.
 """
 
 from __future__ import annotations

@@ -1,30 +1,11 @@
 """Forced acceptance, engine-neutral: the speculative variant's acceptance fixed by the engine
 instead of measured from its drafter, so a cell measures the system's side of speculation alone
-(the step costs at a known acceptance). Each engine spells it in its own form
-(docs/engines.md): SGLang's `SGLANG_SIMULATE_ACC_LEN` environment, vLLM's synthetic rejection
-sampler in `--speculative-config`, the simulator's drafter replaced by the forced rates.
-
-A forced cell's outputs are not the model's (SGLang's `fixed` token mode emits one token id,
-its `real-draft-token` mode and vLLM keep drafts whatever the target says): its numbers are
-performance only, never a measure of the drafter or of losslessness.
-
-Which tokens a forced step commits (`token_mode`, SGLang 0.5.23's names, `srt/speculative/
-spec_utils.py` `generate_simulated_accept_index`): `real-draft-token` (the default here) commits
-the drafter's own chain and the target's next token, text much like the model's, so the next
-steps' forwards cost what they cost on real text; `fixed` (SGLang's default) writes token id 100
-at every committed position, a sequence of one repeated token, on which a mixture-of-experts
-target routes every token alike and its verify can run cheaper than on real text. SGLang reads
-the mode; vLLM (whose synthetic sampler keeps the drafts) and the simulator (no tokens) do not.
-
-Two forms, as vLLM 0.32.0 takes them (`vllm/config/speculative.py`):
-- a mean acceptance length L in [1, k + 1] (tokens per verify step, the bonus token included);
-- per-position *unconditional* rates r_1 >= r_2 >= ... >= r_k in [0, 1], r_i the probability
-  that the first i draft tokens are all accepted; the mean length is then 1 + sum(r_i).
-
-A length becomes rates by the minimum-variance schedule (vLLM's `_acceptance_length_to_rates`:
-1 for the first floor(L - 1) positions, the fraction next, 0 after), which is also what SGLang's
-`match-expected` method draws (floor(L) or ceil(L) tokens per step, `srt/speculative/
-spec_utils.py` `sample_simulated_acc_len`)."""
+(the step costs at a known acceptance). Two forms, as vLLM 0.32.0 takes them
+(`vllm/config/speculative.py`): a mean length L in [1, k + 1], or per-position unconditional
+rates r_1 >= ... >= r_k (mean length 1 + sum(r_i)); a length becomes rates by the
+minimum-variance schedule (vLLM's `_acceptance_length_to_rates`: 1 for the first floor(L - 1)
+positions, the fraction next, 0 after). Each engine's spelling, the token modes and why a
+forced cell is performance only: docs/engines.md "Forced acceptance"."""
 
 from __future__ import annotations
 

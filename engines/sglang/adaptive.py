@@ -28,23 +28,11 @@ The file format is SGLang's own, read by `_load_adaptive_config` in
   never moves. `--speculative-num-steps` must be in the union of all tiers' candidates
   (SGLang raises otherwise). Adaptive needs `--speculative-algorithm` EAGLE or EAGLE3 and
   `--speculative-eagle-topk` 1 (or unset); otherwise SGLang silently drops adaptive.
-- SGLang 0.5.23's built-in default: 1 -> [1,3,5,7], 8 -> [0,1,3], 32 -> [0,1], 64 -> [0].
 
-Consequences for a threshold N: `threshold_config` writes single-candidate tiers, so the steps
-are fixed by batch size (no EMA movement): batch sizes whose padded CUDA-graph size is <= N
-draft with `num_steps`, larger ones do not draft. The padding uses the *speculative* capture
-list (`decode_capture_sizes(..., speculative=True)`: 1..8, 10..32 step 2, 40..64 step 4, 72..256
-step 8, then step 16), so the effective threshold moves to that granularity. Worked example,
-N=10 (`{"1": [3], "11": [0]}`): batch 10 pads to 10 and drafts; batch 11 pads to 12 and does
-not. N=20 drafts up to batch 20 (captured); N=30 up to 30; N=6 up to 6. But N=9 (between the
-captured 8 and 10) drafts only up to batch 8: batch 9 pads to 10 >= 10 = N+1 and routes to the
-[0] tier -- `threshold_ranges` reports this and the plan warns. A zero-step tier is not "no
-speculation cost": SGLang still runs a 1-token verify through the speculative path and, unless
-`SGLANG_SPEC_SKIP_ZERO_STEP_DRAFT_EXTEND=1` is in the server's env, the draft-extend pass
-(keeping the draft KV warm); specgrid does not set that variable.
-
-`steps_for_batch` reads any config of this format (SGLang's defaults included) and is what
-the simulator (`engines.sim`) uses to decide how many draft steps a batch gets.
+What a threshold N does under the padding (N between two captured sizes drafts only up to the
+lower one; a zero-step tier still runs a 1-token verify): docs/simulator.md "Threshold
+semantics" and docs/engines.md. `steps_for_batch` reads any config of this format and is what
+the simulator uses to decide how many draft steps a batch gets.
 """
 
 from __future__ import annotations
@@ -62,6 +50,15 @@ ADAPTIVE_ALGORITHMS: tuple[str, ...] = ("EAGLE", "EAGLE3")
 """Speculative algorithms SGLang's adaptive mode supports."""
 
 ConfigLike = Mapping[Any, Any] | str | os.PathLike[str]
+
+DEFAULT_ADAPTIVE_CONFIG: dict[str, Any] = {
+    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25},
+    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
+    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
+    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
+}
+"""SGLang 0.5.23's built-in config (adaptive_spec_params.py DEFAULT_ADAPTIVE_CONFIG), used when
+--speculative-adaptive-config is absent."""
 
 
 def threshold_config(num_steps: int, disable_above_batch: int) -> dict[str, dict[str, list[int]]]:
@@ -205,24 +202,38 @@ def decode_capture_sizes(max_bs: int, *, speculative: bool,
     return sizes
 
 
+def effective_tiers(config: Mapping[str, Any], capture_sizes: Sequence[int],
+                    initial_steps: int) -> list[tuple[int, int | None, int]]:
+    """What SGLang does with `config` for a server padding to `capture_sizes`: (first batch,
+    last batch or None = and above, starting depth) ranges, from SGLang's routing
+    (`steps_for_batch`); past the largest captured size a batch is not padded, so the
+    last range holds for every larger batch."""
+    graphs = sorted(capture_sizes)
+    keys = sorted(load_tiers(config))
+    top = max([*graphs, keys[-1]]) + 1
+    depths = [steps_for_batch(config, b, initial_steps=initial_steps, cuda_graph_bs=graphs)
+              for b in range(1, top + 1)]
+    out: list[tuple[int, int | None, int]] = []
+    for b, d in enumerate(depths, start=1):
+        if out and out[-1][2] == d:
+            out[-1] = (out[-1][0], b, d)
+        else:
+            out.append((b, b, d))
+    lo, _, d = out[-1]
+    out[-1] = (lo, None, d)
+    return out
+
+
 def threshold_ranges(num_steps: int, disable_above_batch: int,
                      capture_sizes: Sequence[int]) -> tuple[list[tuple[int, int]], str | None]:
     """Running-batch ranges in which SGLang drafts under a threshold config, and a warning
     when the threshold falls between captured sizes (so SGLang switches speculation off
     earlier than asked). Ranges are inclusive (lo, hi); the last one may end at the largest
     captured size (larger batches are not padded and route by their own size)."""
-    config = threshold_config(num_steps, disable_above_batch)
     graphs = sorted(capture_sizes)
-    keys = sorted(load_tiers(config))
-    top = max(graphs[-1] if graphs else 0, disable_above_batch + 1)
-    drafting = [b for b in range(1, top + 1) if route(keys, b, graphs) == 1]
-    ranges: list[tuple[int, int]] = []
-    for b in drafting:
-        if ranges and ranges[-1][1] == b - 1:
-            ranges[-1] = (ranges[-1][0], b)
-        else:
-            ranges.append((b, b))
-    last = drafting[-1] if drafting else 0
+    routed = effective_tiers(threshold_config(num_steps, disable_above_batch), graphs, num_steps)
+    ranges = [(lo, hi) for lo, hi, d in routed if d and hi is not None]
+    last = ranges[-1][1] if ranges else 0
     warning = None
     if last != disable_above_batch:
         below = max((g for g in graphs if g <= disable_above_batch), default=None)
@@ -239,51 +250,31 @@ def honoured_thresholds(args: Mapping[str, Any], gpu_memory_mib: float | None = 
     """The thresholds SGLang tells apart for a variant (ascending, below its running cap):
     a threshold between two captured sizes drafts only up to the lower one
     (`threshold_ranges`), so up to the decode capture list's max_bs the distinct values are
-    the captured sizes; past it a batch is not padded and every integer counts. max_bs is the
-    variant's cuda_graph_max_bs(_decode), else SGLang's default for the GPU's memory (160 when
-    unknown), lowered to max_running_requests. FlagError for a variant SGLang cannot switch
-    off by batch size (check_threshold_args)."""
+    the captured sizes (`capture_sizes`); past it a batch is not padded and every integer
+    counts. FlagError for a variant SGLang cannot switch off by batch size."""
     check_threshold_args(args, 1, None)
     cap = args.get("max_running_requests")
     cap = cap if isinstance(cap, int) and cap >= 1 else 48
-    explicit = args.get("cuda_graph_max_bs_decode", args.get("cuda_graph_max_bs"))
-    tp_arg = args.get("tp_size")
-    tp = tp_arg if isinstance(tp_arg, int) else 1
-    max_bs = (int(explicit) if explicit is not None
-              else default_decode_max_bs(gpu_memory_mib, tp, cap))
-    sizes = decode_capture_sizes(max_bs, speculative=True)
+    sizes = capture_sizes(args, gpu_memory_mib)
+    max_bs = sizes[-1]
     return [n for n in sorted(set(sizes) | set(range(max_bs + 1, cap))) if n < cap]
-
-
-def plan_lines(variant_name: str, num_steps: int, disable_above_batch: int,
-               max_bs: int) -> tuple[str, str | None]:
-    """One plan line for a threshold variant (where SGLang drafts), and its warning if any.
-    `max_bs` = the server's decode CUDA-graph max batch size (`default_decode_max_bs`)."""
-    sizes = decode_capture_sizes(max_bs, speculative=True)
-    ranges, warning = threshold_ranges(num_steps, disable_above_batch, sizes)
-    text = ", ".join(f"{lo}-{hi}" if lo != hi else str(lo) for lo, hi in ranges) or "none"
-    line = (f"{variant_name}: drafts {num_steps} steps at running batch {text}; "
-            f"no drafting above (speculative CUDA-graph sizes up to {max_bs})")
-    return line, (f"{variant_name}: {warning}" if warning else None)
 
 
 def threshold_notes(variant_name: str, variant: Mapping[str, Any]) -> list[str]:
     """Plan lines for a variant with `speculative_disable_above_batch` (grid/plan/build.py prints
-    them with its warnings): where SGLang drafts, and a warning when the threshold falls
-    between captured sizes. The capture list's max_bs is the variant's
-    cuda_graph_max_bs(_decode) if set, else SGLang's default for an unknown GPU (160),
-    lowered to max_running_requests."""
+    them with its warnings): where SGLang drafts on an unknown GPU (`capture_sizes`), and a
+    warning when the threshold falls between captured sizes."""
     n = variant.get("speculative_disable_above_batch")
     args = variant.get("args") or {}
     steps = args.get("speculative_num_steps")
     if n is None or not isinstance(steps, int) or not isinstance(n, int) or n < 1 or steps < 1:
         return []
-    explicit = args.get("cuda_graph_max_bs_decode", args.get("cuda_graph_max_bs"))
-    max_running = args.get("max_running_requests")
-    max_bs = int(explicit) if explicit is not None else default_decode_max_bs(
-        None, 1, max_running if isinstance(max_running, int) else 48)
-    line, warning = plan_lines(variant_name, steps, n, max_bs)
-    return [line] + ([warning] if warning else [])
+    sizes = capture_sizes(args)
+    ranges, warning = threshold_ranges(steps, n, sizes)
+    text = ", ".join(f"{lo}-{hi}" if lo != hi else str(lo) for lo, hi in ranges) or "none"
+    return [f"{variant_name}: drafts {steps} steps at running batch {text}; no drafting above "
+            f"(speculative CUDA-graph sizes up to {sizes[-1]})"] + (
+                [f"{variant_name}: {warning}"] if warning else [])
 
 
 def config_json(config: Mapping[str, Any]) -> str:
@@ -298,27 +289,12 @@ def check_threshold_args(
     `speculative_num_steps`. FlagError (naming the field and version) unless: EAGLE/EAGLE3,
     eagle_topk 1 or unset, num_steps explicit and >= 1, no adaptive flags of its own, and an
     SGLang version that accepts step 0 (0.5.14+; None = unknown passes)."""
-    algo = args.get("speculative_algorithm")
-    if algo not in ADAPTIVE_ALGORITHMS:
-        raise FlagError(
-            f"speculative_disable_above_batch={disable_above_batch} needs "
-            f"speculative_algorithm EAGLE or EAGLE3 (SGLang's adaptive mode), got {algo!r}",
-            field="speculative_algorithm", version=version)
-    topk = args.get("speculative_eagle_topk")
-    if topk is not None and topk != 1:
-        raise FlagError(
-            f"speculative_disable_above_batch needs speculative_eagle_topk 1, got {topk!r}",
-            field="speculative_eagle_topk", version=version)
+    check_eagle_chain(args, f"speculative_disable_above_batch={disable_above_batch}", version)
     steps = args.get("speculative_num_steps")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
         raise FlagError(
             "speculative_disable_above_batch needs an explicit speculative_num_steps >= 1, "
             f"got {steps!r}", field="speculative_num_steps", version=version)
-    for own in ("speculative_adaptive", "speculative_adaptive_config"):
-        if args.get(own) not in (None, False):
-            raise FlagError(
-                f"{own} is set by speculative_disable_above_batch; do not give both",
-                field=own, version=version)
     if at_least(version, ZERO_STEP_SINCE) is False:
         raise FlagError(
             f"speculative_disable_above_batch: SGLang {version} cannot switch speculation off "
@@ -326,3 +302,40 @@ def check_threshold_args(
             field="speculative_disable_above_batch", version=version)
     threshold_config(steps, disable_above_batch)  # validates the threshold itself
     return steps
+
+
+OWN_FLAGS = ("speculative_adaptive", "speculative_adaptive_config")
+"""Variant args a schedule, a threshold or specgrid's adaptive setting writes itself."""
+
+
+def check_eagle_chain(args: Mapping[str, Any], what: str, version: str | None) -> None:
+    """EAGLE/EAGLE3 with topk 1 (or unset), and no adaptive flags of the variant's own: what
+    SGLang needs to honour an adaptive config instead of dropping it."""
+    algo = args.get("speculative_algorithm")
+    if algo not in ADAPTIVE_ALGORITHMS:
+        raise FlagError(f"{what} needs speculative_algorithm EAGLE or EAGLE3 (SGLang runs "
+                        f"adaptive speculation only there, and drops it silently otherwise), "
+                        f"got {algo!r}", field="speculative_algorithm", version=version)
+    topk = args.get("speculative_eagle_topk")
+    if topk is not None and topk != 1:
+        raise FlagError(f"{what} needs speculative_eagle_topk 1 (SGLang drops adaptive "
+                        f"speculation silently for a tree), got {topk!r}",
+                        field="speculative_eagle_topk", version=version)
+    for own in OWN_FLAGS:
+        if args.get(own) not in (None, False):
+            raise FlagError(f"{own} is set by {what}; do not give both (use the variant's "
+                            "speculative_adaptive / speculative_adaptive_config keys)",
+                            field=own, version=version)
+
+
+def capture_sizes(args: Mapping[str, Any], gpu_memory_mib: float | None = None) -> list[int]:
+    """The speculative decode capture list a server of `args` pads to: max_bs from the args'
+    cuda_graph_max_bs(_decode), else SGLang's default for the GPU's memory (160 unknown),
+    lowered to max_running_requests."""
+    explicit = args.get("cuda_graph_max_bs_decode", args.get("cuda_graph_max_bs"))
+    running = args.get("max_running_requests")
+    tp_arg = args.get("tp_size")
+    tp = tp_arg if isinstance(tp_arg, int) else 1
+    max_bs = int(explicit) if explicit is not None else default_decode_max_bs(
+        gpu_memory_mib, tp, running if isinstance(running, int) and running >= 1 else 48)
+    return decode_capture_sizes(max_bs, speculative=True)

@@ -1,31 +1,12 @@
 """A speculative depth schedule, and SGLang's own runtime adaptation, as SGLang 0.5.23 runs them
-(the simulator runs the same files the same way: engines/sim/adaptive.py).
+(the simulator runs the same files the same way: engines/sim/adaptive.py); docs/engines.md "A
+speculative depth by batch size" and "SGLang's own runtime adaptation".
 
-A schedule (`engines.depth.DepthTiers`, e.g. `((1, 5), (9, 3), (33, 1), (65, 0))`) becomes an
-adaptive config with ONE candidate per tier (`schedule_config`)::
-
-    {"1": {"candidate_steps": [5]}, "9": {"candidate_steps": [3]},
-     "33": {"candidate_steps": [1]}, "65": {"candidate_steps": [0]}}
-
-and the server gets `--speculative-adaptive --speculative-adaptive-config <file>` with
-`--speculative-num-steps` = the largest depth (SGLang requires it in the union of the tiers'
-candidates, `_init_adaptive_speculative_params`) and `--speculative-num-draft-tokens` = that + 1
-(what SGLang resolves it to with topk 1). A single-candidate tier never moves
-(`AdaptiveStepSlot._recompute_params` has nowhere to go), so the depth is pinned per tier: the
-adaptive controller only routes. `speculative_disable_above_batch N` is the two-tier schedule
-`((1, steps), (N + 1, 0))` (engines/sglang/adaptive.py `threshold_config`).
-
-Routing pads the running batch up to the next *speculative* CUDA-graph capture size before it
-picks the tier (engines/sglang/adaptive.py, `route`), so a tier that starts at b takes every
-batch above the largest captured size below b: from 10 it starts at batch 9 (9 pads to 10),
-from 9, 11, 33 or 65 exactly there. `effective_tiers` says what SGLang does with a config, and the
-plan prints it (`depth_notes`).
-
-`speculative_adaptive` (a variant's `speculative_adaptive: true`, optionally with
-`speculative_adaptive_config: <file>`; SGLang's default tiers 1 -> [1,3,5,7], 8 -> [0,1,3],
-32 -> [0,1], 64 -> [0] without one) is SGLang's own EMA-driven adaptation. SGLang drops it
-silently, with a log line, unless the algorithm is EAGLE or EAGLE3 and topk is 1
-(`adaptive_unsupported_reason`): specgrid refuses those variants in the plan instead
+A schedule (`engines.depth.DepthTiers`) becomes an adaptive config with ONE candidate per tier
+(`schedule_config`), so the depth is pinned per tier and the adaptive controller only routes;
+`adaptive.effective_tiers` says what SGLang's routing (padding to the speculative capture
+list) does with it, and the plan prints that (`depth_notes`). `speculative_adaptive` is
+SGLang's own EMA-driven adaptation, refused in the plan where SGLang would drop it silently
 (`check_adaptive_args`).
 """
 
@@ -38,11 +19,9 @@ from typing import Any
 
 from engines.depth import DepthTiers, depth_schedule
 from engines.sglang import adaptive
+from engines.sglang.adaptive import DEFAULT_ADAPTIVE_CONFIG
 from engines.sglang.versions import ZERO_STEP_SINCE, at_least
 from engines.validation import FlagError
-
-OWN_FLAGS = ("speculative_adaptive", "speculative_adaptive_config")
-"""Variant args a schedule or specgrid's adaptive setting writes itself."""
 
 
 def schedule_config(tiers: DepthTiers) -> dict[str, dict[str, list[int]]]:
@@ -50,32 +29,12 @@ def schedule_config(tiers: DepthTiers) -> dict[str, dict[str, list[int]]]:
     return {str(start): {"candidate_steps": [depth]} for start, depth in depth_schedule(tiers)}
 
 
-def _check_eagle_chain(args: Mapping[str, Any], what: str, version: str | None) -> None:
-    """EAGLE/EAGLE3 with topk 1 (or unset), and no adaptive flags of the variant's own: what
-    SGLang needs to honour an adaptive config instead of dropping it."""
-    algo = args.get("speculative_algorithm")
-    if algo not in adaptive.ADAPTIVE_ALGORITHMS:
-        raise FlagError(f"{what} needs speculative_algorithm EAGLE or EAGLE3 (SGLang runs "
-                        f"adaptive speculation only there, and drops it silently otherwise), "
-                        f"got {algo!r}", field="speculative_algorithm", version=version)
-    topk = args.get("speculative_eagle_topk")
-    if topk is not None and topk != 1:
-        raise FlagError(f"{what} needs speculative_eagle_topk 1 (SGLang drops adaptive "
-                        f"speculation silently for a tree), got {topk!r}",
-                        field="speculative_eagle_topk", version=version)
-    for own in OWN_FLAGS:
-        if args.get(own) not in (None, False):
-            raise FlagError(f"{own} is set by {what}; do not give both (use the variant's "
-                            "speculative_adaptive / speculative_adaptive_config keys)",
-                            field=own, version=version)
-
-
 def check_schedule_args(args: Mapping[str, Any], tiers: DepthTiers, version: str | None
                         ) -> int:
     """Check that a variant can run the schedule; return its largest depth (the server's
     --speculative-num-steps). FlagError naming the field and version otherwise."""
     tiers = depth_schedule(tiers)
-    _check_eagle_chain(args, "speculative_depth", version)
+    adaptive.check_eagle_chain(args, "speculative_depth", version)
     if any(d == 0 for _, d in tiers) and at_least(version, ZERO_STEP_SINCE) is False:
         raise FlagError(f"speculative_depth: a depth-0 tier needs SGLang {ZERO_STEP_SINCE}+ "
                         f"(adaptive step 0), got {version}", field="speculative_depth",
@@ -124,55 +83,13 @@ def check_adaptive_args(args: Mapping[str, Any], config: Mapping[str, Any] | Non
     """A variant that asks for SGLang's runtime adaptation: EAGLE/EAGLE3, topk 1, and its
     speculative_num_steps (if set) among the candidates of `config` (SGLang's default tiers
     when None), as SGLang checks at start-up."""
-    _check_eagle_chain(args, "speculative_adaptive", version)
-    union = adaptive.candidate_steps(config if config is not None else DEFAULT_CONFIG)
+    adaptive.check_eagle_chain(args, "speculative_adaptive", version)
+    union = adaptive.candidate_steps(config if config is not None else DEFAULT_ADAPTIVE_CONFIG)
     steps = args.get("speculative_num_steps")
     if steps is not None and steps not in union:
         raise FlagError(f"speculative_adaptive: speculative_num_steps={steps} is not among the "
                         f"adaptive config's candidate_steps {union} (SGLang refuses to start)",
                         field="speculative_num_steps", version=version)
-
-
-DEFAULT_CONFIG: dict[str, dict[str, list[int]]] = {
-    "1": {"candidate_steps": [1, 3, 5, 7]}, "8": {"candidate_steps": [0, 1, 3]},
-    "32": {"candidate_steps": [0, 1]}, "64": {"candidate_steps": [0]}}
-"""The tiers of SGLang 0.5.23's DEFAULT_ADAPTIVE_CONFIG (adaptive_spec_params.py; its
-hysteresis knobs in engines/sim/adaptive.py), used when no config file is given."""
-
-
-def effective_tiers(config: Mapping[str, Any], capture_sizes: Sequence[int],
-                    initial_steps: int) -> list[tuple[int, int | None, int]]:
-    """What SGLang does with `config` for a server padding to `capture_sizes`: (first batch,
-    last batch or None = and above, starting depth) ranges, from SGLang's routing
-    (`adaptive.steps_for_batch`); past the largest captured size a batch is not padded, so the
-    last range holds for every larger batch."""
-    graphs = sorted(capture_sizes)
-    keys = sorted(adaptive.load_tiers(config))
-    top = max([*graphs, keys[-1]]) + 1
-    depths = [adaptive.steps_for_batch(config, b, initial_steps=initial_steps,
-                                       cuda_graph_bs=graphs) for b in range(1, top + 1)]
-    out: list[tuple[int, int | None, int]] = []
-    for b, d in enumerate(depths, start=1):
-        if out and out[-1][2] == d:
-            out[-1] = (out[-1][0], b, d)
-        else:
-            out.append((b, b, d))
-    lo, _, d = out[-1]
-    out[-1] = (lo, None, d)
-    return out
-
-
-def capture_sizes(args: Mapping[str, Any], gpu_memory_mib: float | None = None) -> list[int]:
-    """The speculative decode capture list a server of `args` pads to: max_bs from the args'
-    cuda_graph_max_bs(_decode), else SGLang's default for the GPU's memory (160 unknown),
-    lowered to max_running_requests."""
-    explicit = args.get("cuda_graph_max_bs_decode", args.get("cuda_graph_max_bs"))
-    running = args.get("max_running_requests")
-    tp_arg = args.get("tp_size")
-    tp = tp_arg if isinstance(tp_arg, int) else 1
-    max_bs = int(explicit) if explicit is not None else adaptive.default_decode_max_bs(
-        gpu_memory_mib, tp, running if isinstance(running, int) else 48)
-    return adaptive.decode_capture_sizes(max_bs, speculative=True)
 
 
 def tiers_text(tiers: Sequence[tuple[int, int | None, int]]) -> str:
@@ -190,7 +107,7 @@ def depth_notes(name: str, variant: Mapping[str, Any], gpu_memory_mib: float | N
     if variant.get("speculative_adaptive") and not raw:
         path = variant.get("speculative_adaptive_config")
         try:
-            candidates = adaptive.load_tiers(read_config(path) if path else DEFAULT_CONFIG)
+            candidates = adaptive.load_tiers(read_config(path) if path else DEFAULT_ADAPTIVE_CONFIG)
         except ValueError:
             return []  # the launch spec reports it
         text = ", ".join(f"{b}+: {{{', '.join(map(str, c))}}}"
@@ -205,8 +122,8 @@ def depth_notes(name: str, variant: Mapping[str, Any], gpu_memory_mib: float | N
     except ValueError:
         return []  # the launch spec reports it
     args = variant.get("args") or {}
-    graphs = capture_sizes(args, gpu_memory_mib)
-    routed = effective_tiers(schedule_config(tiers), graphs, max(d for _, d in tiers))
+    graphs = adaptive.capture_sizes(args, gpu_memory_mib)
+    routed = adaptive.effective_tiers(schedule_config(tiers), graphs, max(d for _, d in tiers))
     out = [f"{name}: speculative depth by running batch as SGLang routes it: "
            f"{tiers_text(routed)} (speculative CUDA-graph sizes up to {graphs[-1]})"]
     starts = {lo for lo, _, _ in routed}

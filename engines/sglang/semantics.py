@@ -20,6 +20,7 @@ from engines.depth import DepthSetting
 from engines.launch import ServerRequest
 from engines.sglang import adaptive, depth
 from engines.sglang.adaptive import (
+    DEFAULT_ADAPTIVE_CONFIG,
     candidate_steps,
     decode_capture_sizes,
     default_decode_max_bs,
@@ -42,7 +43,7 @@ the body asks (`python/sglang/srt/entrypoints/openai/protocol.py` ChatCompletion
 `return_spec_tokens_details`, `serving_chat.py`); the native /generate always sends them."""
 
 __all__ = [
-    "SPEC_DETAILS", "build_sim_launch", "candidate_steps",
+    "DEFAULT_ADAPTIVE_CONFIG", "SPEC_DETAILS", "build_sim_launch", "candidate_steps",
     "decode_capture_sizes", "default_decode_max_bs", "forced_env", "load_tiers",
     "refuse_raw_env", "route",
     "schedule_setting", "sglang_warnings", "speculation_on",
@@ -77,9 +78,9 @@ def schedule_setting(engine: str, request: ServerRequest, gpu_memory_mib: float 
     fields = depth.schedule_args({k: args[k] for k in (
         "speculative_algorithm", "speculative_eagle_topk") if k in args}, tiers,
         request.version, name)
-    graphs = depth.capture_sizes(args, gpu_memory_mib)
-    routed = depth.effective_tiers(depth.schedule_config(tiers), graphs,
-                                   fields["speculative_num_steps"])
+    graphs = adaptive.capture_sizes(args, gpu_memory_mib)
+    routed = adaptive.effective_tiers(depth.schedule_config(tiers), graphs,
+                                      fields["speculative_num_steps"])
     return DepthSetting(engine, tuple(server_args_to_argv(fields, request.version)),
                         {name: text}, tuple(routed))
 

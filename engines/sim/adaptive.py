@@ -1,24 +1,7 @@
-"""SGLang's adaptive speculative decoding (``--speculative-adaptive``), modelled as in 0.5.23.
-
-The config format is SGLang's own JSON, read and validated by ``engines.sglang.adaptive`` (its
-docstring is the reference; one file drives the simulator and the real server)::
-
-    {"1":  {"candidate_steps": [1, 3, 5, 7]},
-     "8":  {"candidate_steps": [0, 1, 3]},
-     "32": {"candidate_steps": [0, 1]},
-     "64": {"candidate_steps": [0]},
-     "ema_alpha": 0.2, "update_interval": 5, "warmup_batches": 10}
-
-Integer-string keys are batch-size lower bounds of tiers; ``candidate_steps`` are the draft step
-counts a tier may use (0 = no drafting); other keys are knobs shared by all tiers. The example is
-SGLang's default when no file is given. A running batch is padded up to the next size of the
-*speculative* CUDA-graph capture list (``engines.sglang.adaptive.decode_capture_sizes``), then
-routed to the tier with the largest key <= it. A "no drafting above
-batch N" threshold is ``{"1": {"candidate_steps": [s]}, "N+1": {"candidate_steps": [0]}}``
-(``engines.sglang.adaptive.threshold_config``).
-
-This module adds what a running server does with it: each tier's step count follows an EMA of
-accepted drafts (``AdaptiveStepSlot``, SGLang's rules), ``AdaptiveController`` routes batches.
+"""SGLang's adaptive speculative decoding (``--speculative-adaptive``) as a running 0.5.23 server
+does it: each tier's step count follows an EMA of accepted drafts (``AdaptiveStepSlot``, SGLang's
+rules) and ``AdaptiveController`` routes batches. The config format, its validation and the
+routing are engines/sglang/adaptive.py's (docs/engines.md), one file for both servers.
 """
 
 from __future__ import annotations
@@ -29,15 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from engines.sglang.semantics import load_tiers, route
-
-DEFAULT_ADAPTIVE_CONFIG: dict[str, Any] = {
-    "1": {"candidate_steps": [1, 3, 5, 7], "up_hysteresis": 0.0, "down_hysteresis": -0.25},
-    "8": {"candidate_steps": [0, 1, 3], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
-    "32": {"candidate_steps": [0, 1], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
-    "64": {"candidate_steps": [0], "up_hysteresis": 0.0, "down_hysteresis": 0.0},
-}
-"""SGLang 0.5.23's built-in config (used when --speculative-adaptive-config is absent)."""
+from engines.sglang.semantics import DEFAULT_ADAPTIVE_CONFIG, load_tiers, route
 
 
 def load_adaptive_config(path: str | Path | None) -> dict[str, Any]:

@@ -4,27 +4,10 @@
 The same ``SimEngine`` and ``BatchCore`` the server runs are driven without a clock
 (``serve``: a closed loop whose steps are planned and committed and their durations summed;
 also the interior's cells, engines/sim/interior.py, and the twin's check of its closed form,
-``closed_loop``). An *anchor* is a published measurement: a hardware + model pair,
-scenarios, targets, and the efficiency factors (engines/sim/roofline.py ``Efficiency``) fitted
-to them by least squares on log(model / target). Everything else in the roofline stays fixed,
-so the factors are the only free numbers, and the anchors' other figures are predictions.
-
-Anchors:
-
-- ``default`` (profiles/default.json ``calibration``): 8x RTX PRO 6000 + Kimi-K2.5-class,
-  baseline 89 / EAGLE-3 96.1 tok/s at one stream, 773 / 354 saturated, measured as the default
-  sweep (``+sweep=concurrency``) sends them: the shipped coding prompts, closed loop at 1 and
-  64 streams, the sweep's server flags, tok/s over the report's steady window; fits the factors
-  listed in ``calibration.fitted`` (``bandwidth``, ``pass_overhead_ms``,
-  ``spec_step_overhead_ms``, ``spec_token_overhead_us``) into the model profile's
-  ``efficiency_on.rtx-pro-6000``.
-- ``h100-llama3.1-8b`` (profiles/model/llama3.1-8b.json ``anchor``): the EAGLE-3 paper's
-  SGLang figures for Llama-3.1-8B-Instruct on one H100 (arXiv 2503.01840, section 4.3):
-  single stream 158.34 / 373.25 tok/s (Table 4) and EAGLE-3's throughput gain at batch sizes
-  2..64 with a chain of 3 (Table 3); fits ``bandwidth``, ``compute``,
-  ``spec_step_overhead_ms`` and ``spec_token_overhead_us`` (4 factors, 11 figures) into
-  profiles/hardware/h100.json.
-
+``closed_loop``). An *anchor* is a published measurement (hardware + model, scenarios, targets)
+and the efficiency factors (engines/sim/roofline.py ``Efficiency``) fitted to it by least
+squares on log(model / target); the anchors, their scenarios and what they fit:
+docs/simulator.md "Fitted factors" and "Anchors: published vs simulated".
 tests/engines/sim/test_calibration.py measures the same scenarios over HTTP with a wall clock.
 """
 

@@ -21,6 +21,7 @@ from engines.sglang.semantics import candidate_steps, default_decode_max_bs
 from engines.sim.adaptive import load_adaptive_config
 from engines.sim.drafter import parse_mix
 from engines.sim.memory import mem_fraction, memory_fit
+from engines.sim.options import OPTIONS
 from engines.sim.profile import Profile, load_profile
 from engines.sim.text import seed_for
 
@@ -37,6 +38,15 @@ MODELLED_EXTRA_FLAGS: frozenset[str] = frozenset({
     "cuda_graph_bs", "cuda_graph_bs_decode", "disable_cuda_graph_padding",
 })
 """SGLang flags outside the explicit parser that the model still uses (no warning)."""
+
+
+SIM_DEFAULTS: dict[str, Any] = {
+    "profile": "default", "startup_seconds": 0.0, "error_rate": 0.0, "malformed_rate": 0.0,
+    "lossy_rate": 0.0, "unforced_spec_cost_scale": 1.0, "time_scale": 1.0, "speed_jitter": 0.0,
+    "start_seed": 0,
+}
+"""The `--sim-*` flags' defaults (None for the rest); the flags are engines/sim/options.py's
+OPTIONS, their types and help from there."""
 
 
 class SimArgError(ValueError):
@@ -93,41 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     a("--enable-metrics", action="store_true")
     a("--api-key", default=None)
     a("--decode-log-interval", type=int, default=40)
-    a("--sim-profile", default="default", help="profile name or JSON path")
-    a("--sim-hardware", default=None,
-      help="hardware profile (engines/sim/profiles/hardware/NAME.json); default: the profile's")
-    a("--sim-model", default=None,
-      help="model profile (engines/sim/profiles/model/NAME.json); default: the profile's")
-    a("--sim-startup-seconds", type=float, default=0.0,
-      help="answer 503 on health and request endpoints for this long (wall clock)")
-    a("--sim-crash-after-requests", type=int, default=None,
-      help="os._exit when request N+1 arrives (N requests are accepted)")
-    a("--sim-hang-after-requests", type=int, default=None,
-      help="from request N+1 on, the whole server stops sending bytes")
-    a("--sim-error-rate", type=float, default=0.0, help="fraction of requests answered HTTP 500")
-    a("--sim-malformed-rate", type=float, default=0.0,
-      help="fraction of streams with one broken SSE event mid-stream")
-    a("--sim-lossy-rate", type=float, default=0.0,
-      help="with speculation, fraction of prompts whose output gets a different token right "
-      "after the first accepted draft (a deliberately lossy drafter, to test the "
-      "losslessness check); 0 = lossless: the same greedy text as without speculation")
-    a("--sim-unforced-spec-cost-scale", type=float, default=1.0,
-      help="multiplies a drafting step's cost where the drafter's own acceptance runs (no "
-      "forced acceptance): a surface measured on forced cells made wrong on purpose; > 0")
-    a("--sim-seed", type=int, default=None, help="seed (default: --random-seed, else 0)")
-    a("--sim-time-scale", type=float, default=1.0,
-      help="multiplies every modelled duration; 0 = no step cost (throughput benchmarks)")
-    a("--sim-speed-jitter", type=float, default=0.0,
-      help="each start draws a speed factor uniformly in [1 - j, 1 + j], seeded by --sim-seed "
-      "and --sim-start-seed, that multiplies every modelled duration (time scale); j in [0, 1)")
-    a("--sim-start-seed", type=int, default=0,
-      help="seeds the per-start draws with --sim-seed (the launcher passes one per start)")
-    a("--sim-drafter-train-data", default=None,
-      help="the drafter's training data (JSONL/ShareGPT/messages/Parquet file or folder): "
-      "acceptance follows each prompt's closeness to it (engines/sim/drafter.py)")
-    a("--sim-drafter-train-mix", default=None,
-      help='the drafter\'s training mix as JSON, e.g. \'{"coding": 0.6, "agentic": 0.4}\' '
-      "(default: a coding/agentic mix)")
+    for key, option in OPTIONS.items():  # the simulator's own flags: its engine options
+        kind = option.types[0] if option.types else float
+        a(f"--sim-{key.replace('_', '-')}", type=kind, default=SIM_DEFAULTS.get(key),
+          help=option.help)
     return p
 
 
@@ -248,7 +227,7 @@ def _resolve_speculation(ns: argparse.Namespace, profile: Profile, args: dict[st
             adaptive_cfg, steps = _adaptive_steps(ns.speculative_adaptive_config, steps)
             topk, ndt = 1, steps + 1
         else:
-            auto = auto_speculative_params(algo, profile.model.get("architectures", []))
+            auto = auto_speculative_params(algo, profile.model_data.get("architectures", []))
             steps, topk, ndt = _static_shape(algo, auto, (steps, topk, ndt), notes)
         args["speculative_adaptive"] = adaptive
         if steps < 0 or (ndt or 0) < 1:
@@ -335,7 +314,7 @@ def _resolve_memory(ns: argparse.Namespace, extra: Mapping[str, Any], profile: P
     args["max_prefill_tokens"] = int(extra.get("max_prefill_tokens",
                                                srv.get("max_prefill_tokens", 16384)))
     args["context_length"] = int(extra.get("context_length",
-                                           profile.model.get("context_length", 131072)))
+                                           profile.model_data.get("context_length", 131072)))
     args["mem_fraction_static"] = mem_fraction(profile, extra.get("mem_fraction_static"))
     # SGLang refuses to start when the weights leave no room for a KV cache; so does the
     # simulator, before it would serve with a pool of 0 tokens (engines/sim/memory.py).

@@ -6,11 +6,7 @@ sampling seed) at temperature 0 or with an explicit sampling ``seed``, and also 
 arrival index otherwise; its acceptance draws depend on (seed, arrival index, prompt); fault
 draws (error, malformed) on (seed, arrival index). Same seed + same arrival order = same output.
 
-Lossless by construction: a greedy request's text is a function of (seed, prompt) alone, never
-of the variant, the batch or the acceptance draws, as speculative decoding must return the
-target's own tokens at temperature 0. ``--sim-lossy-rate`` breaks that on purpose for the
-losslessness check's tests: with speculation, that share of prompts (drawn from (seed,
-prompt)) get another token right after their first accepted draft (engines/sim/scheduler.py).
+Lossless by construction, and lossy on purpose (``--sim-lossy-rate``): docs/simulator.md.
 """
 
 from __future__ import annotations

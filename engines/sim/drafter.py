@@ -20,22 +20,11 @@ FLOOR_ALIGNMENT (it shares only incidental words with the data) gets the floor. 
 vector product per distinct prompt (bench/workloads_throughput.py measures it), cached, so a
 repeated prompt costs a dictionary lookup.
 
-Context length (`ContextDecay`, from the model profile's `drafter` section): an EAGLE-style draft
-head is trained on sequences cut to a maximum length (`train_context_tokens`; EAGLE-3's own
-trainer and SpecForge cut at 2048 tokens), and its acceptance falls once the context is longer.
-Every position of the chain is multiplied by
-
-    f(L) = 1                                              L <= T
-    f(L) = max(floor, 1 - slope x (L / T - 1))            L >  T
-
-with L the request's context (its prompt tokens: the whole history of a conversation round),
-T = `train_context_tokens`, `slope` = `context_decay_slope` (share of the short-context
-acceptance lost per training length of extra context) and `floor` = `context_floor` (share kept
-however long the context). The shape and the fitted numbers (slope 0.125, floor 0.13) come from a
-published measurement of an EAGLE-3 drafter's accept length against context length (2k to 20k
-tokens); docs/simulator.md ("Acceptance and context length") gives the sources, the fit and what
-is assumed. Only algorithms whose profile entry sets `context_decay` (EAGLE, EAGLE3: a separately
-trained short-sequence head) get the factor.
+Context length (`ContextDecay`, from the model profile's `drafter` section): every position of
+the chain is multiplied by f(L) = 1 up to the draft head's training length T, then
+max(floor, 1 - slope x (L / T - 1)) for a context of L tokens; the form, the fitted numbers and
+their source: docs/simulator.md "Acceptance and context length". Only algorithms whose profile
+entry sets `context_decay` (EAGLE, EAGLE3: a separately trained short-sequence head) get it.
 """
 
 from __future__ import annotations
@@ -69,17 +58,6 @@ DEFAULT_CONTEXT_FLOOR = 0.13
 none (same fit)."""
 
 
-def context_factor(context_tokens: int, train_context_tokens: int | None, *,
-                   slope: float = DEFAULT_CONTEXT_DECAY_SLOPE,
-                   floor: float = DEFAULT_CONTEXT_FLOOR) -> float:
-    """Multiplier of every chain position for a request of ``context_tokens``: 1 up to the
-    drafter's training length, then ``1 - slope x (L / T - 1)``, never below ``floor``.
-    ``train_context_tokens`` None = a drafter without a short training length (factor 1)."""
-    if train_context_tokens is None or context_tokens <= train_context_tokens:
-        return 1.0
-    return max(floor, 1.0 - slope * (context_tokens / train_context_tokens - 1.0))
-
-
 @dataclass(frozen=True)
 class ContextDecay:
     """How the drafter's acceptance falls with context length (model profile, `drafter`)."""
@@ -109,8 +87,12 @@ class ContextDecay:
         return decay
 
     def factor(self, context_tokens: int) -> float:
-        return context_factor(context_tokens, self.train_context_tokens, slope=self.slope,
-                              floor=self.floor)
+        """Multiplier of every chain position for a request of ``context_tokens``: 1 up to the
+        training length, then ``1 - slope x (L / T - 1)``, never below ``floor``."""
+        if context_tokens <= self.train_context_tokens:
+            return 1.0
+        return max(self.floor, 1.0 - self.slope * (context_tokens / self.train_context_tokens
+                                                   - 1.0))
 
 
 def parse_mix(text: str | None) -> dict[str, float] | None:

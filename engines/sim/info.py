@@ -49,9 +49,8 @@ def _internal_state(cfg: SimConfig, engine: SimEngine, args: dict[str, Any],
     resolved args + topology, memory_usage (memory_usage.py build_memory_usage),
     disaggregation fields, avg_spec_accept_length for speculative servers."""
     own, st, rl = cfg.args, engine.core.stats, engine.roofline
-    weights_gb = (rl.model.weight_bytes_total() + rl.model.draft_params_b * 2e9) / rl.tp / 1e9
-    kv_gb = own["max_total_num_tokens"] * rl.model.kv_token_bytes / 1e9 / (
-        1 if rl.model.kv_replicated else min(rl.tp, max(1, rl.model.kv_heads)))
+    weights_gb = rl.weight_bytes_per_gpu() / 1e9
+    kv_gb = own["max_total_num_tokens"] * rl.model.kv_token_bytes / 1e9 / rl.kv_split
     internal: dict[str, Any] = {
         **{k: v for k, v in args.items() if k != "max_total_num_tokens"},  # top level only
         "world_size": rl.tp,
@@ -77,7 +76,7 @@ def _internal_state(cfg: SimConfig, engine: SimEngine, args: dict[str, Any],
 def model_info(cfg: SimConfig) -> dict[str, Any]:
     """/model_info: SGLang 0.5.23 entrypoints/http_server.py model_info's fields, in its
     order."""
-    prof_model = cfg.profile.model
+    prof_model = cfg.profile.model_data
     return {
         "model_path": cfg.args["model_path"],
         "served_model_name": cfg.args["served_model_name"],

@@ -1,25 +1,12 @@
 """What the default anchor leaves to assumption: the curve between the two loads it measured.
 
-``python -m engines.sim.interior [--reps N] [--write]``. The default anchor
-(engines/sim/calibrate.py, profiles/default.json ``calibration``) measured one stream and 64
-streams, and four efficiency factors meet its four figures exactly; what the simulator says
-between c=1 and c=64 (the crossover, the threshold) is set by two assumptions the anchor cannot
-check:
-
-- the *form* of the speculative path's excess cost (``Form``): charged per verified draft
-  token (``spec_token_overhead_us``, the shipped fit) or per speculative step
-  (``spec_step_overhead_ms`` alone);
-- the drafter's accept length on the anchor's prompts (the model profile's acceptance table,
-  "Assumed, not measured"), scaled by ``ACCEPT_SCALES``.
-
-For every form and accept scale the two speculative factors are refitted to the anchor's two
-EAGLE-3 figures (the baseline's two factors, bandwidth and pass_overhead_ms, meet the
-baseline's figures whatever the drafter, and stay as fitted), the case is kept only if it meets
-all four figures within ``TOLERANCE``, and the EAGLE-3 / baseline curve is computed at every
-level of ``LOADS`` with the calibration's offline model (the same closed loop, prompts and
-server flags as the anchor). The crossover over the kept cases is a range; ``--write`` stores it
-in profiles/default.json ``calibration.interior``, where ``interior`` (and so the report,
-through ``Modeller.assumed_interior``) reads it.
+``python -m engines.sim.interior [--reps N] [--write]``: for every form of the speculative
+path's excess cost (``Form``) and accept scale (``ACCEPT_SCALES``) the two speculative factors
+are refitted to the anchor's EAGLE-3 figures, a case is kept if it meets all four figures within
+``TOLERANCE``, and the EAGLE-3 / baseline curve over ``LOADS`` (the calibration's offline model)
+gives the crossover's range; ``--write`` stores it in profiles/default.json
+``calibration.interior`` (read by ``Modeller.assumed_interior``). docs/simulator.md "The
+assumed interior".
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Server-side statistics and their Prometheus exposition, with SGLang 0.5.23's metric names and
-labels (python/sglang/srt/observability/metrics_collector.py).
+labels (python/sglang/srt/observability/metrics_collector.py; which series carry which labels:
+docs/simulator.md "Wire format").
 
 Pure bookkeeping (no I/O): the scheduler core updates ``ServerStats`` (plain numbers, cheap on
 the hot path); /metrics renders them through prometheus_client (``SimCollector`` +
-``generate_latest``), as SGLang exposes its metrics through prometheus_client too. Labels:
-
-- scheduler metrics (num_running_reqs, num_queue_reqs, gen_throughput, token_usage,
-  cache_hit_rate, spec_accept_length, spec_accept_rate, num_retracted_reqs):
-  ``model_name, engine_type, tp_rank, pp_rank, moe_ep_rank`` (SchedulerMetricsCollector);
-- tokenizer metrics: ``model_name, engine_type`` (tokenizer_metric_labels), plus
-  ``is_streaming`` ("true"/"false") on prompt_tokens_total, generation_tokens_total,
-  num_requests_total, time_to_first_token_seconds and e2e_request_latency_seconds
-  (TokenizerMetricsCollector). engine_type is "unified" (no disaggregation).
+``generate_latest``), as SGLang exposes its metrics through prometheus_client too.
 """
 
 from __future__ import annotations

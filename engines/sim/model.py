@@ -238,15 +238,6 @@ def draw_accept_length(random: Callable[[], float], probs: Sequence[float], step
     return accepted
 
 
-def expected_accept_length(probs: Sequence[float], steps: int) -> float:
-    """E[accepted tokens per verify] = 1 + sum_i prod_{j<=i} p_j over the first ``steps``."""
-    total, run = 1.0, 1.0
-    for p in probs[:steps]:
-        run *= p
-        total += run
-    return total
-
-
 def simulated_accept_length(random: Callable[[], float], mean: float, max_len: int) -> int:
     """SGLANG_SIMULATE_ACC_LEN: floor or ceil of ``mean`` so the average is ``mean`` (clipped)."""
     mean = min(max(mean, 1.0), float(max_len))

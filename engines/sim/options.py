@@ -1,6 +1,6 @@
 """The simulator's own settings (`engine.options.<key>`): its `--sim-*` flags without the prefix
-(engines/sim/cli.py `build_parser`; a test keeps the two lists equal), checked before anything
-starts, and the profile they name."""
+(engines/sim/cli.py `build_parser` adds one flag per option), checked before anything starts,
+and the profile they name."""
 
 from __future__ import annotations
 

@@ -195,12 +195,6 @@ class Profile:
         return self.model_data.get("drafter", {}).get("acceptance_by") == "domain"
 
     @property
-    def twin(self) -> Mapping[str, Any] | None:
-        """A twin's record (its run, cells and fit, docs/twin.md); None for other profiles."""
-        twin = self.data.get("twin")
-        return twin if isinstance(twin, Mapping) else None
-
-    @property
     def tree_second_guess(self) -> float:
         """The drafter's later guesses relative to its first (engines/sim/model.py
         ``tree_reach``); 1 when the model profile does not say."""
@@ -213,11 +207,6 @@ class Profile:
     @property
     def server(self) -> Mapping[str, Any]:
         return self.data["server"]
-
-    @property
-    def model(self) -> Mapping[str, Any]:
-        """The model profile's JSON (architectures, model_type, ...)."""
-        return self.model_data
 
     def algorithm(self, name: str) -> Mapping[str, float]:
         """Acceptance and draft-cost factors for a speculative algorithm (``*`` = fallback)."""

@@ -1,36 +1,11 @@
 """Step cost from first principles: a hardware profile and a model profile give the time of one
-forward pass, and a decode, prefill or speculative step is a sum of forward passes.
-
-One forward pass over ``tokens`` new tokens that read ``kv_tokens`` cached tokens costs
-
-    max(bytes / (HBM bandwidth x bandwidth_efficiency), FLOPs / (peak x compute_efficiency))
-    + all_reduces x allreduce(tokens x hidden x 2 bytes)
-    + pass_overhead_ms (CUDA-graph replay and scheduling) [+ a per-layer launch cost if eager]
-
-per GPU of a tensor-parallel group of ``tp`` GPUs, where
-
-- bytes = dense weights / tp + the routed experts the batch touches / tp (an MoE layer reads
-  ``E x (1 - (1 - k/E)^tokens)`` of its E experts when each token picks k) + KV-cache reads
-  (``kv_tokens x kv_bytes_per_token``, split over tp for grouped-query heads, replicated for
-  MLA latents);
-- FLOPs = 2 x active parameters x tokens / tp + attention (4 x tokens x context x heads x
-  head_dim per layer / tp);
-- all-reduces: two per layer (attention output, MLP output) when tp > 1. Messages up to
-  ``custom_allreduce_max_bytes`` on a fully NVLink-connected group (or a PCIe group of two) use
-  SGLang's custom all-reduce (one latency + bytes / link bandwidth); anything else uses NCCL
-  (its latency + 2 (tp-1)/tp x bytes / bus bandwidth), and only the NCCL path is scaled by
-  the NCCL_* environment and flag multipliers of the hardware profile. SGLang disables custom
-  all-reduce on more than two PCIe-only GPUs (python/sglang/srt/distributed/
-  device_communicators/custom_all_reduce.py: "Custom allreduce is disabled because it's not
-  supported on more than two PCIe-only GPUs").
-
-The few fitted numbers are efficiency factors (``Efficiency``): the fraction of peak bandwidth
-and compute that the kernels reach, the fixed per-pass overhead, and the speculative path's
-cost per drafting step and per verified draft token outside the forward passes (the zero-step
-path's own fixed cost is set from published zero-draft figures, not fitted). A tree
-(topk > 1) adds the kernels SGLang's tree path launches on top of a chain's, counted from its
-source (TREE_*, ``Roofline.tree_overhead_s``), at an assumed ``tree_kernel_us`` each.
-Everything else is a datasheet or config.json number (docs/simulator.md).
+forward pass (a roofline of bytes and FLOPs per GPU of a tensor-parallel group, plus its
+all-reduces and a fixed overhead), and a decode, prefill or speculative step is a sum of
+forward passes. The formula, the all-reduce paths and what each term reads: docs/simulator.md
+"Step cost". The few fitted numbers are efficiency factors (``Efficiency``; docs/simulator.md
+"Fitted factors"); a tree (topk > 1) adds the kernels SGLang's tree path launches on top of a
+chain's, counted from its source (TREE_*, ``Roofline.tree_overhead_s``), at an assumed
+``tree_kernel_us`` each. Everything else is a datasheet or config.json number.
 """
 
 from __future__ import annotations
@@ -257,6 +232,13 @@ class Roofline:
     def with_efficiency(self, **kw: float) -> Roofline:
         return replace(self, hw=replace(self.hw, efficiency=replace(self.hw.efficiency, **kw)))
 
+    @property
+    def kv_split(self) -> int:
+        """GPUs one token's KV is split over: grouped-query heads split over tp, MLA latents
+        are replicated."""
+        m = self.model
+        return 1 if m.kv_replicated else min(self.tp, max(1, m.kv_heads))
+
     # ------------------------------------------------------------------ pieces
     def allreduce_s(self, nbytes: float) -> float:
         """One all-reduce of ``nbytes`` across the TP group."""
@@ -281,8 +263,7 @@ class Roofline:
         expert_bytes = (m.moe_layers * touched_experts(m.experts, m.experts_per_token, tokens)
                         * m.expert_params_m * 1e6 * m.expert_weight_bytes)
         weights = (m.dense_params_b * 1e9 * m.weight_bytes + expert_bytes) / tp
-        kv_split = 1 if m.kv_replicated else min(tp, max(1, m.kv_heads))
-        kv = kv_tokens * m.kv_token_bytes / kv_split
+        kv = kv_tokens * m.kv_token_bytes / self.kv_split
         mem_s = (weights + kv) / (hw.hbm_gbs * GB * eff.bandwidth)
         ctx = attn_ctx if attn_ctx is not None else (kv_tokens / tokens if tokens else 0.0)
         flops = (2.0 * m.active_params * tokens
@@ -301,7 +282,7 @@ class Roofline:
             return 0.0
         eff = hw.efficiency
         kv = kv_tokens * m.kv_token_bytes / max(1, m.layers) * m.draft_layers
-        kv /= 1 if m.kv_replicated else min(tp, max(1, m.kv_heads))
+        kv /= self.kv_split
         mem_s = (m.draft_params_b * 1e9 * 2.0 / tp + kv) / (hw.hbm_gbs * GB * eff.bandwidth)
         comp_s = 2.0 * m.draft_params_b * 1e9 * tokens / tp / (hw.peak("bf16") * eff.compute)
         ar = 2 * m.draft_layers * self.allreduce_s(tokens * m.hidden * ACT_BYTES)
@@ -379,13 +360,11 @@ class Roofline:
     def kv_capacity_tokens(self, mem_fraction_static: float) -> int:
         """KV tokens that fit: (memory x mem_fraction_static - weights per GPU) / KV bytes per
         token per GPU (SGLang's rule: mem_fraction_static covers weights plus the KV pool)."""
-        m, tp = self.model, self.tp
         per_gpu = self.hw.memory_gib * 2**30 * mem_fraction_static
-        kv_split = 1 if m.kv_replicated else min(tp, max(1, m.kv_heads))
         free = per_gpu - self.weight_bytes_per_gpu()
         if free <= 0:
             return 0
-        return int(free / (m.kv_token_bytes / kv_split))
+        return int(free / (self.model.kv_token_bytes / self.kv_split))
 
 
 def ms(seconds: float) -> float:

@@ -1,20 +1,10 @@
 """Continuous batching: the pure, clock-free scheduler core (``BatchCore``).
 
 One scheduler iteration is either a *prefill* or a *decode* step, as in SGLang without mixed
-chunks. A prefill step admits waiting requests up to ``max_running_requests``, a token budget
-of min(--chunked-prefill-size, --max-prefill-tokens) and the KV capacity; a prompt longer than
-the budget left is split into chunks (SGLang's chunked prefill), and while a request is part
-way through its prompt, decode steps of the running batch alternate with its chunks, so a long
-prompt delays each running stream by one chunk at a time, not by its whole prefill. A request
-gets its first token when its last chunk is done. The radix-style prefix cache
-(engines/sim/prefix_cache.py) skips a shared prompt prefix (``cached_tokens``).
-
-KV: running requests hold prompt + generated tokens; admission also reserves
-``NEW_TOKEN_RATIO`` of each request's remaining output (SGLang's initial new_token_ratio, 0.7).
-When a decode step does not fit, requests are *retracted* as SGLang's ``retract_decode`` does
-(fewest output tokens first, then longest prompt): their KV is freed, they go back to the front
-of the queue and are prefilled again (prompt + output so far) before they continue;
-``num_retractions`` counts it.
+chunks: chunked prefill within min(--chunked-prefill-size, --max-prefill-tokens), decode steps
+alternating with a long prompt's chunks, the prefix cache (engines/sim/prefix_cache.py), KV
+admission reserving ``NEW_TOKEN_RATIO`` of each request's remaining output, and retraction in
+SGLang's ``retract_decode`` order (docs/simulator.md "Step cost").
 
 Speculative bookkeeping (per request, as SGLang 0.5.23's
 managers/scheduler_components/batch_result_processor.py ``_resolve_spec_v2_tokens``; reported

@@ -1,29 +1,9 @@
 """A speculative request's own counts as SGLang 0.5.23 reports them, and as the simulator does:
-on the native /generate stream's final ``meta_info`` and, when the request asks with
-``return_spec_tokens_details: true``, in the OpenAI endpoints' ``sglext.spec_tokens_details``.
-
-- ``meta_info`` (python/sglang/srt/managers/tokenizer_manager.py
-  ``_calculate_spec_decoding_metrics``, on the finished request only, when
-  ``spec_verify_ct`` > 0): ``spec_accept_rate`` = correct / proposed, ``spec_accept_length`` =
-  completion_tokens / spec_verify_ct, ``spec_num_correct_drafts``, ``spec_num_proposed_drafts``
-  = spec_verify_ct x (the server's speculative_num_draft_tokens - 1) and ``spec_verify_ct``,
-  these five only when proposed > 0; then ``spec_correct_drafts_histogram`` whenever the
-  request's histogram is not empty (so a server with zero draft tokens reports the histogram
-  alone).
-- The histogram: H[n] = the request's verify steps that accepted exactly n draft tokens, the
-  bonus token not counted; as long as the largest n seen + 1 (not padded to the depth).
-  SGLang adds one count per verify step (managers/schedule_batch.py
-  ``Req.update_spec_correct_drafts_histogram``, called beside ``spec_verify_ct += 1`` in
-  managers/scheduler_components/batch_result_processor.py ``_resolve_spec_v2_tokens``), so
-  sum(H) = spec_verify_ct and sum(n H[n]) = spec_num_correct_drafts. The count is the
-  verify's (``accept_lens - 1``), before the request's stop or max_new_tokens cuts the output:
-  a last step may count drafts beyond the tokens returned.
-- ``sglext`` (entrypoints/openai/serving_chat.py and serving_completions.py, the streaming
-  handlers): with ``return_spec_tokens_details``, one chunk with ``"choices": []`` after the
-  finish chunk and before the usage chunk, ``spec_tokens_details`` built from the final
-  ``meta_info`` by entrypoints/openai/utils.py ``spec_tokens_details_from_meta_info``
-  (protocol.py ``SpecTokensDetails``: every field, absent ones as 0 / []); none when the
-  final ``meta_info`` has no speculative field.
+on the native /generate stream's final ``meta_info`` (``_calculate_spec_decoding_metrics``'s five
+fields, then ``spec_correct_drafts_histogram``: H[n] = the request's verify steps that accepted
+exactly n drafts) and, when the request asks with ``return_spec_tokens_details: true``, in the
+OpenAI endpoints' ``sglext.spec_tokens_details``. Which fields when, and SGLang's source for
+each: docs/simulator.md "Wire format (SGLang 0.5.23)".
 """
 
 from __future__ import annotations

@@ -154,13 +154,8 @@ def weight_versions(req: SimRequest) -> str:
 
 class NativeStream:
     """Chunks of POST /generate with ``stream: true``: cumulative ``text`` and ``output_ids``,
-    then meta_info in SGLang 0.5.23's order (python/sglang/srt/managers/tokenizer_manager.py
-    ``_handle_batch_output``): id, finish_reason, prompt_tokens, weight_version,
-    num_retractions, [scheduler time stats], reasoning_tokens, completion_tokens,
-    cached_tokens, [weight_versions, once finished], cached_tokens_details, dp_rank,
-    [response_sent_to_client_ts on the first chunk], then once finished e2e_latency, the
-    spec fields and the tokenizer time stats. The time stats (bracketed) are sent only with
-    --enable-metrics, as SGLang does.
+    then meta_info in SGLang 0.5.23's order (docs/simulator.md "Wire format"), with
+    response_sent_to_client_ts on the first chunk; the time stats only with --enable-metrics.
 
     Every chunk repeats everything sent so far (as SGLang does), so the text and the ids are
     kept as already-encoded byte buffers that only grow, and each chunk is one join of them
@@ -258,22 +253,9 @@ def usage_json(req: SimRequest, n: int, full: bool = True) -> str:
 
 class OpenAIStream:
     """Chunks of /v1/chat/completions (``chat=True``) or /v1/completions with stream=true, byte
-    for byte as SGLang 0.5.23 writes them. The id is the request's rid (32 hex chars, no
-    ``chatcmpl-`` / ``cmpl-`` prefix: serving_chat.py ``chunk_id=content["meta_info"]["id"]``).
-
-    - chat: python/sglang/srt/entrypoints/openai/sse_utils.py ``build_sse_content`` (msgspec,
-      omit_defaults): a role chunk, content chunks whose delta is
-      ``{"reasoning_content":null,"content":...}``, a separate finish chunk, no ``usage`` key
-      (with ``stream_options.continuous_usage_stats`` the content chunks carry the cumulative
-      ``usage``);
-    - completions: serving_completions.py (pydantic ``model_dump_json``): one chunk per output
-      with ``"usage":null`` (the cumulative usage with continuous_usage_stats), the last one
-      carrying both the final text and the finish_reason (no extra empty chunk);
-    - usage chunk (``stream_options.include_usage``): chat ``model_dump_json()`` of
-      ChatCompletionStreamResponse, completions ``model_dump_json(exclude_none=True)``;
-    - with ``return_spec_tokens_details`` (``spec_tokens``: the server's draft tokens), the
-      ``sglext`` chunk right before it (engines/sim/spec_fields.py).
-    """
+    for byte as SGLang 0.5.23 writes them (docs/simulator.md "Wire format": the chat and
+    completions chunks, the usage chunk, and with ``return_spec_tokens_details`` --
+    ``spec_tokens``: the server's draft tokens -- the ``sglext`` chunk right before it)."""
 
     def __init__(self, req: SimRequest, model: str, chat: bool, include_usage: bool,
                  continuous_usage: bool = False, spec_tokens: int | None = None) -> None:

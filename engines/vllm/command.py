@@ -1,44 +1,15 @@
 """Command lines for a vLLM server, as LaunchSpecs. Pure: nothing written, nothing run.
 
 Variants speak SGLang's ServerArgs vocabulary (engines/base.py); this module maps it to vLLM 0.32
-(`vllm/engine/arg_utils.py` EngineArgs, `vllm/config/speculative.py` SpeculativeConfig):
-
-- max_running_requests -> --max-num-seqs; context_length -> --max-model-len;
-  mem_fraction_static -> --gpu-memory-utilization;
-  disable_radix_cache -> --no-enable-prefix-caching;
-- speculative_algorithm EAGLE3 / EAGLE / STANDALONE / NGRAM -> one --speculative-config JSON,
-  method eagle3 / eagle / draft_model (both with "model": the draft) / ngram;
-- speculative_num_steps (a chain: topk 1) -> "num_speculative_tokens";
-  speculative_ngram_min/max_match_window_size -> "prompt_lookup_min" / "prompt_lookup_max";
-- the variant's speculative_depth schedule [[1, d1], [b2, d2], ...] ->
-  "num_speculative_tokens_per_batch_size": [[1, b2-1, d1], [b2, b3-1, d2], ..., [bn,
-  max_num_seqs, dn]] (tiers from above max_num_seqs dropped) with "num_speculative_tokens" =
-  the largest depth (`batch_ranges`); the variant's speculative_disable_above_batch N is the
-  two-tier schedule [[1, k], [N+1, 0]]: [[1, N, k], [N+1, max_num_seqs, 0]];
-- speculative_adaptive is refused: vLLM 0.32.0 has no runtime adaptation of the depth;
-- the variant's forced_acceptance -> "rejection_sample_method": "synthetic" with
-  "synthetic_acceptance_length" or "synthetic_acceptance_rates" (refused on the CPU).
-
-Any other arg is passed through as a vLLM flag (`some_field` -> `--some-field`), so a variant may
-use vLLM's own flags; vLLM's parser checks them in the plan (engines/vllm/validate.py).
-
-The speculation threshold, checked against vLLM's source: `num_speculative_tokens_per_batch_size`
-is a list of inclusive batch-size ranges with a token count each, the first starting at 1, counts
->= 0 (`vllm/v1/spec_decode/dynamic/utils.py` validate_and_normalize_dynamic_sd_schedule); the
-scheduler looks the count up by the number of requests scheduled in the step
-(`vllm/v1/core/sched/scheduler.py`, `dynamic_sd_lookup[len(num_scheduled_tokens)]`), capped at
-num_speculative_tokens. So [[1, N, k], [N+1, max_num_seqs, 0]] drafts k tokens while at most N
-requests run and none above: SGLang's "speculation off above batch N". vLLM turns the schedule
-off under data parallelism (`vllm/config/vllm.py`), which specgrid never sets.
-
-On the CPU (`engine.device=cpu`, tiny models): `--enforce-eager` (no torch.compile: start-up
-36-53 s instead of 83-140 s here) and `--distributed-executor-backend uni` (the worker in the
-engine process), bf16, and the environment vLLM's CPU backend needs (CPU_ENV).
-
-Every launched vLLM server also gets `VLLM_SERVER_DEV_MODE=1`: it is what serves
-`/reset_prefix_cache` (the cache flush between cells) and `/server_info` in 0.32.0
-(`vllm/entrypoints/serve/dev/`); without it both answer 404. The server binds loopback by
-default, where only the node itself reaches those endpoints.
+(`vllm/engine/arg_utils.py` EngineArgs, `vllm/config/speculative.py` SpeculativeConfig): the
+renamed fields (`RENAMED`), one --speculative-config JSON of the speculative args (`SPEC_KEYS`;
+a depth schedule or a threshold as `num_speculative_tokens_per_batch_size`, `batch_ranges`; a
+forced acceptance as the synthetic rejection sampler), `speculative_adaptive` refused (no
+runtime adaptation), and any other arg passed through as a vLLM flag (`some_field` ->
+`--some-field`) for vLLM's parser to check in the plan (engines/vllm/validate.py). The mapping,
+the threshold's semantics in vLLM's source, the CPU settings and `VLLM_SERVER_DEV_MODE`:
+docs/engines.md. vLLM turns the per-batch schedule off under data parallelism
+(`vllm/config/vllm.py`), which specgrid never sets; the dev endpoints bind loopback by default.
 """
 
 from __future__ import annotations

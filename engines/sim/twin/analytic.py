@@ -45,7 +45,7 @@ from typing import Any
 from engines.forced import forced_acceptance
 from engines.sglang.semantics import default_decode_max_bs
 from engines.sim.drafter import ContextDecay
-from engines.sim.model import PerfModel, acceptance_probs
+from engines.sim.model import DOMAINS, PerfModel, acceptance_probs
 from engines.sim.profile import Profile
 from engines.sim.roofline import Efficiency, Roofline
 
@@ -53,13 +53,12 @@ DOMAIN_OF_LABEL = {"chat": "general"}
 """Workload domain labels (workloads/prompts/*.jsonl) -> the simulator's domains
 (engines/sim/model.py DOMAINS); every other label maps to itself if the simulator has it,
 else to ``general``."""
-SIM_DOMAINS = ("coding", "agentic", "math", "encyclopedic", "general")
 
 
 def sim_domain(label: str | None) -> str:
     """The simulator's acceptance domain of a workload's domain label."""
     name = DOMAIN_OF_LABEL.get(str(label), str(label))
-    return name if name in SIM_DOMAINS else "general"
+    return name if name in DOMAINS else "general"
 
 
 def sim_shares(domains: Mapping[str, float] | None) -> tuple[tuple[str, float], ...]:

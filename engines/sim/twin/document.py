@@ -84,10 +84,7 @@ def scheduler(node: Profile, setup: Setup, observed: Sequence[Observed]) -> dict
     pools = [o.scenario.kv_pool for o in observed if o.scenario.kv_pool]
     if pools:
         rl = setup.roofline
-        m = rl.model
-        split = 1 if m.kv_replicated else min(rl.tp, max(1, m.kv_heads))
-        weights = (m.weight_bytes_total() + m.draft_params_b * 1e9 * 2.0) / rl.tp
-        need = min(pools) * m.kv_token_bytes / split + weights
+        need = min(pools) * rl.model.kv_token_bytes / rl.kv_split + rl.weight_bytes_per_gpu()
         out["mem_fraction_static"] = min(0.99, max(0.05, need / (rl.hw.memory_gib * 2**30)))
     return out
 

@@ -128,21 +128,6 @@ def bootstrap(space: Space, observed: Sequence[Observed], best: Fit, replicates:
     return out
 
 
-def interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
-    """The percentile interval of bootstrap values."""
-    ordered = sorted(values)
-    k = len(ordered) - 1
-    a = (1 - level) / 2
-
-    def at(q: float) -> float:
-        pos = q * k
-        i = int(math.floor(pos))
-        j = min(i + 1, k)
-        return ordered[i] + (ordered[j] - ordered[i]) * (pos - i)
-
-    return at(a), at(1 - a)
-
-
 def factor_table(space: Space, best: Fit, replicates: Sequence[Mapping[str, float]],
                  level: float = 0.95) -> dict[str, dict[str, float | list[float]]]:
     """Per factor: its fitted value, its interval at ``level`` and its bounds. The interval is

@@ -10,9 +10,11 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from engines.sim.twin.analytic import Prediction, predict
 from engines.sim.twin.cells import Observed
-from engines.sim.twin.fit import figures, fit, interval
+from engines.sim.twin.fit import figures, fit
 from engines.sim.twin.params import Space
 
 HOLDOUT_METRICS = ("output_tok_s", "ttft_p50_s", "tpot_p50_s", "accept_length", "speedup")
@@ -70,7 +72,7 @@ def summary(errors: Sequence[dict[str, Any]], seed: int, draws: int = 2000
             continue
         signed = [r["error_pct"] for r in errors if r["metric"] == metric]
         means = [sum(rng.choice(errs) for _ in errs) / len(errs) for _ in range(draws)]
-        lo, hi = interval(means)
+        lo, hi = (float(v) for v in np.percentile(means, [2.5, 97.5]))
         out[metric] = {"n": len(errs), "mae_pct": sum(errs) / len(errs), "lo": lo, "hi": hi,
                        "max_pct": max(errs), "bias_pct": sum(signed) / len(signed)}
     return out

@@ -61,11 +61,11 @@ def test_a_threshold_is_the_two_tier_schedule() -> None:
 
 
 def test_effective_tiers_follow_the_padding() -> None:
-    routed = depth.effective_tiers(depth.schedule_config(SCHEDULE), GRAPHS_64, 5)
+    routed = adaptive.effective_tiers(depth.schedule_config(SCHEDULE), GRAPHS_64, 5)
     assert routed == [(1, 8, 5), (9, 32, 3), (33, 64, 1), (65, None, 0)]
     # A tier from 10 takes batch 9 too (9 pads to 10), one from 16 takes 15 (15 pads to 16).
     moved = ((1, 5), (10, 3), (16, 1))
-    assert depth.effective_tiers(depth.schedule_config(moved), GRAPHS_64, 5) == [
+    assert adaptive.effective_tiers(depth.schedule_config(moved), GRAPHS_64, 5) == [
         (1, 8, 5), (9, 14, 3), (15, None, 1)]
     lines = depth.depth_notes("eagle3__depth", {"speculative_depth": [list(t) for t in moved],
                                                 "args": EAGLE3})
@@ -181,3 +181,22 @@ def test_the_plan_says_which_depths_sglangs_adaptation_may_choose() -> None:
         "eagle3__adaptive: SGLang adapts the speculative depth at run time by an EMA of "
         "accepted drafts, among the candidates of each tier (its default): 1+: {1, 3, 5, 7}, "
         "8+: {0, 1, 3}, 32+: {0, 1}, 64+: {0}"]
+
+
+def test_the_engines_depth_setting_routes_as_sglang_pads() -> None:
+    # SGLang's and the simulator's Engine.depth_setting (engines/sglang/semantics.py): the
+    # flags and the one file that pin SCHEDULE, and the routed tiers of EXPECTED above (max_bs
+    # 64: an unknown GPU's 160 lowered to max_running_requests; the h100 profile's 80 GiB
+    # gives 256, lowered to 64 too).
+    import engines
+
+    for name, options in (("sglang", {}), ("sim", {"hardware": "h100"})):
+        setting = engines.get(name).depth_setting(request(depth_schedule=SCHEDULE,
+                                                          options=options))
+        assert setting is not None and setting.engine == name
+        assert setting.tiers == ((1, 8, 5), (9, 32, 3), (33, 64, 1), (65, None, 0))
+        assert "--speculative-adaptive" in setting.flags and len(setting.files) == 1
+        text = next(iter(setting.files.values()))
+        assert json.loads(text) == {"1": {"candidate_steps": [5]}, "9": {"candidate_steps": [3]},
+                                    "33": {"candidate_steps": [1]},
+                                    "65": {"candidate_steps": [0]}}

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from engines.sglang.adaptive import (
+    DEFAULT_ADAPTIVE_CONFIG,
     candidate_steps,
     decode_capture_sizes,
     steps_for_batch,
     threshold_config,
 )
 from engines.sim.adaptive import (
-    DEFAULT_ADAPTIVE_CONFIG,
     AdaptiveController,
     AdaptiveStepSlot,
     load_adaptive_config,

@@ -15,7 +15,7 @@ import shutil
 import httpx
 import pytest
 
-from engines.sim.drafter import ContextDecay, SimDrafter, context_factor
+from engines.sim.drafter import ContextDecay, SimDrafter
 from engines.sim.identity import sim_version
 from engines.sim.profile import MODEL_DIR, load_profile
 from tests.engines.sim.conftest import LaunchSim, run_generate
@@ -34,12 +34,12 @@ T = 2048  # the shipped profiles' train_context_tokens
     (131072, 0.13),                      # far beyond: the floor
 ])
 def test_factor_by_hand(tokens, expected):
-    assert context_factor(tokens, T, slope=0.125, floor=0.13) == pytest.approx(expected)
+    assert ContextDecay(T, 0.125, 0.13).factor(tokens) == pytest.approx(expected)
 
 
 def test_factor_shape_flat_then_decreasing_then_floor():
     lengths = list(range(256, 65536, 256))
-    f = [context_factor(n, T, slope=0.125, floor=0.13) for n in lengths]
+    f = [ContextDecay(T, 0.125, 0.13).factor(n) for n in lengths]
     below = [v for n, v in zip(lengths, f, strict=True) if n <= T]
     above = [v for n, v in zip(lengths, f, strict=True) if n > T]
     assert below == [1.0] * len(below)
@@ -48,9 +48,9 @@ def test_factor_shape_flat_then_decreasing_then_floor():
     strictly = [v for v in above if v > 0.13]
     assert all(b < a for a, b in zip(strictly, strictly[1:], strict=False))
     # another training length, slope and floor: 1 - 0.2 x (6000 / 4000 - 1) = 0.9
-    assert context_factor(6000, 4000, slope=0.2, floor=0.5) == pytest.approx(0.9)
-    assert context_factor(40000, 4000, slope=0.2, floor=0.5) == 0.5
-    assert context_factor(10 ** 6, None) == 1.0  # no training length given: no decay
+    assert ContextDecay(4000, 0.2, 0.5).factor(6000) == pytest.approx(0.9)
+    assert ContextDecay(4000, 0.2, 0.5).factor(40000) == 0.5
+    assert ContextDecay.from_profile({}) is None  # no training length given: no decay
 
 
 def test_profile_fields_and_refusals():

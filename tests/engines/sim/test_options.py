@@ -17,6 +17,13 @@ def test_the_options_are_the_sim_flags():
     flags = {a.dest.removeprefix("sim_") for a in build_parser()._actions
              if a.dest.startswith("sim_")}
     assert set(OPTIONS) == flags
+    ns = build_parser().parse_args([])
+    assert (ns.sim_profile, ns.sim_time_scale, ns.sim_unforced_spec_cost_scale, ns.sim_seed,
+            ns.sim_start_seed, ns.sim_crash_after_requests) == ("default", 1.0, 1.0, None, 0, None)
+    ns = build_parser().parse_args(["--sim-time-scale", "0.5", "--sim-seed", "3",
+                                    "--sim-crash-after-requests", "2", "--sim-model", "m"])
+    assert (ns.sim_time_scale, ns.sim_seed, ns.sim_crash_after_requests, ns.sim_model) == \
+        (0.5, 3, 2, "m")
 
 
 @pytest.mark.parametrize(("options", "message"), [

@@ -66,4 +66,4 @@ def test_a_twin_of_real_vllm_is_fitted_and_judged_on_a_held_out_load(
             "agentic__max_new_tokens-32, agentic__max_new_tokens-96:") in out
     # the twin is a simulator profile of this node, labelled as the twin of this run
     prof = load_profile(str(outcome.run_dir / TWIN_FILE), "cpu", "tiny_trained")
-    assert prof.twin is not None and prof.twin["run_id"] == outcome.run_dir.name
+    assert prof.data["twin"]["run_id"] == outcome.run_dir.name

@@ -21,7 +21,7 @@ f (what `engine.options.speed_jitter` does to a server start). Two noise models:
 The truth of each answer is what infinitely many repeats would give: the throughput of a
 (variant, load) is the seeds' mean jitter-free throughput x E[1/f] (ln(b/a) / (b - a) for
 U[a, b]), the speedup their ratio, the crossover and the threshold the decision's own rules
-(grid/analysis/decision.py `crossover_of`; the end of the run of loads that pay, from the
+(specgrid_metrics/crossover.py `crossover_of`; the end of the run of loads that pay, from the
 lowest) on those speedups, and a load's SLO attainment the seeds' steady-window share within
 the SLOs averaged over f (times scale by f, the window's requests do not change), its
 capacity the highest load, from the lowest up, whose attainment reaches 0.9.
@@ -64,7 +64,7 @@ from engines.sim.profile import load_profile
 from grid.analysis import Slo, analyse_cells, decide
 from grid.analysis.capacity import ATTAINMENT, Attainment, boundary, capacities
 from grid.analysis.cellstats import request_arrays
-from grid.analysis.decision import crossover_of
+from specgrid_metrics.crossover import crossover_of
 from specgrid_metrics.intervals import cell_window
 from specgrid_metrics.window import inside
 

@@ -22,9 +22,10 @@ import engines
 from engines.sim.calibrate import closed_loop, spec_argv
 from engines.sim.profile import load_profile
 from engines.sim.twin import synthetic
-from engines.sim.twin.analytic import Scenario, Setup, crossover, predict
+from engines.sim.twin.analytic import Scenario, Setup, predict
 from engines.sim.twin.node import profile_of
 from grid.analysis.search import lattice
+from specgrid_metrics.crossover import crossover_of
 
 EAGLE3_FLAGS = spec_argv({"speculative_num_steps": 3, "speculative_eagle_topk": 1,
                           "speculative_num_draft_tokens": 4})
@@ -81,9 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             worst = max(worst, abs(ps / ts - 1))
             row += [f"{ts:.3f}", f"{ps:.3f}", f"{100 * (ps / ts - 1):+.1f} %"]
             print("| " + " | ".join(row) + " |")
-        cross_t, cross_p = crossover(speedups(truth, dense)), crossover(speedups(twin, dense))
+        cross_t, cross_p = (crossover_of(dense, [s - 1.0 for _, s in speedups(setup, dense)])
+                            for setup in (truth, twin))
         print(f"largest error over the dense grid (tok/s and speedup): {100 * worst:.1f} %; "
-              f"crossover: truth {cross_t}, twin {cross_p}")
+              f"crossover: truth c={cross_t:.1f}, twin c={cross_p:.1f}")
         stated = doc["twin"]["holdout"]["metrics"]
         print("the twin's own leave-one-load-out error: " + ", ".join(
             f"{m} {s['mae_pct']:.1f} % [{s['lo']:.1f}, {s['hi']:.1f}] (max {s['max_pct']:.1f})"

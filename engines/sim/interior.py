@@ -28,6 +28,7 @@ from engines.sim.calibrate import (
     workload_prompts,
 )
 from engines.sim.profile import PROFILE_DIR, Profile
+from specgrid_metrics.crossover import crossover_of
 
 LOADS = (1, 2, 4, 8, 16, 32, 64)
 """The default sweep's levels (conf/sweep/concurrency.yaml): powers of two from the anchor's
@@ -87,20 +88,6 @@ def cell(profile: Profile, argv: Sequence[str], streams: int, reps: int) -> tupl
     return sum(tok) / reps, (sum(r.n for r in served) / verify if verify else math.nan)
 
 
-def crossover(loads: Sequence[float], speedups: Sequence[float]) -> float:
-    """The load where the speedup first falls to zero or below, linear in log2(load) between
-    the last positive level and the first that is not (the report's rule); -inf: not positive
-    at the lowest load, +inf: positive at every load."""
-    for i, s in enumerate(speedups):
-        if s > 0:
-            continue
-        if i == 0:
-            return -math.inf
-        x0, x1, s0 = math.log2(loads[i - 1]), math.log2(loads[i]), speedups[i - 1]
-        return 2 ** (x0 + (x1 - x0) * s0 / (s0 - s))
-    return math.inf
-
-
 def refit(profile: Profile, form: Form, cases: Mapping[str, Mapping[str, Any]],
           targets: Mapping[str, float], reps: int) -> tuple[Profile, dict[str, float]]:
     """``profile`` with ``form``'s factors fitted to the EAGLE-3 figures (least squares on log
@@ -129,7 +116,7 @@ def one_case(profile: Profile, form: Form, scale: float, reps: int) -> dict[str,
            "eagle3_single": spec[1][0], "eagle3_saturated": spec[64][0]}
     errors = {k: round(got[k] / t - 1, 4) for k, t in targets.items()}
     speedups = [round(spec[c][0] / base[c] - 1, 4) for c in LOADS]
-    cross = crossover(LOADS, speedups)
+    cross = crossover_of(LOADS, speedups)
     return {"form": form.name, "accept_scale": scale,
             "accept_length": round(spec[1][1], 2), "factors": factors,
             "anchor_error": errors,

@@ -43,6 +43,7 @@ from grid.analysis.winners import (
     best_share,
     threshold_winners,
 )
+from specgrid_metrics.crossover import crossover_of
 
 
 def _pct(x: float) -> str:
@@ -113,21 +114,6 @@ def setup_comparisons(pts: list[Point], axes: list[str], baseline: str = "baseli
                              "baseline": by_value[ordered[0]].variant,
                              **_compare(by_value[value], by_value[ordered[0]], metric)})
     return pd.DataFrame(rows)
-
-
-def crossover_of(loads: np.ndarray, speedup: np.ndarray) -> float:
-    """The load where the speedup first falls to zero or below, interpolated linearly in
-    log2(load) between the last level where it was positive and the first where it is not.
-    -inf: not positive even at the lowest load; +inf: positive at every load."""
-    nonpos = np.flatnonzero(~(speedup > 0))
-    if nonpos.size == 0:
-        return math.inf
-    i = int(nonpos[0])
-    if i == 0:
-        return -math.inf
-    x0, x1 = math.log2(loads[i - 1]), math.log2(loads[i])
-    s0, s1 = float(speedup[i - 1]), float(speedup[i])
-    return float(2 ** (x0 + (x1 - x0) * s0 / (s0 - s1)))
 
 
 @dataclass

@@ -38,7 +38,7 @@ import itertools
 import math
 import operator
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -344,12 +344,3 @@ def predict(setup: Setup, sc: Scenario) -> Prediction:
         ttft_p50_s=statistics.median(ttfts),
         tpot_p50_s=statistics.median(w[2] for w in waves),
         accept_length=e if sc.spec else None, acceptance_per_position=shares, batch=b)
-
-
-def crossover(speedups: Sequence[tuple[int, float]]) -> tuple[int, int] | None:
-    """The first interval of loads (lo, hi) in which speculation stops paying (speedup falls
-    from >= 1 to < 1); None when it never does."""
-    for (c0, s0), (c1, s1) in zip(speedups, speedups[1:], strict=False):
-        if s0 >= 1.0 > s1:
-            return c0, c1
-    return None

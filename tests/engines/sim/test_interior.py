@@ -1,25 +1,15 @@
-"""The default anchor's assumed interior (engines/sim/interior.py): the crossover rule, the
+"""The default anchor's assumed interior (engines/sim/interior.py): the
 stored range against the shipped fit, what the modelling interface returns, and the per-step
 form's refit failing the anchor."""
 
 from __future__ import annotations
 
 import json
-import math
 
 import pytest
 
-from engines.sim.interior import FORMS, LOADS, assumed, crossover, one_case
+from engines.sim.interior import FORMS, LOADS, assumed, one_case
 from engines.sim.profile import MODEL_DIR, PROFILE_DIR, load_profile
-
-
-def test_the_crossover_interpolates_in_log2_of_the_load():
-    # +10 % at c=1, -10 % at c=2: halfway in log2 between 1 and 2 is sqrt(2)
-    assert crossover((1, 2, 4), (0.1, -0.1, -0.3)) == pytest.approx(math.sqrt(2))
-    # +30 % at 2, -10 % at 8: three quarters of log2(2)..log2(8) = 2.5 -> 2**2.5
-    assert crossover((1, 2, 8), (0.5, 0.3, -0.1)) == pytest.approx(2 ** 2.5)
-    assert crossover((1, 2), (-0.1, -0.2)) == -math.inf
-    assert crossover((1, 2), (0.1, 0.2)) == math.inf
 
 
 def test_the_stored_interior_was_computed_on_the_shipped_fit():

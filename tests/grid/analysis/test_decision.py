@@ -1,13 +1,11 @@
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from grid.analysis import analyse_cells, decide
-from grid.analysis.decision import NO_DIFFERENCE, Decision, crossover_of, crossovers
+from grid.analysis.decision import NO_DIFFERENCE, Decision, crossovers
 from tests.grid.analysis.synthetic import grid
 
 LEVELS = (1, 2, 4, 8, 16)
@@ -16,15 +14,6 @@ SPEEDUP = {1: 0.4, 2: 0.3, 4: 0.1, 8: -0.1, 16: -0.3}
 
 def _base(c: int) -> float:
     return 100.0 / (1 + c / 8)
-
-
-def test_crossover_interpolates_in_log_load():
-    import numpy as np
-    loads = np.array([1.0, 2, 4, 8, 16])
-    assert crossover_of(loads, np.array([0.4, 0.3, 0.1, -0.1, -0.3])) == pytest.approx(
-        2 ** 2.5)
-    assert crossover_of(loads, np.array([0.4, 0.3, 0.1, 0.1, 0.05])) == math.inf
-    assert crossover_of(loads, np.array([-0.1, 0.3, 0.1, 0.1, 0.05])) == -math.inf
 
 
 def test_known_speedups_give_the_known_crossover_and_threshold():

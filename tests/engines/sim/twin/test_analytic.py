@@ -1,7 +1,7 @@
 """The twin's closed-form model (engines/sim/twin/analytic.py) against the discrete simulator
 (the scheduler core the server runs, driven as a closed loop without a clock, engines/sim/
 calibrate.py ``closed_loop``): a baseline closed loop runs in waves, which the closed form
-describes exactly; its crossover helper."""
+describes exactly."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from engines.sim.calibrate import closed_loop
 from engines.sim.profile import load_profile
-from engines.sim.twin.analytic import Scenario, Setup, cell_scenario, crossover, predict
+from engines.sim.twin.analytic import Scenario, Setup, cell_scenario, predict
 
 NODE = ["--sim-hardware", "h200", "--sim-model", "llama3.1-8b", "--max-running-requests", "256"]
 
@@ -33,11 +33,6 @@ def test_a_capped_batch_queues_the_other_streams():
     assert capped.output_tok_s == pytest.approx(free.output_tok_s, rel=0.02)
     # 64 streams on 32 slots: the median new request waits for one wave (floor(2 - 1/2))
     assert capped.ttft_p50_s > free.ttft_p50_s + 0.9 * 64 / free.output_tok_s * 32
-
-
-def test_the_crossover_is_the_first_interval_where_speculation_stops_paying():
-    assert crossover([(1, 1.6), (8, 1.2), (64, 0.98), (256, 0.7)]) == (8, 64)
-    assert crossover([(1, 1.6), (8, 1.2)]) is None
 
 
 def test_a_forced_acceptance_replaces_the_drafters_in_every_domain():

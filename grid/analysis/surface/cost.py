@@ -13,27 +13,11 @@ replicates are known) through the same formula. Two forced lengths at one (B, k)
 one cost (`length_checks`: the difference, its interval, whether that holds 0); the surface at
 (B, k) is the mean over its lengths.
 
-Decomposition per load (`decompose`), a least-squares line over the depths measured:
-
-    c(B, k) = a(B) + b(B) k + e(B, k),    fixed(B) = a(B) - 1,  draft(B) = b(B),
-    verify_excess(B, k) = e(B, k) (the residual)
-
-so `draft` is the cost per extra depth (one draft pass plus the verify's growth by one
-token: the fit cannot tell the two apart while both grow linearly in k), `fixed` what a
-speculative step costs beyond a decode step at any depth, and the verify excess the part of
-the cost no line explains (a verify that turns compute-bound past some k shows there as a
-rising residual). A load with one depth has no line (`None`).
-
-At batch 1, Leviathan et al. (arXiv 2211.17192, Theorem 3.8): with i.i.d. acceptance a and a
-draft pass costing c of a target pass, the expected speedup is
-(1 - a^{k+1}) / ((1 - a)(k c + 1)) (`leviathan_speedup`); `beside_leviathan` sets it beside
-the measured surface at batch 1, taking c = draft(1).
-
-Between the cells measured (`interpolated`): at a load, c is piecewise linear in k between the
-depths measured there (the line the decomposition fits, bent only where a depth was measured
-off it); at a depth, piecewise linear in log B between the loads measured there; replicate by
-replicate, so an interpolated cost's interval is its neighbours' measurement noise (not the
-interpolation's error: the surface search checks that, grid/questions/speculation/steps.py)."""
+The decomposition per load (`decompose`: fixed, draft and verify excess), Leviathan's batch-1
+speedup beside it (`leviathan_speedup`, `beside_leviathan`) and the interpolation between the
+cells measured (`interpolated`: piecewise linear in k at a load, in log B at a depth, replicate
+by replicate) are each stated with a worked example in docs/questions.md ("The step cost
+surface")."""
 
 from __future__ import annotations
 

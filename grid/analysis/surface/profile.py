@@ -10,28 +10,11 @@ The conventions, converted here and nowhere else:
 - acceptance rate (accepted / drafted) = (AL(k) - 1) / k (`acceptance_rate`);
 - accepted tokens per step = AL - 1 (`accepted_per_step`).
 
-Pooling (`profile_from_counts`): each unit (a request, or a cell) gives its accepted count at
-each position it drafted and its verify steps; a domain's a_j is the ratio of sums
-sum(accepted_j) / sum(accepted_{j-1}) over the units that drafted position j (accepted_0 =
-steps), so each a_j lies in [0, 1] and the marginals never rise even where units drafted to
-different depths. The interval resamples the units (seeded bootstrap, grid/analysis/
-bootstrap.py). A cell's `acceptance_per_position` is already a share per step, so a cell
-counts as one unit of one step (`profile_from_cells`: every cell weighs the same).
-
-Per request (`profile_from_requests`): a request's acceptance histogram (its `accept_histogram`
-column: H[n] = its verify steps that accepted exactly n draft tokens, the bonus token not
-counted; SGLang's `spec_correct_drafts_histogram`, vLLM's `acceptance_histogram`) gives its
-counts (`histogram_counts`): position j was accepted in every step that accepted j or more
-drafts, accepted_j = sum_{n>=j} H[n], and steps = sum_n H[n]. Every request of a cell drafted
-to the cell's depth, so each is counted at every position up to it (a request that never
-accepted position 3 still drafted it); the depth is the cell's deepest accepted position unless
-given (a cell where no step accepted all k drafts is read to the depth it reached).
-
-The file (`profile_text`, `read_profile`; docs/questions.md): JSON
-`{"format": FORMAT, "source", "unit", "level", "domains": {name: {"positions", "samples",
-"conditional", "conditional_interval", "marginal", "marginal_interval", "accept_length",
-"replicates"?}}}`, the conditional and marginal rates per domain as a per-position profile
-lists them."""
+Pooling over units (`profile_from_counts`: a_j as a ratio of sums, so the marginals never
+rise), a run's cells (`profile_from_cells`), its requests' acceptance histograms
+(`profile_from_requests`, `histogram_counts`: accepted_j = sum_{n>=j} H[n]) and the profile
+file (`profile_text`, `read_profile`) are stated with worked examples in docs/questions.md
+("The drafter's profile")."""
 
 from __future__ import annotations
 

@@ -16,28 +16,10 @@ engine forces a mean length only (SGLang), the chain's mean length is forced ins
 so a step asks for whole servers: each serves all its loads of the step once, and a step's
 starts are its servers.
 
-The surface's cells form a rectangle, its loads x its depths at the surface's rate:
-
-1. **coarse**: the coarse loads (`grid.search.coarse_levels` of the lattice, its ends among
-   them) x the depths' ends and middle; the baseline at those loads; the length check (the
-   middle depth at each further rate, at the coarse loads' ends and middle); with no profile
-   given, the drafter's own acceptance at the deepest depth and the lowest load (one cell);
-2. **check the fit** (`checks`): the surface between measured cells is piecewise linear in k
-   at a load and in log B at a depth (grid/analysis/surface/cost.py `interpolated`). Each
-   measured cell with a measured neighbour on both sides along an axis is predicted from those
-   two alone (leave one out); it **disagrees** when the prediction lies outside the cell's
-   95 % interval and more than `tolerance` (relative) from its value;
-3. **refine** where a cell disagrees: the depth (load) nearest the middle of each gap beside
-   it that holds one, measured over the whole rectangle: a new depth is one server at every
-   load of the rectangle; a new load is a cell at it for the baseline and every depth (one
-   start each, the reason a load costs more than a depth); and where the best depth the
-   surface so far predicts (`best`) rests on no measured depth (that depth) or changes between
-   two neighbouring measured loads (the load between: `best_changes`);
-4. stop: `fits` (every check agrees and the best depth asks for nothing), `resolution`
-   (cells disagree but no depth or load is left between them: the surface there is the cells
-   themselves) or `budget` (the next step
-   does not fit `max_cells`; a step that does not fit whole runs the new depths that fit, those
-   with the largest disagreement first).
+The surface's cells form a rectangle, its loads x its depths at the surface's rate, measured in
+steps: coarse, check the fit (leave one out along each axis: `checks`), refine where a cell
+disagrees or the best depth asks (`best_changes`), stop on `fits`, `resolution` or `budget`;
+docs/questions.md ("The steps") says each step's rule in full.
 
 Nothing but the measured costs carries the state: `steps_of` rebuilds every step from them."""
 

@@ -1,28 +1,5 @@
-"""Streaming readers of a drafter's training data and of prompt files.
-
-Formats (one row = one training example; `source` and `domain` are optional on every format):
-
-- JSONL (`.jsonl`, `.ndjson`, or `.json` holding one object per line):
-  - plain: `{"prompt": ...}` or `{"text": ...}` (prompt files: `{"prompt_id", "domain",
-    "source", "text"}`);
-  - ShareGPT: `{"conversations": [{"from": "human"|"gpt"|"system"|..., "value": ...}, ...]}`;
-  - OpenAI messages: `{"messages": [{"role": "user"|"assistant"|..., "content": ...}, ...]}`.
-- A `.json` file holding one JSON array of such objects (ShareGPT dumps are often shipped that
-  way; the standard library cannot stream an array, so it is read whole and refused above
-  JSON_ARRAY_MAX_BYTES -- convert bigger ones to JSONL).
-- Parquet (`.parquet`) with the same columns, read in record batches.
-- A directory: every file above with a known suffix, recursively, in sorted path order (other
-  files such as a README are skipped).
-
-The prompt of a conversation is its first user turn; a multi-turn conversation is rendered up to
-and including its last user turn (the assistant's last reply is what a benchmark asks the server
-to generate), each turn as `role: text` separated by blank lines, system turns included (agentic
-data carries its tool schemas there).
-
-Memory: rows are yielded one at a time (Parquet: one record batch at a time), so a 1 GB file is
-never held whole. A row that cannot be read is counted in `LoadStats` with its file:line (the
-first few kept for the message), never silently dropped; a file in none of the formats is one
-`UnknownFormatError` naming the file."""
+"""Streaming readers of a drafter's training data and of prompt files: formats, the prompt of
+a row and malformed rows as docs/workloads.md ("Benchmarking on the drafter's own data") says."""
 
 from __future__ import annotations
 

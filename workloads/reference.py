@@ -1,19 +1,5 @@
-"""The reference a drafter is compared with: its training rows, or -- when only its training mix
-is known -- rows that stand for that mix.
-
-- `train_data` (a file or directory in any format of workloads/loaders.py): its rows, streamed;
-  above `limit` rows (20k) a deterministic subsample (the `limit` lowest ranks of
-  `unit_hash("reference", row_key)`), so memory stays bounded.
-- `train_mix` only (domain or source -> weight; a source counts for its domain,
-  workloads/records.py SOURCE_DOMAINS): the shipped rows of every domain with a positive
-  weight -- the training-like rows in workloads/train_samples/ and the prompt set
-  workloads/prompts/<domain>.jsonl (compared leave-one-out, so a prompt is never its own
-  neighbour) -- sampled by the mix when there are more than `rows_wanted`. A mix says which
-  kinds of text the drafter saw, not which rows, so the check it supports is whether a
-  workload's prompts are of those kinds; every shipped text of a kind stands for it.
-
-Only strata with a positive weight enter the reference: alignment measures whether a prompt's
-kind of text is covered by the drafter's data."""
+"""The reference a drafter is compared with: its training rows (bottom-k subsampled above `limit`),
+or shipped rows standing for its training mix (docs/workloads.md, "Describing the drafter")."""
 
 from __future__ import annotations
 

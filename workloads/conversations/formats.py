@@ -1,19 +1,7 @@
-"""Record shapes of the conversation formats and their conversion to :class:`Conversation`.
-
-Each converter takes one parsed record (a conversation, or one request for Mooncake) and
-returns a Conversation, or raises :class:`MalformedRecord` with the reason; file handling,
-format detection and counting live in :mod:`workloads.conversations.loaders`.
-
-Formats (each checked against the peer's own reader, cited per function):
-
-* ``sglang_agentic`` - SGLang bench_serving's multi-turn agentic trace (OpenHands / SWE-smith):
-  ``{"metadata": {...}, "conversations": [[{"messages": [...], "prompt_tokens": N}, ...]]}``.
-* ``mooncake`` - Mooncake's request traces, JSONL ``{"timestamp": ms, "input_length",
-  "output_length", "hash_ids": [block hashes]}``.
-* ``sharegpt`` - ``{"id", "conversations": [{"from": "human"|"gpt"|..., "value"}]}``.
-* ``openai`` - ``{"messages": [{"role", "content", ...}], "tools": [...]?}``.
-* ``speed_bench`` - NVIDIA SPEED-Bench JSONL ``{"question_id"?, "category", "turns": [str]}``.
-"""
+"""Record shapes of the conversation formats (:data:`FORMATS`, each described in docs/agentic.md,
+"Formats") and their conversion to :class:`Conversation`: a converter takes one parsed record
+and returns a Conversation or raises :class:`MalformedRecord`; file handling lives in
+:mod:`workloads.conversations.loaders`."""
 
 from __future__ import annotations
 

@@ -136,6 +136,11 @@ class ReferenceIndex:
                                    for i in range(0, q.shape[0], step)])
         rows = (q @ self.by_feature).toarray()
         dots = (q @ self.sums_by_feature).toarray()  # q . (sum of stratum unit vectors)
+        return self._combine(rows, dots, keys)
+
+    def _combine(self, rows: np.ndarray, dots: np.ndarray, keys: Sequence[str]) -> np.ndarray:
+        """Per query: max(nearest-row cosine, nearest-centroid cosine) from its cosines to the
+        rows and dot products with the strata sums, leaving out a query found in the reference."""
         sum_sq = np.broadcast_to(self.sum_sq, dots.shape).copy()
         sizes = np.broadcast_to(self.sizes, dots.shape).copy()
         for j, key in enumerate(keys):
@@ -168,16 +173,7 @@ class ReferenceIndex:
         weights /= max(float(np.sqrt(weights @ weights)), 1e-12)
         rows = self._scatter(self.by_feature, terms, weights, len(self))
         dots = self._scatter(self.sums_by_feature, terms, weights, len(self.strata))
-        sum_sq, sizes = self.sum_sq.copy(), self.sizes.copy()
-        i = self.position.get(row_key(text))
-        if i is not None:  # leave-one-out, as in _similarity
-            rows[i] = 0.0
-            k = self.row_stratum[i]
-            dots[k] -= 1.0
-            sum_sq[k] += 1.0 - 2.0 * (dots[k] + 1.0)
-            sizes[k] -= 1
-        centroid = np.where(sizes > 0, dots / np.sqrt(np.maximum(sum_sq, 1e-12)), 0.0)
-        return float(min(1.0, max(0.0, rows.max(initial=0.0), centroid.max(initial=0.0))))
+        return float(self._combine(rows[None, :], dots[None, :], [row_key(text)])[0])
 
     @staticmethod
     def _scatter(by_feature: sp.csr_matrix, terms: np.ndarray, weights: np.ndarray,

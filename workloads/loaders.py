@@ -127,14 +127,10 @@ def to_row(obj: Mapping[str, Any], file: str, line: int) -> TextRow:
         raise ValueError("no conversations, messages, prompt or text field")
     if not text.strip():
         raise ValueError("empty prompt")
-    source = obj.get("source")
-    domain = obj.get("domain")
-    source = str(source) if source not in (None, "") else None
-    prompt_id = obj.get("prompt_id")
-    return TextRow(text=text, source=source,
-                   domain=domain_of(source, str(domain) if domain not in (None, "") else None),
-                   file=file, line=line, turns=turns,
-                   prompt_id=str(prompt_id) if prompt_id not in (None, "") else None)
+    source, domain, prompt_id = (str(obj[k]) if obj.get(k) not in (None, "") else None
+                                 for k in ("source", "domain", "prompt_id"))
+    return TextRow(text=text, source=source, domain=domain_of(source, domain), file=file,
+                   line=line, turns=turns, prompt_id=prompt_id)
 
 
 # --- files -----------------------------------------------------------------------------------
@@ -225,13 +221,11 @@ def _json_array_rows(file: Path, stats: LoadStats) -> Iterator[TextRow]:
         raise _unknown(file, "the JSON array holds no conversations, messages, prompt or text")
     for n, obj in enumerate(items, 1):
         try:
-            yield to_row(obj, str(file), n) if isinstance(obj, Mapping) else _raise("not an object")
+            if not isinstance(obj, Mapping):
+                raise ValueError("not an object")
+            yield to_row(obj, str(file), n)
         except (ValueError, TypeError) as e:
             stats.bad(str(file), n, str(e))
-
-
-def _raise(reason: str) -> TextRow:
-    raise ValueError(reason)
 
 
 def _parquet_rows(file: Path, stats: LoadStats) -> Iterator[TextRow]:

@@ -1,35 +1,6 @@
-"""How close prompts are to a drafter's training data: TF-IDF cosine similarity to the nearest
-training row and to the centroid of each training stratum (source or domain), scaled by how
-close the training rows themselves are to their data.
-
-Representation: scikit-learn's `HashingVectorizer` (word unigrams, English stop words removed,
-2**18 hashed features) followed by a `TfidfTransformer` (sublinear tf, idf fitted on the
-reference rows). Why this and not MinHash/embeddings: it is a well-kept library already in the
-environment; hashing needs no vocabulary pass and stores no vocabulary (bounded memory, only an
-idf vector of state); vectors are deterministic across processes and machines; cosine against
-the reference is one sparse matrix product (seconds; bench/workloads_throughput.py); and the words
-of a prompt (code identifiers, tool-call vocabulary, math notation, proper nouns) are what
-separates a coding/agentic drafter's data from an encyclopedia question. Unigrams separated the
-shipped prompt sets better than bigrams or character n-grams (measured while choosing). Texts
-are cut to their first TEXT_CHARS characters so the cost per row is bounded.
-
-Similarity `s` of a prompt = the larger of
-- the cosine to its nearest reference row (coverage: is there a training example like it?), and
-- the cosine to the nearest stratum centroid (the mean vector of one source's or domain's rows:
-  does it use that data's vocabulary? This stays informative when the reference is small);
-both leave-one-out: a prompt found verbatim in the reference is compared with the other rows,
-so a sample drawn from the training file is not scored as its own neighbour.
-
-`typical` = the median `s` of up to SELF_SAMPLE reference rows (leave-one-out): how close a
-training row is to the rest of the training data. Prompt alignment
-`a = clip((s / typical - FLOOR_RATIO) / (1 - FLOOR_RATIO), 0, 1)`: 1 when a prompt is as close to
-the data as a typical training row, 0 at FLOOR_RATIO of that (unrelated text shares only
-incidental words; being relative, the floor needs no tuning per data set or text length). Workload
-alignment = the mean prompt alignment; at or above ALIGNED_THRESHOLD the workload is on the
-drafter's distribution, below it a speculative cell is flagged off-distribution
-(docs/workloads.md). Above MAX_REFERENCE_ROWS the reference is a deterministic subsample:
-vectorising costs ~0.1-0.3 ms per row, so 20k rows keep the check within seconds on any size
-of training data, and 20k rows already cover a data set's kinds of prompts many times over."""
+"""How close prompts are to a drafter's training data: TF-IDF similarity to the nearest training
+row and stratum centroid, scaled by the reference's typical similarity (docs/workloads.md,
+"The alignment figure", gives the method, its formula and why it was chosen)."""
 
 from __future__ import annotations
 
@@ -165,6 +136,11 @@ class ReferenceIndex:
                                    for i in range(0, q.shape[0], step)])
         rows = (q @ self.by_feature).toarray()
         dots = (q @ self.sums_by_feature).toarray()  # q . (sum of stratum unit vectors)
+        return self._combine(rows, dots, keys)
+
+    def _combine(self, rows: np.ndarray, dots: np.ndarray, keys: Sequence[str]) -> np.ndarray:
+        """Per query: max(nearest-row cosine, nearest-centroid cosine) from its cosines to the
+        rows and dot products with the strata sums, leaving out a query found in the reference."""
         sum_sq = np.broadcast_to(self.sum_sq, dots.shape).copy()
         sizes = np.broadcast_to(self.sizes, dots.shape).copy()
         for j, key in enumerate(keys):
@@ -197,16 +173,7 @@ class ReferenceIndex:
         weights /= max(float(np.sqrt(weights @ weights)), 1e-12)
         rows = self._scatter(self.by_feature, terms, weights, len(self))
         dots = self._scatter(self.sums_by_feature, terms, weights, len(self.strata))
-        sum_sq, sizes = self.sum_sq.copy(), self.sizes.copy()
-        i = self.position.get(row_key(text))
-        if i is not None:  # leave-one-out, as in _similarity
-            rows[i] = 0.0
-            k = self.row_stratum[i]
-            dots[k] -= 1.0
-            sum_sq[k] += 1.0 - 2.0 * (dots[k] + 1.0)
-            sizes[k] -= 1
-        centroid = np.where(sizes > 0, dots / np.sqrt(np.maximum(sum_sq, 1e-12)), 0.0)
-        return float(min(1.0, max(0.0, rows.max(initial=0.0), centroid.max(initial=0.0))))
+        return float(self._combine(rows[None, :], dots[None, :], [row_key(text)])[0])
 
     @staticmethod
     def _scatter(by_feature: sp.csr_matrix, terms: np.ndarray, weights: np.ndarray,

@@ -1,28 +1,5 @@
-"""Streaming readers of a drafter's training data and of prompt files.
-
-Formats (one row = one training example; `source` and `domain` are optional on every format):
-
-- JSONL (`.jsonl`, `.ndjson`, or `.json` holding one object per line):
-  - plain: `{"prompt": ...}` or `{"text": ...}` (prompt files: `{"prompt_id", "domain",
-    "source", "text"}`);
-  - ShareGPT: `{"conversations": [{"from": "human"|"gpt"|"system"|..., "value": ...}, ...]}`;
-  - OpenAI messages: `{"messages": [{"role": "user"|"assistant"|..., "content": ...}, ...]}`.
-- A `.json` file holding one JSON array of such objects (ShareGPT dumps are often shipped that
-  way; the standard library cannot stream an array, so it is read whole and refused above
-  JSON_ARRAY_MAX_BYTES -- convert bigger ones to JSONL).
-- Parquet (`.parquet`) with the same columns, read in record batches.
-- A directory: every file above with a known suffix, recursively, in sorted path order (other
-  files such as a README are skipped).
-
-The prompt of a conversation is its first user turn; a multi-turn conversation is rendered up to
-and including its last user turn (the assistant's last reply is what a benchmark asks the server
-to generate), each turn as `role: text` separated by blank lines, system turns included (agentic
-data carries its tool schemas there).
-
-Memory: rows are yielded one at a time (Parquet: one record batch at a time), so a 1 GB file is
-never held whole. A row that cannot be read is counted in `LoadStats` with its file:line (the
-first few kept for the message), never silently dropped; a file in none of the formats is one
-`UnknownFormatError` naming the file."""
+"""Streaming readers of a drafter's training data and of prompt files: formats, the prompt of
+a row and malformed rows as docs/workloads.md ("Benchmarking on the drafter's own data") says."""
 
 from __future__ import annotations
 
@@ -150,14 +127,10 @@ def to_row(obj: Mapping[str, Any], file: str, line: int) -> TextRow:
         raise ValueError("no conversations, messages, prompt or text field")
     if not text.strip():
         raise ValueError("empty prompt")
-    source = obj.get("source")
-    domain = obj.get("domain")
-    source = str(source) if source not in (None, "") else None
-    prompt_id = obj.get("prompt_id")
-    return TextRow(text=text, source=source,
-                   domain=domain_of(source, str(domain) if domain not in (None, "") else None),
-                   file=file, line=line, turns=turns,
-                   prompt_id=str(prompt_id) if prompt_id not in (None, "") else None)
+    source, domain, prompt_id = (str(obj[k]) if obj.get(k) not in (None, "") else None
+                                 for k in ("source", "domain", "prompt_id"))
+    return TextRow(text=text, source=source, domain=domain_of(source, domain), file=file,
+                   line=line, turns=turns, prompt_id=prompt_id)
 
 
 # --- files -----------------------------------------------------------------------------------
@@ -248,13 +221,11 @@ def _json_array_rows(file: Path, stats: LoadStats) -> Iterator[TextRow]:
         raise _unknown(file, "the JSON array holds no conversations, messages, prompt or text")
     for n, obj in enumerate(items, 1):
         try:
-            yield to_row(obj, str(file), n) if isinstance(obj, Mapping) else _raise("not an object")
+            if not isinstance(obj, Mapping):
+                raise ValueError("not an object")
+            yield to_row(obj, str(file), n)
         except (ValueError, TypeError) as e:
             stats.bad(str(file), n, str(e))
-
-
-def _raise(reason: str) -> TextRow:
-    raise ValueError(reason)
 
 
 def _parquet_rows(file: Path, stats: LoadStats) -> Iterator[TextRow]:

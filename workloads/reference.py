@@ -1,29 +1,16 @@
-"""The reference a drafter is compared with: its training rows, or -- when only its training mix
-is known -- rows that stand for that mix.
-
-- `train_data` (a file or directory in any format of workloads/loaders.py): its rows, streamed;
-  above `limit` rows (20k) a deterministic subsample (the `limit` lowest ranks of
-  `unit_hash("reference", row_key)`), so memory stays bounded.
-- `train_mix` only (domain or source -> weight; a source counts for its domain,
-  workloads/records.py SOURCE_DOMAINS): the shipped rows of every domain with a positive
-  weight -- the training-like rows in workloads/train_samples/ and the prompt set
-  workloads/prompts/<domain>.jsonl (compared leave-one-out, so a prompt is never its own
-  neighbour) -- sampled by the mix when there are more than `rows_wanted`. A mix says which
-  kinds of text the drafter saw, not which rows, so the check it supports is whether a
-  workload's prompts are of those kinds; every shipped text of a kind stands for it.
-
-Only strata with a positive weight enter the reference: alignment measures whether a prompt's
-kind of text is covered by the drafter's data."""
+"""The reference a drafter is compared with: its training rows (bottom-k subsampled above `limit`),
+or shipped rows standing for its training mix (docs/workloads.md, "Describing the drafter")."""
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from workloads import PROMPTS_DIR, TRAIN_SAMPLES_DIR
-from workloads.loaders import KNOWN_SUFFIXES, LoadStats, TrainingDataError, iter_rows
+from workloads.loaders import LoadStats, TrainingDataError, iter_rows
 from workloads.records import DOMAINS, SOURCE_DOMAINS, TextRow, unit_hash
 from workloads.sampler import SampleError, normalize_mix, stratified_sample
 
@@ -55,19 +42,6 @@ def bottom_k(rows: Iterable[TextRow], k: int, salt: str = "reference") -> list[T
     return [row for _, _, row in sorted(heap, reverse=True)]
 
 
-def shipped_train_samples() -> list[Path]:
-    """The training-like sample files shipped in workloads/train_samples/ (may be none)."""
-    if not TRAIN_SAMPLES_DIR.is_dir():
-        return []
-    return sorted(p for p in TRAIN_SAMPLES_DIR.rglob("*")
-                  if p.is_file() and p.suffix.lower() in KNOWN_SUFFIXES)
-
-
-def _shipped_rows(stats: LoadStats) -> Iterator[TextRow]:
-    for path in shipped_train_samples():
-        yield from iter_rows(path, stats)
-
-
 def _domain_of_key(key: str) -> str:
     low = key.lower()
     if low in DOMAINS:
@@ -88,11 +62,13 @@ def mix_reference(mix: Mapping[str, float], rows_wanted: int = MIX_ROWS,
         domain = _domain_of_key(key)
         by_domain[domain] = by_domain.get(domain, 0.0) + weight
     stats = LoadStats()
-    pool = [r for r in _shipped_rows(stats) if r.domain in by_domain]
+    shipped = iter_rows(TRAIN_SAMPLES_DIR, stats) if TRAIN_SAMPLES_DIR.is_dir() else ()
+    pool = [r for r in shipped if r.domain in by_domain]
     for domain in by_domain:
         path = PROMPTS_DIR / f"{domain}.jsonl"
         if path.is_file():
-            pool.extend(r if r.domain else _with_domain(r, domain) for r in iter_rows(path, stats))
+            pool.extend(r if r.domain else replace(r, domain=domain)
+                        for r in iter_rows(path, stats))
     have = {r.domain for r in pool}
     absent = sorted(d for d in by_domain if d not in have)
     for domain in absent:
@@ -104,17 +80,11 @@ def mix_reference(mix: Mapping[str, float], rows_wanted: int = MIX_ROWS,
     if len(pool) > rows_wanted:
         rows = stratified_sample(pool, rows_wanted, seed=seed, mix=by_domain).rows
     label = ", ".join(f"{k} {v:.2f}" for k, v in sorted(weights.items(), key=lambda kv: -kv[1]))
-    per_domain: dict[str, int] = {}
-    for row in rows:
-        per_domain[str(row.domain)] = per_domain.get(str(row.domain), 0) + 1
+    per_domain = Counter(str(row.domain) for row in rows)
     counts = ", ".join(f"{d} {n}" for d, n in sorted(per_domain.items()))
     note = f"; nothing shipped stands for {', '.join(absent)}" if absent else ""
     return Reference(rows, f"train_mix {{{label}}} ({len(rows)} shipped rows: "
                      f"{counts}{note})", stats)
-
-
-def _with_domain(row: TextRow, domain: str) -> TextRow:
-    return TextRow(row.text, row.source, domain, row.file, row.line, row.turns, row.prompt_id)
 
 
 def data_reference(path: str | Path, limit: int = DEFAULT_LIMIT,

@@ -1,20 +1,7 @@
-"""Seeded, stratified sampling of benchmark prompts from a drafter's training data.
-
-One streaming pass, memory bounded by the sample size: every row gets a rank
-`unit_hash(seed, row_key)` (blake2b of the seed and the row's content, the same in every process
--- no Python `hash()`), and each stratum keeps only its `n` lowest-ranked rows in a heap
-("bottom-k" sampling: the k smallest of independent uniform ranks are a uniform sample without
-replacement). At the end `n` is split over the strata by the mix (largest remainder) and each
-stratum contributes its lowest-ranked rows.
-
-The strata are the rows' `source` labels when every key of the requested mix is a source present
-in the data (or no mix is given and the rows carry sources), else their domains. Without a mix
-the sample follows the training data's own mix (the row count of each stratum).
-
-Holdout: with a holdout *file*, prompts are drawn from it and any row also present in the
-training data is never drawn; with a holdout *fraction* f, a row belongs to the holdout split
-when `unit_hash("holdout", row_key) < f` (independent of the seed, so the split never moves),
-prompts are drawn only from that split and the alignment reference uses only the rest."""
+"""Seeded, stratified, bottom-k sampling of benchmark prompts from a drafter's training data, and
+the holdout split (docs/workloads.md, "Benchmarking on the drafter's own data"). Ranks are
+`unit_hash(seed, row_key)`: the k smallest of independent uniform ranks are a uniform sample
+without replacement; `n` is split over the strata by the mix (largest remainder)."""
 
 from __future__ import annotations
 

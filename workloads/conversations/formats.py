@@ -1,19 +1,7 @@
-"""Record shapes of the conversation formats and their conversion to :class:`Conversation`.
-
-Each converter takes one parsed record (a conversation, or one request for Mooncake) and
-returns a Conversation, or raises :class:`MalformedRecord` with the reason; file handling,
-format detection and counting live in :mod:`workloads.conversations.loaders`.
-
-Formats (each checked against the peer's own reader, cited per function):
-
-* ``sglang_agentic`` - SGLang bench_serving's multi-turn agentic trace (OpenHands / SWE-smith):
-  ``{"metadata": {...}, "conversations": [[{"messages": [...], "prompt_tokens": N}, ...]]}``.
-* ``mooncake`` - Mooncake's request traces, JSONL ``{"timestamp": ms, "input_length",
-  "output_length", "hash_ids": [block hashes]}``.
-* ``sharegpt`` - ``{"id", "conversations": [{"from": "human"|"gpt"|..., "value"}]}``.
-* ``openai`` - ``{"messages": [{"role", "content", ...}], "tools": [...]?}``.
-* ``speed_bench`` - NVIDIA SPEED-Bench JSONL ``{"question_id"?, "category", "turns": [str]}``.
-"""
+"""Record shapes of the conversation formats (:data:`FORMATS`, each described in docs/agentic.md,
+"Formats") and their conversion to :class:`Conversation`: a converter takes one parsed record
+and returns a Conversation or raises :class:`MalformedRecord`; file handling lives in
+:mod:`workloads.conversations.loaders`."""
 
 from __future__ import annotations
 
@@ -127,8 +115,7 @@ def _domain(record: Mapping[str, Any], default: str) -> str:
 
 
 def from_openai(record: Mapping[str, Any], cid: str, source: str, domain: str) -> Conversation:
-    """``{"messages": [...], "tools"?, "id"?}`` (OpenAI chat format, as vLLM's and SGLang's
-    chat datasets read it)."""
+    """An ``openai`` record (docs/agentic.md, "Formats")."""
     msgs = record.get("messages")
     if not isinstance(msgs, list) or not msgs:
         raise MalformedRecord("messages is not a non-empty list")
@@ -139,8 +126,7 @@ def from_openai(record: Mapping[str, Any], cid: str, source: str, domain: str) -
 
 
 def from_sharegpt(record: Mapping[str, Any], cid: str, source: str, domain: str) -> Conversation:
-    """``{"id", "conversations": [{"from", "value"}]}`` - the ShareGPT layout SGLang's
-    python/sglang/benchmark/datasets/sharegpt.py reads (``from`` human/gpt, ``value``)."""
+    """A ``sharegpt`` record (docs/agentic.md, "Formats")."""
     conv = record.get("conversations")
     if not isinstance(conv, list) or not conv:
         raise MalformedRecord("conversations is not a non-empty list")
@@ -159,11 +145,8 @@ def from_sharegpt(record: Mapping[str, Any], cid: str, source: str, domain: str)
 
 
 def from_sglang_agentic(conv: Any, cid: str, source: str, domain: str) -> Conversation:
-    """One conversation of SGLang's agentic trace: a list of turns, each ``{"messages": [new
-    non-assistant messages], "prompt_tokens": N}`` (sgl-project/sglang,
-    python/sglang/benchmark/datasets/agentic_trace.py: turns without messages are skipped, the
-    first turn's messages start with the system prompt, replies are not recorded - SGLang feeds
-    the server's reply back)."""
+    """One conversation (a list of turns) of SGLang's agentic trace (docs/agentic.md,
+    "Formats": empty turns skipped, the first turn's system message is the system prompt)."""
     _need(isinstance(conv, list), "conversation is not a list of turns")
     system: str | None = None
     turns: list[Turn] = []
@@ -211,11 +194,9 @@ _BLOCK_WORDS = tuple(
 
 def from_mooncake(record: Mapping[str, Any], cid: str, source: str, domain: str,
                   block_tokens: int = MOONCAKE_BLOCK_TOKENS) -> Conversation:
-    """One Mooncake request as a one-turn conversation arriving at ``timestamp`` ms. The prompt
-    is rebuilt from ``hash_ids`` (one deterministic text block per id, the last one cut to
-    reach ``input_length``), so prefix reuse between requests is the trace's. SGLang's own
-    replay (python/sglang/benchmark/datasets/mooncake.py) also builds text from the hash ids
-    and sorts by ``timestamp`` (ms)."""
+    """One Mooncake request as a one-turn conversation arriving at ``timestamp`` ms, its prompt
+    rebuilt from ``hash_ids`` (docs/agentic.md, "Formats"), the last block cut to reach
+    ``input_length``."""
     n_in = record.get("input_length")
     ts = record.get("timestamp")
     if not isinstance(n_in, int) or n_in <= 0:
@@ -247,10 +228,8 @@ def from_mooncake(record: Mapping[str, Any], cid: str, source: str, domain: str,
 
 def from_speed_bench(record: Mapping[str, Any], cid: str, source: str,
                      domain: str) -> Conversation:
-    """One SPEED-Bench row: ``turns`` (user messages, one per round, no recorded replies) and
-    ``category`` (the domain). Shape as SGLang reads it in
-    python/sglang/benchmark/datasets/speed_bench.py (``turns`` list of strings, ``category``);
-    ``question_id`` is taken as the id when present."""
+    """One SPEED-Bench row: a user message per round, ``category`` the domain (docs/agentic.md,
+    "Formats")."""
     turns = record.get("turns")
     if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t
                                                            for t in turns):

@@ -1,16 +1,6 @@
-"""Streaming, memory-bounded readers of conversation files, with format detection and a count
-of malformed records.
-
-``iter_conversations(path)`` yields :class:`Conversation` s one at a time: JSONL is read line by
-line; a JSON document (SGLang's agentic trace, a ShareGPT JSON array) is read with ``ijson``
-(an incremental JSON parser with a C backend: a 1 GB trace is never held whole - the standard
-``json`` module can only parse a document all at once). Memory is bounded by the largest single
-conversation.
-
-A record that has its format's shape wrongly is counted in the :class:`LoadReport` (the first
-few with ``file:line`` for JSONL, ``file:item N`` inside a JSON document) and skipped; a file
-in none of the formats raises :class:`ConversationFormatError` with one line naming the file.
-"""
+"""Streaming, memory-bounded readers of conversation files (JSONL line by line, JSON documents
+with ``ijson``), with format detection and a count of malformed records (docs/agentic.md,
+"Formats")."""
 
 from __future__ import annotations
 

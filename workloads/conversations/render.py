@@ -1,25 +1,8 @@
-"""The request of each round: the whole history, as OpenAI chat messages or one prompt string.
-
-:class:`History` replays one conversation round by round. ``request(k)`` appends turn k's new
-messages and returns the context to send; ``reply(k, live_text)`` appends the assistant
-message that ends round k - the trace's recorded reply (``replay="recorded"``, the default: the
-same context for every variant of an A/B grid) or the server's actual reply
-(``replay="live"``; also used when the trace recorded no reply for that round). Each request
-is therefore exactly the previous request, plus the previous reply, plus the new delta.
-
-Tool schemas are rendered into the system message (not sent as the request's ``tools``
-field): the context is then the same on every server and endpoint, and no server-side
-tool-call parser changes the shape of the streamed reply.
-
-``/generate`` takes one prompt string: the messages rendered with a chat template
-(``chatml`` or ``llama3``, the two layouts below; no tokenizer is loaded, so this is the
-template's text layout, not the model's exact special-token ids). Rendering is incremental:
-each round renders and JSON-encodes only its delta; :meth:`History.prompt_json` and
-:meth:`History.messages_json` give the request's JSON values by joining the encoded pieces
-(JSON string escaping is per character, so the escaped pieces joined equal the escaped whole):
-re-encoding a 64 KB history for every round cost ~4x more client CPU (measured with
-bench/conversation_replay.py's setup).
-"""
+"""The request of each round: the whole history, as OpenAI chat messages or one prompt string
+(docs/agentic.md, "History and rendering"). Each round JSON-encodes only its delta and a
+request joins the encoded pieces (JSON string escaping is per character, so the escaped pieces
+joined equal the escaped whole); re-encoding a 64 KB history every round cost ~4x more client
+CPU."""
 
 from __future__ import annotations
 

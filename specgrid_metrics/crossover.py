@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 
-def crossover_of(loads: Sequence[float], speedups: Sequence[float]) -> float:
+def crossover_of(loads: Sequence[float] | Any, speedups: Sequence[float] | Any) -> float:
     """The load where the speedup (relative: 0 = the baseline's throughput) first falls to zero
     or below (NaN counts as not positive), interpolated linearly in log2(load) between the last
     level where it was positive and the first where it is not. -inf: not positive even at the
-    lowest load; +inf: positive at every load."""
+    lowest load; +inf: positive at every load. Sequences or numpy arrays alike (this package
+    imports no numpy, hence `Any` beside `Sequence`)."""
     for i, s in enumerate(speedups):
         if s > 0:
             continue

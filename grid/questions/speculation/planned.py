@@ -312,7 +312,7 @@ class SpeculationPlanned(Planned):
             single = single_status(dom.get("single"), asked if first else [], off if first else [])
             if single is not None and single["status"] == CONTRADICTED:
                 predicted = {(c["load"], c["depth"]): (c["speedup"], *between_runs(
-                                 c["speedup"], *c["interval"], self.spread))
+                                 c["speedup"], c["interval"][0], c["interval"][1], self.spread))
                              for c in dom["cells"] if c["speedup"] is not None}
                 single = rechosen(single, predicted, self.own, {b: e[0] for b, e in zero.items()})
             out.append(recommendation(settled, part, forms, name, zero, self.spread,

@@ -5,13 +5,9 @@ unit-tested and reused offline (engines/sim/calibrate.py runs the same model wit
 
 Rules (all documented, all deterministic):
 
-- Prompt tokens: ``ceil(len(text) / 4)`` characters-per-token (the usual English rule of thumb
-  for BPE tokenizers), at least 1. Chat prompts: the message contents joined with newlines, plus
-  a template overhead of 4 tokens per message and 3 for the generation prompt (roughly Llama-3's
-  header tokens). Completion tokens: one whitespace-separated word per token (engines/sim/text.py),
-  so ``len(text.split()) == completion_tokens`` for every response.
-- Domain: a keyword classifier over the prompt text alone (first 16,000 characters), one of
-  ``coding``, ``agentic``, ``math``, ``encyclopedic``, or ``general`` when nothing matches.
+- Token counts and the domain: the constants below state each rule (a prompt token per 4
+  characters, the chat template's overhead, one completion token per word, engines/sim/text.py;
+  a keyword classifier over the prompt's first 16,000 characters, one of `DOMAINS`).
 - Acceptance: per-position *conditional* probabilities from the profile (position i is accepted
   only if positions < i were), so with s draft steps the accepted length is 1 (the bonus token
   the verifier always yields) plus the run of accepted drafts, at most s.

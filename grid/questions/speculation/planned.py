@@ -240,13 +240,19 @@ class SpeculationPlanned(Planned):
             self.switch = switch_verdict(threshold, at, up, self.space.tolerance, self.spread)
         return [*out[:-1], *more]
 
+    def _evidence(self, confirming: Sequence[ConfirmStep]
+                  ) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+        """The confirming cells measured at the first step, and those that disagreed (once
+        the confirmation stopped)."""
+        last = confirming[-1] if confirming else None
+        off = list(last.disagree) if last is not None and last.stop else []
+        return [(b, k) for s in confirming[:1] for b, k, _ in s.points if (b, k) in self.own], off
+
     def _threshold(self, dom: dict[str, Any], confirming: Sequence[ConfirmStep]
                    ) -> dict[str, Any]:
         """The threshold part of the first domain's recommendation (recommend.py
         `threshold_part`), from the confirmation's evidence."""
-        last = confirming[-1] if confirming else None
-        off = list(last.disagree) if last is not None and last.stop else []
-        asked = [(b, k) for s in confirming[:1] for b, k, _ in s.points if (b, k) in self.own]
+        asked, off = self._evidence(confirming)
         near = crossover_neighbours((dom["crossover"] or {}).get("crossover"),
                                     self.space.lattice)
         return threshold_part(dom["crossover"], self.own, near if asked else (), off)
@@ -296,9 +302,7 @@ class SpeculationPlanned(Planned):
         threshold's confirmation with the switch applied."""
         if not prediction:
             return []
-        last = confirming[-1] if confirming else None
-        off = list(last.disagree) if last is not None and last.stop else []
-        asked = [(b, k) for s in confirming[:1] for b, k, _ in s.points if (b, k) in self.own]
+        asked, off = self._evidence(confirming)
         forms = engine_forms(self.template)
         zero = zero_speedups(self.read.own_costs, self.space.lattice)
         out = []

@@ -11,6 +11,7 @@ thrash as the running batch crosses T), at T and the load just above it, against
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass
@@ -114,8 +115,8 @@ def confirm_steps(number: int, cells_before: int, wanted: Sequence[tuple[int, in
         units.append([(b, k, OWN)] + ([(b, 0, 0)] if baselines is not None
                                       and b not in baselines and b not in seen else []))
         seen.add(b)
-    kept = [u for i, u in enumerate(units) if sum(map(len, units[:i + 1])) <= budget]
-    first = [p for u in kept for p in u]
+    first = [p for u, used in zip(units, itertools.accumulate(map(len, units)), strict=True)
+             if used <= budget for p in u]
     missing = [b for b, k, r in first if (k, r) == (0, 0)]
     why = (f"confirm the prediction on the drafter's own cells at "
            f"{_where([(b, k) for b, k, r in first if r == OWN] or wanted)}"

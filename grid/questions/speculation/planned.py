@@ -315,8 +315,9 @@ class SpeculationPlanned(Planned):
             plausible = {int(b): ks for b, ks in dom["plausible_depths"].items()}
             single = single_status(dom.get("single"), asked if first else [], off if first else [])
             if single is not None and single["status"] == CONTRADICTED:
-                predicted = {(c["load"], c["depth"]): (c["speedup"], *between_runs(
-                                 c["speedup"], c["interval"][0], c["interval"][1], self.spread))
+                # on the intervals the first choice was made on (widened by the spread there)
+                predicted = {(c["load"], c["depth"]): (c["speedup"], *c.get("decided_on",
+                                                                            c["interval"]))
                              for c in dom["cells"] if c["speedup"] is not None}
                 single = rechosen(single, predicted, self.own, {b: e[0] for b, e in zero.items()})
             out.append(recommendation(settled, part, forms, name, zero, self.spread,

@@ -182,7 +182,8 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
     the fit gives them. With `fit`
     (the surface before the length checks widened it), each cell also carries `fit_interval`,
     the interval the fit alone gives: what a confirming cell, measured at the drafter's own
-    length, is compared with (confirm.py)."""
+    length, is compared with (confirm.py); with `spread`, `decided_on`, the interval the best
+    depth and the single depth were chosen on (`with_spread`), which a re-choice reads."""
     out: dict[str, Any] = {"source": profile.source, "unit": profile.unit, "domains": {}}
     for name, dom in profile.domains.items():
         preds = predict(costs, dom)
@@ -196,6 +197,8 @@ def prediction_json(costs: Mapping[tuple[int, int], Cost], profile: Profile,
                        "break_even": _r(p.break_even), "speedup": _r(p.speedup),
                        "interval": _pair(p.interval), "placed": placed(p),
                        **({"fit_interval": _pair(fitted[key].interval)} if key in fitted
+                          else {}),
+                       **({"decided_on": _pair(decide[key].interval)} if spread is not None
                           else {})}
                       for key, p in preds.items()],
             "crossover": crossover_threshold(preds, depth, variant, workload, spread),

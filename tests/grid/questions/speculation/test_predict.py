@@ -111,5 +111,8 @@ def test_a_stated_spread_between_repeats_widens_the_best_depths_choice():
     assert spread["single"] is None
     # the cells keep the fit's interval (what a confirming cell is compared with)
     assert spread["cells"][0]["interval"] == pytest.approx([1.08, 1.08])
+    # ... beside the interval the choice was made on (what a re-choice reads), holding 1
+    lo_d, hi_d = spread["cells"][0]["decided_on"]
+    assert lo_d < 1.0 < hi_d and "decided_on" not in within["cells"][0]
     lo, hi = with_spread(predict(costs, profile.domains["chat"]), 0.05)[(1, 1)].interval
     assert lo == pytest.approx(0.93, abs=0.01) and hi == pytest.approx(1.23, abs=0.01)
